@@ -1,0 +1,21 @@
+# Project-wide compile options, exposed as INTERFACE targets that every library links PRIVATE.
+add_library(sketchps_warnings INTERFACE)
+target_compile_options(sketchps_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-unused-parameter>)
+
+add_library(sketchps_sanitizers INTERFACE)
+if(SKETCHPS_SANITIZE)
+  target_compile_options(sketchps_sanitizers INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${SKETCHPS_SANITIZE} -fno-omit-frame-pointer>)
+  target_link_options(sketchps_sanitizers INTERFACE -fsanitize=${SKETCHPS_SANITIZE})
+endif()
+
+# sketchps_add_library(name [sources...]): a static library in the current folder,
+# aliased sketchps::name, that sees the repository root as its include root
+# (includes read "common/status.h", "kernels/count_sketch.h", ...).
+function(sketchps_add_library name)
+  add_library(sketchps_${name} STATIC ${ARGN})
+  add_library(sketchps::${name} ALIAS sketchps_${name})
+  target_include_directories(sketchps_${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(sketchps_${name} PRIVATE sketchps_warnings PUBLIC sketchps_sanitizers)
+endfunction()

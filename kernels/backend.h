@@ -1,0 +1,128 @@
+// The kernel backend: where kernels run and where their buffers live.
+//
+// sketchps kernels are written once against Thrust and built for one of two backends per build
+// tree (CMake option SKETCHPS_CUDA):
+//   CPU   Thrust's OpenMP device system, compiled by the C++ compiler; "device" memory is host memory.
+//   CUDA  the same sources compiled by nvcc; device memory is GPU memory.
+//
+// Every kernel entry point takes an `Exec`: the stream to run on (ignored on CPU) and a `Scratch`
+// that provides temporary storage. Kernels never allocate on their own: Thrust's temporaries come
+// from the Scratch, which caches blocks, so after the first call of a given size a hot loop performs
+// no system allocation. Pointers passed to kernels (named d_*) must be device pointers for the
+// active backend; on the CPU backend any host pointer is a device pointer.
+//
+// Thread-safety: a Scratch (and therefore an Exec) must be used by one thread at a time. Distinct
+// Exec objects may be used concurrently.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace sketchps::kernels {
+
+enum class Backend { kCpu, kCuda };
+
+// The backend this library was built for.
+Backend ActiveBackend();
+// "cpu" or "cuda".
+const char* BackendName();
+// Threads (CPU) or streaming multiprocessors x 1 (CUDA) the backend runs on; 1 if unknown.
+int BackendParallelism();
+
+// A caching pool of temporary device storage. Thrust algorithms draw their temporaries from it.
+// Blocks are kept after use and reused for requests of the same or smaller size; Release() frees
+// everything. Not thread-safe.
+class Scratch {
+ public:
+  using value_type = char;
+
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch();
+
+  // Allocator interface used by Thrust (thrust::*::par(scratch)). Throws std::bad_alloc on failure.
+  char* allocate(std::ptrdiff_t bytes);
+  void deallocate(char* ptr, std::size_t bytes);
+
+  // Frees every cached block. Must not be called while a kernel using this Scratch is running.
+  void Release();
+  // Bytes currently held (cached or in use).
+  std::size_t HeldBytes() const { return held_bytes_; }
+  // Number of system allocations made so far; tests use it to prove hot loops do not allocate.
+  std::size_t SystemAllocations() const { return system_allocations_; }
+
+ private:
+  std::multimap<std::size_t, char*> free_blocks_;  // size -> block
+  std::map<char*, std::size_t> used_blocks_;       // block -> size
+  std::size_t held_bytes_ = 0;
+  std::size_t system_allocations_ = 0;
+};
+
+// Execution context of one kernel call.
+struct Exec {
+  void* stream = nullptr;       // cudaStream_t on the CUDA backend (nullptr: default stream)
+  Scratch* scratch = nullptr;   // required
+};
+
+// Raw backend memory operations (device memory on CUDA, host memory on CPU).
+// DeviceAlloc throws std::bad_alloc on failure; copies are synchronous.
+void* DeviceAlloc(std::size_t bytes);
+void DeviceFree(void* ptr);
+void CopyToDevice(void* d_dst, const void* h_src, std::size_t bytes);
+void CopyToHost(void* h_dst, const void* d_src, std::size_t bytes);
+void DeviceMemset(void* d_dst, int value, std::size_t bytes);
+// Waits until all work queued on the stream has finished (no-op on CPU).
+void Synchronize(const Exec& exec);
+
+// An owning array in backend memory. Move-only.
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(std::size_t n) : data_(n ? static_cast<T*>(DeviceAlloc(n * sizeof(T))) : nullptr), size_(n) {}
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) { FromHost(host); }
+  DeviceArray(DeviceArray&& other) noexcept : data_(other.data_), size_(other.size_) {
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  DeviceArray& operator=(DeviceArray&& other) noexcept {
+    if (this != &other) {
+      DeviceFree(data_);
+      data_ = other.data_;
+      size_ = other.size_;
+      other.data_ = nullptr;
+      other.size_ = 0;
+    }
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { DeviceFree(data_); }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+  // Copies host.size() elements (at most size()) into the front of the array.
+  void FromHost(const std::vector<T>& host) {
+    CopyToDevice(data_, host.data(), std::min(host.size(), size_) * sizeof(T));
+  }
+  std::vector<T> ToHost() const { return ToHost(size_); }
+  // The first n elements (n <= size()).
+  std::vector<T> ToHost(std::size_t n) const {
+    std::vector<T> out(std::min(n, size_));
+    CopyToHost(out.data(), data_, out.size() * sizeof(T));
+    return out;
+  }
+  void Zero() { DeviceMemset(data_, 0, size_ * sizeof(T)); }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace sketchps::kernels

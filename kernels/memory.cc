@@ -1,0 +1,138 @@
+// Backend memory and the Scratch pool. Compiled by nvcc on the CUDA backend, by the C++
+// compiler (with OpenMP) on the CPU backend.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/internal/policy.h"
+
+#if SKETCHPS_KERNELS_CUDA
+#include <cuda_runtime.h>
+#else
+#include <omp.h>
+#endif
+
+namespace sketchps::kernels {
+namespace {
+
+#if SKETCHPS_KERNELS_CUDA
+void ThrowOnCuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+  }
+}
+#endif
+
+constexpr std::size_t kAlignment = 64;  // a cache line; lets the compiler vectorize loads
+
+}  // namespace
+
+Backend ActiveBackend() { return SKETCHPS_KERNELS_CUDA ? Backend::kCuda : Backend::kCpu; }
+const char* BackendName() { return SKETCHPS_KERNELS_CUDA ? "cuda" : "cpu"; }
+
+int BackendParallelism() {
+#if SKETCHPS_KERNELS_CUDA
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    return 1;
+  }
+  return prop.multiProcessorCount;
+#else
+  return omp_get_max_threads();
+#endif
+}
+
+void* DeviceAlloc(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+#if SKETCHPS_KERNELS_CUDA
+  void* ptr = nullptr;
+  if (cudaMalloc(&ptr, bytes) != cudaSuccess) throw std::bad_alloc();
+  return ptr;
+#else
+  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* ptr = std::aligned_alloc(kAlignment, rounded);
+  if (ptr == nullptr) throw std::bad_alloc();
+  return ptr;
+#endif
+}
+
+void DeviceFree(void* ptr) {
+  if (ptr == nullptr) return;
+#if SKETCHPS_KERNELS_CUDA
+  cudaFree(ptr);
+#else
+  std::free(ptr);
+#endif
+}
+
+void CopyToDevice(void* d_dst, const void* h_src, std::size_t bytes) {
+  if (bytes == 0) return;
+#if SKETCHPS_KERNELS_CUDA
+  ThrowOnCuda(cudaMemcpy(d_dst, h_src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+#else
+  std::memcpy(d_dst, h_src, bytes);
+#endif
+}
+
+void CopyToHost(void* h_dst, const void* d_src, std::size_t bytes) {
+  if (bytes == 0) return;
+#if SKETCHPS_KERNELS_CUDA
+  ThrowOnCuda(cudaMemcpy(h_dst, d_src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+#else
+  std::memcpy(h_dst, d_src, bytes);
+#endif
+}
+
+void DeviceMemset(void* d_dst, int value, std::size_t bytes) {
+  if (bytes == 0) return;
+#if SKETCHPS_KERNELS_CUDA
+  ThrowOnCuda(cudaMemset(d_dst, value, bytes), "cudaMemset");
+#else
+  std::memset(d_dst, value, bytes);
+#endif
+}
+
+void Synchronize(const Exec& exec) {
+#if SKETCHPS_KERNELS_CUDA
+  ThrowOnCuda(cudaStreamSynchronize(static_cast<cudaStream_t>(exec.stream)), "cudaStreamSynchronize");
+#endif
+}
+
+Scratch::~Scratch() { Release(); }
+
+char* Scratch::allocate(std::ptrdiff_t bytes) {
+  const auto want = static_cast<std::size_t>(bytes);
+  auto it = free_blocks_.lower_bound(want);
+  if (it != free_blocks_.end()) {
+    char* block = it->second;
+    used_blocks_[block] = it->first;
+    free_blocks_.erase(it);
+    return block;
+  }
+  char* block = static_cast<char*>(DeviceAlloc(want == 0 ? 1 : want));
+  ++system_allocations_;
+  held_bytes_ += want;
+  used_blocks_[block] = want;
+  return block;
+}
+
+void Scratch::deallocate(char* ptr, std::size_t /*bytes*/) {
+  auto it = used_blocks_.find(ptr);
+  if (it == used_blocks_.end()) return;  // not ours; Thrust never does this
+  free_blocks_.emplace(it->second, ptr);
+  used_blocks_.erase(it);
+}
+
+void Scratch::Release() {
+  for (auto& [size, block] : free_blocks_) DeviceFree(block);
+  for (auto& [block, size] : used_blocks_) DeviceFree(block);
+  free_blocks_.clear();
+  used_blocks_.clear();
+  held_bytes_ = 0;
+}
+
+}  // namespace sketchps::kernels
