@@ -1,0 +1,31 @@
+// Aggregator: how a worker runs one phase with everybody else. One interface, two topologies:
+// the parameter-server client (worker/) and the peer collectives (decentralized mode) implement it,
+// and so does InProcessAggregator for tests and single-machine simulation. Schemes never know which.
+//
+// An Aggregator object belongs to one worker and is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "schemes/phase.h"
+
+namespace sketchps {
+
+class Aggregator {
+ public:
+  virtual ~Aggregator() = default;
+
+  // Contributes this worker's part of (round, phase) on `shard` and returns the phase result once
+  // every worker has contributed. Errors: the transport's (Unavailable, DeadlineExceeded, ...) or the
+  // reduction's (InvalidArgument when contributions disagree).
+  virtual absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round,
+                                                                      std::uint32_t phase,
+                                                                      Contribution contribution) = 0;
+
+  virtual std::uint32_t worker_id() const = 0;
+  virtual std::uint32_t num_workers() const = 0;
+};
+
+}  // namespace sketchps

@@ -1,0 +1,13 @@
+// Dense baseline: every round sends the whole gradient; the aggregate is the mean gradient.
+// One phase, kDenseSum. Bytes up per worker per round: 4 * dim. Global momentum in the optimizer.
+#pragma once
+
+#include <memory>
+
+#include "schemes/scheme.h"
+
+namespace sketchps {
+
+std::unique_ptr<Scheme> MakeDenseScheme(SchemeContext ctx);
+
+}  // namespace sketchps

@@ -1,0 +1,49 @@
+#include "schemes/in_process.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "schemes/reduce.h"
+
+namespace sketchps {
+namespace {
+
+class InProcessAggregator final : public Aggregator {
+ public:
+  InProcessAggregator(InProcessHub& hub, std::uint32_t worker, absl::Duration timeout)
+      : hub_(hub), worker_(worker), timeout_(timeout) {}
+
+  absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round,
+                                                              std::uint32_t phase, Contribution contribution) override {
+    if (shard >= hub_.num_shards()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " >= ", hub_.num_shards()));
+    }
+    const PhaseKey key{round, phase};
+    SKETCHPS_RETURN_IF_ERROR(hub_.table(shard).Submit(key, worker_, std::move(contribution)));
+    return hub_.table(shard).Await(key, absl::Now() + timeout_);
+  }
+  std::uint32_t worker_id() const override { return worker_; }
+  std::uint32_t num_workers() const override { return hub_.num_workers(); }
+
+ private:
+  InProcessHub& hub_;
+  const std::uint32_t worker_;
+  const absl::Duration timeout_;
+};
+
+}  // namespace
+
+InProcessHub::InProcessHub(std::uint32_t num_workers, const ShardMap& shards) : num_workers_(num_workers) {
+  for (const auto& range : shards.ranges) {
+    auto reducer = std::make_shared<Reducer>(range.size());
+    tables_.push_back(std::make_unique<PhaseTable>(
+        num_workers, [reducer](const PhaseSpec& spec, const std::vector<const Contribution*>& in) {
+          return reducer->Reduce(spec, in);
+        }));
+  }
+}
+
+std::unique_ptr<Aggregator> InProcessHub::MakeAggregator(std::uint32_t worker_id, absl::Duration timeout) {
+  return std::make_unique<InProcessAggregator>(*this, worker_id, timeout);
+}
+
+}  // namespace sketchps

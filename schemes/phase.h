@@ -1,0 +1,67 @@
+// Phases: the unit of communication of every scheme.
+//
+// In each phase of a round every worker contributes one payload for each shard and receives one
+// phase result, identical for all workers. The reduction a phase needs travels with every
+// contribution (PhaseSpec), so servers and peers know reductions, never method names:
+//
+//   kDenseSum        DenseValues of one common length          -> their elementwise sum
+//   kSparseSum       SparseVector over one dim                  -> the sum on the union of indices,
+//                                                                 optionally only the `keep` largest
+//   kSketchRecover   SketchTable with one (rows, cols, seed, dim) -> the summed table's `keep`
+//                                                                 candidates with largest |estimate|
+//   kLeaderIndexSet  IndexSet (only the leader's may be non-empty) -> the leader's set
+//
+// Results are sums, not means: schemes divide by PhaseResult::contributors themselves. A worker whose
+// gradient is not finite contributes no payload (a "skip"); it still completes every phase, and the
+// result counts only the workers that did contribute.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "common/payload.h"
+
+namespace sketchps {
+
+using PayloadValue = std::variant<DenseValues, SparseVector, SketchTable, IndexSet>;
+
+enum class Reduction : std::uint8_t { kDenseSum, kSparseSum, kSketchRecover, kLeaderIndexSet };
+
+// "dense_sum", "sparse_sum", "sketch_recover", "leader_index_set".
+const char* ReductionName(Reduction r);
+
+struct PhaseSpec {
+  Reduction reduction = Reduction::kDenseSum;
+  std::uint64_t keep = 0;    // kSparseSum: 0 keeps the whole union; kSketchRecover: candidates (> 0)
+  std::uint32_t leader = 0;  // kLeaderIndexSet: the worker whose set is taken
+
+  friend bool operator==(const PhaseSpec&, const PhaseSpec&) = default;
+};
+
+// One worker's part of one phase on one shard. No payload means the worker skips this round.
+struct Contribution {
+  PhaseSpec spec;
+  std::optional<PayloadValue> payload;
+};
+
+// What every worker receives at the end of a phase. Sparse results (kSparseSum, kSketchRecover)
+// are SparseVectors with strictly increasing indices.
+struct PhaseResult {
+  PayloadValue value;
+  std::uint32_t contributors = 0;  // workers whose payload was included
+};
+
+// The averaged aggregate G_t of a round over one shard's range, as every replica applies it.
+// Sparse aggregates have strictly increasing indices.
+using Aggregate = std::variant<DenseValues, SparseVector>;
+
+// Human-readable name of a payload's kind: "dense", "sparse", "sketch", "index_set".
+const char* PayloadKindName(const PayloadValue& payload);
+
+// Bytes the payload's arrays occupy with raw encodings (u32 indices, f32 values), the size each
+// method's traffic formula is stated in.
+std::uint64_t RawPayloadBytes(const PayloadValue& payload);
+
+}  // namespace sketchps

@@ -1,0 +1,100 @@
+#include "schemes/phase_table.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace sketchps {
+
+PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce)
+    : num_workers_(num_workers), reduce_(std::move(reduce)) {}
+
+absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
+  if (newest_round_ >= kRetainRounds && key.round < newest_round_ - kRetainRounds) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", key.round, " is stale: the shard is at round ",
+                                                      newest_round_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PhaseTable::Submit(const PhaseKey& key, std::uint32_t worker, Contribution contribution) {
+  if (worker >= num_workers_) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", num_workers_, ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (auto st = CheckFresh(key); !st.ok()) return st;
+  Entry& entry = entries_[key];
+  if (entry.done) return absl::OkStatus();  // every worker has contributed: this is a retry
+  if (entry.contributions.empty()) entry.contributions.resize(num_workers_);
+  if (entry.contributions[worker].has_value()) {
+    if (!(entry.contributions[worker]->spec == contribution.spec)) {
+      return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " resent round ", key.round, " phase ",
+                                                     key.phase, " with a different phase spec"));
+    }
+    return absl::OkStatus();  // a retry: acknowledged, applied once
+  }
+  for (const auto& other : entry.contributions) {
+    if (other.has_value() && !(other->spec == contribution.spec)) {
+      return absl::InvalidArgumentError(absl::StrCat("worker ", worker, ": phase spec (", ReductionName(contribution.spec.reduction),
+                                                     ") disagrees with other workers' (", ReductionName(other->spec.reduction), ")"));
+    }
+  }
+  entry.contributions[worker] = std::move(contribution);
+  if (++entry.received == num_workers_) Complete(key, entry);
+  if (key.round > newest_round_) Forget(newest_round_ = key.round);
+  return absl::OkStatus();
+}
+
+void PhaseTable::Complete(const PhaseKey& key, Entry& entry) {
+  std::vector<const Contribution*> in_order;
+  for (const auto& c : entry.contributions) in_order.push_back(&*c);
+  auto result = reduce_(entry.contributions.front()->spec, in_order);
+  if (result.ok()) {
+    entry.result = std::make_shared<const PhaseResult>(std::move(*result));
+  } else {
+    entry.status = absl::Status(result.status().code(), absl::StrCat("round ", key.round, " phase ", key.phase, ": ",
+                                                                     result.status().message()));
+  }
+  entry.done = true;
+  entry.contributions.clear();  // payloads are no longer needed; keep only the result
+  entry.contributions.shrink_to_fit();
+}
+
+void PhaseTable::Forget(std::uint64_t newest_round) {
+  while (!entries_.empty() && newest_round >= kRetainRounds &&
+         entries_.begin()->first.round < newest_round - kRetainRounds) {
+    entries_.erase(entries_.begin());
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Await(const PhaseKey& key, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  if (auto st = CheckFresh(key); !st.ok()) return st;
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = entries_.find(key);
+    return (it != entries_.end() && it->second.done) || !CheckFresh(key).ok();
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat("round ", key.round, " phase ", key.phase,
+                                                    " did not complete before the deadline"));
+  }
+  if (auto st = CheckFresh(key); !st.ok()) return st;
+  const Entry& entry = entries_.at(key);
+  if (!entry.status.ok()) return entry.status;
+  return entry.result;
+}
+
+bool PhaseTable::HasContribution(const PhaseKey& key, std::uint32_t worker) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  if (it->second.done) return true;
+  return worker < it->second.contributions.size() && it->second.contributions[worker].has_value();
+}
+
+std::size_t PhaseTable::HeldPhases() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+}  // namespace sketchps

@@ -1,0 +1,82 @@
+// PhaseTable: the rendezvous of one shard's phases, shared by the in-process aggregator, the
+// parameter server and the tests.
+//
+// Workers Submit() their contribution to (round, phase); when the last of the expected workers has
+// submitted, the table reduces the contributions in worker-id order (so the result is deterministic)
+// and publishes one result that every Await() for that key returns.
+//
+// Rules it enforces (each violation is a Status, never a crash):
+//   - a worker id outside [0, num_workers) is InvalidArgument;
+//   - a repeated Submit of the same (round, phase, worker) is acknowledged and ignored (idempotent
+//     retries), even after the phase completed; a repeat whose spec differs is InvalidArgument;
+//   - contributions to one phase must agree on the PhaseSpec (InvalidArgument naming the worker);
+//   - a key older than the retention window (rounds before newest_round - kRetainRounds) is
+//     FailedPrecondition: stale pushes are rejected, not applied;
+//   - a reduction error (mismatched payloads) fails the phase: every Await gets that error.
+// Await() waits until the result exists or the deadline passes (DeadlineExceeded).
+//
+// Thread-safe. The reduction runs on the thread of the last contributor, under the table's lock
+// (phases of one shard are sequential, so nothing else would proceed meanwhile anyway).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "schemes/phase.h"
+
+namespace sketchps {
+
+struct PhaseKey {
+  std::uint64_t round = 0;
+  std::uint32_t phase = 0;
+  friend auto operator<=>(const PhaseKey&, const PhaseKey&) = default;
+};
+
+// Reduces one phase's contributions, given in worker-id order (skips included).
+using ReduceFn =
+    std::function<absl::StatusOr<PhaseResult>(const PhaseSpec&, const std::vector<const Contribution*>&)>;
+
+class PhaseTable {
+ public:
+  static constexpr std::uint64_t kRetainRounds = 2;
+
+  PhaseTable(std::uint32_t num_workers, ReduceFn reduce);
+
+  absl::Status Submit(const PhaseKey& key, std::uint32_t worker, Contribution contribution);
+  absl::StatusOr<std::shared_ptr<const PhaseResult>> Await(const PhaseKey& key, absl::Time deadline);
+
+  // Whether `worker` has already contributed to `key` (for duplicate-push accounting).
+  bool HasContribution(const PhaseKey& key, std::uint32_t worker) const;
+  // Number of phases currently held (bounded by the retention window; tests pin it).
+  std::size_t HeldPhases() const;
+
+ private:
+  struct Entry {
+    std::vector<std::optional<Contribution>> contributions;
+    std::uint32_t received = 0;
+    bool done = false;
+    absl::Status status;
+    std::shared_ptr<const PhaseResult> result;
+  };
+
+  absl::Status CheckFresh(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Complete(const PhaseKey& key, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(std::uint64_t newest_round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const std::uint32_t num_workers_;
+  const ReduceFn reduce_;
+
+  mutable absl::Mutex mu_;
+  std::map<PhaseKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t newest_round_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace sketchps

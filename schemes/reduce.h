@@ -1,0 +1,53 @@
+// Reducer: the four phase reductions of schemes/phase.h over one shard's range, shared by the
+// in-process aggregator, the parameter server and the peer collectives. It names no method.
+//
+// Contributions arrive in worker-id order and are summed in that order, so a given set of payloads
+// always gives the same bits. Each payload is checked against the reduction before it is used;
+// a mismatch is InvalidArgument naming the worker and the field ("worker 2: sparse.dim 10 != 12").
+//
+//   kDenseSum        all DenseValues of one length <= dim      -> DenseValues sum
+//   kSparseSum       SparseVectors over dim, indices strictly increasing
+//                                                              -> SparseVector of the nonzero sums
+//                                                                 (keep > 0: the `keep` largest)
+//   kSketchRecover   SketchTables with equal (rows, cols, seed), dim == range
+//                                                              -> SparseVector of the min(keep, dim)
+//                                                                 largest |estimates| of the sum
+//   kLeaderIndexSet  IndexSets over dim                        -> the leader's set (empty if skipped)
+//
+// A sparse sum that cancels to exactly 0 drops out of the union. Not thread-safe (PhaseTable
+// serializes reductions); buffers grow to the largest phase seen and are reused.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+#include "schemes/phase.h"
+
+namespace sketchps {
+
+class Reducer {
+ public:
+  explicit Reducer(std::uint64_t dim);
+
+  absl::StatusOr<PhaseResult> Reduce(const PhaseSpec& spec, const std::vector<const Contribution*>& in_order);
+
+ private:
+  absl::StatusOr<PayloadValue> DenseSum(const std::vector<const Contribution*>& in);
+  absl::StatusOr<PayloadValue> SparseSum(const std::vector<const Contribution*>& in, std::uint64_t keep);
+  absl::StatusOr<PayloadValue> SketchRecover(const std::vector<const Contribution*>& in, std::uint64_t keep);
+  absl::StatusOr<PayloadValue> LeaderSet(const std::vector<const Contribution*>& in, std::uint32_t leader);
+  // Copies the accumulator's selected entries (device idx/val of `count`) into an index-sorted vector.
+  absl::StatusOr<SparseVector> Collect(std::size_t count, bool drop_zeros);
+  void Reserve(std::size_t n);
+
+  const std::uint64_t dim_;
+  kernels::Scratch scratch_;
+  kernels::Exec exec_;
+  kernels::DeviceArray<float> acc_;
+  kernels::DeviceArray<std::uint32_t> idx_;
+  kernels::DeviceArray<float> val_;
+};
+
+}  // namespace sketchps

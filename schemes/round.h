@@ -1,0 +1,26 @@
+// RunRound: one round of one scheme on one shard through any Aggregator (scheme.h describes the
+// protocol). Also accounts the bytes this worker sent and received, in raw payload bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "schemes/aggregator.h"
+#include "schemes/scheme.h"
+
+namespace sketchps {
+
+struct RoundTraffic {
+  std::uint64_t bytes_up = 0;    // this worker's payloads (raw encodings)
+  std::uint64_t bytes_down = 0;  // the phase results it received
+};
+
+struct RoundOutcome {
+  Aggregate aggregate;
+  RoundTraffic traffic;
+};
+
+absl::StatusOr<RoundOutcome> RunRound(Scheme& scheme, Aggregator& aggregator, std::uint32_t shard,
+                                      const RoundInfo& info, const float* d_grad);
+
+}  // namespace sketchps

@@ -1,0 +1,85 @@
+// Scheme: one compression method as worker-side state plus a short list of phases.
+//
+// A worker holds one Scheme per shard range it trains. Each round:
+//
+//   scheme.BeginRound(info, d_grad);                 // the worker's gradient over the range
+//   for (p = 0; p < scheme.NumPhases(); ++p)
+//     result = aggregator.RunPhase(shard, round, p, scheme.Contribute(p, previous result));
+//   aggregate = scheme.Finish(*result);              // G_t, identical on every worker
+//
+// NumPhases() depends only on the round and the configuration, never on data, so all workers run
+// the same phases. Contribute(p) receives the result of phase p-1 (nullptr for p = 0). Finish
+// turns the last result into the averaged aggregate and updates the worker's state (error
+// feedback, momentum masking, stage counters). The replicated optimizer then applies the aggregate
+// (schemes/optimizer.h).
+//
+// Common behaviour, implemented once in SchemeBase:
+//   - dense warm-up: rounds < warmup_rounds send the scheme's compression input densely;
+//   - NaN/Inf guard: a non-finite gradient makes the worker skip the round: it contributes no
+//     payload to any phase, leaves its state untouched and reports skipped() == true;
+//   - empty selections are valid payloads (zero entries).
+//
+// A Scheme is used by one thread at a time. All device pointers belong to the kernel backend.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/layout.h"
+#include "schemes/phase.h"
+
+namespace sketchps {
+
+// What a scheme instance knows about its place in the job. Constant for its lifetime.
+struct SchemeContext {
+  std::uint32_t worker_id = 0;
+  std::uint32_t num_workers = 1;
+  std::uint32_t shard_id = 0;
+  std::uint64_t dim = 0;    // length of the range this instance compresses
+  LayerTable layers;        // the layers of the range, offsets relative to its start
+  std::uint64_t k = 0;      // entries to keep in this range (density x dim, split across shards)
+  std::uint64_t seed = 0;   // job seed: sketch hashing and sampling
+};
+
+struct RoundInfo {
+  std::uint64_t round = 0;
+  double epoch = 0.0;  // fractional epochs completed before this round (for warm-up schedules)
+};
+
+// Saved worker state: named device arrays (copied to host) and named scalars.
+struct SchemeState {
+  std::map<std::string, std::vector<float>> arrays;
+  std::map<std::string, double> scalars;
+};
+
+class Scheme {
+ public:
+  virtual ~Scheme() = default;
+
+  virtual const char* name() const = 0;
+
+  // Starts a round. d_grad holds ctx.dim floats and must stay valid and unchanged until Finish
+  // returns (payloads are built from it during the phases).
+  virtual absl::Status BeginRound(const RoundInfo& info, const float* d_grad) = 0;
+  virtual std::uint32_t NumPhases() const = 0;
+  virtual absl::StatusOr<Contribution> Contribute(std::uint32_t phase, const PhaseResult* previous) = 0;
+  virtual absl::StatusOr<Aggregate> Finish(const PhaseResult& last) = 0;
+
+  // Whether this worker skipped the current round (non-finite gradient).
+  virtual bool skipped() const = 0;
+  // Entries this worker selected in the current round (its uplink nnz); dim for dense rounds.
+  virtual std::uint64_t selected() const = 0;
+
+  // Whether the replicated optimizer applies momentum to this scheme's aggregate (global momentum)
+  // or the scheme keeps momentum locally (DGC-style momentum correction; optimizer momentum 0).
+  virtual bool uses_global_momentum() const = 0;
+
+  virtual SchemeState SaveState() const = 0;
+  virtual absl::Status RestoreState(const SchemeState& state) = 0;
+};
+
+}  // namespace sketchps

@@ -1,0 +1,76 @@
+// SchemeBase: what every scheme shares (see scheme.h): dense warm-up rounds, the NaN/Inf guard,
+// keeping the round's phase results, and averaging by the number of contributors.
+//
+// A concrete scheme implements five hooks:
+//   Accumulate(info, d_grad)   fold the gradient into the compression input (e.g. a = e + g) and
+//                              return it (ctx.dim floats, device memory owned by the scheme);
+//   Spec(phase)                the reduction of each compressed phase (known even when skipping);
+//   Payload(phase, results)    this worker's payload, given the results of the earlier phases;
+//   Combine(results)           the averaged aggregate, a function of the phase results only, so
+//                              a worker that skipped the round computes the same G_t;
+//   Update(aggregate, results) the state change after a compressed round it took part in.
+// plus OnDenseSent() (the whole input was sent in a warm-up round) and the state accessors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "schemes/scheme.h"
+
+namespace sketchps {
+
+using PhaseResults = std::vector<std::shared_ptr<const PhaseResult>>;
+
+class SchemeBase : public Scheme {
+ public:
+  absl::Status BeginRound(const RoundInfo& info, const float* d_grad) final;
+  std::uint32_t NumPhases() const final;
+  absl::StatusOr<Contribution> Contribute(std::uint32_t phase, const PhaseResult* previous) final;
+  absl::StatusOr<Aggregate> Finish(const PhaseResult& last) final;
+  bool skipped() const final { return skipped_; }
+  std::uint64_t selected() const final { return selected_; }
+
+ protected:
+  SchemeBase(SchemeContext ctx, std::uint64_t warmup_rounds);
+
+  virtual absl::StatusOr<const float*> Accumulate(const RoundInfo& info, const float* d_grad) = 0;
+  virtual std::uint32_t CompressedPhases() const = 0;
+  virtual PhaseSpec Spec(std::uint32_t phase) const = 0;
+  virtual absl::StatusOr<PayloadValue> Payload(std::uint32_t phase, const PhaseResults& earlier) = 0;
+  virtual absl::StatusOr<Aggregate> Combine(const PhaseResults& results) = 0;
+  virtual absl::Status Update(const Aggregate& aggregate, const PhaseResults& results) = 0;
+  virtual void OnDenseSent() = 0;
+
+  const SchemeContext& ctx() const { return ctx_; }
+  const kernels::Exec& exec() const { return exec_; }
+  const RoundInfo& round() const { return round_; }
+  bool dense_round() const { return dense_round_; }
+  void set_selected(std::uint64_t n) { selected_ = n; }
+
+  // Copies n device floats to a host vector.
+  std::vector<float> ToHost(const float* d_x, std::size_t n) const;
+  // The mean of a kDenseSum result over the whole range.
+  absl::StatusOr<Aggregate> DenseAggregate(const PhaseResult& result) const;
+  // The mean of a kSparseSum / kSketchRecover result (a SparseVector over the range).
+  absl::StatusOr<Aggregate> SparseAggregate(const PhaseResult& result) const;
+
+ private:
+  const SchemeContext ctx_;
+  const std::uint64_t warmup_rounds_;
+  kernels::Scratch scratch_;
+  kernels::Exec exec_;
+
+  RoundInfo round_;
+  bool dense_round_ = false;
+  bool skipped_ = false;
+  std::uint64_t selected_ = 0;
+  const float* input_ = nullptr;   // this round's compression input (dense rounds send it whole)
+  PhaseResults results_;
+};
+
+// Divides every value by `contributors` (no-op when it is 0 or 1).
+void DivideBy(std::vector<float>& values, std::uint32_t contributors);
+
+}  // namespace sketchps

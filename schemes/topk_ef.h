@@ -1,0 +1,18 @@
+// Top-k with error feedback (ALGORITHMS.md §2): a = e + g; send TopK(a, k); e = a - sent.
+// One phase, kSparseSum over the union. Bytes up per worker per round: 8k (u32 index + f32 value).
+// Global momentum in the optimizer. State: the residual e.
+#pragma once
+
+#include <memory>
+
+#include "schemes/scheme.h"
+
+namespace sketchps {
+
+struct TopKEfConfig {
+  std::uint64_t warmup_rounds = 0;  // dense rounds before compression starts
+};
+
+std::unique_ptr<Scheme> MakeTopKEfScheme(SchemeContext ctx, const TopKEfConfig& config);
+
+}  // namespace sketchps
