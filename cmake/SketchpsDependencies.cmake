@@ -5,6 +5,7 @@ find_package(absl CONFIG REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(Boost 1.74 REQUIRED)          # header-only parts: Boost.Math
 find_package(OpenMP REQUIRED)

@@ -1,0 +1,92 @@
+// ConfigReader: strict, self-describing reading of a YAML mapping into plain structs.
+//
+//   ConfigReader r(node, "scheme.gs_sgd");
+//   SKETCHPS_RETURN_IF_ERROR(r.Get("rows", config.rows));   // optional: keeps the default if absent
+//   SKETCHPS_RETURN_IF_ERROR(r.Finish());                   // rejects keys nobody asked for
+//
+// Every error is InvalidArgument and names the full key path:
+//   "scheme.gs_sgd.rows: expected an unsigned integer, got 'five'"
+//   "scheme.gs_sgd: unknown key 'colz' (known: cols, p2, rows)"
+// Supported types: bool, integers, floating point, std::string, std::vector of those.
+// Not thread-safe; the node must outlive the reader.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "yaml-cpp/yaml.h"
+
+namespace sketchps {
+
+class ConfigReader {
+ public:
+  // `node` may be null/undefined (an absent section): every Get keeps its default.
+  ConfigReader(YAML::Node node, std::string path);
+
+  template <class T>
+  absl::Status Get(const std::string& key, T& out);
+
+  // The sub-mapping at `key` (absent: an empty reader). Error when `key` holds a non-mapping.
+  absl::StatusOr<ConfigReader> Child(const std::string& key);
+  // Whether the mapping has `key` (marks it as known).
+  bool Has(const std::string& key);
+
+  // Error when the node is not a mapping, or holds keys no Get/Child/Has asked for.
+  absl::Status Finish() const;
+
+  const std::string& path() const { return path_; }
+  std::string KeyPath(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+ private:
+  absl::Status Convert(const YAML::Node& value, const std::string& key, bool& out) const;
+  absl::Status Convert(const YAML::Node& value, const std::string& key, std::int64_t& out) const;
+  absl::Status Convert(const YAML::Node& value, const std::string& key, std::uint64_t& out) const;
+  absl::Status Convert(const YAML::Node& value, const std::string& key, double& out) const;
+  absl::Status Convert(const YAML::Node& value, const std::string& key, std::string& out) const;
+  absl::Status TypeError(const std::string& key, const YAML::Node& value, const char* expected) const;
+
+  YAML::Node node_;
+  std::string path_;
+  std::set<std::string> known_;
+};
+
+template <class T>
+absl::Status ConfigReader::Get(const std::string& key, T& out) {
+  known_.insert(key);
+  if (!node_ || !node_.IsMap() || !node_[key]) return absl::OkStatus();
+  const YAML::Node value = node_[key];
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::string>) {
+    return Convert(value, key, out);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    double v = 0;
+    if (auto st = Convert(value, key, v); !st.ok()) return st;
+    out = static_cast<T>(v);
+    return absl::OkStatus();
+  } else if constexpr (std::is_integral_v<T>) {
+    using Wide = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
+    Wide v = 0;
+    if (auto st = Convert(value, key, v); !st.ok()) return st;
+    if (v < static_cast<Wide>(std::numeric_limits<T>::min()) || v > static_cast<Wide>(std::numeric_limits<T>::max())) {
+      return absl::InvalidArgumentError(KeyPath(key) + ": value " + std::to_string(v) + " out of range");
+    }
+    out = static_cast<T>(v);
+    return absl::OkStatus();
+  } else {  // std::vector<U>
+    if (!value.IsSequence()) return TypeError(key, value, "a list");
+    T items;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      typename T::value_type item{};
+      YAML::Node wrapper;
+      wrapper["v"] = value[i];
+      ConfigReader inner(wrapper, KeyPath(key) + "[" + std::to_string(i) + "]");
+      if (auto st = inner.Get("v", item); !st.ok()) return st;
+      items.push_back(item);
+    }
+    out = std::move(items);
+    return absl::OkStatus();
+  }
+}
+
+}  // namespace sketchps

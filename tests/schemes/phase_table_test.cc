@@ -1,0 +1,103 @@
+#include "schemes/phase_table.h"
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+using namespace sketchps;
+
+namespace {
+
+// Sums DenseValues in worker order; counts how often it ran.
+struct CountingSum {
+  int* calls;
+  absl::StatusOr<PhaseResult> operator()(const PhaseSpec&, const std::vector<const Contribution*>& in) const {
+    ++*calls;
+    PhaseResult r;
+    DenseValues sum{{0.0f}};
+    for (const auto* c : in) {
+      if (!c->payload) continue;
+      sum.values[0] += std::get<DenseValues>(*c->payload).values[0];
+      ++r.contributors;
+    }
+    r.value = sum;
+    return r;
+  }
+};
+
+Contribution Dense(float v) { return Contribution{{Reduction::kDenseSum}, PayloadValue{DenseValues{{v}}}}; }
+
+}  // namespace
+
+TEST_CASE("PhaseTable reduces once when every worker has contributed", "[phase_table]") {
+  int calls = 0;
+  PhaseTable table(3, CountingSum{&calls});
+  const PhaseKey key{5, 0};
+  REQUIRE(table.Submit(key, 0, Dense(1)).ok());
+  REQUIRE(table.Submit(key, 2, Dense(4)).ok());
+  CHECK(table.Await(key, absl::Now() + absl::Milliseconds(20)).status().code() == absl::StatusCode::kDeadlineExceeded);
+  REQUIRE(table.Submit(key, 1, Dense(2)).ok());
+  auto r = table.Await(key, absl::Now() + absl::Seconds(5));
+  REQUIRE(r.ok());
+  CHECK(std::get<DenseValues>((*r)->value).values[0] == 7.0f);
+  CHECK((*r)->contributors == 3);
+  CHECK(calls == 1);
+}
+
+TEST_CASE("PhaseTable applies a retried push once", "[phase_table]") {
+  int calls = 0;
+  PhaseTable table(2, CountingSum{&calls});
+  const PhaseKey key{1, 0};
+  REQUIRE(table.Submit(key, 0, Dense(1)).ok());
+  REQUIRE(table.Submit(key, 0, Dense(100)).ok());  // retry before completion: ignored
+  REQUIRE(table.Submit(key, 1, Dense(2)).ok());
+  REQUIRE(table.Submit(key, 1, Dense(50)).ok());   // retry after completion: ignored
+  auto r = table.Await(key, absl::Now() + absl::Seconds(5));
+  REQUIRE(r.ok());
+  CHECK(std::get<DenseValues>((*r)->value).values[0] == 3.0f);
+  CHECK(calls == 1);
+}
+
+TEST_CASE("PhaseTable rejects bad workers, disagreeing specs and stale rounds", "[phase_table]") {
+  int calls = 0;
+  PhaseTable table(2, CountingSum{&calls});
+  CHECK(table.Submit({0, 0}, 2, Dense(1)).code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE(table.Submit({0, 0}, 0, Dense(1)).ok());
+  const auto other = table.Submit({0, 0}, 1, Contribution{{Reduction::kSparseSum}, std::nullopt});
+  CHECK(other.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(other.message()), Catch::Contains("worker 1"));
+  for (std::uint64_t round = 1; round <= 10; ++round) {
+    REQUIRE(table.Submit({round, 0}, 0, Dense(1)).ok());
+    REQUIRE(table.Submit({round, 0}, 1, Dense(1)).ok());
+  }
+  CHECK(table.Submit({3, 0}, 0, Dense(1)).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(table.Await({3, 0}, absl::Now()).status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(table.HeldPhases() <= PhaseTable::kRetainRounds + 2);  // bounded state
+}
+
+TEST_CASE("PhaseTable releases concurrent waiters with one result", "[phase_table]") {
+  int calls = 0;
+  PhaseTable table(4, CountingSum{&calls});
+  std::vector<float> seen(4, -1.0f);
+  std::vector<std::thread> threads;
+  for (std::uint32_t w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      if (!table.Submit({0, 0}, w, Dense(static_cast<float>(w))).ok()) return;
+      auto r = table.Await({0, 0}, absl::Now() + absl::Seconds(10));
+      if (r.ok()) seen[w] = std::get<DenseValues>((*r)->value).values[0];
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(seen == std::vector<float>(4, 6.0f));
+  CHECK(calls == 1);
+}
+
+TEST_CASE("PhaseTable counts skipped workers out of contributors", "[phase_table]") {
+  int calls = 0;
+  PhaseTable table(3, CountingSum{&calls});
+  REQUIRE(table.Submit({0, 0}, 0, Dense(1)).ok());
+  REQUIRE(table.Submit({0, 0}, 1, Contribution{{Reduction::kDenseSum}, std::nullopt}).ok());
+  REQUIRE(table.Submit({0, 0}, 2, Dense(2)).ok());
+  auto r = table.Await({0, 0}, absl::Now() + absl::Seconds(5));
+  REQUIRE(r.ok());
+  CHECK((*r)->contributors == 2);
+}

@@ -1,0 +1,137 @@
+#include "schemes/reduce.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <random>
+
+#include "common/count_sketch_hash.h"
+#include "kernels/count_sketch.h"
+
+using namespace sketchps;
+
+namespace {
+
+Contribution With(Reduction r, PayloadValue p, std::uint64_t keep = 0) {
+  return Contribution{{r, keep, 0}, std::move(p)};
+}
+
+std::vector<const Contribution*> Ptrs(const std::vector<Contribution>& v) {
+  std::vector<const Contribution*> out;
+  for (const auto& c : v) out.push_back(&c);
+  return out;
+}
+
+SparseVector RandomSparse(std::uint64_t dim, std::size_t count, std::mt19937_64& rng) {
+  std::map<std::uint32_t, float> m;
+  std::uniform_int_distribution<std::uint32_t> pos(0, static_cast<std::uint32_t>(dim - 1));
+  std::normal_distribution<float> normal;
+  while (m.size() < count) m[pos(rng)] = normal(rng);
+  SparseVector s{dim, {}, {}};
+  for (auto [i, v] : m) {
+    s.idx.push_back(i);
+    s.val.push_back(v);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("Dense sum adds in worker order and counts skips", "[reduce]") {
+  Reducer r(4);
+  std::vector<Contribution> in = {With(Reduction::kDenseSum, DenseValues{{1, 2, 3}}),
+                                  Contribution{{Reduction::kDenseSum}, std::nullopt},
+                                  With(Reduction::kDenseSum, DenseValues{{10, 20, 30}})};
+  auto out = r.Reduce({Reduction::kDenseSum}, Ptrs(in));
+  REQUIRE(out.ok());
+  CHECK(std::get<DenseValues>(out->value).values == std::vector<float>{11, 22, 33});
+  CHECK(out->contributors == 2);
+  in[2] = With(Reduction::kDenseSum, DenseValues{{1, 2}});
+  auto bad = r.Reduce({Reduction::kDenseSum}, Ptrs(in));
+  CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("worker 2") && Catch::Contains("dense.count"));
+}
+
+TEST_CASE("Sparse sum equals a map reference, with and without keep", "[reduce]") {
+  std::mt19937_64 rng(3);
+  const std::uint64_t dim = 5000;
+  std::vector<Contribution> in;
+  std::map<std::uint32_t, float> ref;
+  for (int w = 0; w < 4; ++w) {
+    auto s = RandomSparse(dim, 300, rng);
+    for (std::size_t i = 0; i < s.idx.size(); ++i) ref[s.idx[i]] += s.val[i];
+    in.push_back(With(Reduction::kSparseSum, s));
+  }
+  Reducer r(dim);
+  auto all = r.Reduce({Reduction::kSparseSum}, Ptrs(in));
+  REQUIRE(all.ok());
+  const auto& u = std::get<SparseVector>(all->value);
+  REQUIRE(u.idx.size() == ref.size());
+  std::size_t i = 0;
+  for (auto [idx, v] : ref) {
+    CHECK(u.idx[i] == idx);
+    CHECK(u.val[i] == Approx(v).margin(1e-6));
+    ++i;
+  }
+  auto top = r.Reduce({Reduction::kSparseSum, 50}, Ptrs(in));
+  REQUIRE(top.ok());
+  const auto& t = std::get<SparseVector>(top->value);
+  REQUIRE(t.idx.size() == 50);
+  float smallest_kept = 1e30f;
+  for (float v : t.val) smallest_kept = std::min(smallest_kept, std::fabs(v));
+  std::size_t larger = 0;
+  for (auto [idx, v] : ref) larger += std::fabs(v) > smallest_kept ? 1 : 0;
+  CHECK(larger < 50);  // nothing outside the kept set is larger than what was kept
+  CHECK(std::is_sorted(t.idx.begin(), t.idx.end()));
+}
+
+TEST_CASE("Sparse sum rejects out-of-range and unsorted indices", "[reduce]") {
+  Reducer r(10);
+  std::vector<Contribution> in = {With(Reduction::kSparseSum, SparseVector{10, {1, 12}, {1, 1}})};
+  auto bad = r.Reduce({Reduction::kSparseSum}, Ptrs(in));
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("sparse.indices[1] = 12 >= dim 10"));
+  in[0] = With(Reduction::kSparseSum, SparseVector{10, {5, 5}, {1, 1}});
+  CHECK_THAT(std::string(r.Reduce({Reduction::kSparseSum}, Ptrs(in)).status().message()),
+             Catch::Contains("not strictly increasing"));
+  in[0] = With(Reduction::kSparseSum, DenseValues{{1}});
+  CHECK_THAT(std::string(r.Reduce({Reduction::kSparseSum}, Ptrs(in)).status().message()),
+             Catch::Contains("dense payload in a sparse_sum phase"));
+}
+
+TEST_CASE("Sketch recover of summed sketches finds the summed heavy hitters", "[reduce]") {
+  const std::uint64_t dim = 2000;
+  auto hash = CountSketchHash::Create({5, 4000, 11, dim});
+  REQUIRE(hash.ok());
+  kernels::Scratch scratch;
+  kernels::Exec exec{nullptr, &scratch};
+  std::vector<Contribution> in;
+  for (int w = 0; w < 3; ++w) {
+    std::vector<float> x(dim, 0.0f);
+    x[100] = 5.0f;       // heavy in every worker
+    x[1500 + w] = 1.0f;  // light, different per worker
+    kernels::DeviceArray<float> d_x(x), table(hash->cells());
+    table.Zero();
+    REQUIRE(kernels::SketchAccumulate(d_x.data(), dim, *hash, table.data(), exec).ok());
+    in.push_back(With(Reduction::kSketchRecover, SketchTable{5, 4000, 11, dim, table.ToHost()}, 1));
+  }
+  Reducer r(dim);
+  auto out = r.Reduce({Reduction::kSketchRecover, 1}, Ptrs(in));
+  REQUIRE(out.ok());
+  const auto& s = std::get<SparseVector>(out->value);
+  REQUIRE(s.idx == std::vector<std::uint32_t>{100});
+  CHECK(s.val[0] == Approx(15.0f));
+  in[1] = With(Reduction::kSketchRecover, SketchTable{5, 4000, 12, dim, std::vector<float>(20000)}, 1);
+  CHECK_THAT(std::string(r.Reduce({Reduction::kSketchRecover, 1}, Ptrs(in)).status().message()),
+             Catch::Contains("worker 1"));
+}
+
+TEST_CASE("Leader index set is the leader's, or empty when it skipped", "[reduce]") {
+  Reducer r(100);
+  std::vector<Contribution> in = {With(Reduction::kLeaderIndexSet, IndexSet{100, {}}),
+                                  With(Reduction::kLeaderIndexSet, IndexSet{100, {3, 9, 50}})};
+  PhaseSpec spec{Reduction::kLeaderIndexSet, 0, 1};
+  auto out = r.Reduce(spec, Ptrs(in));
+  REQUIRE(out.ok());
+  CHECK(std::get<IndexSet>(out->value).idx == std::vector<std::uint32_t>{3, 9, 50});
+  in[1].payload.reset();
+  CHECK(std::get<IndexSet>(r.Reduce(spec, Ptrs(in))->value).idx.empty());
+}
