@@ -25,7 +25,6 @@ class DenseScheme final : public SchemeBase {
   absl::StatusOr<PayloadValue> Payload(std::uint32_t, const PhaseResults&) override {
     return DenseValues{ToHost(grad_, ctx().dim)};
   }
-  absl::StatusOr<Aggregate> Combine(const PhaseResults& results) override { return DenseAggregate(*results.back()); }
   absl::Status Update(const Aggregate&, const PhaseResults&) override { return absl::OkStatus(); }
   void OnDenseSent() override {}
 

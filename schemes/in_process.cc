@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "schemes/reduce.h"
 
 namespace sketchps {
 namespace {
@@ -32,14 +31,27 @@ class InProcessAggregator final : public Aggregator {
 
 }  // namespace
 
-InProcessHub::InProcessHub(std::uint32_t num_workers, const ShardMap& shards) : num_workers_(num_workers) {
+InProcessHub::InProcessHub(std::uint32_t num_workers, const ShardMap& shards, const std::vector<float>& initial_weights,
+                           const OptimizerConfig& optimizer, bool global_momentum, double rounds_per_epoch)
+    : num_workers_(num_workers) {
   for (const auto& range : shards.ranges) {
-    auto reducer = std::make_shared<Reducer>(range.size());
-    tables_.push_back(std::make_unique<PhaseTable>(
-        num_workers, [reducer](const PhaseSpec& spec, const std::vector<const Contribution*>& in) {
-          return reducer->Reduce(spec, in);
-        }));
+    ShardOptions o;
+    o.num_workers = num_workers;
+    o.initial_weights.assign(initial_weights.begin() + range.lo, initial_weights.begin() + range.hi);
+    o.optimizer = optimizer;
+    o.global_momentum = global_momentum;
+    o.rounds_per_epoch = rounds_per_epoch;
+    shards_.push_back(std::make_unique<Shard>(std::move(o)));
   }
+}
+
+std::vector<float> InProcessHub::MasterWeights() const {
+  std::vector<float> all;
+  for (const auto& s : shards_) {
+    auto w = s->Weights();
+    all.insert(all.end(), w.begin(), w.end());
+  }
+  return all;
 }
 
 std::unique_ptr<Aggregator> InProcessHub::MakeAggregator(std::uint32_t worker_id, absl::Duration timeout) {

@@ -1,8 +1,8 @@
-// In-process aggregation: P workers as threads of one process, one PhaseTable + Reducer per shard.
-// Runs every scheme end to end without gRPC (tests, single-machine simulation, the reference the
-// networked modes are compared with).
+// In-process aggregation: P workers as threads of one process, one Shard (phase table, reducer,
+// master copy) per shard range. Runs every scheme end to end without gRPC (tests, single-machine
+// simulation, the reference the networked modes are compared with).
 //
-//   InProcessHub hub(num_workers, shard_map);
+//   InProcessHub hub(num_workers, shard_map, initial_weights, optimizer, global_momentum, rpe);
 //   auto agg = hub.MakeAggregator(worker_id);   // one per worker thread
 //
 // The hub must outlive its aggregators. Hub methods are thread-safe.
@@ -15,24 +15,30 @@
 #include "absl/time/time.h"
 #include "common/layout.h"
 #include "schemes/aggregator.h"
-#include "schemes/phase_table.h"
+#include "schemes/optimizer.h"
+#include "schemes/shard.h"
 
 namespace sketchps {
 
 class InProcessHub {
  public:
-  InProcessHub(std::uint32_t num_workers, const ShardMap& shards);
+  // initial_weights covers the whole vector; each shard takes its range as its master copy.
+  InProcessHub(std::uint32_t num_workers, const ShardMap& shards, const std::vector<float>& initial_weights,
+               const OptimizerConfig& optimizer, bool global_momentum, double rounds_per_epoch);
 
   // `timeout` bounds each RunPhase wait (a worker that never arrives fails the phase, not hangs it).
   std::unique_ptr<Aggregator> MakeAggregator(std::uint32_t worker_id, absl::Duration timeout = absl::Seconds(60));
 
   std::uint32_t num_workers() const { return num_workers_; }
-  std::uint32_t num_shards() const { return static_cast<std::uint32_t>(tables_.size()); }
-  PhaseTable& table(std::uint32_t shard) { return *tables_[shard]; }
+  std::uint32_t num_shards() const { return static_cast<std::uint32_t>(shards_.size()); }
+  PhaseTable& table(std::uint32_t shard) { return shards_[shard]->table(); }
+  Shard& shard(std::uint32_t s) { return *shards_[s]; }
+  // The master copies of all shards, concatenated.
+  std::vector<float> MasterWeights() const;
 
  private:
   const std::uint32_t num_workers_;
-  std::vector<std::unique_ptr<PhaseTable>> tables_;
+  std::vector<std::unique_ptr<Shard>> shards_;
 };
 
 }  // namespace sketchps

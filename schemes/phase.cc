@@ -1,5 +1,6 @@
 #include "schemes/phase.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/overloaded.h"
 
 namespace sketchps {
@@ -28,6 +29,42 @@ std::uint64_t RawPayloadBytes(const PayloadValue& payload) {
                                [](const SketchTable& p) -> std::uint64_t { return p.table.size() * 4; },
                                [](const IndexSet& p) -> std::uint64_t { return p.idx.size() * 4; }},
                     payload);
+}
+
+namespace {
+
+void DivideBy(std::vector<float>& values, std::uint32_t contributors) {
+  if (contributors <= 1) return;
+  const auto p = static_cast<float>(contributors);
+  for (auto& v : values) v /= p;
+}
+
+}  // namespace
+
+absl::StatusOr<Aggregate> MeanAggregate(const PhaseResult& result, std::uint64_t dim) {
+  if (const auto* dense = std::get_if<DenseValues>(&result.value)) {
+    if (dense->values.size() != dim) {
+      return absl::InvalidArgumentError(absl::StrCat("final dense result has ", dense->values.size(), " values, range has ", dim));
+    }
+    DenseValues g = *dense;
+    DivideBy(g.values, result.contributors);
+    return g;
+  }
+  if (const auto* sparse = std::get_if<SparseVector>(&result.value)) {
+    if (sparse->dim != dim) {
+      return absl::InvalidArgumentError(absl::StrCat("final sparse result over ", sparse->dim, " entries, range has ", dim));
+    }
+    SparseVector g = *sparse;
+    DivideBy(g.val, result.contributors);
+    return g;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("a ", PayloadKindName(result.value), " result cannot end a round"));
+}
+
+const std::vector<std::uint32_t>* ResultIndices(const PhaseResult& result) {
+  if (const auto* s = std::get_if<SparseVector>(&result.value)) return &s->idx;
+  if (const auto* i = std::get_if<IndexSet>(&result.value)) return &i->idx;
+  return nullptr;
 }
 
 }  // namespace sketchps

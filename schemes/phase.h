@@ -5,15 +5,21 @@
 // contribution (PhaseSpec), so servers and peers know reductions, never method names:
 //
 //   kDenseSum        DenseValues of one common length          -> their elementwise sum
+//     with at_previous_indices: values aligned with the index set of the previous phase's result
+//                                                               -> SparseVector at those indices
+//                                                                 (keep > 0: only the `keep` largest)
 //   kSparseSum       SparseVector over one dim                  -> the sum on the union of indices,
 //                                                                 optionally only the `keep` largest
 //   kSketchRecover   SketchTable with one (rows, cols, seed, dim) -> the summed table's `keep`
 //                                                                 candidates with largest |estimate|
 //   kLeaderIndexSet  IndexSet (only the leader's may be non-empty) -> the leader's set
 //
-// Results are sums, not means: schemes divide by PhaseResult::contributors themselves. A worker whose
-// gradient is not finite contributes no payload (a "skip"); it still completes every phase, and the
-// result counts only the workers that did contribute.
+// The result of a round's final phase is always DenseValues over the whole range or a SparseVector
+// over it, and the round's aggregate G_t is that sum divided by PhaseResult::contributors
+// (MeanAggregate). So the server can update its master copy without knowing the method.
+//
+// A worker whose gradient is not finite contributes no payload (a "skip"); it still completes every
+// phase, and the result counts only the workers that did contribute.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +27,7 @@
 #include <string>
 #include <variant>
 
+#include "absl/status/statusor.h"
 #include "common/payload.h"
 
 namespace sketchps {
@@ -34,8 +41,10 @@ const char* ReductionName(Reduction r);
 
 struct PhaseSpec {
   Reduction reduction = Reduction::kDenseSum;
-  std::uint64_t keep = 0;    // kSparseSum: 0 keeps the whole union; kSketchRecover: candidates (> 0)
+  std::uint64_t keep = 0;    // kSparseSum / indexed kDenseSum: 0 keeps all; kSketchRecover: candidates (> 0)
   std::uint32_t leader = 0;  // kLeaderIndexSet: the worker whose set is taken
+  bool at_previous_indices = false;  // kDenseSum: values at the previous result's indices
+  bool final_phase = true;   // the round's last phase (its result yields G_t); set by SchemeBase
 
   friend bool operator==(const PhaseSpec&, const PhaseSpec&) = default;
 };
@@ -56,6 +65,13 @@ struct PhaseResult {
 // The averaged aggregate G_t of a round over one shard's range, as every replica applies it.
 // Sparse aggregates have strictly increasing indices.
 using Aggregate = std::variant<DenseValues, SparseVector>;
+
+// G_t from a final phase's result: its DenseValues (length dim) or SparseVector (over dim) divided
+// by the number of contributors. InvalidArgument for any other result or size.
+absl::StatusOr<Aggregate> MeanAggregate(const PhaseResult& final_result, std::uint64_t dim);
+
+// The indices of a result that carries an index set (IndexSet or SparseVector), else nullptr.
+const std::vector<std::uint32_t>* ResultIndices(const PhaseResult& result);
 
 // Human-readable name of a payload's kind: "dense", "sparse", "sketch", "index_set".
 const char* PayloadKindName(const PayloadValue& payload);

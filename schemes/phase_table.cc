@@ -3,11 +3,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace sketchps {
 
-PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce)
-    : num_workers_(num_workers), reduce_(std::move(reduce)) {}
+PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_final)
+    : num_workers_(num_workers), reduce_(std::move(reduce)), on_final_(std::move(on_final)) {}
 
 absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
   if (newest_round_ >= kRetainRounds && key.round < newest_round_ - kRetainRounds) {
@@ -45,12 +46,27 @@ absl::Status PhaseTable::Submit(const PhaseKey& key, std::uint32_t worker, Contr
   return absl::OkStatus();
 }
 
-void PhaseTable::Complete(const PhaseKey& key, Entry& entry) {
+absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Reduce(const PhaseKey& key, const Entry& entry) {
+  const PhaseResult* previous = nullptr;
+  if (key.phase > 0) {
+    auto it = entries_.find(PhaseKey{key.round, key.phase - 1});
+    if (it == entries_.end() || !it->second.result) {
+      return absl::FailedPreconditionError("the previous phase of this round has no result here; replay the round from phase 0");
+    }
+    previous = it->second.result.get();
+  }
   std::vector<const Contribution*> in_order;
   for (const auto& c : entry.contributions) in_order.push_back(&*c);
-  auto result = reduce_(entry.contributions.front()->spec, in_order);
+  const PhaseSpec& spec = entry.contributions.front()->spec;
+  SKETCHPS_ASSIGN_OR_RETURN(PhaseResult result, reduce_(spec, in_order, previous));
+  if (spec.final_phase && on_final_) SKETCHPS_RETURN_IF_ERROR(on_final_(key, result));
+  return std::make_shared<const PhaseResult>(std::move(result));
+}
+
+void PhaseTable::Complete(const PhaseKey& key, Entry& entry) {
+  auto result = Reduce(key, entry);
   if (result.ok()) {
-    entry.result = std::make_shared<const PhaseResult>(std::move(*result));
+    entry.result = std::move(*result);
   } else {
     entry.status = absl::Status(result.status().code(), absl::StrCat("round ", key.round, " phase ", key.phase, ": ",
                                                                      result.status().message()));

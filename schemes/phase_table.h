@@ -12,7 +12,9 @@
 //   - contributions to one phase must agree on the PhaseSpec (InvalidArgument naming the worker);
 //   - a key older than the retention window (rounds before newest_round - kRetainRounds) is
 //     FailedPrecondition: stale pushes are rejected, not applied;
-//   - a reduction error (mismatched payloads) fails the phase: every Await gets that error.
+//   - a reduction error (mismatched payloads) fails the phase: every Await gets that error;
+//   - phase p > 0 needs the completed result of phase p - 1 of the same round (FailedPrecondition
+//     otherwise: after a restart the round is replayed from phase 0).
 // Await() waits until the result exists or the deadline passes (DeadlineExceeded).
 //
 // Thread-safe. The reduction runs on the thread of the last contributor, under the table's lock
@@ -39,15 +41,19 @@ struct PhaseKey {
   friend auto operator<=>(const PhaseKey&, const PhaseKey&) = default;
 };
 
-// Reduces one phase's contributions, given in worker-id order (skips included).
-using ReduceFn =
-    std::function<absl::StatusOr<PhaseResult>(const PhaseSpec&, const std::vector<const Contribution*>&)>;
+// Reduces one phase's contributions, given in worker-id order (skips included); `previous` is the
+// result of the round's previous phase (nullptr for phase 0).
+using ReduceFn = std::function<absl::StatusOr<PhaseResult>(const PhaseSpec&, const std::vector<const Contribution*>&,
+                                                           const PhaseResult* previous)>;
+// Called once when a round's final phase has been reduced (e.g. to update a master copy). An error
+// fails the phase.
+using FinalFn = std::function<absl::Status(const PhaseKey&, const PhaseResult&)>;
 
 class PhaseTable {
  public:
   static constexpr std::uint64_t kRetainRounds = 2;
 
-  PhaseTable(std::uint32_t num_workers, ReduceFn reduce);
+  PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_final = nullptr);
 
   absl::Status Submit(const PhaseKey& key, std::uint32_t worker, Contribution contribution);
   absl::StatusOr<std::shared_ptr<const PhaseResult>> Await(const PhaseKey& key, absl::Time deadline);
@@ -67,12 +73,15 @@ class PhaseTable {
   };
 
   absl::Status CheckFresh(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::shared_ptr<const PhaseResult>> Reduce(const PhaseKey& key, const Entry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(const PhaseKey& key, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(std::uint64_t newest_round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const std::uint32_t num_workers_;
   const ReduceFn reduce_;
+  const FinalFn on_final_;
 
   mutable absl::Mutex mu_;
   std::map<PhaseKey, Entry> entries_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,8 @@
 #include "schemes/reduce.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "common/count_sketch_hash.h"
 #include "common/status.h"
@@ -45,11 +48,19 @@ void Reducer::Reserve(std::size_t n) {
   }
 }
 
-absl::StatusOr<PhaseResult> Reducer::Reduce(const PhaseSpec& spec, const std::vector<const Contribution*>& in) {
+absl::StatusOr<PhaseResult> Reducer::Reduce(const PhaseSpec& spec, const std::vector<const Contribution*>& in,
+                                            const PhaseResult* previous) {
   PhaseResult result;
   for (const auto* c : in) result.contributors += c->payload.has_value() ? 1 : 0;
   switch (spec.reduction) {
-    case Reduction::kDenseSum: SKETCHPS_ASSIGN_OR_RETURN(result.value, DenseSum(in)); break;
+    case Reduction::kDenseSum:
+      if (spec.at_previous_indices) {
+        SKETCHPS_ASSIGN_OR_RETURN(result.value, IndexedSum(in, previous, spec.keep));
+      } else {
+        SKETCHPS_ASSIGN_OR_RETURN(auto sum, DenseSum(in));
+        result.value = DenseValues{std::move(sum)};
+      }
+      break;
     case Reduction::kSparseSum: SKETCHPS_ASSIGN_OR_RETURN(result.value, SparseSum(in, spec.keep)); break;
     case Reduction::kSketchRecover: SKETCHPS_ASSIGN_OR_RETURN(result.value, SketchRecover(in, spec.keep)); break;
     case Reduction::kLeaderIndexSet: SKETCHPS_ASSIGN_OR_RETURN(result.value, LeaderSet(in, spec.leader)); break;
@@ -57,7 +68,7 @@ absl::StatusOr<PhaseResult> Reducer::Reduce(const PhaseSpec& spec, const std::ve
   return result;
 }
 
-absl::StatusOr<PayloadValue> Reducer::DenseSum(const std::vector<const Contribution*>& in) {
+absl::StatusOr<std::vector<float>> Reducer::DenseSum(const std::vector<const Contribution*>& in) {
   std::optional<std::size_t> length;
   std::vector<float> sum;
   for (std::size_t w = 0; w < in.size(); ++w) {
@@ -70,7 +81,32 @@ absl::StatusOr<PayloadValue> Reducer::DenseSum(const std::vector<const Contribut
     if (!length) sum.assign(*(length = p->values.size()), 0.0f);
     for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += p->values[i];
   }
-  return DenseValues{std::move(sum)};
+  return sum;
+}
+
+absl::StatusOr<PayloadValue> Reducer::IndexedSum(const std::vector<const Contribution*>& in, const PhaseResult* previous,
+                                                 std::uint64_t keep) {
+  const std::vector<std::uint32_t>* indices = previous ? ResultIndices(*previous) : nullptr;
+  if (indices == nullptr) return absl::InvalidArgumentError("values at previous indices, but the previous phase has no index set");
+  SKETCHPS_ASSIGN_OR_RETURN(std::vector<float> sum, DenseSum(in));
+  if (sum.empty()) sum.assign(indices->size(), 0.0f);  // every worker skipped
+  if (sum.size() != indices->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense.count ", sum.size(), " != ", indices->size(), " previous indices"));
+  }
+  std::vector<std::size_t> order(sum.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (keep > 0 && keep < order.size()) {
+    // The `keep` largest sums by magnitude, ties by index (indices are increasing, so by position).
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return std::fabs(sum[a]) > std::fabs(sum[b]); });
+    order.resize(keep);
+    std::sort(order.begin(), order.end());
+  }
+  SparseVector out{dim_, {}, {}};
+  for (std::size_t i : order) {
+    out.idx.push_back((*indices)[i]);
+    out.val.push_back(sum[i]);
+  }
+  return PayloadValue{std::move(out)};
 }
 
 absl::StatusOr<PayloadValue> Reducer::SparseSum(const std::vector<const Contribution*>& in, std::uint64_t keep) {

@@ -6,6 +6,9 @@
 // a mismatch is InvalidArgument naming the worker and the field ("worker 2: sparse.dim 10 != 12").
 //
 //   kDenseSum        all DenseValues of one length <= dim      -> DenseValues sum
+//     at_previous_indices: length == the previous result's index count
+//                                                              -> SparseVector at those indices,
+//                                                                 the `keep` largest if keep > 0
 //   kSparseSum       SparseVectors over dim, indices strictly increasing
 //                                                              -> SparseVector of the nonzero sums
 //                                                                 (keep > 0: the `keep` largest)
@@ -31,10 +34,15 @@ class Reducer {
  public:
   explicit Reducer(std::uint64_t dim);
 
-  absl::StatusOr<PhaseResult> Reduce(const PhaseSpec& spec, const std::vector<const Contribution*>& in_order);
+  // `previous` is the result of the round's previous phase (nullptr in phase 0); only indexed dense
+  // sums read it.
+  absl::StatusOr<PhaseResult> Reduce(const PhaseSpec& spec, const std::vector<const Contribution*>& in_order,
+                                     const PhaseResult* previous);
 
  private:
-  absl::StatusOr<PayloadValue> DenseSum(const std::vector<const Contribution*>& in);
+  absl::StatusOr<std::vector<float>> DenseSum(const std::vector<const Contribution*>& in);
+  absl::StatusOr<PayloadValue> IndexedSum(const std::vector<const Contribution*>& in, const PhaseResult* previous,
+                                          std::uint64_t keep);
   absl::StatusOr<PayloadValue> SparseSum(const std::vector<const Contribution*>& in, std::uint64_t keep);
   absl::StatusOr<PayloadValue> SketchRecover(const std::vector<const Contribution*>& in, std::uint64_t keep);
   absl::StatusOr<PayloadValue> LeaderSet(const std::vector<const Contribution*>& in, std::uint32_t leader);

@@ -37,6 +37,7 @@ absl::StatusOr<Contribution> SchemeBase::Contribute(std::uint32_t phase, const P
   }
   Contribution c;
   c.spec = dense_round_ ? PhaseSpec{Reduction::kDenseSum} : Spec(phase);
+  c.spec.final_phase = phase + 1 == NumPhases();
   if (skipped_) return c;
   if (dense_round_) {
     c.payload = DenseValues{ToHost(input_, ctx_.dim)};
@@ -52,33 +53,13 @@ absl::StatusOr<Aggregate> SchemeBase::Finish(const PhaseResult& last) {
     return absl::FailedPreconditionError(absl::StrCat(name(), ": Finish after ", results_.size(), " of ",
                                                       NumPhases(), " phases"));
   }
+  SKETCHPS_ASSIGN_OR_RETURN(auto g, MeanAggregate(last, ctx_.dim));
+  if (skipped_) return g;
   if (dense_round_) {
-    SKETCHPS_ASSIGN_OR_RETURN(auto g, DenseAggregate(last));
-    if (!skipped_) OnDenseSent();
-    return g;
+    OnDenseSent();
+  } else {
+    SKETCHPS_RETURN_IF_ERROR(Update(g, results_));
   }
-  SKETCHPS_ASSIGN_OR_RETURN(auto g, Combine(results_));
-  if (!skipped_) SKETCHPS_RETURN_IF_ERROR(Update(g, results_));
-  return g;
-}
-
-absl::StatusOr<Aggregate> SchemeBase::DenseAggregate(const PhaseResult& result) const {
-  const auto* dense = std::get_if<DenseValues>(&result.value);
-  if (dense == nullptr || dense->values.size() != ctx_.dim) {
-    return absl::InvalidArgumentError(absl::StrCat(name(), ": dense warm-up result is not ", ctx_.dim, " values"));
-  }
-  DenseValues g = *dense;
-  DivideBy(g.values, result.contributors);
-  return g;
-}
-
-absl::StatusOr<Aggregate> SchemeBase::SparseAggregate(const PhaseResult& result) const {
-  const auto* sparse = std::get_if<SparseVector>(&result.value);
-  if (sparse == nullptr || sparse->dim != ctx_.dim) {
-    return absl::InvalidArgumentError(absl::StrCat(name(), ": expected a sparse result over ", ctx_.dim, " entries"));
-  }
-  SparseVector g = *sparse;
-  DivideBy(g.val, result.contributors);
   return g;
 }
 
@@ -86,12 +67,6 @@ std::vector<float> SchemeBase::ToHost(const float* d_x, std::size_t n) const {
   std::vector<float> out(n);
   kernels::CopyToHost(out.data(), d_x, n * sizeof(float));
   return out;
-}
-
-void DivideBy(std::vector<float>& values, std::uint32_t contributors) {
-  if (contributors <= 1) return;
-  const auto p = static_cast<float>(contributors);
-  for (auto& v : values) v /= p;
 }
 
 }  // namespace sketchps

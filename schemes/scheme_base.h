@@ -1,14 +1,14 @@
 // SchemeBase: what every scheme shares (see scheme.h): dense warm-up rounds, the NaN/Inf guard,
 // keeping the round's phase results, and averaging by the number of contributors.
 //
-// A concrete scheme implements five hooks:
+// A concrete scheme implements four hooks:
 //   Accumulate(info, d_grad)   fold the gradient into the compression input (e.g. a = e + g) and
 //                              return it (ctx.dim floats, device memory owned by the scheme);
 //   Spec(phase)                the reduction of each compressed phase (known even when skipping);
 //   Payload(phase, results)    this worker's payload, given the results of the earlier phases;
-//   Combine(results)           the averaged aggregate, a function of the phase results only, so
-//                              a worker that skipped the round computes the same G_t;
 //   Update(aggregate, results) the state change after a compressed round it took part in.
+// G_t is always MeanAggregate(final result) (phase.h), so a worker that skipped the round, and the
+// server's master copy, compute the same aggregate.
 // plus OnDenseSent() (the whole input was sent in a warm-up round) and the state accessors.
 #pragma once
 
@@ -39,7 +39,6 @@ class SchemeBase : public Scheme {
   virtual std::uint32_t CompressedPhases() const = 0;
   virtual PhaseSpec Spec(std::uint32_t phase) const = 0;
   virtual absl::StatusOr<PayloadValue> Payload(std::uint32_t phase, const PhaseResults& earlier) = 0;
-  virtual absl::StatusOr<Aggregate> Combine(const PhaseResults& results) = 0;
   virtual absl::Status Update(const Aggregate& aggregate, const PhaseResults& results) = 0;
   virtual void OnDenseSent() = 0;
 
@@ -51,10 +50,6 @@ class SchemeBase : public Scheme {
 
   // Copies n device floats to a host vector.
   std::vector<float> ToHost(const float* d_x, std::size_t n) const;
-  // The mean of a kDenseSum result over the whole range.
-  absl::StatusOr<Aggregate> DenseAggregate(const PhaseResult& result) const;
-  // The mean of a kSparseSum / kSketchRecover result (a SparseVector over the range).
-  absl::StatusOr<Aggregate> SparseAggregate(const PhaseResult& result) const;
 
  private:
   const SchemeContext ctx_;
@@ -69,8 +64,5 @@ class SchemeBase : public Scheme {
   const float* input_ = nullptr;   // this round's compression input (dense rounds send it whole)
   PhaseResults results_;
 };
-
-// Divides every value by `contributors` (no-op when it is 0 or 1).
-void DivideBy(std::vector<float>& values, std::uint32_t contributors);
 
 }  // namespace sketchps

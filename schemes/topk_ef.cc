@@ -29,7 +29,6 @@ class TopKEfScheme final : public SchemeBase {
     set_selected(sel_.count());
     return sel_.ToSparse(ctx().dim);
   }
-  absl::StatusOr<Aggregate> Combine(const PhaseResults& results) override { return SparseAggregate(*results.back()); }
   absl::Status Update(const Aggregate&, const PhaseResults&) override { return absl::OkStatus(); }
   void OnDenseSent() override { ef_.Reset(); }
 

@@ -10,7 +10,8 @@ namespace {
 // Sums DenseValues in worker order; counts how often it ran.
 struct CountingSum {
   int* calls;
-  absl::StatusOr<PhaseResult> operator()(const PhaseSpec&, const std::vector<const Contribution*>& in) const {
+  absl::StatusOr<PhaseResult> operator()(const PhaseSpec&, const std::vector<const Contribution*>& in,
+                                         const PhaseResult*) const {
     ++*calls;
     PhaseResult r;
     DenseValues sum{{0.0f}};
@@ -100,4 +101,26 @@ TEST_CASE("PhaseTable counts skipped workers out of contributors", "[phase_table
   auto r = table.Await({0, 0}, absl::Now() + absl::Seconds(5));
   REQUIRE(r.ok());
   CHECK((*r)->contributors == 2);
+}
+
+TEST_CASE("PhaseTable needs the previous phase and calls the final hook once per round", "[phase_table]") {
+  int calls = 0, finals = 0;
+  PhaseTable table(1, CountingSum{&calls}, [&](const PhaseKey& key, const PhaseResult&) {
+    ++finals;
+    return key.round == 99 ? absl::InternalError("hook failed") : absl::OkStatus();
+  });
+  Contribution phase1 = Dense(1);
+  phase1.spec.final_phase = true;
+  REQUIRE(table.Submit({0, 1}, 0, phase1).ok());  // phase 1 without phase 0: fails, asks for a replay
+  auto r = table.Await({0, 1}, absl::Now() + absl::Seconds(5));
+  CHECK(r.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains("replay"));
+  Contribution phase0 = Dense(1);
+  phase0.spec.final_phase = false;
+  REQUIRE(table.Submit({1, 0}, 0, phase0).ok());
+  REQUIRE(table.Submit({1, 1}, 0, phase1).ok());
+  CHECK(table.Await({1, 1}, absl::Now() + absl::Seconds(5)).ok());
+  CHECK(finals == 1);
+  REQUIRE(table.Submit({99, 0}, 0, Dense(1)).ok());
+  CHECK(table.Await({99, 0}, absl::Now() + absl::Seconds(5)).status().code() == absl::StatusCode::kInternal);
 }

@@ -41,12 +41,12 @@ TEST_CASE("Dense sum adds in worker order and counts skips", "[reduce]") {
   std::vector<Contribution> in = {With(Reduction::kDenseSum, DenseValues{{1, 2, 3}}),
                                   Contribution{{Reduction::kDenseSum}, std::nullopt},
                                   With(Reduction::kDenseSum, DenseValues{{10, 20, 30}})};
-  auto out = r.Reduce({Reduction::kDenseSum}, Ptrs(in));
+  auto out = r.Reduce({Reduction::kDenseSum}, Ptrs(in), nullptr);
   REQUIRE(out.ok());
   CHECK(std::get<DenseValues>(out->value).values == std::vector<float>{11, 22, 33});
   CHECK(out->contributors == 2);
   in[2] = With(Reduction::kDenseSum, DenseValues{{1, 2}});
-  auto bad = r.Reduce({Reduction::kDenseSum}, Ptrs(in));
+  auto bad = r.Reduce({Reduction::kDenseSum}, Ptrs(in), nullptr);
   CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("worker 2") && Catch::Contains("dense.count"));
 }
@@ -62,7 +62,7 @@ TEST_CASE("Sparse sum equals a map reference, with and without keep", "[reduce]"
     in.push_back(With(Reduction::kSparseSum, s));
   }
   Reducer r(dim);
-  auto all = r.Reduce({Reduction::kSparseSum}, Ptrs(in));
+  auto all = r.Reduce({Reduction::kSparseSum}, Ptrs(in), nullptr);
   REQUIRE(all.ok());
   const auto& u = std::get<SparseVector>(all->value);
   REQUIRE(u.idx.size() == ref.size());
@@ -72,7 +72,7 @@ TEST_CASE("Sparse sum equals a map reference, with and without keep", "[reduce]"
     CHECK(u.val[i] == Approx(v).margin(1e-6));
     ++i;
   }
-  auto top = r.Reduce({Reduction::kSparseSum, 50}, Ptrs(in));
+  auto top = r.Reduce({Reduction::kSparseSum, 50}, Ptrs(in), nullptr);
   REQUIRE(top.ok());
   const auto& t = std::get<SparseVector>(top->value);
   REQUIRE(t.idx.size() == 50);
@@ -87,13 +87,13 @@ TEST_CASE("Sparse sum equals a map reference, with and without keep", "[reduce]"
 TEST_CASE("Sparse sum rejects out-of-range and unsorted indices", "[reduce]") {
   Reducer r(10);
   std::vector<Contribution> in = {With(Reduction::kSparseSum, SparseVector{10, {1, 12}, {1, 1}})};
-  auto bad = r.Reduce({Reduction::kSparseSum}, Ptrs(in));
+  auto bad = r.Reduce({Reduction::kSparseSum}, Ptrs(in), nullptr);
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("sparse.indices[1] = 12 >= dim 10"));
   in[0] = With(Reduction::kSparseSum, SparseVector{10, {5, 5}, {1, 1}});
-  CHECK_THAT(std::string(r.Reduce({Reduction::kSparseSum}, Ptrs(in)).status().message()),
+  CHECK_THAT(std::string(r.Reduce({Reduction::kSparseSum}, Ptrs(in), nullptr).status().message()),
              Catch::Contains("not strictly increasing"));
   in[0] = With(Reduction::kSparseSum, DenseValues{{1}});
-  CHECK_THAT(std::string(r.Reduce({Reduction::kSparseSum}, Ptrs(in)).status().message()),
+  CHECK_THAT(std::string(r.Reduce({Reduction::kSparseSum}, Ptrs(in), nullptr).status().message()),
              Catch::Contains("dense payload in a sparse_sum phase"));
 }
 
@@ -114,13 +114,13 @@ TEST_CASE("Sketch recover of summed sketches finds the summed heavy hitters", "[
     in.push_back(With(Reduction::kSketchRecover, SketchTable{5, 4000, 11, dim, table.ToHost()}, 1));
   }
   Reducer r(dim);
-  auto out = r.Reduce({Reduction::kSketchRecover, 1}, Ptrs(in));
+  auto out = r.Reduce({Reduction::kSketchRecover, 1}, Ptrs(in), nullptr);
   REQUIRE(out.ok());
   const auto& s = std::get<SparseVector>(out->value);
   REQUIRE(s.idx == std::vector<std::uint32_t>{100});
   CHECK(s.val[0] == Approx(15.0f));
   in[1] = With(Reduction::kSketchRecover, SketchTable{5, 4000, 12, dim, std::vector<float>(20000)}, 1);
-  CHECK_THAT(std::string(r.Reduce({Reduction::kSketchRecover, 1}, Ptrs(in)).status().message()),
+  CHECK_THAT(std::string(r.Reduce({Reduction::kSketchRecover, 1}, Ptrs(in), nullptr).status().message()),
              Catch::Contains("worker 1"));
 }
 
@@ -129,9 +129,28 @@ TEST_CASE("Leader index set is the leader's, or empty when it skipped", "[reduce
   std::vector<Contribution> in = {With(Reduction::kLeaderIndexSet, IndexSet{100, {}}),
                                   With(Reduction::kLeaderIndexSet, IndexSet{100, {3, 9, 50}})};
   PhaseSpec spec{Reduction::kLeaderIndexSet, 0, 1};
-  auto out = r.Reduce(spec, Ptrs(in));
+  auto out = r.Reduce(spec, Ptrs(in), nullptr);
   REQUIRE(out.ok());
   CHECK(std::get<IndexSet>(out->value).idx == std::vector<std::uint32_t>{3, 9, 50});
   in[1].payload.reset();
-  CHECK(std::get<IndexSet>(r.Reduce(spec, Ptrs(in))->value).idx.empty());
+  CHECK(std::get<IndexSet>(r.Reduce(spec, Ptrs(in), nullptr)->value).idx.empty());
+}
+
+TEST_CASE("Indexed dense sum lands at the previous result's indices and keeps the largest", "[reduce]") {
+  Reducer r(100);
+  const PhaseResult previous{SparseVector{100, {4, 20, 60, 90}, {0, 0, 0, 0}}, 2};
+  std::vector<Contribution> in = {With(Reduction::kDenseSum, DenseValues{{1, -5, 2, 0.5f}}),
+                                  With(Reduction::kDenseSum, DenseValues{{1, 1, 2, 0.5f}})};
+  PhaseSpec spec{Reduction::kDenseSum};
+  spec.at_previous_indices = true;
+  auto all = r.Reduce(spec, Ptrs(in), &previous);
+  REQUIRE(all.ok());
+  CHECK(std::get<SparseVector>(all->value) == SparseVector{100, {4, 20, 60, 90}, {2, -4, 4, 1}});
+  spec.keep = 2;
+  auto top = r.Reduce(spec, Ptrs(in), &previous);
+  REQUIRE(top.ok());
+  CHECK(std::get<SparseVector>(top->value) == SparseVector{100, {20, 60}, {-4, 4}});  // |-4| ties |4|: both kept
+  in[1] = With(Reduction::kDenseSum, DenseValues{{1, 1, 2}});
+  CHECK(!r.Reduce(spec, Ptrs(in), &previous).ok());
+  CHECK(!r.Reduce(spec, Ptrs(in), nullptr).ok());
 }

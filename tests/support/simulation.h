@@ -172,7 +172,8 @@ struct SimOptions {
 
 struct SimResult {
   std::vector<std::vector<float>> replicas;  // final weights of every worker
-  bool replicas_identical = false;           // after every round, on every worker
+  bool replicas_identical = false;           // after every round on every worker, and the shards' master copy
+  std::vector<float> master;                 // the shards' master copies, concatenated
   std::vector<RoundTraffic> traffic;         // per round, summed over shards, worker 0
   std::vector<std::uint64_t> selected;       // per round, summed over shards, worker 0
   std::vector<std::uint64_t> checksums;      // per round, of the weights after the update
@@ -223,7 +224,7 @@ inline absl::Status RunWorker(std::uint32_t w, const SchemeFactory& factory, con
     problem.Gradient(weights, w, o.workers, round, g);
     if (o.tamper) o.tamper(w, round, g);
     d_g.FromHost(g);
-    const RoundInfo info{round, static_cast<double>(round) / o.rounds_per_epoch};
+    const RoundInfo info{round, EpochOfRound(round, o.rounds_per_epoch)};
     RoundTraffic traffic;
     std::uint64_t selected = 0;
     for (std::uint32_t s = 0; s < map.ranges.size(); ++s) {
@@ -255,7 +256,9 @@ inline SimResult Simulate(const SchemeFactory& factory, const Problem& problem, 
     result.status = map.status();
     return result;
   }
-  InProcessHub hub(o.workers, *map);
+  const bool global_momentum = factory(SchemeContext{0, o.workers, 0, 1, {}, 1, o.seed})->uses_global_momentum();
+  InProcessHub hub(o.workers, *map, std::vector<float>(problem.dim(), 0.0f), o.optimizer, global_momentum,
+                   o.rounds_per_epoch);
   result.replicas.assign(o.workers, std::vector<float>(problem.dim(), 0.0f));
   std::vector<absl::Status> statuses(o.workers);
   std::vector<SimResult> per_worker(o.workers);
@@ -275,6 +278,8 @@ inline SimResult Simulate(const SchemeFactory& factory, const Problem& problem, 
   result.replicas_identical = true;
   for (const auto& p : per_worker) result.replicas_identical &= p.checksums == per_worker[0].checksums;
   for (const auto& r : result.replicas) result.replicas_identical &= r == result.replicas[0];
+  result.master = hub.MasterWeights();
+  result.replicas_identical &= result.master == result.replicas[0];
   return result;
 }
 
