@@ -124,8 +124,9 @@ struct WireBytes {
   std::uint64_t overhead() const { return total - arrays - header; }
 };
 
-// Upper bound of WireBytes::overhead() for any payload the encoders produce (a sketch body with
-// every scalar at its maximum: 35 bytes, plus 6 for the oneof field's tag and length).
+// Upper bound of WireBytes::overhead() for any payload the encoders produce that protobuf can
+// serialize (< 2 GiB, so every length prefix fits in 5 bytes): a sketch body with every scalar at
+// its maximum takes 35 bytes besides its table, plus 6 for the oneof field's tag and length.
 inline constexpr std::uint64_t kMaxBodyOverheadBytes = 41;
 
 // Measures a Payload as it would be serialized.

@@ -78,6 +78,8 @@ absl::Status CheckIndexBytes(absl::string_view field, std::size_t bytes, std::ui
 
 absl::Status CheckValueBytes(absl::string_view field, std::size_t bytes, std::uint64_t count, ValueEncoding encoding) {
   const std::uint64_t element = encoding == ValueEncoding::kF16 ? 2 : 4;
+  // Only sketch cell counts (rows * cols) can get this large, and only with an absurd max_count.
+  if (count > std::numeric_limits<std::uint64_t>::max() / element) return Invalid(field, "count ", count, " overflows");
   if (bytes != count * element) {
     return Invalid(field, bytes, " bytes, expected count ", count, " x ", element, " = ", count * element);
   }

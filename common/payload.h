@@ -4,8 +4,9 @@
 // These are plain value types (std::vector based, copyable, movable, no invariants enforced by the
 // type itself). What makes one valid is documented per type; the encoders check it and the
 // decoders only ever return valid objects. Indices are shard-local uint32 positions inside a range
-// of `dim` elements, so a valid `dim` is at most kMaxPayloadDim. Not thread-safe beyond the usual
-// rules for standard containers (concurrent reads are fine).
+// of `dim` elements, so a valid `dim` is at most kMaxPayloadDim. Equality compares every field
+// (floats with ==, so a NaN never equals itself). Not thread-safe beyond the usual rules for
+// standard containers (concurrent reads are fine). The header is C++17, so kernels/ may include it.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ inline constexpr std::uint64_t kMaxPayloadDim = 0xFFFFFFFFull;
 struct DenseValues {
   std::vector<float> values;
 
-  friend bool operator==(const DenseValues&, const DenseValues&) = default;
+  friend bool operator==(const DenseValues& a, const DenseValues& b) { return a.values == b.values; }
 };
 
 // (index, value) pairs inside a range of `dim` elements.
@@ -33,7 +34,9 @@ struct SparseVector {
   std::vector<std::uint32_t> idx;
   std::vector<float> val;
 
-  friend bool operator==(const SparseVector&, const SparseVector&) = default;
+  friend bool operator==(const SparseVector& a, const SparseVector& b) {
+    return a.dim == b.dim && a.idx == b.idx && a.val == b.val;
+  }
 };
 
 // A Count Sketch table of rows x cols float32 values (row-major) over a range of `dim` elements,
@@ -46,7 +49,9 @@ struct SketchTable {
   std::uint64_t dim = 0;
   std::vector<float> table;
 
-  friend bool operator==(const SketchTable&, const SketchTable&) = default;
+  friend bool operator==(const SketchTable& a, const SketchTable& b) {
+    return a.rows == b.rows && a.cols == b.cols && a.seed == b.seed && a.dim == b.dim && a.table == b.table;
+  }
 };
 
 // A set of positions inside a range of `dim` elements (ScaleCom's leader mask, candidate sets).
@@ -56,7 +61,7 @@ struct IndexSet {
   std::uint64_t dim = 0;
   std::vector<std::uint32_t> idx;
 
-  friend bool operator==(const IndexSet&, const IndexSet&) = default;
+  friend bool operator==(const IndexSet& a, const IndexSet& b) { return a.dim == b.dim && a.idx == b.idx; }
 };
 
 // How index arrays travel (mirrors sketchps.v1.IndexEncoding).

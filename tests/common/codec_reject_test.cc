@@ -203,6 +203,15 @@ TEST_CASE("Declared-size bombs are rejected by the size checks, before any alloc
   s.set_cols(1u << 16);
   s.set_table(std::string(10, '\0'));
   RequireInvalid(sketchps::DecodeSketch(s, huge), "sketch.table", "10 bytes, expected count 4294967296 x 4");
+  huge.max_count = std::numeric_limits<std::uint64_t>::max();  // rows * cols * 4 wraps around 2^64
+  s.set_rows(0xFFFFFFFFu);
+  s.set_cols(0xFFFFFFFFu);
+  s.set_table(std::string(4, '\0'));
+  RequireInvalid(sketchps::DecodeSketch(s, huge), "sketch.table", "overflows");
+  s.set_rows(1u << 31);
+  s.set_cols(1u << 31);  // 2^62 cells: 2^64 bytes wraps to 0
+  s.set_table("");
+  RequireInvalid(sketchps::DecodeSketch(s, huge), "sketch.table", "overflows");
   v1::IndexSetPayload set;
   set.set_count(1u << 31);
   set.set_dim(sketchps::kMaxPayloadDim);
