@@ -11,8 +11,9 @@
 // They fail with INVALID_ARGUMENT, leaving *out cleared, when the in-memory value is not valid (see
 // payload.h): mismatched array sizes, an index >= dim, a duplicate index, dim > kMaxPayloadDim, a
 // table size != rows * cols, or a finite value that would overflow binary16 under kF16 (it would
-// arrive as an infinity that the receiver rejects). Non-finite values are encoded as they are: the
-// receiver decides (DecodeLimits::allow_nonfinite).
+// arrive as an infinity that the receiver rejects). Their messages name the in-memory field, e.g.
+// "SparseVector.idx: duplicate index 3 at positions 0 and 2". Non-finite values are encoded as they
+// are: the receiver decides (DecodeLimits::allow_nonfinite).
 //
 // Decoders treat the message as hostile. They check, BEFORE allocating anything: known enum values,
 // dim <= limits.max_dim, count <= limits.max_count and count <= dim, and byte lengths consistent

@@ -89,14 +89,17 @@ TEST_CASE("FloatToHalfBits rounds to the nearest half, ties to even", "[fp16]") 
       check(std::nextafter(mid, INFINITY));
       check(static_cast<float>(v[i]));
     }
+    CHECK(failures == 0);
   }
   SECTION("a stride through all 2^32 float bit patterns (NaNs, subnormals, huge values)") {
     for (std::uint64_t u = 0; u < (std::uint64_t{1} << 32); u += 1021) check(BitsFloat(static_cast<std::uint32_t>(u)));
+    CHECK(failures == 0);
   }
   SECTION("log-uniform random floats across the half range and beyond") {
     std::mt19937_64 rng(20240611);
     std::uniform_real_distribution<double> exponent(-30.0, 18.0);
     for (int i = 0; i < 200000; ++i) check(static_cast<float>(std::exp2(exponent(rng))));
+    CHECK(failures == 0);
   }
   SECTION("named boundaries") {
     for (const float f : {0.0f, 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e10f, FLT_MAX, INFINITY,
@@ -104,8 +107,8 @@ TEST_CASE("FloatToHalfBits rounds to the nearest half, ties to even", "[fp16]") 
                           0x1.8p-24f, 0x1p-14f, 0x1.ffcp-15f, 0x1.ffep-15f}) {
       check(f);
     }
+    CHECK(failures == 0);
   }
-  CHECK(failures == 0);
 }
 
 TEST_CASE("FloatToHalfBits special cases by value", "[fp16]") {
