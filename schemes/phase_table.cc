@@ -22,6 +22,13 @@ absl::Status PhaseTable::Submit(const PhaseKey& key, std::uint32_t worker, Contr
   if (worker >= num_workers_) {
     return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", num_workers_, ")"));
   }
+  Calls calls;
+  absl::Status status = SubmitAndCollect(key, worker, std::move(contribution), calls);
+  Notify(std::move(calls));
+  return status;
+}
+
+absl::Status PhaseTable::SubmitAndCollect(const PhaseKey& key, std::uint32_t worker, Contribution contribution, Calls& calls) {
   absl::MutexLock lock(&mu_);
   if (auto st = CheckFresh(key); !st.ok()) return st;
   Entry& entry = entries_[key];
@@ -41,9 +48,37 @@ absl::Status PhaseTable::Submit(const PhaseKey& key, std::uint32_t worker, Contr
     }
   }
   entry.contributions[worker] = std::move(contribution);
-  if (++entry.received == num_workers_) Complete(key, entry);
-  if (key.round > newest_round_) Forget(newest_round_ = key.round);
+  if (++entry.received == num_workers_) {
+    Complete(key, entry);
+    for (auto& cb : entry.waiters) calls.emplace_back(std::move(cb), Outcome(entry));
+    entry.waiters.clear();
+  }
+  if (key.round > newest_round_) Forget(newest_round_ = key.round, calls);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Outcome(const Entry& entry) {
+  if (!entry.status.ok()) return entry.status;
+  return entry.result;
+}
+
+void PhaseTable::Notify(Calls calls) {
+  for (auto& [cb, outcome] : calls) cb(std::move(outcome));
+}
+
+void PhaseTable::Subscribe(const PhaseKey& key, ResultCallback done) {
+  Calls calls;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto st = CheckFresh(key); !st.ok()) {
+      calls.emplace_back(std::move(done), st);
+    } else if (Entry& entry = entries_[key]; entry.done) {
+      calls.emplace_back(std::move(done), Outcome(entry));
+    } else {
+      entry.waiters.push_back(std::move(done));
+    }
+  }
+  Notify(std::move(calls));
 }
 
 absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Reduce(const PhaseKey& key, const Entry& entry) {
@@ -76,9 +111,14 @@ void PhaseTable::Complete(const PhaseKey& key, Entry& entry) {
   entry.contributions.shrink_to_fit();
 }
 
-void PhaseTable::Forget(std::uint64_t newest_round) {
+void PhaseTable::Forget(std::uint64_t newest_round, Calls& calls) {
   while (!entries_.empty() && newest_round >= kRetainRounds &&
          entries_.begin()->first.round < newest_round - kRetainRounds) {
+    const PhaseKey& old = entries_.begin()->first;
+    for (auto& cb : entries_.begin()->second.waiters) {
+      calls.emplace_back(std::move(cb), absl::FailedPreconditionError(absl::StrCat(
+                                            "round ", old.round, " phase ", old.phase, " was abandoned: the shard moved on")));
+    }
     entries_.erase(entries_.begin());
   }
 }
@@ -95,9 +135,7 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Await(const Phase
                                                     " did not complete before the deadline"));
   }
   if (auto st = CheckFresh(key); !st.ok()) return st;
-  const Entry& entry = entries_.at(key);
-  if (!entry.status.ok()) return entry.status;
-  return entry.result;
+  return Outcome(entries_.at(key));
 }
 
 bool PhaseTable::HasContribution(const PhaseKey& key, std::uint32_t worker) const {

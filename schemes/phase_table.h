@@ -15,7 +15,9 @@
 //   - a reduction error (mismatched payloads) fails the phase: every Await gets that error;
 //   - phase p > 0 needs the completed result of phase p - 1 of the same round (FailedPrecondition
 //     otherwise: after a restart the round is replayed from phase 0).
-// Await() waits until the result exists or the deadline passes (DeadlineExceeded).
+// Await() waits until the result exists or the deadline passes (DeadlineExceeded). Subscribe() is the
+// non-blocking form for asynchronous servers: the callback runs once, with the result or the phase's
+// error, on the thread that completes the phase (or at once when it is already complete).
 //
 // Thread-safe. The reduction runs on the thread of the last contributor, under the table's lock
 // (phases of one shard are sequential, so nothing else would proceed meanwhile anyway).
@@ -58,6 +60,11 @@ class PhaseTable {
   absl::Status Submit(const PhaseKey& key, std::uint32_t worker, Contribution contribution);
   absl::StatusOr<std::shared_ptr<const PhaseResult>> Await(const PhaseKey& key, absl::Time deadline);
 
+  using ResultCallback = std::function<void(absl::StatusOr<std::shared_ptr<const PhaseResult>>)>;
+  // Calls `done` once the phase completes. Callbacks run outside the table's lock and must not block.
+  // Stale keys call `done` at once with FailedPrecondition.
+  void Subscribe(const PhaseKey& key, ResultCallback done);
+
   // Whether `worker` has already contributed to `key` (for duplicate-push accounting).
   bool HasContribution(const PhaseKey& key, std::uint32_t worker) const;
   // Number of phases currently held (bounded by the retention window; tests pin it).
@@ -70,13 +77,21 @@ class PhaseTable {
     bool done = false;
     absl::Status status;
     std::shared_ptr<const PhaseResult> result;
+    std::vector<ResultCallback> waiters;
   };
+
+  using Calls = std::vector<std::pair<ResultCallback, absl::StatusOr<std::shared_ptr<const PhaseResult>>>>;
+
+  static absl::StatusOr<std::shared_ptr<const PhaseResult>> Outcome(const Entry& entry);
+  // Runs callbacks collected under the lock, after releasing it.
+  static void Notify(Calls calls);
+  absl::Status SubmitAndCollect(const PhaseKey& key, std::uint32_t worker, Contribution contribution, Calls& calls);
 
   absl::Status CheckFresh(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<const PhaseResult>> Reduce(const PhaseKey& key, const Entry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(const PhaseKey& key, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Forget(std::uint64_t newest_round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(std::uint64_t newest_round, Calls& calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const std::uint32_t num_workers_;

@@ -124,3 +124,24 @@ TEST_CASE("PhaseTable needs the previous phase and calls the final hook once per
   REQUIRE(table.Submit({99, 0}, 0, Dense(1)).ok());
   CHECK(table.Await({99, 0}, absl::Now() + absl::Seconds(5)).status().code() == absl::StatusCode::kInternal);
 }
+
+TEST_CASE("Subscribe delivers the result once, now or on completion", "[phase_table]") {
+  int calls = 0;
+  PhaseTable table(2, CountingSum{&calls});
+  std::vector<float> got;
+  auto record = [&](absl::StatusOr<std::shared_ptr<const PhaseResult>> r) {
+    got.push_back(r.ok() ? std::get<DenseValues>((*r)->value).values[0] : -1.0f);
+  };
+  table.Subscribe({0, 0}, record);
+  REQUIRE(table.Submit({0, 0}, 0, Dense(1)).ok());
+  CHECK(got.empty());
+  REQUIRE(table.Submit({0, 0}, 1, Dense(2)).ok());
+  CHECK(got == std::vector<float>{3.0f});
+  table.Subscribe({0, 0}, record);  // already complete: immediate
+  CHECK(got == std::vector<float>{3.0f, 3.0f});
+  table.Subscribe({1, 0}, record);  // never completes; abandoned when the shard moves on
+  REQUIRE(table.Submit({5, 0}, 0, Dense(1)).ok());
+  CHECK(got == std::vector<float>{3.0f, 3.0f, -1.0f});
+  table.Subscribe({0, 0}, record);  // stale now
+  CHECK(got.back() == -1.0f);
+}
