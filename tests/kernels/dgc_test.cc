@@ -58,10 +58,9 @@ struct NaiveResult {
   bool resampled = false;
 };
 
-// The reference code's _sparsify, transcribed loop by loop (plus dgc.h's overflow guard and
-// truncation option), with the sample positions documented in dgc.h.
-NaiveResult NaiveDgc(const std::vector<float>& v, const sk::DgcPlan& plan, const sk::DgcSelectOptions& o,
-                     std::uint64_t seed) {
+// τ from the sample positions documented in dgc.h, by a full sort.
+float NaiveSampledThreshold(const std::vector<float>& v, const sk::DgcPlan& plan, const sk::DgcSelectOptions& o,
+                            std::uint64_t seed) {
   const std::size_t n = v.size();
   std::vector<float> samples;
   if (plan.num_samples == n) {
@@ -72,8 +71,15 @@ NaiveResult NaiveDgc(const std::vector<float>& v, const sk::DgcPlan& plan, const
     for (std::size_t s = 0; s < plan.num_samples; ++s) samples.push_back(Importance(v[SplitMix64(seed + 1 + s) % n]));
   }
   std::sort(samples.begin(), samples.end(), std::greater<float>());
+  return samples[plan.top_k_samples - 1];
+}
+
+// The reference code's _sparsify, transcribed loop by loop (plus dgc.h's overflow guard and
+// truncation option).
+NaiveResult NaiveDgc(const std::vector<float>& v, const sk::DgcPlan& plan, const sk::DgcSelectOptions& o,
+                     std::uint64_t seed) {
   NaiveResult r;
-  r.tau = samples[plan.top_k_samples - 1];
+  r.tau = NaiveSampledThreshold(v, plan, o, seed);
   const double k = static_cast<double>(plan.target);
   auto selected = AtLeast(v, r.tau);
   for (int it = 0; it < o.max_adaptation_iters; ++it) {
