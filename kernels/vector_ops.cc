@@ -1,0 +1,142 @@
+// Streaming dense operations (see vector_ops.h). One Thrust source for the CPU (OpenMP) and CUDA
+// backends.
+#include "kernels/vector_ops.h"
+
+#include <thrust/copy.h>
+#include <thrust/count.h>
+#include <thrust/fill.h>
+#include <thrust/functional.h>
+#include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "kernels/internal/policy.h"
+
+namespace sketchps::kernels {
+namespace {
+
+using internal::Policy;
+
+struct AbsAsDouble {
+  SKETCHPS_HD double operator()(float v) const { return static_cast<double>(fabsf(v)); }
+};
+struct SquareAsDouble {
+  SKETCHPS_HD double operator()(float v) const { return static_cast<double>(v) * static_cast<double>(v); }
+};
+// Bit-pattern test: exponent all ones means NaN or Inf, whatever the compiler's math flags.
+struct NotFinite {
+  SKETCHPS_HD bool operator()(float v) const {
+    std::uint32_t bits = 0;
+    memcpy(&bits, &v, sizeof(bits));
+    return (bits & 0x7f800000u) == 0x7f800000u;
+  }
+};
+struct AxpyOp {
+  float a;
+  SKETCHPS_HD float operator()(float x, float y) const { return y + a * x; }
+};
+struct ScaleOp {
+  float a;
+  SKETCHPS_HD float operator()(float x) const { return a * x; }
+};
+
+// (Σ(x - shift), Σ(x - shift)²) in double.
+struct ShiftedSums {
+  double s1 = 0.0;
+  double s2 = 0.0;
+};
+struct ShiftedTerms {
+  double shift;
+  SKETCHPS_HD ShiftedSums operator()(float v) const {
+    const double d = static_cast<double>(v) - shift;
+    return ShiftedSums{d, d * d};
+  }
+};
+struct AddSums {
+  SKETCHPS_HD ShiftedSums operator()(const ShiftedSums& a, const ShiftedSums& b) const {
+    return ShiftedSums{a.s1 + b.s1, a.s2 + b.s2};
+  }
+};
+
+absl::Status CheckArgs(const char* fn, const Exec& exec, std::size_t n, const void* ptr, const char* name) {
+  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
+  if (n > 0 && ptr == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": ", name, " is null"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<double> SumAbs(const float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("SumAbs", exec, n, d_x, "d_x"));
+  if (n == 0) return 0.0;
+  return thrust::transform_reduce(Policy(exec), d_x, d_x + n, AbsAsDouble{}, 0.0, thrust::plus<double>());
+}
+
+absl::StatusOr<double> SumSquares(const float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("SumSquares", exec, n, d_x, "d_x"));
+  if (n == 0) return 0.0;
+  return thrust::transform_reduce(Policy(exec), d_x, d_x + n, SquareAsDouble{}, 0.0, thrust::plus<double>());
+}
+
+absl::StatusOr<double> Norm2(const float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_ASSIGN_OR_RETURN(const double sum_squares, SumSquares(d_x, n, exec));
+  return std::sqrt(sum_squares);
+}
+
+absl::StatusOr<Moments> MeanStd(const float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("MeanStd", exec, n, d_x, "d_x"));
+  if (n == 0) return absl::InvalidArgumentError("MeanStd: n = 0 (no mean of an empty range)");
+  // Shifting by one element keeps Σd² - (Σd)²/n well conditioned when |mean| >> std.
+  float first = 0.0f;
+  CopyToHost(&first, d_x, sizeof(float));
+  const double shift = std::isfinite(first) ? static_cast<double>(first) : 0.0;
+  const ShiftedSums sums =
+      thrust::transform_reduce(Policy(exec), d_x, d_x + n, ShiftedTerms{shift}, ShiftedSums{}, AddSums{});
+  const double count = static_cast<double>(n);
+  const double mean_shifted = sums.s1 / count;
+  const double variance = sums.s2 / count - mean_shifted * mean_shifted;
+  return Moments{shift + mean_shifted, std::sqrt(variance > 0.0 ? variance : 0.0)};
+}
+
+absl::StatusOr<bool> AllFinite(const float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("AllFinite", exec, n, d_x, "d_x"));
+  if (n == 0) return true;
+  return thrust::count_if(Policy(exec), d_x, d_x + n, NotFinite{}) == 0;
+}
+
+absl::Status Axpy(float a, const float* d_x, float* d_y, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Axpy", exec, n, d_x, "d_x"));
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Axpy", exec, n, d_y, "d_y"));
+  if (n == 0) return absl::OkStatus();
+  thrust::transform(Policy(exec), d_x, d_x + n, d_y, d_y, AxpyOp{a});
+  return absl::OkStatus();
+}
+
+absl::Status Scale(float a, float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Scale", exec, n, d_x, "d_x"));
+  if (n == 0) return absl::OkStatus();
+  thrust::transform(Policy(exec), d_x, d_x + n, d_x, ScaleOp{a});
+  return absl::OkStatus();
+}
+
+absl::Status Copy(const float* d_src, float* d_dst, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Copy", exec, n, d_src, "d_src"));
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Copy", exec, n, d_dst, "d_dst"));
+  if (n == 0 || d_src == d_dst) return absl::OkStatus();
+  thrust::copy(Policy(exec), d_src, d_src + n, d_dst);
+  return absl::OkStatus();
+}
+
+absl::Status Fill(float value, float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Fill", exec, n, d_x, "d_x"));
+  if (n == 0) return absl::OkStatus();
+  thrust::fill(Policy(exec), d_x, d_x + n, value);
+  return absl::OkStatus();
+}
+
+}  // namespace sketchps::kernels
