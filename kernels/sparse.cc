@@ -48,6 +48,13 @@ SKETCHPS_HD inline void AtomicAddFloat(float* addr, float v) {
 #endif
 }
 
+struct FillAtOp {
+  float* x;
+  const std::uint32_t* idx;
+  float value;
+  SKETCHPS_HD void operator()(std::size_t i) const { x[idx[i]] = value; }
+};
+
 struct ScatterAddOp {
   const std::uint32_t* idx;
   const float* val;
@@ -100,6 +107,19 @@ absl::Status ScatterAdd(const std::uint32_t* d_idx, const float* d_val, std::siz
   if (count == 0) return absl::OkStatus();
   thrust::counting_iterator<std::size_t> first(0);
   thrust::for_each(Policy(exec), first, first + count, ScatterAddOp{d_idx, d_val, d_dense});
+  return absl::OkStatus();
+}
+
+absl::Status FillAt(float* d_x, std::size_t n, const std::uint32_t* d_idx, std::size_t count, float value,
+                    const Exec& exec) {
+  constexpr const char* kFn = "FillAt";
+  SKETCHPS_RETURN_IF_ERROR(CheckExec(kFn, exec));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_idx, "d_idx"));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_x, "d_x"));
+  SKETCHPS_RETURN_IF_ERROR(CheckRange(kFn, d_idx, count, n, exec));
+  if (count == 0) return absl::OkStatus();
+  thrust::counting_iterator<std::size_t> first(0);
+  thrust::for_each(Policy(exec), first, first + count, FillAtOp{d_x, d_idx, value});
   return absl::OkStatus();
 }
 

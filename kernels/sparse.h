@@ -43,6 +43,11 @@ absl::Status ScatterAdd(const std::uint32_t* d_idx, const float* d_val, std::siz
 absl::Status Gather(const float* d_dense, std::size_t n, const std::uint32_t* d_idx, std::size_t count, float* d_out,
                     const Exec& exec);
 
+// d_x[d_idx[i]] = value for i < count (e.g. zeroing the sent entries of an error-feedback residual).
+// Errors: InvalidArgument when any index is >= n (nothing written).
+absl::Status FillAt(float* d_x, std::size_t n, const std::uint32_t* d_idx, std::size_t count, float value,
+                    const Exec& exec);
+
 // Sorts the pairs (d_idx[i], d_val[i]) by index, ascending, in place. Stable: pairs with equal
 // indices keep their relative order. (TopK returns rank order; the wire wants index order.)
 absl::Status SortByIndex(std::uint32_t* d_idx, float* d_val, std::size_t count, const Exec& exec);

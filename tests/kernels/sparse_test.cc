@@ -236,3 +236,20 @@ TEST_CASE("Sparse kernels reject null pointers", "[sparse]") {
   CHECK(sk::ScatterAdd(&idx, &dense, 1, &dense, 1, sk::Exec{}).code() == absl::StatusCode::kInvalidArgument);
   CHECK(dense == 0.0f);
 }
+
+TEST_CASE("FillAt sets exactly the indexed entries and checks the range", "[sparse]") {
+  sketchps::kernels::Scratch scratch;
+  sketchps::kernels::Exec exec{nullptr, &scratch};
+  std::vector<float> x(100);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) + 0.5f;
+  sketchps::kernels::DeviceArray<float> d_x(x);
+  const std::vector<std::uint32_t> idx = {0, 7, 42, 99};
+  sketchps::kernels::DeviceArray<std::uint32_t> d_idx(idx);
+  REQUIRE(sketchps::kernels::FillAt(d_x.data(), x.size(), d_idx.data(), idx.size(), 0.0f, exec).ok());
+  for (auto i : idx) x[i] = 0.0f;
+  CHECK(d_x.ToHost() == x);
+  sketchps::kernels::DeviceArray<std::uint32_t> bad(std::vector<std::uint32_t>{3, 100});
+  CHECK(sketchps::kernels::FillAt(d_x.data(), x.size(), bad.data(), 2, 9.0f, exec).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(d_x.ToHost() == x);  // nothing written on error
+}
