@@ -7,7 +7,7 @@ namespace {
 
 class DenseScheme final : public SchemeBase {
  public:
-  explicit DenseScheme(SchemeContext ctx) : SchemeBase(std::move(ctx), /*warmup_rounds=*/0) {}
+  explicit DenseScheme(SchemeContext ctx) : SchemeBase(std::move(ctx)) {}
 
   const char* name() const override { return "dense"; }
   bool uses_global_momentum() const override { return true; }

@@ -43,6 +43,7 @@ struct SchemeContext {
   LayerTable layers;        // the layers of the range, offsets relative to its start
   std::uint64_t k = 0;      // entries to keep in this range (density x dim, split across shards)
   std::uint64_t seed = 0;   // job seed: sketch hashing and sampling
+  std::uint64_t warmup_rounds = 0;  // dense rounds before compression starts (every scheme)
 };
 
 struct RoundInfo {

@@ -8,12 +8,11 @@
 
 namespace sketchps {
 
-SchemeBase::SchemeBase(SchemeContext ctx, std::uint64_t warmup_rounds)
-    : ctx_(std::move(ctx)), warmup_rounds_(warmup_rounds), exec_{nullptr, &scratch_} {}
+SchemeBase::SchemeBase(SchemeContext ctx) : ctx_(std::move(ctx)), exec_{nullptr, &scratch_} {}
 
 absl::Status SchemeBase::BeginRound(const RoundInfo& info, const float* d_grad) {
   round_ = info;
-  dense_round_ = info.round < warmup_rounds_;
+  dense_round_ = info.round < ctx_.warmup_rounds;
   results_.clear();
   input_ = nullptr;
   selected_ = 0;

@@ -33,7 +33,7 @@ class SchemeBase : public Scheme {
   std::uint64_t selected() const final { return selected_; }
 
  protected:
-  SchemeBase(SchemeContext ctx, std::uint64_t warmup_rounds);
+  explicit SchemeBase(SchemeContext ctx);
 
   virtual absl::StatusOr<const float*> Accumulate(const RoundInfo& info, const float* d_grad) = 0;
   virtual std::uint32_t CompressedPhases() const = 0;
@@ -53,7 +53,6 @@ class SchemeBase : public Scheme {
 
  private:
   const SchemeContext ctx_;
-  const std::uint64_t warmup_rounds_;
   kernels::Scratch scratch_;
   kernels::Exec exec_;
 

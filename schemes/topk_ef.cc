@@ -9,8 +9,7 @@ namespace {
 
 class TopKEfScheme final : public SchemeBase {
  public:
-  TopKEfScheme(SchemeContext ctx, const TopKEfConfig& config)
-      : SchemeBase(ctx, config.warmup_rounds), ef_(ctx.dim), sel_(std::min(ctx.k, ctx.dim)) {}
+  explicit TopKEfScheme(SchemeContext ctx) : SchemeBase(ctx), ef_(ctx.dim), sel_(std::min(ctx.k, ctx.dim)) {}
 
   const char* name() const override { return "topk"; }
   bool uses_global_momentum() const override { return true; }
@@ -39,8 +38,6 @@ class TopKEfScheme final : public SchemeBase {
 
 }  // namespace
 
-std::unique_ptr<Scheme> MakeTopKEfScheme(SchemeContext ctx, const TopKEfConfig& config) {
-  return std::make_unique<TopKEfScheme>(std::move(ctx), config);
-}
+std::unique_ptr<Scheme> MakeTopKEfScheme(SchemeContext ctx) { return std::make_unique<TopKEfScheme>(std::move(ctx)); }
 
 }  // namespace sketchps

@@ -9,10 +9,6 @@
 
 namespace sketchps {
 
-struct TopKEfConfig {
-  std::uint64_t warmup_rounds = 0;  // dense rounds before compression starts
-};
-
-std::unique_ptr<Scheme> MakeTopKEfScheme(SchemeContext ctx, const TopKEfConfig& config);
+std::unique_ptr<Scheme> MakeTopKEfScheme(SchemeContext ctx);
 
 }  // namespace sketchps

@@ -14,7 +14,10 @@ SchemeFactory Dense() {
   return [](SchemeContext ctx) { return MakeDenseScheme(std::move(ctx)); };
 }
 SchemeFactory TopK(std::uint64_t warmup = 0) {
-  return [warmup](SchemeContext ctx) { return MakeTopKEfScheme(std::move(ctx), TopKEfConfig{warmup}); };
+  return [warmup](SchemeContext ctx) {
+    ctx.warmup_rounds = warmup;
+    return MakeTopKEfScheme(std::move(ctx));
+  };
 }
 
 SimOptions Options(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds) {
@@ -79,7 +82,7 @@ TEST_CASE("Top-k+EF at density 1 equals dense", "[schemes][dense]") {
 
 TEST_CASE("Top-k+EF conserves mass exactly: sent + residual == e + g", "[schemes][ef]") {
   SchemeContext ctx{0, 1, 0, 64, MakeLayerTable({{"w", {64}}}), 5, 1};
-  auto scheme = MakeTopKEfScheme(ctx, TopKEfConfig{});
+  auto scheme = MakeTopKEfScheme(ctx);
   std::mt19937_64 rng(3);
   std::normal_distribution<float> normal;
   std::vector<float> e(64, 0.0f);

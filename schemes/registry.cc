@@ -1,0 +1,79 @@
+#include "schemes/registry.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "schemes/dense.h"
+#include "schemes/topk_ef.h"
+
+namespace sketchps {
+namespace {
+
+// Binds a config type C (with Read(ConfigReader&)) to its Make function.
+template <class C, class MakeFn>
+std::function<absl::StatusOr<SchemeMaker>(ConfigReader&)> Reader(MakeFn make) {
+  return [make](ConfigReader& section) -> absl::StatusOr<SchemeMaker> {
+    C config;
+    SKETCHPS_RETURN_IF_ERROR(config.Read(section));
+    return SchemeMaker([make, config](SchemeContext ctx) { return make(std::move(ctx), config); });
+  };
+}
+
+struct NoConfig {
+  absl::Status Read(ConfigReader& section) { return section.Finish(); }
+};
+
+}  // namespace
+
+const std::vector<SchemeEntry>& Schemes() {
+  static const std::vector<SchemeEntry> entries = {
+      {"dense", "uncompressed baseline: the mean gradient",
+       Reader<NoConfig>([](SchemeContext ctx, const NoConfig&) { return MakeDenseScheme(std::move(ctx)); })},
+      {"topk", "top-k with error feedback",
+       Reader<NoConfig>([](SchemeContext ctx, const NoConfig&) { return MakeTopKEfScheme(std::move(ctx)); })},
+  };
+  return entries;
+}
+
+std::vector<std::string> SchemeNames() {
+  std::vector<std::string> names;
+  for (const auto& e : Schemes()) names.push_back(e.name);
+  return names;
+}
+
+absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme) {
+  BoundScheme bound;
+  bound.name = "gs_sgd";
+  SKETCHPS_RETURN_IF_ERROR(scheme.Get("name", bound.name));
+  SKETCHPS_RETURN_IF_ERROR(scheme.Get("density", bound.density));
+  std::uint64_t warmup_rounds = 0;
+  SKETCHPS_RETURN_IF_ERROR(scheme.Get("warmup_rounds", warmup_rounds));
+  if (!(bound.density > 0.0 && bound.density <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(scheme.KeyPath("density"), " must be in (0, 1], got ", bound.density));
+  }
+  const SchemeEntry* entry = nullptr;
+  for (const auto& e : Schemes()) {
+    if (bound.name == e.name) entry = &e;
+  }
+  if (entry == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(scheme.KeyPath("name"), ": unknown scheme '", bound.name,
+                                                   "' (known: ", absl::StrJoin(SchemeNames(), ", "), ")"));
+  }
+  for (const auto& e : Schemes()) {
+    if (e.name != bound.name && scheme.Has(e.name)) {
+      return absl::InvalidArgumentError(absl::StrCat(scheme.KeyPath(e.name), ": section for scheme '", e.name,
+                                                     "' but scheme.name is '", bound.name, "'"));
+    }
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(ConfigReader section, scheme.Child(bound.name));
+  SKETCHPS_ASSIGN_OR_RETURN(SchemeMaker make, entry->read(section));
+  bound.make = [make, warmup_rounds](SchemeContext ctx) {
+    ctx.warmup_rounds = warmup_rounds;
+    return make(std::move(ctx));
+  };
+  SKETCHPS_RETURN_IF_ERROR(scheme.Finish());
+  bound.global_momentum = bound.make(SchemeContext{0, 1, 0, 1, {}, 1, 0})->uses_global_momentum();
+  return bound;
+}
+
+}  // namespace sketchps

@@ -1,0 +1,48 @@
+// The scheme registry: scheme names -> their configuration readers and constructors. This is the only
+// place that lists the methods; servers and reductions never see these names.
+//
+// A job spec's scheme section looks like
+//   scheme:
+//     name: gs_sgd          # one of SchemeNames()
+//     density: 0.01         # k = density x range length (per shard)
+//     warmup_rounds: 0      # dense rounds first (every scheme)
+//     gs_sgd: {rows: 5}     # the method's own section, read by its config's Read()
+// and ParseSchemeSection() turns it into a BoundScheme that builds Scheme instances.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config_reader.h"
+#include "schemes/scheme.h"
+
+namespace sketchps {
+
+using SchemeMaker = std::function<std::unique_ptr<Scheme>(SchemeContext)>;
+
+struct BoundScheme {
+  std::string name;
+  double density = 0.01;
+  SchemeMaker make;
+  bool global_momentum = true;  // whether the replicated optimizer applies momentum (scheme.h)
+};
+
+struct SchemeEntry {
+  const char* name;
+  const char* summary;
+  // Reads `section` (the scheme's own mapping, e.g. scheme.gs_sgd) and returns a bound maker.
+  std::function<absl::StatusOr<SchemeMaker>(ConfigReader& section)> read;
+};
+
+// Every scheme, in documentation order.
+const std::vector<SchemeEntry>& Schemes();
+std::vector<std::string> SchemeNames();
+
+// Reads the job spec's `scheme` mapping. Errors name the key ("scheme.name: unknown scheme 'gsgd'
+// (known: ...)", "scheme.gs_sgd.rows: ...").
+absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme);
+
+}  // namespace sketchps
