@@ -1,0 +1,156 @@
+#include "schemes/job_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/config_reader.h"
+#include "common/status.h"
+
+namespace sketchps {
+namespace {
+
+absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("override '", assignment, "': expected key.path=value"));
+  }
+  const std::vector<std::string> keys = absl::StrSplit(assignment.substr(0, eq), '.');
+  std::vector<YAML::Node> chain = {root};
+  for (std::size_t i = 0; i + 1 < keys.size(); ++i) {
+    YAML::Node next = chain.back()[keys[i]];
+    if (next && !next.IsMap() && !next.IsNull()) {
+      return absl::InvalidArgumentError(absl::StrCat("override '", assignment, "': '", keys[i], "' is not a mapping"));
+    }
+    chain.push_back(next);
+  }
+  chain.back()[keys.back()] = YAML::Load(assignment.substr(eq + 1));
+  return absl::OkStatus();
+}
+
+absl::Status ReadSchedule(ConfigReader& r, LrSchedule& s) {
+  std::string kind = "constant";
+  SKETCHPS_RETURN_IF_ERROR(r.Get("schedule", kind));
+  if (kind == "constant") s.kind = LrSchedule::Kind::kConstant;
+  else if (kind == "step") s.kind = LrSchedule::Kind::kStep;
+  else if (kind == "cosine") s.kind = LrSchedule::Kind::kCosine;
+  else return absl::InvalidArgumentError(absl::StrCat(r.KeyPath("schedule"), ": '", kind, "' is not constant, step or cosine"));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("lr", s.base_lr));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("warmup_epochs", s.warmup_epochs));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("warmup_start_factor", s.warmup_start_factor));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("milestones", s.milestones));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("gamma", s.gamma));
+  return r.Get("min_lr", s.min_lr);
+}
+
+absl::Status ReadOptimizer(ConfigReader& root, JobSpec& job) {
+  SKETCHPS_ASSIGN_OR_RETURN(ConfigReader r, root.Child("optimizer"));
+  OptimizerConfig& o = job.optimizer;
+  o.lr.base_lr = 0.05;
+  SKETCHPS_RETURN_IF_ERROR(ReadSchedule(r, o.lr));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("momentum", o.momentum));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("nesterov", o.nesterov));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("weight_decay", o.weight_decay));
+  SKETCHPS_RETURN_IF_ERROR(r.Finish());
+  o.lr.total_epochs = job.train.epochs;
+  return ValidateOptimizerConfig(o, "optimizer");
+}
+
+absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
+  SKETCHPS_ASSIGN_OR_RETURN(ConfigReader data, root.Child("data"));
+  SKETCHPS_RETURN_IF_ERROR(data.Get("path", job.data.path));
+  SKETCHPS_RETURN_IF_ERROR(data.Get("batch_size", job.data.batch_size));
+  SKETCHPS_RETURN_IF_ERROR(data.Get("train_samples", job.data.train_samples));
+  SKETCHPS_RETURN_IF_ERROR(data.Finish());
+  SKETCHPS_ASSIGN_OR_RETURN(ConfigReader train, root.Child("train"));
+  SKETCHPS_RETURN_IF_ERROR(train.Get("epochs", job.train.epochs));
+  SKETCHPS_RETURN_IF_ERROR(train.Get("rounds", job.train.rounds));
+  SKETCHPS_RETURN_IF_ERROR(train.Get("eval_every_rounds", job.train.eval_every_rounds));
+  SKETCHPS_RETURN_IF_ERROR(train.Get("seed", job.train.seed));
+  SKETCHPS_RETURN_IF_ERROR(train.Finish());
+  SKETCHPS_ASSIGN_OR_RETURN(ConfigReader ckpt, root.Child("checkpoint"));
+  SKETCHPS_RETURN_IF_ERROR(ckpt.Get("dir", job.checkpoint.dir));
+  SKETCHPS_RETURN_IF_ERROR(ckpt.Get("every_rounds", job.checkpoint.every_rounds));
+  SKETCHPS_RETURN_IF_ERROR(ckpt.Finish());
+  SKETCHPS_RETURN_IF_ERROR(ReadOptimizer(root, job));
+  SKETCHPS_ASSIGN_OR_RETURN(ConfigReader scheme, root.Child("scheme"));
+  SKETCHPS_ASSIGN_OR_RETURN(job.scheme, ParseSchemeSection(scheme));
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const JobSpec& j) {
+  auto bad = [](const std::string& key, const std::string& why) { return absl::InvalidArgumentError(key + ": " + why); };
+  if (j.job_id.empty()) return bad("job_id", "must not be empty");
+  if (j.mode != "ps" && j.mode != "decentralized") return bad("mode", "'" + j.mode + "' is not ps or decentralized");
+  if (j.workers < 1 || j.workers > 1024) return bad("workers", "must be in [1, 1024]");
+  if (j.servers < 1 || j.servers > 256) return bad("servers", "must be in [1, 256]");
+  if (j.data.batch_size < 1) return bad("data.batch_size", "must be >= 1");
+  if (j.data.train_samples < 1) return bad("data.train_samples", "must be >= 1");
+  if (!(j.train.epochs > 0) && j.train.rounds == 0) return bad("train.epochs", "must be > 0 (or set train.rounds)");
+  if (j.checkpoint.every_rounds < 1) return bad("checkpoint.every_rounds", "must be >= 1");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+double JobSpec::rounds_per_epoch() const {
+  return std::max(1.0, std::floor(static_cast<double>(data.train_samples) / (static_cast<double>(workers) * data.batch_size)));
+}
+
+std::uint64_t JobSpec::total_rounds() const {
+  if (train.rounds > 0) return train.rounds;
+  return static_cast<std::uint64_t>(std::ceil(train.epochs * rounds_per_epoch()));
+}
+
+const std::string& DefaultJobSpecYaml() {
+  static const std::string yaml = R"(# The embedded default job: gs-SGD on Fashion-MNIST with a small CNN.
+job_id: sketchps-default
+mode: ps
+workers: 4
+servers: 2
+model: cnn
+data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
+train: {epochs: 1, eval_every_rounds: 100, seed: 1}
+optimizer: {lr: 0.05, momentum: 0.9}
+scheme: {name: gs_sgd, density: 0.01}
+)";
+  return yaml;
+}
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
+                                     const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": YAML syntax error: ", e.what()));
+  }
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  for (const auto& o : overrides) SKETCHPS_RETURN_IF_ERROR(ApplyOverride(root, o));
+  JobSpec job;
+  ConfigReader r(root, "");
+  SKETCHPS_RETURN_IF_ERROR(r.Get("job_id", job.job_id));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("mode", job.mode));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("workers", job.workers));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("servers", job.servers));
+  SKETCHPS_RETURN_IF_ERROR(r.Get("model", job.model));
+  SKETCHPS_RETURN_IF_ERROR(ReadSections(r, job));
+  SKETCHPS_RETURN_IF_ERROR(r.Finish());
+  SKETCHPS_RETURN_IF_ERROR(Validate(job));
+  job.effective_yaml = YAML::Dump(root);
+  return job;
+}
+
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return ParseJobSpec(DefaultJobSpecYaml(), "default job spec", overrides);
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("job spec '", path, "': cannot open the file"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ParseJobSpec(buffer.str(), path, overrides);
+}
+
+}  // namespace sketchps

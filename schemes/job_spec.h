@@ -1,0 +1,77 @@
+// The job spec: one YAML document that configures servers, workers and `sketchps run` alike.
+//
+//   job_id: fmnist-gs-sgd
+//   mode: ps                      # ps | decentralized
+//   workers: 4
+//   servers: 2
+//   model: cnn                    # mlp | cnn | resnet
+//   data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
+//   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, seed: 1}
+//   optimizer: {lr: 0.05, momentum: 0.9, nesterov: false, weight_decay: 0,
+//               schedule: constant, warmup_epochs: 0, warmup_start_factor: 1,
+//               milestones: [], gamma: 0.1, min_lr: 0}
+//   scheme: {name: gs_sgd, density: 0.01, warmup_rounds: 0, gs_sgd: {...}}
+//   checkpoint: {dir: "", every_rounds: 1}
+//
+// Every key is optional (defaults above; DefaultJobSpecYaml() is the embedded default job).
+// Unknown keys and invalid values are errors naming the key. Overrides ("scheme.name=topk") are
+// applied to the YAML before it is read, so flags and files share one validation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "schemes/optimizer.h"
+#include "schemes/registry.h"
+
+namespace sketchps {
+
+struct DataSpec {
+  std::string path = "/usr/share/datasets/fashion-mnist";
+  std::uint32_t batch_size = 32;      // per worker
+  std::uint64_t train_samples = 60000;
+};
+
+struct TrainSpec {
+  double epochs = 1.0;
+  std::uint64_t rounds = 0;           // 0: derived from epochs
+  std::uint64_t eval_every_rounds = 200;
+  std::uint64_t seed = 1;
+};
+
+struct CheckpointSpec {
+  std::string dir;                    // empty: no checkpoints
+  std::uint64_t every_rounds = 1;
+};
+
+struct JobSpec {
+  std::string job_id = "sketchps";
+  std::string mode = "ps";
+  std::uint32_t workers = 4;
+  std::uint32_t servers = 2;
+  std::string model = "cnn";
+  DataSpec data;
+  TrainSpec train;
+  OptimizerConfig optimizer;
+  BoundScheme scheme;
+  CheckpointSpec checkpoint;
+  std::string effective_yaml;         // the spec after overrides, for logs and run directories
+
+  // Rounds per epoch: train_samples / (workers * batch_size), at least 1.
+  double rounds_per_epoch() const;
+  // train.rounds, or ceil(epochs * rounds_per_epoch).
+  std::uint64_t total_rounds() const;
+};
+
+// The embedded default job (gs-SGD, CNN, Fashion-MNIST, 4 workers, 2 servers, one epoch).
+const std::string& DefaultJobSpecYaml();
+
+// Parses `yaml_text` (named `source` in errors) with `overrides` ("a.b=value") applied first.
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
+                                     const std::vector<std::string>& overrides = {});
+// Reads the file at `path` (empty: the embedded default) and parses it.
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace sketchps
