@@ -1,0 +1,38 @@
+// Durable shard checkpoints.
+//
+// File format: "SKPSCKP1" (8 bytes) | payload length (u64 LE) | CRC32 of the payload (u32 LE) |
+// payload (a serialized sketchps.v1.ShardCheckpoint). Files are named
+// shard-<shard>-round-<rounds_applied, 12 digits>.ckpt in the checkpoint directory.
+//
+// Write is atomic: the bytes go to a temporary file, which is fsynced, renamed over the final name,
+// and the directory is fsynced; a crash leaves either the old or the new file, never a torn one that
+// validates. The newest `keep` files are kept, older ones removed.
+//
+// LoadLatest returns the newest checkpoint of the shard that passes validation (magic, length, CRC,
+// parse, job, shard and sizes); torn or corrupt newer files are skipped and reported in `skipped`.
+// NotFound when the directory holds no valid checkpoint of the shard.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sketchps/v1/checkpoint.pb.h"
+
+namespace sketchps::server {
+
+absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& checkpoint, int keep = 2);
+
+struct LoadedCheckpoint {
+  v1::ShardCheckpoint checkpoint;
+  std::string path;
+  std::vector<std::string> skipped;  // "<path>: <why>" for newer files that failed validation
+};
+
+absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id);
+
+// Validates one file's framing and content; the error names the file and the problem.
+absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path);
+
+}  // namespace sketchps::server

@@ -1,0 +1,102 @@
+#include "server/checkpoint.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace fs = std::filesystem;
+using namespace sketchps;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("sketchps-ckpt-" + std::to_string(std::random_device{}()));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+v1::ShardCheckpoint Make(std::uint64_t rounds, std::uint32_t shard = 1, std::size_t n = 10) {
+  v1::ShardCheckpoint c;
+  c.set_job_id("job");
+  c.set_shard_id(shard);
+  c.set_num_shards(2);
+  c.set_range_lo(100);
+  c.set_range_hi(100 + n);
+  c.set_rounds_applied(rounds);
+  std::string w(n * 4, '\0');
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<char>(i + rounds);
+  c.set_weights(w);
+  return c;
+}
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+void WriteAll(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+}  // namespace
+
+TEST_CASE("Checkpoints round-trip and only the newest `keep` remain", "[checkpoint]") {
+  TempDir dir;
+  for (std::uint64_t r = 1; r <= 4; ++r) REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(r)).ok());
+  REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(7, /*shard=*/0)).ok());
+  auto loaded = server::LoadLatest(dir.path.string(), "job", 1);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->checkpoint.rounds_applied() == 4);
+  CHECK(loaded->checkpoint.weights() == Make(4).weights());
+  std::size_t shard1_files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) shard1_files += e.path().filename().string().rfind("shard-1-", 0) == 0;
+  CHECK(shard1_files == 2);
+  CHECK(server::LoadLatest(dir.path.string(), "job", 0)->checkpoint.rounds_applied() == 7);
+  CHECK(server::LoadLatest(dir.path.string(), "other-job", 1).status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("A torn or corrupt newest checkpoint falls back to the previous one", "[checkpoint]") {
+  TempDir dir;
+  REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(1)).ok());
+  REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(2)).ok());
+  const fs::path newest = dir.path / "shard-1-round-000000000002.ckpt";
+  const std::string good = ReadAll(newest);
+  std::mt19937_64 rng(5);
+  int rejected = 0;
+  for (int variant = 0; variant < 100; ++variant) {
+    std::string bad = good;
+    switch (variant % 4) {
+      case 0: bad.resize(rng() % bad.size()); break;                      // truncated
+      case 1: bad[rng() % bad.size()] ^= static_cast<char>(1 + rng() % 255); break;  // bit flip
+      case 2: bad += std::string(1 + rng() % 64, 'x'); break;             // padded
+      case 3: {                                                           // valid frame, wrong shape
+        auto c = Make(2);
+        c.set_range_hi(c.range_hi() + 1 + rng() % 5);
+        REQUIRE(server::WriteCheckpoint((dir.path / "scratch").string(), c).ok());
+        bad = ReadAll(dir.path / "scratch" / "shard-1-round-000000000002.ckpt");
+        break;
+      }
+    }
+    WriteAll(newest, bad);
+    CHECK(!server::ReadCheckpointFile(newest.string()).ok());
+    auto loaded = server::LoadLatest(dir.path.string(), "job", 1);
+    REQUIRE(loaded.ok());
+    rejected += loaded->checkpoint.rounds_applied() == 1 && loaded->skipped.size() == 1;
+  }
+  CHECK(rejected == 100);
+}
+
+TEST_CASE("Checkpoint errors name the file and the problem", "[checkpoint]") {
+  TempDir dir;
+  const fs::path junk = dir.path / "shard-1-round-000000000009.ckpt";
+  WriteAll(junk, "hello");
+  auto r = server::ReadCheckpointFile(junk.string());
+  CHECK(r.status().code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains(junk.string()) && Catch::Contains("bad magic"));
+  auto none = server::LoadLatest(dir.path.string(), "job", 1);
+  CHECK(none.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(none.status().message()), Catch::Contains("1 invalid files skipped"));
+  WriteAll(dir.path / "file", "x");
+  CHECK(server::WriteCheckpoint((dir.path / "file" / "sub").string(), Make(1)).code() == absl::StatusCode::kUnavailable);
+}
