@@ -1,0 +1,60 @@
+// One-pass statistics kernels for the statistical threshold estimators (SIDCo, SDAGC).
+//
+// Each function reads its input exactly once (one Thrust transform_reduce per call, per segment for
+// SegmentMeanStd), accumulates in double regardless of the float input, and returns host values.
+// The results are deterministic for a given backend and thread count up to the rounding of the
+// parallel double sums (relative differences around 1e-15 between thread counts/backends).
+//
+// Inputs follow the kernels conventions (kernels/select.h): d_x is a device pointer of the active
+// backend; temporaries come from exec.scratch (required). Non-finite entries are not filtered out:
+// they make the returned sums non-finite, so the fits in common/distribution_fit.h reject them with
+// a clear error instead of producing a silently wrong threshold.
+//
+// Thread-safety: as for every kernel, one Exec per thread. Errors: InvalidArgument (null pointers
+// with n > 0, a missing scratch, segments outside [0, n)); never aborts on input.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/distribution_fit.h"
+#include "kernels/backend.h"
+
+namespace sketchps::kernels {
+
+// Whether ExceedanceStats also accumulates Σ ln z (one log per exceedance: costly on CPUs, so only
+// the gamma fit asks for it).
+enum class LogMoment { kSkip, kCompute };
+
+// Moments of the exceedances z = |x| - max(eta, 0) over every entry of d_x[0..n) that is not
+// <= eta (i.e. |x| > eta, plus NaN entries, which poison the sums):
+//   eta >= 0   entries with |x| > eta, shifted by eta   (eta = 0: every nonzero entry, unshifted)
+//   eta <  0   every entry, unshifted (z = |x|)
+// The comparison is done in float, exactly as kernels::ThresholdSelect does, so "count" equals
+// CountAbove(d_x, n, eta) for finite inputs and eta >= 0; z is computed in double, so z > 0 for
+// every counted finite entry when eta >= 0. With LogMoment::kSkip, sum_log is NaN.
+// min/max are those of z (+inf/-inf when count == 0).
+absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, float eta, LogMoment log_moment,
+                                              const Exec& exec);
+
+// A contiguous range [offset, offset + size) of a flat vector (one layer of a layer table).
+struct Segment {
+  std::size_t offset = 0;
+  std::size_t size = 0;
+};
+
+// Population mean and standard deviation of the signed values of one segment (0 and 0 when empty).
+struct MeanStd {
+  double mean = 0.0;
+  double stddev = 0.0;
+};
+
+// Mean and standard deviation of the signed values of each segment of d_x[0..n), in segment order.
+// Segments may be in any order and may overlap or leave gaps; every segment must lie inside [0, n).
+// One pass over each segment: Σx and Σx² in double (the variance cancellation is harmless while
+// |mean| / stddev << 2^20, which gradients satisfy by far).
+absl::StatusOr<std::vector<MeanStd>> SegmentMeanStd(const float* d_x, std::size_t n,
+                                                    const std::vector<Segment>& segments, const Exec& exec);
+
+}  // namespace sketchps::kernels
