@@ -1,6 +1,7 @@
 // Statistics kernels (see stats.h). One Thrust source for the CPU (OpenMP) and CUDA backends.
 #include "kernels/stats.h"
 
+#include <thrust/functional.h>
 #include <thrust/transform_reduce.h>
 
 #include <cmath>
@@ -46,6 +47,10 @@ struct ExceedanceTerm {
     const double z = static_cast<double>(a) - shift;
     return Moments{1ull, z, z * z, kLog ? log(z) : 0.0, z, z};
   }
+};
+
+struct AbsAsDouble {
+  SKETCHPS_HD double operator()(float v) const { return static_cast<double>(fabsf(v)); }
 };
 
 // Σx and Σx² of signed values.
@@ -94,6 +99,12 @@ absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, f
   out.min = m.min;
   out.max = m.max;
   return out;
+}
+
+absl::StatusOr<double> SumAbs(const float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, exec, "SumAbs"));
+  if (n == 0) return 0.0;
+  return thrust::transform_reduce(Policy(exec), d_x, d_x + n, AbsAsDouble{}, 0.0, thrust::plus<double>());
 }
 
 absl::StatusOr<std::vector<MeanStd>> SegmentMeanStd(const float* d_x, std::size_t n,

@@ -38,6 +38,10 @@ enum class LogMoment { kSkip, kCompute };
 absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, float eta, LogMoment log_moment,
                                               const Exec& exec);
 
+// Σ|x| over d_x[0..n), accumulated in double: one plain streaming pass (the L1 norm; also the
+// yardstick the estimator benchmarks divide by).
+absl::StatusOr<double> SumAbs(const float* d_x, std::size_t n, const Exec& exec);
+
 // A contiguous range [offset, offset + size) of a flat vector (one layer of a layer table).
 struct Segment {
   std::size_t offset = 0;
