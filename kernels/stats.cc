@@ -36,18 +36,43 @@ struct MergeMoments {
   }
 };
 
-// The moments contributed by one entry. kLog selects whether ln z is evaluated.
-template <bool kLog>
+// Stand-in for +-inf in the branch-free min/max (inf * 0 would be NaN); far above any float magnitude.
+constexpr double kFar = 1e300;
+
+// ln z for a kept entry, 0 for an excluded one (whose z is 0).
+SKETCHPS_HD inline double KeptLog(double z, double keep) { return keep != 0.0 ? log(z) : 0.0; }
+
+// The moments contributed by one entry. kLog: whether ln z is evaluated. kBranchFree: arithmetic
+// instead of a data-dependent branch. Where a sizeable fraction of entries, in random positions,
+// exceeds eta (a SIDCo stage keeps 25% or less), the branch mispredicts so often that the pass costs
+// about five streaming passes on a CPU, against 2.5 for the branch-free form at every eta; where
+// almost every entry is kept (eta <= 0: all or all nonzero), the branch is predictable and cheaper
+// (1.8). Excluded entries add 0 to the sums and kFar to the min (subtract it from the max), which
+// the host maps back to +-inf when count == 0. NaN entries count as kept and propagate.
+template <bool kLog, bool kBranchFree>
 struct ExceedanceTerm {
-  float eta;     // entries with !(|x| <= eta) count (NaN included on purpose)
+  float eta;     // entries with !(|x| <= eta) count
   double shift;  // max(eta, 0)
   SKETCHPS_HD Moments operator()(float v) const {
     const float a = fabsf(v);
+    if (kBranchFree) {
+      const bool kept = !(a <= eta);
+      const double keep = static_cast<double>(kept);  // a conversion, not a select: stays branch-free
+      const double z = (static_cast<double>(a) - shift) * keep;
+      const double far = (1.0 - keep) * kFar;
+      return Moments{static_cast<unsigned long long>(kept), z, z * z, kLog ? KeptLog(z, keep) : 0.0, z + far, z - far};
+    }
     if (a <= eta) return EmptyMoments();
     const double z = static_cast<double>(a) - shift;
     return Moments{1ull, z, z * z, kLog ? log(z) : 0.0, z, z};
   }
 };
+
+template <bool kLog, bool kBranchFree>
+Moments ReduceExceedances(const float* d_x, std::size_t n, float eta, double shift, const Exec& exec) {
+  return thrust::transform_reduce(Policy(exec), d_x, d_x + n, ExceedanceTerm<kLog, kBranchFree>{eta, shift},
+                                  EmptyMoments(), MergeMoments{});
+}
 
 struct AbsAsDouble {
   SKETCHPS_HD double operator()(float v) const { return static_cast<double>(fabsf(v)); }
@@ -85,10 +110,13 @@ absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, f
   const double shift = eta > 0.0f ? static_cast<double>(eta) : 0.0;
   Moments m = EmptyMoments();
   if (n > 0) {
-    if (log_moment == LogMoment::kCompute) {
-      m = thrust::transform_reduce(Policy(exec), d_x, d_x + n, ExceedanceTerm<true>{eta, shift}, m, MergeMoments{});
+    const bool with_log = log_moment == LogMoment::kCompute;
+    if (eta > 0.0f) {
+      m = with_log ? ReduceExceedances<true, true>(d_x, n, eta, shift, exec)
+                   : ReduceExceedances<false, true>(d_x, n, eta, shift, exec);
     } else {
-      m = thrust::transform_reduce(Policy(exec), d_x, d_x + n, ExceedanceTerm<false>{eta, shift}, m, MergeMoments{});
+      m = with_log ? ReduceExceedances<true, false>(d_x, n, eta, shift, exec)
+                   : ReduceExceedances<false, false>(d_x, n, eta, shift, exec);
     }
   }
   SampleMoments out;
@@ -96,8 +124,8 @@ absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, f
   out.sum = m.sum;
   out.sum_sq = m.sum_sq;
   out.sum_log = log_moment == LogMoment::kCompute ? m.sum_log : std::numeric_limits<double>::quiet_NaN();
-  out.min = m.min;
-  out.max = m.max;
+  out.min = m.count ? m.min : std::numeric_limits<double>::infinity();
+  out.max = m.count ? m.max : -std::numeric_limits<double>::infinity();
   return out;
 }
 

@@ -170,3 +170,45 @@ TEST_CASE("SDAGC controller and thresholds validate their input", "[sdagc]") {
   CHECK(sk::SdagcThresholds(d_x.data(), x.size(), {{90, 11}}, 3.0, exec).status().code() ==
         absl::StatusCode::kInvalidArgument);
 }
+
+TEST_CASE("SDAGC cost relative to one streaming pass at d = 25.6M", "[.bench]") {
+  constexpr std::size_t kLayers = 50, kLayer = 512000, n = kLayers * kLayer;
+  std::vector<sk::Segment> layers;
+  for (std::size_t l = 0; l < kLayers; ++l) layers.push_back({l * kLayer, kLayer});
+  sk::Scratch scratch;
+  sk::Exec exec{nullptr, &scratch};
+  sk::DeviceArray<float> d_x(SignedSamples(Shape::kGaussian, n, 2));
+  sk::DeviceArray<std::uint32_t> d_idx(n);
+  sk::DeviceArray<float> d_val(n);
+  auto best = [](auto f) {
+    f();
+    double b = std::numeric_limits<double>::infinity();
+    for (int r = 0; r < 7; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      b = std::min(b, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return b;
+  };
+  const double stream = best([&] { REQUIRE(sk::SumAbs(d_x.data(), n, exec).ok()); });
+  std::vector<float> tau;
+  const double estimate = best([&] { tau = *sk::SdagcThresholds(d_x.data(), n, layers, 3.09, exec); });
+  auto select = [&] {
+    std::size_t out = 0;
+    for (std::size_t l = 0; l < kLayers; ++l) {
+      auto c = sk::ThresholdSelect(d_x.data() + layers[l].offset, kLayer, tau[l], n - out, d_idx.data() + out,
+                                   d_val.data() + out, exec);
+      REQUIRE(c.ok());
+      out += *c;
+    }
+  };
+  const double sel = best(select);
+  const double both = best([&] {
+    tau = *sk::SdagcThresholds(d_x.data(), n, layers, 3.09, exec);
+    select();
+  });
+  std::printf("backend %s x%d, n = %zu in %zu layers, streaming pass %.2f ms\n", sk::BackendName(),
+              sk::BackendParallelism(), n, kLayers, stream * 1e3);
+  std::printf("SDAGC: thresholds %.2f ms (%.2fx), per-layer ThresholdSelect %.2f ms (%.2fx), both %.2f ms (%.2fx)\n",
+              estimate * 1e3, estimate / stream, sel * 1e3, sel / stream, both * 1e3, both / stream);
+}

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/select.h"
+#include "kernels/stats.h"
 #include "support/distributions.h"
 
 namespace sk = sketchps::kernels;
@@ -116,21 +117,6 @@ AdaptiveRun RunAdaptive(sk::SidcoVariant variant, Shape shape, double density, i
 }
 
 }  // namespace
-
-TEST_CASE("SIDCo adaptive trace", "[.sidco-table]") {
-  sk::Scratch scratch;
-  for (auto v : {sk::SidcoVariant::kExponential, sk::SidcoVariant::kGeneralizedPareto, sk::SidcoVariant::kGammaGeneralizedPareto})
-    for (Shape shape : {Shape::kLaplace, Shape::kGaussian, Shape::kStudentT3})
-      for (double density : {0.01, 0.001}) {
-        const auto run = RunAdaptive(v, shape, density, 60, scratch);
-        std::printf("%-2s %-10s d=%-6g", VariantName(v), ShapeName(shape), density);
-        for (std::size_t w = 0; w < run.ratios.size(); w += 5) {
-          double m = 0; for (int i = 0; i < 5; ++i) m += run.ratios[w + i] / 5;
-          std::printf(" M%d:%.2f", run.stages[w], m);
-        }
-        std::printf("\n");
-      }
-}
 
 // ---- Stage ratios and options ---------------------------------------------------------------------
 
@@ -363,118 +349,46 @@ TEST_CASE("SIDCo Estimate edge cases", "[sidco]") {
   }
 }
 
-// ---- Adaptation state machine, driven by scripted achieved densities ------------------------------
+// ---- Benchmark (hidden): ./sketchps_kernels_tests "[.bench]" ---------------------------------------
 
 namespace {
 
-// Feeds `windows` windows of Q = 5 calls whose achieved/target ratio is ratio_of(M); returns M after
-// each window.
-template <class RatioOf>
-std::vector<int> Script(sk::SidcoEstimator& est, RatioOf ratio_of, int windows) {
-  constexpr std::size_t n = 1000000;
-  std::vector<int> trace;
-  for (int w = 0; w < windows; ++w) {
-    const double ratio = ratio_of(est.state().stages);
-    const auto count = static_cast<std::size_t>(std::llround(ratio * est.options().density * n));
-    for (int i = 0; i < 5; ++i) REQUIRE(est.Record(count, n).ok());
-    trace.push_back(est.state().stages);
+template <class F>
+double BestSeconds(F f, int reps = 7) {
+  f();  // warm the scratch
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  return trace;
-}
-
-sk::SidcoEstimator Adaptive(double density) {
-  return Make(Options(sk::SidcoVariant::kExponential, density, sk::SidcoStageMode::kAdaptive, 1));
+  return best;
 }
 
 }  // namespace
 
-TEST_CASE("Adaptation on light-tailed feedback adds stages until the target is met", "[sidco]") {
-  auto est = Adaptive(0.01);
-  const std::map<int, double> gaussian = {{1, 0.02}, {2, 0.64}, {3, 1.13}, {4, 1.31}, {5, 1.4}};
-  CHECK(Script(est, [&](int m) { return gaussian.at(m); }, 5) == std::vector<int>{2, 3, 3, 3, 3});
-  CHECK(est.state().direction == 1);
-}
-
-TEST_CASE("Adaptation on heavy-tailed feedback does not stick at M = 1", "[sidco]") {
-  auto est = Adaptive(0.001);
-  // Student-t3 with the exponential fit (ALGORITHMS.md §9.5): more stages select FEWER entries. The
-  // reference's mode -1 would keep asking for M - 1 at M = 1 forever.
-  const std::map<int, double> t3 = {{1, 4.53}, {2, 3.44}, {3, 1.23}, {4, 0.71}, {5, 0.5}};
-  const auto trace = Script(est, [&](int m) { return t3.at(m); }, 8);
-  CHECK(trace == std::vector<int>{2, 3, 4, 3, 3, 3, 3, 3});
-  CHECK(est.state().direction == -1);
-}
-
-TEST_CASE("Adaptation searches both sides when the count is not monotone in M", "[sidco]") {
-  auto est = Adaptive(0.001);
-  const std::map<int, double> gp_gaussian = {{1, 0.01}, {2, 1.45}, {3, 1.02}, {4, 1.06}};
-  CHECK(Script(est, [&](int m) { return gp_gaussian.at(m); }, 4) == std::vector<int>{2, 3, 3, 3});
-}
-
-TEST_CASE("Adaptation clamps M to [1, ceil(log2(1/density))]", "[sidco]") {
-  SECTION("always too few: climbs to the upper clamp and stays") {
-    auto est = Adaptive(0.01);
-    CHECK(Script(est, [](int) { return 0.1; }, 9) == std::vector<int>{2, 3, 4, 5, 6, 7, 7, 7, 7});
+TEST_CASE("SIDCo-E cost relative to one streaming pass at d = 25.6M", "[.bench]") {
+  constexpr std::size_t n = 25600000;
+  sk::Scratch scratch;
+  sk::Exec exec{nullptr, &scratch};
+  sk::DeviceArray<float> d_x(SignedSamples(Shape::kLaplace, n, 1));
+  sk::DeviceArray<std::uint32_t> d_idx(n);
+  sk::DeviceArray<float> d_val(n);
+  const double stream = BestSeconds([&] { REQUIRE(sk::SumAbs(d_x.data(), n, exec).ok()); });
+  std::printf("backend %s x%d, n = %zu, streaming pass (SumAbs) %.2f ms\n", sk::BackendName(),
+              sk::BackendParallelism(), n, stream * 1e3);
+  for (int m = 1; m <= 3; ++m) {
+    const auto est = Make(Options(sk::SidcoVariant::kExponential, 0.001, sk::SidcoStageMode::kFixed, m));
+    float tau = 0.0f;
+    const double estimate = BestSeconds([&] { tau = est.Estimate(d_x.data(), n, exec)->threshold; });
+    const double select = BestSeconds([&] {
+      REQUIRE(sk::ThresholdSelect(d_x.data(), n, tau, n, d_idx.data(), d_val.data(), exec).ok());
+    });
+    const double both = BestSeconds([&] {
+      const float t = est.Estimate(d_x.data(), n, exec)->threshold;
+      REQUIRE(sk::ThresholdSelect(d_x.data(), n, t, n, d_idx.data(), d_val.data(), exec).ok());
+    });
+    std::printf("SIDCo-E M=%d: estimate %.2f ms (%.2fx), ThresholdSelect %.2f ms (%.2fx), both %.2f ms (%.2fx)\n", m,
+                estimate * 1e3, estimate / stream, select * 1e3, select / stream, both * 1e3, both / stream);
   }
-  SECTION("always too many: never below 1 nor above the clamp") {
-    auto est = Adaptive(0.01);
-    for (int m : Script(est, [](int) { return 5.0; }, 30)) {
-      CHECK(m >= 1);
-      CHECK(m <= 7);
-    }
-  }
-  SECTION("an initial M beyond the clamp is clamped") {
-    auto est = Make(Options(sk::SidcoVariant::kExponential, 0.01, sk::SidcoStageMode::kAdaptive, 40));
-    CHECK(est.state().stages == 7);
-  }
-}
-
-TEST_CASE("Adaptation acts only at window ends and only outside the tolerance", "[sidco]") {
-  auto est = Adaptive(0.01);
-  constexpr std::size_t n = 100000;  // target count 1000
-  for (int i = 0; i < 4; ++i) REQUIRE(est.Record(100, n).ok());
-  CHECK(est.state().stages == 1);
-  CHECK(est.state().window_calls == 4);
-  REQUIRE(est.Record(100, n).ok());
-  CHECK(est.state().stages == 2);
-  CHECK(est.state().window_calls == 0);
-  CHECK(est.state().windows == 1);
-  for (int i = 0; i < 5; ++i) REQUIRE(est.Record(1190, n).ok());  // 1.19: inside 1 + 0.2
-  CHECK(est.state().stages == 2);
-  for (int i = 0; i < 5; ++i) REQUIRE(est.Record(810, n).ok());  // 0.81: inside 1 - 0.2
-  CHECK(est.state().stages == 2);
-  for (int i = 0; i < 5; ++i) REQUIRE(est.Record(1210, n).ok());  // 1.21: too many
-  CHECK(est.state().stages != 2);
-  CHECK(est.Record(5, 0).code() == absl::StatusCode::kInvalidArgument);
-  CHECK(est.Record(11, 10).code() == absl::StatusCode::kInvalidArgument);
-}
-
-TEST_CASE("Fixed-stage estimators ignore feedback", "[sidco]") {
-  auto est = Make(Options(sk::SidcoVariant::kExponential, 0.01, sk::SidcoStageMode::kFixed, 2));
-  for (int i = 0; i < 20; ++i) REQUIRE(est.Record(1, 1000).ok());
-  CHECK(est.state().windows == 0);
-}
-
-TEST_CASE("SIDCo adaptation state round-trips through SetState and is validated", "[sidco]") {
-  auto est = Adaptive(0.001);
-  Script(est, [](int m) { return m < 3 ? 0.3 : 1.0; }, 3);
-  const sk::SidcoAdaptState saved = est.state();
-  auto restored = Adaptive(0.001);
-  REQUIRE(restored.SetState(saved).ok());
-  CHECK(restored.state().stages == saved.stages);
-  // Both continue identically.
-  auto next = [](int m) { return m == 3 ? 1.5 : 0.9; };
-  CHECK(Script(est, next, 3) == Script(restored, next, 3));
-
-  auto bad = [&](auto mutate) {
-    sk::SidcoAdaptState s = saved;
-    mutate(s);
-    auto status = restored.SetState(s);
-    CHECK(status.code() == absl::StatusCode::kInvalidArgument);
-    return std::string(status.message());
-  };
-  CHECK_THAT(bad([](auto& s) { s.stages = 11; }), Catch::Contains("stages"));
-  CHECK_THAT(bad([](auto& s) { s.direction = 0; }), Catch::Contains("direction"));
-  CHECK_THAT(bad([](auto& s) { s.window_calls = 5; }), Catch::Contains("window_calls"));
-  CHECK_THAT(bad([](auto& s) { s.error_by_stages.pop_back(); }), Catch::Contains("error_by_stages"));
 }
