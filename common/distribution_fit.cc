@@ -40,9 +40,8 @@ absl::Status CheckMoments(const SampleMoments& m, std::uint64_t min_count, const
     return absl::InvalidArgumentError(
         absl::StrCat(fn, ": moments.count = ", m.count, " but the fit needs at least ", min_count, " samples"));
   }
-  if (!std::isfinite(m.sum) || !std::isfinite(m.sum_sq)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(fn, ": moments.sum = ", m.sum, ", moments.sum_sq = ", m.sum_sq, " (non-finite input)"));
+  if (!std::isfinite(m.sum)) {
+    return absl::InvalidArgumentError(absl::StrCat(fn, ": moments.sum = ", m.sum, " (non-finite input)"));
   }
   if (!(m.sum > 0.0)) {
     return absl::InvalidArgumentError(absl::StrCat(fn, ": moments.sum = ", m.sum, " (the mean must be positive)"));
@@ -91,6 +90,10 @@ absl::StatusOr<double> ExponentialTailThreshold(const ExponentialFit& fit, doubl
 
 absl::StatusOr<GeneralizedParetoFit> FitGeneralizedPareto(const SampleMoments& m) {
   SKETCHPS_RETURN_IF_ERROR(CheckMoments(m, 2, "FitGeneralizedPareto"));
+  if (!std::isfinite(m.sum_sq)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FitGeneralizedPareto: moments.sum_sq = ", m.sum_sq, " (not computed, or non-finite input)"));
+  }
   const double mean = m.Mean();
   const double var = m.Variance();
   if (!(var > 0.0)) {

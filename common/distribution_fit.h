@@ -33,11 +33,13 @@
 namespace sketchps {
 
 // Sufficient statistics of a sample y_1..y_count of nonnegative values, accumulated in double.
+// A producer may skip the optional moments (sum_sq, sum_log, min/max) and set them to NaN; each fit
+// says which it needs and rejects a NaN there.
 struct SampleMoments {
   std::uint64_t count = 0;
   double sum = 0.0;      // Σ y
-  double sum_sq = 0.0;   // Σ y²
-  double sum_log = 0.0;  // Σ ln y; -inf if some y == 0; NaN when not computed (see kernels/stats.h)
+  double sum_sq = 0.0;   // Σ y² (generalized Pareto)
+  double sum_log = 0.0;  // Σ ln y (gamma); -inf if some y == 0
   double min = std::numeric_limits<double>::infinity();   // +inf when count == 0
   double max = -std::numeric_limits<double>::infinity();  // -inf when count == 0
 
@@ -55,7 +57,8 @@ SampleMoments ShiftMoments(const SampleMoments& m, double shift);
 struct ExponentialFit {
   double scale = 1.0;  // β (the mean)
 };
-// β = mean. Errors: count == 0, non-finite sum, sum <= 0 (an all-zero sample has no scale).
+// β = mean (needs count and sum only). Errors: count == 0, non-finite sum, sum <= 0 (an all-zero
+// sample has no scale).
 absl::StatusOr<ExponentialFit> FitExponential(const SampleMoments& m);
 // P(Y > t) = exp(-t / β) for t >= 0 (1 for t < 0).
 double ExponentialTail(const ExponentialFit& fit, double t);
@@ -68,7 +71,7 @@ struct GeneralizedParetoFit {
   double scale = 1.0;  // σ
 };
 // Method of moments (needs ξ < 1/2): ρ = mean² / var, σ = mean (ρ + 1) / 2, ξ = (1 - ρ) / 2.
-// Errors: count < 2, non-finite sums, mean <= 0, zero variance.
+// Errors: count < 2, non-finite sum or sum_sq, mean <= 0, zero variance.
 absl::StatusOr<GeneralizedParetoFit> FitGeneralizedPareto(const SampleMoments& m);
 // P(Y > t) = (1 + ξ t / σ)^(-1/ξ) (exp(-t/σ) when ξ = 0); 0 beyond the upper end point when ξ < 0.
 double GeneralizedParetoTail(const GeneralizedParetoFit& fit, double t);

@@ -38,8 +38,12 @@ absl::StatusOr<double> FitThreshold(const SampleMoments& m, double q, bool use_g
   return ExponentialTailThreshold(fit, q);
 }
 
-// The generalized Pareto/gamma fits cannot use this sample: too few entries or all equal.
-bool Degenerate(const SampleMoments& shifted) { return shifted.count < 2 || !(shifted.Variance() > 0.0); }
+// A fit cannot use this sample: too few entries, or all equal (zero variance for the generalized
+// Pareto/gamma fits, which have Σy²; a zero mean of the shifted sample for the exponential).
+bool Degenerate(const SampleMoments& m, bool has_sum_sq) {
+  if (m.count < 2) return true;
+  return has_sum_sq ? !(m.Variance() > 0.0) : !(m.sum > 0.0);
+}
 
 }  // namespace
 
@@ -120,14 +124,14 @@ int SidcoEstimator::PlannedStages() const {
 }
 
 absl::StatusOr<SidcoEstimate> SidcoEstimator::Estimate(const float* d_x, std::size_t n, const Exec& exec) const {
-  const bool gamma_first = options_.variant == SidcoVariant::kGammaGeneralizedPareto;
-  const bool gp_tail = options_.variant != SidcoVariant::kExponential;
-  SidcoEstimate out;
-  SKETCHPS_ASSIGN_OR_RETURN(const SampleMoments all,
-                            ExceedanceStats(d_x, n, 0.0f, gamma_first ? LogMoment::kCompute : LogMoment::kSkip, exec));
-  if (!std::isfinite(all.sum) || !std::isfinite(all.sum_sq)) {
+  const SidcoVariant v = options_.variant;
+  const bool shaped_first = v != SidcoVariant::kExponential;  // GP or gamma: needs the variance check
+  MomentSet first_moments{shaped_first, v == SidcoVariant::kGammaGeneralizedPareto, false};
+  SKETCHPS_ASSIGN_OR_RETURN(const SampleMoments all, ExceedanceStats(d_x, n, 0.0f, first_moments, exec));
+  if (!std::isfinite(all.sum)) {
     return absl::InvalidArgumentError("SidcoEstimator::Estimate: x contains NaN or Inf entries");
   }
+  SidcoEstimate out;
   out.nonzeros = all.count;
   const double target = options_.density * static_cast<double>(n);
   if (static_cast<double>(all.count) <= target) return out;  // keep every nonzero (or nothing at all)
@@ -135,25 +139,31 @@ absl::StatusOr<SidcoEstimate> SidcoEstimator::Estimate(const float* d_x, std::si
                             SidcoStageRatios(target / static_cast<double>(all.count), options_.first_stage_ratio,
                                              PlannedStages(), options_.per_stage_ratio));
   // A sample the gamma/GP fits cannot describe (all magnitudes equal) falls back to the exponential.
-  const bool shaped = !Degenerate(all);
-  SKETCHPS_ASSIGN_OR_RETURN(
-      const double first,
-      FitThreshold(all, ratios[0], shaped && gamma_first,
-                   shaped && options_.variant == SidcoVariant::kGeneralizedPareto, options_.gamma_newton_steps));
+  const bool shaped = shaped_first && !Degenerate(all, true);
+  SKETCHPS_ASSIGN_OR_RETURN(const double first,
+                            FitThreshold(all, ratios[0], shaped && v == SidcoVariant::kGammaGeneralizedPareto,
+                                         shaped && v == SidcoVariant::kGeneralizedPareto, options_.gamma_newton_steps));
   out.threshold = static_cast<float>(first);
   out.stages = 1;
+  SKETCHPS_RETURN_IF_ERROR(Refine(d_x, n, ratios, exec, out));
+  return out;
+}
+
+absl::Status SidcoEstimator::Refine(const float* d_x, std::size_t n, const std::vector<double>& ratios,
+                                    const Exec& exec, SidcoEstimate& out) const {
+  const bool gp_tail = options_.variant != SidcoVariant::kExponential;
+  const MomentSet moments{gp_tail, false, true};  // the exponential needs no Σy²
   for (std::size_t s = 1; s < ratios.size(); ++s) {
-    SKETCHPS_ASSIGN_OR_RETURN(const SampleMoments above,
-                              ExceedanceStats(d_x, n, out.threshold, LogMoment::kSkip, exec));
+    SKETCHPS_ASSIGN_OR_RETURN(const SampleMoments above, ExceedanceStats(d_x, n, out.threshold, moments, exec));
     // ExceedanceStats shifts by the threshold; shifting further by the minimum gives y - min(y).
     const double m0 = above.min;
     const SampleMoments shifted = ShiftMoments(above, m0);
-    if (Degenerate(shifted)) break;
+    if (Degenerate(shifted, gp_tail)) break;
     SKETCHPS_ASSIGN_OR_RETURN(const double t, FitThreshold(shifted, ratios[s], false, gp_tail, 0));
     out.threshold = static_cast<float>(static_cast<double>(out.threshold) + m0 + t);
     out.stages = static_cast<int>(s) + 1;
   }
-  return out;
+  return absl::OkStatus();
 }
 
 absl::Status SidcoEstimator::Record(std::size_t achieved_count, std::size_t n) {

@@ -9,7 +9,9 @@
 //             fit the tail law (E: exponential, P/GP: generalized Pareto) to y - m0, m0 = min y, and
 //             set η_s = m0 + (the fitted threshold that keeps a fraction q_s of y);
 // with stage ratios whose product is the target (SidcoStageRatios). Each stage is one pass over x
-// (kernels/stats.h). Selecting |x| > η is the caller's job (e.g. kernels::ThresholdSelect).
+// (kernels/stats.h) asking only for the moments its fit needs; on the CPU backend stage 1 of SIDCo-E
+// costs about one streaming pass and each later stage about two. Selecting |x| > η is the caller's
+// job (e.g. kernels::ThresholdSelect).
 //
 // Project choices, documented here because they differ from the reference code:
 //   - No L2 normalisation of x: every fit is scale-equivariant and accumulates in double, so the
@@ -19,6 +21,7 @@
 //     The gamma log moment then needs no ε: every fitted sample is > 0.
 //   - A stage whose exceedance set has fewer than 2 entries, or is degenerate for the fit (all equal),
 //     ends the refinement; the estimate is the previous stage's threshold (SidcoEstimate::stages).
+//     A first stage whose magnitudes are all equal uses the exponential fit (P and GP cannot fit it).
 //   - Stage adaptation (stage_mode = kAdaptive) is the direction-searching rule of §9.5 (mode -2),
 //     which does not stick at M = 1 on heavy tails: see SidcoAdaptState and Record().
 //
@@ -133,6 +136,9 @@ class SidcoEstimator {
  private:
   explicit SidcoEstimator(const SidcoOptions& options);
   int PlannedStages() const;
+  // Stages 2.. of Estimate: refines out.threshold / out.stages in place.
+  absl::Status Refine(const float* d_x, std::size_t n, const std::vector<double>& ratios, const Exec& exec,
+                      SidcoEstimate& out) const;
   void EndWindow(double mean_ratio);
   bool KnownWorse(int stages, double error) const;
 

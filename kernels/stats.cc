@@ -28,11 +28,20 @@ struct Moments {
 
 SKETCHPS_HD inline Moments EmptyMoments() { return Moments{0ull, 0.0, 0.0, 0.0, INFINITY, -INFINITY}; }
 
+// Template flags of the optional moments (MomentSet).
+constexpr unsigned kSumSqFlag = 1, kSumLogFlag = 2, kMinMaxFlag = 4;
+
+template <unsigned kFlags>
 struct MergeMoments {
   SKETCHPS_HD Moments operator()(const Moments& a, const Moments& b) const {
-    return Moments{a.count + b.count,     a.sum + b.sum,
-                   a.sum_sq + b.sum_sq,   a.sum_log + b.sum_log,
-                   a.min < b.min ? a.min : b.min, a.max > b.max ? a.max : b.max};
+    constexpr bool kSq = (kFlags & kSumSqFlag) != 0, kLog = (kFlags & kSumLogFlag) != 0;
+    constexpr bool kMinMax = (kFlags & kMinMaxFlag) != 0;
+    return Moments{a.count + b.count,
+                   a.sum + b.sum,
+                   kSq ? a.sum_sq + b.sum_sq : 0.0,
+                   kLog ? a.sum_log + b.sum_log : 0.0,
+                   kMinMax ? (a.min < b.min ? a.min : b.min) : 0.0,
+                   kMinMax ? (a.max > b.max ? a.max : b.max) : 0.0};
   }
 };
 
@@ -42,36 +51,57 @@ constexpr double kFar = 1e300;
 // ln z for a kept entry, 0 for an excluded one (whose z is 0).
 SKETCHPS_HD inline double KeptLog(double z, double keep) { return keep != 0.0 ? log(z) : 0.0; }
 
-// The moments contributed by one entry. kLog: whether ln z is evaluated. kBranchFree: arithmetic
-// instead of a data-dependent branch. Where a sizeable fraction of entries, in random positions,
-// exceeds eta (a SIDCo stage keeps 25% or less), the branch mispredicts so often that the pass costs
-// about five streaming passes on a CPU, against 2.5 for the branch-free form at every eta; where
-// almost every entry is kept (eta <= 0: all or all nonzero), the branch is predictable and cheaper
-// (1.8). Excluded entries add 0 to the sums and kFar to the min (subtract it from the max), which
-// the host maps back to +-inf when count == 0. NaN entries count as kept and propagate.
-template <bool kLog, bool kBranchFree>
+// The moments contributed by one entry. kBranchFree: arithmetic instead of a data-dependent branch.
+// Where a sizeable fraction of entries, in random positions, exceeds eta (a SIDCo stage keeps 25% or
+// less), the branch mispredicts so often that the pass costs about five streaming passes on a CPU,
+// against at most 2.6 for the branch-free form at every eta; where almost every entry is kept
+// (eta <= 0: all, or all nonzero), the branch is predictable and cheaper. In the branch-free form,
+// excluded entries add 0 to the sums and kFar to the min (subtract it from the max); the host maps
+// min/max back to +-inf when count == 0. NaN entries count as kept and propagate.
+template <unsigned kFlags, bool kBranchFree>
 struct ExceedanceTerm {
   float eta;     // entries with !(|x| <= eta) count
   double shift;  // max(eta, 0)
   SKETCHPS_HD Moments operator()(float v) const {
+    constexpr bool kSq = (kFlags & kSumSqFlag) != 0, kLog = (kFlags & kSumLogFlag) != 0;
+    constexpr bool kMinMax = (kFlags & kMinMaxFlag) != 0;
     const float a = fabsf(v);
     if (kBranchFree) {
       const bool kept = !(a <= eta);
       const double keep = static_cast<double>(kept);  // a conversion, not a select: stays branch-free
       const double z = (static_cast<double>(a) - shift) * keep;
-      const double far = (1.0 - keep) * kFar;
-      return Moments{static_cast<unsigned long long>(kept), z, z * z, kLog ? KeptLog(z, keep) : 0.0, z + far, z - far};
+      const double far = kMinMax ? (1.0 - keep) * kFar : 0.0;
+      return Moments{static_cast<unsigned long long>(kept), z, kSq ? z * z : 0.0, kLog ? KeptLog(z, keep) : 0.0,
+                     z + far, z - far};
     }
     if (a <= eta) return EmptyMoments();
     const double z = static_cast<double>(a) - shift;
-    return Moments{1ull, z, z * z, kLog ? log(z) : 0.0, z, z};
+    return Moments{1ull, z, kSq ? z * z : 0.0, kLog ? log(z) : 0.0, z, z};
   }
 };
 
-template <bool kLog, bool kBranchFree>
+template <unsigned kFlags>
 Moments ReduceExceedances(const float* d_x, std::size_t n, float eta, double shift, const Exec& exec) {
-  return thrust::transform_reduce(Policy(exec), d_x, d_x + n, ExceedanceTerm<kLog, kBranchFree>{eta, shift},
-                                  EmptyMoments(), MergeMoments{});
+  if (eta > 0.0f) {
+    return thrust::transform_reduce(Policy(exec), d_x, d_x + n, ExceedanceTerm<kFlags, true>{eta, shift},
+                                    EmptyMoments(), MergeMoments<kFlags>{});
+  }
+  return thrust::transform_reduce(Policy(exec), d_x, d_x + n, ExceedanceTerm<kFlags, false>{eta, shift},
+                                  EmptyMoments(), MergeMoments<kFlags>{});
+}
+
+Moments DispatchExceedances(unsigned flags, const float* d_x, std::size_t n, float eta, double shift,
+                            const Exec& exec) {
+  switch (flags) {
+    case 0: return ReduceExceedances<0>(d_x, n, eta, shift, exec);
+    case 1: return ReduceExceedances<1>(d_x, n, eta, shift, exec);
+    case 2: return ReduceExceedances<2>(d_x, n, eta, shift, exec);
+    case 3: return ReduceExceedances<3>(d_x, n, eta, shift, exec);
+    case 4: return ReduceExceedances<4>(d_x, n, eta, shift, exec);
+    case 5: return ReduceExceedances<5>(d_x, n, eta, shift, exec);
+    case 6: return ReduceExceedances<6>(d_x, n, eta, shift, exec);
+    default: return ReduceExceedances<7>(d_x, n, eta, shift, exec);
+  }
 }
 
 struct AbsAsDouble {
@@ -103,29 +133,23 @@ absl::Status CheckInput(const float* d_x, std::size_t n, const Exec& exec, const
 
 }  // namespace
 
-absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, float eta, LogMoment log_moment,
+absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, float eta, MomentSet moments,
                                               const Exec& exec) {
   SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, exec, "ExceedanceStats"));
   if (std::isnan(eta)) return absl::InvalidArgumentError("ExceedanceStats: eta is NaN");
   const double shift = eta > 0.0f ? static_cast<double>(eta) : 0.0;
-  Moments m = EmptyMoments();
-  if (n > 0) {
-    const bool with_log = log_moment == LogMoment::kCompute;
-    if (eta > 0.0f) {
-      m = with_log ? ReduceExceedances<true, true>(d_x, n, eta, shift, exec)
-                   : ReduceExceedances<false, true>(d_x, n, eta, shift, exec);
-    } else {
-      m = with_log ? ReduceExceedances<true, false>(d_x, n, eta, shift, exec)
-                   : ReduceExceedances<false, false>(d_x, n, eta, shift, exec);
-    }
-  }
+  const unsigned flags = (moments.sum_sq ? kSumSqFlag : 0u) | (moments.sum_log ? kSumLogFlag : 0u) |
+                         (moments.min_max ? kMinMaxFlag : 0u);
+  const Moments m = n > 0 ? DispatchExceedances(flags, d_x, n, eta, shift, exec) : EmptyMoments();
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   SampleMoments out;
   out.count = m.count;
   out.sum = m.sum;
-  out.sum_sq = m.sum_sq;
-  out.sum_log = log_moment == LogMoment::kCompute ? m.sum_log : std::numeric_limits<double>::quiet_NaN();
-  out.min = m.count ? m.min : std::numeric_limits<double>::infinity();
-  out.max = m.count ? m.max : -std::numeric_limits<double>::infinity();
+  out.sum_sq = moments.sum_sq ? m.sum_sq : kNaN;
+  out.sum_log = moments.sum_log ? m.sum_log : kNaN;
+  out.min = !moments.min_max ? kNaN : (m.count ? m.min : kInf);
+  out.max = !moments.min_max ? kNaN : (m.count ? m.max : -kInf);
   return out;
 }
 

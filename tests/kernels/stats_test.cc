@@ -33,10 +33,10 @@ SampleMoments NaiveExceedance(const std::vector<float>& x, float eta, bool with_
   return m;
 }
 
-SampleMoments RunExceedance(const std::vector<float>& x, float eta, sk::LogMoment log_moment) {
+SampleMoments RunExceedance(const std::vector<float>& x, float eta, sk::MomentSet moments) {
   sk::Scratch scratch;
   sk::DeviceArray<float> d_x(x);
-  auto m = sk::ExceedanceStats(d_x.data(), x.size(), eta, log_moment, sk::Exec{nullptr, &scratch});
+  auto m = sk::ExceedanceStats(d_x.data(), x.size(), eta, moments, sk::Exec{nullptr, &scratch});
   REQUIRE(m.ok());
   return *m;
 }
@@ -50,7 +50,7 @@ TEST_CASE("ExceedanceStats equals a naive double loop", "[stats]") {
   auto x = SignedSamples(shape, n, 7);
   for (std::size_t i = 0; i < x.size(); i += 11) x[i] = 0.0f;  // exact zeros: excluded at eta = 0
   const bool with_log = eta >= 0.0f;  // at eta = -1 zeros are included and ln 0 = -inf
-  const auto got = RunExceedance(x, eta, with_log ? sk::LogMoment::kCompute : sk::LogMoment::kSkip);
+  const auto got = RunExceedance(x, eta, sk::MomentSet{true, with_log, true});
   const auto want = NaiveExceedance(x, eta, with_log);
   CAPTURE(sketchps::testing::ShapeName(shape), n, eta);
   REQUIRE(got.count == want.count);
@@ -70,10 +70,26 @@ TEST_CASE("ExceedanceStats equals a naive double loop", "[stats]") {
   CHECK(got.max == want.max);
 }
 
+TEST_CASE("ExceedanceStats computes exactly the moments asked for", "[stats]") {
+  const auto x = SignedSamples(Shape::kLaplace, 20001, 13);
+  const float eta = GENERATE(0.0f, 1.5f);
+  const auto full = RunExceedance(x, eta, sk::MomentSet{true, true, true});
+  for (int flags = 0; flags < 8; ++flags) {
+    const sk::MomentSet set{(flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0};
+    const auto m = RunExceedance(x, eta, set);
+    CAPTURE(eta, flags);
+    CHECK(m.count == full.count);
+    CHECK(m.sum == Approx(full.sum).epsilon(1e-12));
+    CHECK((set.sum_sq ? m.sum_sq == Approx(full.sum_sq).epsilon(1e-12) : std::isnan(m.sum_sq)));
+    CHECK((set.sum_log ? m.sum_log == Approx(full.sum_log).epsilon(1e-12) : std::isnan(m.sum_log)));
+    CHECK((set.min_max ? m.min == full.min && m.max == full.max : std::isnan(m.min) && std::isnan(m.max)));
+  }
+}
+
 TEST_CASE("ExceedanceStats counts like CountAbove and keeps z positive", "[stats]") {
   const auto x = sketchps::testing::TiedGaussian(50000, 3);  // many ties at the threshold
   const float eta = 1.0f;
-  const auto m = RunExceedance(x, eta, sk::LogMoment::kCompute);
+  const auto m = RunExceedance(x, eta, sk::MomentSet{true, true, true});
   CHECK(m.count == sketchps::testing::NaiveCountAbove(x, eta));
   CHECK(m.min > 0.0);
   CHECK(std::isfinite(m.sum_log));
@@ -84,14 +100,14 @@ TEST_CASE("ExceedanceStats lets NaN poison the sums and validates its arguments"
   sk::Exec exec{nullptr, &scratch};
   std::vector<float> x = {1.0f, -2.0f, std::numeric_limits<float>::quiet_NaN(), 0.5f};
   sk::DeviceArray<float> d_x(x);
-  auto m = sk::ExceedanceStats(d_x.data(), x.size(), 0.0f, sk::LogMoment::kSkip, exec);
+  auto m = sk::ExceedanceStats(d_x.data(), x.size(), 0.0f, sk::MomentSet{}, exec);
   REQUIRE(m.ok());
   CHECK(std::isnan(m->sum));
-  CHECK(sk::ExceedanceStats(nullptr, 4, 0.0f, sk::LogMoment::kSkip, exec).status().code() ==
+  CHECK(sk::ExceedanceStats(nullptr, 4, 0.0f, sk::MomentSet{}, exec).status().code() ==
         absl::StatusCode::kInvalidArgument);
-  CHECK(sk::ExceedanceStats(d_x.data(), 4, 0.0f, sk::LogMoment::kSkip, sk::Exec{}).status().code() ==
+  CHECK(sk::ExceedanceStats(d_x.data(), 4, 0.0f, sk::MomentSet{}, sk::Exec{}).status().code() ==
         absl::StatusCode::kInvalidArgument);
-  auto empty = sk::ExceedanceStats(nullptr, 0, 0.0f, sk::LogMoment::kSkip, exec);
+  auto empty = sk::ExceedanceStats(nullptr, 0, 0.0f, sk::MomentSet{}, exec);
   REQUIRE(empty.ok());
   CHECK(empty->count == 0);
 }
