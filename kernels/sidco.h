@@ -10,7 +10,7 @@
 //             set η_s = m0 + (the fitted threshold that keeps a fraction q_s of y);
 // with stage ratios whose product is the target (SidcoStageRatios). Each stage is one pass over x
 // (kernels/stats.h) asking only for the moments its fit needs; on the CPU backend stage 1 of SIDCo-E
-// costs about one streaming pass and each later stage about two. Selecting |x| > η is the caller's
+// costs about 1.1 streaming passes (SumAbs) and each later stage about 2.5 (branch-free, see stats.h). Selecting |x| > η is the caller's
 // job (e.g. kernels::ThresholdSelect).
 //
 // Project choices, documented here because they differ from the reference code:
@@ -22,8 +22,9 @@
 //   - A stage whose exceedance set has fewer than 2 entries, or is degenerate for the fit (all equal),
 //     ends the refinement; the estimate is the previous stage's threshold (SidcoEstimate::stages).
 //     A first stage whose magnitudes are all equal uses the exponential fit (P and GP cannot fit it).
-//   - Stage adaptation (stage_mode = kAdaptive) is the direction-searching rule of §9.5 (mode -2),
-//     which does not stick at M = 1 on heavy tails: see SidcoAdaptState and Record().
+//   - Stage adaptation (stage_mode = kAdaptive) is a direction-searching rule in the spirit of §9.5's
+//     mode -2 (the direction is learned from the observed response, blocked steps search the other
+//     side), which does not stick at M = 1 on heavy tails: see SidcoAdaptState and Record().
 //
 // Thread-safety: a SidcoEstimator is not thread-safe (one owner, like an Exec); Estimate() is const
 // and only reads the state. Errors are absl::Status values naming the offending field; nothing aborts.
