@@ -10,8 +10,8 @@
 //             set η_s = m0 + (the fitted threshold that keeps a fraction q_s of y);
 // with stage ratios whose product is the target (SidcoStageRatios). Each stage is one pass over x
 // (kernels/stats.h) asking only for the moments its fit needs; on the CPU backend stage 1 of SIDCo-E
-// costs about 1.1 streaming passes (SumAbs) and each later stage about 2.5 (branch-free, see stats.h). Selecting |x| > η is the caller's
-// job (e.g. kernels::ThresholdSelect).
+// costs about 1.1 streaming passes (SumAbs) and each later stage about 2.5 (branch-free, see
+// stats.h). Selecting |x| > η is the caller's job (e.g. kernels::ThresholdSelect).
 //
 // Project choices, documented here because they differ from the reference code:
 //   - No L2 normalisation of x: every fit is scale-equivariant and accumulates in double, so the
