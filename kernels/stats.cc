@@ -104,10 +104,6 @@ Moments DispatchExceedances(unsigned flags, const float* d_x, std::size_t n, flo
   }
 }
 
-struct AbsAsDouble {
-  SKETCHPS_HD double operator()(float v) const { return static_cast<double>(fabsf(v)); }
-};
-
 // Σx and Σx² of signed values.
 struct SumSq {
   double sum;
@@ -151,12 +147,6 @@ absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, f
   out.min = !moments.min_max ? kNaN : (m.count ? m.min : kInf);
   out.max = !moments.min_max ? kNaN : (m.count ? m.max : -kInf);
   return out;
-}
-
-absl::StatusOr<double> SumAbs(const float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, exec, "SumAbs"));
-  if (n == 0) return 0.0;
-  return thrust::transform_reduce(Policy(exec), d_x, d_x + n, AbsAsDouble{}, 0.0, thrust::plus<double>());
 }
 
 absl::StatusOr<std::vector<MeanStd>> SegmentMeanStd(const float* d_x, std::size_t n,

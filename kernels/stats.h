@@ -39,15 +39,11 @@ struct MomentSet {
 // The comparison is done in float, exactly as kernels::ThresholdSelect does, so "count" equals
 // CountAbove(d_x, n, eta) for finite inputs and eta >= 0; z is computed in double, so z > 0 for
 // every counted finite entry when eta >= 0. min/max are +inf/-inf when count == 0.
-// Cost on the CPU backend, in streaming passes (SumAbs): about 1.2-1.8 for eta <= 0 (a branch that
+// Cost on the CPU backend, in streaming passes (kernels::SumAbs, vector_ops.h): about 1.2-1.8 for eta <= 0 (a branch that
 // almost always keeps), about 1.8-2.6 for eta > 0 (branch-free, any fraction kept), depending on
 // `moments`; sum_log adds a log per kept entry.
 absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, float eta, MomentSet moments,
                                               const Exec& exec);
-
-// Σ|x| over d_x[0..n), accumulated in double: one plain streaming pass (the L1 norm; also the
-// yardstick the estimator benchmarks divide by).
-absl::StatusOr<double> SumAbs(const float* d_x, std::size_t n, const Exec& exec);
 
 // A contiguous range [offset, offset + size) of a flat vector (one layer of a layer table).
 struct Segment {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/select.h"
+#include "kernels/vector_ops.h"
 #include "support/distributions.h"
 
 namespace sk = sketchps::kernels;

@@ -11,6 +11,7 @@
 
 #include "kernels/select.h"
 #include "kernels/stats.h"
+#include "kernels/vector_ops.h"
 #include "support/distributions.h"
 
 namespace sk = sketchps::kernels;

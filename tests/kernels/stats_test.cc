@@ -151,14 +151,3 @@ TEST_CASE("SegmentMeanStd rejects segments outside the input", "[stats]") {
   CHECK((*ok)[1].stddev == 0.0);
 }
 
-TEST_CASE("SumAbs equals a naive double loop", "[stats]") {
-  sk::Scratch scratch;
-  const auto x = SignedSamples(Shape::kStudentT3, 123457, 5);
-  double want = 0.0;
-  for (float v : x) want += std::fabs(static_cast<double>(v));
-  sk::DeviceArray<float> d_x(x);
-  auto got = sk::SumAbs(d_x.data(), x.size(), sk::Exec{nullptr, &scratch});
-  REQUIRE(got.ok());
-  CHECK(*got == Approx(want).epsilon(1e-12));
-  CHECK(*sk::SumAbs(nullptr, 0, sk::Exec{nullptr, &scratch}) == 0.0);
-}
