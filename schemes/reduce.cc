@@ -52,20 +52,23 @@ absl::StatusOr<PhaseResult> Reducer::Reduce(const PhaseSpec& spec, const std::ve
                                             const PhaseResult* previous) {
   PhaseResult result;
   for (const auto* c : in) result.contributors += c->payload.has_value() ? 1 : 0;
-  switch (spec.reduction) {
-    case Reduction::kDenseSum:
-      if (spec.at_previous_indices) {
-        SKETCHPS_ASSIGN_OR_RETURN(result.value, IndexedSum(in, previous, spec.keep));
-      } else {
-        SKETCHPS_ASSIGN_OR_RETURN(auto sum, DenseSum(in));
-        result.value = DenseValues{std::move(sum)};
-      }
-      break;
-    case Reduction::kSparseSum: SKETCHPS_ASSIGN_OR_RETURN(result.value, SparseSum(in, spec.keep)); break;
-    case Reduction::kSketchRecover: SKETCHPS_ASSIGN_OR_RETURN(result.value, SketchRecover(in, spec.keep)); break;
-    case Reduction::kLeaderIndexSet: SKETCHPS_ASSIGN_OR_RETURN(result.value, LeaderSet(in, spec.leader)); break;
-  }
+  SKETCHPS_ASSIGN_OR_RETURN(result.value, Dispatch(spec, in, previous));
   return result;
+}
+
+absl::StatusOr<PayloadValue> Reducer::Dispatch(const PhaseSpec& spec, const std::vector<const Contribution*>& in,
+                                               const PhaseResult* previous) {
+  switch (spec.reduction) {
+    case Reduction::kDenseSum: {
+      if (spec.at_previous_indices) return IndexedSum(in, previous, spec.keep);
+      SKETCHPS_ASSIGN_OR_RETURN(auto sum, DenseSum(in));
+      return PayloadValue{DenseValues{std::move(sum)}};
+    }
+    case Reduction::kSparseSum: return SparseSum(in, spec.keep);
+    case Reduction::kSketchRecover: return SketchRecover(in, spec.keep);
+    case Reduction::kLeaderIndexSet: return LeaderSet(in, spec.leader);
+  }
+  return absl::InvalidArgumentError("unknown reduction");
 }
 
 absl::StatusOr<std::vector<float>> Reducer::DenseSum(const std::vector<const Contribution*>& in) {

@@ -40,6 +40,8 @@ class Reducer {
                                      const PhaseResult* previous);
 
  private:
+  absl::StatusOr<PayloadValue> Dispatch(const PhaseSpec& spec, const std::vector<const Contribution*>& in,
+                                        const PhaseResult* previous);
   absl::StatusOr<std::vector<float>> DenseSum(const std::vector<const Contribution*>& in);
   absl::StatusOr<PayloadValue> IndexedSum(const std::vector<const Contribution*>& in, const PhaseResult* previous,
                                           std::uint64_t keep);
