@@ -33,12 +33,7 @@ using internal::ScratchArray;
 using sketchps::CountSketchFamily;
 using sketchps::CountSketchHash;
 
-constexpr std::size_t kChunk = std::size_t{1} << 20;  // CPU: entries per rows-outer sweep (4 MiB, in LLC)
-constexpr std::size_t kBatch = 256;                   // CPU: entries hashed before their adds
-constexpr std::size_t kCpuEstimateBlock = 256;        // CPU: coordinates per estimate work item
-constexpr std::size_t kEstimateBlock = SKETCHPS_KERNELS_CUDA ? 1 : kCpuEstimateBlock;
-constexpr std::size_t kCopyRatio = 2;                  // CPU: copies if copy cells <= 2·entries·rows
-constexpr std::size_t kMaxCopyBytes = std::size_t{1} << 29;  // CPU: and at most 512 MiB of copies
+constexpr std::size_t kEstimateBlock = SKETCHPS_KERNELS_CUDA ? 1 : 256;  // coordinates per estimate work item
 
 // Hash families as types, so that the family branch is taken once per call, not per entry.
 struct PolyFamily {
@@ -70,13 +65,6 @@ SKETCHPS_HD inline void AtomicAdd(float* addr, float v) {
   while (!__atomic_compare_exchange(addr, &expected, &desired, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     desired = expected + v;
   }
-#endif
-}
-
-// Asks the CPU cache for *addr ahead of a read-modify-write (no-op on CUDA).
-SKETCHPS_HD inline void PrefetchForWrite(const float* addr) {
-#if !SKETCHPS_KERNELS_CUDA
-  __builtin_prefetch(addr, 1);
 #endif
 }
 
@@ -139,7 +127,13 @@ struct AtomicAccumulate {
   }
 };
 
-// CPU work item `part` of `parts`: its slice of the entries into its own table.
+#if !SKETCHPS_KERNELS_CUDA  // the CPU strategy
+constexpr std::size_t kChunk = std::size_t{1} << 20;         // entries per rows-outer sweep (4 MiB, in LLC)
+constexpr std::size_t kBatch = 256;                          // entries hashed before their adds
+constexpr std::size_t kCopyRatio = 2;                        // copies if copy cells <= 2·entries·rows
+constexpr std::size_t kMaxCopyBytes = std::size_t{1} << 29;  // and at most 512 MiB of copies
+
+// Work item `part` of `parts`: its slice of the entries into its own table.
 template <class Family, class Source>
 struct SliceAccumulate {
   Source src;
@@ -175,7 +169,7 @@ struct SliceAccumulate {
         if (v == 0.0f) continue;
         const std::uint32_t i = src.Index(t);
         bucket[m] = h.Bucket(i);
-        PrefetchForWrite(row + bucket[m]);
+        __builtin_prefetch(row + bucket[m], 1);  // for the add below
         signed_value[m++] = h.Signed(i, v);
       }
       for (std::size_t q = 0; q < m; ++q) row[bucket[q]] += signed_value[q];
@@ -195,6 +189,7 @@ struct AddCopies {
     table[c] = s;
   }
 };
+#endif  // !SKETCHPS_KERNELS_CUDA
 
 // d_table += S(entries of src), with the backend's strategy (file comment).
 template <class Family, class Source>
