@@ -17,9 +17,15 @@
 //
 // Conventions: coordinates are uint32 indices in [0, hash.dim()); inputs are expected finite;
 // estimate ties and the top-k order follow kernels/select.h (|value| descending, index ascending).
-// Temporaries come from exec.scratch (required); nothing else is allocated. Errors: InvalidArgument
-// naming the argument for null pointers, sizes beyond hash.dim() or mismatched tables; nothing is
-// written when an error is returned. Thread-safety: as for Exec (one thread per Scratch).
+// Tables must hold hash.cells() floats (not checkable here). Temporaries come from exec.scratch
+// (required); nothing else is allocated. Errors: InvalidArgument naming the argument for null
+// pointers, an empty hash, or sizes or indices beyond hash.dim(); nothing is written when an error
+// is returned. Thread-safety: as for Exec (one thread per Scratch).
+//
+// Cost per row per entry: a hash evaluation (about five 64-bit multiplications for kPolynomial61,
+// three for kSplitMix64) and one random access to the table row. On the CPU backend the
+// accumulation sweeps one row at a time over chunks of the input and hashes batches of entries
+// before applying their adds; estimation sweeps blocks of coordinates one row at a time.
 #pragma once
 
 #include <cstddef>
@@ -32,9 +38,8 @@
 
 namespace sketchps::kernels {
 
-// d_table += S(x) for the dense vector d_x[0..n), n <= hash.dim(). Zero entries are skipped.
-// Cost: ~4 multiplications mod p per row per nonzero entry. On the CPU backend, up to one private
-// table per thread is taken from the scratch (see the header comment).
+// d_table += S(x) for the dense vector d_x[0..n), n <= hash.dim(). Zero entries are skipped (not
+// hashed). On the CPU backend, up to one private table per extra thread comes from the scratch.
 absl::Status SketchAccumulate(const float* d_x, std::size_t n, const sketchps::CountSketchHash& hash,
                               float* d_table, const Exec& exec);
 

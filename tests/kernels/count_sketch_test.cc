@@ -337,25 +337,43 @@ TEST_CASE("Sketch kernels do not allocate once the scratch is warm", "[count_ske
   CHECK(f.scratch.SystemAllocations() == allocations);
 }
 
-TEST_CASE("Sketch timings at d = 25.6M (prints, asserts nothing about time)", "[.bench]") {
+// Benchmark target (CPU backend, 2 OpenMP threads): accumulate <= 15x and recover <= 20x one
+// streaming pass over the same vector. Run: sketchps_kernels_tests "[.bench]" (OMP_NUM_THREADS=2).
+TEST_CASE("Sketch timings at d = 25.6M against a streaming pass (prints only)", "[.bench]") {
   Fixture f;
-  const std::size_t d = 25600000;
-  sk::DeviceArray<float> x(Gaussian(d, 1));
-  for (auto family : kBothFamilies) {
-    const auto hash = MakeHash(5, 262144, 42, d, family);
-    sk::DeviceArray<float> table(hash.cells()), val(25600);
-    sk::DeviceArray<std::uint32_t> idx(25600);
-    auto time = [](auto&& fn) {
-      double best = 1e30;
-      for (int rep = 0; rep < 5; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return best * 1e3;
-    };
-    const double acc = time([&] { REQUIRE(sk::SketchAccumulate(x.data(), d, hash, table.data(), f.exec).ok()); });
-    const double rec = time([&] { REQUIRE(sk::SketchRecover(table.data(), hash, d, 25600, idx.data(), val.data(), f.exec).ok()); });
-    WARN("family " << static_cast<int>(family) << ": accumulate " << acc << " ms, recover " << rec << " ms");
+  const std::size_t d = 25600000, k = d / 1000;
+  const auto host = Gaussian(d, 1);
+  sk::DeviceArray<float> x(host);
+  auto best_ms = [](auto&& fn) {
+    double best = 1e30;
+    for (int rep = 0; rep < 7; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fn();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best * 1e3;
+  };
+  // Streaming passes: a Thrust count_if over |x| (kernels::CountAbove) and an OpenMP sum of |x|.
+  const double count_pass = best_ms([&] { REQUIRE(sk::CountAbove(x.data(), d, 1.0f, f.exec).ok()); });
+  volatile double sink = 0.0;
+  const double sum_pass = best_ms([&] {
+    double s = 0.0;
+#pragma omp parallel for reduction(+ : s)
+    for (std::size_t i = 0; i < d; ++i) s += std::fabs(host[i]);
+    sink = s;
+  });
+  const double stream = std::min(count_pass, sum_pass);
+  WARN("d = " << d << ", threads = " << sk::BackendParallelism() << ": count_if pass " << count_pass
+              << " ms, sum|x| pass " << sum_pass << " ms");
+  for (std::uint32_t cols : {65536u, 262144u}) {
+    for (auto family : kBothFamilies) {
+      const auto hash = MakeHash(5, cols, 42, d, family);
+      sk::DeviceArray<float> table(hash.cells()), val(k);
+      sk::DeviceArray<std::uint32_t> idx(k);
+      const double acc = best_ms([&] { REQUIRE(sk::SketchAccumulate(x.data(), d, hash, table.data(), f.exec).ok()); });
+      const double rec = best_ms([&] { REQUIRE(sk::SketchRecover(table.data(), hash, d, k, idx.data(), val.data(), f.exec).ok()); });
+      WARN("r = 5, c = " << cols << ", family " << static_cast<int>(family) << ": accumulate " << acc << " ms ("
+                         << acc / stream << "x), recover k = " << k << " " << rec << " ms (" << rec / stream << "x)");
+    }
   }
 }
