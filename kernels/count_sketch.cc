@@ -1,0 +1,395 @@
+// Count Sketch kernels (see count_sketch.h). One Thrust source for the CPU (OpenMP) and CUDA backends.
+//
+// Accumulation, the one backend switch here (#if SKETCHPS_KERNELS_CUDA): on CUDA one thread per
+// entry with atomicAdd. On the CPU one work item per OpenMP thread sketches its slice of the input
+// into its own table (item 0 into the caller's, the others into scratch copies added afterwards in
+// thread order), rows outer (a row's coefficients in registers, its buckets in cache), each batch
+// of entries hashed before its adds so that many cache misses are in flight. CPU atomics (a CAS
+// loop) cost several plain adds, so copies win unless the table is large next to the input.
+// Estimation only reads the table: blocks of coordinates swept rows-outer on the CPU, one
+// coordinate per thread on CUDA (the same functor with a block size of 1).
+#include "kernels/count_sketch.h"
+
+#include <thrust/count.h>
+#include <thrust/for_each.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "kernels/internal/policy.h"
+#include "kernels/internal/scratch_array.h"
+#include "kernels/select.h"
+
+namespace sketchps::kernels {
+namespace {
+
+using internal::Policy;
+using internal::ScratchArray;
+using sketchps::CountSketchFamily;
+using sketchps::CountSketchHash;
+
+constexpr std::size_t kEstimateBlock = SKETCHPS_KERNELS_CUDA ? 1 : 256;  // coordinates per estimate work item
+
+// Hash families as types, so that the family branch is taken once per call, not per entry.
+struct PolyFamily {
+  SKETCHPS_HD static sketchps::CountSketchPolyRow Row(const CountSketchHash& h, std::uint32_t j) { return h.PolyRow(j); }
+};
+struct MixFamily {
+  SKETCHPS_HD static sketchps::CountSketchMixRow Row(const CountSketchHash& h, std::uint32_t j) { return h.MixRow(j); }
+};
+
+// Calls f(PolyFamily{}) or f(MixFamily{}) according to hash.family().
+template <class F>
+auto WithFamily(const CountSketchHash& hash, F&& f) {
+  if (hash.family() == CountSketchFamily::kSplitMix64) return f(MixFamily{});
+  return f(PolyFamily{});
+}
+
+// *addr += v, atomically with respect to other AtomicAdd calls.
+SKETCHPS_HD inline void AtomicAdd(float* addr, float v) {
+#if SKETCHPS_KERNELS_CUDA
+#if defined(__CUDA_ARCH__)
+  atomicAdd(addr, v);
+#else
+  *addr += v;  // nvcc's host pass: never executed, the functors run on the device
+#endif
+#else
+  float expected;
+  __atomic_load(addr, &expected, __ATOMIC_RELAXED);
+  float desired = expected + v;
+  while (!__atomic_compare_exchange(addr, &expected, &desired, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    desired = expected + v;
+  }
+#endif
+}
+
+// Branch-free min/max: minss/maxss on x86 (fminf would be a libm call without -ffinite-math-only;
+// the comparisons are written differently so that GCC does not share one compare and branch).
+SKETCHPS_HD inline float Min(float a, float b) { return a < b ? a : b; }
+SKETCHPS_HD inline float Max(float a, float b) { return b < a ? a : b; }
+SKETCHPS_HD inline float Median3(float a, float b, float c) { return Max(Min(a, b), Min(Max(a, b), c)); }
+
+// Lower median of v[0], v[stride], ..., v[(r − 1)·stride]: branch-free networks for r <= 3 and
+// r = 5, an insertion sort of a copy otherwise (r <= 64). The result + 0.0f turns −0 into +0.
+SKETCHPS_HD inline float LowerMedian(const float* v, std::size_t stride, std::uint32_t r) {
+  switch (r) {
+    case 1: return v[0] + 0.0f;
+    case 2: return Min(v[0], v[stride]) + 0.0f;
+    case 3: return Median3(v[0], v[stride], v[2 * stride]) + 0.0f;
+    case 5: {  // drop the smallest and the largest of the first four, then a median of three
+      const float a = v[0], b = v[stride], c = v[2 * stride], d = v[3 * stride];
+      return Median3(v[4 * stride], Max(Min(a, b), Min(c, d)), Min(Max(a, b), Max(c, d))) + 0.0f;
+    }
+    default: break;
+  }
+  float s[kMaxSketchRows];
+  for (std::uint32_t a = 0; a < r; ++a) {
+    const float key = v[a * stride];
+    std::uint32_t b = a;
+    for (; b > 0 && s[b - 1] > key; --b) s[b] = s[b - 1];
+    s[b] = key;
+  }
+  return s[(r - 1) / 2] + 0.0f;
+}
+
+// Input entries: entry t of a dense vector, or of (index, value) arrays.
+struct DenseSource {
+  const float* x;
+  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
+  SKETCHPS_HD float Value(std::size_t t) const { return x[t]; }
+};
+struct SparseSource {
+  const std::uint32_t* idx;
+  const float* val;
+  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
+  SKETCHPS_HD float Value(std::size_t t) const { return val[t]; }
+};
+
+// Entry t into every row with atomic adds (CUDA, and CPU when copies do not pay).
+template <class Family, class Source>
+struct AtomicAccumulate {
+  Source src;
+  float* table;
+  CountSketchHash hash;
+  SKETCHPS_HD void operator()(std::size_t t) const {
+    const float v = src.Value(t);
+    if (v == 0.0f) return;
+    const std::uint32_t i = src.Index(t);
+    for (std::uint32_t j = 0; j < hash.rows(); ++j) {
+      const auto h = Family::Row(hash, j);
+      AtomicAdd(&table[j * std::size_t{hash.cols()} + h.Bucket(i)], h.Signed(i, v));
+    }
+  }
+};
+
+#if !SKETCHPS_KERNELS_CUDA  // the CPU strategy
+constexpr std::size_t kChunk = std::size_t{1} << 20;         // entries per rows-outer sweep (4 MiB, in LLC)
+constexpr std::size_t kBatch = 256;                          // entries hashed before their adds
+constexpr std::size_t kCopyRatio = 2;                        // copies if copy cells <= 2·entries·rows
+constexpr std::size_t kMaxCopyBytes = std::size_t{1} << 29;  // and at most 512 MiB of copies
+
+// Work item `part` of `parts`: its slice of the entries into its own table.
+template <class Family, class Source>
+struct SliceAccumulate {
+  Source src;
+  std::size_t count;
+  std::size_t parts;
+  float* table;   // item 0 adds here
+  float* copies;  // item p > 0 zeroes copies[(p − 1)·cells, p·cells) and adds there
+  CountSketchHash hash;
+  SKETCHPS_HD void operator()(std::size_t part) const {
+    float* out = table;
+    if (part > 0) {
+      out = copies + (part - 1) * hash.cells();
+      for (std::size_t c = 0; c < hash.cells(); ++c) out[c] = 0.0f;
+    }
+    const std::size_t lo = count * part / parts;
+    const std::size_t hi = count * (part + 1) / parts;
+    for (std::size_t base = lo; base < hi; base += kChunk) {
+      const std::size_t end = base + kChunk < hi ? base + kChunk : hi;
+      for (std::uint32_t j = 0; j < hash.rows(); ++j) {
+        Sweep(Family::Row(hash, j), base, end, out + j * std::size_t{hash.cols()});
+      }
+    }
+  }
+  template <class RowHash>
+  SKETCHPS_HD void Sweep(const RowHash h, std::size_t base, std::size_t end, float* row) const {
+    std::uint32_t bucket[kBatch];
+    float signed_value[kBatch];
+    for (std::size_t lo = base; lo < end; lo += kBatch) {
+      const std::size_t hi = lo + kBatch < end ? lo + kBatch : end;
+      std::size_t m = 0;
+      for (std::size_t t = lo; t < hi; ++t) {
+        const float v = src.Value(t);
+        if (v == 0.0f) continue;
+        const std::uint32_t i = src.Index(t);
+        bucket[m] = h.Bucket(i);
+        __builtin_prefetch(row + bucket[m], 1);  // for the add below
+        signed_value[m++] = h.Signed(i, v);
+      }
+      for (std::size_t q = 0; q < m; ++q) row[bucket[q]] += signed_value[q];
+    }
+  }
+};
+
+// table[c] += copies[0][c] + copies[1][c] + ..., in copy order.
+struct AddCopies {
+  float* table;
+  const float* copies;
+  std::size_t cells;
+  std::size_t ncopies;
+  SKETCHPS_HD void operator()(std::size_t c) const {
+    float s = table[c];
+    for (std::size_t p = 0; p < ncopies; ++p) s += copies[p * cells + c];
+    table[c] = s;
+  }
+};
+#endif  // !SKETCHPS_KERNELS_CUDA
+
+// d_table += S(entries of src), with the backend's strategy (file comment).
+template <class Family, class Source>
+void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& hash, float* d_table,
+                const Exec& exec) {
+  if (count == 0) return;
+  thrust::counting_iterator<std::size_t> first(0);
+#if SKETCHPS_KERNELS_CUDA
+  thrust::for_each(Policy(exec), first, first + count, AtomicAccumulate<Family, Source>{src, d_table, hash});
+#else
+  std::size_t parts = static_cast<std::size_t>(std::max(1, BackendParallelism()));
+  parts = std::min(parts, (count + kBatch - 1) / kBatch);
+  const std::size_t copy_cells = (parts - 1) * hash.cells();
+  if (copy_cells > kCopyRatio * count * hash.rows() || copy_cells * sizeof(float) > kMaxCopyBytes) {
+    thrust::for_each(Policy(exec), first, first + count, AtomicAccumulate<Family, Source>{src, d_table, hash});
+    return;
+  }
+  ScratchArray<float> copies(*exec.scratch, copy_cells);
+  thrust::for_each(Policy(exec), first, first + parts,
+                   SliceAccumulate<Family, Source>{src, count, parts, d_table, copies.data(), hash});
+  if (parts > 1) {
+    thrust::for_each(Policy(exec), first, first + hash.cells(),
+                     AddCopies{d_table, copies.data(), hash.cells(), parts - 1});
+  }
+#endif
+}
+
+// Coordinates to estimate: i = t (all of them) or i = idx[t].
+struct AllIndices {
+  SKETCHPS_HD std::uint32_t operator()(std::size_t t) const { return static_cast<std::uint32_t>(t); }
+};
+struct ListedIndices {
+  const std::uint32_t* idx;
+  SKETCHPS_HD std::uint32_t operator()(std::size_t t) const { return idx[t]; }
+};
+
+// Outputs [block·B, block·B + B) with B = kEstimateBlock: the signed cells of every row (rows
+// outer, coefficients in registers), then one median per coordinate.
+template <class Family, class Indices>
+struct EstimateBlock {
+  Indices index;
+  std::size_t count;
+  const float* table;
+  float* out;
+  CountSketchHash hash;
+  SKETCHPS_HD void operator()(std::size_t block) const {
+    float vals[kMaxSketchRows * kEstimateBlock];
+    const std::size_t lo = block * kEstimateBlock;
+    const std::size_t m = count - lo < kEstimateBlock ? count - lo : kEstimateBlock;
+    for (std::uint32_t j = 0; j < hash.rows(); ++j) {
+      const auto h = Family::Row(hash, j);
+      const float* row = table + j * std::size_t{hash.cols()};
+      for (std::size_t t = 0; t < m; ++t) {
+        const std::uint32_t i = index(lo + t);
+        vals[j * kEstimateBlock + t] = h.Signed(i, row[h.Bucket(i)]);
+      }
+    }
+    for (std::size_t t = 0; t < m; ++t) out[lo + t] = LowerMedian(vals + t, kEstimateBlock, hash.rows());
+  }
+};
+
+// d_out[t] = estimate of coordinate index(t), t < count.
+template <class Indices>
+void Estimate(Indices index, std::size_t count, const float* d_table, const CountSketchHash& hash, float* d_out,
+              const Exec& exec) {
+  thrust::counting_iterator<std::size_t> first(0);
+  const std::size_t blocks = (count + kEstimateBlock - 1) / kEstimateBlock;
+  WithFamily(hash, [&](auto family) {
+    using Functor = EstimateBlock<decltype(family), Indices>;
+    thrust::for_each(Policy(exec), first, first + blocks, Functor{index, count, d_table, d_out, hash});
+  });
+}
+
+struct AtLeast {
+  std::uint64_t bound;
+  SKETCHPS_HD bool operator()(std::uint32_t i) const { return i >= bound; }
+};
+// Sum of squares of row `row`, in double and in column order: products of floats are exact in
+// double, so the result is the same on every backend (no dependence on FMA contraction).
+struct RowSumSquares {
+  const float* table;
+  std::size_t cols;
+  SKETCHPS_HD double operator()(std::size_t row) const {
+    double s = 0.0;
+    for (std::size_t c = 0; c < cols; ++c) s += static_cast<double>(table[row * cols + c]) * table[row * cols + c];
+    return s;
+  }
+};
+
+absl::Status CheckPointer(const void* ptr, std::size_t count, const char* name, const char* fn) {
+  if (count > 0 && ptr == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": ", name, " is null"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckCommon(const CountSketchHash& hash, const float* d_table, const Exec& exec, const char* fn) {
+  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
+  if (hash.rows() == 0) return absl::InvalidArgumentError(absl::StrCat(fn, ": hash is empty (use Create)"));
+  return CheckPointer(d_table, 1, "d_table", fn);
+}
+
+absl::Status CheckLength(std::size_t n, const CountSketchHash& hash, const char* fn) {
+  if (n <= hash.dim()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(fn, ": n = ", n, " exceeds the sketch dim ", hash.dim()));
+}
+
+absl::Status CheckIndices(const std::uint32_t* d_idx, std::size_t count, const CountSketchHash& hash,
+                          const Exec& exec, const char* fn) {
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_idx, count, "d_idx", fn));
+  if (count == 0) return absl::OkStatus();
+  const auto bad = thrust::count_if(Policy(exec), d_idx, d_idx + count, AtLeast{hash.dim()});
+  if (bad != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(fn, ": ", bad, " entries of d_idx are not below the sketch dim ", hash.dim()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SketchAccumulate(const float* d_x, std::size_t n, const CountSketchHash& hash, float* d_table,
+                              const Exec& exec) {
+  constexpr const char* kFn = "SketchAccumulate";
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckLength(n, hash, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_x, n, "d_x", kFn));
+  WithFamily(hash, [&](auto family) { Accumulate(family, DenseSource{d_x}, n, hash, d_table, exec); });
+  return absl::OkStatus();
+}
+
+absl::Status SketchAccumulateSparse(const std::uint32_t* d_idx, const float* d_val, std::size_t count,
+                                    const CountSketchHash& hash, float* d_table, const Exec& exec) {
+  constexpr const char* kFn = "SketchAccumulateSparse";
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_val, count, "d_val", kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckIndices(d_idx, count, hash, exec, kFn));
+  WithFamily(hash, [&](auto family) { Accumulate(family, SparseSource{d_idx, d_val}, count, hash, d_table, exec); });
+  return absl::OkStatus();
+}
+
+absl::Status SketchMerge(float* d_dst, const float* d_src, std::size_t cells, const Exec& exec) {
+  constexpr const char* kFn = "SketchMerge";
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_dst, cells, "d_dst", kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_src, cells, "d_src", kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(exec.scratch, 1, "exec.scratch", kFn));
+  if (cells == 0) return absl::OkStatus();
+  thrust::transform(Policy(exec), d_dst, d_dst + cells, d_src, d_dst, thrust::plus<float>());
+  return absl::OkStatus();
+}
+
+absl::Status SketchEstimate(const float* d_table, const CountSketchHash& hash, const std::uint32_t* d_idx,
+                            std::size_t count, float* d_out, const Exec& exec) {
+  constexpr const char* kFn = "SketchEstimate";
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out, count, "d_out", kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckIndices(d_idx, count, hash, exec, kFn));
+  if (count > 0) Estimate(ListedIndices{d_idx}, count, d_table, hash, d_out, exec);
+  return absl::OkStatus();
+}
+
+absl::Status SketchEstimateAll(const float* d_table, const CountSketchHash& hash, std::size_t n, float* d_est,
+                               const Exec& exec) {
+  constexpr const char* kFn = "SketchEstimateAll";
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckLength(n, hash, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_est, n, "d_est", kFn));
+  if (n > 0) Estimate(AllIndices{}, n, d_table, hash, d_est, exec);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::size_t> SketchRecover(const float* d_table, const CountSketchHash& hash, std::size_t n,
+                                          std::size_t k, std::uint32_t* d_out_idx, float* d_out_est,
+                                          const Exec& exec) {
+  constexpr const char* kFn = "SketchRecover";
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckLength(n, hash, kFn));
+  k = std::min(k, n);
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_idx, k, "d_out_idx", kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_est, k, "d_out_est", kFn));
+  if (k == 0) return std::size_t{0};
+  ScratchArray<float> est(*exec.scratch, n);
+  Estimate(AllIndices{}, n, d_table, hash, est.data(), exec);
+  return TopK(est.data(), n, k, d_out_idx, d_out_est, exec);
+}
+
+absl::StatusOr<double> SketchL2Estimate(const float* d_table, std::uint32_t rows, std::uint32_t cols,
+                                        const Exec& exec) {
+  constexpr const char* kFn = "SketchL2Estimate";
+  if (rows < 1 || rows > kMaxSketchRows || cols < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(kFn, ": need rows in [1, ", kMaxSketchRows, "] and cols >= 1, got rows = ",
+                                                   rows, ", cols = ", cols));
+  }
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_table, 1, "d_table", kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(exec.scratch, 1, "exec.scratch", kFn));
+  ScratchArray<double> row_sums(*exec.scratch, rows);
+  thrust::counting_iterator<std::size_t> first(0);
+  thrust::transform(Policy(exec), first, first + rows, row_sums.data(), RowSumSquares{d_table, cols});
+  double sums[kMaxSketchRows];
+  CopyToHost(sums, row_sums.data(), rows * sizeof(double));
+  std::sort(sums, sums + rows);
+  return std::sqrt(sums[(rows - 1) / 2]);
+}
+
+}  // namespace sketchps::kernels
