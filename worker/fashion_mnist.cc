@@ -1,0 +1,216 @@
+#include "worker/fashion_mnist.h"
+
+#include <ATen/ops/empty.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "worker/rng.h"
+
+namespace sketchps::worker {
+namespace {
+
+constexpr std::uint32_t kImagesMagic = 0x00000803;  // unsigned byte, 3 dimensions
+constexpr std::uint32_t kLabelsMagic = 0x00000801;  // unsigned byte, 1 dimension
+
+struct GzCloser {
+  void operator()(gzFile_s* f) const { gzclose(f); }
+};
+using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
+
+absl::StatusOr<GzFile> OpenGz(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  if (std::filesystem::is_directory(status)) return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
+  errno = 0;
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", errno != 0 ? std::strerror(errno) : "out of memory"));
+  }
+  gzbuffer(f, 1 << 17);
+  return GzFile(f);
+}
+
+std::string GzMessage(gzFile f) {
+  int code = Z_OK;
+  const char* msg = gzerror(f, &code);
+  return code == Z_OK || msg == nullptr ? std::string() : absl::StrCat(" (zlib: ", msg, ")");
+}
+
+// Appends up to n bytes to `out`, growing it only as data arrives (a corrupt header count cannot
+// make us allocate more than the file holds). Returns the number of bytes read; fewer than n means
+// the stream ended. DataLoss on a gzip error.
+absl::StatusOr<std::uint64_t> ReadBytes(gzFile f, const std::string& path, std::uint64_t n, std::vector<std::uint8_t>& out) {
+  std::uint64_t total = 0;
+  while (total < n) {
+    const auto chunk = static_cast<unsigned>(std::min<std::uint64_t>(n - total, 1u << 20));
+    const std::size_t old = out.size();
+    out.resize(old + chunk);
+    const int got = gzread(f, out.data() + old, chunk);
+    if (got < 0) return absl::DataLossError(absl::StrCat(path, ": corrupt gzip data", GzMessage(f)));
+    out.resize(old + static_cast<std::size_t>(got));
+    total += static_cast<std::uint64_t>(got);
+    if (static_cast<unsigned>(got) < chunk) break;
+  }
+  return total;
+}
+
+std::uint32_t BigEndian32(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | std::uint32_t{p[3]};
+}
+
+// Reads the header: the magic (checked against `magic`) and its dimensions.
+absl::StatusOr<std::vector<std::uint32_t>> ReadHeader(gzFile f, const std::string& path, std::uint32_t magic) {
+  std::vector<std::uint8_t> bytes;
+  SKETCHPS_ASSIGN_OR_RETURN(auto got, ReadBytes(f, path, 4, bytes));
+  if (got < 4) return absl::DataLossError(absl::StrCat(path, ": truncated: ", got, " bytes, no IDX header", GzMessage(f)));
+  const std::uint32_t found = BigEndian32(bytes.data());
+  if (found != magic) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: bad magic 0x%08x, expected 0x%08x (IDX unsigned byte, %d dimension%s)",
+                                                      path, found, magic, magic & 0xff, (magic & 0xff) == 1 ? "" : "s"));
+  }
+  const std::uint32_t ndims = magic & 0xff;
+  bytes.clear();
+  SKETCHPS_ASSIGN_OR_RETURN(got, ReadBytes(f, path, 4 * ndims, bytes));
+  if (got < 4 * ndims) return absl::DataLossError(absl::StrCat(path, ": truncated IDX header", GzMessage(f)));
+  std::vector<std::uint32_t> dims(ndims);
+  for (std::uint32_t i = 0; i < ndims; ++i) dims[i] = BigEndian32(bytes.data() + 4 * i);
+  if (dims[0] == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": item count is 0"));
+  return dims;
+}
+
+// Reads exactly `n` payload bytes of `what`, then checks the stream ends cleanly.
+absl::StatusOr<std::vector<std::uint8_t>> ReadPayload(gzFile f, const std::string& path, std::uint64_t n,
+                                                      const std::string& what) {
+  std::vector<std::uint8_t> out;
+  out.reserve(std::min<std::uint64_t>(n, 1u << 26));
+  SKETCHPS_ASSIGN_OR_RETURN(auto got, ReadBytes(f, path, n, out));
+  if (got < n) {
+    return absl::DataLossError(absl::StrCat(path, ": truncated: the header declares ", what, " (", n,
+                                            " bytes after the header) but only ", got, " are present", GzMessage(f)));
+  }
+  std::vector<std::uint8_t> extra;
+  SKETCHPS_ASSIGN_OR_RETURN(got, ReadBytes(f, path, 1, extra));
+  if (got != 0) return absl::InvalidArgumentError(absl::StrCat(path, ": trailing bytes after ", what));
+  int code = Z_OK;
+  gzerror(f, &code);
+  if (code != Z_OK) return absl::DataLossError(absl::StrCat(path, ": truncated gzip stream", GzMessage(f)));
+  return out;
+}
+
+absl::StatusOr<std::vector<std::uint8_t>> ReadImages(const std::string& path, std::uint64_t* count) {
+  SKETCHPS_ASSIGN_OR_RETURN(GzFile f, OpenGz(path));
+  SKETCHPS_ASSIGN_OR_RETURN(auto dims, ReadHeader(f.get(), path, kImagesMagic));
+  if (dims[1] != Dataset::kRows || dims[2] != Dataset::kCols) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": images are ", dims[1], "x", dims[2], ", expected 28x28"));
+  }
+  *count = dims[0];
+  return ReadPayload(f.get(), path, std::uint64_t{dims[0]} * Dataset::kPixels, absl::StrCat(dims[0], " images"));
+}
+
+absl::StatusOr<std::vector<std::uint8_t>> ReadLabels(const std::string& path) {
+  SKETCHPS_ASSIGN_OR_RETURN(GzFile f, OpenGz(path));
+  SKETCHPS_ASSIGN_OR_RETURN(auto dims, ReadHeader(f.get(), path, kLabelsMagic));
+  SKETCHPS_ASSIGN_OR_RETURN(auto labels, ReadPayload(f.get(), path, dims[0], absl::StrCat(dims[0], " labels")));
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] >= Dataset::kClasses) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": label[", i, "] = ", labels[i], ", expected 0..9"));
+    }
+  }
+  return labels;
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadIdxPair(const std::string& images_path, const std::string& labels_path) {
+  Dataset data;
+  std::uint64_t count = 0;
+  SKETCHPS_ASSIGN_OR_RETURN(data.images, ReadImages(images_path, &count));
+  SKETCHPS_ASSIGN_OR_RETURN(data.labels, ReadLabels(labels_path));
+  if (data.labels.size() != count) {
+    return absl::InvalidArgumentError(absl::StrCat("image/label count mismatch: ", images_path, " has ", count,
+                                                   " images but ", labels_path, " has ", data.labels.size(), " labels"));
+  }
+  return data;
+}
+
+absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, Split split) {
+  const std::string prefix = (std::filesystem::path(dir) / (split == Split::kTrain ? "train" : "t10k")).string();
+  return LoadIdxPair(prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz");
+}
+
+absl::StatusOr<std::vector<std::uint64_t>> Shard(std::uint64_t n, std::uint32_t rank, std::uint32_t world) {
+  if (world == 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat("Shard: rank ", rank, " is not in [0, world = ", world, ")"));
+  }
+  const std::uint64_t base = n / world;
+  const std::uint64_t rem = n % world;
+  const std::uint64_t lo = rank * base + std::min<std::uint64_t>(rank, rem);
+  const std::uint64_t size = base + (rank < rem ? 1 : 0);
+  std::vector<std::uint64_t> out(size);
+  for (std::uint64_t i = 0; i < size; ++i) out[i] = lo + i;
+  return out;
+}
+
+std::vector<std::uint64_t> EpochPermutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) {
+  SplitMix64 mix(seed);
+  SplitMix64 rng(mix.Next() ^ (0xd1b54a32d192ed03ULL * (epoch + 1)));
+  std::vector<std::uint64_t> perm(n);
+  for (std::uint64_t i = 0; i < n; ++i) perm[i] = i;
+  for (std::uint64_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.Below(i)]);
+  return perm;
+}
+
+std::uint64_t StepsPerEpoch(std::uint64_t n, std::uint32_t world, std::uint64_t batch) {
+  if (world == 0 || batch == 0) return 0;
+  return n / (std::uint64_t{world} * batch);
+}
+
+absl::StatusOr<std::span<const std::uint64_t>> StepIndices(std::span<const std::uint64_t> permutation,
+                                                           std::uint64_t step, std::uint32_t rank,
+                                                           std::uint32_t world, std::uint64_t batch) {
+  if (world == 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat("StepIndices: rank ", rank, " is not in [0, world = ", world, ")"));
+  }
+  if (batch == 0) return absl::InvalidArgumentError("StepIndices: batch is 0");
+  const std::uint64_t steps = StepsPerEpoch(permutation.size(), world, batch);
+  if (step >= steps) {
+    return absl::InvalidArgumentError(absl::StrCat("StepIndices: step ", step, " >= steps per epoch ", steps, " (n = ",
+                                                   permutation.size(), ", world = ", world, ", batch = ", batch, ")"));
+  }
+  return permutation.subspan(step * world * batch + rank * batch, batch);
+}
+
+absl::StatusOr<Batch> MakeBatch(const Dataset& data, std::span<const std::uint64_t> indices) {
+  if (indices.empty()) return absl::InvalidArgumentError("MakeBatch: no indices");
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] >= data.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("MakeBatch: indices[", i, "] = ", indices[i], " >= dataset size ", data.size()));
+    }
+  }
+  std::array<float, 256> lut;
+  for (int v = 0; v < 256; ++v) lut[v] = (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
+  const auto b = static_cast<std::int64_t>(indices.size());
+  Batch batch{at::empty({b, 1, Dataset::kRows, Dataset::kCols}, at::kFloat), at::empty({b}, at::kLong)};
+  float* x = batch.input.data_ptr<float>();
+  std::int64_t* t = batch.target.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < b; ++i) {
+    const std::uint8_t* src = data.images.data() + indices[i] * Dataset::kPixels;
+    for (std::int64_t p = 0; p < Dataset::kPixels; ++p) x[i * Dataset::kPixels + p] = lut[src[p]];
+    t[i] = data.labels[indices[i]];
+  }
+  return batch;
+}
+
+}  // namespace sketchps::worker

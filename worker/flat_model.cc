@@ -1,0 +1,134 @@
+#include "worker/flat_model.h"
+
+#include <torch/torch.h>
+
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+
+namespace sketchps::worker {
+
+struct FlatModel::State {
+  std::shared_ptr<torch::nn::Module> module;
+  at::Tensor flat_params;
+  at::Tensor flat_grads;
+  sketchps::LayerTable layers;
+};
+
+namespace {
+
+std::string ShapeString(at::IntArrayRef sizes) { return absl::StrCat("[", absl::StrJoin(sizes, ","), "]"); }
+
+absl::Status CheckParameter(const std::string& name, const at::Tensor& p) {
+  const auto fail = [&name](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("FlatModel: parameter '", name, "' ", why));
+  };
+  if (!p.defined()) return fail("is undefined");
+  if (p.layout() != at::kStrided || !p.device().is_cpu()) return fail("is not a dense CPU tensor");
+  if (p.scalar_type() != at::kFloat) return fail(absl::StrCat("has dtype ", std::string(c10::toString(p.scalar_type())), ", expected float32"));
+  if (!p.requires_grad()) return fail("has requires_grad == false (frozen parameters are not supported)");
+  if (p.numel() == 0) return fail("is empty");
+  return absl::OkStatus();
+}
+
+// Parameters in flat order, checked one by one, plus the module-level rules (no buffers, no
+// parameter registered twice).
+absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> CollectParameters(const torch::nn::Module& module) {
+  const auto buffers = module.named_buffers(/*recurse=*/true);
+  if (!buffers.is_empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("FlatModel: module has buffer '", buffers.begin()->key(),
+                                                   "' (state outside the flat vector, e.g. BatchNorm running "
+                                                   "statistics); use GroupNorm/LayerNorm or no normalization"));
+  }
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  std::unordered_set<const void*> seen;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    SKETCHPS_RETURN_IF_ERROR(CheckParameter(item.key(), item.value()));
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("FlatModel: parameter '", item.key(), "' is registered twice (shared weights are not supported)"));
+    }
+    out.emplace_back(item.key(), item.value());
+  }
+  if (out.empty()) return absl::InvalidArgumentError("FlatModel: module has no parameters");
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<FlatModel> FlatModel::Create(std::shared_ptr<torch::nn::Module> module) {
+  if (module == nullptr) return absl::InvalidArgumentError("FlatModel: module is null");
+  SKETCHPS_ASSIGN_OR_RETURN(auto params, CollectParameters(*module));
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;
+  for (const auto& [name, p] : params) shapes.emplace_back(name, p.sizes().vec());
+  auto state = std::make_unique<State>();
+  state->layers = sketchps::MakeLayerTable(shapes);
+  SKETCHPS_RETURN_IF_ERROR(sketchps::ValidateLayerTable(state->layers));
+  const auto d = static_cast<std::int64_t>(state->layers.dim());
+  state->flat_params = torch::empty({d}, torch::kFloat);
+  state->flat_grads = torch::zeros({d}, torch::kFloat);
+
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    at::Tensor& p = params[i].second;
+    const auto& layer = state->layers.layers[i];
+    const auto off = static_cast<std::int64_t>(layer.offset);
+    const auto n = static_cast<std::int64_t>(layer.numel);
+    at::Tensor slice = state->flat_params.narrow(0, off, n).view(p.sizes());
+    slice.copy_(p.detach());
+    p.set_data(slice);  // the registered parameter now aliases the flat buffer
+    p.mutable_grad() = state->flat_grads.narrow(0, off, n).view(p.sizes());
+  }
+  state->module = std::move(module);
+  return FlatModel(std::move(state));
+}
+
+FlatModel::FlatModel(std::unique_ptr<State> state)
+    : state_(std::move(state)),
+      params_(state_->flat_params.data_ptr<float>()),
+      grads_(state_->flat_grads.data_ptr<float>()),
+      dim_(state_->layers.dim()) {}
+
+FlatModel::FlatModel(FlatModel&&) noexcept = default;
+FlatModel& FlatModel::operator=(FlatModel&&) noexcept = default;
+FlatModel::~FlatModel() = default;
+
+const sketchps::LayerTable& FlatModel::layers() const { return state_->layers; }
+
+void FlatModel::ZeroGrad() { state_->flat_grads.zero_(); }
+
+absl::Status FlatModel::VerifyViews() const {
+  const auto items = state_->module->named_parameters(/*recurse=*/true);
+  const auto& layers = state_->layers.layers;
+  if (items.size() != layers.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("FlatModel: module now has ", items.size(), " parameters, the layer table ", layers.size()));
+  }
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const auto& p = items[i].value();
+    const auto& layer = layers[i];
+    const auto fail = [&](const std::string& why) {
+      return absl::FailedPreconditionError(absl::StrCat("FlatModel: parameter '", layer.name, "' ", why));
+    };
+    if (items[i].key() != layer.name) return fail(absl::StrCat("is now named '", items[i].key(), "'"));
+    if (p.sizes().vec() != layer.shape) return fail(absl::StrCat("has shape ", ShapeString(p.sizes())));
+    if (!p.is_contiguous() || p.data_ptr() != params_ + layer.offset) return fail("no longer aliases params()");
+    const at::Tensor& g = p.grad();
+    if (!g.defined()) return fail(".grad is undefined (was it set to None by zero_grad(true)?)");
+    if (!g.is_contiguous() || g.data_ptr() != grads_ + layer.offset || g.sizes() != p.sizes()) {
+      return fail(".grad no longer aliases grads()");
+    }
+  }
+  return absl::OkStatus();
+}
+
+at::Tensor FlatModel::params_tensor() const { return state_->flat_params; }
+at::Tensor FlatModel::grads_tensor() const { return state_->flat_grads; }
+torch::nn::Module& FlatModel::module() const { return *state_->module; }
+
+}  // namespace sketchps::worker
