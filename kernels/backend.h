@@ -11,14 +11,16 @@
 // no system allocation. Pointers passed to kernels (named d_*) must be device pointers for the
 // active backend; on the CPU backend any host pointer is a device pointer.
 //
-// Thread-safety: a Scratch (and therefore an Exec) must be used by one thread at a time. Distinct
-// Exec objects may be used concurrently.
+// Thread-safety: allocate/deallocate are internally locked (Thrust's OpenMP backend may request
+// temporaries from several threads of one algorithm), but an Exec should still drive one kernel call
+// at a time. Distinct Exec objects may be used concurrently.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <vector>
 
 namespace sketchps::kernels {
@@ -34,7 +36,7 @@ int BackendParallelism();
 
 // A caching pool of temporary device storage. Thrust algorithms draw their temporaries from it.
 // Blocks are kept after use and reused for requests of the same or smaller size; Release() frees
-// everything. Not thread-safe.
+// everything. allocate/deallocate are thread-safe; Release() must not race with them.
 class Scratch {
  public:
   using value_type = char;
@@ -51,11 +53,12 @@ class Scratch {
   // Frees every cached block. Must not be called while a kernel using this Scratch is running.
   void Release();
   // Bytes currently held (cached or in use).
-  std::size_t HeldBytes() const { return held_bytes_; }
+  std::size_t HeldBytes() const;
   // Number of system allocations made so far; tests use it to prove hot loops do not allocate.
-  std::size_t SystemAllocations() const { return system_allocations_; }
+  std::size_t SystemAllocations() const;
 
  private:
+  mutable std::mutex mu_;
   std::multimap<std::size_t, char*> free_blocks_;  // size -> block
   std::map<char*, std::size_t> used_blocks_;       // block -> size
   std::size_t held_bytes_ = 0;

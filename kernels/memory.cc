@@ -26,7 +26,9 @@ void ThrowOnCuda(cudaError_t err, const char* what) {
 }
 #endif
 
+#if !SKETCHPS_KERNELS_CUDA
 constexpr std::size_t kAlignment = 64;  // a cache line; lets the compiler vectorize loads
+#endif
 
 }  // namespace
 
@@ -106,6 +108,7 @@ Scratch::~Scratch() { Release(); }
 
 char* Scratch::allocate(std::ptrdiff_t bytes) {
   const auto want = static_cast<std::size_t>(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = free_blocks_.lower_bound(want);
   if (it != free_blocks_.end()) {
     char* block = it->second;
@@ -121,13 +124,25 @@ char* Scratch::allocate(std::ptrdiff_t bytes) {
 }
 
 void Scratch::deallocate(char* ptr, std::size_t /*bytes*/) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = used_blocks_.find(ptr);
   if (it == used_blocks_.end()) return;  // not ours; Thrust never does this
   free_blocks_.emplace(it->second, ptr);
   used_blocks_.erase(it);
 }
 
+std::size_t Scratch::HeldBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_bytes_;
+}
+
+std::size_t Scratch::SystemAllocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return system_allocations_;
+}
+
 void Scratch::Release() {
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& [size, block] : free_blocks_) DeviceFree(block);
   for (auto& [block, size] : used_blocks_) DeviceFree(block);
   free_blocks_.clear();
