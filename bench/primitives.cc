@@ -130,6 +130,11 @@ Workspace::Workspace(const BenchOptions& o, std::vector<float> host_gradient)
       exec{nullptr, &scratch},
       grad(host_gradient),
       out_idx(o.d),
-      out_val(o.d) {}
+      out_val(o.d) {
+  auto h = CountSketchHash::Create({o.sketch_rows, sketch_cols, o.seed, o.d});
+  if (h.ok()) hash = *h;  // ValidateOptions checked rows; a bad cols count fails in the sketch methods
+  table = kernels::DeviceArray<float>(hash.cells());
+  other_table = kernels::DeviceArray<float>(hash.cells());
+}
 
 }  // namespace sketchps::bench

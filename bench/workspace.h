@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "bench/primitives.h"
+#include "common/count_sketch_hash.h"
 #include "kernels/backend.h"
 
 namespace sketchps::bench {
@@ -25,6 +26,9 @@ struct Workspace {
   kernels::DeviceArray<float> grad;
   kernels::DeviceArray<std::uint32_t> out_idx;   // capacity d
   kernels::DeviceArray<float> out_val;           // capacity d
+  CountSketchHash hash;                          // (sketch_rows, sketch_cols, seed, d)
+  kernels::DeviceArray<float> table;             // sketch tables, rows x cols
+  kernels::DeviceArray<float> other_table;
 };
 
 // What one run of a primitive produced.

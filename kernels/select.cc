@@ -3,11 +3,13 @@
 
 #include <thrust/copy.h>
 #include <thrust/count.h>
+#include <thrust/for_each.h>
+#include <thrust/reduce.h>
+#include <thrust/scan.h>
 #include <thrust/functional.h>
 #include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
-#include <thrust/iterator/zip_iterator.h>
 #include <thrust/sort.h>
 #include <thrust/transform.h>
 
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/splitmix.h"
 #include "common/status.h"
+#include "kernels/internal/chunked_select.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/scratch_array.h"
 
@@ -35,10 +38,6 @@ struct AbsOf {
 struct AbsAbove {
   float tau;
   SKETCHPS_HD bool operator()(float v) const { return fabsf(v) > tau; }
-};
-struct AbsAtLeast {
-  float tau;
-  SKETCHPS_HD bool operator()(float v) const { return fabsf(v) >= tau; }
 };
 // |x| at a pseudo-random position chosen by the sample number.
 struct SampledAbs {
@@ -82,22 +81,92 @@ float CandidateThreshold(const float* d_x, std::size_t n, std::size_t k, const E
   return SampleRank(d_x, n, m, rank, kTopKSampleSeed, exec);
 }
 
-// Compacts (index, |x|) of every entry satisfying pred into the candidate arrays, index order.
-template <class Pred>
-void CompactCandidates(const float* d_x, std::size_t n, Pred pred, std::uint32_t* d_idx, float* d_key,
-                       const Exec& exec) {
-  thrust::counting_iterator<std::uint32_t> first(0);
-  auto in = thrust::make_zip_iterator(thrust::make_tuple(first, thrust::make_transform_iterator(d_x, AbsOf{})));
-  auto out = thrust::make_zip_iterator(thrust::make_tuple(d_idx, d_key));
-  thrust::copy_if(Policy(exec), in, in + n, d_x, out, pred);
-}
-
 // Sorts candidates by magnitude (stable: equal magnitudes keep index order) and writes the top k.
 void EmitTopK(const float* d_x, std::uint32_t* d_cidx, float* d_ckey, std::size_t count, std::size_t k,
               std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
   thrust::stable_sort_by_key(Policy(exec), d_ckey, d_ckey + count, d_cidx, thrust::greater<float>());
   thrust::copy(Policy(exec), d_cidx, d_cidx + k, d_out_idx);
   thrust::gather(Policy(exec), d_out_idx, d_out_idx + k, d_x, d_out_val);
+}
+
+// Splits sorted, disjoint segments into chunks that never cross a segment boundary.
+absl::StatusOr<std::vector<internal::ChunkSpec>> MakeChunks(const std::vector<ThresholdSegment>& segments, std::size_t n) {
+  std::vector<internal::ChunkSpec> chunks;
+  std::uint64_t previous_end = 0;
+  for (std::size_t s = 0; s < segments.size(); ++s) {
+    const auto& seg = segments[s];
+    if (seg.offset < previous_end || seg.offset + seg.size > n) {
+      return absl::InvalidArgumentError(absl::StrCat("ThresholdSelect: segment ", s, " [", seg.offset, ", ",
+                                                     seg.offset + seg.size, ") overlaps its predecessor or leaves [0, ", n, ")"));
+    }
+    for (std::uint64_t b = seg.offset; b < seg.offset + seg.size; b += internal::kSelectChunk) {
+      const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(internal::kSelectChunk, seg.offset + seg.size - b));
+      chunks.push_back({b, len, seg.tau});
+    }
+    previous_end = seg.offset + seg.size;
+  }
+  return chunks;
+}
+
+// Threshold selection over chunks (internal/chunked_select.h): Count() once, then Write() the
+// entries into buffers of at least Count() elements.
+template <bool kInclusive>
+class ChunkedSelection {
+ public:
+  ChunkedSelection(const float* d_x, const std::vector<internal::ChunkSpec>& chunks, const Exec& exec)
+      : d_x_(d_x), n_chunks_(chunks.size()), exec_(exec), chunks_(*exec.scratch, chunks.size()),
+        counts_(*exec.scratch, chunks.size()) {
+    CopyToDevice(chunks_.data(), chunks.data(), chunks.size() * sizeof(internal::ChunkSpec));
+  }
+
+  std::size_t Count() {
+    if (n_chunks_ == 0) return 0;
+    thrust::counting_iterator<std::size_t> first(0);
+    thrust::transform(Policy(exec_), first, first + n_chunks_, counts_.data(),
+                      internal::CountChunkAbove<kInclusive>{d_x_, chunks_.data()});
+    return static_cast<std::size_t>(thrust::reduce(Policy(exec_), counts_.data(), counts_.data() + n_chunks_,
+                                                   std::uint64_t{0}, thrust::plus<std::uint64_t>()));
+  }
+
+  void Write(std::size_t limit, std::uint32_t* d_idx, float* d_val) {
+    if (n_chunks_ == 0) return;
+    thrust::exclusive_scan(Policy(exec_), counts_.data(), counts_.data() + n_chunks_, counts_.data());
+    thrust::counting_iterator<std::size_t> first(0);
+    thrust::for_each(Policy(exec_), first, first + n_chunks_,
+                     internal::WriteChunkAbove<kInclusive>{d_x_, chunks_.data(), counts_.data(), limit, d_idx, d_val});
+  }
+
+ private:
+  const float* d_x_;
+  std::size_t n_chunks_;
+  const Exec& exec_;
+  ScratchArray<internal::ChunkSpec> chunks_;
+  ScratchArray<std::uint32_t> counts_;
+};
+
+std::vector<internal::ChunkSpec> WholeRange(std::size_t n, float tau) {
+  return *MakeChunks({ThresholdSegment{0, n, tau}}, n);
+}
+
+// Candidates (index, |x|) of every entry with |x| >= tau (inclusive) or > tau, in index order.
+template <bool kInclusive>
+void CollectCandidates(ChunkedSelection<kInclusive>& sel, std::size_t count, std::uint32_t* d_idx, float* d_key,
+                       const Exec& exec) {
+  sel.Write(count, d_idx, d_key);
+  thrust::transform(Policy(exec), d_key, d_key + count, d_key, AbsOf{});
+}
+
+// Sorts the `count` candidates of `sel` and writes the top min(k, count).
+template <bool kInclusive>
+std::size_t FinishTopK(ChunkedSelection<kInclusive>& sel, std::size_t count, std::size_t k, const float* d_x,
+                       std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
+  k = std::min(k, count);
+  if (k == 0) return 0;
+  ScratchArray<std::uint32_t> cidx(*exec.scratch, count);
+  ScratchArray<float> ckey(*exec.scratch, count);
+  CollectCandidates(sel, count, cidx.data(), ckey.data(), exec);
+  EmitTopK(d_x, cidx.data(), ckey.data(), count, k, d_out_idx, d_out_val, exec);
+  return k;
 }
 
 }  // namespace
@@ -108,30 +177,19 @@ absl::StatusOr<std::size_t> TopK(const float* d_x, std::size_t n, std::size_t k,
   k = std::min(k, n);
   if (k == 0) return std::size_t{0};
   if (d_out_idx == nullptr || d_out_val == nullptr) return absl::InvalidArgumentError("TopK: output pointer is null");
-
-  float tau = CandidateThreshold(d_x, n, k, exec);
-  std::size_t count = 0;
-  if (tau > 0.0f) count = thrust::count_if(Policy(exec), d_x, d_x + n, AbsAtLeast{tau});
-  if (count < k) {  // unlucky sample, or a threshold of zero: fall back to every nonzero entry
-    tau = 0.0f;
-    count = thrust::count_if(Policy(exec), d_x, d_x + n, AbsAbove{0.0f});
+  const float tau = CandidateThreshold(d_x, n, k, exec);
+  if (tau > 0.0f) {
+    ChunkedSelection<true> sampled(d_x, WholeRange(n, tau), exec);
+    const std::size_t count = sampled.Count();
+    if (count >= k) return FinishTopK(sampled, count, k, d_x, d_out_idx, d_out_val, exec);
   }
-  const bool with_zeros = count < k;  // fewer than k nonzeros: zeros rank by index after them
-  if (with_zeros) count = thrust::count_if(Policy(exec), d_x, d_x + n, AbsAtLeast{0.0f});
-  k = std::min(k, count);  // only NaN entries are never candidates
-  if (k == 0) return std::size_t{0};
-
-  ScratchArray<std::uint32_t> cidx(*exec.scratch, count);
-  ScratchArray<float> ckey(*exec.scratch, count);
-  if (with_zeros) {
-    CompactCandidates(d_x, n, AbsAtLeast{0.0f}, cidx.data(), ckey.data(), exec);
-  } else if (tau > 0.0f) {
-    CompactCandidates(d_x, n, AbsAtLeast{tau}, cidx.data(), ckey.data(), exec);
-  } else {
-    CompactCandidates(d_x, n, AbsAbove{0.0f}, cidx.data(), ckey.data(), exec);
-  }
-  EmitTopK(d_x, cidx.data(), ckey.data(), count, k, d_out_idx, d_out_val, exec);
-  return k;
+  // Unlucky sample, or a threshold of zero: every nonzero entry is a candidate.
+  ChunkedSelection<false> nonzero(d_x, WholeRange(n, 0.0f), exec);
+  const std::size_t count = nonzero.Count();
+  if (count >= k) return FinishTopK(nonzero, count, k, d_x, d_out_idx, d_out_val, exec);
+  // Fewer than k nonzeros: zeros rank by index after them (NaN never qualifies).
+  ChunkedSelection<true> all(d_x, WholeRange(n, 0.0f), exec);
+  return FinishTopK(all, all.Count(), k, d_x, d_out_idx, d_out_val, exec);
 }
 
 absl::StatusOr<std::size_t> CountAbove(const float* d_x, std::size_t n, float tau, const Exec& exec) {
@@ -142,20 +200,26 @@ absl::StatusOr<std::size_t> CountAbove(const float* d_x, std::size_t n, float ta
 
 absl::StatusOr<std::size_t> ThresholdSelect(const float* d_x, std::size_t n, float tau, std::size_t capacity,
                                             std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
-  SKETCHPS_ASSIGN_OR_RETURN(const std::size_t count, CountAbove(d_x, n, tau, exec));
-  if (count > capacity) {
+  return ThresholdSelectSegments(d_x, n, {ThresholdSegment{0, n, tau}}, capacity, d_out_idx, d_out_val, exec);
+}
+
+absl::StatusOr<std::size_t> ThresholdSelectSegments(const float* d_x, std::size_t n,
+                                                    const std::vector<ThresholdSegment>& segments, std::size_t capacity,
+                                                    std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, "ThresholdSelect"));
+  SKETCHPS_ASSIGN_OR_RETURN(const auto chunks, MakeChunks(segments, n));
+  ChunkedSelection<false> sel(d_x, chunks, exec);
+  const std::size_t total = sel.Count();
+  if (total > capacity) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("ThresholdSelect: ", count, " entries exceed |x| > ", tau, " but capacity is ", capacity));
+        absl::StrCat("ThresholdSelect: ", total, " entries exceed their threshold but capacity is ", capacity));
   }
-  if (count == 0) return count;
+  if (total == 0) return total;
   if (d_out_idx == nullptr || d_out_val == nullptr) {
     return absl::InvalidArgumentError("ThresholdSelect: output pointer is null");
   }
-  thrust::counting_iterator<std::uint32_t> first(0);
-  auto in = thrust::make_zip_iterator(thrust::make_tuple(first, d_x));
-  auto out = thrust::make_zip_iterator(thrust::make_tuple(d_out_idx, d_out_val));
-  thrust::copy_if(Policy(exec), in, in + n, d_x, out, AbsAbove{tau});
-  return count;
+  sel.Write(total, d_out_idx, d_out_val);
+  return total;
 }
 
 absl::StatusOr<float> SampledMagnitudeQuantile(const float* d_x, std::size_t n, double fraction,

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
@@ -34,9 +35,24 @@ absl::StatusOr<std::size_t> CountAbove(const float* d_x, std::size_t n, float ta
 
 // Compacts every entry with |x| > tau, in increasing index order, into d_out_idx / d_out_val and
 // returns the count. When more than `capacity` entries qualify nothing is written and the result is
-// ResourceExhausted with the count in the message (call CountAbove first, or pass capacity = n).
+// ResourceExhausted with the count in the message (pass capacity = n to never fail).
+// Cost: about two streaming passes (count per chunk, then write per chunk skipping empty blocks).
 absl::StatusOr<std::size_t> ThresholdSelect(const float* d_x, std::size_t n, float tau, std::size_t capacity,
                                             std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec);
+
+// A contiguous range [offset, offset + size) of the input with its own threshold (a layer).
+struct ThresholdSegment {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  float tau = 0.0f;
+};
+
+// ThresholdSelect with one threshold per segment: compacts every entry of every segment with
+// |x| > segment.tau, in increasing index order (segments must be sorted, disjoint, inside [0, n)).
+// Entries outside all segments are never selected. Same capacity rule and cost as ThresholdSelect.
+absl::StatusOr<std::size_t> ThresholdSelectSegments(const float* d_x, std::size_t n,
+                                                    const std::vector<ThresholdSegment>& segments, std::size_t capacity,
+                                                    std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec);
 
 // The value at rank `rank` (0-based, magnitude order) of |x| over a sample: used to turn a target
 // density into a threshold. Returns |x| of the entry, i.e. ThresholdSelect(tau = result) selects

@@ -2,14 +2,19 @@
 #include "kernels/stats.h"
 
 #include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "kernels/internal/chunked_select.h"
 #include "kernels/internal/policy.h"
+#include "kernels/internal/scratch_array.h"
 
 namespace sketchps::kernels {
 namespace {
@@ -114,12 +119,40 @@ struct MergeSumSq {
     return SumSq{a.sum + b.sum, a.sum_sq + b.sum_sq};
   }
 };
-struct SumSqTerm {
-  SKETCHPS_HD SumSq operator()(float v) const {
-    const double x = static_cast<double>(v);
-    return SumSq{x, x * x};
+// Σx and Σx² of one chunk (chunks never cross a segment boundary).
+struct ChunkSumSq {
+  const float* x;
+  const internal::ChunkSpec* chunks;
+  SKETCHPS_HD SumSq operator()(std::size_t c) const {
+    const internal::ChunkSpec chunk = chunks[c];
+    const float* v = x + chunk.begin;
+    const int len = static_cast<int>(chunk.len);
+    double sum = 0.0;
+    double sum_sq = 0.0;
+#if !SKETCHPS_KERNELS_CUDA
+#pragma omp simd reduction(+ : sum, sum_sq)
+#endif
+    for (int i = 0; i < len; ++i) {
+      const double d = static_cast<double>(v[i]);
+      sum += d;
+      sum_sq += d * d;
+    }
+    return SumSq{sum, sum_sq};
   }
 };
+
+// Chunks of every segment, and for each chunk its segment.
+void SplitIntoChunks(const std::vector<Segment>& segments, std::vector<internal::ChunkSpec>& chunks,
+                     std::vector<std::size_t>& owner) {
+  for (std::size_t l = 0; l < segments.size(); ++l) {
+    const Segment& s = segments[l];
+    for (std::uint64_t b = s.offset; b < s.offset + s.size; b += internal::kSelectChunk) {
+      const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(internal::kSelectChunk, s.offset + s.size - b));
+      chunks.push_back({b, len, 0.0f});
+      owner.push_back(l);
+    }
+  }
+}
 
 absl::Status CheckInput(const float* d_x, std::size_t n, const Exec& exec, const char* fn) {
   if (n > 0 && d_x == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": input pointer d_x is null"));
@@ -159,16 +192,28 @@ absl::StatusOr<std::vector<MeanStd>> SegmentMeanStd(const float* d_x, std::size_
                                                      ", size ", s.size, "} exceeds the input length ", n));
     }
   }
+  // One parallel pass over all chunks (not one per segment: on a loaded machine every parallel region
+  // costs a scheduling round trip), then the per-segment sums on the host in chunk order.
+  std::vector<internal::ChunkSpec> chunks;
+  std::vector<std::size_t> owner;
+  SplitIntoChunks(segments, chunks, owner);
+  std::vector<SumSq> partial(chunks.size());
+  if (!chunks.empty()) {
+    internal::ScratchArray<internal::ChunkSpec> d_chunks(*exec.scratch, chunks.size());
+    internal::ScratchArray<SumSq> d_partial(*exec.scratch, chunks.size());
+    CopyToDevice(d_chunks.data(), chunks.data(), chunks.size() * sizeof(internal::ChunkSpec));
+    thrust::counting_iterator<std::size_t> first(0);
+    thrust::transform(Policy(exec), first, first + chunks.size(), d_partial.data(), ChunkSumSq{d_x, d_chunks.data()});
+    CopyToHost(partial.data(), d_partial.data(), partial.size() * sizeof(SumSq));
+  }
+  std::vector<SumSq> acc(segments.size(), SumSq{0.0, 0.0});
+  for (std::size_t c = 0; c < chunks.size(); ++c) acc[owner[c]] = MergeSumSq{}(acc[owner[c]], partial[c]);
   std::vector<MeanStd> out(segments.size());
   for (std::size_t l = 0; l < segments.size(); ++l) {
-    const Segment& s = segments[l];
-    if (s.size == 0) continue;
-    const float* first = d_x + s.offset;
-    const SumSq acc =
-        thrust::transform_reduce(Policy(exec), first, first + s.size, SumSqTerm{}, SumSq{0.0, 0.0}, MergeSumSq{});
-    const double count = static_cast<double>(s.size);
-    const double mean = acc.sum / count;
-    const double var = acc.sum_sq / count - mean * mean;
+    if (segments[l].size == 0) continue;
+    const double count = static_cast<double>(segments[l].size);
+    const double mean = acc[l].sum / count;
+    const double var = acc[l].sum_sq / count - mean * mean;
     out[l] = MeanStd{mean, std::sqrt(var < 0.0 ? 0.0 : var)};  // NaN input stays NaN
   }
   return out;
