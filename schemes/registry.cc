@@ -4,6 +4,8 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "schemes/dense.h"
+#include "schemes/gs_sgd.h"
+#include "schemes/sketched_sgd.h"
 #include "schemes/topk_ef.h"
 
 namespace sketchps {
@@ -31,6 +33,10 @@ const std::vector<SchemeEntry>& Schemes() {
        Reader<NoConfig>([](SchemeContext ctx, const NoConfig&) { return MakeDenseScheme(std::move(ctx)); })},
       {"topk", "top-k with error feedback",
        Reader<NoConfig>([](SchemeContext ctx, const NoConfig&) { return MakeTopKEfScheme(std::move(ctx)); })},
+      {"gs_sgd", "gs-SGD: sketch of e + g, exact values at p2*k candidates, global momentum",
+       Reader<GsSgdConfig>(MakeGsSgdScheme)},
+      {"sketched_sgd", "Sketched-SGD: sketch of the local momentum-corrected accumulator, p2*k candidates",
+       Reader<SketchedSgdConfig>(MakeSketchedSgdScheme)},
   };
   return entries;
 }

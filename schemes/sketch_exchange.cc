@@ -1,0 +1,127 @@
+#include "schemes/sketch_exchange.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/splitmix.h"
+#include "common/status.h"
+#include "kernels/count_sketch.h"
+#include "kernels/sparse.h"
+
+namespace sketchps {
+namespace {
+
+constexpr std::uint32_t kMaxP2 = 1024;
+
+absl::Status KeyError(const std::string& prefix, const char* key, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(prefix, ".", key, ": ", what));
+}
+
+std::uint64_t KeepOf(std::uint64_t k, std::uint64_t dim) { return std::max<std::uint64_t>(1, std::min(k, dim)); }
+
+}  // namespace
+
+absl::Status SketchSizing::Validate(const std::string& prefix) const {
+  if (rows < 1 || rows > kMaxSketchRows) {
+    return KeyError(prefix, "rows", absl::StrCat("must be in [1, ", kMaxSketchRows, "], got ", rows));
+  }
+  if (!(std::isfinite(cols_factor) && cols_factor > 0.0)) {
+    return KeyError(prefix, "cols_factor", absl::StrCat("must be a finite number > 0, got ", cols_factor));
+  }
+  if (cols > std::numeric_limits<std::uint32_t>::max() || std::uint64_t{rows} * cols > kMaxSketchCells) {
+    return KeyError(prefix, "cols",
+                    absl::StrCat(cols, " columns with ", rows, " rows exceed the ", kMaxSketchCells, "-cell table limit"));
+  }
+  if (p2 > kMaxP2) return KeyError(prefix, "p2", absl::StrCat("must be in [0, ", kMaxP2, "], got ", p2));
+  return absl::OkStatus();
+}
+
+absl::Status SketchSizing::ReadFields(ConfigReader& section) {
+  SKETCHPS_RETURN_IF_ERROR(section.Get("rows", rows));
+  SKETCHPS_RETURN_IF_ERROR(section.Get("cols_factor", cols_factor));
+  SKETCHPS_RETURN_IF_ERROR(section.Get("cols", cols));
+  return section.Get("p2", p2);
+}
+
+std::uint32_t SketchSizing::ColsFor(std::uint64_t k) const {
+  const std::uint64_t limit = kMaxSketchCells / std::max<std::uint32_t>(rows, 1);
+  const double wanted = cols > 0 ? static_cast<double>(cols) : std::ceil(cols_factor * static_cast<double>(k));
+  return static_cast<std::uint32_t>(std::clamp<double>(wanted, 1.0, static_cast<double>(limit)));
+}
+
+std::uint64_t SketchSeed(std::uint64_t job_seed, std::uint32_t shard_id) {
+  return SplitMix64(SplitMix64(job_seed) ^ (0xD1B54A32D192ED03ull * (std::uint64_t{shard_id} + 1)));
+}
+
+SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& sizing)
+    : dim_(ctx.dim),
+      sizing_(sizing),
+      k_(KeepOf(ctx.k, ctx.dim)),
+      candidates_(KeepOf(std::uint64_t{sizing.p2} * k_, ctx.dim)),
+      values_(candidates_),
+      taken_(k_) {
+  auto hash = CountSketchHash::Create({sizing.rows, sizing.ColsFor(k_), SketchSeed(ctx.seed, ctx.shard_id), ctx.dim});
+  if (!hash.ok()) {
+    status_ = hash.status();
+    return;
+  }
+  hash_ = *hash;
+  table_ = kernels::DeviceArray<float>(hash_.cells());
+}
+
+PhaseSpec SketchExchange::Spec(std::uint32_t phase) const {
+  if (phase == 0) return PhaseSpec{Reduction::kSketchRecover, sizing_.p2 == 0 ? k_ : candidates_};
+  PhaseSpec spec{Reduction::kDenseSum, k_};
+  spec.at_previous_indices = true;
+  return spec;
+}
+
+absl::StatusOr<PayloadValue> SketchExchange::Payload(std::uint32_t phase, const PhaseResults& earlier,
+                                                     const float* d_x, const kernels::Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(status_);
+  if (phase == 0) return SketchPayload(d_x, exec);
+  const std::vector<std::uint32_t>* indices = earlier.empty() ? nullptr : ResultIndices(*earlier[0]);
+  if (indices == nullptr) return absl::InvalidArgumentError("sketch exchange: phase 1 without a candidate set");
+  SKETCHPS_RETURN_IF_ERROR(values_.GatherAt(*indices, d_x, dim_, exec));
+  return PayloadValue{DenseValues{values_.ToSparse(dim_).val}};
+}
+
+absl::StatusOr<PayloadValue> SketchExchange::SketchPayload(const float* d_x, const kernels::Exec& exec) {
+  table_.Zero();
+  SKETCHPS_RETURN_IF_ERROR(kernels::SketchAccumulate(d_x, dim_, hash_, table_.data(), exec));
+  return PayloadValue{SketchTable{hash_.rows(), hash_.cols(), hash_.seed(), dim_, table_.ToHost()}};
+}
+
+absl::StatusOr<std::uint64_t> SketchExchange::LoadTaken(const Aggregate& g) {
+  const auto* sparse = std::get_if<SparseVector>(&g);
+  if (sparse == nullptr) return absl::InvalidArgumentError("sketch exchange: a compressed round's aggregate is dense");
+  if (sparse->idx.size() > taken_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sketch exchange: aggregate has ", sparse->idx.size(), " entries, more than k = ", k_));
+  }
+  kernels::CopyToDevice(taken_.data(), sparse->idx.data(), sparse->idx.size() * sizeof(std::uint32_t));
+  taken_count_ = sparse->idx.size();
+  return taken_count_;
+}
+
+absl::Status SketchExchange::ZeroTaken(float* d_x, const kernels::Exec& exec) {
+  return kernels::FillAt(d_x, dim_, taken_.data(), taken_count_, 0.0f, exec);
+}
+
+absl::Status RestoreArray(const SchemeState& state, const char* scheme, const char* name,
+                          kernels::DeviceArray<float>& dst) {
+  const auto it = state.arrays.find(name);
+  if (it == state.arrays.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(scheme, ": state has no array '", name, "'"));
+  }
+  if (it->second.size() != dst.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(scheme, ": state array '", name, "' has ", it->second.size(),
+                                                   " values, expected ", dst.size()));
+  }
+  dst.FromHost(it->second);
+  return absl::OkStatus();
+}
+
+}  // namespace sketchps

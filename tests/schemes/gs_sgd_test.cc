@@ -1,0 +1,328 @@
+// gs-SGD (ALGORITHMS.md §7, Project decision 4): the aggregate against naive host references
+// (exact global top-k when the sketch is collision-free; top-p2k estimates then exact top-k with
+// collisions), error-feedback conservation, bytes per phase, density 1 == dense, convergence,
+// replicas, the NaN guard, warm-up, state round trip and configuration errors.
+#include <catch2/catch.hpp>
+
+#include "schemes/dense.h"
+#include "schemes/gs_sgd.h"
+#include "schemes/registry.h"
+#include "support/simulation.h"
+#include "support/sketch_schemes.h"
+
+using namespace sketchps;
+using namespace sketchps::testing;
+
+namespace {
+
+constexpr std::uint64_t kCollisionFree = 1 << 14;  // c >> d: no coordinate collides in 3 of 5 rows
+
+GsSgdConfig Config(std::uint32_t p2, std::uint64_t cols = 0) {
+  GsSgdConfig c;
+  c.p2 = p2;
+  c.cols = cols;
+  return c;
+}
+
+SchemeFactory GsSgd(const GsSgdConfig& config = {}, std::uint64_t warmup = 0) {
+  return [config, warmup](SchemeContext ctx) {
+    ctx.warmup_rounds = warmup;
+    return MakeGsSgdScheme(std::move(ctx), config);
+  };
+}
+
+SimOptions Options(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds) {
+  SimOptions o;
+  o.workers = workers;
+  o.shards = shards;
+  o.rounds = rounds;
+  o.optimizer.lr.base_lr = 0.05;
+  o.optimizer.momentum = 0.5;
+  return o;
+}
+
+// A decaying step: with error feedback and P > 1 a constant step only reaches a neighbourhood.
+void Cosine(SimOptions& o) {
+  o.optimizer.lr.kind = LrSchedule::Kind::kCosine;
+  o.optimizer.lr.total_epochs = static_cast<double>(o.rounds) / o.rounds_per_epoch;
+}
+
+std::vector<float> Residual(const Scheme& s) { return s.SaveState().arrays.at("residual"); }
+
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+
+}  // namespace
+
+TEST_CASE("gs-SGD with a collision-free sketch equals exact global top-k of the summed a", "[schemes][gs_sgd]") {
+  const std::uint32_t p2 = GENERATE(0u, 1u, 2u);
+  const std::uint32_t workers = 4;
+  const std::uint64_t d = 60, k = 6;
+  auto schemes = MakeWorkers(workers, d, k, 11, GsSgd(Config(p2, kCollisionFree)));
+  Reducer reducer(d);
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<float>> e(workers, std::vector<float>(d, 0.0f));
+  for (std::uint64_t round = 0; round < 8; ++round) {
+    std::vector<std::vector<float>> g(workers), a(workers, std::vector<float>(d));
+    for (std::uint32_t w = 0; w < workers; ++w) {
+      g[w] = RandomGradient(d, rng);
+      for (std::uint64_t i = 0; i < d; ++i) a[w][i] = e[w][i] + g[w][i];
+    }
+    auto r = RunManualRound(schemes, reducer, round, g);
+    REQUIRE(r.ok());
+    CHECK(r->results.size() == (p2 == 0 ? 1u : 2u));
+    const SparseVector want = NaiveTopKMean(SumInOrder(a), k, static_cast<float>(workers));
+    for (std::uint32_t w = 0; w < workers; ++w) {
+      const auto& got = std::get<SparseVector>(r->aggregates[w]);
+      REQUIRE(got.idx == want.idx);
+      CHECK(got.val == want.val);  // sketch cells hold single values: the sums are the same floats
+      e[w] = a[w];
+      for (auto i : want.idx) e[w][i] = 0.0f;
+      CHECK(Residual(*schemes[w]) == e[w]);
+      CHECK(schemes[w]->selected() == k);
+    }
+  }
+}
+
+TEST_CASE("gs-SGD with collisions: top p2*k sketch estimates, then the exact top-k among them", "[schemes][gs_sgd]") {
+  const std::uint32_t p2 = GENERATE(0u, 2u);
+  const std::uint32_t workers = 4;
+  const std::uint64_t d = 400, k = 8, seed = 3;  // c = 10k = 80 < d: every bucket is shared
+  auto schemes = MakeWorkers(workers, d, k, seed, GsSgd(Config(p2)));
+  Reducer reducer(d);
+  std::mt19937_64 rng(9);
+  std::vector<std::vector<float>> g(workers);
+  for (auto& x : g) x = RandomGradient(d, rng);
+  auto r = RunManualRound(schemes, reducer, 0, g);
+  REQUIRE(r.ok());
+  auto hash = CountSketchHash::Create({5, 80, SketchSeed(seed, 0), d});
+  REQUIRE(hash.ok());
+  const auto est = NaiveSketchEstimates(*hash, g);  // of the sum: linearity across workers
+  auto cand = NaiveTopKIndices(est, p2 == 0 ? k : p2 * k);
+  std::sort(cand.begin(), cand.end());
+  const auto& first = std::get<SparseVector>(r->results[0].value);
+  REQUIRE(first.idx == cand);
+  for (std::size_t t = 0; t < cand.size(); ++t) CHECK(first.val[t] == Approx(est[cand[t]]).margin(1e-4));
+  const auto& got = std::get<SparseVector>(r->aggregates[0]);
+  if (p2 == 0) {
+    CHECK(got.idx == cand);
+    for (std::size_t t = 0; t < cand.size(); ++t) CHECK(got.val[t] == Approx(est[cand[t]] / workers).margin(1e-5));
+    return;
+  }
+  const auto sum = SumInOrder(g);
+  std::vector<float> at_cand;
+  for (auto i : cand) at_cand.push_back(sum[i]);
+  auto keep = NaiveTopKIndices(at_cand, k);
+  std::sort(keep.begin(), keep.end());
+  REQUIRE(got.idx.size() == k);
+  for (std::size_t t = 0; t < k; ++t) {
+    CHECK(got.idx[t] == cand[keep[t]]);
+    CHECK(got.val[t] == sum[cand[keep[t]]] / static_cast<float>(workers));
+  }
+}
+
+TEST_CASE("gs-SGD error feedback is exact: sent + residual == e + g", "[schemes][gs_sgd][ef]") {
+  const std::uint32_t workers = 3;
+  const std::uint64_t d = 200, k = 10;
+  auto schemes = MakeWorkers(workers, d, k, 1, GsSgd());
+  Reducer reducer(d);
+  std::mt19937_64 rng(2);
+  std::vector<std::vector<float>> e(workers, std::vector<float>(d, 0.0f));
+  std::vector<std::vector<double>> moved(workers, std::vector<double>(d, 0.0)), total(workers, std::vector<double>(d, 0.0));
+  for (std::uint64_t round = 0; round < 6; ++round) {
+    std::vector<std::vector<float>> g(workers);
+    for (auto& x : g) x = RandomGradient(d, rng);
+    auto r = RunManualRound(schemes, reducer, round, g);
+    REQUIRE(r.ok());
+    const auto& cand = std::get<SparseVector>(r->results[0].value).idx;
+    const auto& kept = std::get<SparseVector>(r->aggregates[0]).idx;
+    for (std::uint32_t w = 0; w < workers; ++w) {
+      const auto& sent = std::get<DenseValues>(*r->payloads[1][w]).values;
+      REQUIRE(sent.size() == cand.size());
+      const auto residual = Residual(*schemes[w]);
+      std::vector<float> rebuilt = residual;
+      for (std::size_t t = 0; t < cand.size(); ++t) {
+        const bool taken = std::binary_search(kept.begin(), kept.end(), cand[t]);
+        if (!taken) continue;
+        CHECK(residual[cand[t]] == 0.0f);
+        rebuilt[cand[t]] = sent[t];
+        moved[w][cand[t]] += sent[t];
+      }
+      for (std::uint64_t i = 0; i < d; ++i) {
+        CHECK(rebuilt[i] == e[w][i] + g[w][i]);  // bitwise: values are moved, never recomputed
+        total[w][i] += g[w][i];
+      }
+      e[w] = residual;
+    }
+  }
+  for (std::uint32_t w = 0; w < workers; ++w) {  // over time: everything taken plus the residual
+    for (std::uint64_t i = 0; i < d; ++i) CHECK(moved[w][i] + e[w][i] == Approx(total[w][i]).margin(1e-4));
+  }
+}
+
+TEST_CASE("gs-SGD bytes per phase follow the documented formulas", "[schemes][gs_sgd][bytes]") {
+  const std::uint64_t d = 1000, k = 10;  // r = 5, c = 10k = 100, K = p2*k
+  for (std::uint32_t p2 : {0u, 2u, 3u}) {
+    auto schemes = MakeWorkers(3, d, k, 4, GsSgd(Config(p2)));
+    Reducer reducer(d);
+    std::mt19937_64 rng(p2);
+    std::vector<std::vector<float>> g(3);
+    for (auto& x : g) x = RandomGradient(d, rng);
+    auto r = RunManualRound(schemes, reducer, 0, g);
+    REQUIRE(r.ok());
+    CHECK(r->bytes[0].up == 5 * 100 * 4);
+    if (p2 == 0) {
+      REQUIRE(r->bytes.size() == 1);
+      CHECK(r->bytes[0].down == 8 * k);
+      continue;
+    }
+    REQUIRE(r->bytes.size() == 2);
+    CHECK(r->bytes[0].down == 8 * p2 * k);
+    CHECK(r->bytes[1].up == 4 * p2 * k);
+    CHECK(r->bytes[1].down == 8 * k);
+  }
+  // Through the in-process aggregator, 2 shards of 500 (k = 5, c = 50, K = 10), summed over shards.
+  auto sim = Simulate(GsSgd(), LeastSquares(100, 1000, 1), [] {
+    auto o = Options(3, 2, 3);
+    o.density = 0.01;
+    return o;
+  }());
+  REQUIRE(sim.status.ok());
+  CHECK(sim.traffic[1].bytes_up == 2 * (5 * 50 * 4 + 4 * 10));
+  CHECK(sim.traffic[1].bytes_down == 2 * (8 * 10 + 8 * 5));
+}
+
+TEST_CASE("gs-SGD at density 1 equals dense", "[schemes][gs_sgd][dense]") {
+  const std::uint32_t p2 = GENERATE(1u, 2u);  // K = min(p2 * d, d) = d: every entry is a candidate
+  const LeastSquares problem(200, 30, 2);
+  auto opts = Options(4, 2, 20);
+  opts.density = 1.0;
+  auto gs = Simulate(GsSgd(Config(p2)), problem, opts);
+  auto dense = Simulate([](SchemeContext ctx) { return MakeDenseScheme(std::move(ctx)); }, problem, opts);
+  REQUIRE(gs.status.ok());
+  REQUIRE(dense.status.ok());
+  CHECK(gs.replicas_identical);
+  CHECK(RelativeError(gs.replicas[0], dense.replicas[0]) < 1e-6);
+}
+
+TEST_CASE("gs-SGD converges on least squares with sketch collisions", "[schemes][gs_sgd][convergence]") {
+  const std::uint32_t p = GENERATE(1u, 4u, 8u);
+  const LeastSquares problem(400, 50, 9);
+  auto opts = Options(p, 1, 300);
+  opts.density = 0.1;  // k = 5, c = 50 = d: realistic collisions
+  Cosine(opts);
+  auto r = Simulate(GsSgd(), problem, opts);
+  REQUIRE(r.status.ok());
+  CHECK(r.replicas_identical);
+  const double err = RelativeError(r.replicas[0], problem.optimum());
+  INFO("P = " << p << ", relative error " << err);
+  CHECK(err < 1e-3);
+}
+
+TEST_CASE("gs-SGD converges on logistic regression with sketch collisions", "[schemes][gs_sgd][convergence]") {
+  const std::uint32_t p = GENERATE(1u, 4u, 8u);
+  const Logistic problem(400, 30, 0.05, 4);
+  const auto optimum = problem.ReferenceOptimum();
+  auto opts = Options(p, 1, 300);
+  opts.density = 0.2;  // k = 6, c = 60
+  opts.optimizer.lr.base_lr = 1.0;
+  opts.optimizer.momentum = 0.0;
+  Cosine(opts);
+  auto r = Simulate(GsSgd(), problem, opts);
+  REQUIRE(r.status.ok());
+  CHECK(r.replicas_identical);
+  const double err = RelativeError(r.replicas[0], optimum);
+  INFO("P = " << p << ", relative error " << err);
+  CHECK(err < 1e-3);
+}
+
+TEST_CASE("gs-SGD: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][gs_sgd][nan]") {
+  const LeastSquares problem(200, 40, 3);
+  auto opts = Options(4, 2, 30);
+  opts.density = 0.2;
+  opts.tamper = [](std::uint32_t worker, std::uint64_t round, std::vector<float>& g) {
+    if (worker == 1 && round == 7) g[3] = std::numeric_limits<float>::quiet_NaN();
+    if (worker == 2 && round == 9) g[5] = -std::numeric_limits<float>::infinity();
+  };
+  for (std::uint32_t p2 : {0u, 2u}) {
+    auto r = Simulate(GsSgd(Config(p2)), problem, opts);
+    REQUIRE(r.status.ok());
+    CHECK(r.skipped_rounds == 2);
+    CHECK(r.replicas_identical);
+    for (float v : r.replicas[0]) REQUIRE(std::isfinite(v));
+  }
+}
+
+TEST_CASE("gs-SGD dense warm-up rounds send everything, then sketches", "[schemes][gs_sgd][warmup]") {
+  const LeastSquares problem(100, 40, 1);
+  auto opts = Options(2, 1, 5);
+  opts.density = 0.1;  // k = 4, c = 40, K = 8
+  auto r = Simulate(GsSgd({}, /*warmup=*/2), problem, opts);
+  REQUIRE(r.status.ok());
+  CHECK(r.replicas_identical);
+  for (std::uint64_t round = 0; round < 5; ++round) {
+    CHECK(r.traffic[round].bytes_up == (round < 2 ? 4 * 40 : 5 * 40 * 4 + 4 * 8));
+    CHECK(r.selected[round] == (round < 2 ? 40u : 4u));
+  }
+}
+
+TEST_CASE("gs-SGD state round-trips through Save/Restore", "[schemes][gs_sgd][state]") {
+  const std::uint64_t d = 80, k = 8;
+  auto a = MakeWorkers(1, d, k, 2, GsSgd());
+  auto b = MakeWorkers(1, d, k, 2, GsSgd());
+  Reducer reducer(d);
+  std::mt19937_64 rng(8);
+  for (std::uint64_t round = 0; round < 3; ++round) REQUIRE(RunManualRound(a, reducer, round, {RandomGradient(d, rng)}).ok());
+  const SchemeState saved = a[0]->SaveState();
+  REQUIRE(b[0]->RestoreState(saved).ok());
+  CHECK(b[0]->SaveState().arrays == saved.arrays);
+  const std::vector<std::vector<float>> g = {RandomGradient(d, rng)};
+  auto ra = RunManualRound(a, reducer, 3, g);
+  auto rb = RunManualRound(b, reducer, 3, g);
+  REQUIRE(ra.ok());
+  REQUIRE(rb.ok());
+  CHECK(ra->payloads == rb->payloads);
+  CHECK(Residual(*a[0]) == Residual(*b[0]));
+
+  SchemeState missing;
+  CHECK(b[0]->RestoreState(missing).code() == absl::StatusCode::kInvalidArgument);
+  SchemeState short_state{{{"residual", std::vector<float>(d - 1)}}, {}};
+  const auto bad = b[0]->RestoreState(short_state);
+  CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(Message(bad), Catch::Contains("residual") && Catch::Contains("79"));
+}
+
+TEST_CASE("gs-SGD configuration: defaults, reading, and errors that name the key", "[schemes][gs_sgd][config]") {
+  const GsSgdConfig defaults;
+  CHECK(defaults.rows == 5);
+  CHECK(defaults.cols_factor == 10.0);
+  CHECK(defaults.cols == 0);
+  CHECK(defaults.p2 == 2);
+  CHECK(defaults.Validate("scheme.gs_sgd").ok());
+  auto bad = [](auto mutate) {
+    GsSgdConfig c;
+    mutate(c);
+    return Message(c.Validate("scheme.gs_sgd"));
+  };
+  CHECK_THAT(bad([](GsSgdConfig& c) { c.rows = 0; }), Catch::StartsWith("scheme.gs_sgd.rows:"));
+  CHECK_THAT(bad([](GsSgdConfig& c) { c.rows = 65; }), Catch::StartsWith("scheme.gs_sgd.rows:"));
+  CHECK_THAT(bad([](GsSgdConfig& c) { c.cols_factor = 0.0; }), Catch::StartsWith("scheme.gs_sgd.cols_factor:"));
+  CHECK_THAT(bad([](GsSgdConfig& c) { c.cols = std::uint64_t{1} << 30; }), Catch::StartsWith("scheme.gs_sgd.cols:"));
+  CHECK_THAT(bad([](GsSgdConfig& c) { c.p2 = 5000; }), Catch::StartsWith("scheme.gs_sgd.p2:"));
+
+  ConfigReader good(YAML::Load("{rows: 7, cols: 300, p2: 0}"), "scheme.gs_sgd");
+  GsSgdConfig read;
+  REQUIRE(read.Read(good).ok());
+  CHECK(read.rows == 7);
+  CHECK(read.cols == 300);
+  CHECK(read.p2 == 0);
+  ConfigReader unknown(YAML::Load("{rows: 5, colz: 3}"), "scheme.gs_sgd");
+  CHECK_THAT(Message(GsSgdConfig{}.Read(unknown)), Catch::Contains("scheme.gs_sgd") && Catch::Contains("colz"));
+  ConfigReader invalid(YAML::Load("{rows: 0}"), "scheme.gs_sgd");
+  CHECK_THAT(Message(GsSgdConfig{}.Read(invalid)), Catch::StartsWith("scheme.gs_sgd.rows:"));
+
+  ConfigReader section(YAML::Load("{name: gs_sgd, density: 0.05, gs_sgd: {p2: 3}}"), "scheme");
+  auto bound = ParseSchemeSection(section);
+  REQUIRE(bound.ok());
+  CHECK(bound->global_momentum);
+  CHECK(std::string(bound->make(SchemeContext{0, 2, 0, 100, {}, 5, 1})->name()) == "gs_sgd");
+}
