@@ -14,6 +14,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include "common/layout.h"
 #include "common/status.h"
 #include "kernels/backend.h"
@@ -209,6 +213,9 @@ struct WorkerState {
 inline absl::Status RunWorker(std::uint32_t w, const SchemeFactory& factory, const Problem& problem,
                               const SimOptions& o, const ShardMap& map, const LayerTable& layers, InProcessHub& hub,
                               SimResult& result, std::vector<float>& weights) {
+#if defined(_OPENMP)
+  omp_set_num_threads(1);  // per-thread setting: the simulated workers already are the parallelism
+#endif
   auto agg = hub.MakeAggregator(w, absl::Seconds(30));
   WorkerState st;
   for (std::uint32_t s = 0; s < map.ranges.size(); ++s) {
