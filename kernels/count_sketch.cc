@@ -1,13 +1,11 @@
 // Count Sketch kernels (see count_sketch.h). One Thrust source for the CPU (OpenMP) and CUDA backends.
 //
-// Accumulation, the one backend switch here (#if SKETCHPS_KERNELS_CUDA): on CUDA one thread per
-// entry with atomicAdd. On the CPU one work item per OpenMP thread sketches its slice of the input
-// into its own table (item 0 into the caller's, the others into scratch copies added afterwards in
-// thread order), rows outer (a row's coefficients in registers, its buckets in cache), each batch
-// of entries hashed before its adds so that many cache misses are in flight. CPU atomics (a CAS
-// loop) cost several plain adds, so copies win unless the table is large next to the input.
-// Estimation only reads the table: blocks of coordinates swept rows-outer on the CPU, one
-// coordinate per thread on CUDA (the same functor with a block size of 1).
+// Accumulation, the one backend strategy switch (#if SKETCHPS_KERNELS_CUDA): CUDA, one thread per
+// entry with atomicAdd. CPU, one work item per OpenMP thread sketches its input slice into its own
+// table (item 0 into the caller's, the others into scratch copies added afterwards in thread
+// order; CAS-loop atomics cost several plain adds), rows outer. Estimation: blocks of coordinates
+// swept rows-outer on the CPU, one coordinate per thread on CUDA (the same functor, block size 1).
+// Loops hash a batch first and then touch the table, so that many cache misses are in flight.
 #include "kernels/count_sketch.h"
 
 #include <thrust/count.h>
@@ -30,8 +28,8 @@ namespace {
 
 using internal::Policy;
 using internal::ScratchArray;
-using sketchps::CountSketchFamily;
 using sketchps::CountSketchHash;
+using sketchps::count_sketch_internal::ApplySign;
 
 constexpr std::size_t kEstimateBlock = SKETCHPS_KERNELS_CUDA ? 1 : 256;  // coordinates per estimate work item
 
@@ -46,18 +44,16 @@ struct MixFamily {
 // Calls f(PolyFamily{}) or f(MixFamily{}) according to hash.family().
 template <class F>
 auto WithFamily(const CountSketchHash& hash, F&& f) {
-  if (hash.family() == CountSketchFamily::kSplitMix64) return f(MixFamily{});
+  if (hash.family() == sketchps::CountSketchFamily::kSplitMix64) return f(MixFamily{});
   return f(PolyFamily{});
 }
 
 // *addr += v, atomically with respect to other AtomicAdd calls.
 SKETCHPS_HD inline void AtomicAdd(float* addr, float v) {
-#if SKETCHPS_KERNELS_CUDA
-#if defined(__CUDA_ARCH__)
+#if SKETCHPS_KERNELS_CUDA && defined(__CUDA_ARCH__)
   atomicAdd(addr, v);
-#else
+#elif SKETCHPS_KERNELS_CUDA
   *addr += v;  // nvcc's host pass: never executed, the functors run on the device
-#endif
 #else
   float expected;
   __atomic_load(addr, &expected, __ATOMIC_RELAXED);
@@ -68,18 +64,24 @@ SKETCHPS_HD inline void AtomicAdd(float* addr, float v) {
 #endif
 }
 
+// Asks the CPU cache for *addr ahead of a read (no-op on CUDA).
+SKETCHPS_HD inline void PrefetchRead(const float* addr) {
+#if !SKETCHPS_KERNELS_CUDA
+  __builtin_prefetch(addr);
+#endif
+}
+
 // Branch-free min/max: minss/maxss on x86 (fminf would be a libm call without -ffinite-math-only;
 // the comparisons are written differently so that GCC does not share one compare and branch).
 SKETCHPS_HD inline float Min(float a, float b) { return a < b ? a : b; }
 SKETCHPS_HD inline float Max(float a, float b) { return b < a ? a : b; }
 SKETCHPS_HD inline float Median3(float a, float b, float c) { return Max(Min(a, b), Min(Max(a, b), c)); }
 
-// Lower median of v[0], v[stride], ..., v[(r − 1)·stride]: branch-free networks for r <= 3 and
-// r = 5, an insertion sort of a copy otherwise (r <= 64). The result + 0.0f turns −0 into +0.
+// Lower median of v[0], v[stride], ..., v[(r − 1)·stride]: branch-free networks for r = 1, 3 and
+// 5, an insertion sort of a copy otherwise (r <= 64). The result + 0.0f turns −0 into +0.
 SKETCHPS_HD inline float LowerMedian(const float* v, std::size_t stride, std::uint32_t r) {
   switch (r) {
     case 1: return v[0] + 0.0f;
-    case 2: return Min(v[0], v[stride]) + 0.0f;
     case 3: return Median3(v[0], v[stride], v[2 * stride]) + 0.0f;
     case 5: {  // drop the smallest and the largest of the first four, then a median of three
       const float a = v[0], b = v[stride], c = v[2 * stride], d = v[3 * stride];
@@ -239,13 +241,18 @@ struct EstimateBlock {
     float vals[kMaxSketchRows * kEstimateBlock];
     const std::size_t lo = block * kEstimateBlock;
     const std::size_t m = count - lo < kEstimateBlock ? count - lo : kEstimateBlock;
+    std::uint32_t bucket[kEstimateBlock];
+    bool positive[kEstimateBlock];
     for (std::uint32_t j = 0; j < hash.rows(); ++j) {
       const auto h = Family::Row(hash, j);
       const float* row = table + j * std::size_t{hash.cols()};
-      for (std::size_t t = 0; t < m; ++t) {
+      for (std::size_t t = 0; t < m; ++t) {  // hash first: the reads below then overlap
         const std::uint32_t i = index(lo + t);
-        vals[j * kEstimateBlock + t] = h.Signed(i, row[h.Bucket(i)]);
+        bucket[t] = h.Bucket(i);
+        positive[t] = h.Positive(i);
+        PrefetchRead(row + bucket[t]);
       }
+      for (std::size_t t = 0; t < m; ++t) vals[j * kEstimateBlock + t] = ApplySign(positive[t], row[bucket[t]]);
     }
     for (std::size_t t = 0; t < m; ++t) out[lo + t] = LowerMedian(vals + t, kEstimateBlock, hash.rows());
   }
@@ -284,15 +291,15 @@ absl::Status CheckPointer(const void* ptr, std::size_t count, const char* name, 
   return absl::OkStatus();
 }
 
-absl::Status CheckCommon(const CountSketchHash& hash, const float* d_table, const Exec& exec, const char* fn) {
+// The checks every table kernel makes; n (entries or coordinates) must not exceed the sketch dim.
+absl::Status CheckCommon(const CountSketchHash& hash, const float* d_table, const Exec& exec, const char* fn,
+                         std::size_t n = 0) {
   if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
   if (hash.rows() == 0) return absl::InvalidArgumentError(absl::StrCat(fn, ": hash is empty (use Create)"));
+  if (n > hash.dim()) {
+    return absl::InvalidArgumentError(absl::StrCat(fn, ": n = ", n, " exceeds the sketch dim ", hash.dim()));
+  }
   return CheckPointer(d_table, 1, "d_table", fn);
-}
-
-absl::Status CheckLength(std::size_t n, const CountSketchHash& hash, const char* fn) {
-  if (n <= hash.dim()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(fn, ": n = ", n, " exceeds the sketch dim ", hash.dim()));
 }
 
 absl::Status CheckIndices(const std::uint32_t* d_idx, std::size_t count, const CountSketchHash& hash,
@@ -312,8 +319,7 @@ absl::Status CheckIndices(const std::uint32_t* d_idx, std::size_t count, const C
 absl::Status SketchAccumulate(const float* d_x, std::size_t n, const CountSketchHash& hash, float* d_table,
                               const Exec& exec) {
   constexpr const char* kFn = "SketchAccumulate";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckLength(n, hash, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_x, n, "d_x", kFn));
   WithFamily(hash, [&](auto family) { Accumulate(family, DenseSource{d_x}, n, hash, d_table, exec); });
   return absl::OkStatus();
@@ -352,8 +358,7 @@ absl::Status SketchEstimate(const float* d_table, const CountSketchHash& hash, c
 absl::Status SketchEstimateAll(const float* d_table, const CountSketchHash& hash, std::size_t n, float* d_est,
                                const Exec& exec) {
   constexpr const char* kFn = "SketchEstimateAll";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckLength(n, hash, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_est, n, "d_est", kFn));
   if (n > 0) Estimate(AllIndices{}, n, d_table, hash, d_est, exec);
   return absl::OkStatus();
@@ -363,8 +368,7 @@ absl::StatusOr<std::size_t> SketchRecover(const float* d_table, const CountSketc
                                           std::size_t k, std::uint32_t* d_out_idx, float* d_out_est,
                                           const Exec& exec) {
   constexpr const char* kFn = "SketchRecover";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckLength(n, hash, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
   k = std::min(k, n);
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_idx, k, "d_out_idx", kFn));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_est, k, "d_out_est", kFn));
