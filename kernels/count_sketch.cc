@@ -34,10 +34,13 @@ using sketchps::count_sketch_internal::ApplySign;
 constexpr std::size_t kEstimateBlock = SKETCHPS_KERNELS_CUDA ? 1 : 256;  // coordinates per estimate work item
 
 // Hash families as types, so that the family branch is taken once per call, not per entry.
+// Row(h, j) evaluates any coordinate; a Walk(Row(h, j), i0) steps through i0, i0 + 1, ... (cheaper).
 struct PolyFamily {
+  using Walk = sketchps::CountSketchPolyWalk;
   SKETCHPS_HD static sketchps::CountSketchPolyRow Row(const CountSketchHash& h, std::uint32_t j) { return h.PolyRow(j); }
 };
 struct MixFamily {
+  using Walk = sketchps::CountSketchMixWalk;
   SKETCHPS_HD static sketchps::CountSketchMixRow Row(const CountSketchHash& h, std::uint32_t j) { return h.MixRow(j); }
 };
 
@@ -71,45 +74,41 @@ SKETCHPS_HD inline void PrefetchRead(const float* addr) {
 #endif
 }
 
-// Branch-free min/max: minss/maxss on x86 (fminf would be a libm call without -ffinite-math-only;
-// the comparisons are written differently so that GCC does not share one compare and branch).
-SKETCHPS_HD inline float Min(float a, float b) { return a < b ? a : b; }
-SKETCHPS_HD inline float Max(float a, float b) { return b < a ? a : b; }
-SKETCHPS_HD inline float Median3(float a, float b, float c) { return Max(Min(a, b), Min(Max(a, b), c)); }
-
-// Lower median of v[0], v[stride], ..., v[(r − 1)·stride]: branch-free networks for r = 1, 3 and
-// 5, an insertion sort of a copy otherwise (r <= 64). The result + 0.0f turns −0 into +0.
-SKETCHPS_HD inline float LowerMedian(const float* v, std::size_t stride, std::uint32_t r) {
-  switch (r) {
-    case 1: return v[0] + 0.0f;
-    case 3: return Median3(v[0], v[stride], v[2 * stride]) + 0.0f;
-    case 5: {  // drop the smallest and the largest of the first four, then a median of three
-      const float a = v[0], b = v[stride], c = v[2 * stride], d = v[3 * stride];
-      return Median3(v[4 * stride], Max(Min(a, b), Min(c, d)), Min(Max(a, b), Max(c, d))) + 0.0f;
-    }
-    default: break;
-  }
-  float s[kMaxSketchRows];
-  for (std::uint32_t a = 0; a < r; ++a) {
-    const float key = v[a * stride];
-    std::uint32_t b = a;
-    for (; b > 0 && s[b - 1] > key; --b) s[b] = s[b - 1];
-    s[b] = key;
-  }
-  return s[(r - 1) / 2] + 0.0f;
-}
-
-// Input entries: entry t of a dense vector, or of (index, value) arrays.
+// Input entries: entry t of a dense vector (coordinate t), or of (index, value) arrays.
 struct DenseSource {
+  static constexpr bool kContiguous = true;
   const float* x;
   SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
   SKETCHPS_HD float Value(std::size_t t) const { return x[t]; }
 };
 struct SparseSource {
+  static constexpr bool kContiguous = false;
   const std::uint32_t* idx;
   const float* val;
   SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
   SKETCHPS_HD float Value(std::size_t t) const { return val[t]; }
+};
+
+// Row j's hashes at entries t = lo, lo + 1, ... of an input: walked for contiguous inputs
+// (coordinate t) on the CPU, evaluated at in.Index(t) otherwise. Next() must follow each entry.
+template <class Family, class Input, bool = Input::kContiguous && !SKETCHPS_KERNELS_CUDA>
+struct Cursor {
+  typename Family::Walk walk;
+  SKETCHPS_HD Cursor(const CountSketchHash& h, std::uint32_t j, const Input&, std::size_t lo)
+      : walk(Family::Row(h, j), static_cast<std::uint32_t>(lo)) {}
+  SKETCHPS_HD std::uint32_t Bucket(std::size_t) const { return walk.Bucket(); }
+  SKETCHPS_HD bool Positive(std::size_t) const { return walk.Positive(); }
+  SKETCHPS_HD void Next() { walk.Next(); }
+};
+template <class Family, class Input>
+struct Cursor<Family, Input, false> {
+  decltype(Family::Row(CountSketchHash(), 0)) row;
+  Input in;
+  SKETCHPS_HD Cursor(const CountSketchHash& h, std::uint32_t j, const Input& input, std::size_t)
+      : row(Family::Row(h, j)), in(input) {}
+  SKETCHPS_HD std::uint32_t Bucket(std::size_t t) const { return row.Bucket(in.Index(t)); }
+  SKETCHPS_HD bool Positive(std::size_t t) const { return row.Positive(in.Index(t)); }
+  SKETCHPS_HD void Next() {}
 };
 
 // Entry t into every row with atomic adds (CUDA, and CPU when copies do not pay).
@@ -155,24 +154,23 @@ struct SliceAccumulate {
     for (std::size_t base = lo; base < hi; base += kChunk) {
       const std::size_t end = base + kChunk < hi ? base + kChunk : hi;
       for (std::uint32_t j = 0; j < hash.rows(); ++j) {
-        Sweep(Family::Row(hash, j), base, end, out + j * std::size_t{hash.cols()});
+        Sweep(j, base, end, out + j * std::size_t{hash.cols()});
       }
     }
   }
-  template <class RowHash>
-  SKETCHPS_HD void Sweep(const RowHash h, std::size_t base, std::size_t end, float* row) const {
+  SKETCHPS_HD void Sweep(std::uint32_t j, std::size_t base, std::size_t end, float* row) const {
     std::uint32_t bucket[kBatch];
     float signed_value[kBatch];
+    Cursor<Family, Source> cursor(hash, j, src, base);
     for (std::size_t lo = base; lo < end; lo += kBatch) {
       const std::size_t hi = lo + kBatch < end ? lo + kBatch : end;
       std::size_t m = 0;
-      for (std::size_t t = lo; t < hi; ++t) {
+      for (std::size_t t = lo; t < hi; ++t, cursor.Next()) {
         const float v = src.Value(t);
         if (v == 0.0f) continue;
-        const std::uint32_t i = src.Index(t);
-        bucket[m] = h.Bucket(i);
+        bucket[m] = cursor.Bucket(t);
         __builtin_prefetch(row + bucket[m], 1);  // for the add below
-        signed_value[m++] = h.Signed(i, v);
+        signed_value[m++] = ApplySign(cursor.Positive(t), v);
       }
       for (std::size_t q = 0; q < m; ++q) row[bucket[q]] += signed_value[q];
     }
@@ -221,11 +219,13 @@ void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& ha
 
 // Coordinates to estimate: i = t (all of them) or i = idx[t].
 struct AllIndices {
-  SKETCHPS_HD std::uint32_t operator()(std::size_t t) const { return static_cast<std::uint32_t>(t); }
+  static constexpr bool kContiguous = true;
+  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
 };
 struct ListedIndices {
+  static constexpr bool kContiguous = false;
   const std::uint32_t* idx;
-  SKETCHPS_HD std::uint32_t operator()(std::size_t t) const { return idx[t]; }
+  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
 };
 
 // Outputs [block·B, block·B + B) with B = kEstimateBlock: the signed cells of every row (rows
@@ -244,17 +244,16 @@ struct EstimateBlock {
     std::uint32_t bucket[kEstimateBlock];
     bool positive[kEstimateBlock];
     for (std::uint32_t j = 0; j < hash.rows(); ++j) {
-      const auto h = Family::Row(hash, j);
       const float* row = table + j * std::size_t{hash.cols()};
-      for (std::size_t t = 0; t < m; ++t) {  // hash first: the reads below then overlap
-        const std::uint32_t i = index(lo + t);
-        bucket[t] = h.Bucket(i);
-        positive[t] = h.Positive(i);
+      Cursor<Family, Indices> cursor(hash, j, index, lo);
+      for (std::size_t t = 0; t < m; ++t, cursor.Next()) {  // hash first: the reads below then overlap
+        bucket[t] = cursor.Bucket(lo + t);
+        positive[t] = cursor.Positive(lo + t);
         PrefetchRead(row + bucket[t]);
       }
       for (std::size_t t = 0; t < m; ++t) vals[j * kEstimateBlock + t] = ApplySign(positive[t], row[bucket[t]]);
     }
-    for (std::size_t t = 0; t < m; ++t) out[lo + t] = LowerMedian(vals + t, kEstimateBlock, hash.rows());
+    for (std::size_t t = 0; t < m; ++t) out[lo + t] = sketchps::CountSketchLowerMedian(vals + t, kEstimateBlock, hash.rows());
   }
 };
 
