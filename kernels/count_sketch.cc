@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -76,22 +77,34 @@ SKETCHPS_HD inline void PrefetchRead(const float* addr) {
 
 // Input entries: entry t of a dense vector (coordinate t), or of (index, value) arrays.
 struct DenseSource {
-  static constexpr bool kContiguous = true;
   const float* x;
   SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
   SKETCHPS_HD float Value(std::size_t t) const { return x[t]; }
 };
 struct SparseSource {
-  static constexpr bool kContiguous = false;
   const std::uint32_t* idx;
   const float* val;
   SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
   SKETCHPS_HD float Value(std::size_t t) const { return val[t]; }
 };
 
+// Coordinates to estimate: i = t (all of them) or i = idx[t].
+struct AllIndices {
+  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
+};
+struct ListedIndices {
+  const std::uint32_t* idx;
+  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
+};
+
+// Inputs whose entry t is coordinate t.
+template <class Input> struct Contiguous : std::false_type {};
+template <> struct Contiguous<DenseSource> : std::true_type {};
+template <> struct Contiguous<AllIndices> : std::true_type {};
+
 // Row j's hashes at entries t = lo, lo + 1, ... of an input: walked for contiguous inputs
 // (coordinate t) on the CPU, evaluated at in.Index(t) otherwise. Next() must follow each entry.
-template <class Family, class Input, bool = Input::kContiguous && !SKETCHPS_KERNELS_CUDA>
+template <class Family, class Input, bool = Contiguous<Input>::value && !SKETCHPS_KERNELS_CUDA>
 struct Cursor {
   typename Family::Walk walk;
   SKETCHPS_HD Cursor(const CountSketchHash& h, std::uint32_t j, const Input&, std::size_t lo)
@@ -216,17 +229,6 @@ void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& ha
   }
 #endif
 }
-
-// Coordinates to estimate: i = t (all of them) or i = idx[t].
-struct AllIndices {
-  static constexpr bool kContiguous = true;
-  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
-};
-struct ListedIndices {
-  static constexpr bool kContiguous = false;
-  const std::uint32_t* idx;
-  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
-};
 
 // Outputs [block·B, block·B + B) with B = kEstimateBlock: the signed cells of every row (rows
 // outer, coefficients in registers), then one median per coordinate.
