@@ -1,13 +1,11 @@
 // Count Sketch kernels (see count_sketch.h). One Thrust source for the CPU (OpenMP) and CUDA backends.
 //
-// Accumulation, the one backend switch here (#if SKETCHPS_KERNELS_CUDA): on CUDA one thread per
-// entry with atomicAdd. On the CPU one work item per OpenMP thread sketches its slice of the input
-// into its own table (item 0 into the caller's, the others into scratch copies added afterwards in
-// thread order), rows outer (a row's coefficients in registers, its buckets in cache), each batch
-// of entries hashed before its adds so that many cache misses are in flight. CPU atomics (a CAS
-// loop) cost several plain adds, so copies win unless the table is large next to the input.
-// Estimation only reads the table: blocks of coordinates swept rows-outer on the CPU, one
-// coordinate per thread on CUDA (the same functor with a block size of 1).
+// Accumulation, the one backend strategy switch (#if SKETCHPS_KERNELS_CUDA): CUDA, one thread per
+// entry with atomicAdd. CPU, one work item per OpenMP thread sketches its input slice into its own
+// table (item 0 into the caller's, the others into scratch copies added afterwards in thread
+// order; CAS-loop atomics cost several plain adds), rows outer. Estimation: blocks of coordinates
+// swept rows-outer on the CPU, one coordinate per thread on CUDA (the same functor, block size 1).
+// Loops hash a batch first and then touch the table, so that many cache misses are in flight.
 #include "kernels/count_sketch.h"
 
 #include <thrust/count.h>
@@ -18,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -30,34 +29,35 @@ namespace {
 
 using internal::Policy;
 using internal::ScratchArray;
-using sketchps::CountSketchFamily;
 using sketchps::CountSketchHash;
+using sketchps::count_sketch_internal::ApplySign;
 
 constexpr std::size_t kEstimateBlock = SKETCHPS_KERNELS_CUDA ? 1 : 256;  // coordinates per estimate work item
 
 // Hash families as types, so that the family branch is taken once per call, not per entry.
+// Row(h, j) evaluates any coordinate; a Walk(Row(h, j), i0) steps through i0, i0 + 1, ... (cheaper).
 struct PolyFamily {
+  using Walk = sketchps::CountSketchPolyWalk;
   SKETCHPS_HD static sketchps::CountSketchPolyRow Row(const CountSketchHash& h, std::uint32_t j) { return h.PolyRow(j); }
 };
 struct MixFamily {
+  using Walk = sketchps::CountSketchMixWalk;
   SKETCHPS_HD static sketchps::CountSketchMixRow Row(const CountSketchHash& h, std::uint32_t j) { return h.MixRow(j); }
 };
 
 // Calls f(PolyFamily{}) or f(MixFamily{}) according to hash.family().
 template <class F>
 auto WithFamily(const CountSketchHash& hash, F&& f) {
-  if (hash.family() == CountSketchFamily::kSplitMix64) return f(MixFamily{});
+  if (hash.family() == sketchps::CountSketchFamily::kSplitMix64) return f(MixFamily{});
   return f(PolyFamily{});
 }
 
 // *addr += v, atomically with respect to other AtomicAdd calls.
 SKETCHPS_HD inline void AtomicAdd(float* addr, float v) {
-#if SKETCHPS_KERNELS_CUDA
-#if defined(__CUDA_ARCH__)
+#if SKETCHPS_KERNELS_CUDA && defined(__CUDA_ARCH__)
   atomicAdd(addr, v);
-#else
+#elif SKETCHPS_KERNELS_CUDA
   *addr += v;  // nvcc's host pass: never executed, the functors run on the device
-#endif
 #else
   float expected;
   __atomic_load(addr, &expected, __ATOMIC_RELAXED);
@@ -68,36 +68,14 @@ SKETCHPS_HD inline void AtomicAdd(float* addr, float v) {
 #endif
 }
 
-// Branch-free min/max: minss/maxss on x86 (fminf would be a libm call without -ffinite-math-only;
-// the comparisons are written differently so that GCC does not share one compare and branch).
-SKETCHPS_HD inline float Min(float a, float b) { return a < b ? a : b; }
-SKETCHPS_HD inline float Max(float a, float b) { return b < a ? a : b; }
-SKETCHPS_HD inline float Median3(float a, float b, float c) { return Max(Min(a, b), Min(Max(a, b), c)); }
-
-// Lower median of v[0], v[stride], ..., v[(r − 1)·stride]: branch-free networks for r <= 3 and
-// r = 5, an insertion sort of a copy otherwise (r <= 64). The result + 0.0f turns −0 into +0.
-SKETCHPS_HD inline float LowerMedian(const float* v, std::size_t stride, std::uint32_t r) {
-  switch (r) {
-    case 1: return v[0] + 0.0f;
-    case 2: return Min(v[0], v[stride]) + 0.0f;
-    case 3: return Median3(v[0], v[stride], v[2 * stride]) + 0.0f;
-    case 5: {  // drop the smallest and the largest of the first four, then a median of three
-      const float a = v[0], b = v[stride], c = v[2 * stride], d = v[3 * stride];
-      return Median3(v[4 * stride], Max(Min(a, b), Min(c, d)), Min(Max(a, b), Max(c, d))) + 0.0f;
-    }
-    default: break;
-  }
-  float s[kMaxSketchRows];
-  for (std::uint32_t a = 0; a < r; ++a) {
-    const float key = v[a * stride];
-    std::uint32_t b = a;
-    for (; b > 0 && s[b - 1] > key; --b) s[b] = s[b - 1];
-    s[b] = key;
-  }
-  return s[(r - 1) / 2] + 0.0f;
+// Asks the CPU cache for *addr ahead of a read (no-op on CUDA).
+SKETCHPS_HD inline void PrefetchRead(const float* addr) {
+#if !SKETCHPS_KERNELS_CUDA
+  __builtin_prefetch(addr);
+#endif
 }
 
-// Input entries: entry t of a dense vector, or of (index, value) arrays.
+// Input entries: entry t of a dense vector (coordinate t), or of (index, value) arrays.
 struct DenseSource {
   const float* x;
   SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
@@ -108,6 +86,42 @@ struct SparseSource {
   const float* val;
   SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
   SKETCHPS_HD float Value(std::size_t t) const { return val[t]; }
+};
+
+// Coordinates to estimate: i = t (all of them) or i = idx[t].
+struct AllIndices {
+  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
+};
+struct ListedIndices {
+  const std::uint32_t* idx;
+  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
+};
+
+// Inputs whose entry t is coordinate t.
+template <class Input> struct Contiguous : std::false_type {};
+template <> struct Contiguous<DenseSource> : std::true_type {};
+template <> struct Contiguous<AllIndices> : std::true_type {};
+
+// Row j's hashes at entries t = lo, lo + 1, ... of an input: walked for contiguous inputs
+// (coordinate t) on the CPU, evaluated at in.Index(t) otherwise. Next() must follow each entry.
+template <class Family, class Input, bool = Contiguous<Input>::value && !SKETCHPS_KERNELS_CUDA>
+struct Cursor {
+  typename Family::Walk walk;
+  SKETCHPS_HD Cursor(const CountSketchHash& h, std::uint32_t j, const Input&, std::size_t lo)
+      : walk(Family::Row(h, j), static_cast<std::uint32_t>(lo)) {}
+  SKETCHPS_HD std::uint32_t Bucket(std::size_t) const { return walk.Bucket(); }
+  SKETCHPS_HD bool Positive(std::size_t) const { return walk.Positive(); }
+  SKETCHPS_HD void Next() { walk.Next(); }
+};
+template <class Family, class Input>
+struct Cursor<Family, Input, false> {
+  decltype(Family::Row(CountSketchHash(), 0)) row;
+  Input in;
+  SKETCHPS_HD Cursor(const CountSketchHash& h, std::uint32_t j, const Input& input, std::size_t)
+      : row(Family::Row(h, j)), in(input) {}
+  SKETCHPS_HD std::uint32_t Bucket(std::size_t t) const { return row.Bucket(in.Index(t)); }
+  SKETCHPS_HD bool Positive(std::size_t t) const { return row.Positive(in.Index(t)); }
+  SKETCHPS_HD void Next() {}
 };
 
 // Entry t into every row with atomic adds (CUDA, and CPU when copies do not pay).
@@ -153,24 +167,23 @@ struct SliceAccumulate {
     for (std::size_t base = lo; base < hi; base += kChunk) {
       const std::size_t end = base + kChunk < hi ? base + kChunk : hi;
       for (std::uint32_t j = 0; j < hash.rows(); ++j) {
-        Sweep(Family::Row(hash, j), base, end, out + j * std::size_t{hash.cols()});
+        Sweep(j, base, end, out + j * std::size_t{hash.cols()});
       }
     }
   }
-  template <class RowHash>
-  SKETCHPS_HD void Sweep(const RowHash h, std::size_t base, std::size_t end, float* row) const {
+  SKETCHPS_HD void Sweep(std::uint32_t j, std::size_t base, std::size_t end, float* row) const {
     std::uint32_t bucket[kBatch];
     float signed_value[kBatch];
+    Cursor<Family, Source> cursor(hash, j, src, base);
     for (std::size_t lo = base; lo < end; lo += kBatch) {
       const std::size_t hi = lo + kBatch < end ? lo + kBatch : end;
       std::size_t m = 0;
-      for (std::size_t t = lo; t < hi; ++t) {
+      for (std::size_t t = lo; t < hi; ++t, cursor.Next()) {
         const float v = src.Value(t);
         if (v == 0.0f) continue;
-        const std::uint32_t i = src.Index(t);
-        bucket[m] = h.Bucket(i);
+        bucket[m] = cursor.Bucket(t);
         __builtin_prefetch(row + bucket[m], 1);  // for the add below
-        signed_value[m++] = h.Signed(i, v);
+        signed_value[m++] = ApplySign(cursor.Positive(t), v);
       }
       for (std::size_t q = 0; q < m; ++q) row[bucket[q]] += signed_value[q];
     }
@@ -217,15 +230,6 @@ void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& ha
 #endif
 }
 
-// Coordinates to estimate: i = t (all of them) or i = idx[t].
-struct AllIndices {
-  SKETCHPS_HD std::uint32_t operator()(std::size_t t) const { return static_cast<std::uint32_t>(t); }
-};
-struct ListedIndices {
-  const std::uint32_t* idx;
-  SKETCHPS_HD std::uint32_t operator()(std::size_t t) const { return idx[t]; }
-};
-
 // Outputs [block·B, block·B + B) with B = kEstimateBlock: the signed cells of every row (rows
 // outer, coefficients in registers), then one median per coordinate.
 template <class Family, class Indices>
@@ -239,15 +243,19 @@ struct EstimateBlock {
     float vals[kMaxSketchRows * kEstimateBlock];
     const std::size_t lo = block * kEstimateBlock;
     const std::size_t m = count - lo < kEstimateBlock ? count - lo : kEstimateBlock;
+    std::uint32_t bucket[kEstimateBlock];
+    bool positive[kEstimateBlock];
     for (std::uint32_t j = 0; j < hash.rows(); ++j) {
-      const auto h = Family::Row(hash, j);
       const float* row = table + j * std::size_t{hash.cols()};
-      for (std::size_t t = 0; t < m; ++t) {
-        const std::uint32_t i = index(lo + t);
-        vals[j * kEstimateBlock + t] = h.Signed(i, row[h.Bucket(i)]);
+      Cursor<Family, Indices> cursor(hash, j, index, lo);
+      for (std::size_t t = 0; t < m; ++t, cursor.Next()) {  // hash first: the reads below then overlap
+        bucket[t] = cursor.Bucket(lo + t);
+        positive[t] = cursor.Positive(lo + t);
+        PrefetchRead(row + bucket[t]);
       }
+      for (std::size_t t = 0; t < m; ++t) vals[j * kEstimateBlock + t] = ApplySign(positive[t], row[bucket[t]]);
     }
-    for (std::size_t t = 0; t < m; ++t) out[lo + t] = LowerMedian(vals + t, kEstimateBlock, hash.rows());
+    for (std::size_t t = 0; t < m; ++t) out[lo + t] = sketchps::CountSketchLowerMedian(vals + t, kEstimateBlock, hash.rows());
   }
 };
 
@@ -284,15 +292,15 @@ absl::Status CheckPointer(const void* ptr, std::size_t count, const char* name, 
   return absl::OkStatus();
 }
 
-absl::Status CheckCommon(const CountSketchHash& hash, const float* d_table, const Exec& exec, const char* fn) {
+// The checks every table kernel makes; n (entries or coordinates) must not exceed the sketch dim.
+absl::Status CheckCommon(const CountSketchHash& hash, const float* d_table, const Exec& exec, const char* fn,
+                         std::size_t n = 0) {
   if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
   if (hash.rows() == 0) return absl::InvalidArgumentError(absl::StrCat(fn, ": hash is empty (use Create)"));
+  if (n > hash.dim()) {
+    return absl::InvalidArgumentError(absl::StrCat(fn, ": n = ", n, " exceeds the sketch dim ", hash.dim()));
+  }
   return CheckPointer(d_table, 1, "d_table", fn);
-}
-
-absl::Status CheckLength(std::size_t n, const CountSketchHash& hash, const char* fn) {
-  if (n <= hash.dim()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(fn, ": n = ", n, " exceeds the sketch dim ", hash.dim()));
 }
 
 absl::Status CheckIndices(const std::uint32_t* d_idx, std::size_t count, const CountSketchHash& hash,
@@ -312,8 +320,7 @@ absl::Status CheckIndices(const std::uint32_t* d_idx, std::size_t count, const C
 absl::Status SketchAccumulate(const float* d_x, std::size_t n, const CountSketchHash& hash, float* d_table,
                               const Exec& exec) {
   constexpr const char* kFn = "SketchAccumulate";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckLength(n, hash, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_x, n, "d_x", kFn));
   WithFamily(hash, [&](auto family) { Accumulate(family, DenseSource{d_x}, n, hash, d_table, exec); });
   return absl::OkStatus();
@@ -352,8 +359,7 @@ absl::Status SketchEstimate(const float* d_table, const CountSketchHash& hash, c
 absl::Status SketchEstimateAll(const float* d_table, const CountSketchHash& hash, std::size_t n, float* d_est,
                                const Exec& exec) {
   constexpr const char* kFn = "SketchEstimateAll";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckLength(n, hash, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_est, n, "d_est", kFn));
   if (n > 0) Estimate(AllIndices{}, n, d_table, hash, d_est, exec);
   return absl::OkStatus();
@@ -363,8 +369,7 @@ absl::StatusOr<std::size_t> SketchRecover(const float* d_table, const CountSketc
                                           std::size_t k, std::uint32_t* d_out_idx, float* d_out_est,
                                           const Exec& exec) {
   constexpr const char* kFn = "SketchRecover";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckLength(n, hash, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
   k = std::min(k, n);
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_idx, k, "d_out_idx", kFn));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_est, k, "d_out_est", kFn));

@@ -22,10 +22,10 @@
 // pointers, an empty hash, or sizes or indices beyond hash.dim(); nothing is written when an error
 // is returned. Thread-safety: as for Exec (one thread per Scratch).
 //
-// Cost per row per entry: a hash evaluation (about five 64-bit multiplications for kPolynomial61,
-// three for kSplitMix64) and one random access to the table row. On the CPU backend the
-// accumulation sweeps one row at a time over chunks of the input and hashes batches of entries
-// before applying their adds; estimation sweeps blocks of coordinates one row at a time.
+// Cost per row per entry: a hash evaluation (five 64-bit multiplications for kPolynomial61, three
+// for kSplitMix64) and one random access to the table row. On the CPU backend dense inputs and
+// SketchEstimateAll sweep one row at a time over consecutive coordinates, walking kPolynomial61 by
+// additions (CountSketchPolyWalk), and hash a batch of entries before touching the table.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 #include "common/count_sketch_hash.h"
 
 #include <boost/math/distributions/chi_squared.hpp>
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -74,6 +75,39 @@ TEST_CASE("kPolynomial61 equals an independent 128-bit evaluation of the documen
       REQUIRE(hash.Sign(j, i) == sketchps::testing::NaivePolySign(naive[j], i));
     }
   }
+}
+
+TEST_CASE("Walks over consecutive coordinates equal the direct evaluation", "[count_sketch_hash]") {
+  const std::uint32_t cols = GENERATE(1u, 3u, 1000u, 262144u);
+  const std::uint32_t start = GENERATE(0u, 1u, 123456789u, 0xFFFFFFFFu - 5000u);
+  const auto poly = MakeHash(3, cols, 17, (std::uint64_t{1} << 32) - 1, CountSketchFamily::kPolynomial61);
+  const auto mix = MakeHash(3, cols, 17, (std::uint64_t{1} << 32) - 1, CountSketchFamily::kSplitMix64);
+  for (std::uint32_t j = 0; j < 3; ++j) {
+    sketchps::CountSketchPolyWalk pw(poly.PolyRow(j), start);
+    sketchps::CountSketchMixWalk mw(mix.MixRow(j), start);
+    for (std::uint32_t i = start; i - start <= 5000; ++i, pw.Next(), mw.Next()) {
+      REQUIRE(pw.Bucket() == poly.Bucket(j, i));
+      REQUIRE(pw.Positive() == (poly.Sign(j, i) > 0));
+      REQUIRE(mw.Bucket() == mix.Bucket(j, i));
+      REQUIRE(mw.Positive() == (mix.Sign(j, i) > 0));
+    }
+  }
+}
+
+TEST_CASE("CountSketchLowerMedian is the lower median for every row count", "[count_sketch_hash]") {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> small(-3, 3);  // many ties
+  for (std::uint32_t r = 1; r <= 64; ++r) {
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<float> v(2 * r, 99.0f);  // stride 2: the odd slots must be ignored
+      std::vector<float> values(r);
+      for (std::uint32_t a = 0; a < r; ++a) v[2 * a] = values[a] = static_cast<float>(small(rng));
+      std::sort(values.begin(), values.end());
+      REQUIRE(sketchps::CountSketchLowerMedian(v.data(), 2, r) == values[(r - 1) / 2]);
+    }
+  }
+  const float neg_zero[3] = {-0.0f, -0.0f, -0.0f};
+  CHECK_FALSE(std::signbit(sketchps::CountSketchLowerMedian(neg_zero, 1, 3)));
 }
 
 TEST_CASE("Hashes are pinned: the same params give the same buckets in every build", "[count_sketch_hash]") {

@@ -98,9 +98,11 @@ const auto kBothFamilies = {CountSketchFamily::kPolynomial61, CountSketchFamily:
 TEST_CASE("Accumulate equals the naive sketch exactly on integer inputs, on every code path", "[count_sketch]") {
   Fixture f;
   const auto family = GENERATE(values(kBothFamilies));
-  // (n, cols): many entries into a small table (private tables on the CPU backend), few entries
-  // into a large table (atomic adds), and a tail shorter than one batch.
-  const auto shape = GENERATE(std::make_pair(200000u, 3000u), std::make_pair(1000u, 100000u), std::make_pair(77u, 50u));
+  // (n, cols): many entries into a small table (private tables on the CPU backend), more entries
+  // than one CPU sweep chunk (2^20) per thread, few entries into a large table (atomic adds), and
+  // fewer entries than one batch.
+  const auto shape = GENERATE(std::make_pair(200000u, 3000u), std::make_pair(2500000u, 3000u),
+                              std::make_pair(1000u, 100000u), std::make_pair(77u, 50u));
   const std::uint32_t rows = GENERATE(1u, 5u);
   const auto hash = MakeHash(rows, shape.second, 3, shape.first, family);
   const auto x = IntegerVector(shape.first, 17);
