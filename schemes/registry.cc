@@ -4,6 +4,8 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "schemes/dense.h"
+#include "schemes/dgc.h"
+#include "schemes/sdagc.h"
 #include "schemes/topk_ef.h"
 
 namespace sketchps {
@@ -31,6 +33,8 @@ const std::vector<SchemeEntry>& Schemes() {
        Reader<NoConfig>([](SchemeContext ctx, const NoConfig&) { return MakeDenseScheme(std::move(ctx)); })},
       {"topk", "top-k with error feedback",
        Reader<NoConfig>([](SchemeContext ctx, const NoConfig&) { return MakeTopKEfScheme(std::move(ctx)); })},
+      {"dgc", "DGC: local momentum correction, sampled-threshold top-k", Reader<DgcConfig>(MakeDgcScheme)},
+      {"sdagc", "SDAGC: per-layer std thresholds, local momentum", Reader<SdagcConfig>(MakeSdagcScheme)},
   };
   return entries;
 }
