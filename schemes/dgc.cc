@@ -173,8 +173,8 @@ class DgcScheme final : public SchemeBase {
 absl::Status DgcConfig::Validate(const std::string& prefix) const {
   SKETCHPS_RETURN_IF_ERROR(momentum.Validate(prefix));
   if (!(sample_ratio > 0.0 && sample_ratio <= 1.0)) return RangeError(prefix + ".sample_ratio", sample_ratio, "in (0, 1]");
-  if (!(std::isfinite(compress_upper_bound) && compress_upper_bound >= 1.0)) {
-    return RangeError(prefix + ".compress_upper_bound", compress_upper_bound, "finite and >= 1");
+  if (!(compress_upper_bound >= 1.0 && compress_upper_bound <= 1e6)) {
+    return RangeError(prefix + ".compress_upper_bound", compress_upper_bound, "in [1, 1e6]");
   }
   if (!(compress_lower_bound > 0.0 && compress_lower_bound <= 1.0)) {
     return RangeError(prefix + ".compress_lower_bound", compress_lower_bound, "in (0, 1]");

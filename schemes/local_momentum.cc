@@ -80,8 +80,12 @@ absl::Status LocalMomentum::ComputeScales(const float* d_grad, const kernels::Ex
 absl::StatusOr<const float*> LocalMomentum::Accumulate(const float* d_grad, const kernels::Exec& exec) {
   SKETCHPS_RETURN_IF_ERROR(ComputeScales(d_grad, exec));
   const auto m = static_cast<float>(options_.momentum);
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const auto [offset, n] = layers_[l];
+  // One pass over the range unless each layer has its own clipping factor.
+  const bool per_layer = options_.clip_norm > 0.0 && options_.clip_scope == ClipScope::kLayer;
+  const std::vector<kernels::Segment> whole = {{0, dim()}};
+  const auto& parts = per_layer ? layers_ : whole;
+  for (std::size_t l = 0; l < parts.size(); ++l) {
+    const auto [offset, n] = parts[l];
     const auto s = static_cast<float>(scales_[l]);
     float* u = u_.data() + offset;
     float* v = v_.data() + offset;
