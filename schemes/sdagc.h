@@ -24,9 +24,10 @@
 // fewer pass, because the entries v keeps accumulating inflate σ (measured on i.i.d. Gaussian
 // gradients, d = 1e5: 1e-4 to 2e-4 with m = 0 or 0.9). The closed loop (target 0.002) settles near
 // λ = 2.2-2.4 on Gaussian and Laplace gradients. Its gain defaults to 0.1, not the controller's 1.0:
-// v's shape depends on the previous thresholds (a round that sends much leaves a truncated v), and
-// with gain 1 (0.25 with m = 0.9) λ oscillated between rounds sending nothing and 4-9%; gain 0.1 kept
-// every round within 1.5x of the target after 100 rounds.
+// v's shape depends on the previous thresholds (a round that sends much leaves a truncated v). With
+// gain 1, λ oscillated between rounds sending nothing and rounds sending 4-9%; with gain 0.25 and
+// m = 0.9 it sat far below the target between bursts; gain 0.1 kept every round within 1.5x of the
+// target after 100 rounds (d = 1e5, Gaussian and Laplace gradients, m = 0 and 0.9).
 //
 // "Adaptive learning-rate revision" (decision 5: the LR warm-up from lr/P to lr) is the replicated
 // optimizer's: optimizer.lr.warmup_epochs = warmup_epochs and optimizer.lr.warmup_start_factor = 1/P.
@@ -43,9 +44,9 @@
 //   - min_per_layer (default 1) guarantees progress. A pure relative threshold can deadlock: when a
 //     layer's v grows along a fixed direction (a steady gradient, e.g. full-batch training near the
 //     optimum), its entries' ratios |v_i| / σ stay constant, so if none exceeds λ the layer is never
-//     sent and its weights never move (seen: least squares, P = 1, stuck at 15% relative error, a
-//     5-entry bias whose largest z-score was below λ = 1.5). It adds at most one entry per layer per
-//     round (about 160 entries for ResNet-50's tensors); 0 restores the pure threshold;
+//     sent and its weights never move (seen with min_per_layer = 0: least squares, P = 1, λ = 1.5, a
+//     5-entry bias never sent and left 83% off, the whole model 15% off). It adds at most one entry
+//     per layer per round (about 160 entries for ResNet-50's tensors); 0 restores the pure threshold;
 //   - the selection is strict (|v| > τ); λ = 0 sends every nonzero entry of v, so with λ = 0 and
 //     masking SDAGC is plain SGD without momentum;
 //   - λ is per worker (each worker's closed loop sees its own density); the aggregate is the same on
