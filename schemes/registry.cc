@@ -6,6 +6,8 @@
 #include "schemes/dense.h"
 #include "schemes/gs_sgd.h"
 #include "schemes/sketched_sgd.h"
+#include "schemes/dgc.h"
+#include "schemes/sdagc.h"
 #include "schemes/topk_ef.h"
 
 namespace sketchps {
@@ -37,6 +39,8 @@ const std::vector<SchemeEntry>& Schemes() {
        Reader<GsSgdConfig>(MakeGsSgdScheme)},
       {"sketched_sgd", "Sketched-SGD: sketch of the local momentum-corrected accumulator, p2*k candidates",
        Reader<SketchedSgdConfig>(MakeSketchedSgdScheme)},
+      {"dgc", "DGC: local momentum correction, sampled-threshold top-k", Reader<DgcConfig>(MakeDgcScheme)},
+      {"sdagc", "SDAGC: per-layer std thresholds, local momentum", Reader<SdagcConfig>(MakeSdagcScheme)},
   };
   return entries;
 }

@@ -1,0 +1,85 @@
+// DGC — Deep Gradient Compression (Lin et al., ICLR 2018; ALGORITHMS.md §3), parameter-server mode.
+//
+// State (schemes/local_momentum.h): the momentum u and the accumulated vector v, dim floats each.
+// Each round, on the worker's gradient g over its shard range of dim entries:
+//   g' = clip(g) (C / sqrt(P), off by default);  u = m u + g';  v = v + u   (or the Nesterov form)
+//   per layer l of the range (the layer table, offsets relative to the range):
+//     compressed layers (shape with > 1 dim):  I_l = kernels::DgcSelect(v_l, δ_e) — sampled
+//       threshold, k_l = ⌈δ_e n_l⌉, |I_l| in [0.8 k_l, 1.3 k_l] (exactly k_l when resampled);
+//     other layers (biases, BN parameters):   I_l = every entry (sent dense, inside the same payload)
+//   phase 0  kSparseSum (union)   send (I, v[I]), I = ∪ I_l            8 |I| bytes up
+//                                 receive the union of all workers'     8 |∪_i I^i| bytes down
+//   G_t = (Σ_i v^i[I^i]) / contributors (MeanAggregate); the optimizer applies w -= lr G_t with
+//   momentum 0 (uses_global_momentum() == false).
+//   Then v[I] = 0 and, with momentum_masking, u[I_l] = 0 on the compressed layers only: DGC's code
+//   runs uncompressed tensors through plain momentum (memory.compensate(accumulate=False)), which is
+//   exactly what sending all of v and keeping u gives.
+// Dense warm-up rounds (scheme.warmup_rounds) send all of v (4 dim bytes up and down) and zero v
+// but keep u: warm-up is momentum SGD.
+//
+// Density: δ = ctx.k / ctx.dim, i.e. the job's scheme.density (DGC's compress_ratio, 0.001 in its
+// code). Sparsity warm-up (§3.2, the reference code's rule), e = ⌊epoch⌋:
+//   e < warmup_epochs:  δ_e = warmup_densities[e] if given, else max(c^(e+1), δ), c = δ^(1/(W+1))
+//   otherwise:          δ_e = δ
+// The default W = 4 reproduces the paper's 0.25, 0.0625, 0.0156, 0.004, then 0.001 for δ = 0.001.
+// LR warm-up is the replicated optimizer's job: optimizer.lr.warmup_epochs = 5 and
+// optimizer.lr.warmup_start_factor = 1/P give DGC's factor (e (P-1)/5 + 1)/P; set
+// optimizer.momentum to 0 or leave it, it is ignored (DGC's momentum is `momentum` below).
+//
+// Hyperparameters (scheme.dgc), defaults from DGC's configs/dgc/__init__.py: momentum (0.9),
+// nesterov (false), momentum_masking (true), clip_norm (0 = off), clip_scope ("layer"),
+// sample_ratio (0.01), strided_sample (true), compress_upper_bound (1.3), compress_lower_bound (0.8),
+// max_adaptation_iters (10), resample (true), truncate_to_k (false), warmup_epochs (4),
+// warmup_densities ([]), dense_max_numel (65536).
+//
+// Choices where the paper and code are silent, or differ from the code:
+//   - the sample seed varies per (job seed, worker, shard, round, layer), so repeated runs repeat;
+//   - a one-dimensional layer is sent dense only up to dense_max_numel entries. A layer cut by a shard
+//     boundary reaches the scheme flattened to one dimension (common/layout.h ClipLayers), and such
+//     a large vector is compressed rather than sent whole; real biases and BN vectors are far smaller;
+//   - an empty layer table means one compressed layer over the whole range;
+//   - weight decay is the replicated optimizer's (on w), not DGC's separate local-momentum term;
+//   - at density 1 with masking, u is zeroed every round: plain SGD without momentum (§3.5 "gotcha");
+//     with momentum_masking = false, DGC at density 1 is momentum SGD.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/config_reader.h"
+#include "schemes/local_momentum.h"
+#include "schemes/scheme.h"
+
+namespace sketchps {
+
+struct DgcConfig {
+  LocalMomentumOptions momentum;          // momentum, nesterov, momentum_masking, clip_norm, clip_scope
+  double sample_ratio = 0.01;             // in (0, 1]
+  bool strided_sample = true;
+  double compress_upper_bound = 1.3;      // >= 1
+  double compress_lower_bound = 0.8;      // in (0, 1]
+  int max_adaptation_iters = 10;          // in [0, 1000]
+  bool resample = true;
+  bool truncate_to_k = false;             // reference parity (kernels/dgc.h)
+  std::uint64_t warmup_epochs = 4;        // W: sparsity warm-up epochs (0: none)
+  std::vector<double> warmup_densities;   // explicit δ_e for e < W (>= W entries, each in (0, 1])
+  std::uint64_t dense_max_numel = 65536;  // 1-D layers up to this size are sent dense
+
+  // Errors name the key under `prefix` ("scheme.dgc.sample_ratio: ...").
+  absl::Status Validate(const std::string& prefix) const;
+  // Reads every field above (LocalMomentumOptions::Read for the momentum keys); rejects unknown keys;
+  // validates.
+  absl::Status Read(ConfigReader& section);
+};
+
+// δ_e at a (fractional) epoch for final density δ in (0, 1], as above. Assumes a valid config.
+double DgcDensity(const DgcConfig& config, double final_density, double epoch);
+
+// One DGC worker for one shard range. The config must be valid (Validate()); a layer table that does
+// not tile the range makes every round fail with InvalidArgument.
+std::unique_ptr<Scheme> MakeDgcScheme(SchemeContext ctx, const DgcConfig& config);
+
+}  // namespace sketchps
