@@ -4,6 +4,9 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "schemes/dense.h"
+#include "schemes/gtopk.h"
+#include "schemes/scalecom.h"
+#include "schemes/sidco.h"
 #include "schemes/topk_ef.h"
 
 namespace sketchps {
@@ -31,6 +34,9 @@ const std::vector<SchemeEntry>& Schemes() {
        Reader<NoConfig>([](SchemeContext ctx, const NoConfig&) { return MakeDenseScheme(std::move(ctx)); })},
       {"topk", "top-k with error feedback",
        Reader<NoConfig>([](SchemeContext ctx, const NoConfig&) { return MakeTopKEfScheme(std::move(ctx)); })},
+      {"gtopk", "gTop-k: global top-k of the summed local top-k sets, EF", Reader<GTopKConfig>(MakeGTopKScheme)},
+      {"scalecom", "ScaleCom: cyclic leader's top-k, filtered EF", Reader<ScaleComConfig>(MakeScaleComScheme)},
+      {"sidco", "SIDCo: fitted-distribution threshold, EF", Reader<SidcoConfig>(MakeSidcoScheme)},
   };
   return entries;
 }
