@@ -236,6 +236,22 @@ TEST_CASE("ScaleCom bytes: 4k from the leader, 4k per worker, independent of P",
   }
 }
 
+TEST_CASE("ScaleCom warm-up rounds are dense; the leader schedule counts them", "[schemes][scalecom][warmup]") {
+  const LeastSquares problem(100, 1000, 1);
+  auto opts = Options(2, 1, 8);
+  opts.density = 0.01;  // k = 10
+  auto r = Simulate([](SchemeContext ctx) {
+    ctx.warmup_rounds = 3;
+    return MakeScaleComScheme(std::move(ctx));
+  }, problem, opts);
+  REQUIRE(r.status.ok());
+  CHECK(r.replicas_identical);
+  for (std::uint64_t round = 0; round < 8; ++round) {
+    const std::uint64_t want_up = round < 3 ? 4 * 1000 : (round % 2 == 0 ? 4 * 10 : 0) + 4 * 10;
+    CHECK(r.traffic[round].bytes_up == want_up);
+  }
+}
+
 TEST_CASE("ScaleCom: a skipped leader or worker leaves replicas identical", "[schemes][scalecom][nan]") {
   const LeastSquares problem(200, 40, 3);
   auto opts = Options(4, 2, 30);

@@ -36,7 +36,7 @@ SimOptions Options(std::uint32_t workers, std::uint32_t shards, std::uint64_t ro
 
 // One round of every worker's scheme through a Reducer, as the aggregator runs it.
 struct ManualRound {
-  std::vector<SparseVector> sent;  // per worker
+  std::vector<SparseVector> sent;  // per worker (empty in dense warm-up rounds)
   PhaseResult result;
 };
 
@@ -56,7 +56,8 @@ ManualRound RunManual(std::vector<std::unique_ptr<Scheme>>& schemes, std::uint64
   ManualRound out;
   for (const auto& c : cs) {
     ptrs.push_back(&c);
-    out.sent.push_back(std::get<SparseVector>(*c.payload));
+    const auto* sparse = std::get_if<SparseVector>(&*c.payload);  // dense in warm-up rounds
+    out.sent.push_back(sparse ? *sparse : SparseVector{});
   }
   Reducer reducer(grads[0].size());
   auto r = reducer.Reduce(cs[0].spec, ptrs, nullptr);
@@ -279,6 +280,26 @@ TEST_CASE("SIDCo state (residual and stage adaptation) round-trips", "[schemes][
     CHECK(RunManual(a, round, {g}).sent[0] == RunManual(b, round, {g}).sent[0]);
   }
   CHECK(a[0]->SaveState().scalars == b[0]->SaveState().scalars);
+}
+
+TEST_CASE("SIDCo warm-up and skipped rounds do not feed the stage adaptation", "[schemes][sidco][warmup]") {
+  std::vector<std::unique_ptr<Scheme>> s;
+  s.push_back(MakeSidcoScheme({0, 1, 0, 1000, {}, 10, 1, /*warmup_rounds=*/4}));
+  for (std::uint64_t round = 0; round < 6; ++round) {
+    const auto r = RunManual(s, round, {SignedSamples(Shape::kLaplace, 1000, round)});
+    CHECK(s[0]->selected() == (round < 4 ? 1000 : r.sent[0].idx.size()));
+  }
+  CHECK(s[0]->SaveState().scalars.at("sidco.window_calls") == 2);  // rounds 4 and 5 only
+  auto g = SignedSamples(Shape::kLaplace, 1000, 6);
+  g[7] = std::numeric_limits<float>::quiet_NaN();
+  kernels::DeviceArray<float> d(g);
+  REQUIRE(s[0]->BeginRound({6, 0.0}, d.data()).ok());
+  CHECK(s[0]->skipped());
+  auto c = s[0]->Contribute(0, nullptr);
+  REQUIRE(c.ok());
+  CHECK(!c->payload.has_value());
+  REQUIRE(s[0]->Finish(PhaseResult{SparseVector{1000, {}, {}}, 0}).ok());
+  CHECK(s[0]->SaveState().scalars.at("sidco.window_calls") == 2);
 }
 
 TEST_CASE("SIDCo rejects bad state with InvalidArgument", "[schemes][sidco][state]") {
