@@ -8,6 +8,9 @@
 #include "schemes/sketched_sgd.h"
 #include "schemes/dgc.h"
 #include "schemes/sdagc.h"
+#include "schemes/gtopk.h"
+#include "schemes/scalecom.h"
+#include "schemes/sidco.h"
 #include "schemes/topk_ef.h"
 
 namespace sketchps {
@@ -41,6 +44,9 @@ const std::vector<SchemeEntry>& Schemes() {
        Reader<SketchedSgdConfig>(MakeSketchedSgdScheme)},
       {"dgc", "DGC: local momentum correction, sampled-threshold top-k", Reader<DgcConfig>(MakeDgcScheme)},
       {"sdagc", "SDAGC: per-layer std thresholds, local momentum", Reader<SdagcConfig>(MakeSdagcScheme)},
+      {"gtopk", "gTop-k: global top-k of the summed local top-k sets, EF", Reader<GTopKConfig>(MakeGTopKScheme)},
+      {"scalecom", "ScaleCom: cyclic leader's top-k, filtered EF", Reader<ScaleComConfig>(MakeScaleComScheme)},
+      {"sidco", "SIDCo: fitted-distribution threshold, EF", Reader<SidcoConfig>(MakeSidcoScheme)},
   };
   return entries;
 }
