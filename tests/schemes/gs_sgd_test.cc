@@ -7,6 +7,7 @@
 #include "schemes/dense.h"
 #include "schemes/gs_sgd.h"
 #include "schemes/registry.h"
+#include "support/scheme_checks.h"
 #include "support/simulation.h"
 #include "support/sketch_schemes.h"
 
@@ -210,12 +211,7 @@ TEST_CASE("gs-SGD converges on least squares with sketch collisions", "[schemes]
   auto opts = Options(p, 1, 300);
   opts.density = 0.1;  // k = 5, c = 50 = d: realistic collisions
   Cosine(opts);
-  auto r = Simulate(GsSgd(), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.replicas_identical);
-  const double err = RelativeError(r.replicas[0], problem.optimum());
-  INFO("P = " << p << ", relative error " << err);
-  CHECK(err < 1e-3);
+  ExpectConverges(GsSgd(), problem, opts, problem.optimum(), 1e-3, p);
 }
 
 TEST_CASE("gs-SGD converges on logistic regression with sketch collisions", "[schemes][gs_sgd][convergence]") {
@@ -227,12 +223,7 @@ TEST_CASE("gs-SGD converges on logistic regression with sketch collisions", "[sc
   opts.optimizer.lr.base_lr = 1.0;
   opts.optimizer.momentum = 0.0;
   Cosine(opts);
-  auto r = Simulate(GsSgd(), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.replicas_identical);
-  const double err = RelativeError(r.replicas[0], optimum);
-  INFO("P = " << p << ", relative error " << err);
-  CHECK(err < 1e-3);
+  ExpectConverges(GsSgd(), problem, opts, optimum, 1e-3, p);
 }
 
 TEST_CASE("gs-SGD: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][gs_sgd][nan]") {

@@ -12,6 +12,7 @@
 #include "schemes/registry.h"
 #include "schemes/scalecom.h"
 #include "schemes/topk_ef.h"
+#include "support/scheme_checks.h"
 #include "support/simulation.h"
 
 using namespace sketchps;
@@ -181,14 +182,8 @@ TEST_CASE("ScaleCom converges to the least-squares optimum", "[schemes][scalecom
   const LeastSquares problem(400, 50, 9);
   auto opts = Options(p, 2, 400);
   opts.density = 0.1;
-  opts.optimizer.lr.kind = LrSchedule::Kind::kCosine;
-  opts.optimizer.lr.total_epochs = opts.rounds / opts.rounds_per_epoch;
-  auto r = Simulate(ScaleCom(), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.replicas_identical);
-  const double err = RelativeError(r.replicas[0], problem.optimum());
-  INFO("P = " << p << ", relative error " << err);
-  CHECK(err < 1e-2);
+  UseCosineSchedule(opts);
+  ExpectConverges(ScaleCom(), problem, opts, problem.optimum(), 1e-2, p);
 }
 
 TEST_CASE("ScaleCom converges on logistic regression", "[schemes][scalecom][convergence]") {
@@ -199,14 +194,8 @@ TEST_CASE("ScaleCom converges on logistic regression", "[schemes][scalecom][conv
   opts.density = 0.2;
   opts.optimizer.lr.base_lr = 1.0;
   opts.optimizer.momentum = 0.0;
-  opts.optimizer.lr.kind = LrSchedule::Kind::kCosine;
-  opts.optimizer.lr.total_epochs = opts.rounds / opts.rounds_per_epoch;
-  auto r = Simulate(ScaleCom(), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.replicas_identical);
-  const double err = RelativeError(r.replicas[0], optimum);
-  INFO("P = " << p << ", relative error " << err);
-  CHECK(err < 1e-2);
+  UseCosineSchedule(opts);
+  ExpectConverges(ScaleCom(), problem, opts, optimum, 1e-2, p);
 }
 
 TEST_CASE("ScaleCom at density 1 equals dense", "[schemes][scalecom]") {

@@ -7,6 +7,7 @@
 #include "schemes/dense.h"
 #include "schemes/registry.h"
 #include "schemes/sketched_sgd.h"
+#include "support/scheme_checks.h"
 #include "support/simulation.h"
 #include "support/sketch_schemes.h"
 
@@ -165,12 +166,7 @@ TEST_CASE("Sketched-SGD converges on least squares with sketch collisions", "[sc
   auto opts = Options(p, 1, 300, 0.05);  // local momentum 0.9 (the default): effective step 0.5
   opts.density = 0.1;  // k = 5, c = 50 = d: realistic collisions
   Cosine(opts);
-  auto r = Simulate(Sketched(), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.replicas_identical);
-  const double err = RelativeError(r.replicas[0], problem.optimum());
-  INFO("P = " << p << ", relative error " << err);
-  CHECK(err < 1e-3);
+  ExpectConverges(Sketched(), problem, opts, problem.optimum(), 1e-3, p);
 }
 
 TEST_CASE("Sketched-SGD converges on logistic regression with sketch collisions", "[schemes][sketched_sgd][convergence]") {
@@ -180,12 +176,7 @@ TEST_CASE("Sketched-SGD converges on logistic regression with sketch collisions"
   auto opts = Options(p, 1, 300, 1.0);
   opts.density = 0.2;  // k = 6, c = 60
   Cosine(opts);
-  auto r = Simulate(Sketched(), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.replicas_identical);
-  const double err = RelativeError(r.replicas[0], optimum);
-  INFO("P = " << p << ", relative error " << err);
-  CHECK(err < 1e-3);
+  ExpectConverges(Sketched(), problem, opts, optimum, 1e-3, p);
 }
 
 TEST_CASE("Sketched-SGD: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][sketched_sgd][nan]") {
