@@ -12,3 +12,6 @@ find_package(OpenMP REQUIRED)
 if(SKETCHPS_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)  # replica checksums (common/checksum.h)
+find_package(prometheus-cpp CONFIG REQUIRED)  # no version argument: Debian ships no version file

@@ -31,6 +31,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 #include <variant>
 
 #include "absl/status/status.h"
@@ -103,6 +106,16 @@ struct DecodedPayload {
 // Decodes whichever body the oneof holds. Errors: an empty oneof ("payload.body"), or the body
 // decoder's error (field paths "dense.*", "sparse.*", "sketch.*", "index_set.*").
 absl::StatusOr<DecodedPayload> DecodePayload(const v1::Payload& in, const DecodeLimits& limits);
+
+// ---- Plain float arrays (weights and momentum in Join, GetWeights and checkpoints) ------------
+
+// `values` as binary32 little-endian bytes.
+std::string F32Bytes(std::span<const float> values);
+// Exactly `count` binary32 little-endian values from `bytes`; finite unless allow_nonfinite.
+// INVALID_ARGUMENT naming `field` when the byte length is not 4 * count or a value is not finite;
+// nothing is allocated before the length is checked.
+absl::StatusOr<std::vector<float>> ParseF32Bytes(const std::string& bytes, std::uint64_t count, absl::string_view field,
+                                                 bool allow_nonfinite = false);
 
 // ---- Byte accounting --------------------------------------------------------------------------
 

@@ -250,4 +250,18 @@ absl::StatusOr<DecodedPayload> DecodePayload(const v1::Payload& in, const Decode
   return DecodedPayload{in.header(), std::move(body).value()};
 }
 
+std::string F32Bytes(std::span<const float> values) {
+  std::string out(values.size() * 4, '\0');
+  codec_internal::StoreLE32(values.data(), values.size(), out.data());
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> ParseF32Bytes(const std::string& bytes, std::uint64_t count, absl::string_view field,
+                                                 bool allow_nonfinite) {
+  if (bytes.size() != count * 4) {
+    return Invalid(field, bytes.size(), " bytes, expected ", count * 4, " (", count, " float32 values)");
+  }
+  return ReadValues(field, bytes, count, ValueEncoding::kF32, allow_nonfinite);
+}
+
 }  // namespace sketchps

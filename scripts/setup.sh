@@ -8,7 +8,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config git
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev
   catch2 libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libboost-dev zlib1g-dev libyaml-cpp-dev
-  libfp16-dev
+  libfp16-dev libxxhash-dev prometheus-cpp-dev
   libtorch-dev dataset-fashion-mnist
 )
 # Thrust comes with the CUDA toolkit (CCCL); without the toolkit, Debian's copy serves the CPU build.
