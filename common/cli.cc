@@ -1,0 +1,65 @@
+#include "common/cli.h"
+
+#include <signal.h>
+
+#include <ctime>
+
+#include "spdlog/spdlog.h"
+
+namespace sketchps {
+namespace {
+
+sigset_t TerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+std::string SignalName(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+}  // namespace
+
+void AddJobFlags(CLI::App& app, JobFlags& flags) {
+  app.add_option("--job", flags.job_path, "Job spec YAML (empty: the embedded default job)")->envname("SKETCHPS_JOB");
+  app.add_option("--set", flags.overrides, "Override a job-spec key, e.g. --set scheme.name=topk (repeatable)");
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
+      ->envname("SKETCHPS_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+}
+
+void ConfigureLogging(const JobFlags& flags, const std::string& process_name) {
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [" + process_name + "] %v");
+}
+
+void BlockTerminationSignals() {
+  const sigset_t set = TerminationSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+std::string WaitForTerminationSignal() {
+  const sigset_t set = TerminationSignals();
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return SignalName(sig);
+}
+
+std::string PendingTerminationSignal() {
+  const sigset_t set = TerminationSignals();
+  timespec zero{0, 0};
+  const int sig = sigtimedwait(&set, nullptr, &zero);
+  return sig > 0 ? SignalName(sig) : "";
+}
+
+}  // namespace sketchps
