@@ -2,10 +2,22 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 
 namespace sketchps {
+
+absl::Status ReplayRoundError(std::uint64_t round, std::uint32_t phase) {
+  return absl::FailedPreconditionError(absl::StrCat("round ", round, " phase ", phase,
+                                                    ": this shard holds no result of the previous phase; ",
+                                                    kReplayRoundMarker));
+}
+
+bool IsReplayRound(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition &&
+         absl::StrContains(status.message(), kReplayRoundMarker);
+}
 
 PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_final)
     : num_workers_(num_workers), reduce_(std::move(reduce)), on_final_(std::move(on_final)) {}
@@ -31,8 +43,14 @@ absl::Status PhaseTable::Submit(const PhaseKey& key, std::uint32_t worker, Contr
 absl::Status PhaseTable::SubmitAndCollect(const PhaseKey& key, std::uint32_t worker, Contribution contribution, Calls& calls) {
   absl::MutexLock lock(&mu_);
   if (auto st = CheckFresh(key); !st.ok()) return st;
+  if (auto it = entries_.find(key); it != entries_.end() && it->second.done) {
+    return absl::OkStatus();  // every worker has contributed (or the result was seeded): a retry
+  }
+  if (key.phase > 0) {
+    auto prev = entries_.find(PhaseKey{key.round, key.phase - 1});
+    if (prev == entries_.end() || !prev->second.result) return ReplayRoundError(key.round, key.phase);
+  }
   Entry& entry = entries_[key];
-  if (entry.done) return absl::OkStatus();  // every worker has contributed: this is a retry
   if (entry.contributions.empty()) entry.contributions.resize(num_workers_);
   if (entry.contributions[worker].has_value()) {
     if (!(entry.contributions[worker]->spec == contribution.spec)) {
@@ -85,9 +103,7 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Reduce(const Phas
   const PhaseResult* previous = nullptr;
   if (key.phase > 0) {
     auto it = entries_.find(PhaseKey{key.round, key.phase - 1});
-    if (it == entries_.end() || !it->second.result) {
-      return absl::FailedPreconditionError("the previous phase of this round has no result here; replay the round from phase 0");
-    }
+    if (it == entries_.end() || !it->second.result) return ReplayRoundError(key.round, key.phase);
     previous = it->second.result.get();
   }
   std::vector<const Contribution*> in_order;
@@ -138,12 +154,34 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Await(const Phase
   return Outcome(entries_.at(key));
 }
 
+void PhaseTable::Seed(const PhaseKey& key, std::shared_ptr<const PhaseResult> result) {
+  Calls calls;
+  {
+    absl::MutexLock lock(&mu_);
+    Entry& entry = entries_[key];
+    entry.done = true;
+    entry.status = absl::OkStatus();
+    entry.result = std::move(result);
+    entry.contributions.clear();
+    for (auto& cb : entry.waiters) calls.emplace_back(std::move(cb), Outcome(entry));
+    entry.waiters.clear();
+    if (key.round > newest_round_) Forget(newest_round_ = key.round, calls);
+  }
+  Notify(std::move(calls));
+}
+
 bool PhaseTable::HasContribution(const PhaseKey& key, std::uint32_t worker) const {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;
   if (it->second.done) return true;
   return worker < it->second.contributions.size() && it->second.contributions[worker].has_value();
+}
+
+bool PhaseTable::HasAnyContribution(const PhaseKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  return it != entries_.end() && (it->second.done || it->second.received > 0);
 }
 
 std::size_t PhaseTable::HeldPhases() const {

@@ -13,8 +13,9 @@
 //   - a key older than the retention window (rounds before newest_round - kRetainRounds) is
 //     FailedPrecondition: stale pushes are rejected, not applied;
 //   - a reduction error (mismatched payloads) fails the phase: every Await gets that error;
-//   - phase p > 0 needs the completed result of phase p - 1 of the same round (FailedPrecondition
-//     otherwise: after a restart the round is replayed from phase 0).
+//   - phase p > 0 needs the completed result of phase p - 1 of the same round: a Submit without it
+//     is rejected at once with ReplayRoundError() (the shard restarted and lost the round's earlier
+//     phases; the worker replays the round from phase 0) and nothing is stored.
 // Await() waits until the result exists or the deadline passes (DeadlineExceeded). Subscribe() is the
 // non-blocking form for asynchronous servers: the callback runs once, with the result or the phase's
 // error, on the thread that completes the phase (or at once when it is already complete).
@@ -36,6 +37,12 @@
 #include "schemes/phase.h"
 
 namespace sketchps {
+
+// The FailedPrecondition a shard returns when it lacks a round's earlier phases; its message carries
+// kReplayRoundMarker so that the marker survives transports that keep only code and message (gRPC).
+inline constexpr char kReplayRoundMarker[] = "replay the round from phase 0";
+absl::Status ReplayRoundError(std::uint64_t round, std::uint32_t phase);
+bool IsReplayRound(const absl::Status& status);
 
 struct PhaseKey {
   std::uint64_t round = 0;
@@ -65,8 +72,15 @@ class PhaseTable {
   // Stale keys call `done` at once with FailedPrecondition.
   void Subscribe(const PhaseKey& key, ResultCallback done);
 
+  // Installs `result` as the completed outcome of `key` (a restarted shard restores the final result
+  // of the last round it applied, so that workers that missed it can still fetch it). Every Submit
+  // to that key is then acknowledged as a retry.
+  void Seed(const PhaseKey& key, std::shared_ptr<const PhaseResult> result);
+
   // Whether `worker` has already contributed to `key` (for duplicate-push accounting).
   bool HasContribution(const PhaseKey& key, std::uint32_t worker) const;
+  // Whether any worker has contributed to `key` (or it is complete).
+  bool HasAnyContribution(const PhaseKey& key) const;
   // Number of phases currently held (bounded by the retention window; tests pin it).
   std::size_t HeldPhases() const;
 

@@ -1,8 +1,10 @@
 #include "schemes/round.h"
 
 #include <memory>
+#include <vector>
 
 #include "common/status.h"
+#include "schemes/phase_table.h"
 
 namespace sketchps {
 
@@ -11,10 +13,23 @@ absl::StatusOr<RoundOutcome> RunRound(Scheme& scheme, Aggregator& aggregator, st
   SKETCHPS_RETURN_IF_ERROR(scheme.BeginRound(info, d_grad));
   RoundTraffic traffic;
   std::shared_ptr<const PhaseResult> result;
+  std::vector<Contribution> made;  // this round's contributions, for a replay
+  int replays = 0;
   for (std::uint32_t phase = 0; phase < scheme.NumPhases(); ++phase) {
-    SKETCHPS_ASSIGN_OR_RETURN(Contribution c, scheme.Contribute(phase, result.get()));
+    if (phase == made.size()) {
+      SKETCHPS_ASSIGN_OR_RETURN(Contribution c, scheme.Contribute(phase, result.get()));
+      made.push_back(std::move(c));
+    }
+    const Contribution& c = made[phase];
     if (c.payload) traffic.bytes_up += RawPayloadBytes(*c.payload);
-    SKETCHPS_ASSIGN_OR_RETURN(result, aggregator.RunPhase(shard, info.round, phase, std::move(c)));
+    auto outcome = aggregator.RunPhase(shard, info.round, phase, c);
+    if (IsReplayRound(outcome.status()) && phase > 0 && replays < kMaxReplays) {
+      ++replays;
+      phase = static_cast<std::uint32_t>(-1);  // the loop's ++ starts again at phase 0
+      continue;
+    }
+    SKETCHPS_RETURN_IF_ERROR(outcome.status());
+    result = *std::move(outcome);
     traffic.bytes_down += RawPayloadBytes(result->value);
   }
   SKETCHPS_ASSIGN_OR_RETURN(Aggregate g, scheme.Finish(*result));

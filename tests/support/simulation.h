@@ -23,6 +23,7 @@
 #include "kernels/backend.h"
 #include "schemes/in_process.h"
 #include "schemes/optimizer.h"
+#include "schemes/replica.h"
 #include "schemes/round.h"
 #include "schemes/scheme.h"
 
@@ -205,26 +206,16 @@ inline double RelativeError(const std::vector<float>& w, const std::vector<float
 
 namespace internal {
 
-struct WorkerState {
-  std::vector<std::unique_ptr<Scheme>> schemes;
-  std::vector<std::unique_ptr<Optimizer>> optimizers;
-};
-
 inline absl::Status RunWorker(std::uint32_t w, const SchemeFactory& factory, const Problem& problem,
-                              const SimOptions& o, const ShardMap& map, const LayerTable& layers, InProcessHub& hub,
-                              SimResult& result, std::vector<float>& weights) {
+                              const SimOptions& o, const ShardMap& map, const LayerTable& layers, bool global_momentum,
+                              InProcessHub& hub, SimResult& result, std::vector<float>& weights) {
 #if defined(_OPENMP)
   omp_set_num_threads(1);  // per-thread setting: the simulated workers already are the parallelism
 #endif
   auto agg = hub.MakeAggregator(w, absl::Seconds(30));
-  WorkerState st;
-  for (std::uint32_t s = 0; s < map.ranges.size(); ++s) {
-    const auto& r = map.ranges[s];
-    SchemeContext ctx{w, o.workers, s, r.size(), ClipLayers(layers, r.lo, r.hi),
-                      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.density * r.size())), o.seed};
-    st.schemes.push_back(factory(ctx));
-    st.optimizers.push_back(std::make_unique<Optimizer>(o.optimizer, r.size(), st.schemes.back()->uses_global_momentum()));
-  }
+  SKETCHPS_ASSIGN_OR_RETURN(auto replica, Replica::Create(ReplicaOptions{w, o.workers, map, layers, factory, o.density,
+                                                                         global_momentum, o.optimizer, o.seed,
+                                                                         /*parallel_shards=*/false}));
   kernels::DeviceArray<float> d_w(weights), d_g(problem.dim());
   std::vector<float> g;
   for (std::uint64_t round = 0; round < o.rounds; ++round) {
@@ -233,19 +224,10 @@ inline absl::Status RunWorker(std::uint32_t w, const SchemeFactory& factory, con
     if (o.tamper) o.tamper(w, round, g);
     d_g.FromHost(g);
     const RoundInfo info{round, EpochOfRound(round, o.rounds_per_epoch)};
-    RoundTraffic traffic;
-    std::uint64_t selected = 0;
-    for (std::uint32_t s = 0; s < map.ranges.size(); ++s) {
-      const auto lo = map.ranges[s].lo;
-      SKETCHPS_ASSIGN_OR_RETURN(auto out, RunRound(*st.schemes[s], *agg, s, info, d_g.data() + lo));
-      SKETCHPS_RETURN_IF_ERROR(st.optimizers[s]->Apply(out.aggregate, d_w.data() + lo, info.epoch));
-      traffic.bytes_up += out.traffic.bytes_up;
-      traffic.bytes_down += out.traffic.bytes_down;
-      selected += st.schemes[s]->selected();
-      if (st.schemes[s]->skipped() && s == 0) ++result.skipped_rounds;  // counted once per worker-round
-    }
-    result.traffic.push_back(traffic);
-    result.selected.push_back(selected);
+    SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, replica->RunRound(*agg, info, d_g.data(), d_w.data()));
+    if (replica->scheme(0).skipped()) ++result.skipped_rounds;  // counted once per worker-round
+    result.traffic.push_back(out.traffic);
+    result.selected.push_back(out.selected);
     result.checksums.push_back(Checksum(d_w.ToHost()));
   }
   weights = d_w.ToHost();
@@ -273,7 +255,8 @@ inline SimResult Simulate(const SchemeFactory& factory, const Problem& problem, 
   std::vector<std::thread> threads;
   for (std::uint32_t w = 0; w < o.workers; ++w) {
     threads.emplace_back([&, w] {
-      statuses[w] = internal::RunWorker(w, factory, problem, o, *map, layers, hub, per_worker[w], result.replicas[w]);
+      statuses[w] = internal::RunWorker(w, factory, problem, o, *map, layers, global_momentum, hub, per_worker[w],
+                                        result.replicas[w]);
     });
   }
   for (auto& t : threads) t.join();

@@ -1,0 +1,59 @@
+#include "schemes/replica.h"
+
+#include <algorithm>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace sketchps {
+
+absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& options) {
+  if (options.worker_id >= options.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", options.worker_id, " is not in [0, ", options.num_workers, ")"));
+  }
+  if (!options.make_scheme) return absl::InvalidArgumentError("Replica: no scheme maker");
+  std::unique_ptr<Replica> replica(new Replica(options));
+  for (std::uint32_t s = 0; s < options.shards.ranges.size(); ++s) {
+    const auto& r = options.shards.ranges[s];
+    const auto k = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(options.density * static_cast<double>(r.size())));
+    SchemeContext ctx{options.worker_id, options.num_workers, s, r.size(), ClipLayers(options.layers, r.lo, r.hi),
+                      k, options.seed};
+    replica->schemes_.push_back(options.make_scheme(std::move(ctx)));
+    replica->optimizers_.push_back(std::make_unique<Optimizer>(options.optimizer, r.size(), options.global_momentum));
+  }
+  return replica;
+}
+
+absl::StatusOr<RoundOutcome> Replica::RunShard(std::uint32_t s, Aggregator& aggregator, const RoundInfo& info,
+                                               const float* d_grad, float* d_weights) {
+  const auto lo = options_.shards.ranges[s].lo;
+  SKETCHPS_ASSIGN_OR_RETURN(RoundOutcome out, sketchps::RunRound(*schemes_[s], aggregator, s, info, d_grad + lo));
+  SKETCHPS_RETURN_IF_ERROR(optimizers_[s]->Apply(out.aggregate, d_weights + lo, info.epoch));
+  return out;
+}
+
+absl::StatusOr<ReplicaRound> Replica::RunRound(Aggregator& aggregator, const RoundInfo& info, const float* d_grad,
+                                               float* d_weights) {
+  std::vector<std::future<absl::StatusOr<RoundOutcome>>> others;
+  const auto policy = options_.parallel_shards ? std::launch::async : std::launch::deferred;
+  for (std::uint32_t s = 1; s < num_shards(); ++s) {
+    others.push_back(std::async(policy, [&, s] { return RunShard(s, aggregator, info, d_grad, d_weights); }));
+  }
+  std::vector<absl::StatusOr<RoundOutcome>> outcomes;
+  outcomes.push_back(RunShard(0, aggregator, info, d_grad, d_weights));
+  for (auto& f : others) outcomes.push_back(f.get());
+  ReplicaRound round;
+  for (std::uint32_t s = 0; s < num_shards(); ++s) {
+    if (!outcomes[s].ok()) {
+      return absl::Status(outcomes[s].status().code(), absl::StrCat("shard ", s, ": ", outcomes[s].status().message()));
+    }
+    round.traffic.bytes_up += outcomes[s]->traffic.bytes_up;
+    round.traffic.bytes_down += outcomes[s]->traffic.bytes_down;
+    round.selected += schemes_[s]->selected();
+    round.skipped |= schemes_[s]->skipped();
+  }
+  return round;
+}
+
+}  // namespace sketchps

@@ -1,0 +1,69 @@
+// Replica: one worker's side of data-parallel training over a sharded parameter vector: a Scheme
+// and a replicated Optimizer per shard range, and the round that runs every shard's phases through
+// an Aggregator (the shards in parallel, one thread each) and applies each range's aggregate G_t to
+// the worker's weights.
+//
+//   auto replica = Replica::Create(options);
+//   auto round = replica->RunRound(aggregator, info, d_grad, d_weights);   // every round
+//
+// Every worker's Replica and every shard's master copy apply the same aggregates in the same order,
+// so the weights stay bitwise identical (the parameter server checks this every round).
+// Not thread-safe; the aggregator must accept concurrent RunPhase calls for different shards.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/layout.h"
+#include "schemes/aggregator.h"
+#include "schemes/optimizer.h"
+#include "schemes/registry.h"
+#include "schemes/round.h"
+#include "schemes/scheme.h"
+
+namespace sketchps {
+
+struct ReplicaOptions {
+  std::uint32_t worker_id = 0;
+  std::uint32_t num_workers = 1;
+  ShardMap shards;
+  LayerTable layers;              // the whole vector's layers
+  SchemeMaker make_scheme;       // BoundScheme::make (it sets the scheme's warm-up rounds)
+  double density = 0.01;          // k per shard = max(1, floor(density * range length))
+  bool global_momentum = true;
+  OptimizerConfig optimizer;
+  std::uint64_t seed = 0;
+  bool parallel_shards = true;    // false: shards one after another on the calling thread
+};
+
+struct ReplicaRound {
+  RoundTraffic traffic;           // raw payload bytes, summed over shards
+  std::uint64_t selected = 0;     // entries this worker sent, summed over shards
+  bool skipped = false;           // the worker's gradient was not finite (it contributed nothing)
+};
+
+class Replica {
+ public:
+  static absl::StatusOr<std::unique_ptr<Replica>> Create(const ReplicaOptions& options);
+
+  // One round on every shard; d_grad and d_weights cover the whole vector (device memory).
+  absl::StatusOr<ReplicaRound> RunRound(Aggregator& aggregator, const RoundInfo& info, const float* d_grad,
+                                        float* d_weights);
+
+  std::uint32_t num_shards() const { return static_cast<std::uint32_t>(schemes_.size()); }
+  Optimizer& optimizer(std::uint32_t shard) { return *optimizers_[shard]; }
+  Scheme& scheme(std::uint32_t shard) { return *schemes_[shard]; }
+
+ private:
+  explicit Replica(ReplicaOptions options) : options_(std::move(options)) {}
+  absl::StatusOr<RoundOutcome> RunShard(std::uint32_t s, Aggregator& aggregator, const RoundInfo& info,
+                                        const float* d_grad, float* d_weights);
+
+  ReplicaOptions options_;
+  std::vector<std::unique_ptr<Scheme>> schemes_;
+  std::vector<std::unique_ptr<Optimizer>> optimizers_;
+};
+
+}  // namespace sketchps

@@ -1,0 +1,118 @@
+#include "schemes/wire.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/overloaded.h"
+#include "common/status.h"
+
+namespace sketchps {
+namespace {
+
+v1::ReductionKind ToProto(Reduction r) {
+  switch (r) {
+    case Reduction::kDenseSum: return v1::REDUCTION_DENSE_SUM;
+    case Reduction::kSparseSum: return v1::REDUCTION_SPARSE_SUM;
+    case Reduction::kSketchRecover: return v1::REDUCTION_SKETCH_RECOVER;
+    case Reduction::kLeaderIndexSet: return v1::REDUCTION_LEADER_INDEX_SET;
+  }
+  return v1::REDUCTION_DENSE_SUM;
+}
+
+absl::StatusOr<Reduction> FromProto(int kind) {
+  switch (kind) {
+    case v1::REDUCTION_DENSE_SUM: return Reduction::kDenseSum;
+    case v1::REDUCTION_SPARSE_SUM: return Reduction::kSparseSum;
+    case v1::REDUCTION_SKETCH_RECOVER: return Reduction::kSketchRecover;
+    case v1::REDUCTION_LEADER_INDEX_SET: return Reduction::kLeaderIndexSet;
+    default: return absl::InvalidArgumentError(absl::StrCat("spec.reduction: unknown value ", kind));
+  }
+}
+
+}  // namespace
+
+v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec) {
+  v1::PhaseSpecMsg msg;
+  msg.set_reduction(ToProto(spec.reduction));
+  msg.set_keep(spec.keep);
+  msg.set_leader(spec.leader);
+  msg.set_at_previous_indices(spec.at_previous_indices);
+  msg.set_final_phase(spec.final_phase);
+  return msg;
+}
+
+absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32_t num_workers, std::uint64_t range_len) {
+  PhaseSpec spec;
+  SKETCHPS_ASSIGN_OR_RETURN(spec.reduction, FromProto(msg.reduction()));
+  if (msg.leader() >= num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.leader: ", msg.leader(), " is not a worker (", num_workers, " workers)"));
+  }
+  if (msg.keep() > range_len) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.keep: ", msg.keep(), " exceeds the range length ", range_len));
+  }
+  spec.keep = msg.keep();
+  spec.leader = msg.leader();
+  spec.at_previous_indices = msg.at_previous_indices();
+  spec.final_phase = msg.final_phase();
+  return spec;
+}
+
+absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out) {
+  return std::visit(Overloaded{
+                        [&](const DenseValues& v) { return EncodeDense(v, ValueEncoding::kF32, out->mutable_dense()); },
+                        [&](const SparseVector& v) { return EncodeSparse(v, EncodeOptions{}, out->mutable_sparse()); },
+                        [&](const SketchTable& v) { return EncodeSketch(v, out->mutable_sketch()); },
+                        [&](const IndexSet& v) {
+                          return EncodeIndexSet(v, IndexEncoding::kRawU32, out->mutable_index_set());
+                        },
+                    },
+                    value);
+}
+
+absl::StatusOr<std::optional<PayloadValue>> DecodeBody(const v1::Payload& in, std::uint64_t range_len) {
+  if (in.body_case() == v1::Payload::BODY_NOT_SET) return std::optional<PayloadValue>();
+  DecodeLimits limits = DecodeLimits::ForRange(range_len);
+  if (in.body_case() == v1::Payload::kSketch) limits.max_count = kSketchCellsPerElement * range_len;
+  SKETCHPS_ASSIGN_OR_RETURN(DecodedPayload decoded, DecodePayload(in, limits));
+  return std::optional<PayloadValue>(std::move(decoded.body));
+}
+
+void LayersToProto(const LayerTable& table, google::protobuf::RepeatedPtrField<v1::LayerInfo>* out) {
+  out->Clear();
+  for (const auto& l : table.layers) {
+    auto* info = out->Add();
+    info->set_name(l.name);
+    info->set_offset(l.offset);
+    info->set_numel(l.numel);
+    for (auto d : l.shape) info->add_shape(d);
+  }
+}
+
+absl::StatusOr<LayerTable> LayersFromProto(const google::protobuf::RepeatedPtrField<v1::LayerInfo>& in,
+                                           absl::string_view field) {
+  if (in.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty layer table"));
+  if (static_cast<std::size_t>(in.size()) > kMaxLayers) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", in.size(), " layers, more than ", kMaxLayers));
+  }
+  LayerTable table;
+  for (int i = 0; i < in.size(); ++i) {
+    const auto& info = in[i];
+    if (info.shape_size() > 8) {
+      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "].shape: ", info.shape_size(), " dimensions, at most 8"));
+    }
+    table.layers.push_back(Layer{info.name(), info.offset(), info.numel(), {info.shape().begin(), info.shape().end()}});
+  }
+  if (auto st = ValidateLayerTable(table); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", st.message()));
+  }
+  return table;
+}
+
+bool SameLayers(const LayerTable& a, const LayerTable& b) {
+  if (a.layers.size() != b.layers.size()) return false;
+  for (std::size_t i = 0; i < a.layers.size(); ++i) {
+    const auto &x = a.layers[i], &y = b.layers[i];
+    if (x.name != y.name || x.offset != y.offset || x.numel != y.numel || x.shape != y.shape) return false;
+  }
+  return true;
+}
+
+}  // namespace sketchps

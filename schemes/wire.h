@@ -1,0 +1,45 @@
+// Phases on the wire: PhaseSpec <-> sketchps.v1.PhaseSpecMsg and payload values <-> the body of a
+// sketchps.v1.Payload, shared by the parameter-server client and server (and the peer mode).
+//
+// Receivers treat messages as hostile: SpecFromProto checks the enum and ranges, DecodeBody the
+// payload (common/codec.h) within limits derived from the range the receiver owns.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "common/codec.h"
+#include "common/layout.h"
+#include "schemes/phase.h"
+#include "sketchps/v1/parameter_server.pb.h"
+
+namespace sketchps {
+
+// A sketch table may hold at most this many cells per element of the range it compresses (a larger
+// table would cost more than sending the range densely).
+inline constexpr std::uint64_t kSketchCellsPerElement = 8;
+
+v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec);
+// InvalidArgument naming the field ("spec.reduction", "spec.leader", "spec.keep") when the reduction
+// is unknown, leader >= num_workers or keep > range_len.
+absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32_t num_workers, std::uint64_t range_len);
+
+// Sets out's body (not its header) from `value` with raw encodings (u32 indices, f32 values).
+absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out);
+// The body of `in` for a receiver owning range_len elements: dense, sparse and index-set arrays up to
+// range_len entries over dim <= range_len, sketch tables up to kSketchCellsPerElement * range_len
+// cells, finite values. No body: nullopt (a worker that skips the round).
+absl::StatusOr<std::optional<PayloadValue>> DecodeBody(const v1::Payload& in, std::uint64_t range_len);
+
+// The model's layer table <-> JoinRequest.layers / ShardCheckpoint.layers.
+void LayersToProto(const LayerTable& table, google::protobuf::RepeatedPtrField<v1::LayerInfo>* out);
+// Validates (ValidateLayerTable, at most kMaxLayers layers of at most 8 dimensions); errors name
+// `field`, e.g. "layers[3]".
+inline constexpr std::size_t kMaxLayers = 1 << 16;
+absl::StatusOr<LayerTable> LayersFromProto(const google::protobuf::RepeatedPtrField<v1::LayerInfo>& in,
+                                           absl::string_view field = "layers");
+bool SameLayers(const LayerTable& a, const LayerTable& b);
+
+}  // namespace sketchps
