@@ -1,0 +1,155 @@
+// sketchps-server: one parameter-server shard.
+//
+//   sketchps-server --job job.yaml --shard 0 --listen 0.0.0.0:7070 [--metrics-listen 0.0.0.0:9090]
+//                   [--checkpoint-dir DIR] [--port-file FILE] [--set key=value]...
+//
+// Shard id: --shard, else env SKETCHPS_SHARD, else the trailing "-N" of the hostname (a StatefulSet
+// ordinal). Serves sketchps.v1.ParameterServer and grpc.health.v1.Health on --listen.
+// SIGTERM/SIGINT: health turns NOT_SERVING, new phases are refused, phases in flight finish (up to
+// --grace-seconds), a checkpoint is written, exit 0.
+// Exit codes: 0 stopped by a signal; 1 runtime failure (cannot listen, ...); 2 bad configuration.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/cli.h"
+#include "schemes/job_spec.h"
+#include "server/metrics.h"
+#include "server/service.h"
+#include "server/shard_host.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+using namespace sketchps;
+
+struct Flags {
+  JobFlags job;
+  std::optional<std::uint32_t> shard;
+  std::string listen = "0.0.0.0:7070";
+  std::string metrics_listen;
+  std::string checkpoint_dir;
+  std::string port_file;
+  double max_wait_seconds = 30;
+  double grace_seconds = 10;
+  int max_message_mb = 256;
+};
+
+// The trailing "-N" of the hostname, as in a StatefulSet pod "sketchps-server-1".
+std::optional<std::uint32_t> OrdinalFromHostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return std::nullopt;
+  const std::string host(name);
+  const auto dash = host.rfind('-');
+  std::uint32_t n = 0;
+  if (dash == std::string::npos || !absl::SimpleAtoi(host.substr(dash + 1), &n)) return std::nullopt;
+  return n;
+}
+
+bool WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    if (!out) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+int Run(const Flags& flags, std::uint32_t shard_id) {
+  auto job = LoadJobSpec(flags.job.job_path, flags.job.overrides);
+  if (!job.ok()) {
+    spdlog::error("bad job spec: {}", std::string(job.status().message()));
+    return 2;
+  }
+  server::HostOptions options{*job, shard_id, flags.checkpoint_dir.empty() ? job->checkpoint.dir : flags.checkpoint_dir,
+                              job->checkpoint.every_rounds, absl::Seconds(flags.max_wait_seconds)};
+  server::ServerMetrics metrics(shard_id);
+  auto host = server::ShardHost::Open(options, &metrics);
+  if (!host.ok()) {
+    spdlog::error("cannot start shard {}: {}", shard_id, std::string(host.status().message()));
+    return 2;
+  }
+  server::ParameterServerService service(**host);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  server::ConfigureServerBuilder(builder, flags.max_message_mb << 20);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
+  if (!grpc_server || port == 0) {
+    spdlog::error("--listen {}: cannot listen (address in use or invalid)", flags.listen);
+    return 1;
+  }
+  std::optional<server::MetricsEndpoint> endpoint;
+  if (!flags.metrics_listen.empty()) {
+    auto served = server::ServeMetrics(flags.metrics_listen, metrics);
+    if (!served.ok()) {
+      spdlog::error("{}", std::string(served.status().message()));
+      return 1;
+    }
+    endpoint = std::move(*served);
+  }
+  if (!flags.port_file.empty() && !WritePortFile(flags.port_file, port)) {
+    spdlog::error("--port-file {}: cannot write", flags.port_file);
+    return 1;
+  }
+  spdlog::info("shard {}/{} of job '{}' ({}, {} workers, scheme {}): serving on port {}{}; {}", shard_id, job->servers,
+               job->job_id, job->model, job->workers, job->scheme.name, port,
+               endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin());
+  spdlog::info("checkpoints: {}", options.checkpoint_dir.empty()
+                                      ? std::string("off (no checkpoint.dir / --checkpoint-dir)")
+                                      : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds"));
+
+  const std::string signal = WaitForTerminationSignal();
+  spdlog::info("{}: stopping: refusing new phases, finishing the {} in flight", signal, (*host)->in_flight());
+  grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  (*host)->BeginShutdown();
+  const absl::Time grace_end = absl::Now() + absl::Seconds(flags.grace_seconds);
+  while ((*host)->in_flight() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(10));
+  grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (auto st = (*host)->CheckpointNow(); !st.ok()) {
+    spdlog::error("final checkpoint failed: {}", std::string(st.message()));
+    return 1;
+  }
+  spdlog::info("stopped after {} rounds", (*host)->rounds_applied());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BlockTerminationSignals();
+  Flags flags;
+  CLI::App app{"sketchps-server: one parameter-server shard"};
+  AddJobFlags(app, flags.job);
+  app.add_option("--shard", flags.shard, "Shard id (env SKETCHPS_SHARD; default: the hostname's -N suffix)")
+      ->envname("SKETCHPS_SHARD");
+  app.add_option("--listen", flags.listen, "gRPC address (ParameterServer and grpc.health.v1)")->capture_default_str();
+  app.add_option("--metrics-listen", flags.metrics_listen, "Prometheus /metrics address (empty: off)");
+  app.add_option("--checkpoint-dir", flags.checkpoint_dir, "Checkpoint directory (overrides checkpoint.dir)");
+  app.add_option("--port-file", flags.port_file, "Write the bound gRPC port here once serving");
+  app.add_option("--max-wait-seconds", flags.max_wait_seconds, "Longest one PushPull waits for its phase")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--grace-seconds", flags.grace_seconds, "On SIGTERM, how long phases in flight may finish")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-message-mb", flags.max_message_mb, "Largest gRPC message accepted")->capture_default_str()
+      ->check(CLI::Range(1, 2047));
+  CLI11_PARSE(app, argc, argv);
+  if (!flags.shard) flags.shard = OrdinalFromHostname();
+  ConfigureLogging(flags.job, absl::StrCat("server ", flags.shard ? std::to_string(*flags.shard) : "?"));
+  if (!flags.shard) {
+    spdlog::error("--shard: not given, SKETCHPS_SHARD unset, and the hostname has no -N suffix");
+    return 2;
+  }
+  return Run(flags, *flags.shard);
+}

@@ -1,0 +1,74 @@
+// Prometheus metrics of one parameter-server shard (prometheus-cpp), served as text at /metrics.
+//
+// Families (all labelled shard="<id>"):
+//   sketchps_rounds_applied                 gauge      rounds in the master copy
+//   sketchps_bytes_in_total / _out_total    counters   serialized PushPull request / response bytes
+//   sketchps_pushes_total{outcome}          counter    accepted | duplicate | rejected
+//   sketchps_phase_wait_seconds             histogram  per PushPull: arrival to result
+//   sketchps_straggler_wait_seconds         histogram  per phase: first contribution to the last
+//   sketchps_checkpoints_total{outcome}     counter    written | failed
+//   sketchps_checkpoint_seconds             histogram  time to write (incl. fsync) one checkpoint
+// Thread-safe (prometheus-cpp metrics are).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace prometheus {
+class Counter;
+class Exposer;
+class Gauge;
+class Histogram;
+class Registry;
+}  // namespace prometheus
+
+namespace sketchps::server {
+
+class ServerMetrics {
+ public:
+  explicit ServerMetrics(std::uint32_t shard);
+  ~ServerMetrics();
+
+  void SetRoundsApplied(std::uint64_t rounds);
+  void AddBytes(std::uint64_t in, std::uint64_t out);
+  enum class Push { kAccepted, kDuplicate, kRejected };
+  void CountPush(Push outcome);
+  void ObservePhaseWait(double seconds);
+  void ObserveStragglerWait(double seconds);
+  void CountCheckpoint(bool ok, double seconds);
+
+  // The exposition text of every family (what /metrics serves).
+  std::string Text() const;
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Gauge* rounds_;
+  prometheus::Counter* bytes_in_;
+  prometheus::Counter* bytes_out_;
+  prometheus::Counter* accepted_;
+  prometheus::Counter* duplicate_;
+  prometheus::Counter* rejected_;
+  prometheus::Histogram* phase_wait_;
+  prometheus::Histogram* straggler_wait_;
+  prometheus::Counter* checkpoints_ok_;
+  prometheus::Counter* checkpoints_failed_;
+  prometheus::Histogram* checkpoint_seconds_;
+};
+
+// Serves `metrics` at http://<address>/metrics ("host:port"; port 0 picks a free one). The exposer
+// stops when the returned object is destroyed. InvalidArgument/Unavailable when it cannot bind.
+struct MetricsEndpoint {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  int port = 0;
+  MetricsEndpoint();
+  MetricsEndpoint(MetricsEndpoint&&) noexcept;
+  MetricsEndpoint& operator=(MetricsEndpoint&&) noexcept;
+  ~MetricsEndpoint();
+};
+absl::StatusOr<MetricsEndpoint> ServeMetrics(const std::string& address, const ServerMetrics& metrics);
+
+}  // namespace sketchps::server

@@ -1,0 +1,62 @@
+// An in-process parameter-server cluster for tests: S ShardHosts, each behind a real gRPC server on
+// 127.0.0.1 (a free port), exactly as sketchps-server serves them. Header-only.
+//
+//   LocalCluster cluster(job, /*checkpoint_dir=*/"");
+//   cluster.addresses()   // "127.0.0.1:port" per shard, for PsClient / TrainerOptions::servers
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "schemes/job_spec.h"
+#include "server/metrics.h"
+#include "server/service.h"
+#include "server/shard_host.h"
+
+namespace sketchps::testing {
+
+class LocalCluster {
+ public:
+  explicit LocalCluster(const JobSpec& job, const std::string& checkpoint_dir = "") {
+    for (std::uint32_t s = 0; s < job.servers; ++s) {
+      auto& node = nodes_.emplace_back(std::make_unique<Node>());
+      node->metrics = std::make_unique<server::ServerMetrics>(s);
+      auto host = server::ShardHost::Open(server::HostOptions{job, s, checkpoint_dir, 1, absl::Seconds(10)},
+                                          node->metrics.get());
+      if (!host.ok()) throw std::runtime_error(host.status().ToString());
+      node->host = *std::move(host);
+      node->service = std::make_unique<server::ParameterServerService>(*node->host);
+      grpc::ServerBuilder builder;
+      int port = 0;
+      builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+      server::ConfigureServerBuilder(builder, 64 << 20);
+      builder.RegisterService(node->service.get());
+      node->server = builder.BuildAndStart();
+      if (!node->server || port == 0) throw std::runtime_error("cannot start a test server");
+      addresses_.push_back(absl::StrCat("127.0.0.1:", port));
+    }
+  }
+  ~LocalCluster() {
+    for (auto& node : nodes_) node->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  const std::vector<std::string>& addresses() const { return addresses_; }
+  server::ShardHost& host(std::uint32_t s) { return *nodes_[s]->host; }
+  server::ServerMetrics& metrics(std::uint32_t s) { return *nodes_[s]->metrics; }
+
+ private:
+  struct Node {
+    std::unique_ptr<server::ServerMetrics> metrics;
+    std::unique_ptr<server::ShardHost> host;
+    std::unique_ptr<server::ParameterServerService> service;
+    std::unique_ptr<grpc::Server> server;
+  };
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::string> addresses_;
+};
+
+}  // namespace sketchps::testing
