@@ -1,0 +1,105 @@
+// sketchps-worker: one data-parallel worker in parameter-server mode.
+//
+//   sketchps-worker --job job.yaml --rank 0 --world-size 4 --servers host0:7070,host1:7070
+//                   [--metrics-out FILE] [--patience-seconds 120] [--threads 1] [--set key=value]...
+//
+// Rank: --rank, else env RANK, else JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). World size:
+// --world-size, else env WORLD_SIZE, else the job's `workers` (they must agree). Servers: --servers,
+// else env SKETCHPS_SERVERS (comma-separated, in shard order).
+// Exit codes: 0 trained; 1 runtime failure (e.g. servers unreachable for --patience-seconds);
+// 2 bad configuration; 3 this replica diverged from the servers' master copy.
+#include <omp.h>
+
+#include <cstdlib>
+#include <optional>
+
+#include <ATen/Parallel.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/cli.h"
+#include "schemes/job_spec.h"
+#include "spdlog/spdlog.h"
+#include "worker/trainer.h"
+
+namespace {
+
+using namespace sketchps;
+
+struct Flags {
+  JobFlags job;
+  std::optional<std::uint32_t> rank;
+  std::optional<std::uint32_t> world_size;
+  std::string servers;
+  std::string metrics_out;
+  double patience_seconds = 120;
+  double rpc_timeout_seconds = 20;
+  int threads = 1;
+};
+
+std::optional<std::uint32_t> EnvUint(const char* name) {
+  const char* v = std::getenv(name);
+  std::uint32_t n = 0;
+  if (v == nullptr || !absl::SimpleAtoi(v, &n)) return std::nullopt;
+  return n;
+}
+
+int Run(Flags& flags) {
+  auto job = LoadJobSpec(flags.job.job_path, flags.job.overrides);
+  if (!job.ok()) {
+    spdlog::error("bad job spec: {}", std::string(job.status().message()));
+    return 2;
+  }
+  if (flags.world_size && *flags.world_size != job->workers) {
+    spdlog::error("--world-size / WORLD_SIZE {} disagrees with the job's workers: {}", *flags.world_size, job->workers);
+    return 2;
+  }
+  worker::TrainerOptions options;
+  options.job = *job;
+  options.rank = *flags.rank;
+  options.servers = absl::StrSplit(flags.servers, ',', absl::SkipEmpty());
+  options.metrics_out = flags.metrics_out;
+  options.patience = absl::Seconds(flags.patience_seconds);
+  options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
+  auto summary = worker::Train(options);
+  if (!summary.ok()) {
+    spdlog::error("training failed: {}", std::string(summary.status().message()));
+    if (worker::IsReplicaDivergence(summary.status())) return 3;
+    return summary.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  spdlog::info("done: {} rounds from round {}{}", summary->rounds, summary->first_round,
+               summary->final_test_accuracy ? absl::StrFormat(", final test accuracy %.4f", *summary->final_test_accuracy) : "");
+  spdlog::info("final weights checksum {:016x}", summary->weights_checksum);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{"sketchps-worker: one data-parallel worker (parameter-server mode)"};
+  AddJobFlags(app, flags.job);
+  app.add_option("--rank", flags.rank, "This worker's rank (env RANK or JOB_COMPLETION_INDEX)");
+  app.add_option("--world-size", flags.world_size, "Number of workers (env WORLD_SIZE; must equal the job's)");
+  app.add_option("--servers", flags.servers, "Server addresses host:port, comma-separated, in shard order")
+      ->envname("SKETCHPS_SERVERS");
+  app.add_option("--metrics-out", flags.metrics_out, "Append one JSON line per round to this file");
+  app.add_option("--patience-seconds", flags.patience_seconds, "Give up when a server stays unreachable this long")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--rpc-timeout-seconds", flags.rpc_timeout_seconds, "Deadline of one RPC attempt")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--threads", flags.threads, "Threads for libtorch and the kernels")->capture_default_str()->check(CLI::Range(1, 256));
+  CLI11_PARSE(app, argc, argv);
+  if (!flags.rank) flags.rank = EnvUint("RANK");
+  if (!flags.rank) flags.rank = EnvUint("JOB_COMPLETION_INDEX");
+  if (!flags.world_size) flags.world_size = EnvUint("WORLD_SIZE");
+  ConfigureLogging(flags.job, flags.rank ? "worker " + std::to_string(*flags.rank) : "worker ?");
+  if (!flags.rank) {
+    spdlog::error("--rank: not given and neither RANK nor JOB_COMPLETION_INDEX is set");
+    return 2;
+  }
+  at::set_num_threads(flags.threads);
+  omp_set_num_threads(flags.threads);
+  return Run(flags);
+}

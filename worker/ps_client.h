@@ -1,0 +1,91 @@
+// PsClient: the parameter-server side of the Aggregator interface. One gRPC channel per shard;
+// RunPhase pushes this worker's contribution to the shard and returns the phase result.
+//
+// Retries (the push is idempotent per (epoch, worker, shard, round, phase), so resending is safe):
+// UNAVAILABLE (server down or restarting) and DEADLINE_EXCEEDED (the phase waited longer than one
+// attempt's rpc_timeout) are retried with backoff (50 ms doubling to 1 s) until the shard has failed
+// continuously for `patience`; then RunPhase returns UNAVAILABLE naming the shard and its address.
+// Other errors are returned at once (IsReplayRound ones are handled by RunRound).
+//
+// RunPhase may be called concurrently for different shards (Replica runs shards in parallel); calls
+// for the same shard must not overlap. Byte and time counters cover every attempt.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/layout.h"
+#include "schemes/aggregator.h"
+#include "sketchps/v1/parameter_server.grpc.pb.h"
+
+namespace sketchps::worker {
+
+struct ClientOptions {
+  std::string job_id;
+  std::uint32_t worker_id = 0;
+  std::uint32_t num_workers = 1;
+  std::vector<std::string> servers;                 // "host:port" of shard 0, 1, ...
+  absl::Duration rpc_timeout = absl::Seconds(20);   // one attempt
+  absl::Duration patience = absl::Seconds(120);     // continuous failure before giving up
+  int max_message_bytes = 256 << 20;
+};
+
+// What the server reported with a round's final phase result.
+struct FinalReport {
+  std::uint64_t rounds_applied = 0;
+  std::uint64_t checksum = 0;
+};
+
+struct ClientCounters {
+  std::uint64_t wire_up = 0;     // serialized request bytes
+  std::uint64_t wire_down = 0;   // serialized response bytes
+  std::vector<double> rpc_seconds;  // per shard: wall time inside its RPCs
+};
+
+class PsClient final : public Aggregator {
+ public:
+  static absl::StatusOr<std::unique_ptr<PsClient>> Connect(ClientOptions options);
+
+  // Joins `shard` (retrying while it is unreachable): sends the layer table and this worker's initial
+  // weights for the shard's range.
+  absl::StatusOr<v1::JoinResponse> Join(std::uint32_t shard, const LayerTable& layers, std::span<const float> initial);
+  absl::StatusOr<v1::GetWeightsResponse> GetWeights(std::uint32_t shard);
+
+  absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round,
+                                                              std::uint32_t phase, Contribution contribution) override;
+  std::uint32_t worker_id() const override { return options_.worker_id; }
+  std::uint32_t num_workers() const override { return options_.num_workers; }
+
+  // The server's report for the last final phase on `shard`.
+  FinalReport last_final(std::uint32_t shard) const;
+  // Call between rounds (not while RunPhase runs on another thread).
+  ClientCounters counters() const;
+  // Sets the range length of `shard` (from Join): results are decoded within it.
+  void set_range_length(std::uint32_t shard, std::uint64_t length);
+
+ private:
+  struct ShardLink {
+    std::string address;
+    std::unique_ptr<v1::ParameterServer::Stub> stub;
+    std::uint64_t range_len = 0;
+    FinalReport final;
+    double rpc_seconds = 0;  // written only by the thread running this shard's calls
+  };
+  explicit PsClient(ClientOptions options) : options_(std::move(options)) {}
+  template <class Call>
+  grpc::Status WithRetries(std::uint32_t shard, const char* what, Call call);
+
+  const ClientOptions options_;
+  std::vector<ShardLink> links_;
+  std::atomic<std::uint64_t> wire_up_{0}, wire_down_{0};
+};
+
+}  // namespace sketchps::worker

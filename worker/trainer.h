@@ -1,0 +1,56 @@
+// The worker's training loop in parameter-server mode.
+//
+//   Train(options) joins every shard, then for each round r from the shards' rounds_applied to
+//   job.total_rounds():
+//     batch   = this rank's samples of step r by the data order rule (fashion_mnist.h)
+//     compute = forward + backward into the flat gradient buffer
+//     round   = Replica::RunRound over the PsClient (every shard in parallel), which also applies
+//               G_t to this worker's weights
+//     check   = the weights of each shard's range must hash to the checksum the shard reported for
+//               its master copy after this round (else FailedPrecondition "replica diverged")
+//   Rank 0 evaluates the test set every train.eval_every_rounds rounds and after the last round.
+//   Every round appends one JSON line to options.metrics_out (when set):
+//     round, epoch, loss, bytes_up, bytes_down (raw payload bytes), wire_up, wire_down (serialized
+//     gRPC messages), dense_bytes (4 * d, what dense SGD sends each way), selected, skipped,
+//     compute_s, compress_s, communicate_s, [test_accuracy, test_loss], checksum (hex).
+//   communicate_s is the longest per-shard time inside RPCs (the shards run in parallel);
+//   compress_s is the rest of the round (compression, decompression, optimizer step).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "schemes/job_spec.h"
+
+namespace sketchps::worker {
+
+struct TrainerOptions {
+  JobSpec job;
+  std::uint32_t rank = 0;
+  std::vector<std::string> servers;               // by shard id; size must equal job.servers
+  std::string metrics_out;                        // JSON lines, one per round ("" = none)
+  absl::Duration patience = absl::Seconds(120);   // how long a shard may stay unreachable
+  absl::Duration rpc_timeout = absl::Seconds(20);
+  int log_every_rounds = 50;
+};
+
+struct TrainSummary {
+  std::uint64_t first_round = 0;   // where this worker started (resume)
+  std::uint64_t rounds = 0;        // rounds this worker ran
+  std::optional<double> final_test_accuracy;  // rank 0 only
+  std::uint64_t weights_checksum = 0;         // WeightsChecksum of all weights at the end
+  std::vector<float> final_weights;
+};
+
+// Errors: InvalidArgument for configuration problems (exit code 2 in the daemon), FailedPrecondition
+// "replica diverged" (exit 3), anything else is a runtime failure (exit 1).
+absl::StatusOr<TrainSummary> Train(const TrainerOptions& options);
+
+// Whether an error from Train means the replica diverged from the servers' master copy.
+bool IsReplicaDivergence(const absl::Status& status);
+
+}  // namespace sketchps::worker
