@@ -1,4 +1,6 @@
 // sketchps: the command-line front end. Subcommands:
+//   run     train a job with S servers and P workers on this machine (tools/run.h)
+//   health  check a server's grpc.health.v1 status (tools/health.h)
 //   bench   benchmark the compression primitives (bench/primitives.h)
 #include <cstdio>
 #include <iostream>
@@ -9,6 +11,8 @@
 #include "bench/report.h"
 #include "common/version.h"
 #include "kernels/backend.h"
+#include "tools/health.h"
+#include "tools/run.h"
 
 namespace {
 
@@ -43,6 +47,29 @@ int RunBench(const sketchps::bench::BenchOptions& options, bool json) {
   return 0;
 }
 
+void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
+  CLI::App* run = app.add_subcommand("run", "Train a job: S servers and P workers as local processes on loopback");
+  sketchps::AddJobFlags(*run, options.job);
+  run->add_option("--out", options.out, "Run directory (default runs/<job_id>-<time>)");
+  run->add_option("--bin-dir", options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
+  run->add_option("--kill", options.kills, "Fault injection: server:<s>@<round> kills shard s after that round and restarts it");
+  run->add_option("--worker-threads", options.worker_threads, "Threads per worker")->capture_default_str();
+  run->add_flag("!--no-progress", options.progress, "No live progress line");
+}
+
+struct HealthOptions {
+  std::string address;
+  std::string service;
+  double timeout = 2.0;
+};
+
+void AddHealthCommand(CLI::App& app, HealthOptions& options) {
+  CLI::App* health = app.add_subcommand("health", "Exit 0 when the server at HOST:PORT reports SERVING");
+  health->add_option("address", options.address, "HOST:PORT")->required();
+  health->add_option("--service", options.service, "Service name (empty: the server as a whole)");
+  health->add_option("--timeout", options.timeout, "Seconds")->capture_default_str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,7 +80,15 @@ int main(int argc, char** argv) {
   sketchps::bench::BenchOptions bench_options;
   bool json = false;
   AddBenchCommand(app, bench_options, json);
+  sketchps::tools::RunOptions run_options;
+  AddRunCommand(app, run_options);
+  HealthOptions health_options;
+  AddHealthCommand(app, health_options);
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("bench")) return RunBench(bench_options, json);
+  if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
+  if (app.got_subcommand("health")) {
+    return sketchps::tools::CheckHealth(health_options.address, health_options.service, health_options.timeout);
+  }
   return 1;
 }

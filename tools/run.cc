@@ -1,0 +1,321 @@
+#include "tools/run.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/status.h"
+#include "schemes/job_spec.h"
+#include "tools/process.h"
+#include "tools/progress.h"
+#include "tools/summary.h"
+
+namespace sketchps::tools {
+namespace fs = std::filesystem;
+namespace {
+
+// A currently free loopback TCP port (the kernel picks it; closed again before the server binds it).
+absl::StatusOr<int> FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  if (!ok) return absl::InternalError("cannot find a free loopback port");
+  return ntohs(addr.sin_port);
+}
+
+absl::StatusOr<std::string> FindBinary(const std::string& bin_dir, const std::string& name, const std::string& folder) {
+  std::vector<fs::path> candidates;
+  if (!bin_dir.empty()) {
+    candidates.push_back(fs::path(bin_dir) / name);
+  } else {
+    const fs::path self = fs::path(SelfExecutable()).parent_path();
+    candidates = {self / name, self.parent_path() / folder / name};
+  }
+  for (const auto& c : candidates) {
+    if (access(c.c_str(), X_OK) == 0) return c.string();
+  }
+  std::vector<std::string> tried;
+  for (const auto& c : candidates) tried.push_back(c.string());
+  return absl::NotFoundError(absl::StrCat(name, " not found (tried ", absl::StrJoin(tried, ", "), "); use --bin-dir"));
+}
+
+std::string DefaultOutDir(const std::string& job_id) {
+  return absl::StrCat("runs/", job_id, "-", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
+}
+
+class Launch {
+ public:
+  Launch(RunOptions options, JobSpec job) : options_(std::move(options)), job_(std::move(job)) {}
+  absl::Status Prepare();
+  absl::Status StartServers();
+  absl::Status StartWorkers();
+  // 0 when every worker finished, 1 on a failure, 130 on a signal.
+  int Monitor();
+  absl::Status Finish();
+  // Stops every process that still runs (SIGTERM, then SIGKILL after a grace period).
+  void StopAll();
+
+ private:
+  std::vector<std::string> ServerArgv(std::uint32_t s) const;
+  absl::Status StartServer(std::uint32_t s);
+  absl::Status WaitReady(std::uint32_t s);
+  int Failed(Child& child, int status);
+  void InjectFaults(std::uint64_t rounds_done);
+  void ShowProgress(bool final);
+
+  RunOptions options_;
+  JobSpec job_;
+  fs::path out_;
+  std::string server_bin_, worker_bin_;
+  std::vector<int> ports_;
+  std::vector<Child> servers_, workers_;
+  std::vector<KillSpec> kills_;
+  std::vector<bool> kill_done_;
+  std::optional<Progress> progress_;
+  std::optional<JsonLinesFollower> follower_;
+  absl::Time start_ = absl::Now(), workers_start_, workers_end_;
+  absl::Time last_print_ = absl::InfinitePast();
+  std::uint64_t printed_decile_ = 0;
+  bool tty_ = isatty(STDERR_FILENO) == 1;
+};
+
+absl::Status Launch::Prepare() {
+  if (job_.mode != "ps") {
+    return absl::InvalidArgumentError(absl::StrCat("mode: '", job_.mode, "' is not supported by `sketchps run` yet (use ps)"));
+  }
+  for (const auto& k : options_.kills) {
+    SKETCHPS_ASSIGN_OR_RETURN(KillSpec spec, ParseKillSpec(k));
+    if (spec.index >= job_.servers) {
+      return absl::InvalidArgumentError(absl::StrCat("--kill ", k, ": the job has ", job_.servers, " servers"));
+    }
+    kills_.push_back(spec);
+  }
+  kill_done_.assign(kills_.size(), false);
+  SKETCHPS_ASSIGN_OR_RETURN(server_bin_, FindBinary(options_.bin_dir, "sketchps-server", "server"));
+  SKETCHPS_ASSIGN_OR_RETURN(worker_bin_, FindBinary(options_.bin_dir, "sketchps-worker", "worker"));
+  out_ = options_.out.empty() ? DefaultOutDir(job_.job_id) : options_.out;
+  std::error_code ec;
+  fs::create_directories(out_ / "checkpoints", ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--out ", out_.string(), ": ", ec.message()));
+  std::ofstream(out_ / "job.yaml") << job_.effective_yaml;
+  for (std::uint32_t s = 0; s < job_.servers; ++s) {
+    SKETCHPS_ASSIGN_OR_RETURN(int port, FreePort());
+    ports_.push_back(port);
+  }
+  progress_.emplace(job_.total_rounds(), job_.rounds_per_epoch());
+  follower_.emplace((out_ / "worker-0.jsonl").string());
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Launch::ServerArgv(std::uint32_t s) const {
+  return {server_bin_, "--job", (out_ / "job.yaml").string(), "--shard", std::to_string(s), "--listen",
+          absl::StrCat("127.0.0.1:", ports_[s]), "--port-file", (out_ / absl::StrCat("server-", s, ".port")).string(),
+          "--checkpoint-dir", job_.checkpoint.dir.empty() ? (out_ / "checkpoints").string() : job_.checkpoint.dir,
+          "--log-level", options_.job.log_level};
+}
+
+absl::Status Launch::StartServer(std::uint32_t s) {
+  fs::remove(out_ / absl::StrCat("server-", s, ".port"));
+  SKETCHPS_ASSIGN_OR_RETURN(Child child, Child::Start(absl::StrCat("server ", s), ServerArgv(s),
+                                                      (out_ / absl::StrCat("server-", s, ".log")).string()));
+  if (s < servers_.size()) {
+    servers_[s] = std::move(child);
+  } else {
+    servers_.push_back(std::move(child));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Launch::WaitReady(std::uint32_t s) {
+  const fs::path port_file = out_ / absl::StrCat("server-", s, ".port");
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!fs::exists(port_file)) {
+    if (auto status = servers_[s].Poll()) {
+      return absl::UnavailableError(absl::StrCat("server ", s, " exited with code ", *status, " before serving; last log lines:\n",
+                                                 servers_[s].LogTail(10)));
+    }
+    if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat("server ", s, " not serving after 60 s"));
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Launch::StartServers() {
+  for (std::uint32_t s = 0; s < job_.servers; ++s) SKETCHPS_RETURN_IF_ERROR(StartServer(s));
+  for (std::uint32_t s = 0; s < job_.servers; ++s) SKETCHPS_RETURN_IF_ERROR(WaitReady(s));
+  std::fprintf(stderr, "run: %u servers serving on ports %s\n", job_.servers, absl::StrJoin(ports_, ", ").c_str());
+  return absl::OkStatus();
+}
+
+absl::Status Launch::StartWorkers() {
+  std::vector<std::string> addresses;
+  for (int p : ports_) addresses.push_back(absl::StrCat("127.0.0.1:", p));
+  workers_start_ = absl::Now();
+  for (std::uint32_t r = 0; r < job_.workers; ++r) {
+    std::vector<std::string> argv{worker_bin_, "--job", (out_ / "job.yaml").string(), "--rank", std::to_string(r),
+                                  "--world-size", std::to_string(job_.workers), "--servers", absl::StrJoin(addresses, ","),
+                                  "--metrics-out", (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
+                                  std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
+    SKETCHPS_ASSIGN_OR_RETURN(Child child, Child::Start(absl::StrCat("worker ", r), std::move(argv),
+                                                        (out_ / absl::StrCat("worker-", r, ".log")).string()));
+    workers_.push_back(std::move(child));
+  }
+  std::fprintf(stderr, "run: %u workers training %s with %s for %llu rounds (%.2f epochs); logs in %s\n", job_.workers,
+               job_.model.c_str(), job_.scheme.name.c_str(), static_cast<unsigned long long>(job_.total_rounds()),
+               static_cast<double>(job_.total_rounds()) / job_.rounds_per_epoch(), out_.c_str());
+  return absl::OkStatus();
+}
+
+int Launch::Failed(Child& child, int status) {
+  std::fprintf(stderr, "\nrun: %s exited with code %d; last log lines (%s):\n%s\n", child.name().c_str(), status,
+               child.log_path().c_str(), child.LogTail(10).c_str());
+  return 1;
+}
+
+void Launch::InjectFaults(std::uint64_t rounds_done) {
+  for (std::size_t i = 0; i < kills_.size(); ++i) {
+    if (kill_done_[i] || rounds_done < kills_[i].after_round) continue;
+    kill_done_[i] = true;
+    Child& victim = servers_[kills_[i].index];
+    std::fprintf(stderr, "\nrun: fault injection: SIGKILL %s after round %llu, restarting it\n", victim.name().c_str(),
+                 static_cast<unsigned long long>(rounds_done));
+    victim.Signal(SIGKILL);
+    while (!victim.Poll()) absl::SleepFor(absl::Milliseconds(5));
+    if (auto st = StartServer(kills_[i].index); !st.ok()) std::fprintf(stderr, "run: restart failed: %s\n", st.ToString().c_str());
+  }
+}
+
+void Launch::ShowProgress(bool final) {
+  for (const auto& r : follower_->ReadNew()) progress_->Add(r);
+  if (!options_.progress) return;
+  const std::uint64_t decile = job_.total_rounds() > 0 ? progress_->rounds_done() * 10 / job_.total_rounds() : 0;
+  if (tty_) {
+    if (final || absl::Now() - last_print_ > absl::Milliseconds(250)) {
+      std::fprintf(stderr, "\r%s", progress_->Line().c_str());
+      last_print_ = absl::Now();
+    }
+    if (final) std::fprintf(stderr, "\n");
+  } else if (final || decile > printed_decile_ || absl::Now() - last_print_ > absl::Seconds(30)) {
+    std::fprintf(stderr, "%s\n", progress_->Line().c_str());
+    printed_decile_ = decile;
+    last_print_ = absl::Now();
+  }
+}
+
+int Launch::Monitor() {
+  for (;;) {
+    if (const std::string sig = PendingTerminationSignal(); !sig.empty()) {
+      std::fprintf(stderr, "\nrun: %s: stopping every process\n", sig.c_str());
+      return 130;
+    }
+    for (auto& s : servers_) {
+      if (auto status = s.Poll()) return Failed(s, *status);
+    }
+    bool all_done = true;
+    for (auto& w : workers_) {
+      const auto status = w.Poll();
+      if (status && *status != 0) return Failed(w, *status);
+      all_done &= status.has_value();
+    }
+    ShowProgress(all_done);
+    InjectFaults(progress_->rounds_done());
+    if (all_done) {
+      workers_end_ = absl::Now();
+      return 0;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+void Launch::StopAll() {
+  for (auto& w : workers_) w.Stop(absl::Seconds(5));
+  for (auto& s : servers_) s.Stop(absl::Seconds(15));
+}
+
+absl::Status Launch::Finish() {
+  for (auto& s : servers_) {
+    const int status = s.Stop(absl::Seconds(15));
+    if (status != 0) std::fprintf(stderr, "run: %s stopped with code %d (see %s)\n", s.name().c_str(), status, s.log_path().c_str());
+  }
+  std::vector<std::vector<nlohmann::json>> metrics;
+  for (std::uint32_t r = 0; r < job_.workers; ++r) {
+    SKETCHPS_ASSIGN_OR_RETURN(auto records, ReadJsonLines((out_ / absl::StrCat("worker-", r, ".jsonl")).string()));
+    metrics.push_back(std::move(records));
+  }
+  fs::copy_file(out_ / "worker-0.jsonl", out_ / "metrics.jsonl", fs::copy_options::overwrite_existing);
+  const RunFacts facts{job_.scheme.name, job_.model, job_.workers, job_.servers, job_.scheme.density, job_.rounds_per_epoch(),
+                       absl::ToDoubleSeconds(absl::Now() - start_), absl::ToDoubleSeconds(workers_end_ - workers_start_)};
+  SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json summary, Summarize(facts, metrics));
+  std::ofstream(out_ / "summary.json") << summary.dump(2) << "\n";
+  std::fprintf(stderr, "run: done in %.1f s: test accuracy %s, %.0f bytes up and %.0f down per worker per round (%.1fx / %.1fx less than dense)\n",
+               facts.wall_seconds, summary["final_test_accuracy"].dump().c_str(),
+               summary["bytes_up_per_worker_per_round"].get<double>(), summary["bytes_down_per_worker_per_round"].get<double>(),
+               summary["compression_ratio_up"].get<double>(), summary["compression_ratio_down"].get<double>());
+  std::printf("%s\n", (out_ / "summary.json").c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text) {
+  const std::vector<std::string> at = absl::StrSplit(text, '@');
+  const std::vector<std::string> who = absl::StrSplit(at[0], ':');
+  KillSpec spec;
+  if (at.size() != 2 || who.size() != 2 || who[0] != "server" || !absl::SimpleAtoi(who[1], &spec.index) ||
+      !absl::SimpleAtoi(at[1], &spec.after_round)) {
+    return absl::InvalidArgumentError(absl::StrCat("--kill '", text, "': expected server:<index>@<round>"));
+  }
+  spec.role = who[0];
+  return spec;
+}
+
+int RunJob(const RunOptions& options) {
+  BlockTerminationSignals();
+  auto job = LoadJobSpec(options.job.job_path, options.job.overrides);
+  if (!job.ok()) {
+    std::fprintf(stderr, "sketchps run: %s\n", std::string(job.status().message()).c_str());
+    return 2;
+  }
+  Launch launch(options, *job);
+  if (auto st = launch.Prepare(); !st.ok()) {
+    std::fprintf(stderr, "sketchps run: %s\n", std::string(st.message()).c_str());
+    return 2;
+  }
+  for (auto step : {&Launch::StartServers, &Launch::StartWorkers}) {
+    if (auto st = (launch.*step)(); !st.ok()) {
+      std::fprintf(stderr, "sketchps run: %s\n", std::string(st.message()).c_str());
+      launch.StopAll();
+      return 1;
+    }
+  }
+  const int code = launch.Monitor();
+  if (code != 0) {
+    launch.StopAll();
+    return code;
+  }
+  if (auto st = launch.Finish(); !st.ok()) {
+    std::fprintf(stderr, "sketchps run: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace sketchps::tools

@@ -1,0 +1,46 @@
+// `sketchps run`: a whole parameter-server job on this machine. Starts S sketchps-server and P
+// sketchps-worker processes on loopback (free ports), shows a live progress line, and writes the run
+// directory:
+//   job.yaml              the effective job spec (after --set overrides)
+//   server-<s>.log, worker-<r>.log        each process's log
+//   worker-<r>.jsonl      each worker's per-round metrics (worker/trainer.h)
+//   metrics.jsonl         rank 0's per-round metrics (a copy, at the end)
+//   checkpoints/          the servers' checkpoints
+//   summary.json          tools/summary.h
+// Any process that fails stops the run: everything is stopped and the failing process is named with
+// the last lines of its log. Ctrl-C (SIGINT) or SIGTERM stops everything too.
+//
+// Fault injection (--kill server:<s>@<round>, repeatable): SIGKILL shard s once rank 0 has finished
+// `round` rounds, then restart it with the same flags; the run must still complete (checkpoints).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/cli.h"
+
+namespace sketchps::tools {
+
+struct KillSpec {
+  std::string role;          // "server"
+  std::uint32_t index = 0;
+  std::uint64_t after_round = 0;
+};
+// Parses "server:1@20". InvalidArgument naming --kill otherwise.
+absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text);
+
+struct RunOptions {
+  JobFlags job;
+  std::string out;           // run directory ("" : runs/<job_id>-<time>)
+  std::string bin_dir;       // where sketchps-server / sketchps-worker are ("" : next to this binary)
+  std::vector<std::string> kills;
+  int worker_threads = 1;
+  bool progress = true;      // live progress (a redrawn line on a terminal, else a line every 10%)
+};
+
+// Returns the process exit code: 0 success, 1 a process failed, 2 bad options, 130 interrupted.
+int RunJob(const RunOptions& options);
+
+}  // namespace sketchps::tools
