@@ -17,7 +17,8 @@
 
 namespace sketchps::tools {
 
-absl::StatusOr<Child> Child::Start(std::string name, std::vector<std::string> argv, const std::string& log_path) {
+absl::StatusOr<Child> Child::Start(std::string name, std::vector<std::string> argv, const std::string& log_path,
+                                   const std::vector<std::string>& env) {
   if (argv.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": empty command"));
   if (access(argv[0].c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat(name, ": ", argv[0], " is not an executable file (build it first)"));
@@ -42,6 +43,7 @@ absl::StatusOr<Child> Child::Start(std::string name, std::vector<std::string> ar
     dup2(devnull, STDIN_FILENO);
     dup2(log_fd, STDOUT_FILENO);
     dup2(log_fd, STDERR_FILENO);
+    for (const auto& kv : env) putenv(const_cast<char*>(kv.c_str()));
     execv(args[0], args.data());
     _exit(127);
   }

@@ -19,9 +19,10 @@ namespace sketchps::tools {
 class Child {
  public:
   // Starts argv[0] (a path) with argv, stdout and stderr appended to log_path, stdin /dev/null, in
-  // its own process group. Errors: the program does not exist or is not executable, the log file
-  // cannot be opened.
-  static absl::StatusOr<Child> Start(std::string name, std::vector<std::string> argv, const std::string& log_path);
+  // its own process group, with this process's environment plus `env` ("NAME=value", overriding).
+  // Errors: the program does not exist or is not executable, the log file cannot be opened.
+  static absl::StatusOr<Child> Start(std::string name, std::vector<std::string> argv, const std::string& log_path,
+                                     const std::vector<std::string>& env = {});
 
   Child(Child&& other) noexcept;
   Child& operator=(Child&& other) noexcept;

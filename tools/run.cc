@@ -57,6 +57,13 @@ absl::StatusOr<std::string> FindBinary(const std::string& bin_dir, const std::st
   return absl::NotFoundError(absl::StrCat(name, " not found (tried ", absl::StrJoin(tried, ", "), "); use --bin-dir"));
 }
 
+// OpenMP reads its settings once, when the runtime loads, and threads that a process starts later
+// (gRPC handlers, the worker's per-shard threads) start from them, not from omp_set_num_threads. Busy-
+// waiting OpenMP threads in several processes on a few cores would starve each other.
+std::vector<std::string> ChildEnv(int threads) {
+  return {absl::StrCat("OMP_NUM_THREADS=", threads), "OMP_WAIT_POLICY=PASSIVE"};
+}
+
 std::string DefaultOutDir(const std::string& job_id) {
   return absl::StrCat("runs/", job_id, "-", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
 }
@@ -135,7 +142,7 @@ std::vector<std::string> Launch::ServerArgv(std::uint32_t s) const {
 absl::Status Launch::StartServer(std::uint32_t s) {
   fs::remove(out_ / absl::StrCat("server-", s, ".port"));
   SKETCHPS_ASSIGN_OR_RETURN(Child child, Child::Start(absl::StrCat("server ", s), ServerArgv(s),
-                                                      (out_ / absl::StrCat("server-", s, ".log")).string()));
+                                                      (out_ / absl::StrCat("server-", s, ".log")).string(), ChildEnv(1)));
   if (s < servers_.size()) {
     servers_[s] = std::move(child);
   } else {
@@ -175,7 +182,8 @@ absl::Status Launch::StartWorkers() {
                                   "--metrics-out", (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
                                   std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
     SKETCHPS_ASSIGN_OR_RETURN(Child child, Child::Start(absl::StrCat("worker ", r), std::move(argv),
-                                                        (out_ / absl::StrCat("worker-", r, ".log")).string()));
+                                                        (out_ / absl::StrCat("worker-", r, ".log")).string(),
+                                                        ChildEnv(options_.worker_threads)));
     workers_.push_back(std::move(child));
   }
   std::fprintf(stderr, "run: %u workers training %s with %s for %llu rounds (%.2f epochs); logs in %s\n", job_.workers,
