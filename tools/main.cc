@@ -1,10 +1,12 @@
 // sketchps: the command-line front end. Subcommands:
 //   run     train a job with S servers and P workers on this machine (tools/run.h)
 //   health  check a server's grpc.health.v1 status (tools/health.h)
+//   report  a markdown table of run directories' summaries (tools/report.h)
 //   bench   benchmark the compression primitives (bench/primitives.h)
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "bench/primitives.h"
@@ -12,6 +14,7 @@
 #include "common/version.h"
 #include "kernels/backend.h"
 #include "tools/health.h"
+#include "tools/report.h"
 #include "tools/run.h"
 
 namespace {
@@ -84,9 +87,22 @@ int main(int argc, char** argv) {
   AddRunCommand(app, run_options);
   HealthOptions health_options;
   AddHealthCommand(app, health_options);
+  std::vector<std::string> report_dirs;
+  app.add_subcommand("report", "Markdown table of run directories (their summary.json)")
+      ->add_option("run_dirs", report_dirs, "Run directories written by `sketchps run`")
+      ->required();
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("bench")) return RunBench(bench_options, json);
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
+  if (app.got_subcommand("report")) {
+    auto table = sketchps::tools::MarkdownReport(report_dirs);
+    if (!table.ok()) {
+      std::fprintf(stderr, "sketchps report: %s\n", std::string(table.status().message()).c_str());
+      return 2;
+    }
+    std::cout << *table;
+    return 0;
+  }
   if (app.got_subcommand("health")) {
     return sketchps::tools::CheckHealth(health_options.address, health_options.service, health_options.timeout);
   }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tools/progress.h"
+#include "tools/report.h"
 #include "tools/run.h"
 #include "tools/summary.h"
 
@@ -85,4 +86,28 @@ TEST_CASE("JsonLinesFollower returns complete lines once, and Progress renders t
   CHECK_THAT(line, Catch::Contains("[####....]") && Catch::Contains("2/4 rounds") && Catch::Contains("epoch 1.00") &&
                        Catch::Contains("acc 80.0%") && Catch::Contains("ratio 40x up"));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("MarkdownReport writes one row per run and names a missing summary", "[tools]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("sketchps-report-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "a");
+  std::ofstream(dir / "a" / "summary.json") << nlohmann::json{{"scheme", "topk"},
+                                                              {"epochs", 1.0},
+                                                              {"final_test_accuracy", 0.8512},
+                                                              {"bytes_up_per_worker_per_round", 1000.0},
+                                                              {"bytes_down_per_worker_per_round", 2000.0},
+                                                              {"compression_ratio_up", 88.0},
+                                                              {"compression_ratio_down", 44.0},
+                                                              {"rounds_per_second", 2.5},
+                                                              {"compute_seconds", 1.0},
+                                                              {"compress_seconds", 1.0},
+                                                              {"communicate_seconds", 2.0}}
+                                                                 .dump();
+  auto table = MarkdownReport({(dir / "a").string()});
+  REQUIRE(table.ok());
+  CHECK_THAT(*table, Catch::Contains("| topk | 1.00 | 85.12% | 1000 | 2000 | 88.0x | 44.0x | 2.50 | 25 / 25 / 50 |"));
+  auto missing = MarkdownReport({(dir / "a").string(), (dir / "b").string()});
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(missing.status().message()), Catch::Contains("b/summary.json"));
+  std::filesystem::remove_all(dir);
 }
