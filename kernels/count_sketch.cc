@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/internal/policy.h"
+#include "kernels/internal/poly_lanes.h"
 #include "kernels/internal/scratch_array.h"
 #include "kernels/select.h"
 
@@ -172,6 +173,10 @@ struct SliceAccumulate {
     }
   }
   SKETCHPS_HD void Sweep(std::uint32_t j, std::size_t base, std::size_t end, float* row) const {
+    if constexpr (std::is_same_v<Family, PolyFamily> && std::is_same_v<Source, DenseSource>) {
+      internal::PolyLanesAccumulate(hash.PolyRow(j), src.x, base, end, row);  // SIMD hashing
+      return;
+    }
     std::uint32_t bucket[kBatch];
     float signed_value[kBatch];
     Cursor<Family, Source> cursor(hash, j, src, base);
