@@ -5,6 +5,7 @@
 #if !defined(__CUDACC__)
 
 #include <algorithm>
+#include <cstring>
 
 namespace sketchps::kernels::internal {
 namespace {
@@ -13,11 +14,6 @@ using count_sketch_internal::AddMod;
 using count_sketch_internal::MulMod;
 
 constexpr std::uint64_t kP = kMersenne61;
-
-// For u in [1, 2^62 − 2]: a value in [1, p] congruent to u mod p (2^61 ≡ 1). Hence Fold(x + y + 1) − 1
-// is (x + y) mod p for x, y < p, exactly, with no comparison.
-inline std::uint64_t Fold(std::uint64_t u) { return (u & kP) + (u >> 61); }
-inline std::uint64_t AddModFold(std::uint64_t x, std::uint64_t y) { return Fold(x + y + 1) - 1; }
 
 // Forward differences of P(x) = q1·x³ + q2·x² + q3·x + q4 with step h, all mod p:
 //   Δ1(x) = q1·(3x²h + 3xh² + h³) + q2·(2xh + h²) + q3·h
@@ -59,27 +55,49 @@ PolyLanes StartPolyLanes(const CountSketchPolyRow& row, std::uint32_t first) {
   return lanes;
 }
 
+// kPolyLanes 64-bit lanes as one GCC vector: one zmm register on AVX-512, two ymm on AVX2, four xmm
+// on the baseline; the state then stays in registers across the loop.
+using Lanes64 = std::uint64_t __attribute__((vector_size(8 * kPolyLanes)));
+using Lanes32 = std::uint32_t __attribute__((vector_size(4 * kPolyLanes)));
+
+// For u in [1, 2^62 − 2]: a value in [1, p] congruent to u mod p (2^61 ≡ 1). Hence FOLD(x + y + 1) − 1
+// is (x + y) mod p for x, y < p, exactly, with no comparison. (A macro, not a function over Lanes64:
+// the calling convention of vector arguments would depend on the SIMD level.)
+#define SKETCHPS_FOLD_LANES(u) (((u) & kP) + ((u) >> 61))
+
 __attribute__((target_clones("avx512f", "avx2", "default")))
 void WalkPolyLanes(PolyLanes& lanes, std::size_t steps, std::uint32_t* bucket, std::uint32_t* sign_bit) {
-  PolyLanes s = lanes;  // a local copy stays in registers
-  const std::uint64_t a1 = s.a_plus_1, d3_1 = s.d3_plus_1, cols = s.cols;
-  const std::uint64_t step0 = s.bucket_step, step_flip = s.bucket_step ^ s.bucket_step_wrap;
+  Lanes64 line, buck, cubic, d1, d2;
+  std::memcpy(&line, lanes.line, sizeof line);
+  std::memcpy(&buck, lanes.bucket, sizeof buck);
+  std::memcpy(&cubic, lanes.cubic, sizeof cubic);
+  std::memcpy(&d1, lanes.d1, sizeof d1);
+  std::memcpy(&d2, lanes.d2, sizeof d2);
+  const std::uint64_t a1 = lanes.a_plus_1, d3_1 = lanes.d3_plus_1, cols = lanes.cols;
+  const std::uint64_t step0 = lanes.bucket_step, step_flip = lanes.bucket_step ^ lanes.bucket_step_wrap;
   for (std::size_t t = 0; t < steps; ++t) {
-    for (std::size_t l = 0; l < kPolyLanes; ++l) {
-      bucket[t * kPolyLanes + l] = static_cast<std::uint32_t>(s.bucket[l]);
-      sign_bit[t * kPolyLanes + l] = static_cast<std::uint32_t>((~s.cubic[l] & 1u) << 31);
-      const std::uint64_t u = s.line[l] + a1;
-      const std::uint64_t wrap = u >> 61;  // 1 when line + a·L >= p
-      s.line[l] = (u & kP) + wrap - 1;
-      const std::uint64_t k = s.bucket[l] + (step0 ^ (step_flip & (0 - wrap))) - cols;
-      s.bucket[l] = k + (cols & (0 - (k >> 63)));  // k < 0 (as signed): add c back
-      s.cubic[l] = AddModFold(s.cubic[l], s.d1[l]);
-      s.d1[l] = AddModFold(s.d1[l], s.d2[l]);
-      s.d2[l] = Fold(s.d2[l] + d3_1) - 1;
-    }
+    const Lanes32 b32 = __builtin_convertvector(buck, Lanes32);
+    const Lanes32 s32 = __builtin_convertvector((~cubic & 1u) << 31, Lanes32);
+    std::memcpy(bucket + t * kPolyLanes, &b32, sizeof b32);
+    std::memcpy(sign_bit + t * kPolyLanes, &s32, sizeof s32);
+    const Lanes64 u = line + a1;
+    const Lanes64 wrap = u >> 61;  // 1 where line + a·L >= p
+    line = (u & kP) + (wrap - 1);
+    const Lanes64 k = buck + (step0 ^ (step_flip & (0 - wrap))) - cols;
+    buck = k + (cols & (0 - (k >> 63)));  // k < 0 (as signed): add c back
+    const Lanes64 cubic_sum = cubic + d1 + 1, d1_sum = d1 + d2 + 1, d2_sum = d2 + d3_1;
+    cubic = SKETCHPS_FOLD_LANES(cubic_sum) - 1;
+    d1 = SKETCHPS_FOLD_LANES(d1_sum) - 1;
+    d2 = SKETCHPS_FOLD_LANES(d2_sum) - 1;
   }
-  lanes = s;
+  std::memcpy(lanes.line, &line, sizeof line);
+  std::memcpy(lanes.bucket, &buck, sizeof buck);
+  std::memcpy(lanes.cubic, &cubic, sizeof cubic);
+  std::memcpy(lanes.d1, &d1, sizeof d1);
+  std::memcpy(lanes.d2, &d2, sizeof d2);
 }
+
+#undef SKETCHPS_FOLD_LANES
 
 void PolyLanesAccumulate(const CountSketchPolyRow& row, const float* x, std::size_t begin, std::size_t end,
                          float* table_row) {
