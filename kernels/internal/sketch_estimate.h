@@ -123,6 +123,12 @@ struct KeepAtLeast {
   float* val;
   std::uint32_t* counts;
   SKETCHPS_HD void operator()(std::size_t item, std::size_t t0, const float* est, std::size_t m) const {
+    float most = 0.0f;  // a vectorizable max first: most blocks hold no candidate (NaN never qualifies)
+    for (std::size_t t = 0; t < m; ++t) {
+      const float a = fabsf(est[t]);
+      most = a > most ? a : most;
+    }
+    if (!(most >= tau)) return;
     std::uint32_t c = counts[item];
     for (std::size_t t = 0; t < m; ++t) {
       if (!(fabsf(est[t]) >= tau)) continue;
