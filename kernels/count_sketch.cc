@@ -3,9 +3,10 @@
 // Accumulation, the one backend strategy switch (#if SKETCHPS_KERNELS_CUDA): CUDA, one thread per
 // entry with atomicAdd. CPU, one work item per OpenMP thread sketches its input slice into its own
 // table (item 0 into the caller's, the others into scratch copies added afterwards in thread
-// order; CAS-loop atomics cost several plain adds), rows outer. Estimation: blocks of coordinates
-// swept rows-outer on the CPU, one coordinate per thread on CUDA (the same functor, block size 1).
-// Loops hash a batch first and then touch the table, so that many cache misses are in flight.
+// order; CAS-loop atomics cost several plain adds), rows outer, dense kPolynomial61 input hashed in
+// SIMD lanes (internal/poly_lanes.h). Estimation and recovery: internal/sketch_estimate.h and
+// internal/sketch_recover.h. Loops hash a batch first and then touch the table, so that many cache
+// misses are in flight.
 #include "kernels/count_sketch.h"
 
 #include <thrust/count.h>
@@ -26,7 +27,6 @@
 #include "kernels/internal/sketch_estimate.h"
 #include "kernels/internal/sketch_recover.h"
 #include "kernels/internal/scratch_array.h"
-#include "kernels/select.h"
 
 namespace sketchps::kernels {
 namespace {
@@ -35,7 +35,6 @@ using internal::AllIndices;
 using internal::Cursor;
 using internal::DenseSource;
 using internal::ListedIndices;
-using internal::MixFamily;
 using internal::Policy;
 using internal::PolyFamily;
 using internal::ScratchArray;
