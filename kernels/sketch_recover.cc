@@ -35,10 +35,6 @@ struct SamplePosition {
 struct AbsOf {
   SKETCHPS_HD float operator()(float v) const { return fabsf(v); }
 };
-struct Capped {
-  std::uint32_t capacity;
-  SKETCHPS_HD std::uint32_t operator()(std::uint32_t c) const { return c < capacity ? c : capacity; }
-};
 
 // Moves item slots [item·capacity, item·capacity + counts[item]) to out[offsets[item]...).
 struct CompactSlots {
