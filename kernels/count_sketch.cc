@@ -3,9 +3,10 @@
 // Accumulation, the one backend strategy switch (#if SKETCHPS_KERNELS_CUDA): CUDA, one thread per
 // entry with atomicAdd. CPU, one work item per OpenMP thread sketches its input slice into its own
 // table (item 0 into the caller's, the others into scratch copies added afterwards in thread
-// order; CAS-loop atomics cost several plain adds), rows outer. Estimation: blocks of coordinates
-// swept rows-outer on the CPU, one coordinate per thread on CUDA (the same functor, block size 1).
-// Loops hash a batch first and then touch the table, so that many cache misses are in flight.
+// order; CAS-loop atomics cost several plain adds), rows outer, dense kPolynomial61 input hashed in
+// SIMD lanes (internal/poly_lanes.h). Estimation and recovery: internal/sketch_estimate.h and
+// internal/sketch_recover.h. Loops hash a batch first and then touch the table, so that many cache
+// misses are in flight.
 #include "kernels/count_sketch.h"
 
 #include <thrust/count.h>
@@ -21,36 +22,27 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/internal/policy.h"
+#include "kernels/internal/poly_lanes.h"
+#include "kernels/internal/sketch_cursor.h"
+#include "kernels/internal/sketch_estimate.h"
+#include "kernels/internal/sketch_recover.h"
 #include "kernels/internal/scratch_array.h"
-#include "kernels/select.h"
 
 namespace sketchps::kernels {
 namespace {
 
+using internal::AllIndices;
+using internal::Cursor;
+using internal::DenseSource;
+using internal::ListedIndices;
 using internal::Policy;
+using internal::PolyFamily;
 using internal::ScratchArray;
+using internal::SparseSource;
+using internal::StoreEstimates;
+using internal::WithFamily;
 using sketchps::CountSketchHash;
 using sketchps::count_sketch_internal::ApplySign;
-
-constexpr std::size_t kEstimateBlock = SKETCHPS_KERNELS_CUDA ? 1 : 256;  // coordinates per estimate work item
-
-// Hash families as types, so that the family branch is taken once per call, not per entry.
-// Row(h, j) evaluates any coordinate; a Walk(Row(h, j), i0) steps through i0, i0 + 1, ... (cheaper).
-struct PolyFamily {
-  using Walk = sketchps::CountSketchPolyWalk;
-  SKETCHPS_HD static sketchps::CountSketchPolyRow Row(const CountSketchHash& h, std::uint32_t j) { return h.PolyRow(j); }
-};
-struct MixFamily {
-  using Walk = sketchps::CountSketchMixWalk;
-  SKETCHPS_HD static sketchps::CountSketchMixRow Row(const CountSketchHash& h, std::uint32_t j) { return h.MixRow(j); }
-};
-
-// Calls f(PolyFamily{}) or f(MixFamily{}) according to hash.family().
-template <class F>
-auto WithFamily(const CountSketchHash& hash, F&& f) {
-  if (hash.family() == sketchps::CountSketchFamily::kSplitMix64) return f(MixFamily{});
-  return f(PolyFamily{});
-}
 
 // *addr += v, atomically with respect to other AtomicAdd calls.
 SKETCHPS_HD inline void AtomicAdd(float* addr, float v) {
@@ -67,62 +59,6 @@ SKETCHPS_HD inline void AtomicAdd(float* addr, float v) {
   }
 #endif
 }
-
-// Asks the CPU cache for *addr ahead of a read (no-op on CUDA).
-SKETCHPS_HD inline void PrefetchRead(const float* addr) {
-#if !SKETCHPS_KERNELS_CUDA
-  __builtin_prefetch(addr);
-#endif
-}
-
-// Input entries: entry t of a dense vector (coordinate t), or of (index, value) arrays.
-struct DenseSource {
-  const float* x;
-  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
-  SKETCHPS_HD float Value(std::size_t t) const { return x[t]; }
-};
-struct SparseSource {
-  const std::uint32_t* idx;
-  const float* val;
-  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
-  SKETCHPS_HD float Value(std::size_t t) const { return val[t]; }
-};
-
-// Coordinates to estimate: i = t (all of them) or i = idx[t].
-struct AllIndices {
-  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return static_cast<std::uint32_t>(t); }
-};
-struct ListedIndices {
-  const std::uint32_t* idx;
-  SKETCHPS_HD std::uint32_t Index(std::size_t t) const { return idx[t]; }
-};
-
-// Inputs whose entry t is coordinate t.
-template <class Input> struct Contiguous : std::false_type {};
-template <> struct Contiguous<DenseSource> : std::true_type {};
-template <> struct Contiguous<AllIndices> : std::true_type {};
-
-// Row j's hashes at entries t = lo, lo + 1, ... of an input: walked for contiguous inputs
-// (coordinate t) on the CPU, evaluated at in.Index(t) otherwise. Next() must follow each entry.
-template <class Family, class Input, bool = Contiguous<Input>::value && !SKETCHPS_KERNELS_CUDA>
-struct Cursor {
-  typename Family::Walk walk;
-  SKETCHPS_HD Cursor(const CountSketchHash& h, std::uint32_t j, const Input&, std::size_t lo)
-      : walk(Family::Row(h, j), static_cast<std::uint32_t>(lo)) {}
-  SKETCHPS_HD std::uint32_t Bucket(std::size_t) const { return walk.Bucket(); }
-  SKETCHPS_HD bool Positive(std::size_t) const { return walk.Positive(); }
-  SKETCHPS_HD void Next() { walk.Next(); }
-};
-template <class Family, class Input>
-struct Cursor<Family, Input, false> {
-  decltype(Family::Row(CountSketchHash(), 0)) row;
-  Input in;
-  SKETCHPS_HD Cursor(const CountSketchHash& h, std::uint32_t j, const Input& input, std::size_t)
-      : row(Family::Row(h, j)), in(input) {}
-  SKETCHPS_HD std::uint32_t Bucket(std::size_t t) const { return row.Bucket(in.Index(t)); }
-  SKETCHPS_HD bool Positive(std::size_t t) const { return row.Positive(in.Index(t)); }
-  SKETCHPS_HD void Next() {}
-};
 
 // Entry t into every row with atomic adds (CUDA, and CPU when copies do not pay).
 template <class Family, class Source>
@@ -172,6 +108,10 @@ struct SliceAccumulate {
     }
   }
   SKETCHPS_HD void Sweep(std::uint32_t j, std::size_t base, std::size_t end, float* row) const {
+    if constexpr (std::is_same_v<Family, PolyFamily> && std::is_same_v<Source, DenseSource>) {
+      internal::PolyLanesAccumulate(hash.PolyRow(j), src.x, base, end, row);  // SIMD hashing
+      return;
+    }
     std::uint32_t bucket[kBatch];
     float signed_value[kBatch];
     Cursor<Family, Source> cursor(hash, j, src, base);
@@ -228,47 +168,6 @@ void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& ha
                      AddCopies{d_table, copies.data(), hash.cells(), parts - 1});
   }
 #endif
-}
-
-// Outputs [block·B, block·B + B) with B = kEstimateBlock: the signed cells of every row (rows
-// outer, coefficients in registers), then one median per coordinate.
-template <class Family, class Indices>
-struct EstimateBlock {
-  Indices index;
-  std::size_t count;
-  const float* table;
-  float* out;
-  CountSketchHash hash;
-  SKETCHPS_HD void operator()(std::size_t block) const {
-    float vals[kMaxSketchRows * kEstimateBlock];
-    const std::size_t lo = block * kEstimateBlock;
-    const std::size_t m = count - lo < kEstimateBlock ? count - lo : kEstimateBlock;
-    std::uint32_t bucket[kEstimateBlock];
-    bool positive[kEstimateBlock];
-    for (std::uint32_t j = 0; j < hash.rows(); ++j) {
-      const float* row = table + j * std::size_t{hash.cols()};
-      Cursor<Family, Indices> cursor(hash, j, index, lo);
-      for (std::size_t t = 0; t < m; ++t, cursor.Next()) {  // hash first: the reads below then overlap
-        bucket[t] = cursor.Bucket(lo + t);
-        positive[t] = cursor.Positive(lo + t);
-        PrefetchRead(row + bucket[t]);
-      }
-      for (std::size_t t = 0; t < m; ++t) vals[j * kEstimateBlock + t] = ApplySign(positive[t], row[bucket[t]]);
-    }
-    for (std::size_t t = 0; t < m; ++t) out[lo + t] = sketchps::CountSketchLowerMedian(vals + t, kEstimateBlock, hash.rows());
-  }
-};
-
-// d_out[t] = estimate of coordinate index(t), t < count.
-template <class Indices>
-void Estimate(Indices index, std::size_t count, const float* d_table, const CountSketchHash& hash, float* d_out,
-              const Exec& exec) {
-  thrust::counting_iterator<std::size_t> first(0);
-  const std::size_t blocks = (count + kEstimateBlock - 1) / kEstimateBlock;
-  WithFamily(hash, [&](auto family) {
-    using Functor = EstimateBlock<decltype(family), Indices>;
-    thrust::for_each(Policy(exec), first, first + blocks, Functor{index, count, d_table, d_out, hash});
-  });
 }
 
 struct AtLeast {
@@ -352,7 +251,7 @@ absl::Status SketchEstimate(const float* d_table, const CountSketchHash& hash, c
   SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out, count, "d_out", kFn));
   SKETCHPS_RETURN_IF_ERROR(CheckIndices(d_idx, count, hash, exec, kFn));
-  if (count > 0) Estimate(ListedIndices{d_idx}, count, d_table, hash, d_out, exec);
+  if (count > 0) internal::EstimateInto(ListedIndices{d_idx}, count, d_table, hash, StoreEstimates{d_out}, exec);
   return absl::OkStatus();
 }
 
@@ -361,7 +260,7 @@ absl::Status SketchEstimateAll(const float* d_table, const CountSketchHash& hash
   constexpr const char* kFn = "SketchEstimateAll";
   SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_est, n, "d_est", kFn));
-  if (n > 0) Estimate(AllIndices{}, n, d_table, hash, d_est, exec);
+  if (n > 0) internal::EstimateInto(AllIndices{}, n, d_table, hash, StoreEstimates{d_est}, exec);
   return absl::OkStatus();
 }
 
@@ -374,9 +273,7 @@ absl::StatusOr<std::size_t> SketchRecover(const float* d_table, const CountSketc
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_idx, k, "d_out_idx", kFn));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_est, k, "d_out_est", kFn));
   if (k == 0) return std::size_t{0};
-  ScratchArray<float> est(*exec.scratch, n);
-  Estimate(AllIndices{}, n, d_table, hash, est.data(), exec);
-  return TopK(est.data(), n, k, d_out_idx, d_out_est, exec);
+  return internal::RecoverTopK(d_table, hash, n, k, d_out_idx, d_out_est, exec);
 }
 
 absl::StatusOr<double> SketchL2Estimate(const float* d_table, std::uint32_t rows, std::uint32_t cols,

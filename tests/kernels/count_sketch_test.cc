@@ -271,6 +271,30 @@ TEST_CASE("Recover returns the top-k estimates, ties by index", "[count_sketch]"
   CHECK(f.Recover(table, hash, 5000, 0).empty());
 }
 
+TEST_CASE("Recover over many work items equals the naive top-k, spread or clustered", "[count_sketch]") {
+  // n spans 16 estimate work items on the CPU and is not a multiple of the 8 hash lanes. Spread
+  // spikes take the sampled-threshold pass; 5000 spikes packed into one work item hold more
+  // candidates than its slots, which must fall back to estimating everything. Integer values tie.
+  Fixture f;
+  const bool clustered = GENERATE(false, true);
+  const std::uint32_t rows = GENERATE(5u, 4u);
+  const std::size_t n = 1000003, k = 100;
+  auto x = IntegerVector(n, 31, 0.0);
+  for (std::size_t s = 0; s < 5000; ++s) {
+    const float magnitude = 4000.0f + 16.0f * static_cast<float>(s * 37 % 5000);  // order unrelated to position
+    x[clustered ? 70000 + 7 * s : s * 199] = (s % 2 ? 1.0f : -1.0f) * magnitude;
+  }
+  const auto hash = MakeHash(rows, 30000, 5, n);
+  const auto table = f.Sketch(x, hash);
+  std::vector<float> naive(n);
+  for (std::uint32_t i = 0; i < n; ++i) naive[i] = NaiveEstimate(table, hash, i);
+  CHECK(f.EstimateAll(table, hash, n) == naive);
+  std::vector<float> got_est;
+  const auto got = f.Recover(table, hash, n, k, &got_est);
+  REQUIRE(got == sketchps::testing::NaiveTopKIndices(naive, k));
+  for (std::size_t t = 0; t < got.size(); ++t) CHECK(got_est[t] == naive[got[t]]);
+}
+
 TEST_CASE("Planted heavy hitters are recovered, equally well by both families", "[count_sketch]") {
   Fixture f;
   // Spec test 8: r = 5, c = 20000, d = 200k noise N(0,1) + 50 spikes: recall >= 0.9 per trial.
