@@ -2,7 +2,7 @@
 // ships, pinned by deploy/package-lock.json), reporting every error, not just the first.
 // Interpolation (${VAR:-default}) is left as is: the schema accepts strings wherever it may occur.
 // Usage: node compose.mjs FILE...
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import Ajv from "ajv";
@@ -10,8 +10,11 @@ import addFormats from "ajv-formats";
 import { finish, readYamlDocuments, requireArgs } from "./common.mjs";
 
 const require = createRequire(import.meta.url);
-// Not in dclint's package "exports": locate it through the package's main entry.
-const dclintRoot = dirname(require.resolve("dclint/package.json", { paths: [process.cwd()] }).toString());
+// The schema is not in dclint's package "exports": walk up from the package's main entry.
+let dclintRoot = dirname(require.resolve("dclint"));
+while (!existsSync(join(dclintRoot, "schemas", "compose.schema.json")) && dirname(dclintRoot) !== dclintRoot) {
+  dclintRoot = dirname(dclintRoot);
+}
 const schema = JSON.parse(readFileSync(join(dclintRoot, "schemas", "compose.schema.json"), "utf8"));
 delete schema.$schema; // draft-07 URL without '#', which ajv does not know; ajv's default is draft-07
 
