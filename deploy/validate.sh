@@ -35,6 +35,9 @@ PYTHON=/usr/bin/python3
 [[ -x $PYTHON ]] || PYTHON=$(command -v python3)
 "$PYTHON" -c 'import yaml' 2>/dev/null || { apt_install python3-yaml; PYTHON=/usr/bin/python3; }
 
+# One installer at a time (ctest may run two validations at once).
+exec 9>"$here/.npm-install.lock"
+flock 9
 stamp=$here/node_modules/.sketchps-lock.sha256
 want=$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
@@ -42,6 +45,7 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
   echo "$want" > "$stamp"
 fi
+flock -u 9
 kubectl=$(bash "$here/validate/kubectl.sh") || { log "no kustomize available"; exit 2; }
 
 work=$(mktemp -d)
