@@ -13,6 +13,9 @@ What it emulates of `docker compose up`:
     host paths) and named volumes (a folder per volume under the run folder);
   - depends_on: service_healthy waits for the dependency's healthcheck command to pass, run in the
     dependency's namespace with its interval, timeout, retries and start_period.
+With --check-probes FILE (Kubernetes manifests), the gRPC probes of its StatefulSets are also run
+against every shard (`sketchps health 127.0.0.1:PORT --service NAME`) once the shards are healthy,
+so a probe asking for a health service name the daemon does not serve fails here, not in a cluster.
 What it does not: restart policies (any failure fails the run), users, read-only roots, limits.
 
 The run passes when every service that no other service depends on (the workers) exits 0, every
@@ -40,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import topology  # noqa: E402
+import yaml  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker",
@@ -251,12 +255,47 @@ class Runner:
                 if self.exit[dep] != 0:
                     raise RunError(f"{dep} exited {self.exit[dep]}; {name} depends on its success")
 
+    def grpc_probes(self) -> list[tuple[str, int, str]]:
+        """(probe kind, port, service name) of every gRPC probe of the StatefulSets in --check-probes."""
+        probes = []
+        for doc in yaml.safe_load_all(Path(self.args.check_probes).read_text()):
+            if not doc or doc.get("kind") != "StatefulSet":
+                continue
+            for c in doc["spec"]["template"]["spec"].get("containers") or []:
+                for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+                    grpc = (c.get(kind) or {}).get("grpc")
+                    if grpc:
+                        probes.append((kind, int(grpc["port"]), grpc.get("service", "")))
+        if not probes:
+            raise RunError(f"--check-probes {self.args.check_probes}: no gRPC probes in any StatefulSet")
+        return probes
+
+    def check_probes(self):
+        servers = [n for n in self.long_running if self.services[n].argv[0] == "sketchps-server"]
+        for kind, port, service in self.grpc_probes():
+            for name in servers:
+                argv = [self.binary("sketchps"), "health", f"127.0.0.1:{port}"] + (["--service", service] if service else [])
+                proc = subprocess.run(["ip", "netns", "exec", self.net.ns[name], *argv], capture_output=True, text=True,
+                                      timeout=10, env=self.environment(self.services[name]))
+                what = f"Kubernetes {kind} (grpc port {port}, service {service or '(overall)'}) on {name}"
+                if proc.returncode != 0:
+                    raise RunError(f"{what} fails: {(proc.stdout + proc.stderr).strip()}")
+                log(f"{what}: SERVING")
+
     def run(self) -> None:
         log(f"run folder {self.run_dir}; services in start order: {', '.join(self.order)}; "
             f"must finish: {', '.join(self.jobs)}")
         self.net.create()
+        probes_checked = not self.args.check_probes
         for name in self.order:
             self.wait_for(name)
+            if name in self.jobs and not probes_checked:
+                for dep in self.long_running:
+                    if dep not in self.healthy and self.services[dep].healthcheck:
+                        self.check_health(dep)
+                        self.healthy.add(dep)
+                self.check_probes()
+                probes_checked = True
             self.start(name)
         last_report = time.monotonic()
         while not all(j in self.exit for j in self.jobs):
@@ -328,6 +367,7 @@ def parse_args(argv):
     ap.add_argument("--bandwidth", help="cap every link, tc rate syntax (e.g. 100mbit)")
     ap.add_argument("--timeout", type=float, default=600, help="hard limit for the whole run, seconds")
     ap.add_argument("--health-deadline", type=float, help="cap on each wait for a healthcheck, seconds")
+    ap.add_argument("--check-probes", metavar="K8S.yaml", help="also run these StatefulSets' gRPC probes on the shards")
     ap.add_argument("--log-dir", help="folder for logs and volumes (default: a new temporary folder)")
     return ap.parse_args(argv)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Shows that deploy/emulate/run.sh passes a healthy run and fails each broken one, using the
 stand-in daemons of tests/deploy/fake_build (no C++ build needed). Cases: a good run with a
-bandwidth cap; diverged replicas; a worker that cannot reach a shard; a shard that never becomes
+bandwidth cap and the Kubernetes probes; a probe naming a health service the shard does not serve;
+diverged replicas; a worker that cannot reach a shard; a shard that never becomes
 healthy; `ip netns add` failing; binaries missing. Prints one line per case and a closing
 "N passed, M failed"; exits 1 if any case did not behave. Needs root (network namespaces).
 """
@@ -20,9 +21,14 @@ RUN = REPO / "deploy/emulate/run.sh"
 FAKE = Path(__file__).resolve().parent / "fake_build"
 
 WORKER1_ENV = '      RANK: "1"\n'
+PROBES = "{deploy}/k8s/base/servers.yaml"
 # (name, compose edits [(old, new)], extra run.sh args, fake `ip` on PATH, expected exit, expected text)
+# "{deploy}" in an argument is the copy of deploy/ the case runs on.
 CASES = [
-    ("good run, 100mbit links", [], ["--bandwidth", "100mbit"], False, 0, "same final weights checksum"),
+    ("good run, 100mbit links, k8s probes", [], ["--bandwidth", "100mbit", "--check-probes", PROBES], False, 0,
+     "same final weights checksum"),
+    ("k8s probe asks an unserved health service", [('      SKETCHPS_SHARD: "1"\n', '      SKETCHPS_SHARD: "1"\n      FAKE_HEALTH_SERVICES: "other"\n')],
+     ["--check-probes", PROBES], False, 1, "Kubernetes livenessProbe (grpc port 7070, service liveness) on server-1 fails"),
     ("diverged replicas", [(WORKER1_ENV, WORKER1_ENV + '      FAKE_CHECKSUM_SALT: "x"\n')], [], False, 1, "replicas differ"),
     ("unreachable shard", [('"--connect-timeout=300"', '"--connect-timeout=3"'),
                            ('      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7070',
@@ -54,6 +60,7 @@ def run_case(case) -> tuple[bool, str]:
             (bindir / "ip").write_text("#!/bin/sh\necho 'mount --make-shared /run/netns failed: Operation not permitted' >&2\nexit 1\n")
             (bindir / "ip").chmod(0o755)
             env["PATH"] = f"{bindir}:{env['PATH']}"
+        extra = [a.replace("{deploy}", str(copy)) for a in extra]
         argv = ["bash", str(RUN), "--compose", str(compose), "--build-dir", str(FAKE), "--timeout", "90", *extra]
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     out = proc.stdout + proc.stderr

@@ -2,13 +2,15 @@
 """Stand-ins for the sketchps daemons, for testing deploy/emulate without a C++ build. They follow
 the daemon contract's shape (flags, env fallbacks, exit codes, log line) over plain TCP instead of
 gRPC; the role is the name this file is run under (symlinks in server/, worker/, tools/):
-  sketchps-server  listens on --listen; answers "health" with SERVING and "weights" with a digest of
-                   the job file and its shard; exits 0 on SIGTERM. FAKE_UNHEALTHY=1: answers
+  sketchps-server  listens on --listen; answers "health [SERVICE]" with SERVING for the overall
+                   service and the names in FAKE_HEALTH_SERVICES (default "liveness", as the
+                   Kubernetes probes expect), UNKNOWN for others, and "weights" with a digest of the
+                   job file and its shard; exits 0 on SIGTERM. FAKE_UNHEALTHY=1: answers
                    NOT_SERVING. Exit 2 if the job file is unreadable.
   sketchps-worker  connects to every server of --servers/SKETCHPS_SERVERS, retrying until
                    --connect-timeout (then exit 1), and logs "final weights checksum <hex>" over the
                    servers' digests (plus FAKE_CHECKSUM_SALT, to fake diverged replicas); exit 0.
-  sketchps health HOST:PORT   exit 0 only if the server answers SERVING.
+  sketchps health HOST:PORT [--service NAME]   exit 0 only if the server answers SERVING.
 """
 import hashlib
 import os
@@ -51,10 +53,15 @@ def server(args):
         while True:
             conn, _ = sock.accept()
             with conn:
-                req = conn.makefile().readline().strip()
-                if req == "health":
-                    conn.sendall(b"NOT_SERVING\n" if os.environ.get("FAKE_UNHEALTHY") else b"SERVING\n")
-                elif req == "weights":
+                req = conn.makefile().readline().split()
+                known = ["", *os.environ.get("FAKE_HEALTH_SERVICES", "liveness").split(",")]
+                if req[:1] == ["health"]:
+                    service = req[1] if len(req) > 1 else ""
+                    if service not in known:
+                        conn.sendall(b"UNKNOWN\n")
+                    else:
+                        conn.sendall(b"NOT_SERVING\n" if os.environ.get("FAKE_UNHEALTHY") else b"SERVING\n")
+                elif req == ["weights"]:
                     conn.sendall(digest.encode() + b"\n")
     except SystemExit:
         if ckpt:
@@ -85,8 +92,11 @@ def worker(args):
 
 
 def health(args):
+    service = flag(args, "--service", "")
     try:
-        return 0 if ask(args[1], "health") == "SERVING" else 1
+        answer = ask(args[1], f"health {service}".strip())
+        print(f"{args[1]}: {answer}")
+        return 0 if answer == "SERVING" else 1
     except (OSError, IndexError) as e:
         print(f"sketchps health: {e}")
         return 1
