@@ -3,16 +3,30 @@
 # link, derived from the binaries themselves (ldd) instead of a hand-kept list:
 #   runtime-deps.sh packages BINARY...   Debian packages that own the libraries, one a line
 #   runtime-deps.sh unowned  BINARY...   libraries no package owns (e.g. the CUDA toolkit's), one a line
+#   runtime-deps.sh check    BINARY...   exit 1 if any library is unowned (the CPU image installs
+#                                        packages only, so such a library would be missing there)
 # Fails (exit 1, naming them) if a library cannot be found at all. Used by the Dockerfiles' build
 # stage; tests/deploy runs it on the built daemons so a missing library shows up in CI, not at
 # `docker run`. libc's loader and the vDSO are skipped; so is libcuda (the NVIDIA container runtime
 # mounts the driver's copy).
 set -euo pipefail
 
-usage() { echo "usage: $0 packages|unowned BINARY..." >&2; exit 2; }
+usage() { echo "usage: $0 packages|unowned|check BINARY..." >&2; exit 2; }
 [[ $# -ge 2 ]] || usage
 mode=$1; shift
-[[ $mode == packages || $mode == unowned ]] || usage
+case $mode in
+  packages|unowned) ;;
+  check)
+    unowned=$(bash "$0" unowned "$@")
+    if [[ -n $unowned ]]; then
+      echo "runtime-deps: owned by no Debian package (a package-only image would lack them):" >&2
+      echo "$unowned" >&2
+      exit 1
+    fi
+    echo "runtime-deps: $(bash "$0" packages "$@" | wc -l) Debian packages provide every library of: $*"
+    exit 0 ;;
+  *) usage ;;
+esac
 
 libs=()
 missing=()

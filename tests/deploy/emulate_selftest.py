@@ -30,7 +30,7 @@ CASES = [
     ("k8s probe asks an unserved health service", [('      SKETCHPS_SHARD: "1"\n', '      SKETCHPS_SHARD: "1"\n      FAKE_HEALTH_SERVICES: "other"\n')],
      ["--check-probes", PROBES], False, 1, "Kubernetes livenessProbe (grpc port 7070, service liveness) on server-1 fails"),
     ("diverged replicas", [(WORKER1_ENV, WORKER1_ENV + '      FAKE_CHECKSUM_SALT: "x"\n')], [], False, 1, "replicas differ"),
-    ("unreachable shard", [('"--connect-timeout=300"', '"--connect-timeout=3"'),
+    ("unreachable shard", [('"--patience-seconds=300"', '"--patience-seconds=3"'),
                            ('      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7070',
                             '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7999')],
      [], False, 1, "worker-1 exited 1"),

@@ -8,7 +8,7 @@ gRPC; the role is the name this file is run under (symlinks in server/, worker/,
                    job file and its shard; exits 0 on SIGTERM. FAKE_UNHEALTHY=1: answers
                    NOT_SERVING. Exit 2 if the job file is unreadable.
   sketchps-worker  connects to every server of --servers/SKETCHPS_SERVERS, retrying until
-                   --connect-timeout (then exit 1), and logs "final weights checksum <hex>" over the
+                   --patience-seconds (then exit 1), and logs "final weights checksum <hex>" over the
                    servers' digests (plus FAKE_CHECKSUM_SALT, to fake diverged replicas); exit 0.
   sketchps health HOST:PORT [--service NAME]   exit 0 only if the server answers SERVING.
 """
@@ -73,7 +73,7 @@ def server(args):
 def worker(args):
     servers = flag(args, "--servers", os.environ.get("SKETCHPS_SERVERS", "")).split(",")
     rank = flag(args, "--rank", os.environ.get("RANK", os.environ.get("JOB_COMPLETION_INDEX")))
-    timeout = float(flag(args, "--connect-timeout", "120"))
+    timeout = float(flag(args, "--patience-seconds", "120"))
     parts = []
     for srv in servers:
         deadline = time.monotonic() + timeout
