@@ -234,7 +234,10 @@ class Runner:
             if ok:
                 log(f"{name} healthy after {waited:.1f} s ({attempts} check(s): {' '.join(hc.argv)})")
                 return
-            if waited > limit or time.monotonic() > self.deadline:
+            if time.monotonic() > self.deadline:
+                raise RunError(f"timeout after {self.args.timeout:.0f} s while waiting for {name} to be healthy "
+                               f"({attempts} checks of `{' '.join(hc.argv)}`)\n{self.tail(name)}")
+            if waited > limit:
                 raise RunError(f"{name} did not become healthy within {limit:.0f} s ({attempts} checks of "
                                f"`{' '.join(hc.argv)}`)\n{self.tail(name)}")
             if attempts % 5 == 0:

@@ -61,7 +61,7 @@ def run_case(case) -> tuple[bool, str]:
             (bindir / "ip").chmod(0o755)
             env["PATH"] = f"{bindir}:{env['PATH']}"
         extra = [a.replace("{deploy}", str(copy)) for a in extra]
-        argv = ["bash", str(RUN), "--compose", str(compose), "--build-dir", str(FAKE), "--timeout", "90", *extra]
+        argv = ["bash", str(RUN), "--compose", str(compose), "--build-dir", str(FAKE), "--timeout", "240", *extra]
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     out = proc.stdout + proc.stderr
     if proc.returncode != want_rc:

@@ -52,22 +52,31 @@ def server(args):
     try:
         while True:
             conn, _ = sock.accept()
-            with conn:
-                req = conn.makefile().readline().split()
-                known = ["", *os.environ.get("FAKE_HEALTH_SERVICES", "liveness").split(",")]
-                if req[:1] == ["health"]:
-                    service = req[1] if len(req) > 1 else ""
-                    if service not in known:
-                        conn.sendall(b"UNKNOWN\n")
-                    else:
-                        conn.sendall(b"NOT_SERVING\n" if os.environ.get("FAKE_UNHEALTHY") else b"SERVING\n")
-                elif req == ["weights"]:
-                    conn.sendall(digest.encode() + b"\n")
+            try:
+                serve_one(conn, digest)
+            except OSError:
+                pass  # a client that gave up (timeout, reset) must not take the server down
+            finally:
+                conn.close()
     except SystemExit:
         if ckpt:
             open(os.path.join(ckpt, f"shard-{shard}.ckpt"), "w").write(digest)
         print("sketchps-server: SIGTERM: checkpoint written, exiting", flush=True)
         return 0
+
+
+def serve_one(conn, digest):
+    conn.settimeout(5)
+    req = conn.makefile().readline().split()
+    known = ["", *os.environ.get("FAKE_HEALTH_SERVICES", "liveness").split(",")]
+    if req[:1] == ["health"]:
+        service = req[1] if len(req) > 1 else ""
+        if service not in known:
+            conn.sendall(b"UNKNOWN\n")
+        else:
+            conn.sendall(b"NOT_SERVING\n" if os.environ.get("FAKE_UNHEALTHY") else b"SERVING\n")
+    elif req == ["weights"]:
+        conn.sendall(digest.encode() + b"\n")
 
 
 def worker(args):
