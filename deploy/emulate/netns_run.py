@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""Runs a compose topology as processes, one network namespace per service, and checks the job.
+
+What it emulates of `docker compose up`:
+  - one host per service: a network namespace with one veth link to a shared bridge (the bridge
+    lives in its own namespace, so nothing is added to the host's network), 10.213.0.0/24
+    addresses, and /etc/netns/<ns>/hosts so that service names resolve as on a compose network;
+  - optionally a bandwidth cap per link (--bandwidth 100mbit: tbf on both ends of every veth, with
+    the MTU of lo and the veths at 1500, which tbf needs here);
+  - each service's command as the image would run it (topology.py: entrypoint from the compose file
+    or the Dockerfile target, then `command`), with the binaries taken from a build folder;
+  - the environment, bind mounts (container paths in arguments and env values are rewritten to the
+    host paths) and named volumes (a folder per volume under the run folder);
+  - depends_on: service_healthy waits for the dependency's healthcheck command to pass, run in the
+    dependency's namespace with its interval, timeout, retries and start_period.
+With --check-probes FILE (Kubernetes manifests), the gRPC probes of its StatefulSets are also run
+against every shard (`sketchps health 127.0.0.1:PORT --service NAME`) once the shards are healthy,
+so a probe asking for a health service name the daemon does not serve fails here, not in a cluster.
+What it does not: restart policies (any failure fails the run), users, read-only roots, limits.
+
+The run passes when every service that no other service depends on (the workers) exits 0, every
+one of them logged the same "final weights checksum <hex>", no long-running service (the shards)
+died early, and each shard exits 0 after SIGTERM within its stop_grace_period. Anything else, a
+hard timeout included, fails it (exit 1). If namespaces cannot be created it fails too, loudly:
+this test never passes without having run. Exit 2: bad usage or configuration.
+
+Cleanup is always attempted (also on SIGINT/SIGTERM): it kills only the processes it started,
+deletes its namespaces and its /etc/netns/<ns> folders. Needs root, iproute2 and python3-yaml.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import topology  # noqa: E402
+import yaml  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker",
+            "sketchps": "tools/sketchps"}
+DAEMONS = ("sketchps-server", "sketchps-worker")
+CHECKSUM = re.compile(r"final weights checksum ([0-9a-fA-F]+)")
+SUBNET = "10.213.0"
+
+
+class RunError(Exception):
+    """A failure of the emulated job (exit 1)."""
+
+
+def log(msg: str):
+    print(f"emulate: {msg}", flush=True)
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(argv), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RunError(f"`{' '.join(argv)}` failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+class Network:
+    """The namespaces, links and hosts files of one run; remove() undoes whatever was made."""
+
+    def __init__(self, run_id: str, services: list[str], bandwidth: str | None):
+        self.switch = f"sps{run_id}-switch"
+        self.ns = {s: f"sps{run_id}-{s}" for s in services}
+        self.addr = {s: f"{SUBNET}.{i + 2}" for i, s in enumerate(services)}
+        self.bandwidth = bandwidth
+        self.made_ns: list[str] = []
+        self.made_etc: list[Path] = []
+
+    def create(self):
+        for ns in [self.switch, *self.ns.values()]:
+            proc = sh("ip", "netns", "add", ns, check=False)
+            if proc.returncode != 0:
+                raise RunError(f"cannot create network namespaces (`ip netns add {ns}`: {proc.stderr.strip()}); "
+                               "this test needs root and CAP_SYS_ADMIN and does not pass without them")
+            self.made_ns.append(ns)
+        sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", self.switch, "link", "set", "br0", "up")
+        hosts = "127.0.0.1 localhost\n::1 localhost\n" + "".join(f"{a} {s}\n" for s, a in self.addr.items())
+        for i, (service, ns) in enumerate(self.ns.items()):
+            port = f"p{i}"
+            sh("ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", self.switch)
+            sh("ip", "-n", self.switch, "link", "set", port, "master", "br0")
+            for n, dev in ((ns, "lo"), (ns, "eth0"), (self.switch, port)):
+                if self.bandwidth:
+                    sh("ip", "-n", n, "link", "set", dev, "mtu", "1500")
+                sh("ip", "-n", n, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "addr", "add", f"{self.addr[service]}/24", "dev", "eth0")
+            if self.bandwidth:
+                for n, dev in ((ns, "eth0"), (self.switch, port)):
+                    sh("ip", "netns", "exec", n, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
+                       "rate", self.bandwidth, "burst", "32kbit", "latency", "50ms")
+            etc = Path("/etc/netns") / ns
+            etc.mkdir(parents=True, exist_ok=True)
+            self.made_etc.append(etc)
+            (etc / "hosts").write_text(hosts)
+        log(f"network: {len(self.ns)} hosts on {SUBNET}.0/24" +
+            (f", every link capped at {self.bandwidth} (tbf, MTU 1500)" if self.bandwidth else ""))
+
+    def remove(self):
+        for ns in reversed(self.made_ns):
+            sh("ip", "netns", "del", ns, check=False)
+        for etc in self.made_etc:
+            shutil.rmtree(etc, ignore_errors=True)
+        try:
+            Path("/etc/netns").rmdir()  # only if empty: other users' folders stay
+        except OSError:
+            pass
+
+
+class Runner:
+    def __init__(self, args, services: dict[str, topology.Service]):
+        self.args = args
+        self.services = services
+        self.order = topology.start_order(services)
+        needed = {d for s in services.values() for d in s.depends_on}
+        self.jobs = [s for s in self.order if s not in needed]
+        self.long_running = [s for s in self.order if s in needed]
+        self.run_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="sketchps-emulate-"))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.started: dict[str, float] = {}
+        self.exit: dict[str, int] = {}
+        self.healthy: set[str] = set()     # compose re-checks; once is enough for a start order
+        self.net = Network(f"{os.getpid() % 100000:05d}", self.order, args.bandwidth)
+        self.deadline = time.monotonic() + args.timeout
+
+    # --- command lines -------------------------------------------------------------------------
+    def binary(self, name: str) -> str:
+        overrides = dict(b.split("=", 1) for b in self.args.bin)
+        if name in overrides:
+            path = Path(overrides[name])
+        elif name in BINARIES:
+            path = Path(self.args.build_dir) / BINARIES[name]
+        else:
+            return name  # not ours (e.g. /bin/sh): taken from PATH
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise topology.TopologyError(f"{name}: no executable at {path} (build it: bash scripts/build.sh ci)")
+        return str(path.absolute())  # not resolve(): a symlink's name can matter to the program
+
+    def path_map(self, s: topology.Service) -> list[tuple[str, str]]:
+        mapping = []
+        for m in s.mounts:
+            if m.kind == "bind":
+                host = m.source
+            else:
+                host = str(self.run_dir / ("volumes" if m.kind == "volume" else f"tmpfs/{s.name}") / (m.source or m.target.strip("/").replace("/", "_")))
+                Path(host).mkdir(parents=True, exist_ok=True)
+            mapping.append((m.target, host))
+        return sorted(mapping, key=lambda kv: -len(kv[0]))
+
+    @staticmethod
+    def rewrite(text: str, mapping) -> str:
+        """Replaces container paths by host paths in one pass (a replacement is never rewritten again)."""
+        if not mapping:
+            return text
+        hosts = dict(mapping)
+        pattern = r"(?<![\w./-])(" + "|".join(re.escape(t) for t, _ in mapping) + r")(?=/|$|[,:=\s])"
+        return re.sub(pattern, lambda m: hosts[m.group(1)], text)
+
+    def argv(self, s: topology.Service, argv: list[str]) -> list[str]:
+        mapping = self.path_map(s)
+        out = [self.binary(argv[0])] + [self.rewrite(a, mapping) for a in argv[1:]]
+        if argv[0] in DAEMONS:
+            for kv in self.args.set:
+                out += ["--set", kv]
+        for spec in self.args.service_arg:
+            pattern, _, arg = spec.partition("=")
+            if fnmatch.fnmatch(s.name, pattern) and argv is s.argv:
+                out.append(arg)
+        return out
+
+    def environment(self, s: topology.Service) -> dict[str, str]:
+        mapping = self.path_map(s)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(self.run_dir)}
+        env.update({k: self.rewrite(v, mapping) for k, v in s.environment.items()})
+        return env
+
+    # --- processes -----------------------------------------------------------------------------
+    def start(self, name: str):
+        s = self.services[name]
+        argv = self.argv(s, s.argv)
+        out = open(self.run_dir / f"{name}.log", "w")
+        out.write(f"# {' '.join(argv)}\n")
+        out.flush()
+        self.procs[name] = subprocess.Popen(["ip", "netns", "exec", self.net.ns[name], *argv], env=self.environment(s),
+                                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.started[name] = time.monotonic()
+        log(f"started {name} ({self.net.addr[name]}): {' '.join(argv)}")
+
+    def poll(self):
+        for name, p in self.procs.items():
+            if name not in self.exit and p.poll() is not None:
+                self.exit[name] = p.returncode
+                log(f"{name} exited {p.returncode} after {time.monotonic() - self.started[name]:.1f} s")
+
+    def tail(self, name: str, lines: int = 25) -> str:
+        path = self.run_dir / f"{name}.log"
+        text = path.read_text(errors="replace").splitlines() if path.exists() else []
+        return "\n".join(f"    {name}| {l}" for l in text[-lines:])
+
+    def check_health(self, name: str):
+        s = self.services[name]
+        hc = s.healthcheck
+        if hc is None:
+            raise RunError(f"{name} has no healthcheck test, but a service waits for it to be healthy")
+        argv = ["ip", "netns", "exec", self.net.ns[name], *self.argv(s, hc.argv)]
+        limit = hc.start_period + hc.retries * (hc.interval + hc.timeout)
+        if self.args.health_deadline is not None:
+            limit = min(limit, self.args.health_deadline)
+        t0, attempts = time.monotonic(), 0
+        while True:
+            self.poll()
+            if name in self.exit:
+                raise RunError(f"{name} exited {self.exit[name]} before it became healthy\n{self.tail(name)}")
+            attempts += 1
+            try:
+                ok = subprocess.run(argv, env=self.environment(s), capture_output=True, timeout=hc.timeout).returncode == 0
+            except subprocess.TimeoutExpired:
+                ok = False
+            waited = time.monotonic() - t0
+            if ok:
+                log(f"{name} healthy after {waited:.1f} s ({attempts} check(s): {' '.join(hc.argv)})")
+                return
+            if time.monotonic() > self.deadline:
+                raise RunError(f"timeout after {self.args.timeout:.0f} s while waiting for {name} to be healthy "
+                               f"({attempts} checks of `{' '.join(hc.argv)}`)\n{self.tail(name)}")
+            if waited > limit:
+                raise RunError(f"{name} did not become healthy within {limit:.0f} s ({attempts} checks of "
+                               f"`{' '.join(hc.argv)}`)\n{self.tail(name)}")
+            if attempts % 5 == 0:
+                log(f"waiting for {name} to be healthy ({waited:.0f} s, {attempts} checks)")
+            time.sleep(hc.interval)
+
+    def wait_for(self, name: str):
+        for dep, condition in sorted(self.services[name].depends_on.items()):
+            if condition == "service_healthy" and dep not in self.healthy:
+                self.check_health(dep)
+                self.healthy.add(dep)
+            elif condition == "service_completed_successfully":
+                while dep not in self.exit:
+                    self.poll()
+                    if time.monotonic() > self.deadline:
+                        raise RunError(f"timeout waiting for {dep} to complete")
+                    time.sleep(0.2)
+                if self.exit[dep] != 0:
+                    raise RunError(f"{dep} exited {self.exit[dep]}; {name} depends on its success")
+
+    def grpc_probes(self) -> list[tuple[str, int, str]]:
+        """(probe kind, port, service name) of every gRPC probe of the StatefulSets in --check-probes."""
+        probes = []
+        for doc in yaml.safe_load_all(Path(self.args.check_probes).read_text()):
+            if not doc or doc.get("kind") != "StatefulSet":
+                continue
+            for c in doc["spec"]["template"]["spec"].get("containers") or []:
+                for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+                    grpc = (c.get(kind) or {}).get("grpc")
+                    if grpc:
+                        probes.append((kind, int(grpc["port"]), grpc.get("service", "")))
+        if not probes:
+            raise RunError(f"--check-probes {self.args.check_probes}: no gRPC probes in any StatefulSet")
+        return probes
+
+    def check_probes(self):
+        servers = [n for n in self.long_running if self.services[n].argv[0] == "sketchps-server"]
+        for kind, port, service in self.grpc_probes():
+            for name in servers:
+                argv = [self.binary("sketchps"), "health", f"127.0.0.1:{port}"] + (["--service", service] if service else [])
+                proc = subprocess.run(["ip", "netns", "exec", self.net.ns[name], *argv], capture_output=True, text=True,
+                                      timeout=10, env=self.environment(self.services[name]))
+                what = f"Kubernetes {kind} (grpc port {port}, service {service or '(overall)'}) on {name}"
+                if proc.returncode != 0:
+                    raise RunError(f"{what} fails: {(proc.stdout + proc.stderr).strip()}")
+                log(f"{what}: SERVING")
+
+    def run(self) -> None:
+        log(f"run folder {self.run_dir}; services in start order: {', '.join(self.order)}; "
+            f"must finish: {', '.join(self.jobs)}")
+        self.net.create()
+        probes_checked = not self.args.check_probes
+        for name in self.order:
+            self.wait_for(name)
+            if name in self.jobs and not probes_checked:
+                for dep in self.long_running:
+                    if dep not in self.healthy and self.services[dep].healthcheck:
+                        self.check_health(dep)
+                        self.healthy.add(dep)
+                self.check_probes()
+                probes_checked = True
+            self.start(name)
+        last_report = time.monotonic()
+        while not all(j in self.exit for j in self.jobs):
+            time.sleep(0.2)
+            self.poll()
+            for name in self.jobs:
+                if self.exit.get(name, 0) != 0:
+                    raise RunError(f"{name} exited {self.exit[name]}\n{self.tail(name)}")
+            for name in self.long_running:
+                if name in self.exit:
+                    raise RunError(f"{name} stopped (exit {self.exit[name]}) while the workers still ran\n{self.tail(name)}")
+            now = time.monotonic()
+            if now > self.deadline:
+                raise RunError(f"timeout after {self.args.timeout} s; still running: "
+                               f"{', '.join(j for j in self.jobs if j not in self.exit)}")
+            if now - last_report >= 10:
+                last_report = now
+                log(f"{now - min(self.started.values()):.0f} s: running "
+                    f"{', '.join(j for j in self.jobs if j not in self.exit)}")
+        self.stop_long_running()
+        self.check_checksums()
+
+    def stop_long_running(self):
+        for name in self.long_running:
+            self.procs[name].send_signal(signal.SIGTERM)
+        for name in self.long_running:
+            grace = topology.parse_duration(self.services[name].raw.get("stop_grace_period", "10s"), name)
+            try:
+                code = self.procs[name].wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                raise RunError(f"{name} did not exit within its stop_grace_period ({grace:.0f} s) after SIGTERM\n{self.tail(name)}")
+            self.exit[name] = code
+            if code != 0:
+                raise RunError(f"{name} exited {code} after SIGTERM (expected 0: checkpoint, then exit)\n{self.tail(name)}")
+            log(f"{name} stopped cleanly after SIGTERM")
+
+    def check_checksums(self):
+        sums = {}
+        for name in self.jobs:
+            found = CHECKSUM.findall((self.run_dir / f"{name}.log").read_text(errors="replace"))
+            if not found:
+                raise RunError(f"{name} logged no 'final weights checksum'\n{self.tail(name)}")
+            sums[name] = found[-1].lower()
+        if len(set(sums.values())) != 1:
+            raise RunError("replicas differ: " + ", ".join(f"{n}={c}" for n, c in sums.items()))
+        log(f"all {len(sums)} workers exited 0 with the same final weights checksum {next(iter(sums.values()))}")
+
+    def cleanup(self):
+        for name, p in self.procs.items():
+            if p.poll() is None:
+                p.terminate()
+        for name, p in self.procs.items():
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.net.remove()
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description="Run a compose topology in network namespaces (see the module doc).")
+    ap.add_argument("--compose", default=str(REPO / "deploy/compose/docker-compose.yml"))
+    ap.add_argument("--build-dir", default=str(REPO / "build/ci"), help="where server/, worker/, tools/ binaries are")
+    ap.add_argument("--bin", action="append", default=[], metavar="NAME=PATH", help="binary for an image command name")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="job override for every daemon")
+    ap.add_argument("--service-arg", action="append", default=[], metavar="GLOB=ARG",
+                    help="extra argument for the services whose name matches GLOB")
+    ap.add_argument("--bandwidth", help="cap every link, tc rate syntax (e.g. 100mbit)")
+    ap.add_argument("--timeout", type=float, default=600, help="hard limit for the whole run, seconds")
+    ap.add_argument("--health-deadline", type=float, help="cap on each wait for a healthcheck, seconds")
+    ap.add_argument("--check-probes", metavar="K8S.yaml", help="also run these StatefulSets' gRPC probes on the shards")
+    ap.add_argument("--log-dir", help="folder for logs and volumes (default: a new temporary folder)")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        services = topology.load(args.compose)
+        runner = Runner(args, services)
+        for s in services.values():  # resolve every binary before touching the network
+            runner.binary(s.argv[0])
+            if s.healthcheck:
+                runner.binary(s.healthcheck.argv[0])
+    except topology.TopologyError as e:
+        print(f"emulate: configuration error: {e}", file=sys.stderr)
+        return 2
+
+    def on_signal(signum, _frame):
+        raise RunError(f"interrupted by signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    t0 = time.monotonic()
+    try:
+        runner.run()
+        log(f"PASSED in {time.monotonic() - t0:.1f} s (logs: {runner.run_dir})")
+        return 0
+    except (RunError, topology.TopologyError) as e:
+        print(f"emulate: FAILED: {e}", flush=True)
+        print(f"emulate: logs in {runner.run_dir}", flush=True)
+        return 1
+    finally:
+        runner.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
