@@ -4,8 +4,9 @@
 //                   [--checkpoint-dir DIR] [--port-file FILE] [--set key=value]...
 //
 // Shard id: --shard, else env SKETCHPS_SHARD, else the trailing "-N" of the hostname (a StatefulSet
-// ordinal). Serves sketchps.v1.ParameterServer and grpc.health.v1.Health on --listen.
-// SIGTERM/SIGINT: health turns NOT_SERVING, new phases are refused, phases in flight finish (up to
+// ordinal). Serves sketchps.v1.ParameterServer and grpc.health.v1.Health on --listen (service ""
+// for readiness, "liveness" for liveness).
+// SIGTERM/SIGINT: readiness turns NOT_SERVING (liveness stays SERVING until exit), new phases are refused, phases in flight finish (up to
 // --grace-seconds), a checkpoint is written, exit 0.
 // Exit codes: 0 stopped by a signal; 1 runtime failure (cannot listen, ...); 2 bad configuration.
 #include <unistd.h>
@@ -90,6 +91,9 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("--listen {}: cannot listen (address in use or invalid)", flags.listen);
     return 1;
   }
+  // Health: "" (readiness: NOT_SERVING from SIGTERM on) and "liveness" (SERVING until the process
+  // exits, so a draining shard that writes its checkpoint is not killed by a liveness probe).
+  grpc_server->GetHealthCheckService()->SetServingStatus("liveness", true);
   std::optional<server::MetricsEndpoint> endpoint;
   if (!flags.metrics_listen.empty()) {
     auto served = server::ServeMetrics(flags.metrics_listen, metrics);
@@ -112,7 +116,7 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
 
   const std::string signal = WaitForTerminationSignal();
   spdlog::info("{}: stopping: refusing new phases, finishing the {} in flight", signal, (*host)->in_flight());
-  grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  grpc_server->GetHealthCheckService()->SetServingStatus("", false);
   (*host)->BeginShutdown();
   const absl::Time grace_end = absl::Now() + absl::Seconds(flags.grace_seconds);
   while ((*host)->in_flight() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(10));
