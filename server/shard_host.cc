@@ -210,11 +210,16 @@ absl::StatusOr<v1::PushPullResponse> ShardHost::PushPullLocked(const v1::PushPul
   if (closing_.load() && !duplicate && !shard->table().HasAnyContribution(key)) {
     return absl::UnavailableError("the server is shutting down: retry after it restarts");
   }
+  const absl::Time arrived = absl::Now();
+  const bool first = !duplicate && FirstArrival(key, arrived);
   SKETCHPS_RETURN_IF_ERROR(shard->table().Submit(key, h.worker_id(), Contribution{spec, std::move(body)}));
   if (metrics_) metrics_->CountPush(duplicate ? ServerMetrics::Push::kDuplicate : ServerMetrics::Push::kAccepted);
-  const absl::Time arrived = absl::Now();
   SKETCHPS_ASSIGN_OR_RETURN(auto result, shard->table().Await(key, std::min(deadline, arrived + options_.max_wait)));
-  if (metrics_) metrics_->ObservePhaseWait(absl::ToDoubleSeconds(absl::Now() - arrived));
+  if (metrics_) {
+    const double waited = absl::ToDoubleSeconds(absl::Now() - arrived);
+    metrics_->ObservePhaseWait(waited);
+    if (first) metrics_->ObserveStragglerWait(waited);
+  }
   v1::PushPullResponse response;
   response.set_contributors(result->contributors);
   *response.mutable_result()->mutable_header() = h;
@@ -225,6 +230,14 @@ absl::StatusOr<v1::PushPullResponse> ShardHost::PushPullLocked(const v1::PushPul
   }
   if (metrics_) metrics_->AddBytes(request.ByteSizeLong(), response.ByteSizeLong());
   return response;
+}
+
+bool ShardHost::FirstArrival(const PhaseKey& key, absl::Time now) {
+  absl::MutexLock lock(&arrivals_mu_);
+  while (!first_arrival_.empty() && first_arrival_.begin()->first.round + PhaseTable::kRetainRounds < key.round) {
+    first_arrival_.erase(first_arrival_.begin());
+  }
+  return first_arrival_.try_emplace(key, now).second;
 }
 
 absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeightsRequest& request) {

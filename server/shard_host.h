@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -85,6 +86,9 @@ class ShardHost {
   std::shared_ptr<Shard> shard() const;
   absl::StatusOr<v1::PushPullResponse> PushPullLocked(const v1::PushPullRequest& request, absl::Time deadline);
   absl::Status CheckJoinLayout(const v1::JoinRequest& request, LayerTable& layers);
+  // Records the first arrival at `key`; true when this call is the first (its wait for the phase is
+  // the phase's straggler wait).
+  bool FirstArrival(const PhaseKey& key, absl::Time now);
 
   const HostOptions options_;
   ServerMetrics* const metrics_;
@@ -97,6 +101,9 @@ class ShardHost {
   LayerTable layers_ ABSL_GUARDED_BY(mu_);
   ShardRange range_ ABSL_GUARDED_BY(mu_);
   std::optional<std::uint64_t> initial_checksum_ ABSL_GUARDED_BY(mu_);  // of the first Join's weights
+
+  absl::Mutex arrivals_mu_;
+  std::map<PhaseKey, absl::Time> first_arrival_ ABSL_GUARDED_BY(arrivals_mu_);  // recent phases only
 
   // Lock order: mu_ before the shard's locks before snapshot_mu_ (OnApplied runs under the shard's).
   absl::Mutex snapshot_mu_;

@@ -159,6 +159,9 @@ TEST_CASE("ShardHost rejects every malformed push, then still completes the roun
   // A valid round with a duplicate push from worker 0: applied once.
   const std::vector<float> a{1, 1, 1, 1, 1, 1, 1, 1}, b{3, 3, 3, 3, 3, 3, 3, 3};
   auto first = std::async(std::launch::async, [&] { return host->PushPull(Push(0, 0, a), Soon()); });
+  while (metrics.Text().find("sketchps_pushes_total{outcome=\"accepted\",shard=\"0\"} 1") == std::string::npos) {
+    absl::SleepFor(absl::Milliseconds(1));  // the retry below must arrive after the first push is in
+  }
   auto retry = std::async(std::launch::async, [&] { return host->PushPull(Push(0, 0, a), Soon()); });
   auto last = host->PushPull(Push(1, 0, b), Soon());
   REQUIRE(last.ok());
@@ -179,6 +182,8 @@ TEST_CASE("ShardHost rejects every malformed push, then still completes the roun
   CHECK_THAT(text, Catch::Contains("sketchps_pushes_total{outcome=\"duplicate\",shard=\"0\"} 1"));
   CHECK_THAT(text, Catch::Contains("sketchps_pushes_total{outcome=\"accepted\",shard=\"0\"} 2"));
   CHECK_THAT(text, Catch::Contains("sketchps_rounds_applied{shard=\"0\"} 1"));
+  CHECK_THAT(text, Catch::Contains("sketchps_straggler_wait_seconds_count{shard=\"0\"} 1"));  // one phase
+  CHECK_THAT(text, Catch::Contains("sketchps_phase_wait_seconds_count{shard=\"0\"} 3"));      // three calls
 }
 
 TEST_CASE("ShardHost rejects stale rounds", "[shard_host]") {
