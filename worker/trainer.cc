@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
-#include "common/codec.h"
 #include "common/status.h"
 #include "schemes/replica.h"
 #include "schemes/shard.h"
@@ -18,19 +17,17 @@
 #include "worker/evaluate.h"
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"
-#include "worker/ps_client.h"
+#include "worker/ps_transport.h"
 
 namespace sketchps::worker {
 namespace {
-
-constexpr char kDiverged[] = "replica diverged";
 
 struct Setup {
   std::unique_ptr<Model> model;
   Dataset train;
   std::optional<Dataset> test;  // rank 0
   ShardMap shards;
-  std::unique_ptr<PsClient> client;
+  std::unique_ptr<Transport> transport;
   std::unique_ptr<Replica> replica;
   std::uint64_t start_round = 0;
   std::uint64_t permutation_epoch = ~0ull;
@@ -60,34 +57,6 @@ absl::Status LoadData(const TrainerOptions& o, Setup& s) {
   return absl::OkStatus();
 }
 
-// Joins every shard; takes the shards' weights, momentum and round (equal to the initial ones on a
-// fresh start).
-absl::Status JoinShards(const TrainerOptions& o, Setup& s) {
-  float* params = s.model->flat().params();
-  std::optional<std::uint64_t> round;
-  for (std::uint32_t shard = 0; shard < s.shards.ranges.size(); ++shard) {
-    const auto& r = s.shards.ranges[shard];
-    SKETCHPS_ASSIGN_OR_RETURN(auto joined, s.client->Join(shard, s.model->flat().layers(), {params + r.lo, r.size()}));
-    if (joined.range_lo() != r.lo || joined.range_hi() != r.hi) {
-      return absl::FailedPreconditionError(absl::StrCat("shard ", shard, " owns [", joined.range_lo(), ", ", joined.range_hi(),
-                                                        "), this worker expected [", r.lo, ", ", r.hi, ")"));
-    }
-    if (round && *round != joined.rounds_applied()) {
-      return absl::FailedPreconditionError(absl::StrCat("shards disagree on the round: ", *round, " vs ",
-                                                        joined.rounds_applied(), " on shard ", shard));
-    }
-    round = joined.rounds_applied();
-    SKETCHPS_ASSIGN_OR_RETURN(auto weights, ParseF32Bytes(joined.weights(), r.size(), "JoinResponse.weights"));
-    std::copy(weights.begin(), weights.end(), params + r.lo);
-    if (!joined.velocity().empty()) {
-      SKETCHPS_ASSIGN_OR_RETURN(auto velocity, ParseF32Bytes(joined.velocity(), r.size(), "JoinResponse.velocity"));
-      SKETCHPS_RETURN_IF_ERROR(s.replica->optimizer(shard).SetVelocity(velocity));
-    }
-  }
-  s.start_round = round.value_or(0);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Setup> Prepare(const TrainerOptions& o) {
   SKETCHPS_RETURN_IF_ERROR(CheckOptions(o));
   Setup s;
@@ -95,30 +64,15 @@ absl::StatusOr<Setup> Prepare(const TrainerOptions& o) {
   s.model = std::make_unique<Model>(std::move(model));
   SKETCHPS_RETURN_IF_ERROR(LoadData(o, s));
   SKETCHPS_ASSIGN_OR_RETURN(s.shards, MakeShardMap(s.model->flat().layers(), o.job.servers));
-  SKETCHPS_ASSIGN_OR_RETURN(s.client, PsClient::Connect(ClientOptions{o.job.job_id, o.rank, o.job.workers, o.servers,
-                                                                      o.rpc_timeout, o.patience}));
+  SKETCHPS_ASSIGN_OR_RETURN(s.transport, ConnectParameterServers(ClientOptions{o.job.job_id, o.rank, o.job.workers,
+                                                                               o.servers, o.rpc_timeout, o.patience}));
   SKETCHPS_ASSIGN_OR_RETURN(s.replica, Replica::Create(ReplicaOptions{
                                            o.rank, o.job.workers, s.shards, s.model->flat().layers(), o.job.scheme.make,
                                            o.job.scheme.density, o.job.scheme.global_momentum, o.job.optimizer,
                                            o.job.train.seed}));
-  SKETCHPS_RETURN_IF_ERROR(JoinShards(o, s));
+  SKETCHPS_ASSIGN_OR_RETURN(s.start_round, s.transport->Start(s.model->flat().layers(), s.shards,
+                                                               s.model->flat().params(), *s.replica));
   return s;
-}
-
-// The replica's weights of each shard's range must equal the master copy the shard reported.
-absl::Status CheckReplica(Setup& s, std::uint64_t round) {
-  const float* params = s.model->flat().params();
-  for (std::uint32_t shard = 0; shard < s.shards.ranges.size(); ++shard) {
-    const auto& r = s.shards.ranges[shard];
-    const FinalReport report = s.client->last_final(shard);
-    const std::uint64_t mine = WeightsChecksum({params + r.lo, r.size()});
-    if (report.rounds_applied != round + 1 || report.checksum != mine) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s: after round %d shard %d reports %d rounds and checksum %016x, this worker has %016x", kDiverged, round,
-          shard, report.rounds_applied, report.checksum, mine));
-    }
-  }
-  return absl::OkStatus();
 }
 
 class MetricsLog {
@@ -158,16 +112,16 @@ absl::StatusOr<nlohmann::json> RunOneRound(const TrainerOptions& o, Setup& s, st
   const absl::Time t0 = absl::Now();
   SKETCHPS_ASSIGN_OR_RETURN(const float loss, ComputeGradient(o, s, round));
   const absl::Time t1 = absl::Now();
-  const ClientCounters before = s.client->counters();
+  const TransportCounters before = s.transport->counters();
   const RoundInfo info{round, EpochOfRound(round, o.job.rounds_per_epoch())};
-  SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, s.replica->RunRound(*s.client, info, s.model->flat().grads(),
-                                                                   s.model->flat().params()));
+  SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, s.replica->RunRound(s.transport->aggregator(), info,
+                                                                   s.model->flat().grads(), s.model->flat().params()));
   const absl::Time t2 = absl::Now();
-  const ClientCounters after = s.client->counters();
-  SKETCHPS_RETURN_IF_ERROR(CheckReplica(s, round));
+  const TransportCounters after = s.transport->counters();
+  SKETCHPS_RETURN_IF_ERROR(s.transport->CheckReplica(round, s.shards, s.model->flat().params()));
   double communicate = 0;
-  for (std::size_t i = 0; i < after.rpc_seconds.size(); ++i) {
-    communicate = std::max(communicate, after.rpc_seconds[i] - before.rpc_seconds[i]);
+  for (std::size_t i = 0; i < after.seconds.size(); ++i) {
+    communicate = std::max(communicate, after.seconds[i] - before.seconds[i]);
   }
   const double exchange = absl::ToDoubleSeconds(t2 - t1);
   return nlohmann::json{{"round", round},
@@ -190,7 +144,7 @@ absl::StatusOr<EvalResult> EvaluateTest(Setup& s) { return Evaluate(*s.model, *s
 }  // namespace
 
 bool IsReplicaDivergence(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kDiverged);
+  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kReplicaDiverged);
 }
 
 absl::StatusOr<TrainSummary> Train(const TrainerOptions& o) {

@@ -1,0 +1,76 @@
+#include "worker/ps_transport.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/checksum.h"
+#include "common/codec.h"
+#include "common/status.h"
+
+namespace sketchps::worker {
+namespace {
+
+class PsTransport final : public Transport {
+ public:
+  explicit PsTransport(std::unique_ptr<PsClient> client) : client_(std::move(client)) {}
+
+  absl::StatusOr<std::uint64_t> Start(const LayerTable& layers, const ShardMap& shards, float* params,
+                                      Replica& replica) override {
+    std::optional<std::uint64_t> round;
+    for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
+      const auto& r = shards.ranges[shard];
+      SKETCHPS_ASSIGN_OR_RETURN(auto joined, client_->Join(shard, layers, {params + r.lo, r.size()}));
+      if (joined.range_lo() != r.lo || joined.range_hi() != r.hi) {
+        return absl::FailedPreconditionError(absl::StrCat("shard ", shard, " owns [", joined.range_lo(), ", ",
+                                                          joined.range_hi(), "), this worker expected [", r.lo, ", ", r.hi, ")"));
+      }
+      if (round && *round != joined.rounds_applied()) {
+        return absl::FailedPreconditionError(absl::StrCat("shards disagree on the round: ", *round, " vs ",
+                                                          joined.rounds_applied(), " on shard ", shard));
+      }
+      round = joined.rounds_applied();
+      SKETCHPS_ASSIGN_OR_RETURN(auto weights, ParseF32Bytes(joined.weights(), r.size(), "JoinResponse.weights"));
+      std::copy(weights.begin(), weights.end(), params + r.lo);
+      if (!joined.velocity().empty()) {
+        SKETCHPS_ASSIGN_OR_RETURN(auto velocity, ParseF32Bytes(joined.velocity(), r.size(), "JoinResponse.velocity"));
+        SKETCHPS_RETURN_IF_ERROR(replica.optimizer(shard).SetVelocity(velocity));
+      }
+    }
+    return round.value_or(0);
+  }
+
+  Aggregator& aggregator() override { return *client_; }
+
+  absl::Status CheckReplica(std::uint64_t round, const ShardMap& shards, const float* params) override {
+    for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
+      const auto& r = shards.ranges[shard];
+      const FinalReport report = client_->last_final(shard);
+      const std::uint64_t mine = WeightsChecksum({params + r.lo, r.size()});
+      if (report.rounds_applied != round + 1 || report.checksum != mine) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s: after round %d shard %d reports %d rounds and checksum %016x, this worker has %016x", kReplicaDiverged,
+            round, shard, report.rounds_applied, report.checksum, mine));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  TransportCounters counters() const override {
+    const ClientCounters c = client_->counters();
+    return TransportCounters{c.wire_up, c.wire_down, c.rpc_seconds};
+  }
+
+ private:
+  std::unique_ptr<PsClient> client_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ClientOptions options) {
+  SKETCHPS_ASSIGN_OR_RETURN(auto client, PsClient::Connect(std::move(options)));
+  return std::unique_ptr<Transport>(new PsTransport(std::move(client)));
+}
+
+}  // namespace sketchps::worker

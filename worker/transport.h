@@ -1,0 +1,40 @@
+// Transport: how a worker's rounds reach the other workers. The training loop (trainer.h) is the
+// same for the parameter servers (ConnectParameterServers, ps_transport.cc) and, in decentralized
+// mode, the peers; only the Transport differs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/layout.h"
+#include "schemes/aggregator.h"
+#include "schemes/replica.h"
+
+namespace sketchps::worker {
+
+struct TransportCounters {
+  std::uint64_t wire_up = 0;    // serialized bytes this worker sent
+  std::uint64_t wire_down = 0;  // serialized bytes it received
+  std::vector<double> seconds;  // per shard: wall time inside the transport's calls
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Once, before the first round: agrees on the starting point. May overwrite `params` (the whole
+  // flat vector) and the replica's optimizer state with the authoritative copy; returns the first
+  // round to run.
+  virtual absl::StatusOr<std::uint64_t> Start(const LayerTable& layers, const ShardMap& shards, float* params,
+                                              Replica& replica) = 0;
+  virtual Aggregator& aggregator() = 0;
+  // After round `round` was applied to `params`: FailedPrecondition containing "replica diverged"
+  // when the replica differs from the authoritative copy (where there is one to compare with).
+  virtual absl::Status CheckReplica(std::uint64_t round, const ShardMap& shards, const float* params) = 0;
+  // Cumulative; call between rounds.
+  virtual TransportCounters counters() const = 0;
+};
+
+}  // namespace sketchps::worker
