@@ -260,8 +260,11 @@ void Launch::StopAll() {
 
 absl::Status Launch::Finish() {
   for (auto& s : servers_) {
-    const int status = s.Stop(absl::Seconds(15));
-    if (status != 0) std::fprintf(stderr, "run: %s stopped with code %d (see %s)\n", s.name().c_str(), status, s.log_path().c_str());
+    // SIGTERM: the server drains, checkpoints and exits 0; anything else is a failure of the run.
+    if (const int status = s.Stop(absl::Seconds(15)); status != 0) {
+      return absl::InternalError(absl::StrCat(s.name(), " did not stop cleanly on SIGTERM (exit code ", status,
+                                              "); last log lines:\n", s.LogTail(10)));
+    }
   }
   std::vector<std::vector<nlohmann::json>> metrics;
   for (std::uint32_t r = 0; r < job_.workers; ++r) {
