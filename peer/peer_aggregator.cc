@@ -29,11 +29,13 @@ bool Transient(grpc::StatusCode code) {
          code == grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
-// A fire-and-forget abort notice: owns its call state until the callback runs.
+// One abort notice in flight.
 struct AbortCall {
   grpc::ClientContext context;
   v1::ExchangeRequest request;
   v1::ExchangeResponse response;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ExchangeResponse>> reader;
 };
 
 constexpr absl::Duration kAbortDeadline = absl::Seconds(1);
@@ -70,6 +72,9 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
   for (std::uint64_t len : c.range_lengths) agg->shards_.push_back(std::make_unique<ShardState>(len));
   return agg;
 }
+
+PeerAggregator::PeerAggregator(std::shared_ptr<Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
+PeerAggregator::~PeerAggregator() = default;
 
 std::string PeerAggregator::Name(std::uint32_t rank) const {
   return absl::StrCat("rank ", rank, " (", links_.at(rank).address, ")");
@@ -200,15 +205,31 @@ absl::StatusOr<Letter> PeerAggregator::Receive(ShardState& st, const PhaseRef& r
 }
 
 void PeerAggregator::AbortPeers(const PhaseRef& ref, const absl::Status& why) {
+  // All notices at once on one completion queue; each call is bounded by kAbortDeadline and does not
+  // wait for a peer that is not connected.
+  grpc::CompletionQueue cq;
+  std::vector<std::unique_ptr<AbortCall>> calls;
+  const absl::Time deadline = absl::Now() + std::min(kAbortDeadline, config().peer_timeout);
   for (std::uint32_t r = 0; r < links_.size(); ++r) {
     if (r == config().rank) continue;
-    auto* call = new AbortCall;
+    auto call = std::make_unique<AbortCall>();
     call->request = Header(ref);
     call->request.set_abort_code(static_cast<int>(why.code()));
     call->request.set_abort_message(std::string(why.message()));
-    call->context.set_deadline(absl::ToChronoTime(absl::Now() + std::min(kAbortDeadline, config().peer_timeout)));
-    links_[r].stub->async()->Exchange(&call->context, &call->request, &call->response,
-                                      [call](grpc::Status) { delete call; });
+    call->context.set_deadline(absl::ToChronoTime(deadline));
+    call->reader = links_[r].stub->AsyncExchange(&call->context, call->request, &cq);
+    call->reader->Finish(&call->response, &call->status, call.get());
+    calls.push_back(std::move(call));
+  }
+  for (std::size_t done = 0; done < calls.size(); ++done) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok)) break;
+  }
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
   }
 }
 

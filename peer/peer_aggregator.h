@@ -64,6 +64,7 @@ class PeerAggregator final : public Aggregator {
   // InvalidArgument when `peers` does not hold one "host:port" per worker.
   static absl::StatusOr<std::unique_ptr<PeerAggregator>> Create(std::shared_ptr<Endpoint> endpoint,
                                                                 std::vector<std::string> peers);
+  ~PeerAggregator() override;
 
   absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round,
                                                               std::uint32_t phase, Contribution contribution) override;
@@ -80,7 +81,7 @@ class PeerAggregator final : public Aggregator {
     std::string address;
     std::unique_ptr<v1::Peer::Stub> stub;
   };
-  explicit PeerAggregator(std::shared_ptr<Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
+  explicit PeerAggregator(std::shared_ptr<Endpoint> endpoint);
 
   absl::StatusOr<PhaseResult> RunCollective(ShardState& st, const PhaseRef& ref, const Contribution& own);
   absl::Status Send(ShardState& st, std::uint32_t to, const v1::ExchangeRequest& request);

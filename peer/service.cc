@@ -75,7 +75,7 @@ absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r) {
   Letter refused;
   refused.sender = sender;
   refused.rejected = absl::Status(letter.status().code(),
-                                  absl::StrCat("rank ", sender, " sent an invalid step ", r.step(), ": ", letter.status().message()));
+                                  absl::StrCat("invalid step ", r.step(), ": ", letter.status().message()));
   (void)e.mailbox.Put(ref, r.step(), std::move(refused));
   return letter.status();
 }
