@@ -1,6 +1,7 @@
 // Decentralized training keeps every replica bitwise equal after every round (no master copy to
 // compare with: the workers compare with each other), for a sum scheme and a gather scheme, with
-// two shards run in parallel and a non-power-of-two P. The loss must also go down.
+// two shards run in parallel and a non-power-of-two P, and for gTop-k with the tree merge. The loss
+// must also go down.
 #include <catch2/catch.hpp>
 
 #include <yaml-cpp/yaml.h>
@@ -52,12 +53,14 @@ TEST_CASE("Decentralized replicas stay bitwise equal every round", "[peer][grpc]
   auto map = MakeShardMap(layers, 2);
   REQUIRE(map.ok());
   const LeastSquares problem(4 * kDim, kDim, 21);
-  for (const std::string name : {"gs_sgd", "topk", "scalecom"}) {
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"gs_sgd", false}, {"topk", false}, {"scalecom", false}, {"gtopk", true}};  // gtopk: the tree merge
+  for (const auto& [name, tree] : cases) {
     ConfigReader reader(YAML::Load("{name: " + name + ", density: 0.1}"), "scheme");
     auto scheme = ParseSchemeSection(reader);
     REQUIRE(scheme.ok());
     for (std::uint32_t p : {3u, 4u}) {
-      PeerGroup group(p, PeerBase("replica-" + name, {map->ranges[0].size(), map->ranges[1].size()}));
+      PeerGroup group(p, PeerBase("replica-" + name, {map->ranges[0].size(), map->ranges[1].size()}, absl::Seconds(20), tree));
       std::vector<Run> runs(p);
       RunRanks(AllRanks(p), [&](std::uint32_t w) { runs[w].status = Train(w, p, *scheme, *map, layers, problem, group, runs[w]); });
       for (std::uint32_t w = 0; w < p; ++w) {
