@@ -23,7 +23,8 @@ struct PeerConfig {
   // instead of an all-gather reduced like the PS (exact global top-k). See docs/design-notes.md.
   bool gtopk_tree = false;
   // Longest this worker waits for one peer: to accept one step, or to deliver the step this worker
-  // waits for. A peer silent for longer fails the phase with UNAVAILABLE naming it.
+  // waits for (plus 0.5 s per step index). A peer silent for longer fails the phase with UNAVAILABLE
+  // naming it. It must cover the spread of the workers' compute times within a round.
   absl::Duration peer_timeout = absl::Seconds(60);
   int max_message_bytes = 256 << 20;
 };

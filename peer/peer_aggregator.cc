@@ -39,6 +39,10 @@ struct AbortCall {
 };
 
 constexpr absl::Duration kAbortDeadline = absl::Seconds(1);
+// Extra wait per step index: a rank that waits at step s on a partner that is itself stuck at an
+// earlier step (on the silent peer) hears that partner's abort notice, with the real cause, before
+// its own wait ends.
+constexpr absl::Duration kStepGrace = absl::Milliseconds(500);
 
 }  // namespace
 
@@ -66,7 +70,11 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
       return absl::InvalidArgumentError(absl::StrCat("peers[", r, "]: '", peers[r], "' is not host:port"));
     }
     PeerLink link{peers[r], nullptr};
-    if (r != c.rank) link.stub = v1::Peer::NewStub(MakeChannel(peers[r], c.max_message_bytes));
+    if (r != c.rank) {
+      auto channel = MakeChannel(peers[r], c.max_message_bytes);
+      channel->GetState(/*try_to_connect=*/true);  // connect early: abort notices do not wait
+      link.stub = v1::Peer::NewStub(channel);
+    }
     agg->links_.push_back(std::move(link));
   }
   for (std::uint64_t len : c.range_lengths) agg->shards_.push_back(std::make_unique<ShardState>(len));
@@ -183,14 +191,15 @@ absl::StatusOr<Letter> PeerAggregator::Receive(ShardState& st, const PhaseRef& r
                                                std::uint32_t from, const PhaseSpec& spec) {
   const absl::Duration timeout = config().peer_timeout;
   const absl::Time start = absl::Now();
-  auto letter = endpoint_->mailbox.Take(ref, step, start + timeout);
+  const absl::Duration grace = std::min(kStepGrace, timeout) * static_cast<std::int64_t>(step);
+  auto letter = endpoint_->mailbox.Take(ref, step, start + timeout + grace);
   st.AddTime(absl::Now() - start);
   if (!letter.ok()) {
     const absl::Status& s = letter.status();
     if (IsPeerAbort(s)) return s;
     if (s.code() == absl::StatusCode::kDeadlineExceeded) {
       return absl::UnavailableError(
-          absl::StrCat(Name(from), " sent nothing for step ", step, " within ", absl::FormatDuration(timeout)));
+          absl::StrCat(Name(from), " sent nothing for step ", step, " within ", absl::FormatDuration(timeout + grace)));
     }
     return absl::Status(s.code(), absl::StrCat(Name(from), ": ", s.message()));
   }

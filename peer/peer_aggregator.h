@@ -17,9 +17,10 @@
 //   auto server = PeerServer::Start(listen, config);
 //   auto agg = PeerAggregator::Create(server->endpoint(), peers);  // peers[r] = rank r's address
 //
-// Failure: every send and every wait is bounded by config.peer_timeout. A peer that does not accept a
-// step or does not deliver the step this rank waits for fails RunPhase with UNAVAILABLE naming its
-// rank and address; a peer that rejects or sends an invalid step fails it with that code
+// Failure: every send is bounded by config.peer_timeout and every wait at step s by peer_timeout +
+// s * 0.5 s (so the rank next to a silent peer detects it first; see below). A peer that does not
+// accept a step or does not deliver the step this rank waits for fails RunPhase with UNAVAILABLE
+// naming its rank and address; a peer that rejects or sends an invalid step fails it with that code
 // (INVALID_ARGUMENT). The failing rank tells every other peer (abort notice), so they fail at once
 // with the same cause instead of waiting. A send is retried (same request: idempotent) while the
 // peer is unreachable or its mailbox full, until the timeout. After a failure the aggregator can go

@@ -122,7 +122,9 @@ TEST_CASE("Peer collectives equal the PS reduction bitwise for P = 2..8 with ski
   for (std::uint32_t p = 2; p <= 8; ++p) {
     PeerGroup group(p, PeerBase("collectives", {kDim}));
     std::uint64_t round = 0;
-    for (const auto& spec : Specs()) {
+    std::vector<PhaseSpec> specs = Specs();
+    specs.push_back({Reduction::kLeaderIndexSet, 0, p - 1});  // for P = 3, 5, 6, 7 a folded rank leads
+    for (const auto& spec : specs) {
       for (std::uint32_t skipper : {p, 0u, p - 1}) {  // p: nobody skips
         const auto in = Contributions(p, spec, 1000 * p + round, /*dyadic=*/true, skipper);
         const Outcome out = RunPhase(group, round++, in);
