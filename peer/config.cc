@@ -1,0 +1,24 @@
+#include "peer/config.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/payload.h"
+
+namespace sketchps::peer {
+
+absl::Status ValidatePeerConfig(const PeerConfig& c) {
+  if (c.num_workers == 0) return absl::InvalidArgumentError("peer.num_workers: must be >= 1");
+  if (c.rank >= c.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("peer.rank: ", c.rank, " is not in [0, ", c.num_workers, ")"));
+  }
+  if (c.range_lengths.empty()) return absl::InvalidArgumentError("peer.range_lengths: no shards");
+  for (std::size_t s = 0; s < c.range_lengths.size(); ++s) {
+    if (c.range_lengths[s] == 0 || c.range_lengths[s] > kMaxPayloadDim) {
+      return absl::InvalidArgumentError(absl::StrCat("peer.range_lengths[", s, "]: ", c.range_lengths[s], " is not in [1, 2^32)"));
+    }
+  }
+  if (c.peer_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("peer.peer_timeout: must be > 0");
+  if (c.max_message_bytes <= 0) return absl::InvalidArgumentError("peer.max_message_bytes: must be > 0");
+  return absl::OkStatus();
+}
+
+}  // namespace sketchps::peer

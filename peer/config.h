@@ -1,0 +1,35 @@
+// PeerConfig: what a worker's peer server and peer aggregator know about the decentralized job.
+// Every peer of one epoch must use the same values except `rank`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace sketchps::peer {
+
+inline constexpr std::uint32_t kMaxPeerPhases = 16;  // phases per round (as the PS allows)
+
+struct PeerConfig {
+  std::string job_id;
+  std::uint64_t epoch = 0;              // bump on membership change: older messages are refused
+  std::uint32_t rank = 0;               // this worker, in [0, num_workers)
+  std::uint32_t num_workers = 1;
+  std::vector<std::uint64_t> range_lengths;  // per shard of the flat vector (ShardMap sizes)
+  // kSparseSum phases with keep > 0 (gTop-k) use the tree merge (log2 P merges of top-k sets)
+  // instead of an all-gather reduced like the PS (exact global top-k). See docs/design-notes.md.
+  bool gtopk_tree = false;
+  // Longest this worker waits for one peer: to accept one step, or to deliver the step this worker
+  // waits for (plus 0.5 s per step index). A peer silent for longer fails the phase with UNAVAILABLE
+  // naming it. It must cover the spread of the workers' compute times within a round.
+  absl::Duration peer_timeout = absl::Seconds(60);
+  int max_message_bytes = 256 << 20;
+};
+
+// InvalidArgument naming the field ("peer.rank: 4 is not in [0, 4)").
+absl::Status ValidatePeerConfig(const PeerConfig& config);
+
+}  // namespace sketchps::peer

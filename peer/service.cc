@@ -1,0 +1,133 @@
+#include "peer/service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "peer/schedule.h"
+#include "peer/wire.h"
+#include "schemes/wire.h"
+
+namespace sketchps::peer {
+namespace {
+
+constexpr std::size_t kMaxAbortMessage = 2000;
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status CheckHeader(const PeerConfig& c, const v1::PayloadHeader& h) {
+  if (h.job_id() != c.job_id) {
+    return absl::FailedPreconditionError(absl::StrCat("header.job_id: '", h.job_id(), "' is not this job ('", c.job_id, "')"));
+  }
+  if (h.epoch() != c.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat("header.epoch: ", h.epoch(), " is not the current epoch ", c.epoch));
+  }
+  if (h.worker_id() >= c.num_workers || h.worker_id() == c.rank) {
+    return Invalid("header.worker_id", absl::StrCat(h.worker_id(), " is not a peer of rank ", c.rank, " (", c.num_workers,
+                                                    " workers)"));
+  }
+  if (h.shard_id() >= c.range_lengths.size()) {
+    return Invalid("header.shard_id", absl::StrCat(h.shard_id(), " >= ", c.range_lengths.size(), " shards"));
+  }
+  if (h.phase() >= kMaxPeerPhases) return Invalid("header.phase", absl::StrCat(h.phase(), " >= ", kMaxPeerPhases));
+  return absl::OkStatus();
+}
+
+absl::Status FileAbort(Endpoint& e, const PhaseRef& ref, const v1::ExchangeRequest& r) {
+  if (r.abort_code() <= 0 || r.abort_code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return Invalid("abort_code", absl::StrCat(r.abort_code(), " is not a status code"));
+  }
+  const std::string why = r.abort_message().substr(0, kMaxAbortMessage);
+  e.mailbox.Abort(ref, PeerAbortStatus(static_cast<absl::StatusCode>(r.abort_code()),
+                                       absl::StrCat("rank ", r.header().worker_id(), " abandoned the phase: ", why)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Letter> Open(const PeerConfig& c, const v1::ExchangeRequest& r) {
+  const std::uint32_t sender = r.header().worker_id();
+  const std::uint64_t range_len = c.range_lengths[r.header().shard_id()];
+  Letter letter;
+  letter.sender = sender;
+  letter.wire_bytes = r.ByteSizeLong();
+  SKETCHPS_ASSIGN_OR_RETURN(letter.spec, SpecFromProto(r.spec(), c.num_workers, range_len));
+  const Collective collective = CollectiveFor(letter.spec, c.gtopk_tree);
+  SKETCHPS_ASSIGN_OR_RETURN(letter.partial, DecodePartial(r, collective, letter.spec,
+                                                          SentBlock(c.num_workers, sender, r.step()), range_len));
+  return letter;
+}
+
+}  // namespace
+
+Endpoint::Endpoint(PeerConfig c)
+    : config(std::move(c)), mailbox(static_cast<std::uint32_t>(config.range_lengths.size()), 2 * NumSteps(config.num_workers) + 2) {}
+
+absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r) {
+  const PeerConfig& c = e.config;
+  SKETCHPS_RETURN_IF_ERROR(CheckHeader(c, r.header()));
+  const PhaseRef ref{r.header().shard_id(), r.header().round(), r.header().phase()};
+  if (r.abort_code() != 0) return FileAbort(e, ref, r);
+  const std::uint32_t sender = r.header().worker_id();
+  if (r.step() >= NumSteps(c.num_workers) || StepOf(c.num_workers, c.rank, r.step()).recv_from != sender) {
+    return Invalid("step", absl::StrCat("rank ", sender, " does not send to rank ", c.rank, " at step ", r.step()));
+  }
+  auto letter = Open(c, r);
+  if (letter.ok()) return e.mailbox.Put(ref, r.step(), *std::move(letter));
+  Letter refused;
+  refused.sender = sender;
+  refused.rejected = absl::Status(letter.status().code(),
+                                  absl::StrCat("invalid step ", r.step(), ": ", letter.status().message()));
+  (void)e.mailbox.Put(ref, r.step(), std::move(refused));
+  return letter.status();
+}
+
+grpc::Status PeerService::Exchange(grpc::ServerContext*, const v1::ExchangeRequest* request, v1::ExchangeResponse*) {
+  const absl::Status st = Receive(*endpoint(), *request);
+  if (st.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
+}
+
+std::shared_ptr<Endpoint> PeerService::endpoint() const {
+  absl::MutexLock lock(&mu_);
+  return endpoint_;
+}
+
+void PeerService::Reset(std::shared_ptr<Endpoint> endpoint) {
+  absl::MutexLock lock(&mu_);
+  endpoint_ = std::move(endpoint);
+}
+
+absl::StatusOr<std::unique_ptr<PeerServer>> PeerServer::Start(const std::string& listen, PeerConfig config) {
+  SKETCHPS_RETURN_IF_ERROR(ValidatePeerConfig(config));
+  const int max_bytes = config.max_message_bytes;
+  std::unique_ptr<PeerServer> server(new PeerServer(std::make_shared<Endpoint>(std::move(config))));
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(max_bytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.RegisterService(&server->service_);
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_ || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("peer server: cannot listen on '", listen, "'"));
+  }
+  return server;
+}
+
+PeerServer::~PeerServer() { Shutdown(absl::ZeroDuration()); }
+
+absl::Status PeerServer::Reset(PeerConfig config) {
+  SKETCHPS_RETURN_IF_ERROR(ValidatePeerConfig(config));
+  service_.Reset(std::make_shared<Endpoint>(std::move(config)));
+  return absl::OkStatus();
+}
+
+void PeerServer::Shutdown(absl::Duration grace) {
+  if (server_) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server_->Wait();
+    server_.reset();
+  }
+}
+
+}  // namespace sketchps::peer
