@@ -53,6 +53,10 @@ int RunBench(const sketchps::bench::BenchOptions& options, bool json) {
 void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
   CLI::App* run = app.add_subcommand("run", "Train a job: S servers and P workers as local processes on loopback");
   sketchps::AddJobFlags(*run, options.job);
+  run->add_option_function<std::string>(
+         "--mode", [&options](const std::string& mode) { options.job.overrides.push_back("mode=" + mode); },
+         "ps (servers and workers) or decentralized (workers only); overrides the job's mode")
+      ->check(CLI::IsMember({"ps", "decentralized"}));
   run->add_option("--out", options.out, "Run directory (default runs/<job_id>-<time>)");
   run->add_option("--bin-dir", options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
   run->add_option("--kill", options.kills, "Fault injection: server:<s>@<round> kills shard s after that round and restarts it");

@@ -81,6 +81,7 @@ class Launch {
   void StopAll();
 
  private:
+  bool decentralized() const { return job_.mode == "decentralized"; }
   std::vector<std::string> ServerArgv(std::uint32_t s) const;
   absl::Status StartServer(std::uint32_t s);
   absl::Status WaitReady(std::uint32_t s);
@@ -92,7 +93,7 @@ class Launch {
   JobSpec job_;
   fs::path out_;
   std::string server_bin_, worker_bin_;
-  std::vector<int> ports_;
+  std::vector<int> ports_;  // the servers' (ps) or the workers' Peer services' (decentralized)
   std::vector<Child> servers_, workers_;
   std::vector<KillSpec> kills_;
   std::vector<bool> kill_done_;
@@ -105,11 +106,9 @@ class Launch {
 };
 
 absl::Status Launch::Prepare() {
-  if (job_.mode != "ps") {
-    return absl::InvalidArgumentError(absl::StrCat("mode: '", job_.mode, "' is not supported by `sketchps run` yet (use ps)"));
-  }
   for (const auto& k : options_.kills) {
     SKETCHPS_ASSIGN_OR_RETURN(KillSpec spec, ParseKillSpec(k));
+    if (decentralized()) return absl::InvalidArgumentError("--kill: decentralized mode has no servers to kill");
     if (spec.index >= job_.servers) {
       return absl::InvalidArgumentError(absl::StrCat("--kill ", k, ": the job has ", job_.servers, " servers"));
     }
@@ -123,7 +122,8 @@ absl::Status Launch::Prepare() {
   fs::create_directories(out_ / "checkpoints", ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--out ", out_.string(), ": ", ec.message()));
   std::ofstream(out_ / "job.yaml") << job_.effective_yaml;
-  for (std::uint32_t s = 0; s < job_.servers; ++s) {
+  const std::uint32_t listeners = decentralized() ? job_.workers : job_.servers;
+  for (std::uint32_t i = 0; i < listeners; ++i) {
     SKETCHPS_ASSIGN_OR_RETURN(int port, FreePort());
     ports_.push_back(port);
   }
@@ -166,6 +166,7 @@ absl::Status Launch::WaitReady(std::uint32_t s) {
 }
 
 absl::Status Launch::StartServers() {
+  if (decentralized()) return absl::OkStatus();  // the workers reach each other directly
   for (std::uint32_t s = 0; s < job_.servers; ++s) SKETCHPS_RETURN_IF_ERROR(StartServer(s));
   for (std::uint32_t s = 0; s < job_.servers; ++s) SKETCHPS_RETURN_IF_ERROR(WaitReady(s));
   std::fprintf(stderr, "run: %u servers serving on ports %s\n", job_.servers, absl::StrJoin(ports_, ", ").c_str());
@@ -178,9 +179,14 @@ absl::Status Launch::StartWorkers() {
   workers_start_ = absl::Now();
   for (std::uint32_t r = 0; r < job_.workers; ++r) {
     std::vector<std::string> argv{worker_bin_, "--job", (out_ / "job.yaml").string(), "--rank", std::to_string(r),
-                                  "--world-size", std::to_string(job_.workers), "--servers", absl::StrJoin(addresses, ","),
-                                  "--metrics-out", (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
+                                  "--world-size", std::to_string(job_.workers), "--metrics-out",
+                                  (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
                                   std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
+    if (decentralized()) {
+      argv.insert(argv.end(), {"--listen", addresses[r], "--peers", absl::StrJoin(addresses, ",")});
+    } else {
+      argv.insert(argv.end(), {"--servers", absl::StrJoin(addresses, ",")});
+    }
     SKETCHPS_ASSIGN_OR_RETURN(Child child, Child::Start(absl::StrCat("worker ", r), std::move(argv),
                                                         (out_ / absl::StrCat("worker-", r, ".log")).string(),
                                                         ChildEnv(options_.worker_threads)));
@@ -272,7 +278,8 @@ absl::Status Launch::Finish() {
     metrics.push_back(std::move(records));
   }
   fs::copy_file(out_ / "worker-0.jsonl", out_ / "metrics.jsonl", fs::copy_options::overwrite_existing);
-  const RunFacts facts{job_.scheme.name, job_.model, job_.workers, job_.servers, job_.scheme.density, job_.rounds_per_epoch(),
+  const RunFacts facts{job_.scheme.name, job_.model, job_.workers, decentralized() ? 0u : job_.servers,
+                       job_.scheme.density, job_.rounds_per_epoch(),
                        absl::ToDoubleSeconds(absl::Now() - start_), absl::ToDoubleSeconds(workers_end_ - workers_start_)};
   SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json summary, Summarize(facts, metrics));
   std::ofstream(out_ / "summary.json") << summary.dump(2) << "\n";

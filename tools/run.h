@@ -1,5 +1,6 @@
-// `sketchps run`: a whole parameter-server job on this machine. Starts S sketchps-server and P
-// sketchps-worker processes on loopback (free ports), shows a live progress line, and writes the run
+// `sketchps run`: a whole job on this machine. Starts S sketchps-server and P sketchps-worker
+// processes on loopback (free ports), or in decentralized mode (job mode, or --mode) only the P
+// workers, which reach each other's Peer services; shows a live progress line, and writes the run
 // directory:
 //   job.yaml              the effective job spec (after --set overrides)
 //   server-<s>.log, worker-<r>.log        each process's log
@@ -32,7 +33,7 @@ struct KillSpec {
 absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text);
 
 struct RunOptions {
-  JobFlags job;
+  JobFlags job;              // --mode ps|decentralized is an override of the job's `mode`
   std::string out;           // run directory ("" : runs/<job_id>-<time>)
   std::string bin_dir;       // where sketchps-server / sketchps-worker are ("" : next to this binary)
   std::vector<std::string> kills;

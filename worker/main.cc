@@ -1,11 +1,16 @@
-// sketchps-worker: one data-parallel worker in parameter-server mode.
+// sketchps-worker: one data-parallel worker.
 //
+//   parameter-server mode (job mode: ps):
 //   sketchps-worker --job job.yaml --rank 0 --world-size 4 --servers host0:7070,host1:7070
 //                   [--metrics-out FILE] [--patience-seconds 120] [--threads 1] [--set key=value]...
+//   decentralized mode (job mode: decentralized, or --set mode=decentralized):
+//   sketchps-worker --job job.yaml --rank 0 --world-size 4 --listen 0.0.0.0:7080
+//                   --peers host0:7080,host1:7080,host2:7080,host3:7080 [--peer-timeout-seconds 60]
 //
 // Rank: --rank, else env RANK, else JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). World size:
 // --world-size, else env WORLD_SIZE, else the job's `workers` (they must agree). Servers: --servers,
-// else env SKETCHPS_SERVERS (comma-separated, in shard order).
+// else env SKETCHPS_SERVERS (comma-separated, in shard order). Peers: --peers, else env
+// SKETCHPS_PEERS (every rank's Peer address, in rank order); --listen, else env SKETCHPS_LISTEN.
 // Exit codes: 0 trained; 1 runtime failure (e.g. servers unreachable for --patience-seconds);
 // 2 bad configuration; 3 this replica diverged from the servers' master copy.
 #include <omp.h>
@@ -33,6 +38,9 @@ struct Flags {
   std::optional<std::uint32_t> world_size;
   std::string servers;
   std::string metrics_out;
+  std::string listen = "0.0.0.0:7080";
+  std::string peers;
+  double peer_timeout_seconds = 60;
   double patience_seconds = 120;
   double rpc_timeout_seconds = 20;
   int threads = 1;
@@ -59,6 +67,9 @@ int Run(Flags& flags) {
   options.job = *job;
   options.rank = *flags.rank;
   options.servers = absl::StrSplit(flags.servers, ',', absl::SkipEmpty());
+  options.listen = flags.listen;
+  options.peers = absl::StrSplit(flags.peers, ',', absl::SkipEmpty());
+  options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds);
   options.metrics_out = flags.metrics_out;
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
@@ -78,12 +89,18 @@ int Run(Flags& flags) {
 
 int main(int argc, char** argv) {
   Flags flags;
-  CLI::App app{"sketchps-worker: one data-parallel worker (parameter-server mode)"};
+  CLI::App app{"sketchps-worker: one data-parallel worker (parameter-server or decentralized mode)"};
   AddJobFlags(app, flags.job);
   app.add_option("--rank", flags.rank, "This worker's rank (env RANK or JOB_COMPLETION_INDEX)");
   app.add_option("--world-size", flags.world_size, "Number of workers (env WORLD_SIZE; must equal the job's)");
   app.add_option("--servers", flags.servers, "Server addresses host:port, comma-separated, in shard order")
       ->envname("SKETCHPS_SERVERS");
+  app.add_option("--listen", flags.listen, "Decentralized mode: this worker's Peer service address")
+      ->envname("SKETCHPS_LISTEN")->capture_default_str();
+  app.add_option("--peers", flags.peers, "Decentralized mode: every rank's Peer address, comma-separated, in rank order")
+      ->envname("SKETCHPS_PEERS");
+  app.add_option("--peer-timeout-seconds", flags.peer_timeout_seconds, "Decentralized mode: a peer silent this long fails the round")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--metrics-out", flags.metrics_out, "Append one JSON line per round to this file");
   app.add_option("--patience-seconds", flags.patience_seconds, "Give up when a server stays unreachable this long")
       ->capture_default_str()->check(CLI::PositiveNumber);

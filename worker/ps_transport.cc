@@ -59,7 +59,7 @@ class PsTransport final : public Transport {
 
   TransportCounters counters() const override {
     const ClientCounters c = client_->counters();
-    return TransportCounters{c.wire_up, c.wire_down, c.rpc_seconds};
+    return TransportCounters{c.wire_up, c.wire_down, false, 0, 0, c.rpc_seconds};
   }
 
  private:

@@ -17,6 +17,7 @@
 #include "worker/evaluate.h"
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"
+#include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
 
 namespace sketchps::worker {
@@ -35,7 +36,7 @@ struct Setup {
 };
 
 absl::Status CheckOptions(const TrainerOptions& o) {
-  if (o.servers.size() != o.job.servers) {
+  if (o.job.mode == "ps" && o.servers.size() != o.job.servers) {
     return absl::InvalidArgumentError(absl::StrCat("--servers: ", o.servers.size(), " addresses for a job with servers: ",
                                                    o.job.servers));
   }
@@ -64,8 +65,14 @@ absl::StatusOr<Setup> Prepare(const TrainerOptions& o) {
   s.model = std::make_unique<Model>(std::move(model));
   SKETCHPS_RETURN_IF_ERROR(LoadData(o, s));
   SKETCHPS_ASSIGN_OR_RETURN(s.shards, MakeShardMap(s.model->flat().layers(), o.job.servers));
-  SKETCHPS_ASSIGN_OR_RETURN(s.transport, ConnectParameterServers(ClientOptions{o.job.job_id, o.rank, o.job.workers,
-                                                                               o.servers, o.rpc_timeout, o.patience}));
+  if (o.job.mode == "decentralized") {
+    SKETCHPS_ASSIGN_OR_RETURN(s.transport, StartPeers(PeerOptions{o.job.job_id, o.rank, o.job.workers, o.listen, o.peers,
+                                                                  o.peer_timeout},
+                                                      s.shards));
+  } else {
+    SKETCHPS_ASSIGN_OR_RETURN(s.transport, ConnectParameterServers(ClientOptions{o.job.job_id, o.rank, o.job.workers,
+                                                                                 o.servers, o.rpc_timeout, o.patience}));
+  }
   SKETCHPS_ASSIGN_OR_RETURN(s.replica, Replica::Create(ReplicaOptions{
                                            o.rank, o.job.workers, s.shards, s.model->flat().layers(), o.job.scheme.make,
                                            o.job.scheme.density, o.job.scheme.global_momentum, o.job.optimizer,
@@ -124,11 +131,12 @@ absl::StatusOr<nlohmann::json> RunOneRound(const TrainerOptions& o, Setup& s, st
     communicate = std::max(communicate, after.seconds[i] - before.seconds[i]);
   }
   const double exchange = absl::ToDoubleSeconds(t2 - t1);
+  const bool raw = after.counts_raw;
   return nlohmann::json{{"round", round},
                         {"epoch", info.epoch},
                         {"loss", loss},
-                        {"bytes_up", out.traffic.bytes_up},
-                        {"bytes_down", out.traffic.bytes_down},
+                        {"bytes_up", raw ? after.raw_up - before.raw_up : out.traffic.bytes_up},
+                        {"bytes_down", raw ? after.raw_down - before.raw_down : out.traffic.bytes_down},
                         {"wire_up", after.wire_up - before.wire_up},
                         {"wire_down", after.wire_down - before.wire_down},
                         {"dense_bytes", 4 * s.model->flat().dim()},

@@ -1,7 +1,8 @@
-// The worker's training loop in parameter-server mode.
+// The worker's training loop, in both modes (job.mode): "ps" through the parameter servers
+// (worker/ps_transport.h), "decentralized" through the peers (worker/peer_transport.h).
 //
-//   Train(options) joins every shard, then for each round r from the shards' rounds_applied to
-//   job.total_rounds():
+//   Train(options) joins every shard (ps; decentralized: starts its Peer service), then for each
+//   round r from the shards' rounds_applied (decentralized: 0) to job.total_rounds():
 //     batch   = this rank's samples of step r by the data order rule (fashion_mnist.h)
 //     compute = forward + backward into the flat gradient buffer
 //     round   = Replica::RunRound over the PsClient (every shard in parallel), which also applies
@@ -31,10 +32,13 @@ namespace sketchps::worker {
 struct TrainerOptions {
   JobSpec job;
   std::uint32_t rank = 0;
-  std::vector<std::string> servers;               // by shard id; size must equal job.servers
+  std::vector<std::string> servers;               // ps: by shard id; size must equal job.servers
+  std::string listen;                             // decentralized: this worker's Peer service
+  std::vector<std::string> peers;                 // decentralized: every rank's address, by rank
   std::string metrics_out;                        // JSON lines, one per round ("" = none)
   absl::Duration patience = absl::Seconds(120);   // how long a shard may stay unreachable
   absl::Duration rpc_timeout = absl::Seconds(20);
+  absl::Duration peer_timeout = absl::Seconds(60);  // decentralized: a silent peer fails the round
   int log_every_rounds = 50;
 };
 

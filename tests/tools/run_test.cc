@@ -70,3 +70,25 @@ TEST_CASE("A failing worker stops the run with a non-zero exit", "[run][processe
   CHECK(!fs::exists(dir / "summary.json"));
   fs::remove_all(dir.parent_path());
 }
+
+TEST_CASE("sketchps run in decentralized mode trains with workers only and equal replicas", "[run][processes]") {
+  const fs::path dir = RunDir("decentralized");
+  RunOptions o = Options(dir, {"model=mlp", "workers=3", "servers=2", "scheme.name=scalecom", "train.rounds=12",
+                               "train.eval_every_rounds=0", "mode=decentralized", "job_id=dec"});
+  REQUIRE(RunJob(o) == 0);
+  const auto summary = ReadSummary(dir);
+  CHECK(summary["rounds"] == 12);
+  CHECK(summary["servers"] == 0);
+  CHECK(!fs::exists(dir / "server-0.log"));
+  std::vector<std::string> checksums;
+  for (int r = 0; r < 3; ++r) {
+    std::ifstream in(dir / ("worker-" + std::to_string(r) + ".jsonl"));
+    std::string line, last;
+    while (std::getline(in, line)) last = line;
+    checksums.push_back(nlohmann::json::parse(last)["checksum"]);
+  }
+  CHECK(checksums[0] == checksums[1]);
+  CHECK(checksums[0] == checksums[2]);
+  CHECK(checksums[0] == summary["final_weights_checksum"]);
+  fs::remove_all(dir.parent_path());
+}
