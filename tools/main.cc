@@ -1,6 +1,7 @@
 // sketchps: the command-line front end. Subcommands:
 //   run     train a job with S servers and P workers on this machine (tools/run.h)
 //   health  check a server's grpc.health.v1 status (tools/health.h)
+//   compare one job in both modes with one process killed, side by side (tools/compare.h)
 //   report  a markdown table of run directories' summaries (tools/report.h)
 //   bench   benchmark the compression primitives (bench/primitives.h)
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "bench/report.h"
 #include "common/version.h"
 #include "kernels/backend.h"
+#include "tools/compare.h"
 #include "tools/health.h"
 #include "tools/report.h"
 #include "tools/run.h"
@@ -61,6 +63,8 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
   run->add_option("--bin-dir", options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
   run->add_option("--kill", options.kills, "Fault injection: server:<s>@<round> kills shard s after that round and restarts it");
   run->add_option("--worker-threads", options.worker_threads, "Threads per worker")->capture_default_str();
+  run->add_option("--peer-timeout-seconds", options.peer_timeout_seconds,
+                  "Decentralized mode: a peer silent this long is declared dead")->capture_default_str();
   run->add_flag("!--no-progress", options.progress, "No live progress line");
 }
 
@@ -91,6 +95,14 @@ int main(int argc, char** argv) {
   AddRunCommand(app, run_options);
   HealthOptions health_options;
   AddHealthCommand(app, health_options);
+  sketchps::tools::CompareOptions compare_options;
+  CLI::App* compare = app.add_subcommand("compare", "Run one job in ps and decentralized mode, kill one process in each, compare");
+  sketchps::AddJobFlags(*compare, compare_options.job);
+  compare->add_option("--out", compare_options.out, "Directory for both runs and compare.md")->capture_default_str();
+  compare->add_option("--kill-round", compare_options.kill_round, "Kill after this many rounds")->capture_default_str();
+  compare->add_option("--peer-timeout-seconds", compare_options.peer_timeout_seconds,
+                      "Decentralized mode: a peer silent this long is declared dead")->capture_default_str();
+  compare->add_option("--bin-dir", compare_options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
   std::vector<std::string> report_dirs;
   app.add_subcommand("report", "Markdown table of run directories (their summary.json)")
       ->add_option("run_dirs", report_dirs, "Run directories written by `sketchps run`")
@@ -98,6 +110,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("bench")) return RunBench(bench_options, json);
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
+  if (app.got_subcommand("compare")) return sketchps::tools::CompareModes(compare_options);
   if (app.got_subcommand("report")) {
     auto table = sketchps::tools::MarkdownReport(report_dirs);
     if (!table.ok()) {

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -64,6 +67,8 @@ std::vector<std::string> ChildEnv(int threads) {
   return {absl::StrCat("OMP_NUM_THREADS=", threads), "OMP_WAIT_POLICY=PASSIVE"};
 }
 
+double UnixSeconds() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
+
 std::string DefaultOutDir(const std::string& job_id) {
   return absl::StrCat("runs/", job_id, "-", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
 }
@@ -79,6 +84,8 @@ class Launch {
   absl::Status Finish();
   // Stops every process that still runs (SIGTERM, then SIGKILL after a grace period).
   void StopAll();
+  // faults.json, when a process was killed or failed.
+  void WriteFaults() const;
 
  private:
   bool decentralized() const { return job_.mode == "decentralized"; }
@@ -97,6 +104,8 @@ class Launch {
   std::vector<Child> servers_, workers_;
   std::vector<KillSpec> kills_;
   std::vector<bool> kill_done_;
+  std::set<std::uint32_t> killed_workers_;
+  nlohmann::json faults_ = nlohmann::json::object();  // faults.json
   std::optional<Progress> progress_;
   std::optional<JsonLinesFollower> follower_;
   absl::Time start_ = absl::Now(), workers_start_, workers_end_;
@@ -108,9 +117,11 @@ class Launch {
 absl::Status Launch::Prepare() {
   for (const auto& k : options_.kills) {
     SKETCHPS_ASSIGN_OR_RETURN(KillSpec spec, ParseKillSpec(k));
-    if (decentralized()) return absl::InvalidArgumentError("--kill: decentralized mode has no servers to kill");
-    if (spec.index >= job_.servers) {
-      return absl::InvalidArgumentError(absl::StrCat("--kill ", k, ": the job has ", job_.servers, " servers"));
+    const bool server = spec.role == "server";
+    if (server && decentralized()) return absl::InvalidArgumentError("--kill: decentralized mode has no servers to kill");
+    const std::uint32_t count = server ? job_.servers : job_.workers;
+    if (spec.index >= count) {
+      return absl::InvalidArgumentError(absl::StrCat("--kill ", k, ": the job has ", count, " ", spec.role, "s"));
     }
     kills_.push_back(spec);
   }
@@ -183,7 +194,8 @@ absl::Status Launch::StartWorkers() {
                                   (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
                                   std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
     if (decentralized()) {
-      argv.insert(argv.end(), {"--listen", addresses[r], "--peers", absl::StrJoin(addresses, ",")});
+      argv.insert(argv.end(), {"--listen", addresses[r], "--peers", absl::StrJoin(addresses, ","),
+                               "--peer-timeout-seconds", absl::StrCat(options_.peer_timeout_seconds)});
     } else {
       argv.insert(argv.end(), {"--servers", absl::StrJoin(addresses, ",")});
     }
@@ -201,19 +213,31 @@ absl::Status Launch::StartWorkers() {
 int Launch::Failed(Child& child, int status) {
   std::fprintf(stderr, "\nrun: %s exited with code %d; last log lines (%s):\n%s\n", child.name().c_str(), status,
                child.log_path().c_str(), child.LogTail(10).c_str());
+  faults_["first_failure"] = {{"process", child.name()}, {"code", status}, {"at", UnixSeconds()},
+                              {"rank0_rounds", progress_->rounds_done()}, {"log_tail", child.LogTail(5)}};
   return 1;
+}
+
+void Launch::WriteFaults() const {
+  if (!faults_.empty()) std::ofstream(out_ / "faults.json") << faults_.dump(2) << "\n";
 }
 
 void Launch::InjectFaults(std::uint64_t rounds_done) {
   for (std::size_t i = 0; i < kills_.size(); ++i) {
     if (kill_done_[i] || rounds_done < kills_[i].after_round) continue;
     kill_done_[i] = true;
-    Child& victim = servers_[kills_[i].index];
-    std::fprintf(stderr, "\nrun: fault injection: SIGKILL %s after round %llu, restarting it\n", victim.name().c_str(),
-                 static_cast<unsigned long long>(rounds_done));
+    const bool server = kills_[i].role == "server";
+    Child& victim = server ? servers_[kills_[i].index] : workers_[kills_[i].index];
+    std::fprintf(stderr, "\nrun: fault injection: SIGKILL %s after round %llu%s\n", victim.name().c_str(),
+                 static_cast<unsigned long long>(rounds_done), server ? ", restarting it" : "");
+    faults_["kills"].push_back({{"process", victim.name()}, {"at", UnixSeconds()}, {"rank0_rounds", rounds_done}});
     victim.Signal(SIGKILL);
     while (!victim.Poll()) absl::SleepFor(absl::Milliseconds(5));
-    if (auto st = StartServer(kills_[i].index); !st.ok()) std::fprintf(stderr, "run: restart failed: %s\n", st.ToString().c_str());
+    if (!server) {
+      killed_workers_.insert(kills_[i].index);
+    } else if (auto st = StartServer(kills_[i].index); !st.ok()) {
+      std::fprintf(stderr, "run: restart failed: %s\n", st.ToString().c_str());
+    }
   }
 }
 
@@ -244,9 +268,10 @@ int Launch::Monitor() {
       if (auto status = s.Poll()) return Failed(s, *status);
     }
     bool all_done = true;
-    for (auto& w : workers_) {
-      const auto status = w.Poll();
-      if (status && *status != 0) return Failed(w, *status);
+    for (std::uint32_t r = 0; r < workers_.size(); ++r) {
+      if (killed_workers_.contains(r)) continue;  // killed on purpose
+      const auto status = workers_[r].Poll();
+      if (status && *status != 0) return Failed(workers_[r], *status);
       all_done &= status.has_value();
     }
     ShowProgress(all_done);
@@ -297,9 +322,9 @@ absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text) {
   const std::vector<std::string> at = absl::StrSplit(text, '@');
   const std::vector<std::string> who = absl::StrSplit(at[0], ':');
   KillSpec spec;
-  if (at.size() != 2 || who.size() != 2 || who[0] != "server" || !absl::SimpleAtoi(who[1], &spec.index) ||
-      !absl::SimpleAtoi(at[1], &spec.after_round)) {
-    return absl::InvalidArgumentError(absl::StrCat("--kill '", text, "': expected server:<index>@<round>"));
+  if (at.size() != 2 || who.size() != 2 || (who[0] != "server" && who[0] != "worker") ||
+      !absl::SimpleAtoi(who[1], &spec.index) || !absl::SimpleAtoi(at[1], &spec.after_round)) {
+    return absl::InvalidArgumentError(absl::StrCat("--kill '", text, "': expected server:<index>@<round> or worker:<index>@<round>"));
   }
   spec.role = who[0];
   return spec;
@@ -325,6 +350,7 @@ int RunJob(const RunOptions& options) {
     }
   }
   const int code = launch.Monitor();
+  launch.WriteFaults();
   if (code != 0) {
     launch.StopAll();
     return code;

@@ -11,8 +11,13 @@
 // Any process that fails stops the run: everything is stopped and the failing process is named with
 // the last lines of its log. Ctrl-C (SIGINT) or SIGTERM stops everything too.
 //
-// Fault injection (--kill server:<s>@<round>, repeatable): SIGKILL shard s once rank 0 has finished
-// `round` rounds, then restart it with the same flags; the run must still complete (checkpoints).
+// Fault injection (--kill, repeatable), once rank 0 has finished `round` rounds:
+//   server:<s>@<round>  SIGKILL shard s, then restart it with the same flags; the run must still
+//                       complete (checkpoints, docs/protocol.md);
+//   worker:<r>@<round>  SIGKILL worker r for good. Its own exit does not fail the run; what the
+//                       others do does (decentralized mode: they detect the dead peer and stop).
+// faults.json in the run directory records each kill and the first failure that followed, with
+// wall-clock times (unix seconds) and rank 0's rounds at that moment.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +30,11 @@
 namespace sketchps::tools {
 
 struct KillSpec {
-  std::string role;          // "server"
+  std::string role;          // "server" or "worker"
   std::uint32_t index = 0;
   std::uint64_t after_round = 0;
 };
-// Parses "server:1@20". InvalidArgument naming --kill otherwise.
+// Parses "server:1@20" or "worker:3@20". InvalidArgument naming --kill otherwise.
 absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text);
 
 struct RunOptions {
@@ -38,6 +43,7 @@ struct RunOptions {
   std::string bin_dir;       // where sketchps-server / sketchps-worker are ("" : next to this binary)
   std::vector<std::string> kills;
   int worker_threads = 1;
+  double peer_timeout_seconds = 60;  // decentralized mode: how long a silent peer is waited for
   bool progress = true;      // live progress (a redrawn line on a terminal, else a line every 10%)
 };
 

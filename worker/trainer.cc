@@ -133,6 +133,7 @@ absl::StatusOr<nlohmann::json> RunOneRound(const TrainerOptions& o, Setup& s, st
   const double exchange = absl::ToDoubleSeconds(t2 - t1);
   const bool raw = after.counts_raw;
   return nlohmann::json{{"round", round},
+                        {"time", absl::ToDoubleSeconds(t2 - absl::UnixEpoch())},
                         {"epoch", info.epoch},
                         {"loss", loss},
                         {"bytes_up", raw ? after.raw_up - before.raw_up : out.traffic.bytes_up},

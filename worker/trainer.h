@@ -11,7 +11,7 @@
 //               its master copy after this round (else FailedPrecondition "replica diverged")
 //   Rank 0 evaluates the test set every train.eval_every_rounds rounds and after the last round.
 //   Every round appends one JSON line to options.metrics_out (when set):
-//     round, epoch, loss, bytes_up, bytes_down (raw payload bytes), wire_up, wire_down (serialized
+//     round, time (unix seconds at the end of the exchange), epoch, loss, bytes_up, bytes_down (raw payload bytes), wire_up, wire_down (serialized
 //     gRPC messages), dense_bytes (4 * d, what dense SGD sends each way), selected, skipped,
 //     compute_s, compress_s, communicate_s, [test_accuracy, test_loss], checksum (hex).
 //   communicate_s is the longest per-shard time inside RPCs (the shards run in parallel);

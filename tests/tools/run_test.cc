@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/compare.h"
 #include "tools/run.h"
 
 using namespace sketchps::tools;
@@ -90,5 +91,28 @@ TEST_CASE("sketchps run in decentralized mode trains with workers only and equal
   CHECK(checksums[0] == checksums[1]);
   CHECK(checksums[0] == checksums[2]);
   CHECK(checksums[0] == summary["final_weights_checksum"]);
+  fs::remove_all(dir.parent_path());
+}
+
+TEST_CASE("sketchps compare kills a shard and a peer and reports both outcomes", "[run][processes]") {
+  const fs::path dir = RunDir("compare");
+  CompareOptions o;
+  o.out = dir.string();
+  o.kill_round = 6;
+  o.peer_timeout_seconds = 3;
+  o.job.log_level = "warn";
+  o.job.overrides = {"model=mlp", "workers=3", "servers=2", "train.rounds=16", "train.eval_every_rounds=0", "job_id=cmp"};
+  REQUIRE(CompareModes(o) == 0);
+  std::ifstream in(dir / "compare.json");
+  const auto rows = nlohmann::json::parse(in);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["mode"] == "ps");
+  CHECK(rows[0]["rounds_lost"] == 0);
+  CHECK(rows[0].contains("seconds_to_recover"));
+  CHECK(rows[1]["mode"] == "decentralized");
+  CHECK(rows[1]["rounds_lost"].get<int>() > 0);
+  // Detected within the peer timeout plus the step grace and the abort notices (design-notes.md).
+  CHECK(rows[1]["seconds_to_detect"].get<double>() < 3 + 3 + 5);
+  CHECK(fs::exists(dir / "compare.md"));
   fs::remove_all(dir.parent_path());
 }

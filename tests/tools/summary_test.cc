@@ -28,7 +28,11 @@ TEST_CASE("Kill specs parse or name the problem", "[tools]") {
   CHECK(spec->role == "server");
   CHECK(spec->index == 1);
   CHECK(spec->after_round == 20);
-  for (const char* bad : {"server:1", "worker:0@3", "server:x@3", "server:1@", "@3", "server:1@2@3"}) {
+  auto worker = ParseKillSpec("worker:3@7");
+  REQUIRE(worker.ok());
+  CHECK(worker->role == "worker");
+  CHECK(worker->index == 3);
+  for (const char* bad : {"server:1", "peer:0@3", "server:x@3", "server:1@", "@3", "server:1@2@3"}) {
     INFO(bad);
     auto parsed = ParseKillSpec(bad);
     CHECK(parsed.status().code() == absl::StatusCode::kInvalidArgument);
