@@ -28,7 +28,6 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int max_m
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
@@ -61,6 +60,9 @@ grpc::Status PsClient::WithRetries(std::uint32_t shard, const char* what, Call c
   for (;;) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    // Queue the call until the channel connects (a restarting shard), within the deadline, instead
+    // of failing fast on the channel's last connection error.
+    ctx.set_wait_for_ready(true);
     const absl::Time t0 = absl::Now();
     grpc::Status status = call(ctx);
     links_[shard].rpc_seconds += absl::ToDoubleSeconds(absl::Now() - t0);
@@ -70,6 +72,8 @@ grpc::Status PsClient::WithRetries(std::uint32_t shard, const char* what, Call c
                           absl::StrCat(what, " to shard ", shard, " at ", links_[shard].address, ": no answer for ",
                                        absl::FormatDuration(options_.patience), " (last error: ", status.error_message(), ")"));
     }
+    spdlog::debug("{} to shard {}: attempt {} failed after {}: {} ({})", what, shard, attempt + 1,
+                  absl::FormatDuration(absl::Now() - t0), status.error_message(), static_cast<int>(status.error_code()));
     if (++attempt % 20 == 1) {
       spdlog::warn("{} to shard {} at {}: {} (retrying for up to {})", what, shard, links_[shard].address,
                    status.error_message(), absl::FormatDuration(options_.patience));
