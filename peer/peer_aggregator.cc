@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_channel.h"
 #include "common/status.h"
 #include "peer/schedule.h"
 #include "peer/wire.h"
@@ -11,18 +12,6 @@
 
 namespace sketchps::peer {
 namespace {
-
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int max_message_bytes) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(max_message_bytes);
-  args.SetMaxSendMessageSize(max_message_bytes);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
 
 bool Transient(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
@@ -71,7 +60,7 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
     }
     PeerLink link{peers[r], nullptr};
     if (r != c.rank) {
-      auto channel = MakeChannel(peers[r], c.max_message_bytes);
+      auto channel = MakeClientChannel(peers[r], c.max_message_bytes);
       channel->GetState(/*try_to_connect=*/true);  // connect early: abort notices do not wait
       link.stub = v1::Peer::NewStub(channel);
     }

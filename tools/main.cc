@@ -61,7 +61,7 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
       ->check(CLI::IsMember({"ps", "decentralized"}));
   run->add_option("--out", options.out, "Run directory (default runs/<job_id>-<time>)");
   run->add_option("--bin-dir", options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
-  run->add_option("--kill", options.kills, "Fault injection: server:<s>@<round> kills shard s after that round and restarts it");
+  run->add_option("--kill", options.kills, "Fault injection: server:<s>@<round> kills shard s after that round and restarts it; worker:<r>@<round> kills worker r for good");
   run->add_option("--worker-threads", options.worker_threads, "Threads per worker")->capture_default_str();
   run->add_option("--peer-timeout-seconds", options.peer_timeout_seconds,
                   "Decentralized mode: a peer silent this long is declared dead")->capture_default_str();

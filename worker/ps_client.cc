@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/codec.h"
+#include "common/grpc_channel.h"
 #include "common/status.h"
 #include "schemes/wire.h"
 #include "spdlog/spdlog.h"
@@ -19,17 +20,6 @@ absl::Status FromGrpc(const grpc::Status& s) {
 
 bool Retryable(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-}
-
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int max_message_bytes) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(max_message_bytes);
-  args.SetMaxSendMessageSize(max_message_bytes);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
 }  // namespace
@@ -46,7 +36,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
     }
     ShardLink link;
     link.address = address;
-    link.stub = v1::ParameterServer::NewStub(MakeChannel(address, client->options_.max_message_bytes));
+    link.stub = v1::ParameterServer::NewStub(MakeClientChannel(address, client->options_.max_message_bytes));
     client->links_.push_back(std::move(link));
   }
   return client;
