@@ -19,6 +19,10 @@ absl::Status CheckHeader(const PeerConfig& c, const v1::PayloadHeader& h) {
   if (h.job_id() != c.job_id) {
     return absl::FailedPreconditionError(absl::StrCat("header.job_id: '", h.job_id(), "' is not this job ('", c.job_id, "')"));
   }
+  if (h.epoch() > c.epoch) {  // the sender regrouped first: retryable until this worker has too
+    return absl::UnavailableError(absl::StrCat("header.epoch: ", h.epoch(), " is ahead of this worker's epoch ", c.epoch,
+                                               " (it is still regrouping)"));
+  }
   if (h.epoch() != c.epoch) {
     return absl::FailedPreconditionError(absl::StrCat("header.epoch: ", h.epoch(), " is not the current epoch ", c.epoch));
   }
@@ -84,6 +88,25 @@ grpc::Status PeerService::Exchange(grpc::ServerContext*, const v1::ExchangeReque
   const absl::Status st = Receive(*endpoint(), *request);
   if (st.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
+}
+
+grpc::Status PeerService::Regroup(grpc::ServerContext*, const v1::RegroupRequest* request, v1::RegroupResponse* response) {
+  auto plan = regrouper_.Handle(*request);
+  if (!plan.ok()) return grpc::Status(static_cast<grpc::StatusCode>(plan.status().code()), std::string(plan.status().message()));
+  response->set_epoch(plan->epoch);
+  response->set_round(plan->round);
+  for (std::uint32_t m : plan->members) response->add_members(m);
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::Probe(grpc::ServerContext*, const v1::ProbeRequest* request, v1::ProbeResponse* response) {
+  const std::shared_ptr<Endpoint> e = endpoint();
+  if (request->job_id() != e->config.job_id) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("job_id: '", request->job_id(), "' is not this job ('", e->config.job_id, "')"));
+  }
+  response->set_epoch(e->config.epoch);
+  return grpc::Status::OK;
 }
 
 std::shared_ptr<Endpoint> PeerService::endpoint() const {

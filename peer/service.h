@@ -5,7 +5,8 @@
 //   ... collect every rank's address, then PeerAggregator::Create(server->endpoint(), peers)
 //
 // Receive() is the handler without gRPC (tests drive it directly). What it checks, in order:
-//   FAILED_PRECONDITION  header.job_id or header.epoch not this endpoint's (not stored);
+//   FAILED_PRECONDITION  header.job_id not this endpoint's, or header.epoch older (not stored);
+//   UNAVAILABLE          header.epoch newer: the sender regrouped first (it retries);
 //   INVALID_ARGUMENT     header.worker_id / shard_id / phase out of range, a step at which the
 //                        sender does not send to this rank, an abort code out of range (not stored);
 //   INVALID_ARGUMENT     bad spec or partial state (wire.h): stored as a rejected letter, so the
@@ -23,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "peer/config.h"
 #include "peer/mailbox.h"
+#include "peer/regroup.h"
 #include "sketchps/v1/peer.grpc.pb.h"
 
 namespace sketchps::peer {
@@ -41,12 +43,17 @@ class PeerService final : public v1::Peer::Service {
   explicit PeerService(std::shared_ptr<Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
   grpc::Status Exchange(grpc::ServerContext* context, const v1::ExchangeRequest* request,
                         v1::ExchangeResponse* response) override;
+  grpc::Status Regroup(grpc::ServerContext* context, const v1::RegroupRequest* request,
+                       v1::RegroupResponse* response) override;
+  grpc::Status Probe(grpc::ServerContext* context, const v1::ProbeRequest* request, v1::ProbeResponse* response) override;
+  Regrouper& regrouper() { return regrouper_; }
   std::shared_ptr<Endpoint> endpoint() const;
   void Reset(std::shared_ptr<Endpoint> endpoint);
 
  private:
   mutable absl::Mutex mu_;
   std::shared_ptr<Endpoint> endpoint_ ABSL_GUARDED_BY(mu_);
+  Regrouper regrouper_;
 };
 
 class PeerServer {
@@ -57,6 +64,8 @@ class PeerServer {
 
   int port() const { return port_; }
   std::shared_ptr<Endpoint> endpoint() const { return service_.endpoint(); }
+  // Agreement on the next membership after a peer failure (peer/regroup.h); arm it per epoch.
+  Regrouper& regrouper() { return service_.regrouper(); }
   // Membership change: a new epoch (and rank, workers, shards) with an empty mailbox; requests of
   // the old epoch are refused from now on. Aggregators of the old endpoint keep their own.
   absl::Status Reset(PeerConfig config);

@@ -75,6 +75,10 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_RETURN_IF_ERROR(ckpt.Get("dir", job.checkpoint.dir));
   SKETCHPS_RETURN_IF_ERROR(ckpt.Get("every_rounds", job.checkpoint.every_rounds));
   SKETCHPS_RETURN_IF_ERROR(ckpt.Finish());
+  SKETCHPS_ASSIGN_OR_RETURN(ConfigReader peer, root.Child("peer"));
+  SKETCHPS_RETURN_IF_ERROR(peer.Get("timeout_seconds", job.peer.timeout_seconds));
+  SKETCHPS_RETURN_IF_ERROR(peer.Get("on_failure", job.peer.on_failure));
+  SKETCHPS_RETURN_IF_ERROR(peer.Finish());
   SKETCHPS_RETURN_IF_ERROR(ReadOptimizer(root, job));
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader scheme, root.Child("scheme"));
   SKETCHPS_ASSIGN_OR_RETURN(job.scheme, ParseSchemeSection(scheme));
@@ -91,6 +95,10 @@ absl::Status Validate(const JobSpec& j) {
   if (j.data.train_samples < 1) return bad("data.train_samples", "must be >= 1");
   if (!(j.train.epochs > 0) && j.train.rounds == 0) return bad("train.epochs", "must be > 0 (or set train.rounds)");
   if (j.checkpoint.every_rounds < 1) return bad("checkpoint.every_rounds", "must be >= 1");
+  if (!(j.peer.timeout_seconds > 0) || j.peer.timeout_seconds > 86400) return bad("peer.timeout_seconds", "must be in (0, 86400]");
+  if (j.peer.on_failure != "regroup" && j.peer.on_failure != "stop") {
+    return bad("peer.on_failure", "'" + j.peer.on_failure + "' is not regroup or stop");
+  }
   return absl::OkStatus();
 }
 

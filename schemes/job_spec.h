@@ -12,6 +12,7 @@
 //               milestones: [], gamma: 0.1, min_lr: 0}
 //   scheme: {name: gs_sgd, density: 0.01, warmup_rounds: 0, gs_sgd: {...}}
 //   checkpoint: {dir: "", every_rounds: 1}
+//   peer: {timeout_seconds: 60, on_failure: regroup}   # decentralized mode; on_failure: regroup | stop
 //
 // Every key is optional (defaults above; DefaultJobSpecYaml() is the embedded default job).
 // Unknown keys and invalid values are errors naming the key. Overrides ("scheme.name=topk") are
@@ -46,6 +47,13 @@ struct CheckpointSpec {
   std::uint64_t every_rounds = 1;
 };
 
+// Decentralized mode: a peer silent for timeout_seconds is declared dead; the survivors then either
+// regroup and go on with P - 1 workers from the next round boundary, or stop with an error.
+struct PeerSpec {
+  double timeout_seconds = 60;
+  std::string on_failure = "regroup";
+};
+
 struct JobSpec {
   std::string job_id = "sketchps";
   std::string mode = "ps";
@@ -57,6 +65,7 @@ struct JobSpec {
   OptimizerConfig optimizer;
   BoundScheme scheme;
   CheckpointSpec checkpoint;
+  PeerSpec peer;
   std::string effective_yaml;         // the spec after overrides, for logs and run directories
 
   // Rounds per epoch: train_samples / (workers * batch_size), at least 1.

@@ -64,7 +64,8 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
   run->add_option("--kill", options.kills, "Fault injection: server:<s>@<round> kills shard s after that round and restarts it; worker:<r>@<round> kills worker r for good");
   run->add_option("--worker-threads", options.worker_threads, "Threads per worker")->capture_default_str();
   run->add_option("--peer-timeout-seconds", options.peer_timeout_seconds,
-                  "Decentralized mode: a peer silent this long is declared dead")->capture_default_str();
+                  "Decentralized mode: a peer silent this long is declared dead (default: the job's peer.timeout_seconds)")
+      ->check(CLI::PositiveNumber);
   run->add_flag("!--no-progress", options.progress, "No live progress line");
 }
 

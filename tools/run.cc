@@ -194,8 +194,10 @@ absl::Status Launch::StartWorkers() {
                                   (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
                                   std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
     if (decentralized()) {
-      argv.insert(argv.end(), {"--listen", addresses[r], "--peers", absl::StrJoin(addresses, ","),
-                               "--peer-timeout-seconds", absl::StrCat(options_.peer_timeout_seconds)});
+      argv.insert(argv.end(), {"--listen", addresses[r], "--peers", absl::StrJoin(addresses, ",")});
+      if (options_.peer_timeout_seconds > 0) {
+        argv.insert(argv.end(), {"--peer-timeout-seconds", absl::StrCat(options_.peer_timeout_seconds)});
+      }
     } else {
       argv.insert(argv.end(), {"--servers", absl::StrJoin(addresses, ",")});
     }

@@ -15,7 +15,9 @@
 //   server:<s>@<round>  SIGKILL shard s, then restart it with the same flags; the run must still
 //                       complete (checkpoints, docs/protocol.md);
 //   worker:<r>@<round>  SIGKILL worker r for good. Its own exit does not fail the run; what the
-//                       others do does (decentralized mode: they detect the dead peer and stop).
+//                       others do does (decentralized mode: they detect the dead peer and regroup
+//                       without it, or stop with peer.on_failure: stop; ps mode: the servers wait
+//                       for it until the others' patience runs out).
 // faults.json in the run directory records each kill and the first failure that followed, with
 // wall-clock times (unix seconds) and rank 0's rounds at that moment.
 #pragma once
@@ -43,7 +45,7 @@ struct RunOptions {
   std::string bin_dir;       // where sketchps-server / sketchps-worker are ("" : next to this binary)
   std::vector<std::string> kills;
   int worker_threads = 1;
-  double peer_timeout_seconds = 60;  // decentralized mode: how long a silent peer is waited for
+  double peer_timeout_seconds = 0;  // decentralized mode: > 0 overrides the job's peer.timeout_seconds
   bool progress = true;      // live progress (a redrawn line on a terminal, else a line every 10%)
 };
 

@@ -5,7 +5,9 @@
 //                   [--metrics-out FILE] [--patience-seconds 120] [--threads 1] [--set key=value]...
 //   decentralized mode (job mode: decentralized, or --set mode=decentralized):
 //   sketchps-worker --job job.yaml --rank 0 --world-size 4 --listen 0.0.0.0:7080
-//                   --peers host0:7080,host1:7080,host2:7080,host3:7080 [--peer-timeout-seconds 60]
+//                   --peers host0:7080,host1:7080,host2:7080,host3:7080 [--peer-timeout-seconds S]
+//   (the job's peer.timeout_seconds unless --peer-timeout-seconds is given; peer.on_failure: regroup
+//   goes on with the survivors after a peer is lost, stop exits 1)
 //
 // Rank: --rank, else env RANK, else JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). World size:
 // --world-size, else env WORLD_SIZE, else the job's `workers` (they must agree). Servers: --servers,
@@ -40,7 +42,7 @@ struct Flags {
   std::string metrics_out;
   std::string listen = "0.0.0.0:7080";
   std::string peers;
-  double peer_timeout_seconds = 60;
+  std::optional<double> peer_timeout_seconds;  // else the job's peer.timeout_seconds
   double patience_seconds = 120;
   double rpc_timeout_seconds = 20;
   int threads = 1;
@@ -69,7 +71,8 @@ int Run(Flags& flags) {
   options.servers = absl::StrSplit(flags.servers, ',', absl::SkipEmpty());
   options.listen = flags.listen;
   options.peers = absl::StrSplit(flags.peers, ',', absl::SkipEmpty());
-  options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds);
+  options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job->peer.timeout_seconds));
+  options.regroup = job->peer.on_failure == "regroup";
   options.metrics_out = flags.metrics_out;
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
@@ -99,8 +102,9 @@ int main(int argc, char** argv) {
       ->envname("SKETCHPS_LISTEN")->capture_default_str();
   app.add_option("--peers", flags.peers, "Decentralized mode: every rank's Peer address, comma-separated, in rank order")
       ->envname("SKETCHPS_PEERS");
-  app.add_option("--peer-timeout-seconds", flags.peer_timeout_seconds, "Decentralized mode: a peer silent this long fails the round")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--peer-timeout-seconds", flags.peer_timeout_seconds,
+                 "Decentralized mode: a peer silent this long fails the round (default: the job's peer.timeout_seconds)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--metrics-out", flags.metrics_out, "Append one JSON line per round to this file");
   app.add_option("--patience-seconds", flags.patience_seconds, "Give up when a server stays unreachable this long")
       ->capture_default_str()->check(CLI::PositiveNumber);

@@ -9,15 +9,44 @@
 namespace sketchps::worker {
 namespace {
 
+constexpr absl::Duration kRegroupSlack = absl::Seconds(10);  // window = peer_timeout + this
+
 class PeerTransport final : public Transport {
  public:
-  PeerTransport(std::unique_ptr<peer::PeerServer> server, std::unique_ptr<peer::PeerAggregator> aggregator)
-      : server_(std::move(server)), aggregator_(std::move(aggregator)) {}
+  PeerTransport(std::unique_ptr<peer::PeerServer> server, peer::PeerConfig config, std::vector<std::string> peers,
+                bool regroup)
+      : server_(std::move(server)), config_(std::move(config)), peers_(std::move(peers)), regroup_(regroup) {}
   ~PeerTransport() override { server_->Shutdown(); }
+
+  // Arms the regrouper and builds the aggregator for config_ and peers_.
+  absl::Status Enter() {
+    SKETCHPS_RETURN_IF_ERROR(server_->regrouper().Arm(
+        peer::RegroupConfig{config_.job_id, config_.epoch, config_.rank, peers_, config_.peer_timeout + kRegroupSlack}));
+    aggregator_.reset();
+    SKETCHPS_ASSIGN_OR_RETURN(aggregator_, peer::PeerAggregator::Create(server_->endpoint(), peers_));
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<std::uint64_t> Start(const LayerTable&, const ShardMap&, float*, Replica&) override { return 0; }
   Aggregator& aggregator() override { return *aggregator_; }
   absl::Status CheckReplica(std::uint64_t, const ShardMap&, const float*) override { return absl::OkStatus(); }
+
+  absl::StatusOr<Regrouped> Regroup(const absl::Status& failure, std::uint64_t next_round) override {
+    if (!regroup_ || failure.code() != absl::StatusCode::kUnavailable) return failure;
+    spdlog::warn("round {} failed ({}); regrouping with the other survivors of epoch {}", next_round,
+                 std::string(failure.message()), config_.epoch);
+    SKETCHPS_ASSIGN_OR_RETURN(peer::RegroupPlan plan, server_->regrouper().Ask(next_round));
+    std::vector<std::string> peers;
+    for (std::uint32_t m : plan.members) peers.push_back(peers_.at(m));
+    const std::uint32_t lost = static_cast<std::uint32_t>(peers_.size() - peers.size());
+    config_.epoch = plan.epoch;
+    config_.rank = *plan.RankOf(config_.rank);
+    config_.num_workers = static_cast<std::uint32_t>(peers.size());
+    peers_ = std::move(peers);
+    SKETCHPS_RETURN_IF_ERROR(server_->Reset(config_));
+    SKETCHPS_RETURN_IF_ERROR(Enter());
+    return Regrouped{plan.epoch, config_.rank, config_.num_workers, plan.round, lost};
+  }
 
   TransportCounters counters() const override {
     const peer::PeerCounters c = aggregator_->counters();
@@ -28,6 +57,9 @@ class PeerTransport final : public Transport {
 
  private:
   std::unique_ptr<peer::PeerServer> server_;
+  peer::PeerConfig config_;
+  std::vector<std::string> peers_;
+  const bool regroup_;
   std::unique_ptr<peer::PeerAggregator> aggregator_;
 };
 
@@ -45,8 +77,9 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
   config.peer_timeout = o.peer_timeout;
   SKETCHPS_ASSIGN_OR_RETURN(auto server, peer::PeerServer::Start(o.listen, config));
   spdlog::info("peer service of rank {} listening on port {}", o.rank, server->port());
-  SKETCHPS_ASSIGN_OR_RETURN(auto aggregator, peer::PeerAggregator::Create(server->endpoint(), o.peers));
-  return std::unique_ptr<Transport>(new PeerTransport(std::move(server), std::move(aggregator)));
+  auto transport = std::make_unique<PeerTransport>(std::move(server), config, o.peers, o.regroup);
+  SKETCHPS_RETURN_IF_ERROR(transport->Enter());
+  return std::unique_ptr<Transport>(std::move(transport));
 }
 
 }  // namespace sketchps::worker

@@ -2,6 +2,11 @@
 // every rank's address. Every worker starts from the same seeded initial weights at round 0; there is
 // no authoritative copy, so CheckReplica checks nothing (every collective gives every rank the same
 // bits by construction; tests/peer pins this).
+//
+// Regroup (options.regroup): a round that failed with UNAVAILABLE (a peer did not answer within
+// peer_timeout, or a peer's abort notice for that reason) runs the agreement of peer/regroup.h with
+// window = peer_timeout + 10 s, then re-arms the Regrouper, resets the Peer server to the new epoch
+// and builds a new aggregator over the members' addresses. Any other failure is returned as is.
 #pragma once
 
 #include <memory>
@@ -22,6 +27,7 @@ struct PeerOptions {
   std::string listen;                 // this worker's Peer service, "host:port"
   std::vector<std::string> peers;     // every rank's address, in rank order
   absl::Duration peer_timeout = absl::Seconds(60);
+  bool regroup = true;                // job.peer.on_failure == "regroup"
 };
 
 absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& options, const ShardMap& shards);

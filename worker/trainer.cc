@@ -1,6 +1,7 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <memory>
 
@@ -19,11 +20,23 @@
 #include "worker/models.h"
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
+#include "worker/round_plan.h"
 
 namespace sketchps::worker {
 namespace {
 
+// A worker's state at the start of a round: what a regroup rolls back to.
+struct Snapshot {
+  std::uint64_t round = ~0ull;
+  std::vector<float> params;
+  std::vector<std::vector<float>> velocity;  // per shard (empty without momentum)
+};
+
 struct Setup {
+  RoundPlan plan;
+  OptimizerConfig optimizer;  // the job's, with the learning rate scaled to the membership
+  std::array<Snapshot, 2> snapshots;  // by round parity (decentralized mode with regroup)
+  std::optional<nlohmann::json> regroup_note;  // for the next metrics record
   std::unique_ptr<Model> model;
   Dataset train;
   std::optional<Dataset> test;  // rank 0
@@ -58,6 +71,11 @@ absl::Status LoadData(const TrainerOptions& o, Setup& s) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<Replica>> MakeReplica(const TrainerOptions& o, const Setup& s) {
+  return Replica::Create(ReplicaOptions{s.plan.rank, s.plan.workers, s.shards, s.model->flat().layers(), o.job.scheme.make,
+                                        o.job.scheme.density, o.job.scheme.global_momentum, s.optimizer, o.job.train.seed});
+}
+
 absl::StatusOr<Setup> Prepare(const TrainerOptions& o) {
   SKETCHPS_RETURN_IF_ERROR(CheckOptions(o));
   Setup s;
@@ -67,16 +85,15 @@ absl::StatusOr<Setup> Prepare(const TrainerOptions& o) {
   SKETCHPS_ASSIGN_OR_RETURN(s.shards, MakeShardMap(s.model->flat().layers(), o.job.servers));
   if (o.job.mode == "decentralized") {
     SKETCHPS_ASSIGN_OR_RETURN(s.transport, StartPeers(PeerOptions{o.job.job_id, o.rank, o.job.workers, o.listen, o.peers,
-                                                                  o.peer_timeout},
+                                                                  o.peer_timeout, o.regroup},
                                                       s.shards));
   } else {
     SKETCHPS_ASSIGN_OR_RETURN(s.transport, ConnectParameterServers(ClientOptions{o.job.job_id, o.rank, o.job.workers,
                                                                                  o.servers, o.rpc_timeout, o.patience}));
   }
-  SKETCHPS_ASSIGN_OR_RETURN(s.replica, Replica::Create(ReplicaOptions{
-                                           o.rank, o.job.workers, s.shards, s.model->flat().layers(), o.job.scheme.make,
-                                           o.job.scheme.density, o.job.scheme.global_momentum, o.job.optimizer,
-                                           o.job.train.seed}));
+  SKETCHPS_ASSIGN_OR_RETURN(s.plan, RoundPlan::Initial(o.job, o.rank));
+  s.optimizer = o.job.optimizer;
+  SKETCHPS_ASSIGN_OR_RETURN(s.replica, MakeReplica(o, s));
   SKETCHPS_ASSIGN_OR_RETURN(s.start_round, s.transport->Start(s.model->flat().layers(), s.shards,
                                                                s.model->flat().params(), *s.replica));
   return s;
@@ -103,15 +120,18 @@ struct RoundTimes {
 };
 
 absl::StatusOr<float> ComputeGradient(const TrainerOptions& o, Setup& s, std::uint64_t round) {
-  const std::uint64_t steps = StepsPerEpoch(o.job.data.train_samples, o.job.workers, o.job.data.batch_size);
-  if (steps == 0) return absl::InvalidArgumentError("data: fewer train_samples than workers * batch_size");
-  const std::uint64_t epoch = round / steps;
-  if (epoch != s.permutation_epoch) {
-    s.permutation = EpochPermutation(o.job.data.train_samples, o.job.train.seed, epoch);
-    s.permutation_epoch = epoch;
+  const DataPosition at = s.plan.At(round);
+  if (at.epoch != s.permutation_epoch) {
+    s.permutation = EpochPermutation(o.job.data.train_samples, o.job.train.seed, at.epoch);
+    s.permutation_epoch = at.epoch;
   }
-  SKETCHPS_ASSIGN_OR_RETURN(auto indices, StepIndices(s.permutation, round % steps, o.rank, o.job.workers, o.job.data.batch_size));
-  SKETCHPS_ASSIGN_OR_RETURN(Batch batch, MakeBatch(s.train, indices));
+  const std::uint64_t b = o.job.data.batch_size;
+  const std::uint64_t first = at.position + s.plan.rank * b;
+  if (first + b > s.permutation.size()) {
+    return absl::InternalError(absl::StrCat("round ", round, ": samples [", first, ", ", first + b, ") beyond the epoch's ",
+                                            s.permutation.size()));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(Batch batch, MakeBatch(s.train, std::span<const std::uint64_t>(s.permutation).subspan(first, b)));
   return s.model->ForwardBackward(batch.input, batch.target);
 }
 
@@ -120,7 +140,7 @@ absl::StatusOr<nlohmann::json> RunOneRound(const TrainerOptions& o, Setup& s, st
   SKETCHPS_ASSIGN_OR_RETURN(const float loss, ComputeGradient(o, s, round));
   const absl::Time t1 = absl::Now();
   const TransportCounters before = s.transport->counters();
-  const RoundInfo info{round, EpochOfRound(round, o.job.rounds_per_epoch())};
+  const RoundInfo info{round, s.plan.EpochOf(round)};
   SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, s.replica->RunRound(s.transport->aggregator(), info,
                                                                    s.model->flat().grads(), s.model->flat().params()));
   const absl::Time t2 = absl::Now();
@@ -145,10 +165,50 @@ absl::StatusOr<nlohmann::json> RunOneRound(const TrainerOptions& o, Setup& s, st
                         {"skipped", out.skipped},
                         {"compute_s", absl::ToDoubleSeconds(t1 - t0)},
                         {"compress_s", std::max(0.0, exchange - communicate)},
-                        {"communicate_s", communicate}};
+                        {"communicate_s", communicate},
+                        {"workers", s.plan.workers}};
 }
 
 absl::StatusOr<EvalResult> EvaluateTest(Setup& s) { return Evaluate(*s.model, *s.test); }
+
+void SaveSnapshot(Setup& s, std::uint64_t round) {
+  Snapshot& snap = s.snapshots[round % 2];
+  const auto& p = s.model->flat();
+  snap.round = round;
+  snap.params.assign(p.params(), p.params() + p.dim());
+  snap.velocity.clear();
+  for (std::uint32_t i = 0; i < s.replica->num_shards(); ++i) snap.velocity.push_back(s.replica->optimizer(i).Velocity());
+}
+
+// After round `round` failed: regroup (or return the failure), roll back to the agreed round and
+// rebuild what depends on the membership. Returns the round to run next.
+absl::StatusOr<std::uint64_t> Regroup(const TrainerOptions& o, Setup& s, const absl::Status& failure, std::uint64_t round) {
+  const absl::Time start = absl::Now();
+  SKETCHPS_ASSIGN_OR_RETURN(Regrouped g, s.transport->Regroup(failure, round));
+  const Snapshot& snap = s.snapshots[g.round % 2];
+  if (snap.round != g.round) {
+    return absl::InternalError(absl::StrCat("regroup: the survivors restart at round ", g.round, " but this worker (at round ",
+                                            round, ") has no snapshot of it"));
+  }
+  std::copy(snap.params.begin(), snap.params.end(), s.model->flat().params());
+  SKETCHPS_ASSIGN_OR_RETURN(s.plan, s.plan.Continue(o.job, g.round, g.workers, g.rank));
+  const double scale = static_cast<double>(g.workers) / o.job.workers;
+  s.optimizer.lr.base_lr = o.job.optimizer.lr.base_lr * scale;
+  s.optimizer.lr.min_lr = o.job.optimizer.lr.min_lr * scale;
+  SKETCHPS_ASSIGN_OR_RETURN(s.replica, MakeReplica(o, s));
+  for (std::uint32_t i = 0; i < s.replica->num_shards(); ++i) {
+    if (!snap.velocity[i].empty()) SKETCHPS_RETURN_IF_ERROR(s.replica->optimizer(i).SetVelocity(snap.velocity[i]));
+  }
+  if (g.rank == 0 && !s.test) {
+    SKETCHPS_ASSIGN_OR_RETURN(s.test, LoadFashionMnist(o.job.data.path, Split::kTest));
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  s.regroup_note = nlohmann::json{{"epoch", g.epoch}, {"workers", g.workers}, {"lost", g.lost},
+                                  {"rounds_redone", round - g.round}, {"seconds", seconds}};
+  spdlog::warn("regrouped into epoch {} after {:.1f} s: rank {} of {} (lost {}), restarting at round {} of {} (learning rate x{:.3f})",
+               g.epoch, seconds, g.rank, g.workers, g.lost, g.round, s.plan.last_round, scale);
+  return g.round;
+}
 
 }  // namespace
 
@@ -160,15 +220,25 @@ absl::StatusOr<TrainSummary> Train(const TrainerOptions& o) {
   SKETCHPS_ASSIGN_OR_RETURN(Setup s, Prepare(o));
   MetricsLog log;
   SKETCHPS_RETURN_IF_ERROR(log.Open(o.metrics_out));
-  const std::uint64_t total = o.job.total_rounds();
   spdlog::info("worker {}/{}: {} ({} parameters), scheme {}, rounds {}..{} of {}", o.rank, o.job.workers, o.job.model,
-               s.model->flat().dim(), o.job.scheme.name, s.start_round, total, total);
-  TrainSummary summary{s.start_round, 0, std::nullopt,
-                       WeightsChecksum({s.model->flat().params(), s.model->flat().dim()})};
-  for (std::uint64_t round = s.start_round; round < total; ++round) {
-    SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json record, RunOneRound(o, s, round));
-    const bool last = round + 1 == total;
-    if (s.test && (last || (o.job.train.eval_every_rounds > 0 && (round + 1) % o.job.train.eval_every_rounds == 0))) {
+               s.model->flat().dim(), o.job.scheme.name, s.start_round, s.plan.last_round, s.plan.last_round);
+  TrainSummary summary;
+  summary.first_round = s.start_round;
+  summary.weights_checksum = WeightsChecksum({s.model->flat().params(), s.model->flat().dim()});
+  const bool can_regroup = o.job.mode == "decentralized" && o.regroup;
+  std::uint64_t round = s.start_round;
+  while (round < s.plan.last_round) {
+    if (can_regroup) SaveSnapshot(s, round);
+    auto outcome = RunOneRound(o, s, round);
+    if (!outcome.ok()) {
+      if (!can_regroup) return outcome.status();
+      SKETCHPS_ASSIGN_OR_RETURN(round, Regroup(o, s, outcome.status(), round));
+      continue;
+    }
+    nlohmann::json record = *std::move(outcome);
+    const bool last = round + 1 == s.plan.last_round;
+    const bool eval_due = last || (o.job.train.eval_every_rounds > 0 && (round + 1) % o.job.train.eval_every_rounds == 0);
+    if (s.plan.rank == 0 && eval_due) {
       SKETCHPS_ASSIGN_OR_RETURN(EvalResult eval, EvaluateTest(s));
       record["test_accuracy"] = eval.accuracy;
       record["test_loss"] = eval.mean_loss;
@@ -177,14 +247,17 @@ absl::StatusOr<TrainSummary> Train(const TrainerOptions& o) {
     const auto& p = s.model->flat();
     summary.weights_checksum = WeightsChecksum({p.params(), p.dim()});
     record["checksum"] = absl::StrFormat("%016x", summary.weights_checksum);
+    if (s.regroup_note) record["regroup"] = *std::exchange(s.regroup_note, std::nullopt);
     log.Write(record);
     ++summary.rounds;
     if (o.log_every_rounds > 0 && (round % o.log_every_rounds == 0 || last)) {
-      spdlog::info("round {}/{} loss {:.4f}{}", round + 1, total, record["loss"].get<double>(),
+      spdlog::info("round {}/{} loss {:.4f}{}", round + 1, s.plan.last_round, record["loss"].get<double>(),
                    record.contains("test_accuracy") ? absl::StrFormat(" test accuracy %.4f", record["test_accuracy"].get<double>()) : "");
     }
+    ++round;
   }
   const auto& p = s.model->flat();
+  summary.final_workers = s.plan.workers;
   summary.final_weights.assign(p.params(), p.params() + p.dim());
   return summary;
 }

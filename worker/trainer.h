@@ -9,11 +9,20 @@
 //               G_t to this worker's weights
 //     check   = the weights of each shard's range must hash to the checksum the shard reported for
 //               its master copy after this round (else FailedPrecondition "replica diverged")
-//   Rank 0 evaluates the test set every train.eval_every_rounds rounds and after the last round.
+//   Decentralized mode, peer.on_failure: regroup: a round that fails because a peer is lost makes
+//   the survivors agree on a new membership (Transport::Regroup, peer/regroup.h). Each survivor then
+//   rolls back to its state at the start of the agreed round (weights and momentum; it keeps the
+//   last two), rebuilds its Replica for its new rank and P' workers (local scheme state such as
+//   error-feedback residuals starts empty, identically on every survivor), scales the learning rate
+//   by P'/P (the global batch shrank) and goes on with the data plan of worker/round_plan.h.
+//   Rank 0 evaluates the test set every train.eval_every_rounds rounds and after the last round
+//   (after a regroup, the new rank 0).
 //   Every round appends one JSON line to options.metrics_out (when set):
 //     round, time (unix seconds at the end of the exchange), epoch, loss, bytes_up, bytes_down (raw payload bytes), wire_up, wire_down (serialized
 //     gRPC messages), dense_bytes (4 * d, what dense SGD sends each way), selected, skipped,
-//     compute_s, compress_s, communicate_s, [test_accuracy, test_loss], checksum (hex).
+//     compute_s, compress_s, communicate_s, workers (P of this round), [test_accuracy, test_loss],
+//     checksum (hex), and on the first round after a regroup "regroup": {epoch, workers, lost,
+//     rounds_redone (rounds this worker had completed and rolled back), seconds (failure to restart)}.
 //   communicate_s is the longest per-shard time inside RPCs (the shards run in parallel);
 //   compress_s is the rest of the round (compression, decompression, optimizer step).
 #pragma once
@@ -39,15 +48,17 @@ struct TrainerOptions {
   absl::Duration patience = absl::Seconds(120);   // how long a shard may stay unreachable
   absl::Duration rpc_timeout = absl::Seconds(20);
   absl::Duration peer_timeout = absl::Seconds(60);  // decentralized: a silent peer fails the round
+  bool regroup = true;                              // decentralized: go on with the survivors
   int log_every_rounds = 50;
 };
 
 struct TrainSummary {
   std::uint64_t first_round = 0;   // where this worker started (resume)
-  std::uint64_t rounds = 0;        // rounds this worker ran
+  std::uint64_t rounds = 0;        // rounds this worker ran (rolled-back ones included)
   std::optional<double> final_test_accuracy;  // rank 0 only
   std::uint64_t weights_checksum = 0;         // WeightsChecksum of all weights at the end
   std::vector<float> final_weights;
+  std::uint32_t final_workers = 0;  // workers in the last round (fewer after a regroup)
 };
 
 // Errors: InvalidArgument for configuration problems (exit code 2 in the daemon), FailedPrecondition

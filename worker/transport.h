@@ -25,6 +25,15 @@ struct TransportCounters {
   std::vector<double> seconds;  // per shard: wall time inside the transport's calls
 };
 
+// A new membership after a regroup (decentralized mode).
+struct Regrouped {
+  std::uint64_t epoch = 0;      // membership epoch
+  std::uint32_t rank = 0;       // this worker's new rank
+  std::uint32_t workers = 1;    // survivors
+  std::uint64_t round = 0;      // the round every survivor restarts from
+  std::uint32_t lost = 0;       // ranks left out
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -38,7 +47,11 @@ class Transport {
   // After round `round` was applied to `params`: FailedPrecondition containing "replica diverged"
   // when the replica differs from the authoritative copy (where there is one to compare with).
   virtual absl::Status CheckReplica(std::uint64_t round, const ShardMap& shards, const float* params) = 0;
-  // Cumulative; call between rounds.
+  // After round `next_round` failed with `failure`: agrees with the other survivors on a new
+  // membership and switches to it. Returns `failure` itself when this transport does not regroup
+  // (parameter servers, peer.on_failure: stop, or a failure other than a lost peer).
+  virtual absl::StatusOr<Regrouped> Regroup(const absl::Status& failure, std::uint64_t next_round) { return failure; }
+  // Cumulative within one membership; call between rounds.
   virtual TransportCounters counters() const = 0;
 };
 

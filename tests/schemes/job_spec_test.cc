@@ -30,6 +30,8 @@ TEST_CASE("Job spec values, overrides and the scheme section", "[job_spec]") {
   CHECK(job->workers == 8);
   CHECK(job->total_rounds() == 50);
   CHECK(job->checkpoint.dir == "/tmp/x");
+  CHECK(job->peer.timeout_seconds == 60);
+  CHECK(job->peer.on_failure == "regroup");
   CHECK(job->scheme.density == 0.05);
   CHECK(job->optimizer.lr.kind == LrSchedule::Kind::kCosine);
   CHECK(job->optimizer.lr.total_epochs == 2.0);
@@ -40,7 +42,10 @@ TEST_CASE("Job spec values, overrides and the scheme section", "[job_spec]") {
 
 TEST_CASE("Job spec errors name the key", "[job_spec]") {
   CHECK(Error("workerz: 3\n") == "config: unknown key 'workerz' (known: checkpoint, data, job_id, mode, model, "
-                                  "optimizer, scheme, servers, train, workers)");
+                                  "optimizer, peer, scheme, servers, train, workers)");
+  CHECK(Error("peer: {timeout_seconds: 0}\n") == "peer.timeout_seconds: must be in (0, 86400]");
+  CHECK(Error("peer: {on_failure: retry}\n") == "peer.on_failure: 'retry' is not regroup or stop");
+  CHECK_THAT(Error("peer: {timeout: 3}\n"), Catch::Contains("unknown key 'timeout'"));
   CHECK(Error("workers: 0\n") == "workers: must be in [1, 1024]");
   CHECK(Error("workers: many\n") == "workers: expected an unsigned integer, got 'many'");
   CHECK_THAT(Error("scheme: {name: gsgd}\n"), Catch::StartsWith("scheme.name: unknown scheme 'gsgd'"));

@@ -1,0 +1,219 @@
+#include "peer/regroup.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/grpc_channel.h"
+#include "common/status.h"
+
+namespace sketchps::peer {
+namespace {
+
+constexpr absl::Duration kPoll = absl::Milliseconds(100);  // how often a coordinator re-checks
+constexpr absl::Duration kAnswerMargin = absl::Seconds(5);  // beyond the window, for the answer to arrive
+constexpr int kMaxMessageBytes = 1 << 20;
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+}  // namespace
+
+std::optional<std::uint32_t> RegroupPlan::RankOf(std::uint32_t old_rank) const {
+  const auto it = std::lower_bound(members.begin(), members.end(), old_rank);
+  if (it == members.end() || *it != old_rank) return std::nullopt;
+  return static_cast<std::uint32_t>(it - members.begin());
+}
+
+absl::Status Regrouper::Arm(RegroupConfig config) {
+  if (config.rank >= config.peers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("regroup: rank ", config.rank, " is not in [0, ", config.peers.size(), ")"));
+  }
+  std::vector<std::shared_ptr<v1::Peer::Stub>> stubs;
+  for (std::uint32_t r = 0; r < config.peers.size(); ++r) {
+    stubs.push_back(r == config.rank ? nullptr : std::shared_ptr<v1::Peer::Stub>(v1::Peer::NewStub(
+                                                     MakeClientChannel(config.peers[r], kMaxMessageBytes))));
+  }
+  absl::MutexLock lock(&mu_);
+  config_ = std::move(config);
+  stubs_ = std::move(stubs);
+  armed_ = true;
+  return absl::OkStatus();
+}
+
+std::uint64_t Regrouper::epoch() const {
+  absl::MutexLock lock(&mu_);
+  return config_.epoch;
+}
+
+absl::Status Regrouper::Check(const v1::RegroupRequest& r) const {
+  if (!armed_) return absl::FailedPreconditionError("regroup: this worker has not joined the job yet");
+  if (r.job_id() != config_.job_id) {
+    return absl::FailedPreconditionError(absl::StrCat("job_id: '", r.job_id(), "' is not this job ('", config_.job_id, "')"));
+  }
+  const auto old = collections_.find(r.epoch());
+  if (r.epoch() != config_.epoch && (old == collections_.end() || !old->second.decision)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("epoch: a regroup of epoch ", r.epoch(), " but this worker is in epoch ", config_.epoch));
+  }
+  if (r.epoch() == config_.epoch && r.rank() >= config_.peers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank: ", r.rank(), " is not in [0, ", config_.peers.size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RegroupPlan> Regrouper::Handle(const v1::RegroupRequest& request) {
+  const std::uint64_t epoch = request.epoch();
+  {
+    absl::MutexLock lock(&mu_);
+    SKETCHPS_RETURN_IF_ERROR(Check(request));
+    Collection& c = collections_[epoch];
+    if (c.decision) return AnswerFor(c, epoch, request.rank());
+    c.asked[request.rank()] = request.next_round();
+    if (c.started) {
+      const auto decided = [&c]() { return c.decision.has_value(); };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&decided), config_.window + kProbeTimeout + kAnswerMargin)) {
+        return absl::DeadlineExceededError("regroup: the coordinator did not decide in time");
+      }
+      return AnswerFor(c, epoch, request.rank());
+    }
+    c.started = true;
+  }
+  Collect(epoch);
+  absl::MutexLock lock(&mu_);
+  const Collection& c = collections_[epoch];
+  if (!c.decision) return absl::AbortedError("regroup: this worker left the epoch while collecting");
+  return AnswerFor(c, epoch, request.rank());
+}
+
+void Regrouper::Collect(std::uint64_t epoch) {
+  absl::Time deadline;
+  std::uint32_t self = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    deadline = absl::Now() + config_.window;
+    self = config_.rank;
+  }
+  for (;;) {
+    std::vector<std::uint32_t> missing;
+    {
+      absl::MutexLock lock(&mu_);
+      if (config_.epoch != epoch) return;  // re-armed meanwhile
+      Collection& c = collections_[epoch];
+      for (std::uint32_t r = 0; r < config_.peers.size(); ++r) {
+        if (!c.asked.contains(r) && !c.dead.contains(r)) missing.push_back(r);
+      }
+      if (missing.empty() || absl::Now() >= deadline) {
+        c.decision = Decide(c);
+        return;
+      }
+    }
+    for (std::uint32_t r : missing) {
+      if (r != self && !Probe(r)) {
+        absl::MutexLock lock(&mu_);
+        collections_[epoch].dead.insert(r);
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    const Collection& c = collections_[epoch];
+    const std::size_t known = c.asked.size() + c.dead.size();
+    const auto changed = [&c, known]() { return c.asked.size() + c.dead.size() != known; };
+    mu_.AwaitWithTimeout(absl::Condition(&changed), kPoll);
+  }
+}
+
+absl::StatusOr<RegroupPlan> Regrouper::Decide(const Collection& c) const {
+  const std::size_t n = config_.peers.size();
+  RegroupPlan plan;
+  plan.epoch = config_.epoch + 1;
+  std::uint64_t lo = ~0ull, hi = 0;
+  for (const auto& [rank, next] : c.asked) {
+    plan.members.push_back(rank);
+    lo = std::min(lo, next);
+    hi = std::max(hi, next);
+  }
+  const std::string who = absl::StrCat("ranks [", absl::StrJoin(plan.members, ", "), "] of the ", n,
+                                       " workers of epoch ", config_.epoch, " asked to go on");
+  if (2 * plan.members.size() <= n) {
+    return absl::FailedPreconditionError(absl::StrCat("regroup: only ", who, "; going on needs a strict majority"));
+  }
+  if (hi > lo + 1) {
+    return absl::FailedPreconditionError(absl::StrCat("regroup: ", who, " but their next rounds span ", lo, "..", hi));
+  }
+  plan.round = lo;
+  return plan;
+}
+
+absl::StatusOr<RegroupPlan> Regrouper::AnswerFor(const Collection& c, std::uint64_t epoch, std::uint32_t rank) {
+  if (!c.decision->ok()) return c.decision->status();
+  const RegroupPlan& plan = **c.decision;
+  if (!plan.RankOf(rank)) {
+    return absl::FailedPreconditionError(absl::StrCat("regroup: rank ", rank, " of epoch ", epoch,
+                                                      " was left out: it asked after the survivors [",
+                                                      absl::StrJoin(plan.members, ", "), "] had decided"));
+  }
+  return plan;
+}
+
+bool Regrouper::Probe(std::uint32_t rank) {
+  std::shared_ptr<v1::Peer::Stub> stub;
+  v1::ProbeRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    stub = stubs_.at(rank);
+    request.set_job_id(config_.job_id);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + kProbeTimeout));
+  v1::ProbeResponse response;
+  return stub->Probe(&ctx, request, &response).ok();
+}
+
+absl::StatusOr<RegroupPlan> Regrouper::Ask(std::uint64_t next_round) {
+  v1::RegroupRequest request;
+  std::size_t n = 0;
+  absl::Duration window;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!armed_) return absl::FailedPreconditionError("regroup: not armed");
+    request.set_job_id(config_.job_id);
+    request.set_epoch(config_.epoch);
+    request.set_rank(config_.rank);
+    n = config_.peers.size();
+    window = config_.window;
+  }
+  request.set_next_round(next_round);
+  std::vector<std::string> skipped;
+  for (std::uint32_t c = 0; c < n; ++c) {
+    if (c == request.rank()) return Handle(request);
+    if (!Probe(c)) {
+      skipped.push_back(absl::StrCat(c));
+      continue;
+    }
+    std::shared_ptr<v1::Peer::Stub> stub;
+    {
+      absl::MutexLock lock(&mu_);
+      stub = stubs_.at(c);
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + window + 2 * kProbeTimeout + kAnswerMargin));
+    v1::RegroupResponse response;
+    const grpc::Status s = stub->Regroup(&ctx, request, &response);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      skipped.push_back(absl::StrCat(c));
+      continue;
+    }
+    if (!s.ok()) return FromGrpc(s);
+    RegroupPlan plan{response.epoch(), {response.members().begin(), response.members().end()}, response.round()};
+    if (!std::is_sorted(plan.members.begin(), plan.members.end()) || !plan.RankOf(request.rank())) {
+      return absl::InternalError(absl::StrCat("regroup: coordinator rank ", c, " answered a plan without this rank"));
+    }
+    return plan;
+  }
+  return absl::InternalError("regroup: unreachable");
+}
+
+}  // namespace sketchps::peer
