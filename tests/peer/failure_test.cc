@@ -132,17 +132,19 @@ TEST_CASE("Invalid steps from a peer are refused and fail the receiver's phase a
   }
 }
 
-TEST_CASE("Steps of another job or epoch or from a non-partner are refused and not stored", "[peer][grpc][failure]") {
+TEST_CASE("Steps of another job, a newer epoch or a non-partner are refused and not stored", "[peer][grpc][failure]") {
   PeerGroup group(4, PeerBase("fail", {kDim}, kTimeout));
   const PhaseSpec spec{Reduction::kDenseSum};
   const DenseValues ones{std::vector<float>(kDim, 1.0f)};
   auto other_job = Step(1, spec, ones);
   other_job.mutable_header()->set_job_id("other");
-  auto old_epoch = Step(1, spec, ones);
-  old_epoch.mutable_header()->set_epoch(7);
+  auto newer_epoch = Step(1, spec, ones);  // the sender regrouped first: retryable
+  newer_epoch.mutable_header()->set_epoch(7);
   auto not_partner = Step(2, spec, ones);  // at step 1 rank 0 hears from rank 1 only
   CHECK(Send(group.addresses()[0], other_job).error_code() == grpc::StatusCode::FAILED_PRECONDITION);
-  CHECK(Send(group.addresses()[0], old_epoch).error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  const grpc::Status ahead = Send(group.addresses()[0], newer_epoch);
+  CHECK(ahead.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK_THAT(ahead.error_message(), Catch::Contains("header.epoch: 7 is ahead"));
   CHECK(Send(group.addresses()[0], not_partner).error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   CHECK(group.server(0).endpoint()->mailbox.HeldLetters(0) == 0);
   // A valid step is stored once, however often it is retried.
