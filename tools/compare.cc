@@ -41,7 +41,7 @@ nlohmann::json Measure(const fs::path& dir, const std::string& mode, int code, s
   }
   const double kill_at = faults["kills"][0]["at"].get<double>();
   std::vector<double> gaps_before;
-  double up = 0, down = 0, max_gap_after = 0, first_t = (*records)[0]["time"], last_before = first_t;
+  double up = 0, down = 0, gap_across = 0, first_t = (*records)[0]["time"], last_before = first_t;
   std::uint64_t before = 0, redone = 0;
   for (std::size_t i = 0; i < records->size(); ++i) {
     const auto& r = (*records)[i];
@@ -51,8 +51,11 @@ nlohmann::json Measure(const fs::path& dir, const std::string& mode, int code, s
     const double t = r["time"];
     if (i > 0) {
       const double gap = t - (*records)[i - 1]["time"].get<double>();
-      if (t <= kill_at) gaps_before.push_back(gap);
-      else max_gap_after = std::max(max_gap_after, gap);
+      if (t <= kill_at) {
+        gaps_before.push_back(gap);
+      } else if ((*records)[i - 1]["time"].get<double>() <= kill_at) {
+        gap_across = gap;  // the round that the kill interrupted
+      }
     }
     if (t <= kill_at) {
       ++before;
@@ -74,7 +77,7 @@ nlohmann::json Measure(const fs::path& dir, const std::string& mode, int code, s
     // Rounds whose work was thrown away: PS shards resume from their checkpoint (none); peers roll
     // back the rounds the others had not completed.
     row["rounds_lost"] = redone;
-    row["seconds_to_recover"] = std::max(0.0, max_gap_after - round_time);
+    row["seconds_to_recover"] = std::max(0.0, gap_across - round_time);
     row["workers_at_end"] = records->back().value("workers", 0);
   }
   const auto summary = ReadJson(dir / "summary.json");

@@ -5,6 +5,8 @@
 #include <ATen/ops/cross_entropy_loss.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -38,6 +40,36 @@ absl::StatusOr<EvalResult> Evaluate(Model& model, const Dataset& data, std::uint
   std::vector<std::uint64_t> all(data.size());
   std::iota(all.begin(), all.end(), std::uint64_t{0});
   return Evaluate(model, data, all, batch_size);
+}
+
+absl::StatusOr<std::unique_ptr<BackgroundEvaluation>> BackgroundEvaluation::Create(const std::string& model,
+                                                                                   std::uint64_t seed, const Dataset& data) {
+  SKETCHPS_ASSIGN_OR_RETURN(Model m, Model::Create(model, seed));
+  return std::unique_ptr<BackgroundEvaluation>(new BackgroundEvaluation(std::make_unique<Model>(std::move(m)), data));
+}
+
+BackgroundEvaluation::~BackgroundEvaluation() {
+  if (pending_.valid()) pending_.wait();
+}
+
+absl::Status BackgroundEvaluation::Start(const float* weights, std::uint64_t dim) {
+  if (pending_.valid()) return absl::FailedPreconditionError("BackgroundEvaluation: an evaluation is still running");
+  if (dim != model_->flat().dim()) {
+    return absl::InvalidArgumentError(absl::StrCat("BackgroundEvaluation: ", dim, " weights for a model of ", model_->flat().dim()));
+  }
+  std::memcpy(model_->flat().params(), weights, dim * sizeof(float));
+  pending_ = std::async(std::launch::async, [this] { return Evaluate(*model_, data_); });
+  return absl::OkStatus();
+}
+
+std::optional<absl::StatusOr<EvalResult>> BackgroundEvaluation::Poll() {
+  if (!pending_.valid() || pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return std::nullopt;
+  return pending_.get();
+}
+
+absl::StatusOr<EvalResult> BackgroundEvaluation::Wait() {
+  if (!pending_.valid()) return absl::FailedPreconditionError("BackgroundEvaluation: nothing is running");
+  return pending_.get();
 }
 
 }  // namespace sketchps::worker

@@ -7,7 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "worker/fashion_mnist.h"
@@ -27,5 +31,34 @@ absl::StatusOr<EvalResult> Evaluate(Model& model, const Dataset& data, std::span
 
 // Evaluates every sample of `data`.
 absl::StatusOr<EvalResult> Evaluate(Model& model, const Dataset& data, std::uint64_t batch_size = 1000);
+
+// Test-set evaluation on a thread of its own, on a copy of the weights, so that the rank that
+// evaluates does not hold up the others' rounds (a peer waiting longer than peer.timeout_seconds
+// would declare it dead). One evaluation at a time; `data` must outlive the object.
+//
+//   BackgroundEvaluation eval(model_name, seed, data);
+//   eval.Start(weights, dim);              // copies the weights, returns at once
+//   if (auto r = eval.Poll()) ...          // the result once it is there (then idle again)
+//   auto r = eval.Wait();                  // blocks for the running evaluation
+class BackgroundEvaluation {
+ public:
+  static absl::StatusOr<std::unique_ptr<BackgroundEvaluation>> Create(const std::string& model, std::uint64_t seed,
+                                                                      const Dataset& data);
+  ~BackgroundEvaluation();
+
+  // FailedPrecondition while one is running; InvalidArgument when dim differs from the model's.
+  absl::Status Start(const float* weights, std::uint64_t dim);
+  bool running() const { return pending_.valid(); }
+  // The finished evaluation's result, or nullopt while it runs (or when none was started).
+  std::optional<absl::StatusOr<EvalResult>> Poll();
+  // Blocks until the running evaluation ends; FailedPrecondition when none runs.
+  absl::StatusOr<EvalResult> Wait();
+
+ private:
+  BackgroundEvaluation(std::unique_ptr<Model> model, const Dataset& data) : model_(std::move(model)), data_(data) {}
+  std::unique_ptr<Model> model_;
+  const Dataset& data_;
+  std::future<absl::StatusOr<EvalResult>> pending_;
+};
 
 }  // namespace sketchps::worker

@@ -40,6 +40,8 @@ struct Setup {
   std::unique_ptr<Model> model;
   Dataset train;
   std::optional<Dataset> test;  // rank 0
+  std::unique_ptr<BackgroundEvaluation> eval;  // rank 0, on first use (after `test`: it refers to it)
+  std::vector<nlohmann::json> held;  // records written once the running evaluation ends (the first is its round's)
   ShardMap shards;
   std::unique_ptr<Transport> transport;
   std::unique_ptr<Replica> replica;
@@ -169,7 +171,44 @@ absl::StatusOr<nlohmann::json> RunOneRound(const TrainerOptions& o, Setup& s, st
                         {"workers", s.plan.workers}};
 }
 
-absl::StatusOr<EvalResult> EvaluateTest(Setup& s) { return Evaluate(*s.model, *s.test); }
+// Attaches a finished evaluation to the record of its round and writes the held records.
+void Release(Setup& s, MetricsLog& log, TrainSummary& summary, const EvalResult& eval) {
+  nlohmann::json& first = s.held.front();
+  first["test_accuracy"] = eval.accuracy;
+  first["test_loss"] = eval.mean_loss;
+  summary.final_test_accuracy = eval.accuracy;
+  spdlog::info("round {} test accuracy {:.4f} (loss {:.4f})", first["round"].get<std::uint64_t>() + 1, eval.accuracy, eval.mean_loss);
+  for (const auto& r : s.held) log.Write(r);
+  s.held.clear();
+}
+
+// Writes `record`, or holds it while an evaluation runs; starts the evaluation of this round's
+// weights when `evaluate` (waiting for the previous one first).
+absl::Status Record(const TrainerOptions& o, Setup& s, MetricsLog& log, TrainSummary& summary, nlohmann::json record,
+                    bool evaluate) {
+  if (s.eval) {
+    if (auto done = s.eval->Poll()) {
+      if (!done->ok()) return done->status();
+      Release(s, log, summary, **done);
+    }
+  }
+  if (evaluate) {
+    if (!s.eval) {
+      SKETCHPS_ASSIGN_OR_RETURN(s.eval, BackgroundEvaluation::Create(o.job.model, o.job.train.seed, *s.test));
+    }
+    if (s.eval->running()) {
+      SKETCHPS_ASSIGN_OR_RETURN(EvalResult previous, s.eval->Wait());
+      Release(s, log, summary, previous);
+    }
+    SKETCHPS_RETURN_IF_ERROR(s.eval->Start(s.model->flat().params(), s.model->flat().dim()));
+  }
+  if (evaluate || !s.held.empty()) {
+    s.held.push_back(std::move(record));
+  } else {
+    log.Write(record);
+  }
+  return absl::OkStatus();
+}
 
 void SaveSnapshot(Setup& s, std::uint64_t round) {
   Snapshot& snap = s.snapshots[round % 2];
@@ -238,23 +277,20 @@ absl::StatusOr<TrainSummary> Train(const TrainerOptions& o) {
     nlohmann::json record = *std::move(outcome);
     const bool last = round + 1 == s.plan.last_round;
     const bool eval_due = last || (o.job.train.eval_every_rounds > 0 && (round + 1) % o.job.train.eval_every_rounds == 0);
-    if (s.plan.rank == 0 && eval_due) {
-      SKETCHPS_ASSIGN_OR_RETURN(EvalResult eval, EvaluateTest(s));
-      record["test_accuracy"] = eval.accuracy;
-      record["test_loss"] = eval.mean_loss;
-      summary.final_test_accuracy = eval.accuracy;
-    }
     const auto& p = s.model->flat();
     summary.weights_checksum = WeightsChecksum({p.params(), p.dim()});
     record["checksum"] = absl::StrFormat("%016x", summary.weights_checksum);
     if (s.regroup_note) record["regroup"] = *std::exchange(s.regroup_note, std::nullopt);
-    log.Write(record);
-    ++summary.rounds;
     if (o.log_every_rounds > 0 && (round % o.log_every_rounds == 0 || last)) {
-      spdlog::info("round {}/{} loss {:.4f}{}", round + 1, s.plan.last_round, record["loss"].get<double>(),
-                   record.contains("test_accuracy") ? absl::StrFormat(" test accuracy %.4f", record["test_accuracy"].get<double>()) : "");
+      spdlog::info("round {}/{} loss {:.4f}", round + 1, s.plan.last_round, record["loss"].get<double>());
     }
+    SKETCHPS_RETURN_IF_ERROR(Record(o, s, log, summary, std::move(record), s.plan.rank == 0 && eval_due));
+    ++summary.rounds;
     ++round;
+  }
+  if (s.eval && s.eval->running()) {
+    SKETCHPS_ASSIGN_OR_RETURN(EvalResult eval, s.eval->Wait());
+    Release(s, log, summary, eval);
   }
   const auto& p = s.model->flat();
   summary.final_workers = s.plan.workers;

@@ -16,7 +16,9 @@
 //   error-feedback residuals starts empty, identically on every survivor), scales the learning rate
 //   by P'/P (the global batch shrank) and goes on with the data plan of worker/round_plan.h.
 //   Rank 0 evaluates the test set every train.eval_every_rounds rounds and after the last round
-//   (after a regroup, the new rank 0).
+//   (after a regroup, the new rank 0), on a copy of the weights in a thread of its own
+//   (BackgroundEvaluation), so that the others' rounds never wait for it; the records from the
+//   evaluated round on are written when its result is there.
 //   Every round appends one JSON line to options.metrics_out (when set):
 //     round, time (unix seconds at the end of the exchange), epoch, loss, bytes_up, bytes_down (raw payload bytes), wire_up, wire_down (serialized
 //     gRPC messages), dense_bytes (4 * d, what dense SGD sends each way), selected, skipped,
