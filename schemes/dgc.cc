@@ -196,18 +196,13 @@ absl::Status DgcConfig::Validate(const std::string& prefix) const {
 
 absl::Status DgcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("sample_ratio", sample_ratio));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("strided_sample", strided_sample));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("compress_upper_bound", compress_upper_bound));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("compress_lower_bound", compress_lower_bound));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("max_adaptation_iters", max_adaptation_iters));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("resample", resample));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("truncate_to_k", truncate_to_k));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_epochs", warmup_epochs));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_densities", warmup_densities));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("dense_max_numel", dense_max_numel));
-  SKETCHPS_RETURN_IF_ERROR(section.Finish());
-  return Validate(section.path());
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
+      "sample_ratio", sample_ratio, "strided_sample", strided_sample,
+      "compress_upper_bound", compress_upper_bound, "compress_lower_bound", compress_lower_bound,
+      "max_adaptation_iters", max_adaptation_iters, "resample", resample,
+      "truncate_to_k", truncate_to_k, "warmup_epochs", warmup_epochs,
+      "warmup_densities", warmup_densities, "dense_max_numel", dense_max_numel));
+  return section.FinishAndValidate(*this);
 }
 
 double DgcDensity(const DgcConfig& config, double final_density, double epoch) {

@@ -166,17 +166,11 @@ absl::Status SdagcConfig::Validate(const std::string& prefix) const {
 
 absl::Status SdagcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("lambda_initial", lambda_initial));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("lambda_final", lambda_final));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_epochs", warmup_epochs));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("closed_loop", closed_loop));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("target_density", target_density));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("gain", gain));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("min_lambda", min_lambda));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("max_lambda", max_lambda));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("min_per_layer", min_per_layer));
-  SKETCHPS_RETURN_IF_ERROR(section.Finish());
-  return Validate(section.path());
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
+      "lambda_initial", lambda_initial, "lambda_final", lambda_final, "warmup_epochs", warmup_epochs,
+      "closed_loop", closed_loop, "target_density", target_density, "gain", gain,
+      "min_lambda", min_lambda, "max_lambda", max_lambda, "min_per_layer", min_per_layer));
+  return section.FinishAndValidate(*this);
 }
 
 std::unique_ptr<Scheme> MakeSdagcScheme(SchemeContext ctx, const SdagcConfig& config) {
