@@ -1,8 +1,11 @@
-// Test support for the sketching schemes (gs-SGD, Sketched-SGD): a sequential driver that runs P
-// scheme instances of one shard through a Reducer phase by phase (so tests see every payload,
-// every phase result and the bytes of each phase), and naive host references (worker-order sums,
-// top-k by magnitude with index tie-break, a Count Sketch built with host loops).
+// Test support for the sketching schemes (gs-SGD, Sketched-SGD) and the other multi-worker top-k
+// schemes (gTop-k, ScaleCom, SIDCo): a sequential driver that runs P scheme instances of one shard
+// through a Reducer phase by phase (so tests see every payload, every phase result and the bytes of
+// each phase), and naive host references (worker-order sums, top-k by magnitude with index
+// tie-break, a Count Sketch built with host loops).
 #pragma once
+
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -31,6 +34,7 @@ struct ManualRound {
   std::vector<PhaseBytes> bytes;                                   // per phase
   std::vector<std::vector<std::optional<PayloadValue>>> payloads;  // [phase][worker]
   std::vector<PhaseResult> results;                                // per phase
+  std::vector<PhaseSpec> specs;                                    // per phase (every worker's: they agree)
 };
 
 // One round of every scheme (one per worker, all on the same shard) with the given gradients.
@@ -59,6 +63,7 @@ inline absl::StatusOr<ManualRound> RunManualRound(std::vector<std::unique_ptr<Sc
       ptrs.push_back(&c);
       out.payloads.back().push_back(c.payload);
     }
+    out.specs.push_back(in.front().spec);
     auto r = reducer.Reduce(in.front().spec, ptrs, previous);
     if (!r.ok()) return r.status();
     out.results.push_back(std::move(*r));
@@ -71,6 +76,15 @@ inline absl::StatusOr<ManualRound> RunManualRound(std::vector<std::unique_ptr<Sc
     out.aggregates.push_back(std::move(*g));
   }
   return out;
+}
+
+// RunManualRound with a fresh Reducer over the gradients' dimension; the round must succeed.
+inline ManualRound RequireManualRound(std::vector<std::unique_ptr<Scheme>>& schemes, std::uint64_t round,
+                                      const std::vector<std::vector<float>>& grads) {
+  Reducer reducer(grads.at(0).size());
+  auto r = RunManualRound(schemes, reducer, round, grads);
+  REQUIRE(r.ok());
+  return *std::move(r);
 }
 
 inline std::vector<std::unique_ptr<Scheme>> MakeWorkers(
@@ -102,10 +116,17 @@ std::vector<std::uint32_t> NaiveTopKIndices(const std::vector<T>& x, std::size_t
   return order;
 }
 
+// The same positions, index-sorted.
+template <class T>
+std::vector<std::uint32_t> NaiveTopKSorted(const std::vector<T>& x, std::size_t k) {
+  auto idx = NaiveTopKIndices(x, k);
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
 // The k largest entries of sum / divisor as an index-sorted SparseVector over x.size().
 inline SparseVector NaiveTopKMean(const std::vector<float>& sum, std::size_t k, float divisor) {
-  auto idx = NaiveTopKIndices(sum, k);
-  std::sort(idx.begin(), idx.end());
+  const auto idx = NaiveTopKSorted(sum, k);
   SparseVector out{sum.size(), idx, {}};
   for (auto i : idx) out.val.push_back(sum[i] / divisor);
   return out;
