@@ -142,26 +142,7 @@ TEST_CASE("gs-SGD error feedback is exact: sent + residual == e + g", "[schemes]
 }
 
 TEST_CASE("gs-SGD bytes per phase follow the documented formulas", "[schemes][gs_sgd][bytes]") {
-  const std::uint64_t d = 1000, k = 10;  // r = 5, c = 10k = 100, K = p2*k
-  for (std::uint32_t p2 : {0u, 2u, 3u}) {
-    auto schemes = MakeWorkers(3, d, k, 4, GsSgd(Config(p2)));
-    Reducer reducer(d);
-    std::mt19937_64 rng(p2);
-    std::vector<std::vector<float>> g(3);
-    for (auto& x : g) x = RandomGradient(d, rng);
-    auto r = RunManualRound(schemes, reducer, 0, g);
-    REQUIRE(r.ok());
-    CHECK(r->bytes[0].up == 5 * 100 * 4);
-    if (p2 == 0) {
-      REQUIRE(r->bytes.size() == 1);
-      CHECK(r->bytes[0].down == 8 * k);
-      continue;
-    }
-    REQUIRE(r->bytes.size() == 2);
-    CHECK(r->bytes[0].down == 8 * p2 * k);
-    CHECK(r->bytes[1].up == 4 * p2 * k);
-    CHECK(r->bytes[1].down == 8 * k);
-  }
+  for (std::uint32_t p2 : {0u, 2u, 3u}) CheckSketchPhaseBytes(3, p2, GsSgd(Config(p2)));  // K = p2*k
   // Through the in-process aggregator, 2 shards of 500 (k = 5, c = 50, K = 10), summed over shards.
   auto sim = Simulate(GsSgd(), LeastSquares(100, 1000, 1), [] {
     auto o = SchemeOptions(3, 2, 3);
@@ -214,27 +195,11 @@ TEST_CASE("gs-SGD dense warm-up rounds send everything, then sketches", "[scheme
 }
 
 TEST_CASE("gs-SGD state round-trips through Save/Restore", "[schemes][gs_sgd][state]") {
-  const std::uint64_t d = 80, k = 8;
-  auto a = MakeWorkers(1, d, k, 2, GsSgd());
-  auto b = MakeWorkers(1, d, k, 2, GsSgd());
-  Reducer reducer(d);
-  std::mt19937_64 rng(8);
-  for (std::uint64_t round = 0; round < 3; ++round) REQUIRE(RunManualRound(a, reducer, round, {RandomGradient(d, rng)}).ok());
-  const SchemeState saved = a[0]->SaveState();
-  REQUIRE(b[0]->RestoreState(saved).ok());
-  CHECK(b[0]->SaveState().arrays == saved.arrays);
-  const std::vector<std::vector<float>> g = {RandomGradient(d, rng)};
-  auto ra = RunManualRound(a, reducer, 3, g);
-  auto rb = RunManualRound(b, reducer, 3, g);
-  REQUIRE(ra.ok());
-  REQUIRE(rb.ok());
-  CHECK(ra->payloads == rb->payloads);
-  CHECK(Residual(*a[0]) == Residual(*b[0]));
-
+  const auto b = CheckStateRoundTrip(GsSgd());
   SchemeState missing;
-  CHECK(b[0]->RestoreState(missing).code() == absl::StatusCode::kInvalidArgument);
-  SchemeState short_state{{{"residual", std::vector<float>(d - 1)}}, {}};
-  const auto bad = b[0]->RestoreState(short_state);
+  CHECK(b->RestoreState(missing).code() == absl::StatusCode::kInvalidArgument);
+  SchemeState short_state{{{"residual", std::vector<float>(79)}}, {}};  // d = 80
+  const auto bad = b->RestoreState(short_state);
   CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(Message(bad), Catch::Contains("residual") && Catch::Contains("79"));
 }

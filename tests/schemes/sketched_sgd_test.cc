@@ -111,26 +111,7 @@ TEST_CASE("Sketched-SGD with collisions and p2 = P: exact top-k of the summed v 
 }
 
 TEST_CASE("Sketched-SGD bytes per phase follow the documented formulas", "[schemes][sketched_sgd][bytes]") {
-  const std::uint64_t d = 1000, k = 10;  // r = 5, c = 100
-  for (std::uint32_t p2 : {0u, 2u, 4u}) {
-    auto schemes = MakeWorkers(4, d, k, 4, Sketched(Config(p2, 0.9)));
-    Reducer reducer(d);
-    std::mt19937_64 rng(p2);
-    std::vector<std::vector<float>> g(4);
-    for (auto& x : g) x = RandomGradient(d, rng);
-    auto r = RunManualRound(schemes, reducer, 0, g);
-    REQUIRE(r.ok());
-    CHECK(r->bytes[0].up == 5 * 100 * 4);
-    if (p2 == 0) {
-      REQUIRE(r->bytes.size() == 1);
-      CHECK(r->bytes[0].down == 8 * k);
-      continue;
-    }
-    REQUIRE(r->bytes.size() == 2);
-    CHECK(r->bytes[0].down == 8 * p2 * k);
-    CHECK(r->bytes[1].up == 4 * p2 * k);
-    CHECK(r->bytes[1].down == 8 * k);
-  }
+  for (std::uint32_t p2 : {0u, 2u, 4u}) CheckSketchPhaseBytes(4, p2, Sketched(Config(p2, 0.9)));
 }
 
 TEST_CASE("Sketched-SGD at density 1 equals dense SGD without momentum", "[schemes][sketched_sgd][dense]") {
@@ -188,30 +169,15 @@ TEST_CASE("Sketched-SGD dense warm-up sends v whole, zeroes v and keeps the mome
 }
 
 TEST_CASE("Sketched-SGD state round-trips through Save/Restore", "[schemes][sketched_sgd][state]") {
-  const std::uint64_t d = 80, k = 8;
-  auto a = MakeWorkers(1, d, k, 2, Sketched());
-  auto b = MakeWorkers(1, d, k, 2, Sketched());
-  Reducer reducer(d);
-  std::mt19937_64 rng(8);
-  for (std::uint64_t round = 0; round < 3; ++round) REQUIRE(RunManualRound(a, reducer, round, {RandomGradient(d, rng)}).ok());
-  const SchemeState saved = a[0]->SaveState();
-  CHECK(saved.arrays.size() == 2);
-  REQUIRE(b[0]->RestoreState(saved).ok());
-  CHECK(b[0]->SaveState().arrays == saved.arrays);
-  const std::vector<std::vector<float>> g = {RandomGradient(d, rng)};
-  auto ra = RunManualRound(a, reducer, 3, g);
-  auto rb = RunManualRound(b, reducer, 3, g);
-  REQUIRE(ra.ok());
-  REQUIRE(rb.ok());
-  CHECK(ra->payloads == rb->payloads);
-  CHECK(a[0]->SaveState().arrays == b[0]->SaveState().arrays);
-
+  const auto b = CheckStateRoundTrip(Sketched());
+  CHECK(b->SaveState().arrays.size() == 2);
+  const std::uint64_t d = 80;
   SchemeState only_u{{{"momentum", std::vector<float>(d)}}, {}};
-  const auto missing = b[0]->RestoreState(only_u);
+  const auto missing = b->RestoreState(only_u);
   CHECK(missing.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(Message(missing), Catch::Contains("accumulator"));
   SchemeState long_v{{{"momentum", std::vector<float>(d)}, {"accumulator", std::vector<float>(d + 1)}}, {}};
-  CHECK(b[0]->RestoreState(long_v).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(b->RestoreState(long_v).code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("Sketched-SGD configuration: defaults, reading, and errors that name the key", "[schemes][sketched_sgd][config]") {

@@ -161,4 +161,48 @@ inline std::vector<float> RandomGradient(std::uint64_t dim, std::mt19937_64& rng
   return g;
 }
 
+// One round of `workers` instances of a sketching scheme (gs-SGD, Sketched-SGD) built with p2 = `p2`
+// at d = 1000, k = 10 (r = 5 rows, c = 10k = 100 columns): worker 0 sends the r x c sketch, 4 bytes
+// a cell. With p2 = 0 the k (index, value) pairs come back, 8 bytes each; otherwise the p2 k
+// candidates come back (8 bytes each), each worker sends its values there (4 bytes each), and the
+// k kept pairs come back.
+inline void CheckSketchPhaseBytes(std::uint32_t workers, std::uint32_t p2,
+                                  const std::function<std::unique_ptr<Scheme>(SchemeContext)>& factory) {
+  const std::uint64_t d = 1000, k = 10;
+  auto schemes = MakeWorkers(workers, d, k, 4, factory);
+  std::mt19937_64 rng(p2);
+  std::vector<std::vector<float>> g(workers);
+  for (auto& x : g) x = RandomGradient(d, rng);
+  const auto r = RequireManualRound(schemes, 0, g);
+  INFO("p2 = " << p2);
+  CHECK(r.bytes[0].up == 5 * 100 * 4);
+  if (p2 == 0) {
+    REQUIRE(r.bytes.size() == 1);
+    CHECK(r.bytes[0].down == 8 * k);
+    return;
+  }
+  REQUIRE(r.bytes.size() == 2);
+  CHECK(r.bytes[0].down == 8 * p2 * k);
+  CHECK(r.bytes[1].up == 4 * p2 * k);
+  CHECK(r.bytes[1].down == 8 * k);
+}
+
+// Three rounds on one worker (d = 80, k = 8), then its saved state restored into a fresh worker:
+// the state reads back equal, and the next round both send the same payloads and end in the same
+// state. Returns the restored worker, for the scheme's own bad-state checks.
+inline std::unique_ptr<Scheme> CheckStateRoundTrip(const std::function<std::unique_ptr<Scheme>(SchemeContext)>& factory) {
+  const std::uint64_t d = 80, k = 8;
+  auto a = MakeWorkers(1, d, k, 2, factory);
+  auto b = MakeWorkers(1, d, k, 2, factory);
+  std::mt19937_64 rng(8);
+  for (std::uint64_t round = 0; round < 3; ++round) RequireManualRound(a, round, {RandomGradient(d, rng)});
+  const SchemeState saved = a[0]->SaveState();
+  REQUIRE(b[0]->RestoreState(saved).ok());
+  CHECK(b[0]->SaveState().arrays == saved.arrays);
+  const std::vector<std::vector<float>> g = {RandomGradient(d, rng)};
+  CHECK(RequireManualRound(a, 3, g).payloads == RequireManualRound(b, 3, g).payloads);
+  CHECK(a[0]->SaveState().arrays == b[0]->SaveState().arrays);
+  return std::move(b[0]);
+}
+
 }  // namespace sketchps::testing
