@@ -30,10 +30,7 @@ DgcConfig ExactSelection() {
   return c;
 }
 
-std::string ConfigError(const std::string& dgc_section) {
-  auto job = ParseJobSpec("scheme: {name: dgc, dgc: " + dgc_section + "}\n", "t.yaml", {});
-  return job.ok() ? "" : std::string(job.status().message());
-}
+std::string ConfigError(const std::string& dgc_section) { return SchemeConfigError("dgc", dgc_section); }
 
 }  // namespace
 

@@ -91,15 +91,7 @@ TEST_CASE("gs-SGD with collisions: top p2*k sketch estimates, then the exact top
     for (std::size_t t = 0; t < cand.size(); ++t) CHECK(got.val[t] == Approx(est[cand[t]] / workers).margin(1e-5));
     return;
   }
-  const auto sum = SumInOrder(g);
-  std::vector<float> at_cand;
-  for (auto i : cand) at_cand.push_back(sum[i]);
-  const auto keep = NaiveTopKSorted(at_cand, k);
-  REQUIRE(got.idx.size() == k);
-  for (std::size_t t = 0; t < k; ++t) {
-    CHECK(got.idx[t] == cand[keep[t]]);
-    CHECK(got.val[t] == sum[cand[keep[t]]] / static_cast<float>(workers));
-  }
+  CheckExactTopKAmong(got, cand, SumInOrder(g), k, workers);
 }
 
 TEST_CASE("gs-SGD error feedback is exact: sent + residual == e + g", "[schemes][gs_sgd][ef]") {

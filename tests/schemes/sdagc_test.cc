@@ -60,10 +60,7 @@ std::set<std::uint32_t> HostSelection(const std::vector<float>& x, const Bounds&
   return out;
 }
 
-std::string ConfigError(const std::string& section) {
-  auto job = ParseJobSpec("scheme: {name: sdagc, sdagc: " + section + "}\n", "t.yaml", {});
-  return job.ok() ? "" : std::string(job.status().message());
-}
+std::string ConfigError(const std::string& section) { return SchemeConfigError("sdagc", section); }
 
 }  // namespace
 

@@ -89,16 +89,8 @@ TEST_CASE("Sketched-SGD with collisions and p2 = P: exact top-k of the summed v 
   REQUIRE(hash.ok());
   const auto cand = NaiveTopKSorted(NaiveSketchEstimates(*hash, g), workers * k);
   REQUIRE(std::get<SparseVector>(r->results[0].value).idx == cand);
-  const auto sum = SumInOrder(g);
-  std::vector<float> at_cand;
-  for (auto i : cand) at_cand.push_back(sum[i]);
-  const auto keep = NaiveTopKSorted(at_cand, k);
   const auto& got = std::get<SparseVector>(r->aggregates[0]);
-  REQUIRE(got.idx.size() == k);
-  for (std::size_t t = 0; t < k; ++t) {
-    CHECK(got.idx[t] == cand[keep[t]]);
-    CHECK(got.val[t] == sum[cand[keep[t]]] / static_cast<float>(workers));
-  }
+  CheckExactTopKAmong(got, cand, SumInOrder(g), k, workers);
   for (std::uint32_t w = 0; w < workers; ++w) {  // masked exactly at G_t's entries, untouched elsewhere
     const auto u = Array(*schemes[w], "momentum");
     const auto v = Array(*schemes[w], "accumulator");

@@ -9,10 +9,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "schemes/dense.h"
+#include "schemes/job_spec.h"
 #include "support/simulation.h"
 
 namespace sketchps::testing {
@@ -31,6 +33,13 @@ inline SimOptions SchemeOptions(std::uint32_t workers, std::uint32_t shards, std
   o.optimizer.lr.base_lr = lr;
   o.optimizer.momentum = momentum;
   return o;
+}
+
+// The error of parsing a job whose scheme is `name` with the section `section` (YAML flow text), or
+// "" when the job parses.
+inline std::string SchemeConfigError(const std::string& name, const std::string& section) {
+  auto job = ParseJobSpec("scheme: {name: " + name + ", " + name + ": " + section + "}\n", "t.yaml", {});
+  return job.ok() ? "" : std::string(job.status().message());
 }
 
 inline SchemeFactory Dense() {

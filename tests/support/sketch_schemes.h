@@ -205,4 +205,18 @@ inline std::unique_ptr<Scheme> CheckStateRoundTrip(const std::function<std::uniq
   return std::move(b[0]);
 }
 
+// The aggregate of a two-phase round: among the candidates `cand` (index-sorted), the k largest
+// |sum| (ties: smaller index), each as the mean sum / workers, bitwise.
+inline void CheckExactTopKAmong(const SparseVector& got, const std::vector<std::uint32_t>& cand,
+                                const std::vector<float>& sum, std::size_t k, std::uint32_t workers) {
+  std::vector<float> at_cand;
+  for (auto i : cand) at_cand.push_back(sum[i]);
+  const auto keep = NaiveTopKSorted(at_cand, k);
+  REQUIRE(got.idx.size() == k);
+  for (std::size_t t = 0; t < k; ++t) {
+    CHECK(got.idx[t] == cand[keep[t]]);
+    CHECK(got.val[t] == sum[cand[keep[t]]] / static_cast<float>(workers));
+  }
+}
+
 }  // namespace sketchps::testing
