@@ -13,6 +13,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +28,10 @@ class ConfigReader {
 
   template <class T>
   absl::Status Get(const std::string& key, T& out);
+  // Get for each (key, field) pair in turn, stopping at the first error:
+  //   GetAll("rows", config.rows, "cols", config.cols)
+  template <class T, class... Rest>
+  absl::Status GetAll(const std::string& key, T& out, Rest&&... rest);
 
   // The sub-mapping at `key` (absent: an empty reader). Error when `key` holds a non-mapping.
   absl::StatusOr<ConfigReader> Child(const std::string& key);
@@ -35,6 +40,12 @@ class ConfigReader {
 
   // Error when the node is not a mapping, or holds keys no Get/Child/Has asked for.
   absl::Status Finish() const;
+  // Finish(), then config.Validate(path()): how every config section's Read ends.
+  template <class Config>
+  absl::Status FinishAndValidate(const Config& config) const {
+    if (auto st = Finish(); !st.ok()) return st;
+    return config.Validate(path_);
+  }
 
   const std::string& path() const { return path_; }
   std::string KeyPath(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -85,6 +96,16 @@ absl::Status ConfigReader::Get(const std::string& key, T& out) {
       items.push_back(item);
     }
     out = std::move(items);
+    return absl::OkStatus();
+  }
+}
+
+template <class T, class... Rest>
+absl::Status ConfigReader::GetAll(const std::string& key, T& out, Rest&&... rest) {
+  if (auto st = Get(key, out); !st.ok()) return st;
+  if constexpr (sizeof...(Rest) > 0) {
+    return GetAll(std::forward<Rest>(rest)...);
+  } else {
     return absl::OkStatus();
   }
 }

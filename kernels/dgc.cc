@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/splitmix.h"
 #include "common/status.h"
+#include "kernels/internal/chunked_select.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/scratch_array.h"
 #include "kernels/select.h"
@@ -36,13 +37,8 @@ namespace {
 using internal::Policy;
 using internal::ScratchArray;
 
-// Entries per chunk of the counting and writing passes: long sequential runs on CPU threads, short
-// ones on the GPU so that there are enough chunks to fill it.
-#if SKETCHPS_KERNELS_CUDA
-constexpr std::size_t kChunk = 256;
-#else
-constexpr std::size_t kChunk = std::size_t{1} << 14;
-#endif
+// Chunks of the counting and writing passes: internal::kSelectChunk entries (chunked_select.h).
+constexpr std::size_t kChunk = internal::kSelectChunk;
 // The writing pass first takes a (vectorizable) max over blocks this long and scans only blocks
 // that hold a selected entry.
 constexpr std::size_t kBlock = 32;
@@ -112,33 +108,7 @@ struct WriteChunk {
   SKETCHPS_HD void operator()(std::size_t c) const {
     const std::size_t begin = c * kChunk;
     const std::size_t end = n - begin < kChunk ? n : begin + kChunk;
-    std::size_t pos = offsets[c];
-    for (std::size_t block = begin; block < end && pos < limit; block += kBlock) {
-      const std::size_t block_end = end - block < kBlock ? end : block + kBlock;
-      if (BlockMax(block, block_end) < tau) continue;  // the common case: nothing selected here
-      for (std::size_t i = block; i < block_end && pos < limit; ++i) {
-        const float x = v[i];
-        if (fabsf(x) >= tau) {
-          out_idx[pos] = static_cast<std::uint32_t>(i);
-          out_val[pos] = x;
-          ++pos;
-        }
-      }
-    }
-  }
-  // max |v| over [begin, end), NaN ignored (a comparison, not fmaxf: that is a libm call on x86).
-  SKETCHPS_HD float BlockMax(std::size_t begin, std::size_t end) const {
-    const float* x = v + begin;
-    const int len = static_cast<int>(end - begin);
-    float m = 0.0f;
-#if !SKETCHPS_KERNELS_CUDA
-#pragma omp simd reduction(max : m)
-#endif
-    for (int i = 0; i < len; ++i) {
-      const float a = fabsf(x[i]);
-      m = a > m ? a : m;
-    }
-    return m;
+    internal::WriteRangeAbove</*kInclusive=*/true, kBlock>(v, begin, end, tau, offsets[c], limit, out_idx, out_val);
   }
 };
 

@@ -99,10 +99,7 @@ absl::StatusOr<std::vector<internal::ChunkSpec>> MakeChunks(const std::vector<Th
       return absl::InvalidArgumentError(absl::StrCat("ThresholdSelect: segment ", s, " [", seg.offset, ", ",
                                                      seg.offset + seg.size, ") overlaps its predecessor or leaves [0, ", n, ")"));
     }
-    for (std::uint64_t b = seg.offset; b < seg.offset + seg.size; b += internal::kSelectChunk) {
-      const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(internal::kSelectChunk, seg.offset + seg.size - b));
-      chunks.push_back({b, len, seg.tau});
-    }
+    internal::AppendChunks(seg.offset, seg.size, seg.tau, chunks);
     previous_end = seg.offset + seg.size;
   }
   return chunks;

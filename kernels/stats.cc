@@ -145,12 +145,8 @@ struct ChunkSumSq {
 void SplitIntoChunks(const std::vector<Segment>& segments, std::vector<internal::ChunkSpec>& chunks,
                      std::vector<std::size_t>& owner) {
   for (std::size_t l = 0; l < segments.size(); ++l) {
-    const Segment& s = segments[l];
-    for (std::uint64_t b = s.offset; b < s.offset + s.size; b += internal::kSelectChunk) {
-      const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(internal::kSelectChunk, s.offset + s.size - b));
-      chunks.push_back({b, len, 0.0f});
-      owner.push_back(l);
-    }
+    internal::AppendChunks(segments[l].offset, segments[l].size, 0.0f, chunks);
+    owner.resize(chunks.size(), l);
   }
 }
 

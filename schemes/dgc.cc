@@ -10,8 +10,7 @@
 #include "kernels/dgc.h"
 #include "kernels/index_ops.h"
 #include "kernels/vector_ops.h"
-#include "schemes/error_feedback.h"
-#include "schemes/scheme_base.h"
+#include "schemes/local_momentum_scheme.h"
 
 namespace sketchps {
 namespace {
@@ -75,38 +74,24 @@ Layout PlanLayout(const SchemeContext& ctx, const DgcConfig& config, double dens
   return out;
 }
 
-class DgcScheme final : public SchemeBase {
+std::vector<kernels::Segment> Segments(const std::vector<LayerPlan>& layers) {
+  std::vector<kernels::Segment> out;
+  for (const auto& l : layers) out.push_back(l.segment);
+  return out;
+}
+
+class DgcScheme final : public LocalMomentumScheme {
  public:
   DgcScheme(SchemeContext ctx, const DgcConfig& config, double density, Layout layout)
-      : SchemeBase(ctx),
+      : LocalMomentumScheme(ctx, layout.status, Segments(layout.layers), config.momentum, layout.capacity),
         config_(config),
         density_(density),
-        init_(layout.status),
         layers_(std::move(layout.layers)),
-        lm_(ctx.dim, Segments(), ctx.num_workers, config.momentum),
-        sel_(layout.capacity),
         chunks_(layers_.size()) {}
 
   const char* name() const override { return "dgc"; }
-  bool uses_global_momentum() const override { return false; }
-  SchemeState SaveState() const override {
-    SchemeState state;
-    lm_.Save(state);
-    return state;
-  }
-  absl::Status RestoreState(const SchemeState& state) override { return lm_.Restore(state); }
 
  protected:
-  absl::StatusOr<const float*> Accumulate(const RoundInfo&, const float* d_grad) override {
-    SKETCHPS_RETURN_IF_ERROR(init_);
-    return lm_.Accumulate(d_grad, exec());
-  }
-  std::uint32_t CompressedPhases() const override { return 1; }
-  PhaseSpec Spec(std::uint32_t) const override { return {Reduction::kSparseSum}; }
-  absl::StatusOr<PayloadValue> Payload(std::uint32_t, const PhaseResults&) override {
-    SKETCHPS_RETURN_IF_ERROR(Select());
-    return sel_.ToSparse(ctx().dim);
-  }
   absl::Status Update(const Aggregate&, const PhaseResults&) override {
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const auto [start, count] = chunks_[l];
@@ -114,15 +99,8 @@ class DgcScheme final : public SchemeBase {
     }
     return absl::OkStatus();
   }
-  void OnDenseSent() override { lm_.ResetAccumulated(); }
 
  private:
-  std::vector<kernels::Segment> Segments() const {
-    std::vector<kernels::Segment> out;
-    for (const auto& l : layers_) out.push_back(l.segment);
-    return out;
-  }
-
   std::uint64_t LayerSeed(std::size_t layer) const {
     std::uint64_t h = SplitMix64(ctx().seed);
     for (std::uint64_t x : {std::uint64_t{ctx().worker_id}, std::uint64_t{ctx().shard_id}, round().round,
@@ -133,7 +111,7 @@ class DgcScheme final : public SchemeBase {
   }
 
   // Fills sel_ layer by layer (so indices increase) and records each layer's chunk of it.
-  absl::Status Select() {
+  absl::Status Select() override {
     const auto options = SelectOptions(config_, DgcDensity(config_, density_, round().epoch));
     const float* v = lm_.velocity();
     std::uint64_t pos = 0;
@@ -161,10 +139,7 @@ class DgcScheme final : public SchemeBase {
 
   const DgcConfig config_;
   const double density_;  // δ after warm-up
-  const absl::Status init_;
   const std::vector<LayerPlan> layers_;
-  LocalMomentum lm_;
-  Selection sel_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> chunks_;  // per layer: (start, count) in sel_
 };
 
@@ -196,18 +171,13 @@ absl::Status DgcConfig::Validate(const std::string& prefix) const {
 
 absl::Status DgcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("sample_ratio", sample_ratio));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("strided_sample", strided_sample));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("compress_upper_bound", compress_upper_bound));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("compress_lower_bound", compress_lower_bound));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("max_adaptation_iters", max_adaptation_iters));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("resample", resample));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("truncate_to_k", truncate_to_k));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_epochs", warmup_epochs));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_densities", warmup_densities));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("dense_max_numel", dense_max_numel));
-  SKETCHPS_RETURN_IF_ERROR(section.Finish());
-  return Validate(section.path());
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
+      "sample_ratio", sample_ratio, "strided_sample", strided_sample,
+      "compress_upper_bound", compress_upper_bound, "compress_lower_bound", compress_lower_bound,
+      "max_adaptation_iters", max_adaptation_iters, "resample", resample,
+      "truncate_to_k", truncate_to_k, "warmup_epochs", warmup_epochs,
+      "warmup_densities", warmup_densities, "dense_max_numel", dense_max_numel));
+  return section.FinishAndValidate(*this);
 }
 
 double DgcDensity(const DgcConfig& config, double final_density, double epoch) {

@@ -10,8 +10,7 @@ namespace sketchps {
 
 absl::Status GsSgdConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(ReadFields(section));
-  SKETCHPS_RETURN_IF_ERROR(section.Finish());
-  return Validate(section.path());
+  return section.FinishAndValidate(*this);
 }
 
 namespace {

@@ -13,8 +13,7 @@ namespace sketchps {
 absl::Status GTopKConfig::Validate(const std::string&) const { return absl::OkStatus(); }
 
 absl::Status GTopKConfig::Read(ConfigReader& section) {
-  SKETCHPS_RETURN_IF_ERROR(section.Finish());
-  return Validate(section.path());
+  return section.FinishAndValidate(*this);
 }
 
 GTopKWorker::GTopKWorker(std::uint64_t dim, std::uint64_t k)

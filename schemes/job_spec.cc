@@ -61,19 +61,15 @@ absl::Status ReadOptimizer(ConfigReader& root, JobSpec& job) {
 
 absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader data, root.Child("data"));
-  SKETCHPS_RETURN_IF_ERROR(data.Get("path", job.data.path));
-  SKETCHPS_RETURN_IF_ERROR(data.Get("batch_size", job.data.batch_size));
-  SKETCHPS_RETURN_IF_ERROR(data.Get("train_samples", job.data.train_samples));
+  SKETCHPS_RETURN_IF_ERROR(data.GetAll("path", job.data.path, "batch_size", job.data.batch_size, "train_samples",
+                                       job.data.train_samples));
   SKETCHPS_RETURN_IF_ERROR(data.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader train, root.Child("train"));
-  SKETCHPS_RETURN_IF_ERROR(train.Get("epochs", job.train.epochs));
-  SKETCHPS_RETURN_IF_ERROR(train.Get("rounds", job.train.rounds));
-  SKETCHPS_RETURN_IF_ERROR(train.Get("eval_every_rounds", job.train.eval_every_rounds));
-  SKETCHPS_RETURN_IF_ERROR(train.Get("seed", job.train.seed));
+  SKETCHPS_RETURN_IF_ERROR(train.GetAll("epochs", job.train.epochs, "rounds", job.train.rounds, "eval_every_rounds",
+                                        job.train.eval_every_rounds, "seed", job.train.seed));
   SKETCHPS_RETURN_IF_ERROR(train.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader ckpt, root.Child("checkpoint"));
-  SKETCHPS_RETURN_IF_ERROR(ckpt.Get("dir", job.checkpoint.dir));
-  SKETCHPS_RETURN_IF_ERROR(ckpt.Get("every_rounds", job.checkpoint.every_rounds));
+  SKETCHPS_RETURN_IF_ERROR(ckpt.GetAll("dir", job.checkpoint.dir, "every_rounds", job.checkpoint.every_rounds));
   SKETCHPS_RETURN_IF_ERROR(ckpt.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader peer, root.Child("peer"));
   SKETCHPS_RETURN_IF_ERROR(peer.Get("timeout_seconds", job.peer.timeout_seconds));

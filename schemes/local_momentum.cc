@@ -33,10 +33,8 @@ absl::Status LocalMomentumOptions::Validate(const std::string& prefix) const {
 }
 
 absl::Status LocalMomentumOptions::Read(ConfigReader& section) {
-  SKETCHPS_RETURN_IF_ERROR(section.Get("momentum", momentum));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("nesterov", nesterov));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("momentum_masking", masking));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("clip_norm", clip_norm));
+  SKETCHPS_RETURN_IF_ERROR(
+      section.GetAll("momentum", momentum, "nesterov", nesterov, "momentum_masking", masking, "clip_norm", clip_norm));
   std::string scope = clip_scope == ClipScope::kLayer ? "layer" : "global";
   SKETCHPS_RETURN_IF_ERROR(section.Get("clip_scope", scope));
   if (scope == "layer") {

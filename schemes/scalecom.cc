@@ -21,8 +21,7 @@ absl::Status ScaleComConfig::Validate(const std::string& prefix) const {
 
 absl::Status ScaleComConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(section.Get("beta", beta));
-  SKETCHPS_RETURN_IF_ERROR(section.Finish());
-  return Validate(section.path());
+  return section.FinishAndValidate(*this);
 }
 
 namespace {

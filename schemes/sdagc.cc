@@ -11,8 +11,7 @@
 #include "kernels/sdagc.h"
 #include "kernels/select.h"
 #include "kernels/sparse.h"
-#include "schemes/error_feedback.h"
-#include "schemes/scheme_base.h"
+#include "schemes/local_momentum_scheme.h"
 
 namespace sketchps {
 namespace {
@@ -27,15 +26,14 @@ kernels::SdagcControllerOptions ControllerOptions(const SdagcConfig& c) {
   return {c.target_density, c.gain, c.min_lambda, c.max_lambda};
 }
 
-class SdagcScheme final : public SchemeBase {
+class SdagcScheme final : public LocalMomentumScheme {
  public:
+  // sel_ has capacity dim: a threshold may select the whole range.
   SdagcScheme(SchemeContext ctx, const SdagcConfig& config, absl::StatusOr<std::vector<kernels::Segment>> segments)
-      : SchemeBase(ctx),
+      : LocalMomentumScheme(ctx, segments.status(), segments.ok() ? *segments : std::vector<kernels::Segment>{},
+                            config.momentum, ctx.dim),
         config_(config),
-        init_(segments.status()),
-        segments_(segments.ok() ? *std::move(segments) : std::vector<kernels::Segment>{}),
-        lm_(ctx.dim, segments_, ctx.num_workers, config.momentum),
-        sel_(ctx.dim) {
+        segments_(segments.ok() ? *std::move(segments) : std::vector<kernels::Segment>{}) {
     if (!config.closed_loop || !init_.ok()) return;
     auto controller = kernels::SdagcLambdaController::Create(ControllerOptions(config), config.lambda_final);
     if (controller.ok()) {
@@ -46,32 +44,19 @@ class SdagcScheme final : public SchemeBase {
   }
 
   const char* name() const override { return "sdagc"; }
-  bool uses_global_momentum() const override { return false; }
   SchemeState SaveState() const override {
-    SchemeState state;
-    lm_.Save(state);
+    SchemeState state = LocalMomentumScheme::SaveState();
     if (controller_) state.scalars["lambda"] = controller_->lambda();
     return state;
   }
   absl::Status RestoreState(const SchemeState& state) override;
 
  protected:
-  absl::StatusOr<const float*> Accumulate(const RoundInfo&, const float* d_grad) override {
-    SKETCHPS_RETURN_IF_ERROR(init_);
-    return lm_.Accumulate(d_grad, exec());
-  }
-  std::uint32_t CompressedPhases() const override { return 1; }
-  PhaseSpec Spec(std::uint32_t) const override { return {Reduction::kSparseSum}; }
-  absl::StatusOr<PayloadValue> Payload(std::uint32_t, const PhaseResults&) override {
-    SKETCHPS_RETURN_IF_ERROR(Select());
-    return sel_.ToSparse(ctx().dim);
-  }
   absl::Status Update(const Aggregate&, const PhaseResults&) override {
     SKETCHPS_RETURN_IF_ERROR(lm_.Take(sel_.idx(), sel_.count(), /*mask_momentum=*/true, exec()));
     if (!ClosedLoopActive()) return absl::OkStatus();
     return controller_->Record(sel_.count(), ctx().dim);
   }
-  void OnDenseSent() override { lm_.ResetAccumulated(); }
 
  private:
   bool ClosedLoopActive() const { return controller_.has_value() && round().epoch >= config_.warmup_epochs; }
@@ -82,7 +67,7 @@ class SdagcScheme final : public SchemeBase {
   }
 
   // sel_ = every |v_i| > τ_l, layer by layer (so indices increase).
-  absl::Status Select() {
+  absl::Status Select() override {
     const double lambda = Lambda();
     const float* v = lm_.velocity();
     std::vector<float> tau(segments_.size(), 0.0f);
@@ -120,10 +105,7 @@ class SdagcScheme final : public SchemeBase {
   }
 
   const SdagcConfig config_;
-  absl::Status init_;
   const std::vector<kernels::Segment> segments_;
-  LocalMomentum lm_;
-  Selection sel_;  // capacity dim: a threshold may select the whole range
   std::optional<kernels::SdagcLambdaController> controller_;
 };
 
@@ -166,17 +148,11 @@ absl::Status SdagcConfig::Validate(const std::string& prefix) const {
 
 absl::Status SdagcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("lambda_initial", lambda_initial));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("lambda_final", lambda_final));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_epochs", warmup_epochs));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("closed_loop", closed_loop));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("target_density", target_density));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("gain", gain));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("min_lambda", min_lambda));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("max_lambda", max_lambda));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("min_per_layer", min_per_layer));
-  SKETCHPS_RETURN_IF_ERROR(section.Finish());
-  return Validate(section.path());
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
+      "lambda_initial", lambda_initial, "lambda_final", lambda_final, "warmup_epochs", warmup_epochs,
+      "closed_loop", closed_loop, "target_density", target_density, "gain", gain,
+      "min_lambda", min_lambda, "max_lambda", max_lambda, "min_per_layer", min_per_layer));
+  return section.FinishAndValidate(*this);
 }
 
 std::unique_ptr<Scheme> MakeSdagcScheme(SchemeContext ctx, const SdagcConfig& config) {

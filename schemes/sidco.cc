@@ -77,18 +77,13 @@ absl::Status SidcoConfig::Validate(const std::string& prefix) const {
 }
 
 absl::Status SidcoConfig::Read(ConfigReader& section) {
-  SKETCHPS_RETURN_IF_ERROR(section.Get("variant", variant));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("stage_mode", stage_mode));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("stages", stages));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("first_stage_ratio", first_stage_ratio));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("per_stage_ratio", per_stage_ratio));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("adapt_window", adapt_window));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("adapt_tolerance_up", adapt_tolerance_up));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("adapt_tolerance_down", adapt_tolerance_down));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("adapt_memory", adapt_memory));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("gamma_newton_steps", gamma_newton_steps));
-  SKETCHPS_RETURN_IF_ERROR(section.Finish());
-  return Validate(section.path());
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
+      "variant", variant, "stage_mode", stage_mode, "stages", stages,
+      "first_stage_ratio", first_stage_ratio, "per_stage_ratio", per_stage_ratio,
+      "adapt_window", adapt_window, "adapt_tolerance_up", adapt_tolerance_up,
+      "adapt_tolerance_down", adapt_tolerance_down, "adapt_memory", adapt_memory,
+      "gamma_newton_steps", gamma_newton_steps));
+  return section.FinishAndValidate(*this);
 }
 
 namespace {

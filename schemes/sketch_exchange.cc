@@ -39,10 +39,7 @@ absl::Status SketchSizing::Validate(const std::string& prefix) const {
 }
 
 absl::Status SketchSizing::ReadFields(ConfigReader& section) {
-  SKETCHPS_RETURN_IF_ERROR(section.Get("rows", rows));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("cols_factor", cols_factor));
-  SKETCHPS_RETURN_IF_ERROR(section.Get("cols", cols));
-  return section.Get("p2", p2);
+  return section.GetAll("rows", rows, "cols_factor", cols_factor, "cols", cols, "p2", p2);
 }
 
 std::uint32_t SketchSizing::ColsFor(std::uint64_t k) const {

@@ -21,8 +21,7 @@ absl::Status SketchedSgdConfig::Validate(const std::string& prefix) const {
 absl::Status SketchedSgdConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(ReadFields(section));
   SKETCHPS_RETURN_IF_ERROR(section.Get("momentum", momentum));
-  SKETCHPS_RETURN_IF_ERROR(section.Finish());
-  return Validate(section.path());
+  return section.FinishAndValidate(*this);
 }
 
 namespace {

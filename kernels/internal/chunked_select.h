@@ -9,8 +9,10 @@
 // |x| > tau. NaN never qualifies.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "common/hd.h"
 #include "kernels/internal/policy.h"
@@ -54,6 +56,41 @@ struct CountChunkAbove {
   }
 };
 
+// max |v| over [begin, end), NaN ignored (a comparison, not fmaxf: that is a libm call on x86).
+SKETCHPS_HD inline float BlockMaxMagnitude(const float* v, std::size_t begin, std::size_t end) {
+  const float* x = v + begin;
+  const int len = static_cast<int>(end - begin);
+  float m = 0.0f;
+#if !SKETCHPS_KERNELS_CUDA
+#pragma omp simd reduction(max : m)
+#endif
+  for (int i = 0; i < len; ++i) {
+    const float a = fabsf(x[i]);
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+// Writes the qualifying entries of v[begin, end) in index order from output position pos on,
+// dropping those at positions >= limit. Blocks of kBlock entries whose maximum magnitude does not
+// qualify are skipped after one (vectorizable) max.
+template <bool kInclusive, std::size_t kBlock = kSelectBlock>
+SKETCHPS_HD inline void WriteRangeAbove(const float* v, std::size_t begin, std::size_t end, float tau, std::size_t pos,
+                                        std::size_t limit, std::uint32_t* out_idx, float* out_val) {
+  for (std::size_t block = begin; block < end && pos < limit; block += kBlock) {
+    const std::size_t block_end = end - block < kBlock ? end : block + kBlock;
+    if (!Qualifies<kInclusive>(BlockMaxMagnitude(v, block, block_end), tau)) continue;
+    for (std::size_t i = block; i < block_end && pos < limit; ++i) {
+      const float x = v[i];
+      if (Qualifies<kInclusive>(fabsf(x), tau)) {
+        out_idx[pos] = static_cast<std::uint32_t>(i);
+        out_val[pos] = x;
+        ++pos;
+      }
+    }
+  }
+}
+
 // Writes chunk c's qualifying entries from offsets[c] on, dropping those at positions >= limit.
 template <bool kInclusive>
 struct WriteChunkAbove {
@@ -65,35 +102,17 @@ struct WriteChunkAbove {
   float* out_val;
   SKETCHPS_HD void operator()(std::size_t c) const {
     const ChunkSpec chunk = chunks[c];
-    const std::size_t end = chunk.begin + chunk.len;
-    std::size_t pos = offsets[c];
-    for (std::size_t block = chunk.begin; block < end && pos < limit; block += kSelectBlock) {
-      const std::size_t block_end = end - block < kSelectBlock ? end : block + kSelectBlock;
-      if (!Qualifies<kInclusive>(BlockMax(block, block_end), chunk.tau)) continue;
-      for (std::size_t i = block; i < block_end && pos < limit; ++i) {
-        const float x = v[i];
-        if (Qualifies<kInclusive>(fabsf(x), chunk.tau)) {
-          out_idx[pos] = static_cast<std::uint32_t>(i);
-          out_val[pos] = x;
-          ++pos;
-        }
-      }
-    }
-  }
-  // max |v| over [begin, end), NaN ignored (a comparison, not fmaxf: that is a libm call on x86).
-  SKETCHPS_HD float BlockMax(std::size_t begin, std::size_t end) const {
-    const float* x = v + begin;
-    const int len = static_cast<int>(end - begin);
-    float m = 0.0f;
-#if !SKETCHPS_KERNELS_CUDA
-#pragma omp simd reduction(max : m)
-#endif
-    for (int i = 0; i < len; ++i) {
-      const float a = fabsf(x[i]);
-      m = a > m ? a : m;
-    }
-    return m;
+    WriteRangeAbove<kInclusive>(v, chunk.begin, chunk.begin + chunk.len, chunk.tau, offsets[c], limit, out_idx, out_val);
   }
 };
+
+// Appends the chunks of [offset, offset + size), each at most kSelectChunk long, all with threshold
+// tau (host side).
+inline void AppendChunks(std::uint64_t offset, std::uint64_t size, float tau, std::vector<ChunkSpec>& chunks) {
+  for (std::uint64_t b = offset; b < offset + size; b += kSelectChunk) {
+    const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(kSelectChunk, offset + size - b));
+    chunks.push_back({b, len, tau});
+  }
+}
 
 }  // namespace sketchps::kernels::internal

@@ -3,6 +3,7 @@
 
 #include "schemes/dense.h"
 #include "schemes/topk_ef.h"
+#include "support/scheme_checks.h"
 #include "support/simulation.h"
 
 using namespace sketchps;
@@ -10,9 +11,6 @@ using namespace sketchps::testing;
 
 namespace {
 
-SchemeFactory Dense() {
-  return [](SchemeContext ctx) { return MakeDenseScheme(std::move(ctx)); };
-}
 SchemeFactory TopK(std::uint64_t warmup = 0) {
   return [warmup](SchemeContext ctx) {
     ctx.warmup_rounds = warmup;
@@ -21,13 +19,7 @@ SchemeFactory TopK(std::uint64_t warmup = 0) {
 }
 
 SimOptions Options(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds) {
-  SimOptions o;
-  o.workers = workers;
-  o.shards = shards;
-  o.rounds = rounds;
-  o.optimizer.lr.base_lr = 0.2;
-  o.optimizer.momentum = 0.5;
-  return o;
+  return SchemeOptions(workers, shards, rounds, /*lr=*/0.2);
 }
 
 }  // namespace
@@ -61,29 +53,17 @@ TEST_CASE("Dense and top-k+EF converge to the least-squares optimum", "[schemes]
 }
 
 TEST_CASE("Top-k+EF converges on logistic regression", "[schemes][convergence]") {
-  const Logistic problem(400, 30, 0.05, 4);
-  const auto optimum = problem.ReferenceOptimum();
   auto opts = Options(4, 1, 2000);
   opts.density = 0.2;
   opts.optimizer.lr.base_lr = 1.0;
   opts.optimizer.momentum = 0.0;
-  // Workers' local gradients differ at the optimum, so error feedback with a constant step only
-  // reaches a neighbourhood of it; a decaying step (cosine to 0) converges.
-  opts.optimizer.lr.kind = LrSchedule::Kind::kCosine;
-  opts.optimizer.lr.total_epochs = 2000 / opts.rounds_per_epoch;
-  auto topk = Simulate(TopK(), problem, opts);
-  REQUIRE(topk.status.ok());
-  CHECK(RelativeError(topk.replicas[0], optimum) < 1e-2);
+  ExpectConvergesOnLogistic(TopK(), opts, 1e-2);
 }
 
 TEST_CASE("Top-k+EF at density 1 equals dense", "[schemes][dense]") {
-  const LeastSquares problem(200, 30, 2);
   auto opts = Options(4, 2, 20);
   opts.density = 1.0;
-  auto topk = Simulate(TopK(), problem, opts);
-  auto dense = Simulate(Dense(), problem, opts);
-  REQUIRE(topk.status.ok());
-  CHECK(RelativeError(topk.replicas[0], dense.replicas[0]) < 1e-6);
+  ExpectMatches(LeastSquares(200, 30, 2), TopK(), Dense(), opts, 1e-6);
 }
 
 TEST_CASE("Top-k+EF conserves mass exactly: sent + residual == e + g", "[schemes][ef]") {
@@ -117,17 +97,8 @@ TEST_CASE("A worker with a non-finite gradient skips the round; replicas stay id
   const LeastSquares problem(200, 40, 3);
   auto opts = Options(4, 2, 30);
   opts.density = 0.2;
-  opts.tamper = [](std::uint32_t worker, std::uint64_t round, std::vector<float>& g) {
-    if (worker == 1 && round == 7) g[3] = std::numeric_limits<float>::quiet_NaN();
-    if (worker == 2 && round == 9) g[0] = std::numeric_limits<float>::infinity();
-  };
-  for (const auto& factory : {Dense(), TopK()}) {
-    auto r = Simulate(factory, problem, opts);
-    REQUIRE(r.status.ok());
-    CHECK(r.skipped_rounds == 2);
-    CHECK(r.replicas_identical);
-    for (float v : r.replicas[0]) REQUIRE(std::isfinite(v));
-  }
+  opts.tamper = PoisonGradients({{1, 7, 3, kNaN}, {2, 9, 0, kInf}});
+  for (const auto& factory : {Dense(), TopK()}) ExpectSkipsNonFinite(factory, problem, opts);
 }
 
 TEST_CASE("Dense warm-up rounds send everything, then compression starts", "[schemes][warmup]") {

@@ -3,13 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <limits>
 #include <set>
 
-#include "schemes/dense.h"
 #include "schemes/dgc.h"
 #include "schemes/job_spec.h"
 #include "support/local_momentum_reference.h"
+#include "support/scheme_checks.h"
 #include "support/simulation.h"
 
 using namespace sketchps;
@@ -23,37 +22,6 @@ SchemeFactory Dgc(const DgcConfig& config = {}, std::uint64_t warmup_rounds = 0)
     return MakeDgcScheme(std::move(ctx), config);
   };
 }
-SchemeFactory Dense() {
-  return [](SchemeContext ctx) { return MakeDenseScheme(std::move(ctx)); };
-}
-
-// d = 50: two matrices and a bias; two shards split at 25, a layer boundary.
-LayerTable Layers50() { return MakeLayerTable({{"w1", {5, 5}}, {"w2", {4, 5}}, {"b", {5}}}); }
-// d = 30 (logistic): split at 15.
-LayerTable Layers30() { return MakeLayerTable({{"w1", {3, 5}}, {"w2", {2, 5}}, {"b", {5}}}); }
-
-SimOptions Options(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds, LayerTable layers) {
-  SimOptions o;
-  o.workers = workers;
-  o.shards = shards;
-  o.rounds = rounds;
-  o.layers = std::move(layers);
-  o.optimizer.lr.base_lr = 0.05;
-  o.optimizer.momentum = 0.0;
-  return o;
-}
-
-void UseCosine(SimOptions& o) {
-  o.optimizer.lr.kind = LrSchedule::Kind::kCosine;
-  o.optimizer.lr.total_epochs = static_cast<double>(o.rounds) / o.rounds_per_epoch;
-}
-
-// Worker 0's mean uplink density after the sparsity warm-up (epoch 4 = round 40).
-double MeanDensity(const SimResult& r, std::size_t dim) {
-  double sum = 0;
-  for (std::size_t i = 40; i < r.selected.size(); ++i) sum += static_cast<double>(r.selected[i]) / dim;
-  return sum / static_cast<double>(r.selected.size() - 40);
-}
 
 DgcConfig ExactSelection() {
   DgcConfig c;
@@ -62,10 +30,7 @@ DgcConfig ExactSelection() {
   return c;
 }
 
-std::string ConfigError(const std::string& dgc_section) {
-  auto job = ParseJobSpec("scheme: {name: dgc, dgc: " + dgc_section + "}\n", "t.yaml", {});
-  return job.ok() ? "" : std::string(job.status().message());
-}
+std::string ConfigError(const std::string& dgc_section) { return SchemeConfigError("dgc", dgc_section); }
 
 }  // namespace
 
@@ -167,7 +132,7 @@ TEST_CASE("DGC local clipping bounds the gradient norm by C / sqrt(P)", "[scheme
 
 TEST_CASE("DGC at density 1 is SGD without momentum (masking) or momentum SGD (no masking)", "[schemes][dgc]") {
   const LeastSquares problem(200, 50, 2);
-  auto opts = Options(4, 2, 25, MakeLayerTable({{"w1", {5, 5}}, {"w2", {5, 5}}}));  // matrices only
+  auto opts = MomentumSimOptions(4, 2, 25, MakeLayerTable({{"w1", {5, 5}}, {"w2", {5, 5}}}));  // matrices only
   opts.density = 1.0;
   DgcConfig c = ExactSelection();  // sampling could miss the smallest entries at density 1
   c.momentum.momentum = 0.5;
@@ -188,7 +153,7 @@ TEST_CASE("DGC at density 1 is SGD without momentum (masking) or momentum SGD (n
 
 TEST_CASE("DGC sends one-dimensional layers whole with plain momentum", "[schemes][dgc]") {
   const LeastSquares problem(200, 50, 2);
-  auto opts = Options(4, 2, 25, MakeLayerTable({{"b1", {25}}, {"b2", {25}}}));
+  auto opts = MomentumSimOptions(4, 2, 25, MakeLayerTable({{"b1", {25}}, {"b2", {25}}}));
   opts.density = 0.1;  // irrelevant: nothing is compressed
   DgcConfig c;
   c.momentum.momentum = 0.5;
@@ -202,43 +167,26 @@ TEST_CASE("DGC sends one-dimensional layers whole with plain momentum", "[scheme
 }
 
 TEST_CASE("DGC converges to the least-squares optimum", "[schemes][dgc][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const LeastSquares problem(400, 50, 9);
-  auto opts = Options(p, 2, 600, Layers50());
+  auto opts = MomentumSimOptions(GENERATE(1u, 4u, 8u), 2, 600, Layers50());
   opts.density = 0.1;  // matrices at about 0.1 (k per shard = 2), biases whole: 0.18 of d = 50
-  UseCosine(opts);
   DgcConfig c;
   c.momentum.momentum = 0.5;
-  auto r = Simulate(Dgc(c), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.replicas_identical);
-  const double err = RelativeError(r.replicas[0], problem.optimum());
-  INFO("P = " << p << ", relative error " << err << ", density " << MeanDensity(r, 50));
-  CHECK(err < 1e-3);
+  ExpectConvergesOnLeastSquares(Dgc(c), opts, 1e-3);
 }
 
 TEST_CASE("DGC converges on logistic regression", "[schemes][dgc][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const Logistic problem(400, 30, 0.05, 4);
-  const auto optimum = problem.ReferenceOptimum();
-  auto opts = Options(p, 2, 1500, Layers30());
+  auto opts = MomentumSimOptions(GENERATE(1u, 4u, 8u), 2, 1500, Layers30());
   opts.density = 0.1;  // one entry of each matrix, biases whole: 7 of d = 30
   opts.optimizer.lr.base_lr = 1.0;
-  UseCosine(opts);
   DgcConfig c;
   c.momentum.momentum = 0.0;
-  auto r = Simulate(Dgc(c), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.replicas_identical);
-  const double err = RelativeError(r.replicas[0], optimum);
-  INFO("P = " << p << ", relative error " << err << ", density " << MeanDensity(r, 30));
-  CHECK(err < 1e-3);
+  ExpectConvergesOnLogistic(Dgc(c), opts, 1e-3);
 }
 
 TEST_CASE("DGC bytes per phase follow the documented formula", "[schemes][dgc][bytes]") {
   const std::uint32_t p = 3;
   const LeastSquares problem(100, 50, 1);
-  auto opts = Options(p, 2, 2, Layers50());
+  auto opts = MomentumSimOptions(p, 2, 2, Layers50());
   opts.density = 0.2;  // k = 5 per shard range of 25 entries: δ = 0.2 on both
   auto r = Simulate(Dgc(ExactSelection()), problem, opts);
   REQUIRE(r.status.ok());
@@ -261,18 +209,10 @@ TEST_CASE("DGC bytes per phase follow the documented formula", "[schemes][dgc][b
 }
 
 TEST_CASE("DGC: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][dgc][nan]") {
-  const LeastSquares problem(200, 50, 3);
-  auto opts = Options(4, 2, 30, Layers50());
+  auto opts = MomentumSimOptions(4, 2, 30, Layers50());
   opts.density = 0.2;
-  opts.tamper = [](std::uint32_t worker, std::uint64_t round, std::vector<float>& g) {
-    if (worker == 1 && round == 7) g[3] = std::numeric_limits<float>::quiet_NaN();
-    if (worker == 2 && round == 9) g[13] = std::numeric_limits<float>::infinity();  // shard 0
-  };
-  auto r = Simulate(Dgc(), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.skipped_rounds == 2);
-  CHECK(r.replicas_identical);
-  for (float v : r.replicas[0]) REQUIRE(std::isfinite(v));
+  opts.tamper = PoisonGradients({{1, 7, 3, kNaN}, {2, 9, 13, kInf}});  // both in shard 0
+  ExpectSkipsNonFinite(Dgc(), LeastSquares(200, 50, 3), opts);
 }
 
 TEST_CASE("DGC state round-trips through Save/Restore; bad state is rejected", "[schemes][dgc][state]") {

@@ -4,7 +4,6 @@
 // replicas, the NaN guard, warm-up, state round trip and configuration errors.
 #include <catch2/catch.hpp>
 
-#include "schemes/dense.h"
 #include "schemes/gs_sgd.h"
 #include "schemes/registry.h"
 #include "support/scheme_checks.h"
@@ -30,22 +29,6 @@ SchemeFactory GsSgd(const GsSgdConfig& config = {}, std::uint64_t warmup = 0) {
     ctx.warmup_rounds = warmup;
     return MakeGsSgdScheme(std::move(ctx), config);
   };
-}
-
-SimOptions Options(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds) {
-  SimOptions o;
-  o.workers = workers;
-  o.shards = shards;
-  o.rounds = rounds;
-  o.optimizer.lr.base_lr = 0.05;
-  o.optimizer.momentum = 0.5;
-  return o;
-}
-
-// A decaying step: with error feedback and P > 1 a constant step only reaches a neighbourhood.
-void Cosine(SimOptions& o) {
-  o.optimizer.lr.kind = LrSchedule::Kind::kCosine;
-  o.optimizer.lr.total_epochs = static_cast<double>(o.rounds) / o.rounds_per_epoch;
 }
 
 std::vector<float> Residual(const Scheme& s) { return s.SaveState().arrays.at("residual"); }
@@ -98,8 +81,7 @@ TEST_CASE("gs-SGD with collisions: top p2*k sketch estimates, then the exact top
   auto hash = CountSketchHash::Create({5, 80, SketchSeed(seed, 0), d});
   REQUIRE(hash.ok());
   const auto est = NaiveSketchEstimates(*hash, g);  // of the sum: linearity across workers
-  auto cand = NaiveTopKIndices(est, p2 == 0 ? k : p2 * k);
-  std::sort(cand.begin(), cand.end());
+  const auto cand = NaiveTopKSorted(est, p2 == 0 ? k : p2 * k);
   const auto& first = std::get<SparseVector>(r->results[0].value);
   REQUIRE(first.idx == cand);
   for (std::size_t t = 0; t < cand.size(); ++t) CHECK(first.val[t] == Approx(est[cand[t]]).margin(1e-4));
@@ -109,16 +91,7 @@ TEST_CASE("gs-SGD with collisions: top p2*k sketch estimates, then the exact top
     for (std::size_t t = 0; t < cand.size(); ++t) CHECK(got.val[t] == Approx(est[cand[t]] / workers).margin(1e-5));
     return;
   }
-  const auto sum = SumInOrder(g);
-  std::vector<float> at_cand;
-  for (auto i : cand) at_cand.push_back(sum[i]);
-  auto keep = NaiveTopKIndices(at_cand, k);
-  std::sort(keep.begin(), keep.end());
-  REQUIRE(got.idx.size() == k);
-  for (std::size_t t = 0; t < k; ++t) {
-    CHECK(got.idx[t] == cand[keep[t]]);
-    CHECK(got.val[t] == sum[cand[keep[t]]] / static_cast<float>(workers));
-  }
+  CheckExactTopKAmong(got, cand, SumInOrder(g), k, workers);
 }
 
 TEST_CASE("gs-SGD error feedback is exact: sent + residual == e + g", "[schemes][gs_sgd][ef]") {
@@ -161,29 +134,10 @@ TEST_CASE("gs-SGD error feedback is exact: sent + residual == e + g", "[schemes]
 }
 
 TEST_CASE("gs-SGD bytes per phase follow the documented formulas", "[schemes][gs_sgd][bytes]") {
-  const std::uint64_t d = 1000, k = 10;  // r = 5, c = 10k = 100, K = p2*k
-  for (std::uint32_t p2 : {0u, 2u, 3u}) {
-    auto schemes = MakeWorkers(3, d, k, 4, GsSgd(Config(p2)));
-    Reducer reducer(d);
-    std::mt19937_64 rng(p2);
-    std::vector<std::vector<float>> g(3);
-    for (auto& x : g) x = RandomGradient(d, rng);
-    auto r = RunManualRound(schemes, reducer, 0, g);
-    REQUIRE(r.ok());
-    CHECK(r->bytes[0].up == 5 * 100 * 4);
-    if (p2 == 0) {
-      REQUIRE(r->bytes.size() == 1);
-      CHECK(r->bytes[0].down == 8 * k);
-      continue;
-    }
-    REQUIRE(r->bytes.size() == 2);
-    CHECK(r->bytes[0].down == 8 * p2 * k);
-    CHECK(r->bytes[1].up == 4 * p2 * k);
-    CHECK(r->bytes[1].down == 8 * k);
-  }
+  for (std::uint32_t p2 : {0u, 2u, 3u}) CheckSketchPhaseBytes(3, p2, GsSgd(Config(p2)));  // K = p2*k
   // Through the in-process aggregator, 2 shards of 500 (k = 5, c = 50, K = 10), summed over shards.
   auto sim = Simulate(GsSgd(), LeastSquares(100, 1000, 1), [] {
-    auto o = Options(3, 2, 3);
+    auto o = SchemeOptions(3, 2, 3);
     o.density = 0.01;
     return o;
   }());
@@ -194,58 +148,34 @@ TEST_CASE("gs-SGD bytes per phase follow the documented formulas", "[schemes][gs
 
 TEST_CASE("gs-SGD at density 1 equals dense", "[schemes][gs_sgd][dense]") {
   const std::uint32_t p2 = GENERATE(1u, 2u);  // K = min(p2 * d, d) = d: every entry is a candidate
-  const LeastSquares problem(200, 30, 2);
-  auto opts = Options(4, 2, 20);
+  auto opts = SchemeOptions(4, 2, 20);
   opts.density = 1.0;
-  auto gs = Simulate(GsSgd(Config(p2)), problem, opts);
-  auto dense = Simulate([](SchemeContext ctx) { return MakeDenseScheme(std::move(ctx)); }, problem, opts);
-  REQUIRE(gs.status.ok());
-  REQUIRE(dense.status.ok());
-  CHECK(gs.replicas_identical);
-  CHECK(RelativeError(gs.replicas[0], dense.replicas[0]) < 1e-6);
+  ExpectMatches(LeastSquares(200, 30, 2), GsSgd(Config(p2)), Dense(), opts, 1e-6);
 }
 
 TEST_CASE("gs-SGD converges on least squares with sketch collisions", "[schemes][gs_sgd][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const LeastSquares problem(400, 50, 9);
-  auto opts = Options(p, 1, 300);
+  auto opts = SchemeOptions(GENERATE(1u, 4u, 8u), 1, 300);
   opts.density = 0.1;  // k = 5, c = 50 = d: realistic collisions
-  Cosine(opts);
-  ExpectConverges(GsSgd(), problem, opts, problem.optimum(), 1e-3, p);
+  ExpectConvergesOnLeastSquares(GsSgd(), opts, 1e-3);
 }
 
 TEST_CASE("gs-SGD converges on logistic regression with sketch collisions", "[schemes][gs_sgd][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const Logistic problem(400, 30, 0.05, 4);
-  const auto optimum = problem.ReferenceOptimum();
-  auto opts = Options(p, 1, 300);
+  auto opts = SchemeOptions(GENERATE(1u, 4u, 8u), 1, 300, /*lr=*/1.0, /*momentum=*/0.0);
   opts.density = 0.2;  // k = 6, c = 60
-  opts.optimizer.lr.base_lr = 1.0;
-  opts.optimizer.momentum = 0.0;
-  Cosine(opts);
-  ExpectConverges(GsSgd(), problem, opts, optimum, 1e-3, p);
+  ExpectConvergesOnLogistic(GsSgd(), opts, 1e-3);
 }
 
 TEST_CASE("gs-SGD: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][gs_sgd][nan]") {
   const LeastSquares problem(200, 40, 3);
-  auto opts = Options(4, 2, 30);
+  auto opts = SchemeOptions(4, 2, 30);
   opts.density = 0.2;
-  opts.tamper = [](std::uint32_t worker, std::uint64_t round, std::vector<float>& g) {
-    if (worker == 1 && round == 7) g[3] = std::numeric_limits<float>::quiet_NaN();
-    if (worker == 2 && round == 9) g[5] = -std::numeric_limits<float>::infinity();
-  };
-  for (std::uint32_t p2 : {0u, 2u}) {
-    auto r = Simulate(GsSgd(Config(p2)), problem, opts);
-    REQUIRE(r.status.ok());
-    CHECK(r.skipped_rounds == 2);
-    CHECK(r.replicas_identical);
-    for (float v : r.replicas[0]) REQUIRE(std::isfinite(v));
-  }
+  opts.tamper = PoisonGradients({{1, 7, 3, kNaN}, {2, 9, 5, -kInf}});
+  for (std::uint32_t p2 : {0u, 2u}) ExpectSkipsNonFinite(GsSgd(Config(p2)), problem, opts);
 }
 
 TEST_CASE("gs-SGD dense warm-up rounds send everything, then sketches", "[schemes][gs_sgd][warmup]") {
   const LeastSquares problem(100, 40, 1);
-  auto opts = Options(2, 1, 5);
+  auto opts = SchemeOptions(2, 1, 5);
   opts.density = 0.1;  // k = 4, c = 40, K = 8
   auto r = Simulate(GsSgd({}, /*warmup=*/2), problem, opts);
   REQUIRE(r.status.ok());
@@ -257,27 +187,11 @@ TEST_CASE("gs-SGD dense warm-up rounds send everything, then sketches", "[scheme
 }
 
 TEST_CASE("gs-SGD state round-trips through Save/Restore", "[schemes][gs_sgd][state]") {
-  const std::uint64_t d = 80, k = 8;
-  auto a = MakeWorkers(1, d, k, 2, GsSgd());
-  auto b = MakeWorkers(1, d, k, 2, GsSgd());
-  Reducer reducer(d);
-  std::mt19937_64 rng(8);
-  for (std::uint64_t round = 0; round < 3; ++round) REQUIRE(RunManualRound(a, reducer, round, {RandomGradient(d, rng)}).ok());
-  const SchemeState saved = a[0]->SaveState();
-  REQUIRE(b[0]->RestoreState(saved).ok());
-  CHECK(b[0]->SaveState().arrays == saved.arrays);
-  const std::vector<std::vector<float>> g = {RandomGradient(d, rng)};
-  auto ra = RunManualRound(a, reducer, 3, g);
-  auto rb = RunManualRound(b, reducer, 3, g);
-  REQUIRE(ra.ok());
-  REQUIRE(rb.ok());
-  CHECK(ra->payloads == rb->payloads);
-  CHECK(Residual(*a[0]) == Residual(*b[0]));
-
+  const auto b = CheckStateRoundTrip(GsSgd());
   SchemeState missing;
-  CHECK(b[0]->RestoreState(missing).code() == absl::StatusCode::kInvalidArgument);
-  SchemeState short_state{{{"residual", std::vector<float>(d - 1)}}, {}};
-  const auto bad = b[0]->RestoreState(short_state);
+  CHECK(b->RestoreState(missing).code() == absl::StatusCode::kInvalidArgument);
+  SchemeState short_state{{{"residual", std::vector<float>(79)}}, {}};  // d = 80
+  const auto bad = b->RestoreState(short_state);
   CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(Message(bad), Catch::Contains("residual") && Catch::Contains("79"));
 }

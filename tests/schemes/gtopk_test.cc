@@ -4,17 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <map>
 #include <random>
 
-#include "schemes/dense.h"
 #include "schemes/gtopk.h"
 #include "schemes/reduce.h"
 #include "schemes/registry.h"
 #include "schemes/topk_ef.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"
+#include "support/sketch_schemes.h"
 
 using namespace sketchps;
 using namespace sketchps::testing;
@@ -25,57 +23,12 @@ SchemeFactory GTopK() {
   return [](SchemeContext ctx) { return MakeGTopKScheme(std::move(ctx)); };
 }
 
-SimOptions Options(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds) {
-  SimOptions o;
-  o.workers = workers;
-  o.shards = shards;
-  o.rounds = rounds;
-  o.optimizer.lr.base_lr = 0.05;
-  o.optimizer.momentum = 0.5;
-  return o;
-}
-
-// One round of every worker's scheme through a Reducer, as the aggregator runs it.
-struct ManualRound {
-  std::vector<Contribution> payloads;  // per worker (one phase)
-  PhaseResult result;
-  std::vector<Aggregate> aggregates;   // per worker
-};
-
+// One round of every worker's scheme (a single phase) through a Reducer, as the aggregator runs it.
 ManualRound RunManual(std::vector<std::unique_ptr<Scheme>>& schemes, std::uint64_t round,
                       const std::vector<std::vector<float>>& grads) {
-  std::vector<kernels::DeviceArray<float>> d;
-  for (const auto& g : grads) d.emplace_back(g);
-  ManualRound out;
-  std::vector<const Contribution*> ptrs;
-  for (std::size_t w = 0; w < schemes.size(); ++w) {
-    REQUIRE(schemes[w]->BeginRound({round, 0.0}, d[w].data()).ok());
-    REQUIRE(schemes[w]->NumPhases() == 1);
-    auto c = schemes[w]->Contribute(0, nullptr);
-    REQUIRE(c.ok());
-    out.payloads.push_back(*c);
-  }
-  for (const auto& c : out.payloads) ptrs.push_back(&c);
-  Reducer reducer(grads[0].size());
-  auto r = reducer.Reduce(out.payloads[0].spec, ptrs, nullptr);
-  REQUIRE(r.ok());
-  out.result = *r;
-  for (auto& s : schemes) {
-    auto g = s->Finish(out.result);
-    REQUIRE(g.ok());
-    out.aggregates.push_back(*g);
-  }
-  return out;
-}
-
-// Host top-k: |x| descending, then index ascending; returned index-sorted.
-std::vector<std::uint32_t> HostTopK(const std::vector<float>& x, std::size_t k) {
-  std::vector<std::uint32_t> order;
-  for (std::uint32_t i = 0; i < x.size(); ++i) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return std::fabs(x[a]) > std::fabs(x[b]); });
-  order.resize(std::min(k, order.size()));
-  std::sort(order.begin(), order.end());
-  return order;
+  auto r = RequireManualRound(schemes, round, grads);
+  REQUIRE(r.results.size() == 1);
+  return r;
 }
 
 std::vector<float> Residual(const Scheme& s) { return s.SaveState().arrays.at("residual"); }
@@ -128,13 +81,13 @@ TEST_CASE("gTop-k matches a host reference over rounds; residual invariant holds
     for (std::uint32_t w = 0; w < p; ++w) {
       a[w] = e[w];
       for (std::size_t i = 0; i < dim; ++i) a[w][i] += g[w][i];
-      local[w] = HostTopK(a[w], k);
-      const auto& sent = std::get<SparseVector>(*r.payloads[w].payload);
+      local[w] = NaiveTopKSorted(a[w], k);
+      const auto& sent = std::get<SparseVector>(*r.payloads[0][w]);
       REQUIRE(sent.idx == local[w]);
       for (std::size_t j = 0; j < k; ++j) CHECK(sent.val[j] == a[w][local[w][j]]);
       for (auto i : local[w]) sum[i] += a[w][i];
     }
-    const auto global = HostTopK(sum, k);
+    const auto global = NaiveTopKSorted(sum, k);
     SparseVector want{dim, global, {}};
     for (auto i : global) want.val.push_back(sum[i] / static_cast<float>(p));
     for (const auto& agg : r.aggregates) CHECK(std::get<SparseVector>(agg) == want);
@@ -146,52 +99,34 @@ TEST_CASE("gTop-k matches a host reference over rounds; residual invariant holds
 }
 
 TEST_CASE("gTop-k with one worker equals top-k+EF", "[schemes][gtopk]") {
-  const LeastSquares problem(200, 40, 6);
-  auto opts = Options(1, 2, 60);
+  auto opts = SchemeOptions(1, 2, 60);
   opts.density = 0.1;
-  auto g = Simulate(GTopK(), problem, opts);
-  auto t = Simulate([](SchemeContext ctx) { return MakeTopKEfScheme(std::move(ctx)); }, problem, opts);
-  REQUIRE(g.status.ok());
-  REQUIRE(t.status.ok());
-  CHECK(g.replicas[0] == t.replicas[0]);
+  ExpectMatches(LeastSquares(200, 40, 6), GTopK(), [](SchemeContext ctx) { return MakeTopKEfScheme(std::move(ctx)); },
+                opts, /*tolerance=*/0.0);
 }
 
 TEST_CASE("gTop-k converges to the least-squares optimum", "[schemes][gtopk][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const LeastSquares problem(400, 50, 9);
-  auto opts = Options(p, 2, 400);
+  auto opts = SchemeOptions(GENERATE(1u, 4u, 8u), 2, 400);
   opts.density = 0.1;
-  UseCosineSchedule(opts);
-  ExpectConverges(GTopK(), problem, opts, problem.optimum(), 1e-2, p);
+  ExpectConvergesOnLeastSquares(GTopK(), opts, 1e-2);
 }
 
 TEST_CASE("gTop-k converges on logistic regression", "[schemes][gtopk][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const Logistic problem(400, 30, 0.05, 4);
-  const auto optimum = problem.ReferenceOptimum();
-  auto opts = Options(p, 1, 600);
+  auto opts = SchemeOptions(GENERATE(1u, 4u, 8u), 1, 600, /*lr=*/1.0, /*momentum=*/0.0);
   opts.density = 0.2;
-  opts.optimizer.lr.base_lr = 1.0;
-  opts.optimizer.momentum = 0.0;
-  UseCosineSchedule(opts);
-  ExpectConverges(GTopK(), problem, opts, optimum, 1e-2, p);
+  ExpectConvergesOnLogistic(GTopK(), opts, 1e-2);
 }
 
 TEST_CASE("gTop-k at density 1 equals dense", "[schemes][gtopk]") {
-  const LeastSquares problem(200, 30, 2);
-  auto opts = Options(4, 2, 20);
+  auto opts = SchemeOptions(4, 2, 20);
   opts.density = 1.0;
-  auto g = Simulate(GTopK(), problem, opts);
-  auto dense = Simulate([](SchemeContext ctx) { return MakeDenseScheme(std::move(ctx)); }, problem, opts);
-  REQUIRE(g.status.ok());
-  REQUIRE(dense.status.ok());
-  CHECK(RelativeError(g.replicas[0], dense.replicas[0]) < 1e-6);
+  ExpectMatches(LeastSquares(200, 30, 2), GTopK(), Dense(), opts, 1e-6);
 }
 
 TEST_CASE("gTop-k bytes: 8k up and 8k down per shard, independent of P", "[schemes][gtopk][bytes]") {
   const std::uint32_t p = GENERATE(1u, 2u, 8u);
   const LeastSquares problem(100, 1000, 1);
-  auto opts = Options(p, 2, 3);
+  auto opts = SchemeOptions(p, 2, 3);
   opts.density = 0.01;  // k = 5 per shard
   auto r = Simulate(GTopK(), problem, opts);
   REQUIRE(r.status.ok());
@@ -202,18 +137,10 @@ TEST_CASE("gTop-k bytes: 8k up and 8k down per shard, independent of P", "[schem
 }
 
 TEST_CASE("gTop-k: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][gtopk][nan]") {
-  const LeastSquares problem(200, 40, 3);
-  auto opts = Options(4, 2, 30);
+  auto opts = SchemeOptions(4, 2, 30);
   opts.density = 0.2;
-  opts.tamper = [](std::uint32_t worker, std::uint64_t round, std::vector<float>& g) {
-    if (worker == 1 && round == 7) g[3] = std::numeric_limits<float>::quiet_NaN();
-    if (worker == 2 && round == 9) g[15] = -std::numeric_limits<float>::infinity();
-  };
-  auto r = Simulate(GTopK(), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.skipped_rounds == 2);
-  CHECK(r.replicas_identical);
-  for (float v : r.replicas[0]) REQUIRE(std::isfinite(v));
+  opts.tamper = PoisonGradients({{1, 7, 3, kNaN}, {2, 9, 15, -kInf}});
+  ExpectSkipsNonFinite(GTopK(), LeastSquares(200, 40, 3), opts);
 }
 
 TEST_CASE("gTop-k state round-trips; bad state is InvalidArgument", "[schemes][gtopk][state]") {
@@ -237,7 +164,7 @@ TEST_CASE("gTop-k state round-trips; bad state is InvalidArgument", "[schemes][g
   const auto g = grad();
   const auto r1 = RunManual(one, 3, {g});
   const auto r2 = RunManual(other, 3, {g});
-  CHECK(std::get<SparseVector>(*r1.payloads[0].payload) == std::get<SparseVector>(*r2.payloads[0].payload));
+  CHECK(std::get<SparseVector>(*r1.payloads[0][0]) == std::get<SparseVector>(*r2.payloads[0][0]));
   CHECK(Residual(*one[0]) == Residual(*other[0]));
   CHECK(other[0]->RestoreState(SchemeState{}).code() == absl::StatusCode::kInvalidArgument);
   SchemeState short_state{{{"residual", std::vector<float>(49)}}, {}};

@@ -8,13 +8,13 @@
 #include <random>
 #include <set>
 
-#include "schemes/dense.h"
 #include "schemes/reduce.h"
 #include "schemes/registry.h"
 #include "schemes/sidco.h"
 #include "support/distributions.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"
+#include "support/sketch_schemes.h"
 
 using namespace sketchps;
 using namespace sketchps::testing;
@@ -25,46 +25,22 @@ SchemeFactory Sidco(SidcoConfig config = {}) {
   return [config](SchemeContext ctx) { return MakeSidcoScheme(std::move(ctx), config); };
 }
 
-SimOptions Options(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds) {
-  SimOptions o;
-  o.workers = workers;
-  o.shards = shards;
-  o.rounds = rounds;
-  o.optimizer.lr.base_lr = 0.05;
-  o.optimizer.momentum = 0.5;
-  return o;
-}
-
-// One round of every worker's scheme through a Reducer, as the aggregator runs it.
-struct ManualRound {
+// One round of every worker's scheme (a single phase) through a Reducer, as the aggregator runs it.
+struct SentRound {
   std::vector<SparseVector> sent;  // per worker (empty in dense warm-up rounds)
   PhaseResult result;
 };
 
-ManualRound RunManual(std::vector<std::unique_ptr<Scheme>>& schemes, std::uint64_t round,
-                      const std::vector<std::vector<float>>& grads) {
-  std::vector<kernels::DeviceArray<float>> d;
-  for (const auto& g : grads) d.emplace_back(g);
-  std::vector<Contribution> cs;
-  for (std::size_t w = 0; w < schemes.size(); ++w) {
-    REQUIRE(schemes[w]->BeginRound({round, 0.0}, d[w].data()).ok());
-    REQUIRE(schemes[w]->NumPhases() == 1);
-    auto c = schemes[w]->Contribute(0, nullptr);
-    REQUIRE(c.ok());
-    cs.push_back(*c);
-  }
-  std::vector<const Contribution*> ptrs;
-  ManualRound out;
-  for (const auto& c : cs) {
-    ptrs.push_back(&c);
-    const auto* sparse = std::get_if<SparseVector>(&*c.payload);  // dense in warm-up rounds
+SentRound RunManual(std::vector<std::unique_ptr<Scheme>>& schemes, std::uint64_t round,
+                    const std::vector<std::vector<float>>& grads) {
+  auto r = RequireManualRound(schemes, round, grads);
+  REQUIRE(r.results.size() == 1);
+  SentRound out{{}, r.results[0]};
+  for (const auto& payload : r.payloads[0]) {
+    REQUIRE(payload.has_value());
+    const auto* sparse = std::get_if<SparseVector>(&*payload);  // dense in warm-up rounds
     out.sent.push_back(sparse ? *sparse : SparseVector{});
   }
-  Reducer reducer(grads[0].size());
-  auto r = reducer.Reduce(cs[0].spec, ptrs, nullptr);
-  REQUIRE(r.ok());
-  out.result = *r;
-  for (auto& s : schemes) REQUIRE(s->Finish(out.result).ok());
   return out;
 }
 
@@ -154,7 +130,7 @@ TEST_CASE("SIDCo achieved density tracks the target while training least squares
   // Minibatch least-squares gradients are close to Gaussian: SIDCo-P fits them (E settles at about
   // 1.2-1.3 of the target there, at the edge of its adaptation tolerance).
   const LeastSquares problem(2000, 1000, 3, /*batch=*/16);
-  auto opts = Options(4, 1, 200);
+  auto opts = SchemeOptions(4, 1, 200);
   opts.optimizer.lr.base_lr = 0.01;
   opts.density = 0.01;  // k = 10
   auto r = Simulate(Sidco(Variant("gpareto")), problem, opts);
@@ -169,36 +145,21 @@ TEST_CASE("SIDCo achieved density tracks the target while training least squares
 }
 
 TEST_CASE("SIDCo converges to the least-squares optimum", "[schemes][sidco][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const LeastSquares problem(400, 50, 9);
-  auto opts = Options(p, 2, 400);
+  auto opts = SchemeOptions(GENERATE(1u, 4u, 8u), 2, 400);
   opts.density = 0.1;
-  UseCosineSchedule(opts);
-  ExpectConverges(Sidco(), problem, opts, problem.optimum(), 1e-2, p);
+  ExpectConvergesOnLeastSquares(Sidco(), opts, 1e-2);
 }
 
 TEST_CASE("SIDCo converges on logistic regression", "[schemes][sidco][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const Logistic problem(400, 30, 0.05, 4);
-  const auto optimum = problem.ReferenceOptimum();
-  auto opts = Options(p, 1, 600);
+  auto opts = SchemeOptions(GENERATE(1u, 4u, 8u), 1, 600, /*lr=*/1.0, /*momentum=*/0.0);
   opts.density = 0.2;
-  opts.optimizer.lr.base_lr = 1.0;
-  opts.optimizer.momentum = 0.0;
-  UseCosineSchedule(opts);
-  ExpectConverges(Sidco(), problem, opts, optimum, 1e-2, p);
+  ExpectConvergesOnLogistic(Sidco(), opts, 1e-2);
 }
 
 TEST_CASE("SIDCo at density 1 equals dense", "[schemes][sidco]") {
-  const LeastSquares problem(200, 30, 2);
-  auto opts = Options(4, 2, 20);
+  auto opts = SchemeOptions(4, 2, 20);
   opts.density = 1.0;
-  auto s = Simulate(Sidco(), problem, opts);
-  auto dense = Simulate([](SchemeContext ctx) { return MakeDenseScheme(std::move(ctx)); }, problem, opts);
-  REQUIRE(s.status.ok());
-  REQUIRE(dense.status.ok());
-  CHECK(s.replicas_identical);
-  CHECK(RelativeError(s.replicas[0], dense.replicas[0]) < 1e-6);
+  ExpectMatches(LeastSquares(200, 30, 2), Sidco(), Dense(), opts, 1e-6);
 }
 
 TEST_CASE("SIDCo bytes: 8 per selected entry up, 8 per union entry down", "[schemes][sidco][bytes]") {
@@ -219,7 +180,7 @@ TEST_CASE("SIDCo bytes: 8 per selected entry up, 8 per union entry down", "[sche
     CHECK(RawPayloadBytes(r.result.value) == 8 * uni.size());
   }
   const LeastSquares problem(100, 1000, 1);
-  auto opts = Options(2, 2, 6);
+  auto opts = SchemeOptions(2, 2, 6);
   opts.density = 0.01;
   auto sim = Simulate(Sidco(), problem, opts);
   REQUIRE(sim.status.ok());
@@ -239,18 +200,10 @@ TEST_CASE("SIDCo selection is invariant to scaling the gradient by a power of tw
 }
 
 TEST_CASE("SIDCo: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][sidco][nan]") {
-  const LeastSquares problem(200, 40, 3);
-  auto opts = Options(4, 2, 30);
+  auto opts = SchemeOptions(4, 2, 30);
   opts.density = 0.2;
-  opts.tamper = [](std::uint32_t worker, std::uint64_t round, std::vector<float>& g) {
-    if (worker == 1 && round == 7) g[3] = std::numeric_limits<float>::quiet_NaN();
-    if (worker == 2 && round == 9) g[15] = std::numeric_limits<float>::infinity();
-  };
-  auto r = Simulate(Sidco(), problem, opts);
-  REQUIRE(r.status.ok());
-  CHECK(r.skipped_rounds == 2);
-  CHECK(r.replicas_identical);
-  for (float v : r.replicas[0]) REQUIRE(std::isfinite(v));
+  opts.tamper = PoisonGradients({{1, 7, 3, kNaN}, {2, 9, 15, kInf}});
+  ExpectSkipsNonFinite(Sidco(), LeastSquares(200, 40, 3), opts);
 }
 
 TEST_CASE("SIDCo state (residual and stage adaptation) round-trips", "[schemes][sidco][state]") {

@@ -4,7 +4,6 @@
 // == dense without momentum, convergence, replicas, the NaN guard, warm-up, state and configuration.
 #include <catch2/catch.hpp>
 
-#include "schemes/dense.h"
 #include "schemes/registry.h"
 #include "schemes/sketched_sgd.h"
 #include "support/scheme_checks.h"
@@ -33,19 +32,9 @@ SchemeFactory Sketched(const SketchedSgdConfig& config = {}, std::uint64_t warmu
   };
 }
 
+// Sketched-SGD runs the optimizer with momentum 0: the 0.9 asked for here is ignored.
 SimOptions Options(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds, double lr) {
-  SimOptions o;
-  o.workers = workers;
-  o.shards = shards;
-  o.rounds = rounds;
-  o.optimizer.lr.base_lr = lr;
-  o.optimizer.momentum = 0.9;  // ignored: Sketched-SGD runs the optimizer with momentum 0
-  return o;
-}
-
-void Cosine(SimOptions& o) {
-  o.optimizer.lr.kind = LrSchedule::Kind::kCosine;
-  o.optimizer.lr.total_epochs = static_cast<double>(o.rounds) / o.rounds_per_epoch;
+  return SchemeOptions(workers, shards, rounds, lr, /*momentum=*/0.9);
 }
 
 std::vector<float> Array(const Scheme& s, const char* name) { return s.SaveState().arrays.at(name); }
@@ -98,20 +87,10 @@ TEST_CASE("Sketched-SGD with collisions and p2 = P: exact top-k of the summed v 
   REQUIRE(r.ok());
   auto hash = CountSketchHash::Create({5, 80, SketchSeed(seed, 0), d});
   REQUIRE(hash.ok());
-  auto cand = NaiveTopKIndices(NaiveSketchEstimates(*hash, g), workers * k);
-  std::sort(cand.begin(), cand.end());
+  const auto cand = NaiveTopKSorted(NaiveSketchEstimates(*hash, g), workers * k);
   REQUIRE(std::get<SparseVector>(r->results[0].value).idx == cand);
-  const auto sum = SumInOrder(g);
-  std::vector<float> at_cand;
-  for (auto i : cand) at_cand.push_back(sum[i]);
-  auto keep = NaiveTopKIndices(at_cand, k);
-  std::sort(keep.begin(), keep.end());
   const auto& got = std::get<SparseVector>(r->aggregates[0]);
-  REQUIRE(got.idx.size() == k);
-  for (std::size_t t = 0; t < k; ++t) {
-    CHECK(got.idx[t] == cand[keep[t]]);
-    CHECK(got.val[t] == sum[cand[keep[t]]] / static_cast<float>(workers));
-  }
+  CheckExactTopKAmong(got, cand, SumInOrder(g), k, workers);
   for (std::uint32_t w = 0; w < workers; ++w) {  // masked exactly at G_t's entries, untouched elsewhere
     const auto u = Array(*schemes[w], "momentum");
     const auto v = Array(*schemes[w], "accumulator");
@@ -124,76 +103,36 @@ TEST_CASE("Sketched-SGD with collisions and p2 = P: exact top-k of the summed v 
 }
 
 TEST_CASE("Sketched-SGD bytes per phase follow the documented formulas", "[schemes][sketched_sgd][bytes]") {
-  const std::uint64_t d = 1000, k = 10;  // r = 5, c = 100
-  for (std::uint32_t p2 : {0u, 2u, 4u}) {
-    auto schemes = MakeWorkers(4, d, k, 4, Sketched(Config(p2, 0.9)));
-    Reducer reducer(d);
-    std::mt19937_64 rng(p2);
-    std::vector<std::vector<float>> g(4);
-    for (auto& x : g) x = RandomGradient(d, rng);
-    auto r = RunManualRound(schemes, reducer, 0, g);
-    REQUIRE(r.ok());
-    CHECK(r->bytes[0].up == 5 * 100 * 4);
-    if (p2 == 0) {
-      REQUIRE(r->bytes.size() == 1);
-      CHECK(r->bytes[0].down == 8 * k);
-      continue;
-    }
-    REQUIRE(r->bytes.size() == 2);
-    CHECK(r->bytes[0].down == 8 * p2 * k);
-    CHECK(r->bytes[1].up == 4 * p2 * k);
-    CHECK(r->bytes[1].down == 8 * k);
-  }
+  for (std::uint32_t p2 : {0u, 2u, 4u}) CheckSketchPhaseBytes(4, p2, Sketched(Config(p2, 0.9)));
 }
 
 TEST_CASE("Sketched-SGD at density 1 equals dense SGD without momentum", "[schemes][sketched_sgd][dense]") {
   // Every entry is kept every round, so masking zeroes u each round: v = g, G_t = mean g.
-  const LeastSquares problem(200, 30, 2);
   auto opts = Options(4, 2, 20, 0.1);
   opts.density = 1.0;
-  auto sk = Simulate(Sketched(Config(2, 0.9)), problem, opts);
-  opts.optimizer.momentum = 0.0;
-  auto dense = Simulate([](SchemeContext ctx) { return MakeDenseScheme(std::move(ctx)); }, problem, opts);
-  REQUIRE(sk.status.ok());
-  REQUIRE(dense.status.ok());
-  CHECK(sk.replicas_identical);
-  CHECK(RelativeError(sk.replicas[0], dense.replicas[0]) < 1e-6);
+  auto sgd = opts;
+  sgd.optimizer.momentum = 0.0;
+  ExpectMatches(LeastSquares(200, 30, 2), Sketched(Config(2, 0.9)), opts, Dense(), sgd, 1e-6);
 }
 
 TEST_CASE("Sketched-SGD converges on least squares with sketch collisions", "[schemes][sketched_sgd][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const LeastSquares problem(400, 50, 9);
-  auto opts = Options(p, 1, 300, 0.05);  // local momentum 0.9 (the default): effective step 0.5
+  auto opts = Options(GENERATE(1u, 4u, 8u), 1, 300, 0.05);  // local momentum 0.9 (the default): effective step 0.5
   opts.density = 0.1;  // k = 5, c = 50 = d: realistic collisions
-  Cosine(opts);
-  ExpectConverges(Sketched(), problem, opts, problem.optimum(), 1e-3, p);
+  ExpectConvergesOnLeastSquares(Sketched(), opts, 1e-3);
 }
 
 TEST_CASE("Sketched-SGD converges on logistic regression with sketch collisions", "[schemes][sketched_sgd][convergence]") {
-  const std::uint32_t p = GENERATE(1u, 4u, 8u);
-  const Logistic problem(400, 30, 0.05, 4);
-  const auto optimum = problem.ReferenceOptimum();
-  auto opts = Options(p, 1, 300, 1.0);
+  auto opts = Options(GENERATE(1u, 4u, 8u), 1, 300, 1.0);
   opts.density = 0.2;  // k = 6, c = 60
-  Cosine(opts);
-  ExpectConverges(Sketched(), problem, opts, optimum, 1e-3, p);
+  ExpectConvergesOnLogistic(Sketched(), opts, 1e-3);
 }
 
 TEST_CASE("Sketched-SGD: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][sketched_sgd][nan]") {
   const LeastSquares problem(200, 40, 3);
   auto opts = Options(4, 2, 30, 0.05);
   opts.density = 0.2;
-  opts.tamper = [](std::uint32_t worker, std::uint64_t round, std::vector<float>& g) {
-    if (worker == 3 && round == 4) g[10] = std::numeric_limits<float>::quiet_NaN();
-    if (worker == 0 && round == 12) g[2] = std::numeric_limits<float>::infinity();
-  };
-  for (std::uint32_t p2 : {0u, 2u}) {
-    auto r = Simulate(Sketched(Config(p2, 0.9)), problem, opts);
-    REQUIRE(r.status.ok());
-    CHECK(r.skipped_rounds == 2);
-    CHECK(r.replicas_identical);
-    for (float v : r.replicas[0]) REQUIRE(std::isfinite(v));
-  }
+  opts.tamper = PoisonGradients({{3, 4, 10, kNaN}, {0, 12, 2, kInf}});
+  for (std::uint32_t p2 : {0u, 2u}) ExpectSkipsNonFinite(Sketched(Config(p2, 0.9)), problem, opts);
 }
 
 TEST_CASE("Sketched-SGD dense warm-up sends v whole, zeroes v and keeps the momentum", "[schemes][sketched_sgd][warmup]") {
@@ -222,30 +161,15 @@ TEST_CASE("Sketched-SGD dense warm-up sends v whole, zeroes v and keeps the mome
 }
 
 TEST_CASE("Sketched-SGD state round-trips through Save/Restore", "[schemes][sketched_sgd][state]") {
-  const std::uint64_t d = 80, k = 8;
-  auto a = MakeWorkers(1, d, k, 2, Sketched());
-  auto b = MakeWorkers(1, d, k, 2, Sketched());
-  Reducer reducer(d);
-  std::mt19937_64 rng(8);
-  for (std::uint64_t round = 0; round < 3; ++round) REQUIRE(RunManualRound(a, reducer, round, {RandomGradient(d, rng)}).ok());
-  const SchemeState saved = a[0]->SaveState();
-  CHECK(saved.arrays.size() == 2);
-  REQUIRE(b[0]->RestoreState(saved).ok());
-  CHECK(b[0]->SaveState().arrays == saved.arrays);
-  const std::vector<std::vector<float>> g = {RandomGradient(d, rng)};
-  auto ra = RunManualRound(a, reducer, 3, g);
-  auto rb = RunManualRound(b, reducer, 3, g);
-  REQUIRE(ra.ok());
-  REQUIRE(rb.ok());
-  CHECK(ra->payloads == rb->payloads);
-  CHECK(a[0]->SaveState().arrays == b[0]->SaveState().arrays);
-
+  const auto b = CheckStateRoundTrip(Sketched());
+  CHECK(b->SaveState().arrays.size() == 2);
+  const std::uint64_t d = 80;
   SchemeState only_u{{{"momentum", std::vector<float>(d)}}, {}};
-  const auto missing = b[0]->RestoreState(only_u);
+  const auto missing = b->RestoreState(only_u);
   CHECK(missing.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(Message(missing), Catch::Contains("accumulator"));
   SchemeState long_v{{{"momentum", std::vector<float>(d)}, {"accumulator", std::vector<float>(d + 1)}}, {}};
-  CHECK(b[0]->RestoreState(long_v).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(b->RestoreState(long_v).code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("Sketched-SGD configuration: defaults, reading, and errors that name the key", "[schemes][sketched_sgd][config]") {

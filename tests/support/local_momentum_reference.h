@@ -1,5 +1,6 @@
 // Test support for the local-momentum schemes (DGC, SDAGC): a naive host reference of the momentum
-// correction state, a driver that runs one scheme instance alone through a round, and small helpers.
+// correction state, a driver that runs one scheme instance alone through a round, the suites' layer
+// tables and simulation options, and small helpers.
 // Header-only; include after <catch2/catch.hpp>.
 #pragma once
 
@@ -8,10 +9,14 @@
 #include <cstdint>
 #include <random>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "common/layout.h"
 #include "schemes/scheme.h"
+#include "support/scheme_checks.h"
+#include "support/simulation.h"
 
 namespace sketchps::testing {
 
@@ -85,6 +90,21 @@ inline std::set<std::uint32_t> TopKIndices(const std::vector<float>& x, std::siz
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
                     [&](std::uint32_t a, std::uint32_t b) { return std::abs(x[a]) > std::abs(x[b]); });
   return {order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k)};
+}
+
+// The suites' simulated models: two matrices and a bias, whose two shards split at a layer boundary.
+// d = 50: split at 25.
+inline LayerTable Layers50() { return MakeLayerTable({{"w1", {5, 5}}, {"w2", {4, 5}}, {"b", {5}}}); }
+// d = 30 (logistic): split at 15.
+inline LayerTable Layers30() { return MakeLayerTable({{"w1", {3, 5}}, {"w2", {2, 5}}, {"b", {5}}}); }
+
+// Simulation options for a local-momentum scheme: step 0.05 and no optimizer momentum (the scheme
+// keeps its own), over `layers`.
+inline SimOptions MomentumSimOptions(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds,
+                                       LayerTable layers) {
+  SimOptions o = SchemeOptions(workers, shards, rounds, /*lr=*/0.05, /*momentum=*/0.0);
+  o.layers = std::move(layers);
+  return o;
 }
 
 inline double HostNorm(const std::vector<float>& x, std::size_t lo, std::size_t hi) {
