@@ -72,8 +72,7 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_RETURN_IF_ERROR(ckpt.GetAll("dir", job.checkpoint.dir, "every_rounds", job.checkpoint.every_rounds));
   SKETCHPS_RETURN_IF_ERROR(ckpt.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader peer, root.Child("peer"));
-  SKETCHPS_RETURN_IF_ERROR(peer.Get("timeout_seconds", job.peer.timeout_seconds));
-  SKETCHPS_RETURN_IF_ERROR(peer.Get("on_failure", job.peer.on_failure));
+  SKETCHPS_RETURN_IF_ERROR(peer.GetAll("timeout_seconds", job.peer.timeout_seconds, "on_failure", job.peer.on_failure));
   SKETCHPS_RETURN_IF_ERROR(peer.Finish());
   SKETCHPS_RETURN_IF_ERROR(ReadOptimizer(root, job));
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader scheme, root.Child("scheme"));
