@@ -41,7 +41,7 @@ struct Setup {
   Dataset train;
   std::optional<Dataset> test;  // rank 0
   std::unique_ptr<BackgroundEvaluation> eval;  // rank 0, on first use (after `test`: it refers to it)
-  std::vector<nlohmann::json> held;  // records written once the running evaluation ends (the first is its round's)
+  std::uint64_t eval_round = 0;      // the round whose weights `eval` evaluates
   ShardMap shards;
   std::unique_ptr<Transport> transport;
   std::unique_ptr<Replica> replica;
@@ -171,42 +171,34 @@ absl::StatusOr<nlohmann::json> RunOneRound(const TrainerOptions& o, Setup& s, st
                         {"workers", s.plan.workers}};
 }
 
-// Attaches a finished evaluation to the record of its round and writes the held records.
-void Release(Setup& s, MetricsLog& log, TrainSummary& summary, const EvalResult& eval) {
-  nlohmann::json& first = s.held.front();
-  first["test_accuracy"] = eval.accuracy;
-  first["test_loss"] = eval.mean_loss;
-  summary.final_test_accuracy = eval.accuracy;
-  spdlog::info("round {} test accuracy {:.4f} (loss {:.4f})", first["round"].get<std::uint64_t>() + 1, eval.accuracy, eval.mean_loss);
-  for (const auto& r : s.held) log.Write(r);
-  s.held.clear();
-}
-
-// Writes `record`, or holds it while an evaluation runs; starts the evaluation of this round's
-// weights when `evaluate` (waiting for the previous one first).
+// Writes `record`. It carries the result of an evaluation that has finished since the last record
+// (test_accuracy, test_loss and test_round, the round whose weights were evaluated). When
+// `evaluate`, starts evaluating this round's weights (after the previous evaluation ended); the last
+// round waits for its own evaluation, so the job's last record holds the final accuracy.
 absl::Status Record(const TrainerOptions& o, Setup& s, MetricsLog& log, TrainSummary& summary, nlohmann::json record,
-                    bool evaluate) {
+                    bool evaluate, bool last) {
+  auto attach = [&](const absl::StatusOr<EvalResult>& eval) -> absl::Status {
+    if (!eval.ok()) return eval.status();
+    record["test_accuracy"] = eval->accuracy;
+    record["test_loss"] = eval->mean_loss;
+    record["test_round"] = s.eval_round;
+    summary.final_test_accuracy = eval->accuracy;
+    spdlog::info("round {} test accuracy {:.4f} (loss {:.4f})", s.eval_round + 1, eval->accuracy, eval->mean_loss);
+    return absl::OkStatus();
+  };
   if (s.eval) {
-    if (auto done = s.eval->Poll()) {
-      if (!done->ok()) return done->status();
-      Release(s, log, summary, **done);
-    }
+    if (auto done = s.eval->Poll()) SKETCHPS_RETURN_IF_ERROR(attach(*done));
   }
   if (evaluate) {
     if (!s.eval) {
       SKETCHPS_ASSIGN_OR_RETURN(s.eval, BackgroundEvaluation::Create(o.job.model, o.job.train.seed, *s.test));
     }
-    if (s.eval->running()) {
-      SKETCHPS_ASSIGN_OR_RETURN(EvalResult previous, s.eval->Wait());
-      Release(s, log, summary, previous);
-    }
+    if (s.eval->running()) SKETCHPS_RETURN_IF_ERROR(attach(s.eval->Wait()));
     SKETCHPS_RETURN_IF_ERROR(s.eval->Start(s.model->flat().params(), s.model->flat().dim()));
+    s.eval_round = record["round"].get<std::uint64_t>();
+    if (last) SKETCHPS_RETURN_IF_ERROR(attach(s.eval->Wait()));
   }
-  if (evaluate || !s.held.empty()) {
-    s.held.push_back(std::move(record));
-  } else {
-    log.Write(record);
-  }
+  log.Write(record);
   return absl::OkStatus();
 }
 
@@ -284,13 +276,9 @@ absl::StatusOr<TrainSummary> Train(const TrainerOptions& o) {
     if (o.log_every_rounds > 0 && (round % o.log_every_rounds == 0 || last)) {
       spdlog::info("round {}/{} loss {:.4f}", round + 1, s.plan.last_round, record["loss"].get<double>());
     }
-    SKETCHPS_RETURN_IF_ERROR(Record(o, s, log, summary, std::move(record), s.plan.rank == 0 && eval_due));
+    SKETCHPS_RETURN_IF_ERROR(Record(o, s, log, summary, std::move(record), s.plan.rank == 0 && eval_due, last));
     ++summary.rounds;
     ++round;
-  }
-  if (s.eval && s.eval->running()) {
-    SKETCHPS_ASSIGN_OR_RETURN(EvalResult eval, s.eval->Wait());
-    Release(s, log, summary, eval);
   }
   const auto& p = s.model->flat();
   summary.final_workers = s.plan.workers;

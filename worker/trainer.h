@@ -17,12 +17,13 @@
 //   by P'/P (the global batch shrank) and goes on with the data plan of worker/round_plan.h.
 //   Rank 0 evaluates the test set every train.eval_every_rounds rounds and after the last round
 //   (after a regroup, the new rank 0), on a copy of the weights in a thread of its own
-//   (BackgroundEvaluation), so that the others' rounds never wait for it; the records from the
-//   evaluated round on are written when its result is there.
+//   (BackgroundEvaluation), so that the others' rounds never wait for it. The result goes into the
+//   first record written after it finished, with test_round naming the evaluated round; the last
+//   round waits for its own evaluation.
 //   Every round appends one JSON line to options.metrics_out (when set):
 //     round, time (unix seconds at the end of the exchange), epoch, loss, bytes_up, bytes_down (raw payload bytes), wire_up, wire_down (serialized
 //     gRPC messages), dense_bytes (4 * d, what dense SGD sends each way), selected, skipped,
-//     compute_s, compress_s, communicate_s, workers (P of this round), [test_accuracy, test_loss],
+//     compute_s, compress_s, communicate_s, workers (P of this round), [test_accuracy, test_loss, test_round],
 //     checksum (hex), and on the first round after a regroup "regroup": {epoch, workers, lost,
 //     rounds_redone (rounds this worker had completed and rolled back), seconds (failure to restart)}.
 //   communicate_s is the longest per-shard time inside RPCs (the shards run in parallel);
