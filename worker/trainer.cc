@@ -173,8 +173,9 @@ absl::StatusOr<nlohmann::json> RunOneRound(const TrainerOptions& o, Setup& s, st
 
 // Writes `record`. It carries the result of an evaluation that has finished since the last record
 // (test_accuracy, test_loss and test_round, the round whose weights were evaluated). When
-// `evaluate`, starts evaluating this round's weights (after the previous evaluation ended); the last
-// round waits for its own evaluation, so the job's last record holds the final accuracy.
+// `evaluate`, starts evaluating this round's weights, unless the previous evaluation still runs
+// (then this one is skipped); the last round waits for both, so the job's last record holds the
+// final accuracy.
 absl::Status Record(const TrainerOptions& o, Setup& s, MetricsLog& log, TrainSummary& summary, nlohmann::json record,
                     bool evaluate, bool last) {
   auto attach = [&](const absl::StatusOr<EvalResult>& eval) -> absl::Status {
@@ -193,9 +194,17 @@ absl::Status Record(const TrainerOptions& o, Setup& s, MetricsLog& log, TrainSum
     if (!s.eval) {
       SKETCHPS_ASSIGN_OR_RETURN(s.eval, BackgroundEvaluation::Create(o.job.model, o.job.train.seed, *s.test));
     }
+    const std::uint64_t round = record["round"].get<std::uint64_t>();
+    if (s.eval->running() && !last) {
+      // Waiting would stall every peer's next round; the next evaluation point will catch up.
+      spdlog::warn("round {}: skipping the test evaluation, the one of round {} is still running", round + 1,
+                   s.eval_round + 1);
+      log.Write(record);
+      return absl::OkStatus();
+    }
     if (s.eval->running()) SKETCHPS_RETURN_IF_ERROR(attach(s.eval->Wait()));
     SKETCHPS_RETURN_IF_ERROR(s.eval->Start(s.model->flat().params(), s.model->flat().dim()));
-    s.eval_round = record["round"].get<std::uint64_t>();
+    s.eval_round = round;
     if (last) SKETCHPS_RETURN_IF_ERROR(attach(s.eval->Wait()));
   }
   log.Write(record);

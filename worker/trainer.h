@@ -18,8 +18,9 @@
 //   Rank 0 evaluates the test set every train.eval_every_rounds rounds and after the last round
 //   (after a regroup, the new rank 0), on a copy of the weights in a thread of its own
 //   (BackgroundEvaluation), so that the others' rounds never wait for it. The result goes into the
-//   first record written after it finished, with test_round naming the evaluated round; the last
-//   round waits for its own evaluation.
+//   first record written after it finished, with test_round naming the evaluated round. An
+//   evaluation point that finds the previous evaluation still running is skipped (logged); the
+//   last round waits for its own evaluation.
 //   Every round appends one JSON line to options.metrics_out (when set):
 //     round, time (unix seconds at the end of the exchange), epoch, loss, bytes_up, bytes_down (raw payload bytes), wire_up, wire_down (serialized
 //     gRPC messages), dense_bytes (4 * d, what dense SGD sends each way), selected, skipped,
