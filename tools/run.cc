@@ -304,7 +304,8 @@ absl::Status Launch::Finish() {
     SKETCHPS_ASSIGN_OR_RETURN(auto records, ReadJsonLines((out_ / absl::StrCat("worker-", r, ".jsonl")).string()));
     metrics.push_back(std::move(records));
   }
-  fs::copy_file(out_ / "worker-0.jsonl", out_ / "metrics.jsonl", fs::copy_options::overwrite_existing);
+  const fs::path reporter = out_ / absl::StrCat("worker-", ReportingRank(metrics), ".jsonl");
+  fs::copy_file(reporter, out_ / "metrics.jsonl", fs::copy_options::overwrite_existing);
   const RunFacts facts{job_.scheme.name, job_.model, job_.workers, decentralized() ? 0u : job_.servers,
                        job_.scheme.density, job_.rounds_per_epoch(),
                        absl::ToDoubleSeconds(absl::Now() - start_), absl::ToDoubleSeconds(workers_end_ - workers_start_)};

@@ -5,7 +5,8 @@
 //   job.yaml              the effective job spec (after --set overrides)
 //   server-<s>.log, worker-<r>.log        each process's log
 //   worker-<r>.jsonl      each worker's per-round metrics (worker/trainer.h)
-//   metrics.jsonl         rank 0's per-round metrics (a copy, at the end)
+//   metrics.jsonl         the reporting rank's per-round metrics (a copy, at the end; rank 0 unless
+//                         it was killed, tools/summary.h)
 //   checkpoints/          the servers' checkpoints
 //   summary.json          tools/summary.h
 // Any process that fails stops the run: everything is stopped and the failing process is named with
@@ -18,6 +19,8 @@
 //                       others do does (decentralized mode: they detect the dead peer and regroup
 //                       without it, or stop with peer.on_failure: stop; ps mode: the servers wait
 //                       for it until the others' patience runs out).
+// The progress line and the rounds of --kill follow rank 0's metrics; once rank 0 is killed they no
+// longer advance (the run itself goes on).
 // faults.json in the run directory records each kill and the first failure that followed, with
 // wall-clock times (unix seconds) and rank 0's rounds at that moment.
 #pragma once

@@ -40,6 +40,20 @@ absl::StatusOr<Totals> Sum(const std::vector<nlohmann::json>& records, std::uint
 
 }  // namespace
 
+std::uint32_t ReportingRank(const std::vector<std::vector<nlohmann::json>>& metrics) {
+  std::uint32_t best = 0;
+  double best_round = -1;
+  for (std::uint32_t rank = 0; rank < metrics.size(); ++rank) {
+    if (metrics[rank].empty()) continue;
+    const double round = metrics[rank].back().value("round", -1.0);
+    if (round > best_round) {
+      best = rank;
+      best_round = round;
+    }
+  }
+  return best;
+}
+
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
@@ -74,8 +88,9 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts, const std::vecto
   double worker_rounds = 0;
   for (const auto& m : metrics) worker_rounds += static_cast<double>(m.size());
   const double workers = static_cast<double>(metrics.size());
+  const std::uint32_t reporter = ReportingRank(metrics);
   nlohmann::json accuracy = nullptr;
-  for (const auto& r : metrics[0]) {
+  for (const auto& r : metrics[reporter]) {
     if (r.contains("test_accuracy")) accuracy = r["test_accuracy"];
   }
   auto per = [&](double total) { return total / worker_rounds; };
@@ -101,7 +116,8 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts, const std::vecto
       {"compute_seconds", all.compute / workers},
       {"compress_seconds", all.compress / workers},
       {"communicate_seconds", all.communicate / workers},
-      {"final_weights_checksum", metrics[0].back().value("checksum", "")},
+      {"final_weights_checksum", metrics[reporter].back().value("checksum", "")},
+      {"reporting_rank", reporter},
   };
 }
 

@@ -110,12 +110,13 @@ std::vector<nlohmann::json> Records(const fs::path& dir, int rank) {
 
 TEST_CASE("A killed peer: the survivors regroup without it and finish with equal replicas", "[run][processes]") {
   const fs::path dir = RunDir("regroup");
-  RunOptions o = Options(dir, {"model=mlp", "workers=4", "scheme.name=gs_sgd", "train.rounds=24", "train.eval_every_rounds=0",
+  RunOptions o = Options(dir, {"model=mlp", "workers=4", "scheme.name=gs_sgd", "train.rounds=24", "train.eval_every_rounds=10",
                                "mode=decentralized", "peer.timeout_seconds=3", "job_id=regroup"});
-  o.kills = {"worker:1@8"};  // a middle rank: the survivors 0, 2, 3 become ranks 0, 1, 2
+  // Rank 0: the lowest rank coordinates the regroup and evaluates, so both roles move to rank 1.
+  o.kills = {"worker:0@8"};
   REQUIRE(RunJob(o) == 0);
   std::vector<std::string> checksums;
-  for (int r : {0, 2, 3}) {
+  for (int r : {1, 2, 3}) {
     const auto records = Records(dir, r);
     REQUIRE(!records.empty());
     CHECK(records.back()["round"] == 23);
@@ -134,8 +135,12 @@ TEST_CASE("A killed peer: the survivors regroup without it and finish with equal
   }
   CHECK(checksums[0] == checksums[1]);
   CHECK(checksums[0] == checksums[2]);
-  CHECK(Records(dir, 1).back()["workers"] == 4);  // the killed rank never saw the regroup
-  CHECK(fs::exists(dir / "summary.json"));
+  CHECK(Records(dir, 0).back()["workers"] == 4);  // the killed rank never saw the regroup
+  CHECK(Records(dir, 1).back()["test_round"] == 23);  // old rank 1 evaluates now
+  const auto summary = ReadSummary(dir);
+  CHECK(summary["reporting_rank"] == 1);
+  CHECK(summary["final_weights_checksum"] == checksums[0]);
+  CHECK(summary["final_test_accuracy"].is_number());
   fs::remove_all(dir.parent_path());
 }
 

@@ -59,7 +59,20 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   CHECK((*s)["rounds_per_second"].get<double>() == Approx(0.25));
   CHECK((*s)["final_test_accuracy"].get<double>() == Approx(0.75));
   CHECK((*s)["final_weights_checksum"] == "00ff");
+  CHECK((*s)["reporting_rank"] == 0);
   for (const char* key : {"scheme", "workers", "servers", "wall_seconds", "compress_seconds"}) CHECK(s->contains(key));
+
+  // Rank 0 killed after its first round: rank 1 finished and reports accuracy and checksum.
+  auto killed = metrics;
+  killed[0].pop_back();
+  killed[1][1]["test_accuracy"] = 0.5;
+  killed[1][1]["checksum"] = "0aaa";
+  auto k = Summarize(facts, killed);
+  REQUIRE(k.ok());
+  CHECK((*k)["reporting_rank"] == 1);
+  CHECK((*k)["final_test_accuracy"].get<double>() == Approx(0.5));
+  CHECK((*k)["final_weights_checksum"] == "0aaa");
+  CHECK(ReportingRank({{Record(3, 1, 1, 1)}, {Record(3, 1, 1, 1)}, {Record(2, 1, 1, 1)}}) == 0);
 
   metrics[1][0].erase("wire_up");
   auto missing = Summarize(facts, metrics);
