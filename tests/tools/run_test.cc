@@ -106,15 +106,23 @@ std::vector<nlohmann::json> Records(const fs::path& dir, int rank) {
   return out;
 }
 
+// A decentralized MLP run of `job_id` with `extra` overrides and one worker killed as `kill` says.
+RunOptions PeerKill(const fs::path& dir, const std::string& job_id, const std::vector<std::string>& extra, std::string kill) {
+  std::vector<std::string> overrides{"model=mlp", "mode=decentralized", "job_id=" + job_id};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  RunOptions o = Options(dir, overrides);
+  o.kills = {std::move(kill)};
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("A killed peer: the survivors regroup without it and finish with equal replicas", "[run][processes]") {
   const fs::path dir = RunDir("regroup");
-  RunOptions o = Options(dir, {"model=mlp", "workers=4", "scheme.name=gs_sgd", "train.rounds=24", "train.eval_every_rounds=10",
-                               "mode=decentralized", "peer.timeout_seconds=3", "job_id=regroup"});
   // Rank 0: the lowest rank coordinates the regroup and evaluates, so both roles move to rank 1.
-  o.kills = {"worker:0@8"};
-  REQUIRE(RunJob(o) == 0);
+  REQUIRE(RunJob(PeerKill(dir, "regroup", {"workers=4", "scheme.name=gs_sgd", "train.rounds=24", "train.eval_every_rounds=10",
+                                           "peer.timeout_seconds=3"},
+                          "worker:0@8")) == 0);
   std::vector<std::string> checksums;
   for (int r : {1, 2, 3}) {
     const auto records = Records(dir, r);
@@ -146,10 +154,9 @@ TEST_CASE("A killed peer: the survivors regroup without it and finish with equal
 
 TEST_CASE("With peer.on_failure: stop a killed peer stops the decentralized run with an error", "[run][processes]") {
   const fs::path dir = RunDir("peer-stop");
-  RunOptions o = Options(dir, {"model=mlp", "workers=3", "train.rounds=30", "train.eval_every_rounds=0", "mode=decentralized",
-                               "peer.timeout_seconds=2", "peer.on_failure=stop", "job_id=stop"});
-  o.kills = {"worker:2@4"};
-  CHECK(RunJob(o) == 1);
+  CHECK(RunJob(PeerKill(dir, "stop", {"workers=3", "train.rounds=30", "train.eval_every_rounds=0", "peer.timeout_seconds=2",
+                                      "peer.on_failure=stop"},
+                        "worker:2@4")) == 1);
   std::ifstream in(dir / "faults.json");
   REQUIRE(in.good());
   const auto faults = nlohmann::json::parse(in);
