@@ -127,7 +127,7 @@ TEST_CASE("Hashes are pinned: the same params give the same buckets in every bui
   CHECK(got == golden);
 }
 
-TEST_CASE("Identical params give identical hashes; different seeds differ", "[count_sketch_hash]") {
+TEST_CASE("Identical params give identical hashes, different seeds differ", "[count_sketch_hash]") {
   const auto family = GENERATE(CountSketchFamily::kPolynomial61, CountSketchFamily::kSplitMix64);
   const auto a = MakeHash(5, 5000, 7, 1 << 20, family);
   const auto b = MakeHash(5, 5000, 7, 1 << 20, family);

@@ -112,7 +112,7 @@ TEST_CASE("Accumulate equals the naive sketch exactly on integer inputs, on ever
   if (shape.first > 1000) CHECK(f.Sketch(x, MakeHash(rows, shape.second, 4, shape.first, family)) != table);
 }
 
-TEST_CASE("Accumulate adds to the table; zeros leave it unchanged", "[count_sketch]") {
+TEST_CASE("Accumulate adds to the table, zeros leave it unchanged", "[count_sketch]") {
   Fixture f;
   const auto hash = MakeHash(5, 1000, 1, 50000);
   sk::DeviceArray<float> table(hash.cells());

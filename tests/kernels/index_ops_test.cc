@@ -5,7 +5,7 @@
 
 namespace sk = sketchps::kernels;
 
-TEST_CASE("OffsetIndices shifts every index; IndexSequence writes start, start + 1, ...", "[kernels][index_ops]") {
+TEST_CASE("OffsetIndices shifts every index, IndexSequence writes start, start + 1, ...", "[kernels][index_ops]") {
   sk::Scratch scratch;
   const sk::Exec exec{nullptr, &scratch};
   const std::size_t n = GENERATE(1u, 7u, 100000u);

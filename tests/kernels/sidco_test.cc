@@ -237,7 +237,7 @@ TEST_CASE("Fixed-stage SIDCo configurations within 25% of the target", "[sidco]"
   }
 }
 
-TEST_CASE("Single-stage exponential cannot fit Gaussian data; GP stages can", "[sidco]") {
+TEST_CASE("Single-stage exponential cannot fit Gaussian data, GP stages can", "[sidco]") {
   sk::Scratch scratch;
   const auto x = SignedSamples(Shape::kGaussian, kN, 42);
   const auto e1 = Make(Options(sk::SidcoVariant::kExponential, 0.01, sk::SidcoStageMode::kFixed, 1));

@@ -53,7 +53,7 @@ std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 }  // namespace
 
-TEST_CASE("Survivors agree on the members and the lowest next round; dead ranks are left out", "[peer][regroup]") {
+TEST_CASE("Survivors agree on the members and the lowest next round, and dead ranks are left out", "[peer][regroup]") {
   Group g(5, absl::Seconds(20));
   g.Kill(0);  // the lowest rank: the coordinator must be the next one
   g.Kill(3);

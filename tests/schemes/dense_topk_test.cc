@@ -93,7 +93,7 @@ TEST_CASE("Top-k+EF conserves mass exactly: sent + residual == e + g", "[schemes
   }
 }
 
-TEST_CASE("A worker with a non-finite gradient skips the round; replicas stay identical", "[schemes][nan]") {
+TEST_CASE("A worker with a non-finite gradient skips the round, replicas stay identical", "[schemes][nan]") {
   const LeastSquares problem(200, 40, 3);
   auto opts = Options(4, 2, 30);
   opts.density = 0.2;

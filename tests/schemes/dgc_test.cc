@@ -208,14 +208,14 @@ TEST_CASE("DGC bytes per phase follow the documented formula", "[schemes][dgc][b
   CHECK(warm.traffic[1].bytes_up == 8 * (5 + 4 + 5));
 }
 
-TEST_CASE("DGC: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][dgc][nan]") {
+TEST_CASE("DGC: a worker with a non-finite gradient skips, replicas stay identical", "[schemes][dgc][nan]") {
   auto opts = MomentumSimOptions(4, 2, 30, Layers50());
   opts.density = 0.2;
   opts.tamper = PoisonGradients({{1, 7, 3, kNaN}, {2, 9, 13, kInf}});  // both in shard 0
   ExpectSkipsNonFinite(Dgc(), LeastSquares(200, 50, 3), opts);
 }
 
-TEST_CASE("DGC state round-trips through Save/Restore; bad state is rejected", "[schemes][dgc][state]") {
+TEST_CASE("DGC state round-trips through Save/Restore, bad state is rejected", "[schemes][dgc][state]") {
   const LayerTable layers = MakeLayerTable({{"w", {10, 5}}, {"b", {10}}});
   const SchemeContext ctx{1, 4, 0, 60, layers, 6, 9};
   auto a = MakeDgcScheme(ctx, DgcConfig{});

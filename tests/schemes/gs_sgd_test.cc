@@ -165,7 +165,7 @@ TEST_CASE("gs-SGD converges on logistic regression with sketch collisions", "[sc
   ExpectConvergesOnLogistic(GsSgd(), opts, 1e-3);
 }
 
-TEST_CASE("gs-SGD: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][gs_sgd][nan]") {
+TEST_CASE("gs-SGD: a worker with a non-finite gradient skips, replicas stay identical", "[schemes][gs_sgd][nan]") {
   const LeastSquares problem(200, 40, 3);
   auto opts = SchemeOptions(4, 2, 30);
   opts.density = 0.2;

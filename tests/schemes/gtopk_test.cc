@@ -48,7 +48,7 @@ void CheckResidualInvariant(const std::vector<float>& residual, const std::vecto
 
 }  // namespace
 
-TEST_CASE("gTop-k keeps the global top-k of the sums; ties go to the smaller index", "[schemes][gtopk]") {
+TEST_CASE("gTop-k keeps the global top-k of the sums, ties go to the smaller index", "[schemes][gtopk]") {
   std::vector<std::unique_ptr<Scheme>> schemes;
   for (std::uint32_t w = 0; w < 2; ++w) schemes.push_back(MakeGTopKScheme({w, 2, 0, 8, {}, 2, 1}));
   // Local top-2: worker 0 {1: 5, 2: 4}, worker 1 {1: 1, 6: 4.5}. Sums 1: 6, 2: 4, 6: 4.5 -> {1, 6}.
@@ -64,7 +64,7 @@ TEST_CASE("gTop-k keeps the global top-k of the sums; ties go to the smaller ind
   CHECK(Residual(*schemes[1]) == std::vector<float>{0, 0, 0, 0, 0, 2, 0.125f, 0});  // both put back
 }
 
-TEST_CASE("gTop-k matches a host reference over rounds; residual invariant holds exactly", "[schemes][gtopk]") {
+TEST_CASE("gTop-k matches a host reference over rounds, residual invariant holds exactly", "[schemes][gtopk]") {
   const std::uint32_t p = GENERATE(1u, 3u, 4u);
   const std::size_t dim = 300, k = 12;
   std::vector<std::unique_ptr<Scheme>> schemes;
@@ -136,14 +136,14 @@ TEST_CASE("gTop-k bytes: 8k up and 8k down per shard, independent of P", "[schem
   }
 }
 
-TEST_CASE("gTop-k: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][gtopk][nan]") {
+TEST_CASE("gTop-k: a worker with a non-finite gradient skips, replicas stay identical", "[schemes][gtopk][nan]") {
   auto opts = SchemeOptions(4, 2, 30);
   opts.density = 0.2;
   opts.tamper = PoisonGradients({{1, 7, 3, kNaN}, {2, 9, 15, -kInf}});
   ExpectSkipsNonFinite(GTopK(), LeastSquares(200, 40, 3), opts);
 }
 
-TEST_CASE("gTop-k state round-trips; bad state is InvalidArgument", "[schemes][gtopk][state]") {
+TEST_CASE("gTop-k state round-trips, bad state is InvalidArgument", "[schemes][gtopk][state]") {
   const SchemeContext ctx{0, 1, 0, 50, {}, 4, 1};
   auto a = MakeGTopKScheme(ctx);
   std::mt19937_64 rng(5);

@@ -147,7 +147,7 @@ TEST_CASE("ScaleCom bytes: 4k from the leader, 4k per worker, independent of P",
   }
 }
 
-TEST_CASE("ScaleCom warm-up rounds are dense; the leader schedule counts them", "[schemes][scalecom][warmup]") {
+TEST_CASE("ScaleCom warm-up rounds are dense, the leader schedule counts them", "[schemes][scalecom][warmup]") {
   const LeastSquares problem(100, 1000, 1);
   auto opts = SchemeOptions(2, 1, 8);
   opts.density = 0.01;  // k = 10
@@ -173,7 +173,7 @@ TEST_CASE("ScaleCom: a skipped leader or worker leaves replicas identical", "[sc
   CHECK(r.traffic[9].bytes_down == 2 * (4 * 4 + 8 * 4));  // k = 4 per shard
 }
 
-TEST_CASE("ScaleCom state round-trips; bad state is InvalidArgument", "[schemes][scalecom][state]") {
+TEST_CASE("ScaleCom state round-trips, bad state is InvalidArgument", "[schemes][scalecom][state]") {
   auto one = Workers(1, 50, 4, 0.5);
   std::mt19937_64 rng(5);
   for (std::uint64_t round = 0; round < 3; ++round) RequireManualRound(one, round, DyadicGradients(1, 50, rng));

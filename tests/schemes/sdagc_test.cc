@@ -82,7 +82,7 @@ TEST_CASE("SDAGC density on Gaussian gradients matches erfc(λ/√2), λ from th
   CHECK(scheme->selected() == sent.idx.size());
 }
 
-TEST_CASE("SDAGC thresholds each layer by its own σ; scaling a layer keeps its selection", "[schemes][sdagc]") {
+TEST_CASE("SDAGC thresholds each layer by its own σ, scaling a layer keeps its selection", "[schemes][sdagc]") {
   const LayerTable layers = MakeLayerTable({{"a", {50, 40}}, {"b", {30}}, {"c", {30, 30}}});
   std::mt19937_64 rng(4);
   auto g = Gaussian(2930, rng);
@@ -193,7 +193,7 @@ TEST_CASE("SDAGC bytes per phase follow the documented formula", "[schemes][sdag
   CHECK(r.selected[0] == worker0);
 }
 
-TEST_CASE("SDAGC: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][sdagc][nan]") {
+TEST_CASE("SDAGC: a worker with a non-finite gradient skips, replicas stay identical", "[schemes][sdagc][nan]") {
   auto opts = MomentumSimOptions(4, 2, 30, Layers50());
   opts.tamper = PoisonGradients({{1, 7, 3, kNaN}, {2, 9, 13, -kInf}});  // both in shard 0
   SdagcConfig c = Constant(1.0);
@@ -202,7 +202,7 @@ TEST_CASE("SDAGC: a worker with a non-finite gradient skips; replicas stay ident
   ExpectSkipsNonFinite(Sdagc(c), LeastSquares(200, 50, 3), opts);
 }
 
-TEST_CASE("SDAGC state round-trips through Save/Restore; bad state is rejected", "[schemes][sdagc][state]") {
+TEST_CASE("SDAGC state round-trips through Save/Restore, bad state is rejected", "[schemes][sdagc][state]") {
   const LayerTable layers = MakeLayerTable({{"w", {100, 5}}, {"b", {10}}});
   SdagcConfig c;
   c.closed_loop = true;

@@ -199,7 +199,7 @@ TEST_CASE("SIDCo selection is invariant to scaling the gradient by a power of tw
   }
 }
 
-TEST_CASE("SIDCo: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][sidco][nan]") {
+TEST_CASE("SIDCo: a worker with a non-finite gradient skips, replicas stay identical", "[schemes][sidco][nan]") {
   auto opts = SchemeOptions(4, 2, 30);
   opts.density = 0.2;
   opts.tamper = PoisonGradients({{1, 7, 3, kNaN}, {2, 9, 15, kInf}});

@@ -127,7 +127,7 @@ TEST_CASE("Sketched-SGD converges on logistic regression with sketch collisions"
   ExpectConvergesOnLogistic(Sketched(), opts, 1e-3);
 }
 
-TEST_CASE("Sketched-SGD: a worker with a non-finite gradient skips; replicas stay identical", "[schemes][sketched_sgd][nan]") {
+TEST_CASE("Sketched-SGD: a worker with a non-finite gradient skips, replicas stay identical", "[schemes][sketched_sgd][nan]") {
   const LeastSquares problem(200, 40, 3);
   auto opts = Options(4, 2, 30, 0.05);
   opts.density = 0.2;

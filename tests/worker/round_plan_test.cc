@@ -86,7 +86,7 @@ TEST_CASE("After a regroup the survivors use the rest of the epoch without reusi
   CHECK(p.last_round == at + 27);
 }
 
-TEST_CASE("A job by rounds keeps its last round; bad memberships are refused", "[round_plan]") {
+TEST_CASE("A job by rounds keeps its last round, and bad memberships are refused", "[round_plan]") {
   auto job = ParseJobSpec("", "t", {"workers=4", "train.rounds=100", "data.train_samples=1000", "data.batch_size=10"});
   REQUIRE(job.ok());
   auto plan = RoundPlan::Initial(*job, 1);
