@@ -36,7 +36,7 @@ TEST_CASE("ValidateLayerTable names the broken layer", "[layout]") {
   }
 }
 
-TEST_CASE("Shard maps cover [0, d) in balanced contiguous ranges", "[layout]") {
+TEST_CASE("Shard maps cover 0 to d in balanced contiguous ranges", "[layout]") {
   const auto t = MakeLayerTable({{"a", {1000}}, {"b", {10}}, {"c", {990}}, {"d", {7}}});
   for (std::uint32_t shards = 1; shards <= 7; ++shards) {
     auto map = MakeShardMap(t, shards);

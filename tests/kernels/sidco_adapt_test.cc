@@ -73,7 +73,7 @@ TEST_CASE("Adaptation searches both sides when the count is not monotone in M", 
   CHECK(Script(est, [&](int m) { return gp_gaussian.at(m); }, 4) == std::vector<int>{2, 3, 3, 3});
 }
 
-TEST_CASE("Adaptation clamps M to [1, ceil(log2(1/density))]", "[sidco]") {
+TEST_CASE("Adaptation clamps M to 1 .. ceil(log2(1/density))", "[sidco]") {
   SECTION("always too few: climbs to the upper clamp and stays") {
     auto est = Adaptive(0.01);
     CHECK(Script(est, [](int) { return 0.1; }, 9) == std::vector<int>{2, 3, 4, 5, 6, 7, 7, 7, 7});

@@ -284,7 +284,7 @@ TEST_CASE("Data order rule: the P workers' step batches make up the single-proce
   CHECK(!StepIndices(perm, 0, 0, 2, 0).ok());
 }
 
-TEST_CASE("MakeBatch: normalized float input [B,1,28,28] and int64 targets", "[worker][data]") {
+TEST_CASE("MakeBatch: normalized float input (B,1,28,28) and int64 targets", "[worker][data]") {
   IdxFixture fx;
   auto data = LoadIdxPair(fx.images, fx.labels);
   REQUIRE(data.ok());
