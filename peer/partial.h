@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "schemes/phase.h"
-#include "schemes/reduce.h"
+#include "engine/phase.h"
+#include "engine/reduce.h"
 
 namespace sketchps::peer {
 

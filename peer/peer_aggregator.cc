@@ -8,7 +8,7 @@
 #include "common/status.h"
 #include "peer/schedule.h"
 #include "peer/wire.h"
-#include "schemes/wire.h"
+#include "engine/wire.h"
 
 namespace sketchps::peer {
 namespace {

@@ -41,8 +41,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "peer/service.h"
-#include "schemes/aggregator.h"
-#include "schemes/reduce.h"
+#include "engine/aggregator.h"
+#include "engine/reduce.h"
 
 namespace sketchps::peer {
 

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/overloaded.h"
 #include "common/status.h"
-#include "schemes/wire.h"
+#include "engine/wire.h"
 
 namespace sketchps::peer {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "schemes/scheme.h"
+#include "engine/scheme.h"
 
 namespace sketchps {
 

@@ -34,7 +34,7 @@
 #include "common/payload.h"
 #include "kernels/backend.h"
 #include "schemes/error_feedback.h"
-#include "schemes/scheme.h"
+#include "engine/scheme.h"
 
 namespace sketchps {
 

@@ -28,7 +28,7 @@
 #include "common/config_reader.h"
 #include "kernels/backend.h"
 #include "kernels/stats.h"
-#include "schemes/scheme.h"
+#include "engine/scheme.h"
 
 namespace sketchps {
 

@@ -17,11 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "common/config_reader.h"
-#include "schemes/scheme.h"
+#include "engine/scheme.h"
 
 namespace sketchps {
-
-using SchemeMaker = std::function<std::unique_ptr<Scheme>(SchemeContext)>;
 
 struct BoundScheme {
   std::string name;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "schemes/scheme.h"
+#include "engine/scheme.h"
 
 namespace sketchps {
 

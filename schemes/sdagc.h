@@ -61,7 +61,7 @@
 #include "absl/status/status.h"
 #include "common/config_reader.h"
 #include "schemes/local_momentum.h"
-#include "schemes/scheme.h"
+#include "engine/scheme.h"
 
 namespace sketchps {
 

@@ -31,7 +31,7 @@
 #include "absl/status/status.h"
 #include "common/config_reader.h"
 #include "kernels/sidco.h"
-#include "schemes/scheme.h"
+#include "engine/scheme.h"
 
 namespace sketchps {
 

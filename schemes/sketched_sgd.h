@@ -35,7 +35,7 @@
 
 #include "absl/status/status.h"
 #include "common/config_reader.h"
-#include "schemes/scheme.h"
+#include "engine/scheme.h"
 #include "schemes/sketch_exchange.h"
 
 namespace sketchps {

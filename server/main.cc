@@ -22,7 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/shard_host.h"

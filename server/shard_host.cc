@@ -7,8 +7,8 @@
 #include "common/checksum.h"
 #include "common/codec.h"
 #include "common/status.h"
-#include "schemes/phase_table.h"
-#include "schemes/wire.h"
+#include "engine/phase_table.h"
+#include "engine/wire.h"
 #include "server/checkpoint.h"
 
 namespace sketchps::server {

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 #include "tools/summary.h"
 
 namespace sketchps::tools {

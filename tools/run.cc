@@ -20,7 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status.h"
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 #include "tools/process.h"
 #include "tools/progress.h"
 #include "tools/summary.h"

@@ -26,7 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/cli.h"
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 #include "spdlog/spdlog.h"
 #include "worker/trainer.h"
 

@@ -8,7 +8,7 @@
 #include "common/codec.h"
 #include "common/grpc_channel.h"
 #include "common/status.h"
-#include "schemes/wire.h"
+#include "engine/wire.h"
 #include "spdlog/spdlog.h"
 
 namespace sketchps::worker {

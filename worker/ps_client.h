@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/layout.h"
-#include "schemes/aggregator.h"
+#include "engine/aggregator.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 
 namespace sketchps::worker {

@@ -19,7 +19,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 
 namespace sketchps::worker {
 

@@ -38,7 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 
 namespace sketchps::worker {
 

@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/layout.h"
-#include "schemes/aggregator.h"
-#include "schemes/replica.h"
+#include "engine/aggregator.h"
+#include "engine/replica.h"
 
 namespace sketchps::worker {
 

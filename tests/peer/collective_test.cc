@@ -8,7 +8,7 @@
 #include <random>
 
 #include "peer_group.h"
-#include "schemes/reduce.h"
+#include "engine/reduce.h"
 
 using namespace sketchps;
 using namespace sketchps::testing;

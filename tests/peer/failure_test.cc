@@ -7,7 +7,7 @@
 
 #include "absl/time/clock.h"
 #include "peer_group.h"
-#include "schemes/wire.h"
+#include "engine/wire.h"
 
 using namespace sketchps;
 using namespace sketchps::testing;

@@ -5,7 +5,7 @@
 
 #include "absl/time/clock.h"
 #include "peer/service.h"
-#include "schemes/wire.h"
+#include "engine/wire.h"
 
 using namespace sketchps;
 using namespace sketchps::peer;

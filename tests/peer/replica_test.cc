@@ -9,8 +9,8 @@
 #include "common/config_reader.h"
 #include "peer_group.h"
 #include "schemes/registry.h"
-#include "schemes/replica.h"
-#include "schemes/shard.h"
+#include "engine/replica.h"
+#include "engine/shard.h"
 #include "support/simulation.h"
 
 using namespace sketchps;

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "schemes/dgc.h"
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 #include "support/local_momentum_reference.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "schemes/gtopk.h"
-#include "schemes/reduce.h"
+#include "engine/reduce.h"
 #include "schemes/registry.h"
 #include "schemes/topk_ef.h"
 #include "support/scheme_checks.h"

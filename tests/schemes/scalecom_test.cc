@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "schemes/reduce.h"
+#include "engine/reduce.h"
 #include "schemes/registry.h"
 #include "schemes/scalecom.h"
 #include "schemes/topk_ef.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 #include "schemes/sdagc.h"
 #include "support/local_momentum_reference.h"
 #include "support/scheme_checks.h"

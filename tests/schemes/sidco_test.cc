@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 
-#include "schemes/reduce.h"
+#include "engine/reduce.h"
 #include "schemes/registry.h"
 #include "schemes/sidco.h"
 #include "support/distributions.h"

@@ -10,8 +10,8 @@
 
 #include "common/checksum.h"
 #include "common/codec.h"
-#include "schemes/phase_table.h"
-#include "schemes/wire.h"
+#include "engine/phase_table.h"
+#include "engine/wire.h"
 #include "server/shard_host.h"
 
 using namespace sketchps;

@@ -12,7 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/shard_host.h"

@@ -14,7 +14,7 @@
 
 #include "kernels/backend.h"
 #include "common/layout.h"
-#include "schemes/scheme.h"
+#include "engine/scheme.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "schemes/dense.h"
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 #include "support/simulation.h"
 
 namespace sketchps::testing {

@@ -21,11 +21,11 @@
 #include "common/layout.h"
 #include "common/status.h"
 #include "kernels/backend.h"
-#include "schemes/in_process.h"
-#include "schemes/optimizer.h"
-#include "schemes/replica.h"
-#include "schemes/round.h"
-#include "schemes/scheme.h"
+#include "engine/in_process.h"
+#include "engine/optimizer.h"
+#include "engine/replica.h"
+#include "engine/round.h"
+#include "engine/scheme.h"
 
 namespace sketchps::testing {
 

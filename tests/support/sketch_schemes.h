@@ -18,9 +18,9 @@
 
 #include "common/count_sketch_hash.h"
 #include "kernels/backend.h"
-#include "schemes/phase.h"
-#include "schemes/reduce.h"
-#include "schemes/scheme.h"
+#include "engine/phase.h"
+#include "engine/reduce.h"
+#include "engine/scheme.h"
 
 namespace sketchps::testing {
 

@@ -14,10 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "schemes/job_spec.h"
-#include "schemes/optimizer.h"
+#include "job/job_spec.h"
+#include "engine/optimizer.h"
 #include "schemes/registry.h"
-#include "schemes/shard.h"
+#include "engine/shard.h"
 #include "support/cluster.h"
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"

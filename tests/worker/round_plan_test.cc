@@ -10,7 +10,7 @@
 
 #include <set>
 
-#include "schemes/shard.h"
+#include "engine/shard.h"
 
 using namespace sketchps;
 using namespace sketchps::worker;

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "common/codec.h"
 #include "common/layout.h"
-#include "schemes/phase.h"
+#include "engine/phase.h"
 #include "sketchps/v1/parameter_server.pb.h"
 
 namespace sketchps {

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "schemes/phase.h"
+#include "engine/phase.h"
 
 namespace sketchps {
 

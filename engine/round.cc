@@ -1,10 +1,10 @@
-#include "schemes/round.h"
+#include "engine/round.h"
 
 #include <memory>
 #include <vector>
 
 #include "common/status.h"
-#include "schemes/phase_table.h"
+#include "engine/phase_table.h"
 
 namespace sketchps {
 

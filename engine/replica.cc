@@ -1,4 +1,4 @@
-#include "schemes/replica.h"
+#include "engine/replica.h"
 
 #include <algorithm>
 #include <future>

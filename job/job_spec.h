@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "schemes/optimizer.h"
+#include "engine/optimizer.h"
 #include "schemes/registry.h"
 
 namespace sketchps {

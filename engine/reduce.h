@@ -26,7 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
-#include "schemes/phase.h"
+#include "engine/phase.h"
 
 namespace sketchps {
 

@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "schemes/aggregator.h"
-#include "schemes/scheme.h"
+#include "engine/aggregator.h"
+#include "engine/scheme.h"
 
 namespace sketchps {
 

@@ -1,4 +1,4 @@
-#include "schemes/phase_table.h"
+#include "engine/phase_table.h"
 
 #include <utility>
 

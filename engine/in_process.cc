@@ -1,4 +1,4 @@
-#include "schemes/in_process.h"
+#include "engine/in_process.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"

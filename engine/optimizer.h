@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/backend.h"
-#include "schemes/phase.h"
+#include "engine/phase.h"
 
 namespace sketchps {
 

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/layout.h"
-#include "schemes/phase.h"
+#include "engine/phase.h"
 
 namespace sketchps {
 
@@ -82,5 +83,9 @@ class Scheme {
   virtual SchemeState SaveState() const = 0;
   virtual absl::Status RestoreState(const SchemeState& state) = 0;
 };
+
+// Builds one Scheme instance for a shard range (bound to a method and its configuration by
+// schemes/registry.h, which sets ctx.warmup_rounds).
+using SchemeMaker = std::function<std::unique_ptr<Scheme>(SchemeContext)>;
 
 }  // namespace sketchps

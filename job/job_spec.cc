@@ -1,4 +1,4 @@
-#include "schemes/job_spec.h"
+#include "job/job_spec.h"
 
 #include <algorithm>
 #include <cmath>

@@ -19,9 +19,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "kernels/backend.h"
-#include "schemes/optimizer.h"
-#include "schemes/phase_table.h"
-#include "schemes/reduce.h"
+#include "engine/optimizer.h"
+#include "engine/phase_table.h"
+#include "engine/reduce.h"
 
 namespace sketchps {
 

@@ -1,4 +1,4 @@
-#include "schemes/phase.h"
+#include "engine/phase.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/overloaded.h"

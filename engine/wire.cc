@@ -1,4 +1,4 @@
-#include "schemes/wire.h"
+#include "engine/wire.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/overloaded.h"

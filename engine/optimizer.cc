@@ -1,4 +1,4 @@
-#include "schemes/optimizer.h"
+#include "engine/optimizer.h"
 
 #include <cmath>
 

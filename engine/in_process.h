@@ -14,9 +14,9 @@
 
 #include "absl/time/time.h"
 #include "common/layout.h"
-#include "schemes/aggregator.h"
-#include "schemes/optimizer.h"
-#include "schemes/shard.h"
+#include "engine/aggregator.h"
+#include "engine/optimizer.h"
+#include "engine/shard.h"
 
 namespace sketchps {
 

@@ -1,4 +1,4 @@
-#include "schemes/shard.h"
+#include "engine/shard.h"
 
 #include "common/checksum.h"
 #include "common/status.h"

@@ -1,4 +1,4 @@
-#include "schemes/reduce.h"
+#include "engine/reduce.h"
 
 #include <catch2/catch.hpp>
 #include <map>

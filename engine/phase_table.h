@@ -34,7 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "schemes/phase.h"
+#include "engine/phase.h"
 
 namespace sketchps {
 

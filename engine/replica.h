@@ -17,11 +17,10 @@
 
 #include "absl/status/statusor.h"
 #include "common/layout.h"
-#include "schemes/aggregator.h"
-#include "schemes/optimizer.h"
-#include "schemes/registry.h"
-#include "schemes/round.h"
-#include "schemes/scheme.h"
+#include "engine/aggregator.h"
+#include "engine/optimizer.h"
+#include "engine/round.h"
+#include "engine/scheme.h"
 
 namespace sketchps {
 
