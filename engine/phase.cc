@@ -1,5 +1,7 @@
 #include "engine/phase.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "common/overloaded.h"
 
@@ -28,6 +30,31 @@ std::uint64_t RawPayloadBytes(const PayloadValue& payload) {
                                [](const SparseVector& p) -> std::uint64_t { return p.idx.size() * 8; },
                                [](const SketchTable& p) -> std::uint64_t { return p.table.size() * 4; },
                                [](const IndexSet& p) -> std::uint64_t { return p.idx.size() * 4; }},
+                    payload);
+}
+
+PhaseResult RefusedResult(Reduction reduction, std::uint64_t dim) {
+  PhaseResult r;
+  if (reduction == Reduction::kLeaderIndexSet) {
+    r.value = IndexSet{dim, {}};
+  } else {
+    r.value = SparseVector{dim, {}, {}};
+  }
+  r.refused = true;
+  return r;
+}
+
+bool AllFinite(const PayloadValue& payload) {
+  auto finite = [](const std::vector<float>& v) {
+    for (float x : v) {
+      if (!std::isfinite(x)) return false;
+    }
+    return true;
+  };
+  return std::visit(Overloaded{[&](const DenseValues& p) { return finite(p.values); },
+                               [&](const SparseVector& p) { return finite(p.val); },
+                               [&](const SketchTable& p) { return finite(p.table); },
+                               [](const IndexSet&) { return true; }},
                     payload);
 }
 

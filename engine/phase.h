@@ -32,6 +32,10 @@
 
 namespace sketchps {
 
+// A sketch table may hold at most this many cells per element of the range it compresses (a larger
+// table would cost more than sending the range densely).
+inline constexpr std::uint64_t kSketchCellsPerElement = 8;
+
 using PayloadValue = std::variant<DenseValues, SparseVector, SketchTable, IndexSet>;
 
 enum class Reduction : std::uint8_t { kDenseSum, kSparseSum, kSketchRecover, kLeaderIndexSet };
@@ -60,7 +64,17 @@ struct Contribution {
 struct PhaseResult {
   PayloadValue value;
   std::uint32_t contributors = 0;  // workers whose payload was included
+  // The reduction or the master copy would have become non-finite (an overflowing sum): the phase
+  // publishes an empty result of its kind instead, with contributors 0, and the round applies no
+  // gradient (Reducer and Shard; docs/protocol.md "Numeric safety"). Not sent on the wire.
+  bool refused = false;
 };
+
+// The empty result a refused phase publishes: an empty IndexSet for kLeaderIndexSet, otherwise an
+// empty SparseVector over dim (a round ending with it applies no gradient).
+PhaseResult RefusedResult(Reduction reduction, std::uint64_t dim);
+// Whether every value of the payload is finite (index sets: always).
+bool AllFinite(const PayloadValue& payload);
 
 // The averaged aggregate G_t of a round over one shard's range, as every replica applies it.
 // Sparse aggregates have strictly increasing indices.

@@ -7,6 +7,12 @@
 #include "common/status.h"
 
 namespace sketchps {
+namespace {
+
+constexpr char kAppliedMarker[] = "was already applied";
+constexpr char kAheadMarker[] = "is ahead";
+
+}  // namespace
 
 absl::Status ReplayRoundError(std::uint64_t round, std::uint32_t phase) {
   return absl::FailedPreconditionError(absl::StrCat("round ", round, " phase ", phase,
@@ -15,12 +21,23 @@ absl::Status ReplayRoundError(std::uint64_t round, std::uint32_t phase) {
 }
 
 bool IsReplayRound(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kFailedPrecondition &&
-         absl::StrContains(status.message(), kReplayRoundMarker);
+  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kReplayRoundMarker);
+}
+
+bool IsRoundApplied(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kAppliedMarker);
+}
+
+bool IsRoundAhead(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kAheadMarker);
+}
+
+PhaseTable::PhaseTable(PhaseTableOptions options) : options_(std::move(options)) {
+  applied_ = options_.first_round.value_or(0);
 }
 
 PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_final)
-    : num_workers_(num_workers), reduce_(std::move(reduce)), on_final_(std::move(on_final)) {}
+    : PhaseTable(PhaseTableOptions{num_workers, std::move(reduce), std::move(on_final)}) {}
 
 absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
   if (newest_round_ >= kRetainRounds && key.round < newest_round_ - kRetainRounds) {
@@ -30,49 +47,146 @@ absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
   return absl::OkStatus();
 }
 
-absl::Status PhaseTable::Submit(const PhaseKey& key, std::uint32_t worker, Contribution contribution) {
-  if (worker >= num_workers_) {
-    return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", num_workers_, ")"));
+absl::Status PhaseTable::CheckOrder(const PhaseKey& key) const {
+  if (!options_.first_round) return absl::OkStatus();
+  if (key.round < applied_) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", key.round, " ", kAppliedMarker, " (", applied_,
+                                                      " rounds applied): phase ", key.phase, " cannot be opened"));
   }
-  Calls calls;
-  absl::Status status = SubmitAndCollect(key, worker, std::move(contribution), calls);
-  Notify(std::move(calls));
+  if (key.round > applied_) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", key.round, " ", kAheadMarker, " of this shard, which holds ",
+                                                      applied_, " rounds"));
+  }
+  return absl::OkStatus();
+}
+
+const PhaseResult* PhaseTable::PreviousResult(const PhaseKey& key) const {
+  if (key.phase == 0) return nullptr;
+  auto prev = entries_.find(PhaseKey{key.round, key.phase - 1});
+  return prev == entries_.end() || !prev->second.result ? nullptr : prev->second.result.get();
+}
+
+absl::Status PhaseTable::Admit(const PhaseKey& key, const Entry& entry, const Contribution& contribution) const {
+  for (std::size_t w = 0; w < entry.contributions.size(); ++w) {
+    const auto& other = entry.contributions[w];
+    if (other.has_value() && !(other->spec == contribution.spec)) {
+      return absl::InvalidArgumentError(absl::StrCat("spec: phase spec (", ReductionName(contribution.spec.reduction),
+                                                     ") disagrees with worker ", w, "'s (",
+                                                     ReductionName(other->spec.reduction), ")"));
+    }
+  }
+  if (!options_.admit || !contribution.payload) return absl::OkStatus();
+  const PayloadValue* first = nullptr;
+  for (const auto& other : entry.contributions) {
+    if (other.has_value() && other->payload) {
+      first = &*other->payload;
+      break;
+    }
+  }
+  return options_.admit(contribution.spec, *contribution.payload, PreviousResult(key), first);
+}
+
+absl::Status PhaseTable::Submit(const PhaseKey& key, std::uint32_t worker, Contribution contribution) {
+  if (worker >= options_.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", options_.num_workers, ")"));
+  }
+  std::optional<Work> work;
+  Calls dropped;  // waiters of rounds that fell out of the retention window
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    auto stored = Store(key, worker, std::move(contribution), dropped);
+    if (stored.ok()) work = *std::move(stored);
+    status = stored.status();
+  }
+  Notify(std::move(dropped));
+  if (work) Dispatch(*std::move(work));
   return status;
 }
 
-absl::Status PhaseTable::SubmitAndCollect(const PhaseKey& key, std::uint32_t worker, Contribution contribution, Calls& calls) {
-  absl::MutexLock lock(&mu_);
-  if (auto st = CheckFresh(key); !st.ok()) return st;
-  if (auto it = entries_.find(key); it != entries_.end() && it->second.done) {
-    return absl::OkStatus();  // every worker has contributed (or the result was seeded): a retry
+absl::StatusOr<std::optional<PhaseTable::Work>> PhaseTable::Store(const PhaseKey& key, std::uint32_t worker,
+                                                                  Contribution contribution, Calls& dropped) {
+  SKETCHPS_RETURN_IF_ERROR(CheckFresh(key));
+  auto it = entries_.find(key);
+  if (it != entries_.end() && (it->second.done || it->second.reducing)) {
+    return std::nullopt;  // every worker has contributed (or the result was seeded): a retry
   }
-  if (key.phase > 0) {
-    auto prev = entries_.find(PhaseKey{key.round, key.phase - 1});
-    if (prev == entries_.end() || !prev->second.result) return ReplayRoundError(key.round, key.phase);
-  }
-  Entry& entry = entries_[key];
-  if (entry.contributions.empty()) entry.contributions.resize(num_workers_);
-  if (entry.contributions[worker].has_value()) {
-    if (!(entry.contributions[worker]->spec == contribution.spec)) {
+  SKETCHPS_RETURN_IF_ERROR(CheckOrder(key));
+  if (key.phase > 0 && PreviousResult(key) == nullptr) return ReplayRoundError(key.round, key.phase);
+  static const Entry kEmpty;
+  const Entry& held = it == entries_.end() ? kEmpty : it->second;
+  if (worker < held.contributions.size() && held.contributions[worker].has_value()) {
+    if (!(held.contributions[worker]->spec == contribution.spec)) {
       return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " resent round ", key.round, " phase ",
                                                      key.phase, " with a different phase spec"));
     }
-    return absl::OkStatus();  // a retry: acknowledged, applied once
+    return std::nullopt;  // a retry: acknowledged, applied once
   }
-  for (const auto& other : entry.contributions) {
-    if (other.has_value() && !(other->spec == contribution.spec)) {
-      return absl::InvalidArgumentError(absl::StrCat("worker ", worker, ": phase spec (", ReductionName(contribution.spec.reduction),
-                                                     ") disagrees with other workers' (", ReductionName(other->spec.reduction), ")"));
-    }
+  if (auto st = Admit(key, held, contribution); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("worker ", worker, " round ", key.round, " phase ", key.phase, ": ",
+                                                st.message()));
   }
+  Entry& entry = entries_[key];
+  if (entry.contributions.empty()) entry.contributions.resize(options_.num_workers);
   entry.contributions[worker] = std::move(contribution);
-  if (++entry.received == num_workers_) {
-    Complete(key, entry);
+  if (key.round > newest_round_) Forget(newest_round_ = key.round, dropped);
+  if (++entry.received < options_.num_workers) return std::nullopt;
+  entry.reducing = true;
+  Work work{key, {}, nullptr};
+  for (auto& c : entry.contributions) work.contributions.push_back(*std::move(c));
+  entry.contributions.clear();
+  entry.contributions.shrink_to_fit();
+  if (key.phase > 0) work.previous = entries_.at(PhaseKey{key.round, key.phase - 1}).result;
+  return std::optional<Work>(std::move(work));
+}
+
+void PhaseTable::Dispatch(Work work) {
+  if (options_.strand == nullptr) return Finish(std::move(work));
+  auto shared = std::make_shared<Work>(std::move(work));
+  options_.strand->Post([this, shared] { Finish(std::move(*shared)); });
+}
+
+void PhaseTable::Finish(Work work) {
+  std::vector<const Contribution*> in_order;
+  for (const auto& c : work.contributions) in_order.push_back(&c);
+  const PhaseSpec spec = work.contributions.front().spec;
+  absl::StatusOr<PhaseResult> reduced = options_.reduce(spec, in_order, work.previous.get());
+  work.contributions.clear();  // payloads are no longer needed
+  absl::StatusOr<std::shared_ptr<const PhaseResult>> result = absl::UnknownError("not reduced");
+  if (!reduced.ok()) {
+    result = reduced.status();
+  } else if (spec.final_phase && options_.on_final) {
+    result = options_.on_final(work.key, *std::move(reduced));
+  } else {
+    result = std::make_shared<const PhaseResult>(*std::move(reduced));
+  }
+  if (!result.ok()) {
+    result = absl::Status(result.status().code(), absl::StrCat("round ", work.key.round, " phase ", work.key.phase, ": ",
+                                                               result.status().message()));
+  }
+  Publish(work.key, std::move(result), spec.final_phase);
+}
+
+void PhaseTable::Publish(const PhaseKey& key, absl::StatusOr<std::shared_ptr<const PhaseResult>> outcome,
+                         bool final_phase) {
+  Calls calls;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return;  // forgotten meanwhile: nobody can wait for it
+    Entry& entry = it->second;
+    entry.done = true;
+    entry.reducing = false;
+    if (outcome.ok()) {
+      entry.result = *std::move(outcome);
+      if (final_phase && options_.first_round && key.round >= applied_) applied_ = key.round + 1;
+    } else {
+      entry.status = outcome.status();
+    }
     for (auto& cb : entry.waiters) calls.emplace_back(std::move(cb), Outcome(entry));
     entry.waiters.clear();
   }
-  if (key.round > newest_round_) Forget(newest_round_ = key.round, calls);
-  return absl::OkStatus();
+  Notify(std::move(calls));
 }
 
 absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Outcome(const Entry& entry) {
@@ -97,34 +211,6 @@ void PhaseTable::Subscribe(const PhaseKey& key, ResultCallback done) {
     }
   }
   Notify(std::move(calls));
-}
-
-absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Reduce(const PhaseKey& key, const Entry& entry) {
-  const PhaseResult* previous = nullptr;
-  if (key.phase > 0) {
-    auto it = entries_.find(PhaseKey{key.round, key.phase - 1});
-    if (it == entries_.end() || !it->second.result) return ReplayRoundError(key.round, key.phase);
-    previous = it->second.result.get();
-  }
-  std::vector<const Contribution*> in_order;
-  for (const auto& c : entry.contributions) in_order.push_back(&*c);
-  const PhaseSpec& spec = entry.contributions.front()->spec;
-  SKETCHPS_ASSIGN_OR_RETURN(PhaseResult result, reduce_(spec, in_order, previous));
-  if (spec.final_phase && on_final_) SKETCHPS_RETURN_IF_ERROR(on_final_(key, result));
-  return std::make_shared<const PhaseResult>(std::move(result));
-}
-
-void PhaseTable::Complete(const PhaseKey& key, Entry& entry) {
-  auto result = Reduce(key, entry);
-  if (result.ok()) {
-    entry.result = std::move(*result);
-  } else {
-    entry.status = absl::Status(result.status().code(), absl::StrCat("round ", key.round, " phase ", key.phase, ": ",
-                                                                     result.status().message()));
-  }
-  entry.done = true;
-  entry.contributions.clear();  // payloads are no longer needed; keep only the result
-  entry.contributions.shrink_to_fit();
 }
 
 void PhaseTable::Forget(std::uint64_t newest_round, Calls& calls) {
@@ -160,6 +246,7 @@ void PhaseTable::Seed(const PhaseKey& key, std::shared_ptr<const PhaseResult> re
     absl::MutexLock lock(&mu_);
     Entry& entry = entries_[key];
     entry.done = true;
+    entry.reducing = false;
     entry.status = absl::OkStatus();
     entry.result = std::move(result);
     entry.contributions.clear();
@@ -174,19 +261,24 @@ bool PhaseTable::HasContribution(const PhaseKey& key, std::uint32_t worker) cons
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;
-  if (it->second.done) return true;
+  if (it->second.done || it->second.reducing) return true;
   return worker < it->second.contributions.size() && it->second.contributions[worker].has_value();
 }
 
 bool PhaseTable::HasAnyContribution(const PhaseKey& key) const {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
-  return it != entries_.end() && (it->second.done || it->second.received > 0);
+  return it != entries_.end() && (it->second.done || it->second.reducing || it->second.received > 0);
 }
 
 std::size_t PhaseTable::HeldPhases() const {
   absl::MutexLock lock(&mu_);
   return entries_.size();
+}
+
+std::uint64_t PhaseTable::rounds_applied() const {
+  absl::MutexLock lock(&mu_);
+  return applied_;
 }
 
 }  // namespace sketchps

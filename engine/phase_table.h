@@ -3,25 +3,38 @@
 //
 // Workers Submit() their contribution to (round, phase); when the last of the expected workers has
 // submitted, the table reduces the contributions in worker-id order (so the result is deterministic)
-// and publishes one result that every Await() for that key returns.
+// and publishes one result that every Await() or Subscribe() of that key receives.
 //
-// Rules it enforces (each violation is a Status, never a crash):
+// Where the work runs: Submit() only validates and stores, under the table's lock. The reduction, the
+// final hook (a master-copy update) and the publication run as one task outside the lock: on the
+// options' strand when one is given (the parameter server: one strand per shard, so phases of a
+// shard are reduced one at a time and pushes keep being admitted meanwhile), else on the thread of
+// the last contributor.
+//
+// Rules it enforces (each violation is a Status, never a crash; nothing is stored on a violation):
 //   - a worker id outside [0, num_workers) is InvalidArgument;
 //   - a repeated Submit of the same (round, phase, worker) is acknowledged and ignored (idempotent
 //     retries), even after the phase completed; a repeat whose spec differs is InvalidArgument;
 //   - contributions to one phase must agree on the PhaseSpec (InvalidArgument naming the worker);
+//   - admission: `admit` (when set) checks each payload against what the phase expects (the spec,
+//     the previous phase's result and the first payload already held) before it is stored, so a
+//     payload that could not be reduced with the others is refused alone, with InvalidArgument
+//     naming the field, and the phase stays open for valid contributions;
 //   - a key older than the retention window (rounds before newest_round - kRetainRounds) is
 //     FailedPrecondition: stale pushes are rejected, not applied;
-//   - a reduction error (mismatched payloads) fails the phase: every Await gets that error;
 //   - phase p > 0 needs the completed result of phase p - 1 of the same round: a Submit without it
 //     is rejected at once with ReplayRoundError() (the shard restarted and lost the round's earlier
-//     phases; the worker replays the round from phase 0) and nothing is stored.
+//     phases; the worker replays the round from phase 0);
+//   - with options.first_round set (a table in front of a master copy), rounds are applied in order:
+//     a phase of a round that was already applied, other than a retry of one of its completed
+//     phases, is FailedPrecondition (IsRoundApplied: applied rounds are immutable), and a phase of a
+//     round beyond the next one to apply is FailedPrecondition (IsRoundAhead).
+// A reduction or final hook that fails anyway fails its phase: every waiter receives that error.
 // Await() waits until the result exists or the deadline passes (DeadlineExceeded). Subscribe() is the
 // non-blocking form for asynchronous servers: the callback runs once, with the result or the phase's
-// error, on the thread that completes the phase (or at once when it is already complete).
+// error, on the thread that publishes (or at once when it is already complete).
 //
-// Thread-safe. The reduction runs on the thread of the last contributor, under the table's lock
-// (phases of one shard are sequential, so nothing else would proceed meanwhile anyway).
+// Thread-safe. The table must outlive the tasks it posts to the strand (drain the strand first).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/strand.h"
 #include "engine/phase.h"
 
 namespace sketchps {
@@ -43,6 +57,10 @@ namespace sketchps {
 inline constexpr char kReplayRoundMarker[] = "replay the round from phase 0";
 absl::Status ReplayRoundError(std::uint64_t round, std::uint32_t phase);
 bool IsReplayRound(const absl::Status& status);
+// FailedPrecondition for a new phase of a round that was already applied (marker "already applied").
+bool IsRoundApplied(const absl::Status& status);
+// FailedPrecondition for a phase of a round beyond the next one to apply (marker "is ahead").
+bool IsRoundAhead(const absl::Status& status);
 
 struct PhaseKey {
   std::uint64_t round = 0;
@@ -54,14 +72,30 @@ struct PhaseKey {
 // result of the round's previous phase (nullptr for phase 0).
 using ReduceFn = std::function<absl::StatusOr<PhaseResult>(const PhaseSpec&, const std::vector<const Contribution*>&,
                                                            const PhaseResult* previous)>;
-// Called once when a round's final phase has been reduced (e.g. to update a master copy). An error
-// fails the phase.
-using FinalFn = std::function<absl::Status(const PhaseKey&, const PhaseResult&)>;
+// Called once when a round's final phase has been reduced (e.g. to update a master copy); returns
+// the result to publish (the hook may replace it, e.g. by an empty update). An error fails the phase.
+using FinalFn = std::function<absl::StatusOr<std::shared_ptr<const PhaseResult>>(const PhaseKey&, PhaseResult)>;
+// Checks one payload before it enters a phase: `previous` as for ReduceFn, `first` the payload of
+// the lowest worker already held (nullptr when none). InvalidArgument naming the field.
+using AdmitFn = std::function<absl::Status(const PhaseSpec&, const PayloadValue&, const PhaseResult* previous,
+                                           const PayloadValue* first)>;
+
+struct PhaseTableOptions {
+  std::uint32_t num_workers = 1;
+  ReduceFn reduce;
+  FinalFn on_final;               // optional
+  AdmitFn admit;                  // optional: without it every decodable payload is stored
+  Strand* strand = nullptr;       // where reductions run (nullptr: the last contributor's thread)
+  // Rounds applied before the table starts (a master copy's); unset: no round-order rules.
+  std::optional<std::uint64_t> first_round;
+};
 
 class PhaseTable {
  public:
   static constexpr std::uint64_t kRetainRounds = 2;
 
+  explicit PhaseTable(PhaseTableOptions options);
+  // Tables without admission, hook or strand (tests).
   PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_final = nullptr);
 
   absl::Status Submit(const PhaseKey& key, std::uint32_t worker, Contribution contribution);
@@ -83,15 +117,24 @@ class PhaseTable {
   bool HasAnyContribution(const PhaseKey& key) const;
   // Number of phases currently held (bounded by the retention window; tests pin it).
   std::size_t HeldPhases() const;
+  // Rounds applied (options.first_round plus the final phases published since); 0 without it.
+  std::uint64_t rounds_applied() const;
 
  private:
   struct Entry {
     std::vector<std::optional<Contribution>> contributions;
     std::uint32_t received = 0;
+    bool reducing = false;  // every worker has contributed; the reduction task is posted
     bool done = false;
     absl::Status status;
     std::shared_ptr<const PhaseResult> result;
     std::vector<ResultCallback> waiters;
+  };
+  // What the reduction task of one phase needs, moved out of the entry under the lock.
+  struct Work {
+    PhaseKey key;
+    std::vector<Contribution> contributions;
+    std::shared_ptr<const PhaseResult> previous;
   };
 
   using Calls = std::vector<std::pair<ResultCallback, absl::StatusOr<std::shared_ptr<const PhaseResult>>>>;
@@ -99,22 +142,27 @@ class PhaseTable {
   static absl::StatusOr<std::shared_ptr<const PhaseResult>> Outcome(const Entry& entry);
   // Runs callbacks collected under the lock, after releasing it.
   static void Notify(Calls calls);
-  absl::Status SubmitAndCollect(const PhaseKey& key, std::uint32_t worker, Contribution contribution, Calls& calls);
+  absl::StatusOr<std::optional<Work>> Store(const PhaseKey& key, std::uint32_t worker, Contribution contribution,
+                                            Calls& dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckOrder(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Admit(const PhaseKey& key, const Entry& entry, const Contribution& contribution) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const PhaseResult* PreviousResult(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void Dispatch(Work work);
+  void Finish(Work work);
+  void Publish(const PhaseKey& key, absl::StatusOr<std::shared_ptr<const PhaseResult>> outcome, bool final_phase);
 
   absl::Status CheckFresh(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::shared_ptr<const PhaseResult>> Reduce(const PhaseKey& key, const Entry& entry)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Complete(const PhaseKey& key, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(std::uint64_t newest_round, Calls& calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
-  const std::uint32_t num_workers_;
-  const ReduceFn reduce_;
-  const FinalFn on_final_;
+  const PhaseTableOptions options_;
 
   mutable absl::Mutex mu_;
   std::map<PhaseKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::uint64_t newest_round_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sketchps

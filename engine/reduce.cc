@@ -14,25 +14,32 @@
 namespace sketchps {
 namespace {
 
-absl::Status Mismatch(std::size_t worker, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("worker ", worker, ": ", what));
-}
+absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentError(what); }
 
 template <class T>
-absl::StatusOr<const T*> PayloadAs(const Contribution& c, std::size_t worker, Reduction r) {
-  const T* p = std::get_if<T>(&*c.payload);
-  if (p == nullptr) {
-    return Mismatch(worker, absl::StrCat(PayloadKindName(*c.payload), " payload in a ", ReductionName(r), " phase"));
-  }
+absl::StatusOr<const T*> PayloadAs(const PayloadValue& payload, Reduction r) {
+  const T* p = std::get_if<T>(&payload);
+  if (p == nullptr) return Invalid(absl::StrCat("payload: a ", PayloadKindName(payload), " payload in a ", ReductionName(r), " phase"));
   return p;
 }
 
-absl::Status CheckIndices(const std::vector<std::uint32_t>& idx, std::uint64_t dim, std::size_t worker,
-                          const char* field) {
+absl::Status CheckIndices(const std::vector<std::uint32_t>& idx, std::uint64_t dim, const char* field) {
   for (std::size_t i = 0; i < idx.size(); ++i) {
-    if (idx[i] >= dim) return Mismatch(worker, absl::StrCat(field, "[", i, "] = ", idx[i], " >= dim ", dim));
-    if (i > 0 && idx[i] <= idx[i - 1]) return Mismatch(worker, absl::StrCat(field, " not strictly increasing at ", i));
+    if (idx[i] >= dim) return Invalid(absl::StrCat(field, "[", i, "] = ", idx[i], " >= dim ", dim));
+    if (i > 0 && idx[i] <= idx[i - 1]) return Invalid(absl::StrCat(field, ": not strictly increasing at position ", i));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFinite(const std::vector<float>& values, const char* field) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) return Invalid(absl::StrCat(field, "[", i, "] is not finite"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDim(std::uint64_t got, std::uint64_t dim, const char* field) {
+  if (got != dim) return Invalid(absl::StrCat(field, ": ", got, " != the range length ", dim));
   return absl::OkStatus();
 }
 
@@ -48,11 +55,84 @@ void Reducer::Reserve(std::size_t n) {
   }
 }
 
+absl::Status Reducer::AdmitDense(const PhaseSpec& spec, const DenseValues& p, const PhaseResult* previous,
+                                 const PayloadValue* first) const {
+  SKETCHPS_RETURN_IF_ERROR(CheckFinite(p.values, "dense.values"));
+  const std::size_t n = p.values.size();
+  if (spec.at_previous_indices) {
+    const std::vector<std::uint32_t>* indices = previous ? ResultIndices(*previous) : nullptr;
+    if (indices == nullptr) return Invalid("spec.at_previous_indices: the previous phase has no index set");
+    if (n != indices->size()) return Invalid(absl::StrCat("dense.count: ", n, " != the ", indices->size(), " previous indices"));
+    return absl::OkStatus();
+  }
+  if (spec.final_phase) return CheckDim(n, dim_, "dense.count");
+  if (n > dim_) return Invalid(absl::StrCat("dense.count: ", n, " > the range length ", dim_));
+  const auto* other = first ? std::get_if<DenseValues>(first) : nullptr;
+  if (other && other->values.size() != n) {
+    return Invalid(absl::StrCat("dense.count: ", n, " != ", other->values.size(), " of the other workers"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::AdmitSketch(const PhaseSpec& spec, const SketchTable& p, const PayloadValue* first) const {
+  if (spec.keep == 0) return Invalid("spec.keep: a sketch_recover phase needs keep > 0");
+  SKETCHPS_RETURN_IF_ERROR(CheckDim(p.dim, dim_, "sketch.dim"));
+  if (p.rows == 0 || p.cols == 0) return Invalid("sketch.rows/cols: must be > 0");
+  if (p.table.size() != std::uint64_t{p.rows} * p.cols) return Invalid("sketch.table: size != rows * cols");
+  SKETCHPS_RETURN_IF_ERROR(CheckFinite(p.table, "sketch.table"));
+  const auto* other = first ? std::get_if<SketchTable>(first) : nullptr;
+  if (other && (other->rows != p.rows || other->cols != p.cols || other->seed != p.seed)) {
+    return Invalid(absl::StrCat("sketch.rows/cols/seed: ", p.rows, " x ", p.cols, " seed ", p.seed, " differ from the other workers' ",
+                                other->rows, " x ", other->cols, " seed ", other->seed));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::Admit(const PhaseSpec& spec, const PayloadValue& payload, const PhaseResult* previous,
+                            const PayloadValue* first) const {
+  switch (spec.reduction) {
+    case Reduction::kDenseSum: {
+      SKETCHPS_ASSIGN_OR_RETURN(const auto* p, PayloadAs<DenseValues>(payload, spec.reduction));
+      return AdmitDense(spec, *p, previous, first);
+    }
+    case Reduction::kSparseSum: {
+      SKETCHPS_ASSIGN_OR_RETURN(const auto* p, PayloadAs<SparseVector>(payload, spec.reduction));
+      SKETCHPS_RETURN_IF_ERROR(CheckDim(p->dim, dim_, "sparse.dim"));
+      if (p->idx.size() != p->val.size()) return Invalid("sparse.indices/values: counts differ");
+      SKETCHPS_RETURN_IF_ERROR(CheckIndices(p->idx, dim_, "sparse.indices"));
+      return CheckFinite(p->val, "sparse.values");
+    }
+    case Reduction::kSketchRecover: {
+      SKETCHPS_ASSIGN_OR_RETURN(const auto* p, PayloadAs<SketchTable>(payload, spec.reduction));
+      return AdmitSketch(spec, *p, first);
+    }
+    case Reduction::kLeaderIndexSet: {
+      SKETCHPS_ASSIGN_OR_RETURN(const auto* p, PayloadAs<IndexSet>(payload, spec.reduction));
+      SKETCHPS_RETURN_IF_ERROR(CheckDim(p->dim, dim_, "index_set.dim"));
+      return CheckIndices(p->idx, dim_, "index_set.indices");
+    }
+  }
+  return Invalid("spec.reduction: unknown");
+}
+
 absl::StatusOr<PhaseResult> Reducer::Reduce(const PhaseSpec& spec, const std::vector<const Contribution*>& in,
                                             const PhaseResult* previous) {
   PhaseResult result;
-  for (const auto* c : in) result.contributors += c->payload.has_value() ? 1 : 0;
+  const PayloadValue* first = nullptr;
+  for (std::size_t w = 0; w < in.size(); ++w) {
+    if (!in[w]->payload) continue;
+    if (auto st = Admit(spec, *in[w]->payload, previous, first); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("worker ", w, ": ", st.message()));
+    }
+    if (first == nullptr) first = &*in[w]->payload;
+    ++result.contributors;
+  }
+  if (first == nullptr && spec.reduction == Reduction::kDenseSum && !spec.at_previous_indices) {
+    result.value = SparseVector{dim_, {}, {}};  // every worker skipped: no gradient this round
+    return result;
+  }
   SKETCHPS_ASSIGN_OR_RETURN(result.value, Dispatch(spec, in, previous));
+  if (!AllFinite(result.value)) return RefusedResult(spec.reduction, dim_);
   return result;
 }
 
@@ -61,8 +141,7 @@ absl::StatusOr<PayloadValue> Reducer::Dispatch(const PhaseSpec& spec, const std:
   switch (spec.reduction) {
     case Reduction::kDenseSum: {
       if (spec.at_previous_indices) return IndexedSum(in, previous, spec.keep);
-      SKETCHPS_ASSIGN_OR_RETURN(auto sum, DenseSum(in));
-      return PayloadValue{DenseValues{std::move(sum)}};
+      return PayloadValue{DenseValues{DenseSum(in)}};
     }
     case Reduction::kSparseSum: return SparseSum(in, spec.keep);
     case Reduction::kSketchRecover: return SketchRecover(in, spec.keep);
@@ -71,18 +150,14 @@ absl::StatusOr<PayloadValue> Reducer::Dispatch(const PhaseSpec& spec, const std:
   return absl::InvalidArgumentError("unknown reduction");
 }
 
-absl::StatusOr<std::vector<float>> Reducer::DenseSum(const std::vector<const Contribution*>& in) {
-  std::optional<std::size_t> length;
+// The payloads below were admitted (Admit): kinds, sizes and indices are known to be consistent.
+std::vector<float> Reducer::DenseSum(const std::vector<const Contribution*>& in) {
   std::vector<float> sum;
-  for (std::size_t w = 0; w < in.size(); ++w) {
-    if (!in[w]->payload) continue;
-    SKETCHPS_ASSIGN_OR_RETURN(const auto* p, PayloadAs<DenseValues>(*in[w], w, Reduction::kDenseSum));
-    if (p->values.size() > dim_) return Mismatch(w, absl::StrCat("dense.count ", p->values.size(), " > dim ", dim_));
-    if (length && *length != p->values.size()) {
-      return Mismatch(w, absl::StrCat("dense.count ", p->values.size(), " != ", *length, " of the other workers"));
-    }
-    if (!length) sum.assign(*(length = p->values.size()), 0.0f);
-    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += p->values[i];
+  for (const auto* c : in) {
+    if (!c->payload) continue;
+    const auto& values = std::get<DenseValues>(*c->payload).values;
+    if (sum.empty()) sum.assign(values.size(), 0.0f);
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += values[i];
   }
   return sum;
 }
@@ -91,11 +166,8 @@ absl::StatusOr<PayloadValue> Reducer::IndexedSum(const std::vector<const Contrib
                                                  std::uint64_t keep) {
   const std::vector<std::uint32_t>* indices = previous ? ResultIndices(*previous) : nullptr;
   if (indices == nullptr) return absl::InvalidArgumentError("values at previous indices, but the previous phase has no index set");
-  SKETCHPS_ASSIGN_OR_RETURN(std::vector<float> sum, DenseSum(in));
+  std::vector<float> sum = DenseSum(in);
   if (sum.empty()) sum.assign(indices->size(), 0.0f);  // every worker skipped
-  if (sum.size() != indices->size()) {
-    return absl::InvalidArgumentError(absl::StrCat("dense.count ", sum.size(), " != ", indices->size(), " previous indices"));
-  }
   std::vector<std::size_t> order(sum.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (keep > 0 && keep < order.size()) {
@@ -115,15 +187,12 @@ absl::StatusOr<PayloadValue> Reducer::IndexedSum(const std::vector<const Contrib
 absl::StatusOr<PayloadValue> Reducer::SparseSum(const std::vector<const Contribution*>& in, std::uint64_t keep) {
   Reserve(dim_);
   acc_.Zero();
-  for (std::size_t w = 0; w < in.size(); ++w) {
-    if (!in[w]->payload) continue;
-    SKETCHPS_ASSIGN_OR_RETURN(const auto* p, PayloadAs<SparseVector>(*in[w], w, Reduction::kSparseSum));
-    if (p->dim != dim_) return Mismatch(w, absl::StrCat("sparse.dim ", p->dim, " != ", dim_));
-    if (p->idx.size() != p->val.size()) return Mismatch(w, "sparse.indices and sparse.values differ in count");
-    SKETCHPS_RETURN_IF_ERROR(CheckIndices(p->idx, dim_, w, "sparse.indices"));
-    idx_.FromHost(p->idx);
-    val_.FromHost(p->val);
-    SKETCHPS_RETURN_IF_ERROR(kernels::ScatterAdd(idx_.data(), val_.data(), p->idx.size(), acc_.data(), dim_, exec_));
+  for (const auto* c : in) {
+    if (!c->payload) continue;
+    const auto& p = std::get<SparseVector>(*c->payload);
+    idx_.FromHost(p.idx);
+    val_.FromHost(p.val);
+    SKETCHPS_RETURN_IF_ERROR(kernels::ScatterAdd(idx_.data(), val_.data(), p.idx.size(), acc_.data(), dim_, exec_));
   }
   std::size_t count = 0;
   if (keep > 0) {
@@ -137,22 +206,17 @@ absl::StatusOr<PayloadValue> Reducer::SparseSum(const std::vector<const Contribu
 }
 
 absl::StatusOr<PayloadValue> Reducer::SketchRecover(const std::vector<const Contribution*>& in, std::uint64_t keep) {
-  if (keep == 0) return absl::InvalidArgumentError("sketch_recover phase with keep = 0");
   const SketchTable* first = nullptr;
-  for (std::size_t w = 0; w < in.size(); ++w) {
-    if (!in[w]->payload) continue;
-    SKETCHPS_ASSIGN_OR_RETURN(const auto* p, PayloadAs<SketchTable>(*in[w], w, Reduction::kSketchRecover));
-    if (p->dim != dim_) return Mismatch(w, absl::StrCat("sketch.dim ", p->dim, " != ", dim_));
-    if (p->table.size() != std::uint64_t{p->rows} * p->cols) return Mismatch(w, "sketch.table size != rows * cols");
+  for (const auto* c : in) {
+    if (!c->payload) continue;
+    const auto& p = std::get<SketchTable>(*c->payload);
     if (first == nullptr) {
-      first = p;
-      Reserve(std::max<std::uint64_t>(p->table.size(), dim_));
+      first = &p;
+      Reserve(std::max<std::uint64_t>(p.table.size(), dim_));
       acc_.Zero();
-    } else if (p->rows != first->rows || p->cols != first->cols || p->seed != first->seed) {
-      return Mismatch(w, "sketch.rows/cols/seed differ from the other workers'");
     }
-    val_.FromHost(p->table);
-    SKETCHPS_RETURN_IF_ERROR(kernels::SketchMerge(acc_.data(), val_.data(), p->table.size(), exec_));
+    val_.FromHost(p.table);
+    SKETCHPS_RETURN_IF_ERROR(kernels::SketchMerge(acc_.data(), val_.data(), p.table.size(), exec_));
   }
   if (first == nullptr) return PayloadValue{SparseVector{dim_, {}, {}}};
   SKETCHPS_ASSIGN_OR_RETURN(auto hash, CountSketchHash::Create({first->rows, first->cols, first->seed, dim_}));
@@ -164,13 +228,7 @@ absl::StatusOr<PayloadValue> Reducer::SketchRecover(const std::vector<const Cont
 }
 
 absl::StatusOr<PayloadValue> Reducer::LeaderSet(const std::vector<const Contribution*>& in, std::uint32_t leader) {
-  if (leader >= in.size()) return absl::InvalidArgumentError(absl::StrCat("leader ", leader, " is not a worker"));
-  for (std::size_t w = 0; w < in.size(); ++w) {
-    if (!in[w]->payload) continue;
-    SKETCHPS_ASSIGN_OR_RETURN(const auto* p, PayloadAs<IndexSet>(*in[w], w, Reduction::kLeaderIndexSet));
-    if (p->dim != dim_) return Mismatch(w, absl::StrCat("index_set.dim ", p->dim, " != ", dim_));
-    if (w == leader) SKETCHPS_RETURN_IF_ERROR(CheckIndices(p->idx, dim_, w, "index_set.indices"));
-  }
+  if (leader >= in.size()) return absl::InvalidArgumentError(absl::StrCat("spec.leader: ", leader, " is not a worker"));
   if (!in[leader]->payload) return PayloadValue{IndexSet{dim_, {}}};
   return PayloadValue{std::get<IndexSet>(*in[leader]->payload)};
 }

@@ -2,8 +2,9 @@
 // in-process aggregator, the parameter server and the peer collectives. It names no method.
 //
 // Contributions arrive in worker-id order and are summed in that order, so a given set of payloads
-// always gives the same bits. Each payload is checked against the reduction before it is used;
-// a mismatch is InvalidArgument naming the worker and the field ("worker 2: sparse.dim 10 != 12").
+// always gives the same bits. Each payload is checked against the reduction before it is used
+// (Admit, which the phase table also calls for every push before storing it); a mismatch is
+// InvalidArgument naming the field, and from Reduce the worker too ("worker 2: sparse.dim 10 != 12").
 //
 //   kDenseSum        all DenseValues of one length <= dim      -> DenseValues sum
 //     at_previous_indices: length == the previous result's index count
@@ -17,8 +18,12 @@
 //                                                                 largest |estimates| of the sum
 //   kLeaderIndexSet  IndexSets over dim                        -> the leader's set (empty if skipped)
 //
-// A sparse sum that cancels to exactly 0 drops out of the union. Not thread-safe (PhaseTable
-// serializes reductions); buffers grow to the largest phase seen and are reused.
+// A sparse sum that cancels to exactly 0 drops out of the union. A phase in which every worker
+// skipped yields the empty result of its kind (a plain dense sum: an empty SparseVector over dim),
+// so an all-skip round completes and applies no gradient. A result with a non-finite value (finite
+// payloads whose sum overflows) is not published: it becomes RefusedResult() (phase.h).
+// Not thread-safe (PhaseTable serializes reductions); buffers grow to the largest phase seen and
+// are reused.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +39,16 @@ class Reducer {
  public:
   explicit Reducer(std::uint64_t dim);
 
+  // Checks one payload against the phase: its kind matches the reduction; dense values have the
+  // length of the first payload held (a final plain dense sum: exactly dim; at previous indices: the
+  // previous result's index count); sparse vectors, index sets and sketches cover exactly dim, with
+  // strictly increasing indices < dim and matching array sizes; a sketch table has rows * cols
+  // cells and the first sketch's rows, cols and seed (the wire decoder bounds its size); every value
+  // is finite. `first` is the first payload already admitted to the phase (nullptr: none).
+  // InvalidArgument naming the field ("sketch.cols: 11 != 12 of the other workers"). Thread-safe.
+  absl::Status Admit(const PhaseSpec& spec, const PayloadValue& payload, const PhaseResult* previous,
+                     const PayloadValue* first) const;
+
   // `previous` is the result of the round's previous phase (nullptr in phase 0); only indexed dense
   // sums read it.
   absl::StatusOr<PhaseResult> Reduce(const PhaseSpec& spec, const std::vector<const Contribution*>& in_order,
@@ -42,7 +57,10 @@ class Reducer {
  private:
   absl::StatusOr<PayloadValue> Dispatch(const PhaseSpec& spec, const std::vector<const Contribution*>& in,
                                         const PhaseResult* previous);
-  absl::StatusOr<std::vector<float>> DenseSum(const std::vector<const Contribution*>& in);
+  absl::Status AdmitDense(const PhaseSpec& spec, const DenseValues& p, const PhaseResult* previous,
+                          const PayloadValue* first) const;
+  absl::Status AdmitSketch(const PhaseSpec& spec, const SketchTable& p, const PayloadValue* first) const;
+  std::vector<float> DenseSum(const std::vector<const Contribution*>& in);
   absl::StatusOr<PayloadValue> IndexedSum(const std::vector<const Contribution*>& in, const PhaseResult* previous,
                                           std::uint64_t keep);
   absl::StatusOr<PayloadValue> SparseSum(const std::vector<const Contribution*>& in, std::uint64_t keep);

@@ -1,7 +1,9 @@
 #include "engine/shard.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/checksum.h"
 #include "common/status.h"
+#include "kernels/vector_ops.h"
 
 namespace sketchps {
 
@@ -12,38 +14,77 @@ double EpochOfRound(std::uint64_t round, double rounds_per_epoch) {
 Shard::Shard(ShardOptions options)
     : options_(std::move(options)),
       dim_(options_.initial_weights.size()),
-      reducer_(std::make_shared<Reducer>(dim_)),
+      reducer_(dim_),
       master_(options_.initial_weights),
       optimizer_(options_.optimizer, dim_, options_.global_momentum) {
-  auto reducer = reducer_;
-  table_ = std::make_unique<PhaseTable>(
-      options_.num_workers,
-      [reducer](const PhaseSpec& spec, const std::vector<const Contribution*>& in, const PhaseResult* previous) {
-        return reducer->Reduce(spec, in, previous);
-      },
-      [this](const PhaseKey& key, const PhaseResult& result) { return ApplyFinal(key, result); });
+  if (options_.own_strand) strand_ = std::make_unique<Strand>("shard");
+  PhaseTableOptions t;
+  t.num_workers = options_.num_workers;
+  t.reduce = [this](const PhaseSpec& spec, const std::vector<const Contribution*>& in, const PhaseResult* previous) {
+    return reducer_.Reduce(spec, in, previous);
+  };
+  t.on_final = [this](const PhaseKey& key, PhaseResult result) { return ApplyFinal(key, std::move(result)); };
+  t.admit = [this](const PhaseSpec& spec, const PayloadValue& payload, const PhaseResult* previous,
+                   const PayloadValue* first) { return reducer_.Admit(spec, payload, previous, first); };
+  t.strand = strand_.get();
+  t.first_round = options_.rounds_applied;
+  table_ = std::make_unique<PhaseTable>(std::move(t));
   {
     absl::MutexLock lock(&master_mu_);
     rounds_applied_ = options_.rounds_applied;
     checksum_ = WeightsChecksum(options_.initial_weights);
     if (!options_.velocity.empty()) optimizer_.SetVelocity(options_.velocity).IgnoreError();  // sizes checked by callers
+    if (options_.last) last_ = *options_.last;
   }
-  // Lock order: the table's lock, then master_mu_ (ApplyFinal runs under the table's lock).
   if (options_.last) table_->Seed(options_.last->key, options_.last->result);
 }
 
-absl::Status Shard::ApplyFinal(const PhaseKey& key, const PhaseResult& result) {
+Shard::~Shard() { strand_.reset(); }
+
+absl::StatusOr<bool> Shard::TryApply(const PhaseKey& key, const PhaseResult& result) {
   SKETCHPS_ASSIGN_OR_RETURN(Aggregate g, MeanAggregate(result, dim_));
-  absl::MutexLock lock(&master_mu_);
+  backup_.resize(dim_);
+  kernels::CopyToHost(backup_.data(), master_.data(), dim_ * sizeof(float));
+  std::vector<float> velocity = optimizer_.Velocity();
   SKETCHPS_RETURN_IF_ERROR(optimizer_.Apply(g, master_.data(), EpochOfRound(key.round, options_.rounds_per_epoch)));
-  ++rounds_applied_;
-  std::vector<float> weights = master_.ToHost();
-  checksum_ = WeightsChecksum(weights);
-  if (options_.on_applied) {
-    options_.on_applied(ShardSnapshot{rounds_applied_, std::move(weights), optimizer_.Velocity(), checksum_,
-                                      FinalResult{key, std::make_shared<const PhaseResult>(result)}});
+  kernels::Scratch scratch;
+  const kernels::Exec exec{nullptr, &scratch};
+  SKETCHPS_ASSIGN_OR_RETURN(bool finite, kernels::AllFinite(master_.data(), dim_, exec));
+  if (finite) {
+    const std::vector<float> v = optimizer_.Velocity();
+    for (float x : v) finite &= std::isfinite(x);
   }
-  return absl::OkStatus();
+  if (finite) return true;
+  kernels::CopyToDevice(master_.data(), backup_.data(), dim_ * sizeof(float));
+  SKETCHPS_RETURN_IF_ERROR(optimizer_.SetVelocity(velocity));
+  return false;
+}
+
+absl::StatusOr<std::shared_ptr<const PhaseResult>> Shard::ApplyFinal(const PhaseKey& key, PhaseResult result) {
+  AppliedRound applied;
+  {
+    absl::MutexLock lock(&master_mu_);
+    if (key.round != rounds_applied_) {
+      return absl::FailedPreconditionError(absl::StrCat("round ", key.round, " cannot be applied after ", rounds_applied_, " rounds"));
+    }
+    SKETCHPS_ASSIGN_OR_RETURN(bool ok, TryApply(key, result));
+    if (!ok) {
+      // The update would make the master copy non-finite: apply no gradient instead (every replica does
+      // the same with the refused result it receives).
+      result = RefusedResult(Reduction::kSparseSum, dim_);
+      SKETCHPS_ASSIGN_OR_RETURN(ok, TryApply(key, result));
+      if (!ok) {
+        return absl::DataLossError(absl::StrCat("round ", key.round, ": the master copy would become non-finite even ",
+                                                "without this round's gradient (the momentum diverged); nothing was applied"));
+      }
+    }
+    ++rounds_applied_;
+    checksum_ = WeightsChecksum(master_.ToHost());
+    last_ = FinalResult{key, std::make_shared<const PhaseResult>(std::move(result))};
+    applied = AppliedRound{rounds_applied_, checksum_, last_, last_.result->refused};
+  }
+  if (options_.on_applied) options_.on_applied(applied);
+  return applied.last.result;
 }
 
 std::vector<float> Shard::Velocity() const {
@@ -64,6 +105,15 @@ std::vector<float> Shard::Weights() const {
 std::uint64_t Shard::rounds_applied() const {
   absl::MutexLock lock(&master_mu_);
   return rounds_applied_;
+}
+
+ShardSnapshot Shard::Snapshot() const {
+  absl::MutexLock lock(&master_mu_);
+  return ShardSnapshot{rounds_applied_, master_.ToHost(), optimizer_.Velocity(), checksum_, last_};
+}
+
+void Shard::Drain() {
+  if (strand_) strand_->Drain();
 }
 
 }  // namespace sketchps

@@ -3,25 +3,39 @@
 // weights, which it updates with the replicated optimizer whenever a round's final phase completes
 // (G_t = MeanAggregate of that phase's result), exactly as every worker replica does.
 //
+// Execution: with options.own_strand (the server), every reduction, master-copy update and
+// publication runs on the shard's strand, one phase at a time, while the table keeps admitting
+// pushes; without it (in-process hub, tests) they run on the thread of the last contributor.
+// Rounds are applied in order; a phase of an applied round cannot be reopened (phase_table.h).
+//
+// Numeric safety: a round whose reduced result is not finite, or whose update would make the master
+// copy (weights or momentum) non-finite, is refused: the shard publishes RefusedResult() instead (no
+// gradient; every replica applies the same), counts it in AppliedRound::refused and leaves the
+// previous master copy in place before applying the empty update. If even the empty update would
+// make the master copy non-finite (momentum diverged), the round fails with DataLoss for every worker
+// and nothing is applied, served or checkpointed.
+//
 // A restarted shard is built from its saved state (rounds_applied, weights, velocity and the final
 // result of its last round, which is seeded into the table so late workers can still fetch it).
-// on_applied, when set, sees a snapshot after every applied round, before any worker receives that
-// round's result (the server checkpoints there).
+// on_applied, when set, runs after every applied round, before any worker receives that round's
+// result (the server takes its checkpoint snapshot there, with Snapshot()).
 //
-// Thread-safe: the table serializes phases; the master copy has its own lock.
+// Thread-safe: the table serializes phases; the master copy has its own lock. Destroying the shard
+// drains its strand first.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "kernels/backend.h"
+#include "common/strand.h"
 #include "engine/optimizer.h"
 #include "engine/phase_table.h"
 #include "engine/reduce.h"
+#include "kernels/backend.h"
 
 namespace sketchps {
 
@@ -40,7 +54,15 @@ struct ShardSnapshot {
   std::vector<float> weights;
   std::vector<float> velocity;  // empty without momentum
   std::uint64_t checksum = 0;   // WeightsChecksum(weights)
-  FinalResult last;             // the round's final phase result
+  FinalResult last;             // the round's final phase result (unset before the first round)
+};
+
+// What on_applied learns about each applied round (no copies of the weights).
+struct AppliedRound {
+  std::uint64_t rounds_applied = 0;
+  std::uint64_t checksum = 0;
+  FinalResult last;
+  bool refused = false;  // the round applied RefusedResult() (non-finite sum or update)
 };
 
 struct ShardOptions {
@@ -54,12 +76,14 @@ struct ShardOptions {
   std::uint64_t rounds_applied = 0;
   std::vector<float> velocity;
   std::optional<FinalResult> last;
-  std::function<void(const ShardSnapshot&)> on_applied;
+  std::function<void(const AppliedRound&)> on_applied;
+  bool own_strand = false;             // reduce, apply and publish on a strand of the shard's own
 };
 
 class Shard {
  public:
   explicit Shard(ShardOptions options);
+  ~Shard();
 
   PhaseTable& table() { return *table_; }
   std::uint64_t dim() const { return dim_; }
@@ -70,13 +94,19 @@ class Shard {
   std::uint64_t rounds_applied() const;
   // WeightsChecksum of the master weights (cached: updated once per applied round).
   std::uint64_t checksum() const;
+  // Weights, velocity, rounds, checksum and last result, taken together (consistent).
+  ShardSnapshot Snapshot() const;
+  // Waits until every reduction posted so far has been published (no-op without a strand).
+  void Drain();
 
  private:
-  absl::Status ApplyFinal(const PhaseKey& key, const PhaseResult& result);
+  absl::StatusOr<std::shared_ptr<const PhaseResult>> ApplyFinal(const PhaseKey& key, PhaseResult result);
+  // Applies `result` to the master copy; false (state unchanged) when the update would not be finite.
+  absl::StatusOr<bool> TryApply(const PhaseKey& key, const PhaseResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(master_mu_);
 
   const ShardOptions options_;
   const std::uint64_t dim_;
-  std::shared_ptr<Reducer> reducer_;
+  Reducer reducer_;
   std::unique_ptr<PhaseTable> table_;
 
   mutable absl::Mutex master_mu_;
@@ -84,6 +114,11 @@ class Shard {
   Optimizer optimizer_ ABSL_GUARDED_BY(master_mu_);
   std::uint64_t rounds_applied_ ABSL_GUARDED_BY(master_mu_) = 0;
   std::uint64_t checksum_ ABSL_GUARDED_BY(master_mu_) = 0;
+  FinalResult last_ ABSL_GUARDED_BY(master_mu_);
+  std::vector<float> backup_ ABSL_GUARDED_BY(master_mu_);  // the weights before the round being applied
+
+  // Last: destroyed first, so no task runs once the members above are gone.
+  std::unique_ptr<Strand> strand_;
 };
 
 }  // namespace sketchps

@@ -17,9 +17,10 @@
 
 namespace sketchps {
 
-// A sketch table may hold at most this many cells per element of the range it compresses (a larger
-// table would cost more than sending the range densely).
-inline constexpr std::uint64_t kSketchCellsPerElement = 8;
+// The FailedPrecondition of a shard that is assembling its state (it started or restarted): the
+// worker must Join again, offering its replica, then retry (docs/protocol.md "Restart recovery").
+inline constexpr char kRejoinMarker[] = "join again with your replica";
+bool IsRejoin(const absl::Status& status);
 
 v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec);
 // InvalidArgument naming the field ("spec.reduction", "spec.leader", "spec.keep") when the reduction

@@ -11,7 +11,7 @@
 //               schedule: constant, warmup_epochs: 0, warmup_start_factor: 1,
 //               milestones: [], gamma: 0.1, min_lr: 0}
 //   scheme: {name: gs_sgd, density: 0.01, warmup_rounds: 0, gs_sgd: {...}}
-//   checkpoint: {dir: "", every_rounds: 1}
+//   checkpoint: {dir: "", every_rounds: 100}   # a restarted shard recovers later rounds from the workers
 //   peer: {timeout_seconds: 60, on_failure: regroup}   # decentralized mode; on_failure: regroup | stop
 //
 // Every key is optional (defaults above; DefaultJobSpecYaml() is the embedded default job).
@@ -44,7 +44,7 @@ struct TrainSpec {
 
 struct CheckpointSpec {
   std::string dir;                    // empty: no checkpoints
-  std::uint64_t every_rounds = 1;
+  std::uint64_t every_rounds = 100;
 };
 
 // Decentralized mode: a peer silent for timeout_seconds is declared dead; the survivors then either

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_channel.h"
+#include "common/grpc_edge.h"
 #include "common/status.h"
 #include "peer/schedule.h"
 #include "peer/wire.h"
@@ -12,11 +12,6 @@
 
 namespace sketchps::peer {
 namespace {
-
-bool Transient(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-         code == grpc::StatusCode::DEADLINE_EXCEEDED;
-}
 
 // One abort notice in flight.
 struct AbortCall {
@@ -149,28 +144,22 @@ absl::Status PeerAggregator::Send(ShardState& st, std::uint32_t to, const v1::Ex
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + timeout;
   const std::uint64_t bytes = request.ByteSizeLong();
-  absl::Duration backoff = absl::Milliseconds(20);
+  Backoff backoff(absl::Milliseconds(20), absl::Milliseconds(500), timeout);
   for (;;) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
     ctx.set_wait_for_ready(true);
     v1::ExchangeResponse response;
     st.wire_up.fetch_add(bytes);
-    const grpc::Status s = links_[to].stub->Exchange(&ctx, request, &response);
+    const absl::Status s = FromGrpcStatus(links_[to].stub->Exchange(&ctx, request, &response));
     if (s.ok()) break;
-    if (Transient(s.error_code()) && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
-        absl::Now() + backoff < deadline) {
-      absl::SleepFor(backoff);
-      backoff = std::min(backoff * 2, absl::Milliseconds(500));
-      continue;
-    }
+    if (IsTransient(s.code()) && s.code() != absl::StatusCode::kDeadlineExceeded && backoff.Wait()) continue;
     st.AddTime(absl::Now() - start);
-    if (Transient(s.error_code())) {
+    if (IsTransient(s.code())) {
       return absl::UnavailableError(absl::StrCat(Name(to), " did not accept step ", request.step(), " within ",
-                                                 absl::FormatDuration(timeout), " (", s.error_message(), ")"));
+                                                 absl::FormatDuration(timeout), " (", s.message(), ")"));
     }
-    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                        absl::StrCat(Name(to), " refused step ", request.step(), ": ", s.error_message()));
+    return absl::Status(s.code(), absl::StrCat(Name(to), " refused step ", request.step(), ": ", s.message()));
   }
   st.AddTime(absl::Now() - start);
   return absl::OkStatus();

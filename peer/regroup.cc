@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/grpc_channel.h"
+#include "common/grpc_edge.h"
 #include "common/status.h"
 
 namespace sketchps::peer {
@@ -14,10 +14,6 @@ namespace {
 constexpr absl::Duration kPoll = absl::Milliseconds(100);  // how often a coordinator re-checks
 constexpr absl::Duration kAnswerMargin = absl::Seconds(5);  // beyond the window, for the answer to arrive
 constexpr int kMaxMessageBytes = 1 << 20;
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
 
 }  // namespace
 
@@ -206,7 +202,7 @@ absl::StatusOr<RegroupPlan> Regrouper::Ask(std::uint64_t next_round) {
       skipped.push_back(absl::StrCat(c));
       continue;
     }
-    if (!s.ok()) return FromGrpc(s);
+    if (!s.ok()) return FromGrpcStatus(s);
     RegroupPlan plan{response.epoch(), {response.members().begin(), response.members().end()}, response.round()};
     if (!std::is_sorted(plan.members.begin(), plan.members.end()) || !plan.RankOf(request.rank())) {
       return absl::InternalError(absl::StrCat("regroup: coordinator rank ", c, " answered a plan without this rank"));

@@ -1,5 +1,6 @@
 #include "peer/service.h"
 
+#include "common/grpc_edge.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "peer/schedule.h"
@@ -85,14 +86,12 @@ absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r) {
 }
 
 grpc::Status PeerService::Exchange(grpc::ServerContext*, const v1::ExchangeRequest* request, v1::ExchangeResponse*) {
-  const absl::Status st = Receive(*endpoint(), *request);
-  if (st.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
+  return ToGrpcStatus(Receive(*endpoint(), *request));
 }
 
 grpc::Status PeerService::Regroup(grpc::ServerContext*, const v1::RegroupRequest* request, v1::RegroupResponse* response) {
   auto plan = regrouper_.Handle(*request);
-  if (!plan.ok()) return grpc::Status(static_cast<grpc::StatusCode>(plan.status().code()), std::string(plan.status().message()));
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
   response->set_epoch(plan->epoch);
   response->set_round(plan->round);
   for (std::uint32_t m : plan->members) response->add_members(m);
@@ -125,10 +124,9 @@ absl::StatusOr<std::unique_ptr<PeerServer>> PeerServer::Start(const std::string&
   std::unique_ptr<PeerServer> server(new PeerServer(std::make_shared<Endpoint>(std::move(config))));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &server->port_);
-  builder.SetMaxReceiveMessageSize(max_bytes);
-  builder.SetMaxSendMessageSize(max_bytes);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  ServerOptions options;
+  options.max_message_bytes = max_bytes;
+  ConfigureServer(builder, options);
   builder.RegisterService(&server->service_);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {

@@ -23,6 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
 #include "job/job_spec.h"
+#include "common/grpc_edge.h"
+#include "server/job_adapter.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/shard_host.h"
@@ -71,20 +73,22 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("bad job spec: {}", std::string(job.status().message()));
     return 2;
   }
-  server::HostOptions options{*job, shard_id, flags.checkpoint_dir.empty() ? job->checkpoint.dir : flags.checkpoint_dir,
-                              job->checkpoint.every_rounds, absl::Seconds(flags.max_wait_seconds)};
+  const server::HostOptions options =
+      server::HostOptionsFor(*job, shard_id, flags.checkpoint_dir.empty() ? job->checkpoint.dir : flags.checkpoint_dir);
   server::ServerMetrics metrics(shard_id);
   auto host = server::ShardHost::Open(options, &metrics);
   if (!host.ok()) {
     spdlog::error("cannot start shard {}: {}", shard_id, std::string(host.status().message()));
     return 2;
   }
-  server::ParameterServerService service(**host);
+  server::ParameterServerService service(**host, absl::Seconds(flags.max_wait_seconds));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
-  server::ConfigureServerBuilder(builder, flags.max_message_mb << 20);
+  ServerOptions server_options;
+  server_options.max_message_bytes = flags.max_message_mb << 20;
+  ConfigureServer(builder, server_options);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
   if (!grpc_server || port == 0) {
@@ -107,9 +111,10 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("--port-file {}: cannot write", flags.port_file);
     return 1;
   }
-  spdlog::info("shard {}/{} of job '{}' ({}, {} workers, scheme {}): serving on port {}{}; {}", shard_id, job->servers,
-               job->job_id, job->model, job->workers, job->scheme.name, port,
-               endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin());
+  spdlog::info("shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {}{}; {}; {}", shard_id,
+               job->servers, job->job_id, job->model, job->workers, job->scheme.name, port,
+               endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin(),
+               (*host)->AssemblyStatus());
   spdlog::info("checkpoints: {}", options.checkpoint_dir.empty()
                                       ? std::string("off (no checkpoint.dir / --checkpoint-dir)")
                                       : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds"));

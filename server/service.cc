@@ -1,50 +1,90 @@
 #include "server/service.h"
 
 #include <chrono>
+#include <memory>
 
+#include <grpcpp/alarm.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/grpc_edge.h"
 
 namespace sketchps::server {
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 namespace {
 
+// One unary call that is finished exactly once: by its result, or by an alarm at its deadline.
 template <class Response>
-grpc::Status Reply(absl::StatusOr<Response> result, Response* response) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *response = *std::move(result);
-  return grpc::Status::OK;
+class OnceCall : public std::enable_shared_from_this<OnceCall<Response>> {
+ public:
+  OnceCall(grpc::ServerUnaryReactor* reactor, Response* response) : reactor_(reactor), response_(response) {}
+
+  // Arms the alarm: at `deadline` the call ends with DEADLINE_EXCEEDED and `why()` as its message.
+  void ArmDeadline(absl::Time deadline, std::function<std::string()> why) {
+    alarm_.Set(absl::ToChronoTime(deadline), [self = this->shared_from_this(), why = std::move(why)](bool fired) {
+      if (fired) self->Finish(absl::DeadlineExceededError(why()), /*from_alarm=*/true);
+    });
+  }
+
+  void Finish(absl::StatusOr<Response> result, bool from_alarm = false) {
+    grpc::ServerUnaryReactor* reactor = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      std::swap(reactor, reactor_);
+      if (reactor == nullptr) return;  // already finished
+      if (result.ok()) *response_ = *std::move(result);
+    }
+    if (!from_alarm) alarm_.Cancel();
+    reactor->Finish(ToGrpcStatus(result.status()));
+  }
+
+
+ private:
+  absl::Mutex mu_;
+  grpc::ServerUnaryReactor* reactor_ ABSL_GUARDED_BY(mu_);  // null once finished
+  Response* const response_;
+  grpc::Alarm alarm_;
+};
+
+absl::Time Deadline(const grpc::CallbackServerContext* ctx, absl::Duration max_wait) {
+  const absl::Time bound = absl::Now() + max_wait;
+  const auto deadline = ctx->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return bound;
+  return std::min(bound, absl::FromChrono(deadline));
 }
 
 }  // namespace
 
-grpc::Status ParameterServerService::Join(grpc::ServerContext*, const v1::JoinRequest* request,
-                                          v1::JoinResponse* response) {
-  return Reply(host_.Join(*request), response);
+grpc::ServerUnaryReactor* ParameterServerService::Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
+                                                       v1::JoinResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto call = std::make_shared<OnceCall<v1::JoinResponse>>(reactor, response);
+  call->ArmDeadline(Deadline(ctx, max_wait_), [this] { return absl::StrCat("Join not answered in time: ", host_.AssemblyStatus()); });
+  host_.Join(*request, [call](absl::StatusOr<v1::JoinResponse> r) { call->Finish(std::move(r)); });
+  return reactor;
 }
 
-grpc::Status ParameterServerService::PushPull(grpc::ServerContext* ctx, const v1::PushPullRequest* request,
-                                              v1::PushPullResponse* response) {
-  const auto deadline = ctx->deadline();
-  const absl::Time until = deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture()
-                                                                                   : absl::FromChrono(deadline);
-  return Reply(host_.PushPull(*request, until), response);
+grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* ctx,
+                                                           const v1::PushPullRequest* request,
+                                                           v1::PushPullResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto call = std::make_shared<OnceCall<v1::PushPullResponse>>(reactor, response);
+  const auto& h = request->payload().header();
+  call->ArmDeadline(Deadline(ctx, max_wait_), [round = h.round(), phase = h.phase()] {
+    return absl::StrCat("round ", round, " phase ", phase, " did not complete before the deadline (retry: pushes are idempotent)");
+  });
+  host_.PushPull(*request, [call](absl::StatusOr<v1::PushPullResponse> r) { call->Finish(std::move(r)); });
+  return reactor;
 }
 
-grpc::Status ParameterServerService::GetWeights(grpc::ServerContext*, const v1::GetWeightsRequest* request,
-                                                v1::GetWeightsResponse* response) {
-  return Reply(host_.GetWeights(*request), response);
-}
-
-void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_message_bytes) {
-  builder.SetMaxReceiveMessageSize(max_message_bytes);
-  builder.SetMaxSendMessageSize(max_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+grpc::ServerUnaryReactor* ParameterServerService::GetWeights(grpc::CallbackServerContext* ctx,
+                                                             const v1::GetWeightsRequest* request,
+                                                             v1::GetWeightsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto result = host_.GetWeights(*request);
+  if (result.ok()) *response = *std::move(result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
 }
 
 }  // namespace sketchps::server

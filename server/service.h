@@ -1,33 +1,33 @@
-// The sketchps.v1.ParameterServer gRPC service: a thin synchronous adapter over ShardHost (which
-// validates and does the work). absl status codes map 1:1 onto gRPC codes, messages unchanged.
+// The sketchps.v1.ParameterServer gRPC service on gRPC's callback API: a thin adapter over ShardHost
+// (which validates and does the work). No thread waits for a phase: a PushPull's reaction validates
+// and submits, and the call is finished from the shard's strand when the phase result is published,
+// or with DEADLINE_EXCEEDED when the client's deadline or --max-wait-seconds passes first (an alarm),
+// whichever comes first; a late result is then dropped. Join works the same way while the shard
+// assembles its state. absl codes map 1:1 onto gRPC codes (common/grpc_edge.h).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
-#include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "server/shard_host.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 
 namespace sketchps::server {
 
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
-class ParameterServerService final : public v1::ParameterServer::Service {
+class ParameterServerService final : public v1::ParameterServer::CallbackService {
  public:
-  explicit ParameterServerService(ShardHost& host) : host_(host) {}
+  ParameterServerService(ShardHost& host, absl::Duration max_wait) : host_(host), max_wait_(max_wait) {}
 
-  grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* request, v1::JoinResponse* response) override;
-  grpc::Status PushPull(grpc::ServerContext* ctx, const v1::PushPullRequest* request,
-                        v1::PushPullResponse* response) override;
-  grpc::Status GetWeights(grpc::ServerContext* ctx, const v1::GetWeightsRequest* request,
-                          v1::GetWeightsResponse* response) override;
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
+                                 v1::JoinResponse* response) override;
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* ctx, const v1::PushPullRequest* request,
+                                     v1::PushPullResponse* response) override;
+  grpc::ServerUnaryReactor* GetWeights(grpc::CallbackServerContext* ctx, const v1::GetWeightsRequest* request,
+                                       v1::GetWeightsResponse* response) override;
 
  private:
   ShardHost& host_;
+  const absl::Duration max_wait_;
 };
-
-// Server-side channel arguments every sketchps gRPC server uses: message size limit, keepalive
-// policy that accepts the clients' 10 s pings.
-void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_message_bytes);
 
 }  // namespace sketchps::server

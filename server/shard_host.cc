@@ -2,14 +2,16 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "spdlog/spdlog.h"
+#include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "common/codec.h"
 #include "common/status.h"
 #include "engine/phase_table.h"
 #include "engine/wire.h"
 #include "server/checkpoint.h"
+#include "spdlog/spdlog.h"
 
 namespace sketchps::server {
 namespace {
@@ -21,7 +23,35 @@ absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
 
+// Decodes a final result carried in a Join or a checkpoint (header: round and phase).
+absl::StatusOr<FinalResult> DecodeFinal(const v1::Payload& payload, std::uint32_t contributors, std::uint64_t range_len,
+                                        absl::string_view field) {
+  SKETCHPS_ASSIGN_OR_RETURN(auto body, DecodeBody(payload, range_len));
+  if (!body) return Invalid(field, "has no body");
+  const auto& h = payload.header();
+  if (h.phase() >= kMaxPhases) return Invalid(absl::StrCat(field, ".header.phase"), absl::StrCat(h.phase(), " >= ", kMaxPhases));
+  return FinalResult{PhaseKey{h.round(), h.phase()},
+                     std::make_shared<const PhaseResult>(PhaseResult{std::move(*body), contributors})};
+}
+
 }  // namespace
+
+ShardHost::ShardHost(HostOptions options, ServerMetrics* metrics) : options_(std::move(options)), metrics_(metrics) {
+  if (options_.checkpoint_dir.empty()) return;
+  writer_ = std::make_unique<CheckpointWriter>(
+      options_.checkpoint_dir, [this](const v1::ShardCheckpoint& c, const absl::Status& st, double seconds) {
+        if (metrics_) metrics_->CountCheckpoint(st.ok(), seconds);
+        if (!st.ok()) {
+          spdlog::error("shard {}: checkpoint of round {} failed (training continues; a restart recovers from the "
+                        "workers' replicas): {}", options_.shard_id, c.rounds_applied(), std::string(st.message()));
+        }
+      });
+}
+
+ShardHost::~ShardHost() {
+  std::shared_ptr<Shard> shard = this->shard();
+  if (shard) shard->Drain();  // no strand task may run once the host is gone
+}
 
 absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Open(HostOptions options, ServerMetrics* metrics) {
   if (options.shard_id >= options.job.servers) {
@@ -34,79 +64,168 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Open(HostOptions options, 
   if (loaded.status().code() == absl::StatusCode::kNotFound) return host;
   SKETCHPS_RETURN_IF_ERROR(loaded.status());
   for (const auto& skipped : loaded->skipped) spdlog::warn("skipped an invalid checkpoint: {}", skipped);
-  if (auto st = host->Restore(loaded->checkpoint); !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat(loaded->path, ": ", st.message()));
-  }
-  host->origin_ = absl::StrCat("restored round ", loaded->checkpoint.rounds_applied(), " from ", loaded->path);
+  auto restored = host->Restore(loaded->checkpoint);
+  if (!restored.ok()) return absl::Status(restored.status().code(), absl::StrCat(loaded->path, ": ", restored.status().message()));
+  host->restored_ = *std::move(restored);
+  host->origin_ = absl::StrCat("checkpoint of round ", loaded->checkpoint.rounds_applied(), " in ", loaded->path);
   return host;
 }
 
-ShardOptions ShardHost::BaseShardOptions() {
-  ShardOptions o;
-  o.num_workers = options_.job.workers;
-  o.optimizer = options_.job.optimizer;
-  o.global_momentum = options_.job.scheme.global_momentum;
-  o.rounds_per_epoch = options_.job.rounds_per_epoch();
-  o.on_applied = [this](const ShardSnapshot& s) { OnApplied(s); };
-  return o;
-}
-
-absl::Status ShardHost::Restore(const v1::ShardCheckpoint& c) {
+absl::StatusOr<ShardState> ShardHost::Restore(const v1::ShardCheckpoint& c) {
   SKETCHPS_ASSIGN_OR_RETURN(LayerTable layers, LayersFromProto(c.layers(), "checkpoint.layers"));
-  const std::uint64_t n = c.range_hi() - c.range_lo();
-  SKETCHPS_ASSIGN_OR_RETURN(std::vector<float> weights, ParseF32Bytes(c.weights(), n, "checkpoint.weights"));
-  ShardOptions restored;
-  restored.rounds_applied = c.rounds_applied();
+  SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(layers, options_.job.servers));
+  const ShardRange range = map.ranges[options_.shard_id];
+  if (range.lo != c.range_lo() || range.hi != c.range_hi()) {
+    return Invalid("checkpoint.range", absl::StrCat("[", c.range_lo(), ", ", c.range_hi(), ") is not this shard's range [",
+                                                    range.lo, ", ", range.hi, ") for ", options_.job.servers, " servers"));
+  }
+  ShardState state;
+  state.layers = std::move(layers);
+  state.rounds_applied = c.rounds_applied();
+  SKETCHPS_ASSIGN_OR_RETURN(state.weights, ParseF32Bytes(c.weights(), range.size(), "checkpoint.weights"));
   if (!c.velocity().empty()) {
-    SKETCHPS_ASSIGN_OR_RETURN(restored.velocity, ParseF32Bytes(c.velocity(), n, "checkpoint.velocity"));
+    SKETCHPS_ASSIGN_OR_RETURN(state.velocity, ParseF32Bytes(c.velocity(), range.size(), "checkpoint.velocity"));
   }
   if (c.rounds_applied() > 0) {
     if (!c.has_last_result()) return Invalid("checkpoint.last_result", "missing");
-    SKETCHPS_ASSIGN_OR_RETURN(auto body, DecodeBody(c.last_result(), n));
-    if (!body) return Invalid("checkpoint.last_result", "has no body");
-    const auto& h = c.last_result().header();
-    if (h.round() + 1 != c.rounds_applied()) {
-      return Invalid("checkpoint.last_result.header.round", absl::StrCat(h.round(), " is not the last applied round"));
+    SKETCHPS_ASSIGN_OR_RETURN(state.last, DecodeFinal(c.last_result(), c.last_result_contributors(), range.size(),
+                                                      "checkpoint.last_result"));
+    if (state.last->key.round + 1 != c.rounds_applied()) {
+      return Invalid("checkpoint.last_result.header.round",
+                     absl::StrCat(state.last->key.round, " is not the last applied round"));
     }
-    restored.last = FinalResult{PhaseKey{h.round(), h.phase()},
-                                std::make_shared<const PhaseResult>(PhaseResult{std::move(*body), c.last_result_contributors()})};
   }
+  return state;
+}
+
+absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
+  if (r.job_id() != options_.job.job_id) {
+    return Precondition("job_id", absl::StrCat("'", r.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
+  }
+  if (r.worker_id() >= options_.job.workers) {
+    return Invalid("worker_id", absl::StrCat(r.worker_id(), " is not in [0, ", options_.job.workers, ")"));
+  }
+  if (r.shard_id() != options_.shard_id) return Invalid("shard_id", absl::StrCat(r.shard_id(), " sent to shard ", options_.shard_id));
+  Offer offer;
+  offer.worker = r.worker_id();
+  offer.rounds_applied = r.rounds_applied();
+  offer.checksum = r.weights_checksum();
+  SKETCHPS_ASSIGN_OR_RETURN(offer.layers, LayersFromProto(r.layers()));
+  SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(offer.layers, options_.job.servers));
+  const std::uint64_t n = map.ranges[options_.shard_id].size();
+  SKETCHPS_ASSIGN_OR_RETURN(offer.weights, ParseF32Bytes(r.weights(), n, "weights"));
+  if (!r.velocity().empty()) {
+    SKETCHPS_ASSIGN_OR_RETURN(offer.velocity, ParseF32Bytes(r.velocity(), n, "velocity"));
+  }
+  if (r.rounds_applied() > 0) {
+    if (!r.has_last_result()) return Invalid("last_result", absl::StrCat("missing for a replica at round ", r.rounds_applied()));
+    SKETCHPS_ASSIGN_OR_RETURN(offer.last, DecodeFinal(r.last_result(), r.last_result_contributors(), n, "last_result"));
+    if (offer.last->key.round + 1 != r.rounds_applied()) {
+      return Invalid("last_result.header.round", absl::StrCat(offer.last->key.round, " is not round ", r.rounds_applied() - 1));
+    }
+  }
+  return offer;
+}
+
+void ShardHost::Join(const v1::JoinRequest& request, JoinReply reply) {
+  auto offer = DecodeOffer(request);
+  if (!offer.ok()) return reply(offer.status());
+  std::vector<std::pair<JoinReply, absl::StatusOr<v1::JoinResponse>>> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shard_) {
+      if (!SameLayers(offer->layers, layers_)) {
+        replies.emplace_back(std::move(reply), Invalid("layers", "differ from the job's layer table (another model or configuration?)"));
+      } else if (offer->rounds_applied > shard_->rounds_applied()) {
+        replies.emplace_back(std::move(reply), Precondition("rounds_applied", absl::StrCat(
+            offer->rounds_applied, " is ahead of this shard's ", shard_->rounds_applied(), " rounds")));
+      } else {
+        replies.emplace_back(std::move(reply), StateResponse(*shard_));
+        spdlog::info("shard {}: worker {} joined at round {}", options_.shard_id, offer->worker, shard_->rounds_applied());
+      }
+    } else {
+      const std::uint32_t worker = offer->worker;
+      if (auto old = joining_.find(worker); old != joining_.end()) {
+        replies.emplace_back(std::move(old->second.reply), absl::AbortedError("superseded by a newer Join of this worker"));
+      }
+      joining_[worker] = PendingJoin{*std::move(offer), std::move(reply)};
+      spdlog::info("shard {}: worker {} offered its replica at round {}; {}", options_.shard_id, worker,
+                   joining_[worker].offer.rounds_applied, AssemblyStatusLocked());
+      if (joining_.size() == options_.job.workers) {
+        std::vector<Offer> offers;
+        for (auto& [w, p] : joining_) offers.push_back(p.offer);
+        auto state = DecideState(offers, restored_);
+        absl::Status served = state.ok() ? Serve(*std::move(state)) : state.status();
+        if (!served.ok()) spdlog::error("shard {}: cannot assemble its state: {}", options_.shard_id, std::string(served.message()));
+        for (auto& [w, p] : joining_) {
+          replies.emplace_back(std::move(p.reply), served.ok() ? absl::StatusOr<v1::JoinResponse>(StateResponse(*shard_))
+                                                               : absl::StatusOr<v1::JoinResponse>(served));
+        }
+        joining_.clear();
+      }
+    }
+  }
+  for (auto& [r, response] : replies) r(std::move(response));
+}
+
+std::string ShardHost::AssemblyStatus() const {
   absl::MutexLock lock(&mu_);
-  SKETCHPS_RETURN_IF_ERROR(CreateShard(layers, std::move(weights), restored));
-  if (range_.lo != c.range_lo() || range_.hi != c.range_hi()) {
-    shard_.reset();
-    return Invalid("checkpoint.range", absl::StrCat("[", c.range_lo(), ", ", c.range_hi(), ") is not this shard's range [",
-                                                    range_.lo, ", ", range_.hi, ") for ", options_.job.servers, " servers"));
+  return AssemblyStatusLocked();
+}
+
+std::string ShardHost::AssemblyStatusLocked() const {
+  if (shard_) return "serving";
+  std::vector<std::uint32_t> missing;
+  for (std::uint32_t w = 0; w < options_.job.workers; ++w) {
+    if (!joining_.contains(w)) missing.push_back(w);
   }
+  return absl::StrCat("waiting for worker(s) ", absl::StrJoin(missing, ", "), " to join (", joining_.size(), " of ",
+                      options_.job.workers, " joined)");
+}
+
+absl::Status ShardHost::Serve(ShardState state) {
+  SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(state.layers, options_.job.servers));
+  const ShardRange range = map.ranges[options_.shard_id];
+  template_.set_job_id(options_.job.job_id);
+  template_.set_shard_id(options_.shard_id);
+  template_.set_num_shards(options_.job.servers);
+  template_.set_range_lo(range.lo);
+  template_.set_range_hi(range.hi);
+  LayersToProto(state.layers, template_.mutable_layers());
+  ShardOptions o;
+  o.num_workers = options_.job.workers;
+  o.initial_weights = std::move(state.weights);
+  o.optimizer = options_.job.optimizer;
+  o.global_momentum = options_.job.global_momentum;
+  o.rounds_per_epoch = options_.job.rounds_per_epoch;
+  o.rounds_applied = state.rounds_applied;
+  o.velocity = std::move(state.velocity);
+  o.last = state.last;
+  o.on_applied = [this](const AppliedRound& round) { OnApplied(round); };
+  o.own_strand = true;
+  layers_ = std::move(state.layers);
+  shard_ = std::make_shared<Shard>(std::move(o));
+  if (metrics_) metrics_->SetRoundsApplied(state.rounds_applied);
+  spdlog::info("shard {}: serving range [{}, {}) of {} elements from {}", options_.shard_id, range.lo, range.hi,
+               layers_.dim(), state.origin);
+  const bool adopted = !restored_ || restored_->rounds_applied != state.rounds_applied;
+  if (adopted && state.rounds_applied > 0) SubmitCheckpoint(shard_->Snapshot());  // the new restart point
+  restored_.reset();
   return absl::OkStatus();
 }
 
-absl::Status ShardHost::CreateShard(const LayerTable& layers, std::vector<float> weights, const ShardOptions& restored) {
-  SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(layers, options_.job.servers));
-  const ShardRange range = map.ranges[options_.shard_id];
-  if (weights.size() != range.size()) {
-    return Invalid("weights", absl::StrCat(weights.size(), " values, this shard's range [", range.lo, ", ", range.hi,
-                                           ") has ", range.size()));
-  }
-  ShardOptions o = BaseShardOptions();
-  o.initial_weights = std::move(weights);
-  o.rounds_applied = restored.rounds_applied;
-  o.velocity = restored.velocity;
-  o.last = restored.last;
-  layers_ = layers;
-  range_ = range;
-  {
-    absl::MutexLock lock(&snapshot_mu_);
-    template_.set_job_id(options_.job.job_id);
-    template_.set_shard_id(options_.shard_id);
-    template_.set_num_shards(options_.job.servers);
-    template_.set_range_lo(range.lo);
-    template_.set_range_hi(range.hi);
-    LayersToProto(layers, template_.mutable_layers());
-  }
-  shard_ = std::make_shared<Shard>(std::move(o));
-  if (metrics_) metrics_->SetRoundsApplied(restored.rounds_applied);
-  return absl::OkStatus();
+v1::JoinResponse ShardHost::StateResponse(const Shard& shard) const {
+  const ShardSnapshot s = shard.Snapshot();
+  v1::JoinResponse response;
+  response.set_epoch(0);
+  response.set_num_workers(options_.job.workers);
+  response.set_num_shards(options_.job.servers);
+  response.set_range_lo(template_.range_lo());
+  response.set_range_hi(template_.range_hi());
+  response.set_rounds_applied(s.rounds_applied);
+  response.set_weights(F32Bytes(s.weights));
+  response.set_velocity(F32Bytes(s.velocity));
+  return response;
 }
 
 std::shared_ptr<Shard> ShardHost::shard() const {
@@ -119,68 +238,7 @@ std::uint64_t ShardHost::rounds_applied() const {
   return s ? s->rounds_applied() : 0;
 }
 
-absl::Status ShardHost::CheckJoinLayout(const v1::JoinRequest& request, LayerTable& layers) {
-  if (request.job_id() != options_.job.job_id) {
-    return Precondition("job_id", absl::StrCat("'", request.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
-  }
-  if (request.worker_id() >= options_.job.workers) {
-    return Invalid("worker_id", absl::StrCat(request.worker_id(), " is not in [0, ", options_.job.workers, ")"));
-  }
-  if (request.shard_id() != options_.shard_id) {
-    return Invalid("shard_id", absl::StrCat(request.shard_id(), " sent to shard ", options_.shard_id));
-  }
-  SKETCHPS_ASSIGN_OR_RETURN(layers, LayersFromProto(request.layers()));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<v1::JoinResponse> ShardHost::Join(const v1::JoinRequest& request) {
-  LayerTable layers;
-  SKETCHPS_RETURN_IF_ERROR(CheckJoinLayout(request, layers));
-  absl::MutexLock lock(&mu_);
-  if (shard_ && !SameLayers(layers, layers_)) {
-    return Invalid("layers", "differ from the job's layer table (another model or configuration?)");
-  }
-  if (!shard_ || !initial_checksum_) {
-    SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(layers, options_.job.servers));
-    const auto n = map.ranges[options_.shard_id].size();
-    SKETCHPS_ASSIGN_OR_RETURN(std::vector<float> weights, ParseF32Bytes(request.initial_weights(), n, "initial_weights"));
-    const std::uint64_t checksum = WeightsChecksum(weights);
-    if (!shard_) {
-      SKETCHPS_RETURN_IF_ERROR(CreateShard(layers, std::move(weights), ShardOptions{}));
-      spdlog::info("shard {}: created by worker {}: range [{}, {}) of {} elements", options_.shard_id, request.worker_id(),
-              range_.lo, range_.hi, layers.dim());
-    }
-    initial_checksum_ = checksum;
-  } else {
-    const std::uint64_t n = range_.size();
-    SKETCHPS_ASSIGN_OR_RETURN(std::vector<float> weights, ParseF32Bytes(request.initial_weights(), n, "initial_weights"));
-    if (WeightsChecksum(weights) != *initial_checksum_) {
-      return Invalid("initial_weights", "differ from the first worker's (a different model seed?)");
-    }
-  }
-  v1::JoinResponse response;
-  response.set_epoch(0);
-  response.set_num_workers(options_.job.workers);
-  response.set_num_shards(options_.job.servers);
-  response.set_range_lo(range_.lo);
-  response.set_range_hi(range_.hi);
-  response.set_rounds_applied(shard_->rounds_applied());
-  response.set_weights(F32Bytes(shard_->Weights()));
-  response.set_velocity(F32Bytes(shard_->Velocity()));
-  spdlog::info("shard {}: worker {} joined at round {}", options_.shard_id, request.worker_id(), shard_->rounds_applied());
-  return response;
-}
-
-absl::StatusOr<v1::PushPullResponse> ShardHost::PushPull(const v1::PushPullRequest& request, absl::Time deadline) {
-  in_flight_.fetch_add(1);
-  auto response = PushPullLocked(request, deadline);
-  in_flight_.fetch_sub(1);
-  if (metrics_ && !response.ok()) metrics_->CountPush(ServerMetrics::Push::kRejected);
-  return response;
-}
-
-absl::StatusOr<v1::PushPullResponse> ShardHost::PushPullLocked(const v1::PushPullRequest& request, absl::Time deadline) {
-  const v1::PayloadHeader& h = request.payload().header();
+absl::Status ShardHost::CheckHeader(const v1::PayloadHeader& h) const {
   if (h.job_id() != options_.job.job_id) {
     return Precondition("payload.header.job_id", absl::StrCat("'", h.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
   }
@@ -192,44 +250,93 @@ absl::StatusOr<v1::PushPullResponse> ShardHost::PushPullLocked(const v1::PushPul
     return Invalid("payload.header.shard_id", absl::StrCat(h.shard_id(), " sent to shard ", options_.shard_id));
   }
   if (h.phase() >= kMaxPhases) return Invalid("payload.header.phase", absl::StrCat(h.phase(), " >= ", kMaxPhases));
-  auto shard = this->shard();
-  if (!shard) return Precondition("shard", "no worker has joined this shard yet (call Join first)");
-  const std::uint64_t applied = shard->rounds_applied();
-  if (h.round() > applied) {
-    return Precondition("payload.header.round", absl::StrCat(h.round(), " is ahead of this shard, which holds ", applied,
-                                                            " rounds (it restarted from an older checkpoint)"));
-  }
-  if (h.round() + PhaseTable::kRetainRounds < applied) {
-    return Precondition("payload.header.round", absl::StrCat(h.round(), " is stale: the shard holds ", applied, " rounds"));
-  }
-  const std::uint64_t range_len = shard->dim();
-  SKETCHPS_ASSIGN_OR_RETURN(PhaseSpec spec, SpecFromProto(request.spec(), options_.job.workers, range_len));
-  SKETCHPS_ASSIGN_OR_RETURN(auto body, DecodeBody(request.payload(), range_len));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PhaseKey> ShardHost::Admit(const v1::PushPullRequest& request, Shard& shard, bool& first) {
+  const v1::PayloadHeader& h = request.payload().header();
+  SKETCHPS_ASSIGN_OR_RETURN(PhaseSpec spec, SpecFromProto(request.spec(), options_.job.workers, shard.dim()));
+  SKETCHPS_ASSIGN_OR_RETURN(auto body, DecodeBody(request.payload(), shard.dim()));
   const PhaseKey key{h.round(), h.phase()};
-  const bool duplicate = shard->table().HasContribution(key, h.worker_id());
-  if (closing_.load() && !duplicate && !shard->table().HasAnyContribution(key)) {
+  const bool duplicate = shard.table().HasContribution(key, h.worker_id());
+  if (closing_.load() && !duplicate && !shard.table().HasAnyContribution(key)) {
     return absl::UnavailableError("the server is shutting down: retry after it restarts");
   }
   const absl::Time arrived = absl::Now();
-  const bool first = !duplicate && FirstArrival(key, arrived);
-  SKETCHPS_RETURN_IF_ERROR(shard->table().Submit(key, h.worker_id(), Contribution{spec, std::move(body)}));
+  if (auto st = shard.table().Submit(key, h.worker_id(), Contribution{spec, std::move(body)}); !st.ok()) {
+    if (IsRoundAhead(st)) {
+      return Precondition("payload.header.round", absl::StrCat(st.message(), " (it restarted from an older checkpoint?)"));
+    }
+    return st;
+  }
+  first = !duplicate && FirstArrival(key, arrived);
   if (metrics_) metrics_->CountPush(duplicate ? ServerMetrics::Push::kDuplicate : ServerMetrics::Push::kAccepted);
-  SKETCHPS_ASSIGN_OR_RETURN(auto result, shard->table().Await(key, std::min(deadline, arrived + options_.max_wait)));
+  return key;
+}
+
+void ShardHost::PushPull(const v1::PushPullRequest& request, PushReply reply) {
+  in_flight_.fetch_add(1);
+  PushReply done = [this, reply = std::move(reply)](absl::StatusOr<v1::PushPullResponse> response) {
+    if (metrics_ && !response.ok()) metrics_->CountPush(ServerMetrics::Push::kRejected);
+    reply(std::move(response));
+    in_flight_.fetch_sub(1);
+  };
+  if (auto st = CheckHeader(request.payload().header()); !st.ok()) return done(st);
+  std::shared_ptr<Shard> shard = this->shard();
+  if (!shard) {
+    return done(Precondition("shard", absl::StrCat("this shard is assembling its state (it started or restarted): ",
+                                                   kRejoinMarker, "; ", AssemblyStatus())));
+  }
+  bool first = false;
+  const absl::Time arrived = absl::Now();
+  auto key = Admit(request, *shard, first);
+  if (!key.ok()) return done(key.status());
+  // The request may be gone by the time the phase completes (the call's deadline passed): keep what
+  // the answer needs.
+  Asked asked{*key, request.payload().header(), request.spec().final_phase(), request.ByteSizeLong(), arrived, first};
+  shard->table().Subscribe(*key, [this, asked = std::move(asked), shard, done = std::move(done)](
+                                     absl::StatusOr<std::shared_ptr<const PhaseResult>> outcome) mutable {
+    Answer(asked, *shard, std::move(outcome), std::move(done));
+  });
+}
+
+void ShardHost::Answer(const Asked& asked, Shard& shard, absl::StatusOr<std::shared_ptr<const PhaseResult>> outcome,
+                       PushReply reply) {
+  const PhaseKey& key = asked.key;
+  if (!outcome.ok()) return reply(outcome.status());
   if (metrics_) {
-    const double waited = absl::ToDoubleSeconds(absl::Now() - arrived);
+    const double waited = absl::ToDoubleSeconds(absl::Now() - asked.arrived);
     metrics_->ObservePhaseWait(waited);
-    if (first) metrics_->ObserveStragglerWait(waited);
+    if (asked.first) metrics_->ObserveStragglerWait(waited);
   }
+  auto encoded = EncodedResult(key, **outcome);
+  if (!encoded.ok()) return reply(encoded.status());
   v1::PushPullResponse response;
-  response.set_contributors(result->contributors);
-  *response.mutable_result()->mutable_header() = h;
-  SKETCHPS_RETURN_IF_ERROR(EncodeBody(result->value, response.mutable_result()));
-  if (spec.final_phase) {
-    response.set_rounds_applied(shard->rounds_applied());
-    response.set_weights_checksum(shard->checksum());
+  response.set_contributors((*outcome)->contributors);
+  *response.mutable_result() = **encoded;
+  *response.mutable_result()->mutable_header() = asked.header;
+  if (asked.final_phase) {
+    absl::MutexLock lock(&results_mu_);
+    if (auto it = applied_.find(key.round); it != applied_.end()) {
+      response.set_rounds_applied(it->second.rounds_applied);
+      response.set_weights_checksum(it->second.checksum);
+    } else {
+      response.set_rounds_applied(shard.rounds_applied());
+      response.set_weights_checksum(shard.checksum());
+    }
   }
-  if (metrics_) metrics_->AddBytes(request.ByteSizeLong(), response.ByteSizeLong());
-  return response;
+  if (metrics_) metrics_->AddBytes(asked.request_bytes, response.ByteSizeLong());
+  reply(std::move(response));
+}
+
+absl::StatusOr<std::shared_ptr<const v1::Payload>> ShardHost::EncodedResult(const PhaseKey& key, const PhaseResult& result) {
+  absl::MutexLock lock(&results_mu_);
+  if (auto it = encoded_.find(key); it != encoded_.end()) return it->second;
+  auto payload = std::make_shared<v1::Payload>();
+  SKETCHPS_RETURN_IF_ERROR(EncodeBody(result.value, payload.get()));
+  while (!encoded_.empty() && encoded_.begin()->first.round + PhaseTable::kRetainRounds < key.round) encoded_.erase(encoded_.begin());
+  encoded_.emplace(key, payload);
+  return std::shared_ptr<const v1::Payload>(std::move(payload));
 }
 
 bool ShardHost::FirstArrival(const PhaseKey& key, absl::Time now) {
@@ -248,55 +355,58 @@ absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeight
     return Invalid("shard_id", absl::StrCat(request.shard_id(), " sent to shard ", options_.shard_id));
   }
   auto shard = this->shard();
-  if (!shard) return Precondition("shard", "no worker has joined this shard yet");
+  if (!shard) return Precondition("shard", absl::StrCat("no state yet: ", AssemblyStatus()));
+  const ShardSnapshot s = shard->Snapshot();
   v1::GetWeightsResponse response;
-  response.set_rounds_applied(shard->rounds_applied());
-  response.set_weights(F32Bytes(shard->Weights()));
-  response.set_weights_checksum(shard->checksum());
+  response.set_rounds_applied(s.rounds_applied);
+  response.set_weights(F32Bytes(s.weights));
+  response.set_weights_checksum(s.checksum);
   return response;
 }
 
-void ShardHost::OnApplied(const ShardSnapshot& snapshot) {
-  if (metrics_) metrics_->SetRoundsApplied(snapshot.rounds_applied);
+void ShardHost::OnApplied(const AppliedRound& round) {
+  if (metrics_) metrics_->SetRoundsApplied(round.rounds_applied);
+  if (round.refused) {
+    spdlog::warn("shard {}: round {} refused (its sum or update was not finite): no gradient applied", options_.shard_id,
+                 round.last.key.round);
+  }
   {
-    absl::MutexLock lock(&snapshot_mu_);
-    last_snapshot_ = snapshot;
+    absl::MutexLock lock(&results_mu_);
+    applied_[round.last.key.round] = round;
+    while (applied_.size() > PhaseTable::kRetainRounds + 2) applied_.erase(applied_.begin());
   }
-  if (options_.checkpoint_dir.empty() || snapshot.rounds_applied % options_.checkpoint_every != 0) return;
-  absl::MutexLock lock(&snapshot_mu_);
-  if (auto st = WriteSnapshot(snapshot); !st.ok()) {
-    spdlog::error("shard {}: checkpoint of round {} failed (training continues; a restart resumes from the previous one): {}",
-             options_.shard_id, snapshot.rounds_applied, std::string(st.message()));
-  }
+  if (!writer_ || round.rounds_applied % options_.checkpoint_every != 0) return;
+  std::shared_ptr<Shard> shard = this->shard();
+  if (shard) SubmitCheckpoint(shard->Snapshot());  // on the strand: the state of exactly this round
 }
 
-absl::Status ShardHost::WriteSnapshot(const ShardSnapshot& s) {
-  const absl::Time start = absl::Now();
+void ShardHost::SubmitCheckpoint(const ShardSnapshot& s) {
+  if (!writer_) return;
   v1::ShardCheckpoint c = template_;
   c.set_rounds_applied(s.rounds_applied);
   c.set_weights(F32Bytes(s.weights));
   c.set_velocity(F32Bytes(s.velocity));
   if (s.last.result) {
     auto* last = c.mutable_last_result();
+    if (!EncodeBody(s.last.result->value, last).ok()) return;  // a published result always encodes
     last->mutable_header()->set_job_id(options_.job.job_id);
     last->mutable_header()->set_shard_id(options_.shard_id);
     last->mutable_header()->set_round(s.last.key.round);
     last->mutable_header()->set_phase(s.last.key.phase);
-    SKETCHPS_RETURN_IF_ERROR(EncodeBody(s.last.result->value, last));
     c.set_last_result_contributors(s.last.result->contributors);
   }
-  const absl::Status st = WriteCheckpoint(options_.checkpoint_dir, c);
-  if (metrics_) metrics_->CountCheckpoint(st.ok(), absl::ToDoubleSeconds(absl::Now() - start));
-  return st;
+  writer_->Submit(std::move(c));
 }
 
 void ShardHost::BeginShutdown() { closing_.store(true); }
 
 absl::Status ShardHost::CheckpointNow() {
-  if (options_.checkpoint_dir.empty()) return absl::OkStatus();
-  absl::MutexLock lock(&snapshot_mu_);
-  if (!last_snapshot_) return absl::OkStatus();  // nothing applied since the start: the loaded file is current
-  return WriteSnapshot(*last_snapshot_);
+  if (!writer_) return absl::OkStatus();
+  std::shared_ptr<Shard> shard = this->shard();
+  if (!shard) return absl::OkStatus();
+  shard->Drain();
+  SubmitCheckpoint(shard->Snapshot());
+  return writer_->Flush();
 }
 
 }  // namespace sketchps::server

@@ -1,40 +1,52 @@
-// ShardHost: everything one parameter-server shard does, independent of gRPC (the service in
-// service.h maps it onto the ParameterServer RPCs one to one, so tests can drive it either way).
+// ShardHost: everything one parameter-server shard does, independent of gRPC (server/service.h maps
+// it onto the ParameterServer RPCs one to one, so tests can drive it either way).
 //
 // Lifecycle:
-//   - Open() loads the newest valid checkpoint of (job, shard) from the checkpoint directory, if
-//     any, and builds the shard from it (weights, momentum, rounds applied, the last round's final
-//     result). Otherwise the shard is created by the first Join, from the layer table and initial
-//     weights that worker sends; later Joins must agree.
-//   - Join / PushPull / GetWeights validate every field before touching state. Errors (absl codes,
-//     mapped 1:1 to gRPC codes) name the field, e.g. "payload.header.round: ...":
-//       INVALID_ARGUMENT     malformed payloads, worker_id or shard_id out of range, bad spec, layer
-//                            tables or weights that do not match;
-//       FAILED_PRECONDITION  another job or epoch, a stale round, a round ahead of the shard, no
-//                            worker joined yet, or (IsReplayRound) a phase whose predecessor the shard
-//                            lost in a restart;
-//       DEADLINE_EXCEEDED    the phase did not complete in time (retry: pushes are idempotent);
+//   - Open() loads the newest valid checkpoint of (job, shard), if any. The shard then ASSEMBLES:
+//     it answers no Join until every worker has joined, each offering its replica of the range
+//     (fresh workers: their initial weights), and then serves the state DecideState()
+//     (server/assembly.h) picks among the offers and the checkpoint. So a shard restarted behind the
+//     workers, from an older checkpoint or from none, catches up from the workers' replicas.
+//     Joins answered meanwhile wait (their callback runs once assembly completes); a newer Join of a
+//     worker supersedes its older one (ABORTED).
+//   - A SERVING shard answers a Join at once with its current state (a restarted worker resumes).
+//   - PushPull validates every field before touching state, submits the contribution to the
+//     shard's phase table (where admission checks it against the phase) and answers through its
+//     callback once the phase result is published. Errors (absl codes, mapped 1:1 to gRPC codes)
+//     name the field, e.g. "payload.header.round: ...":
+//       INVALID_ARGUMENT     malformed or inadmissible payloads, worker_id or shard_id out of range,
+//                            bad spec, layer tables or weights that do not match;
+//       FAILED_PRECONDITION  another job or epoch, a stale round, a round already applied or ahead
+//                            of the shard, and (IsRejoin) a shard that is still assembling: the
+//                            worker joins again with its replica and retries; (IsReplayRound) a phase
+//                            whose predecessor the shard lost in a restart;
 //       UNAVAILABLE          the shard is shutting down.
-//   - Every applied round is checkpointed (every `checkpoint_every` rounds) before any worker sees
-//     its result, so a worker never holds a round the shard could forget in a crash.
+//   - Reductions, master-copy updates and publication run on the shard's strand (engine/shard.h).
+//     Every `checkpoint_every` rounds the strand takes a snapshot of the master copy before the
+//     round's result is published and hands it to the CheckpointWriter, which writes it on its own
+//     thread; what is not yet on disk when the process dies, assembly recovers from the workers.
 //   - BeginShutdown(): new phases are refused (UNAVAILABLE), phases that already have contributions
 //     still complete; then CheckpointNow() saves the current state.
-// Thread-safe.
+// Thread-safe. Callbacks run on gRPC's or the strand's threads and must not block.
 #pragma once
 
 #include <atomic>
-#include <map>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/layout.h"
-#include "job/job_spec.h"
+#include "engine/optimizer.h"
 #include "engine/shard.h"
+#include "server/assembly.h"
+#include "server/checkpoint_writer.h"
 #include "server/metrics.h"
 #include "sketchps/v1/checkpoint.pb.h"
 #include "sketchps/v1/parameter_server.pb.h"
@@ -43,12 +55,21 @@ namespace sketchps::server {
 
 inline constexpr std::uint32_t kMaxPhases = 16;  // phases per round any scheme may use
 
+// What a shard needs of the job (server/main.cc fills it from the job spec).
+struct ShardJob {
+  std::string job_id;
+  std::uint32_t workers = 1;
+  std::uint32_t servers = 1;
+  OptimizerConfig optimizer;
+  bool global_momentum = true;
+  double rounds_per_epoch = 1.0;
+};
+
 struct HostOptions {
-  JobSpec job;
+  ShardJob job;
   std::uint32_t shard_id = 0;
   std::string checkpoint_dir;                     // empty: no checkpoints
-  std::uint64_t checkpoint_every = 1;             // rounds between checkpoints (1: exact resume)
-  absl::Duration max_wait = absl::Seconds(30);    // longest one PushPull waits for its phase
+  std::uint64_t checkpoint_every = 100;           // rounds between checkpoints
 };
 
 class ShardHost {
@@ -56,59 +77,87 @@ class ShardHost {
   // Errors: shard_id >= job.servers, an unreadable checkpoint directory, or a checkpoint that does
   // not fit the job (its message names the file).
   static absl::StatusOr<std::unique_ptr<ShardHost>> Open(HostOptions options, ServerMetrics* metrics);
+  ~ShardHost();
 
-  absl::StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& request);
-  // Waits until the phase completes, `deadline` or options.max_wait, whichever comes first.
-  absl::StatusOr<v1::PushPullResponse> PushPull(const v1::PushPullRequest& request, absl::Time deadline);
+  // Each reply runs exactly once (possibly before the call returns).
+  using JoinReply = std::function<void(absl::StatusOr<v1::JoinResponse>)>;
+  using PushReply = std::function<void(absl::StatusOr<v1::PushPullResponse>)>;
+  void Join(const v1::JoinRequest& request, JoinReply reply);
+  void PushPull(const v1::PushPullRequest& request, PushReply reply);
   absl::StatusOr<v1::GetWeightsResponse> GetWeights(const v1::GetWeightsRequest& request);
 
+  // Why a waiting Join has not been answered yet ("waiting for workers 2, 3 to join: 2 of 4 ...").
+  std::string AssemblyStatus() const;
+
   void BeginShutdown();
-  // PushPull calls currently inside the host.
+  // PushPull calls currently inside the host (waiting for their phase included).
   int in_flight() const { return in_flight_.load(); }
-  // Writes a checkpoint of the current state (no-op without a directory or a shard).
+  // Waits for the strand and the writer, then writes a checkpoint of the current state (no-op
+  // without a directory or a shard).
   absl::Status CheckpointNow();
 
-  // Rounds applied so far (0 before the first Join).
+  // Rounds applied so far (0 while assembling a fresh job).
   std::uint64_t rounds_applied() const;
   const HostOptions& options() const { return options_; }
-  // "restored round N from <file>" / "fresh start" (for the log).
+  // "restored round N from <file>" / "no checkpoint" (for the log).
   const std::string& origin() const { return origin_; }
 
  private:
-  ShardHost(HostOptions options, ServerMetrics* metrics) : options_(std::move(options)), metrics_(metrics) {}
+  struct PendingJoin {
+    Offer offer;
+    JoinReply reply;
+  };
+  // What answering a PushPull needs once its phase completes (the request itself may be gone).
+  struct Asked {
+    PhaseKey key;
+    v1::PayloadHeader header;
+    bool final_phase = false;
+    std::uint64_t request_bytes = 0;
+    absl::Time arrived;
+    bool first = false;  // the phase's first arrival (its wait is the straggler wait)
+  };
+  ShardHost(HostOptions options, ServerMetrics* metrics);
 
-  absl::Status Restore(const v1::ShardCheckpoint& checkpoint);
-  absl::Status CreateShard(const LayerTable& layers, std::vector<float> weights, const ShardOptions& restored)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ShardOptions BaseShardOptions();
-  void OnApplied(const ShardSnapshot& snapshot);
-  absl::Status WriteSnapshot(const ShardSnapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
+  absl::StatusOr<ShardState> Restore(const v1::ShardCheckpoint& checkpoint);
+  absl::StatusOr<Offer> DecodeOffer(const v1::JoinRequest& request) const;
+  // Builds the shard from `state` (under mu_); the JoinResponse every waiting worker receives.
+  absl::Status Serve(ShardState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::JoinResponse StateResponse(const Shard& shard) const;
   std::shared_ptr<Shard> shard() const;
-  absl::StatusOr<v1::PushPullResponse> PushPullLocked(const v1::PushPullRequest& request, absl::Time deadline);
-  absl::Status CheckJoinLayout(const v1::JoinRequest& request, LayerTable& layers);
-  // Records the first arrival at `key`; true when this call is the first (its wait for the phase is
-  // the phase's straggler wait).
+  void OnApplied(const AppliedRound& round);
+  void SubmitCheckpoint(const ShardSnapshot& snapshot);
+  absl::Status CheckHeader(const v1::PayloadHeader& h) const;
+  absl::StatusOr<PhaseKey> Admit(const v1::PushPullRequest& request, Shard& shard, bool& first_arrival);
+  void Answer(const Asked& asked, Shard& shard, absl::StatusOr<std::shared_ptr<const PhaseResult>> outcome,
+              PushReply reply);
+  std::string AssemblyStatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The encoded body of `key`'s result (encoded once, shared by every response).
+  absl::StatusOr<std::shared_ptr<const v1::Payload>> EncodedResult(const PhaseKey& key, const PhaseResult& result);
   bool FirstArrival(const PhaseKey& key, absl::Time now);
 
+  // Constant after construction.
   const HostOptions options_;
   ServerMetrics* const metrics_;
-  std::string origin_ = "fresh start";
+  std::string origin_ = "no checkpoint";
+  std::optional<ShardState> restored_;  // the checkpoint's state, until assembly
   std::atomic<bool> closing_{false};
   std::atomic<int> in_flight_{0};
 
   mutable absl::Mutex mu_;
   std::shared_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);
   LayerTable layers_ ABSL_GUARDED_BY(mu_);
-  ShardRange range_ ABSL_GUARDED_BY(mu_);
-  std::optional<std::uint64_t> initial_checksum_ ABSL_GUARDED_BY(mu_);  // of the first Join's weights
+  std::map<std::uint32_t, PendingJoin> joining_ ABSL_GUARDED_BY(mu_);  // by worker, while assembling
+
+  // Lock order: mu_ before results_mu_ and arrivals_mu_.
+  absl::Mutex results_mu_;
+  std::map<PhaseKey, std::shared_ptr<const v1::Payload>> encoded_ ABSL_GUARDED_BY(results_mu_);  // recent phases
+  std::map<std::uint64_t, AppliedRound> applied_ ABSL_GUARDED_BY(results_mu_);  // recent rounds, by round
 
   absl::Mutex arrivals_mu_;
   std::map<PhaseKey, absl::Time> first_arrival_ ABSL_GUARDED_BY(arrivals_mu_);  // recent phases only
 
-  // Lock order: mu_ before the shard's locks before snapshot_mu_ (OnApplied runs under the shard's).
-  absl::Mutex snapshot_mu_;
-  std::optional<ShardSnapshot> last_snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
-  v1::ShardCheckpoint template_ ABSL_GUARDED_BY(snapshot_mu_);  // job, shard, range and layers
+  v1::ShardCheckpoint template_;  // job, shard, range and layers; set by Serve before any checkpoint
+  std::unique_ptr<CheckpointWriter> writer_;  // null without a checkpoint directory
 };
 
 }  // namespace sketchps::server

@@ -5,8 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/checksum.h"
 #include "common/codec.h"
-#include "common/grpc_channel.h"
+#include "common/grpc_edge.h"
 #include "common/status.h"
 #include "engine/wire.h"
 #include "spdlog/spdlog.h"
@@ -14,12 +15,9 @@
 namespace sketchps::worker {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-bool Retryable(const grpc::Status& s) {
-  return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+// Join also retries ABORTED: a newer Join of this worker superseded an older attempt.
+bool Retryable(const absl::Status& s, bool join) {
+  return IsTransient(s.code()) || (join && s.code() == absl::StatusCode::kAborted);
 }
 
 }  // namespace
@@ -43,10 +41,9 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
 }
 
 template <class Call>
-grpc::Status PsClient::WithRetries(std::uint32_t shard, const char* what, Call call) {
-  const absl::Time start = absl::Now();
-  absl::Duration backoff = absl::Milliseconds(50);
-  int attempt = 0;
+absl::Status PsClient::WithRetries(std::uint32_t shard, const char* what, Call call) {
+  Backoff backoff(absl::Milliseconds(50), absl::Seconds(1), options_.patience);
+  const bool join = std::string_view(what) == "Join";
   for (;;) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
@@ -54,40 +51,49 @@ grpc::Status PsClient::WithRetries(std::uint32_t shard, const char* what, Call c
     // of failing fast on the channel's last connection error.
     ctx.set_wait_for_ready(true);
     const absl::Time t0 = absl::Now();
-    grpc::Status status = call(ctx);
+    const absl::Status status = FromGrpcStatus(call(ctx));
     links_[shard].rpc_seconds += absl::ToDoubleSeconds(absl::Now() - t0);
-    if (status.ok() || !Retryable(status)) return status;
-    if (absl::Now() - start > options_.patience) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          absl::StrCat(what, " to shard ", shard, " at ", links_[shard].address, ": no answer for ",
-                                       absl::FormatDuration(options_.patience), " (last error: ", status.error_message(), ")"));
+    if (status.ok() || !Retryable(status, join)) return status;
+    if (backoff.Expired()) {
+      return absl::UnavailableError(absl::StrCat(what, " to shard ", shard, " at ", links_[shard].address, ": no answer for ",
+                                                 absl::FormatDuration(options_.patience), " (last error: ", status.message(), ")"));
     }
-    spdlog::debug("{} to shard {}: attempt {} failed after {}: {} ({})", what, shard, attempt + 1,
-                  absl::FormatDuration(absl::Now() - t0), status.error_message(), static_cast<int>(status.error_code()));
-    if (++attempt % 20 == 1) {
+    spdlog::debug("{} to shard {}: attempt {} failed after {}: {}", what, shard, backoff.attempts() + 1,
+                  absl::FormatDuration(absl::Now() - t0), status.ToString());
+    if (backoff.attempts() % 20 == 0) {
       spdlog::warn("{} to shard {} at {}: {} (retrying for up to {})", what, shard, links_[shard].address,
-                   status.error_message(), absl::FormatDuration(options_.patience));
+                   std::string(status.message()), absl::FormatDuration(options_.patience));
     }
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      absl::SleepFor(backoff);
-      backoff = std::min(backoff * 2, absl::Seconds(1));
-    }
+    if (status.code() != absl::StatusCode::kDeadlineExceeded) backoff.Wait();
   }
 }
 
-absl::StatusOr<v1::JoinResponse> PsClient::Join(std::uint32_t shard, const LayerTable& layers, std::span<const float> initial) {
+void PsClient::SetReplica(LayerTable layers, OfferFn offer) {
+  layers_ = std::move(layers);
+  offer_ = std::move(offer);
+}
+
+absl::StatusOr<v1::JoinResponse> PsClient::Join(std::uint32_t shard, std::uint64_t rounds_applied,
+                                                const ReplicaOffer& replica) {
   if (shard >= links_.size()) return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
+  ShardLink& link = links_[shard];
   v1::JoinRequest request;
   request.set_job_id(options_.job_id);
   request.set_worker_id(options_.worker_id);
   request.set_shard_id(shard);
-  LayersToProto(layers, request.mutable_layers());
-  request.set_initial_weights(F32Bytes(initial));
+  LayersToProto(layers_, request.mutable_layers());
+  request.set_weights(F32Bytes(replica.weights));
+  request.set_rounds_applied(rounds_applied);
+  request.set_velocity(F32Bytes(replica.velocity));
+  request.set_weights_checksum(WeightsChecksum(replica.weights));
+  if (rounds_applied > 0) {
+    *request.mutable_last_result() = link.last_final;
+    request.set_last_result_contributors(link.last_contributors);
+  }
   v1::JoinResponse response;
-  const grpc::Status st = WithRetries(shard, "Join", [&](grpc::ClientContext& ctx) {
-    return links_[shard].stub->Join(&ctx, request, &response);
-  });
-  if (!st.ok()) return FromGrpc(st);
+  SKETCHPS_RETURN_IF_ERROR(WithRetries(shard, "Join", [&](grpc::ClientContext& ctx) {
+    return link.stub->Join(&ctx, request, &response);
+  }));
   set_range_length(shard, response.range_hi() - response.range_lo());
   return response;
 }
@@ -98,14 +104,24 @@ absl::StatusOr<v1::GetWeightsResponse> PsClient::GetWeights(std::uint32_t shard)
   request.set_job_id(options_.job_id);
   request.set_shard_id(shard);
   v1::GetWeightsResponse response;
-  const grpc::Status st = WithRetries(shard, "GetWeights", [&](grpc::ClientContext& ctx) {
+  SKETCHPS_RETURN_IF_ERROR(WithRetries(shard, "GetWeights", [&](grpc::ClientContext& ctx) {
     return links_[shard].stub->GetWeights(&ctx, request, &response);
-  });
-  if (!st.ok()) return FromGrpc(st);
+  }));
   return response;
 }
 
 void PsClient::set_range_length(std::uint32_t shard, std::uint64_t length) { links_.at(shard).range_len = length; }
+
+absl::StatusOr<v1::PushPullResponse> PsClient::Push(std::uint32_t shard, const v1::PushPullRequest& request) {
+  const std::uint64_t request_bytes = request.ByteSizeLong();
+  v1::PushPullResponse response;
+  SKETCHPS_RETURN_IF_ERROR(WithRetries(shard, "PushPull", [&](grpc::ClientContext& ctx) {
+    wire_up_.fetch_add(request_bytes);
+    return links_[shard].stub->PushPull(&ctx, request, &response);
+  }));
+  wire_down_.fetch_add(response.ByteSizeLong());
+  return response;
+}
 
 absl::StatusOr<std::shared_ptr<const PhaseResult>> PsClient::RunPhase(std::uint32_t shard, std::uint64_t round,
                                                                       std::uint32_t phase, Contribution contribution) {
@@ -121,18 +137,23 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PsClient::RunPhase(std::uint3
   header->set_phase(phase);
   *request.mutable_spec() = SpecToProto(contribution.spec);
   if (contribution.payload) SKETCHPS_RETURN_IF_ERROR(EncodeBody(*contribution.payload, request.mutable_payload()));
-  const std::uint64_t request_bytes = request.ByteSizeLong();
-  v1::PushPullResponse response;
-  const grpc::Status st = WithRetries(shard, "PushPull", [&](grpc::ClientContext& ctx) {
-    wire_up_.fetch_add(request_bytes);
-    return link.stub->PushPull(&ctx, request, &response);
-  });
-  if (!st.ok()) return FromGrpc(st);
-  wire_down_.fetch_add(response.ByteSizeLong());
-  SKETCHPS_ASSIGN_OR_RETURN(auto body, DecodeBody(response.result(), link.range_len));
+  auto response = Push(shard, request);
+  for (int rejoins = 0; IsRejoin(response.status()) && offer_ && rejoins < kMaxRejoins; ++rejoins) {
+    // The shard restarted and assembles its state from the workers' replicas: offer ours (as it
+    // stands at the start of this round), then push again.
+    spdlog::warn("shard {} restarted: joining again with this replica at round {}", shard, round);
+    SKETCHPS_RETURN_IF_ERROR(Join(shard, round, offer_(shard)).status());
+    response = Push(shard, request);
+  }
+  if (!response.ok()) return response.status();
+  SKETCHPS_ASSIGN_OR_RETURN(auto body, DecodeBody(response->result(), link.range_len));
   if (!body) return absl::DataLossError(absl::StrCat("shard ", shard, ": phase result without a body"));
-  if (contribution.spec.final_phase) link.final = FinalReport{response.rounds_applied(), response.weights_checksum()};
-  return std::make_shared<const PhaseResult>(PhaseResult{std::move(*body), response.contributors()});
+  if (contribution.spec.final_phase) {
+    link.final = FinalReport{response->rounds_applied(), response->weights_checksum()};
+    link.last_final = response->result();
+    link.last_contributors = response->contributors();
+  }
+  return std::make_shared<const PhaseResult>(PhaseResult{std::move(*body), response->contributors()});
 }
 
 FinalReport PsClient::last_final(std::uint32_t shard) const { return links_.at(shard).final; }

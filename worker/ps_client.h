@@ -1,6 +1,12 @@
 // PsClient: the parameter-server side of the Aggregator interface. One gRPC channel per shard;
 // RunPhase pushes this worker's contribution to the shard and returns the phase result.
 //
+// Join offers the worker's replica of a shard's range (server/assembly.h): fresh workers their
+// initial weights at round 0. A shard that restarted answers pushes with IsRejoin (it is assembling
+// its state): RunPhase then joins again, offering the replica as it stands at the start of the
+// round (weights and momentum from the OfferFn, the round, and the final result of the previous
+// round it received from that shard), and retries the push once the shard serves again.
+//
 // Retries (the push is idempotent per (epoch, worker, shard, round, phase), so resending is safe):
 // UNAVAILABLE (server down or restarting) and DEADLINE_EXCEEDED (the phase waited longer than one
 // attempt's rpc_timeout) are retried with backoff (50 ms doubling to 1 s) until the shard has failed
@@ -13,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,6 +45,14 @@ struct ClientOptions {
   int max_message_bytes = 256 << 20;
 };
 
+// A worker's replica of one shard's range, as offered in a Join.
+struct ReplicaOffer {
+  std::span<const float> weights;
+  std::vector<float> velocity;  // empty: none
+};
+// Returns the replica of `shard` as it stands now (called from the thread running that shard).
+using OfferFn = std::function<ReplicaOffer(std::uint32_t shard)>;
+
 // What the server reported with a round's final phase result.
 struct FinalReport {
   std::uint64_t rounds_applied = 0;
@@ -54,9 +69,12 @@ class PsClient final : public Aggregator {
  public:
   static absl::StatusOr<std::unique_ptr<PsClient>> Connect(ClientOptions options);
 
-  // Joins `shard` (retrying while it is unreachable): sends the layer table and this worker's initial
-  // weights for the shard's range.
-  absl::StatusOr<v1::JoinResponse> Join(std::uint32_t shard, const LayerTable& layers, std::span<const float> initial);
+  // Joins `shard` (retrying while it is unreachable or assembling, within the patience): offers the
+  // layer table and this worker's replica of the shard's range at `rounds_applied` rounds.
+  absl::StatusOr<v1::JoinResponse> Join(std::uint32_t shard, std::uint64_t rounds_applied, const ReplicaOffer& replica);
+  // Sets the layout every Join offers and the source of the offers RunPhase makes after a shard
+  // restarted. Call before the first Join.
+  void SetReplica(LayerTable layers, OfferFn offer);
   absl::StatusOr<v1::GetWeightsResponse> GetWeights(std::uint32_t shard);
 
   absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round,
@@ -77,13 +95,19 @@ class PsClient final : public Aggregator {
     std::unique_ptr<v1::ParameterServer::Stub> stub;
     std::uint64_t range_len = 0;
     FinalReport final;
+    v1::Payload last_final;            // the last final phase result received (offered at a rejoin)
+    std::uint32_t last_contributors = 0;
     double rpc_seconds = 0;  // written only by the thread running this shard's calls
   };
   explicit PsClient(ClientOptions options) : options_(std::move(options)) {}
   template <class Call>
-  grpc::Status WithRetries(std::uint32_t shard, const char* what, Call call);
+  absl::Status WithRetries(std::uint32_t shard, const char* what, Call call);
+  absl::StatusOr<v1::PushPullResponse> Push(std::uint32_t shard, const v1::PushPullRequest& request);
+  static constexpr int kMaxRejoins = 3;
 
   const ClientOptions options_;
+  LayerTable layers_;
+  OfferFn offer_;
   std::vector<ShardLink> links_;
   std::atomic<std::uint64_t> wire_up_{0}, wire_down_{0};
 };

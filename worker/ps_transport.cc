@@ -1,6 +1,7 @@
 #include "worker/ps_transport.h"
 
 #include <algorithm>
+#include <future>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -16,29 +17,48 @@ class PsTransport final : public Transport {
  public:
   explicit PsTransport(std::unique_ptr<PsClient> client) : client_(std::move(client)) {}
 
+  // Joins every shard at once (a starting shard answers when every worker has joined), offering
+  // this fresh replica, and takes each shard's state: a fresh worker adopts whatever round the job
+  // is at. Later rejoins (a restarted shard) offer the replica as it stands (OfferFn).
   absl::StatusOr<std::uint64_t> Start(const LayerTable& layers, const ShardMap& shards, float* params,
                                       Replica& replica) override {
-    std::optional<std::uint64_t> round;
+    client_->SetReplica(layers, [params, shards, &replica](std::uint32_t shard) {
+      const auto& r = shards.ranges[shard];
+      return ReplicaOffer{{params + r.lo, r.size()}, replica.optimizer(shard).Velocity()};
+    });
+    std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
-      SKETCHPS_ASSIGN_OR_RETURN(auto joined, client_->Join(shard, layers, {params + r.lo, r.size()}));
-      if (joined.range_lo() != r.lo || joined.range_hi() != r.hi) {
-        return absl::FailedPreconditionError(absl::StrCat("shard ", shard, " owns [", joined.range_lo(), ", ",
-                                                          joined.range_hi(), "), this worker expected [", r.lo, ", ", r.hi, ")"));
-      }
+      joins.push_back(std::async(std::launch::async, [this, shard, offer = ReplicaOffer{{params + r.lo, r.size()}, {}}] {
+        return client_->Join(shard, 0, offer);
+      }));
+    }
+    std::optional<std::uint64_t> round;
+    for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
+      SKETCHPS_ASSIGN_OR_RETURN(auto joined, joins[shard].get());
+      SKETCHPS_RETURN_IF_ERROR(Adopt(shard, shards.ranges[shard], joined, params, replica));
       if (round && *round != joined.rounds_applied()) {
         return absl::FailedPreconditionError(absl::StrCat("shards disagree on the round: ", *round, " vs ",
                                                           joined.rounds_applied(), " on shard ", shard));
       }
       round = joined.rounds_applied();
-      SKETCHPS_ASSIGN_OR_RETURN(auto weights, ParseF32Bytes(joined.weights(), r.size(), "JoinResponse.weights"));
-      std::copy(weights.begin(), weights.end(), params + r.lo);
-      if (!joined.velocity().empty()) {
-        SKETCHPS_ASSIGN_OR_RETURN(auto velocity, ParseF32Bytes(joined.velocity(), r.size(), "JoinResponse.velocity"));
-        SKETCHPS_RETURN_IF_ERROR(replica.optimizer(shard).SetVelocity(velocity));
-      }
     }
     return round.value_or(0);
+  }
+
+  static absl::Status Adopt(std::uint32_t shard, const ShardRange& r, const v1::JoinResponse& joined, float* params,
+                            Replica& replica) {
+    if (joined.range_lo() != r.lo || joined.range_hi() != r.hi) {
+      return absl::FailedPreconditionError(absl::StrCat("shard ", shard, " owns [", joined.range_lo(), ", ",
+                                                        joined.range_hi(), "), this worker expected [", r.lo, ", ", r.hi, ")"));
+    }
+    SKETCHPS_ASSIGN_OR_RETURN(auto weights, ParseF32Bytes(joined.weights(), r.size(), "JoinResponse.weights"));
+    std::copy(weights.begin(), weights.end(), params + r.lo);
+    if (!joined.velocity().empty()) {
+      SKETCHPS_ASSIGN_OR_RETURN(auto velocity, ParseF32Bytes(joined.velocity(), r.size(), "JoinResponse.velocity"));
+      SKETCHPS_RETURN_IF_ERROR(replica.optimizer(shard).SetVelocity(velocity));
+    }
+    return absl::OkStatus();
   }
 
   Aggregator& aggregator() override { return *client_; }

@@ -1,7 +1,10 @@
 #include "engine/phase_table.h"
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <thread>
+
+#include "common/strand.h"
 
 using namespace sketchps;
 
@@ -105,10 +108,12 @@ TEST_CASE("PhaseTable counts skipped workers out of contributors", "[phase_table
 
 TEST_CASE("PhaseTable needs the previous phase and calls the final hook once per round", "[phase_table]") {
   int calls = 0, finals = 0;
-  PhaseTable table(1, CountingSum{&calls}, [&](const PhaseKey& key, const PhaseResult&) {
-    ++finals;
-    return key.round == 99 ? absl::InternalError("hook failed") : absl::OkStatus();
-  });
+  PhaseTable table(1, CountingSum{&calls},
+                   [&](const PhaseKey& key, PhaseResult r) -> absl::StatusOr<std::shared_ptr<const PhaseResult>> {
+                     ++finals;
+                     if (key.round == 99) return absl::InternalError("hook failed");
+                     return std::make_shared<const PhaseResult>(std::move(r));
+                   });
   Contribution phase1 = Dense(1);
   phase1.spec.final_phase = true;
   const absl::Status replay = table.Submit({0, 1}, 0, phase1);  // phase 1 without phase 0: a replay
@@ -159,4 +164,71 @@ TEST_CASE("Subscribe delivers the result once, now or on completion", "[phase_ta
   CHECK(got == std::vector<float>{3.0f, 3.0f, -1.0f});
   table.Subscribe({0, 0}, record);  // stale now
   CHECK(got.back() == -1.0f);
+}
+
+TEST_CASE("Admission refuses one bad payload alone and the phase completes with the valid ones", "[phase_table]") {
+  int calls = 0;
+  PhaseTableOptions o;
+  o.num_workers = 2;
+  o.reduce = CountingSum{&calls};
+  o.admit = [](const PhaseSpec&, const PayloadValue& p, const PhaseResult*, const PayloadValue*) {
+    return std::get<DenseValues>(p).values[0] < 0 ? absl::InvalidArgumentError("dense.values: negative") : absl::OkStatus();
+  };
+  PhaseTable table(std::move(o));
+  REQUIRE(table.Submit({0, 0}, 0, Dense(1)).ok());
+  const absl::Status bad = table.Submit({0, 0}, 1, Dense(-1));
+  CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(bad.message()), Catch::Contains("worker 1") && Catch::Contains("dense.values"));
+  CHECK(!table.HasContribution({0, 0}, 1));  // nothing stored for the offender
+  REQUIRE(table.Submit({0, 0}, 1, Dense(2)).ok());
+  auto r = table.Await({0, 0}, absl::Now() + absl::Seconds(5));
+  REQUIRE(r.ok());
+  CHECK(std::get<DenseValues>((*r)->value).values[0] == 3.0f);
+}
+
+TEST_CASE("With a first round, applied rounds are closed and later rounds wait their turn", "[phase_table]") {
+  int calls = 0;
+  PhaseTableOptions o;
+  o.num_workers = 1;
+  o.reduce = CountingSum{&calls};
+  o.first_round = 3;
+  PhaseTable table(std::move(o));
+  CHECK(IsRoundApplied(table.Submit({2, 0}, 0, Dense(1))));
+  CHECK(IsRoundAhead(table.Submit({4, 0}, 0, Dense(1))));
+  REQUIRE(table.Submit({3, 0}, 0, Dense(1)).ok());  // final (the default spec): round 3 is applied
+  REQUIRE(table.Await({3, 0}, absl::Now() + absl::Seconds(5)).ok());
+  CHECK(table.rounds_applied() == 4);
+  CHECK(table.Submit({3, 0}, 0, Dense(9)).ok());  // a retry of a completed phase: acknowledged
+  CHECK(IsRoundApplied(table.Submit({3, 1}, 0, Dense(9))));  // a phase round 3 never had: refused
+  CHECK(calls == 1);
+}
+
+TEST_CASE("On a strand, reductions run off the submitting threads and results arrive in order", "[phase_table]") {
+  Strand strand("test");
+  std::atomic<int> on_strand{0};
+  PhaseTableOptions o;
+  o.num_workers = 2;
+  o.reduce = [&](const PhaseSpec& spec, const std::vector<const Contribution*>& in, const PhaseResult* prev) {
+    if (strand.InStrand()) ++on_strand;
+    int unused = 0;
+    return CountingSum{&unused}(spec, in, prev);
+  };
+  o.strand = &strand;
+  PhaseTable table(std::move(o));
+  std::vector<float> got;
+  absl::Mutex mu;
+  for (std::uint64_t round = 0; round < 20; ++round) {
+    table.Subscribe({round, 0}, [&](absl::StatusOr<std::shared_ptr<const PhaseResult>> r) {
+      absl::MutexLock lock(&mu);
+      got.push_back(r.ok() ? std::get<DenseValues>((*r)->value).values[0] : -1.0f);
+    });
+    REQUIRE(table.Submit({round, 0}, 0, Dense(static_cast<float>(round))).ok());
+    REQUIRE(table.Submit({round, 0}, 1, Dense(1)).ok());
+    REQUIRE(table.Await({round, 0}, absl::Now() + absl::Seconds(5)).ok());
+  }
+  strand.Drain();
+  CHECK(on_strand.load() == 20);
+  absl::MutexLock lock(&mu);
+  REQUIRE(got.size() == 20);
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == static_cast<float>(i) + 1.0f);
 }

@@ -1,6 +1,7 @@
 #include "engine/reduce.h"
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -38,17 +39,63 @@ SparseVector RandomSparse(std::uint64_t dim, std::size_t count, std::mt19937_64&
 
 TEST_CASE("Dense sum adds in worker order and counts skips", "[reduce]") {
   Reducer r(4);
-  std::vector<Contribution> in = {With(Reduction::kDenseSum, DenseValues{{1, 2, 3}}),
-                                  Contribution{{Reduction::kDenseSum}, std::nullopt},
-                                  With(Reduction::kDenseSum, DenseValues{{10, 20, 30}})};
-  auto out = r.Reduce({Reduction::kDenseSum}, Ptrs(in), nullptr);
+  PhaseSpec partial{Reduction::kDenseSum};
+  partial.final_phase = false;  // a non-final dense sum may be shorter than the range
+  std::vector<Contribution> in = {Contribution{partial, DenseValues{{1, 2, 3}}}, Contribution{partial, std::nullopt},
+                                  Contribution{partial, DenseValues{{10, 20, 30}}}};
+  auto out = r.Reduce(partial, Ptrs(in), nullptr);
   REQUIRE(out.ok());
   CHECK(std::get<DenseValues>(out->value).values == std::vector<float>{11, 22, 33});
   CHECK(out->contributors == 2);
-  in[2] = With(Reduction::kDenseSum, DenseValues{{1, 2}});
-  auto bad = r.Reduce({Reduction::kDenseSum}, Ptrs(in), nullptr);
+  in[2] = Contribution{partial, DenseValues{{1, 2}}};
+  auto bad = r.Reduce(partial, Ptrs(in), nullptr);
   CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("worker 2") && Catch::Contains("dense.count"));
+  // A final dense sum covers the whole range.
+  auto short_final = r.Reduce({Reduction::kDenseSum}, Ptrs({Contribution{{Reduction::kDenseSum}, DenseValues{{1, 2, 3}}}}), nullptr);
+  CHECK_THAT(std::string(short_final.status().message()), Catch::Contains("dense.count: 3 != the range length 4"));
+}
+
+TEST_CASE("Admission refuses what could not be reduced with the others, naming the field", "[reduce]") {
+  Reducer r(8);
+  const PayloadValue sketch = SketchTable{3, 4, 7, 8, std::vector<float>(12, 0.0f)};
+  const PhaseSpec recover{Reduction::kSketchRecover, 2};
+  CHECK(r.Admit(recover, sketch, nullptr, nullptr).ok());
+  auto other_shape = SketchTable{3, 5, 7, 8, std::vector<float>(15, 0.0f)};
+  CHECK_THAT(std::string(r.Admit(recover, other_shape, nullptr, &sketch).message()), Catch::Contains("sketch.rows/cols/seed"));
+  CHECK_THAT(std::string(r.Admit(recover, DenseValues{std::vector<float>(8, 1.0f)}, nullptr, nullptr).message()),
+             Catch::Contains("payload: a dense payload in a sketch_recover phase"));
+  auto wrong_dim = SketchTable{3, 4, 7, 9, std::vector<float>(12, 0.0f)};
+  CHECK_THAT(std::string(r.Admit(recover, wrong_dim, nullptr, nullptr).message()), Catch::Contains("sketch.dim"));
+  const PhaseSpec sparse{Reduction::kSparseSum};
+  CHECK_THAT(std::string(r.Admit(sparse, SparseVector{8, {3, 1}, {1, 1}}, nullptr, nullptr).message()),
+             Catch::Contains("sparse.indices: not strictly increasing"));
+  CHECK_THAT(std::string(r.Admit(sparse, SparseVector{8, {1}, {std::numeric_limits<float>::infinity()}}, nullptr, nullptr).message()),
+             Catch::Contains("sparse.values[0] is not finite"));
+  PhaseSpec at_previous{Reduction::kDenseSum};
+  at_previous.at_previous_indices = true;
+  const PhaseResult candidates{IndexSet{8, {1, 4}}, 2};
+  CHECK(r.Admit(at_previous, DenseValues{{1, 2}}, &candidates, nullptr).ok());
+  CHECK_THAT(std::string(r.Admit(at_previous, DenseValues{{1, 2, 3}}, &candidates, nullptr).message()),
+             Catch::Contains("dense.count: 3 != the 2 previous indices"));
+}
+
+TEST_CASE("A sum that overflows is refused and an all-skip dense round is empty", "[reduce]") {
+  Reducer r(2);
+  std::vector<Contribution> huge = {With(Reduction::kDenseSum, DenseValues{{3e38f, 1}}), With(Reduction::kDenseSum, DenseValues{{3e38f, 1}})};
+  auto out = r.Reduce({Reduction::kDenseSum}, Ptrs(huge), nullptr);
+  REQUIRE(out.ok());
+  CHECK(out->refused);
+  CHECK(out->contributors == 0);
+  CHECK(std::get<SparseVector>(out->value).idx.empty());
+  std::vector<Contribution> skipped = {Contribution{{Reduction::kDenseSum}, std::nullopt}};
+  auto none = r.Reduce({Reduction::kDenseSum}, Ptrs(skipped), nullptr);
+  REQUIRE(none.ok());
+  CHECK(!none->refused);
+  CHECK(none->contributors == 0);
+  auto g = MeanAggregate(*none, 2);
+  REQUIRE(g.ok());
+  CHECK(std::get<SparseVector>(*g).idx.empty());
 }
 
 TEST_CASE("Sparse sum equals a map reference, with and without keep", "[reduce]") {

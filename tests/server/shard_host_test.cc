@@ -1,5 +1,7 @@
 // ShardHost: validation of every request field (each bad input gets its status code and a message
-// naming the field, and changes nothing), idempotent pushes, restart from a checkpoint, shutdown.
+// naming the field, and changes nothing), admission, idempotent pushes, numeric safety, assembly
+// of a starting shard's state from the workers' offers and its checkpoint, shutdown. Every wait in
+// this file is bounded (kWait).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -12,6 +14,8 @@
 #include "common/codec.h"
 #include "engine/phase_table.h"
 #include "engine/wire.h"
+#include "job/job_spec.h"
+#include "server/job_adapter.h"
 #include "server/shard_host.h"
 
 using namespace sketchps;
@@ -20,6 +24,7 @@ using namespace sketchps::server;
 namespace {
 
 constexpr std::uint64_t kDim = 8;
+constexpr auto kWait = std::chrono::seconds(10);
 
 JobSpec TestJob() {
   auto job = ParseJobSpec(DefaultJobSpecYaml(), "test",
@@ -30,13 +35,17 @@ JobSpec TestJob() {
 
 std::vector<float> Initial() { return {1, 2, 3, 4, 5, 6, 7, 8}; }
 
-v1::JoinRequest JoinRequest(std::uint32_t worker, const std::vector<float>& weights = Initial()) {
+LayerTable Layers() { return MakeLayerTable({{"w", {static_cast<std::int64_t>(kDim)}}}); }
+
+v1::JoinRequest JoinRequest(std::uint32_t worker, const std::vector<float>& weights = Initial(), std::uint64_t rounds = 0) {
   v1::JoinRequest r;
   r.set_job_id("t");
   r.set_worker_id(worker);
   r.set_shard_id(0);
-  LayersToProto(MakeLayerTable({{"w", {static_cast<std::int64_t>(kDim)}}}), r.mutable_layers());
-  r.set_initial_weights(F32Bytes(weights));
+  LayersToProto(Layers(), r.mutable_layers());
+  r.set_weights(F32Bytes(weights));
+  r.set_weights_checksum(WeightsChecksum(weights));
+  r.set_rounds_applied(rounds);
   return r;
 }
 
@@ -53,24 +62,63 @@ v1::PushPullRequest Push(std::uint32_t worker, std::uint64_t round, std::vector<
   return r;
 }
 
-std::unique_ptr<ShardHost> OpenHost(ServerMetrics* metrics, const std::string& dir = "") {
-  auto host = ShardHost::Open(HostOptions{TestJob(), 0, dir, 1, absl::Seconds(5)}, metrics);
+// The host's callback answers as futures; waiting on them is bounded by kWait.
+template <class T>
+std::future<absl::StatusOr<T>> Later(std::function<void(std::function<void(absl::StatusOr<T>)>)> start) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<T>>>();
+  auto future = promise->get_future();
+  start([promise](absl::StatusOr<T> r) { promise->set_value(std::move(r)); });
+  return future;
+}
+
+template <class T>
+absl::StatusOr<T> Get(std::future<absl::StatusOr<T>>& f) {
+  if (f.wait_for(kWait) != std::future_status::ready) return absl::DeadlineExceededError("test: no answer within kWait");
+  return f.get();
+}
+
+std::future<absl::StatusOr<v1::JoinResponse>> JoinLater(ShardHost& host, v1::JoinRequest r) {
+  return Later<v1::JoinResponse>([&host, r](auto reply) { host.Join(r, std::move(reply)); });
+}
+std::future<absl::StatusOr<v1::PushPullResponse>> PushLater(ShardHost& host, v1::PushPullRequest r) {
+  return Later<v1::PushPullResponse>([&host, r](auto reply) { host.PushPull(r, std::move(reply)); });
+}
+absl::StatusOr<v1::JoinResponse> JoinNow(ShardHost& host, v1::JoinRequest r) {
+  auto f = JoinLater(host, std::move(r));
+  return Get(f);
+}
+absl::StatusOr<v1::PushPullResponse> PushNow(ShardHost& host, v1::PushPullRequest r) {
+  auto f = PushLater(host, std::move(r));
+  return Get(f);
+}
+
+std::unique_ptr<ShardHost> OpenHost(ServerMetrics* metrics, const std::string& dir = "", std::uint64_t every = 1) {
+  HostOptions options = HostOptionsFor(TestJob(), 0, dir);
+  options.checkpoint_every = every;
+  auto host = ShardHost::Open(options, metrics);
   REQUIRE(host.ok());
   return *std::move(host);
 }
 
-void JoinBoth(ShardHost& host) {
-  REQUIRE(host.Join(JoinRequest(0)).ok());
-  REQUIRE(host.Join(JoinRequest(1)).ok());
+// Both workers join with `a` and `b`; returns their answers.
+std::pair<absl::StatusOr<v1::JoinResponse>, absl::StatusOr<v1::JoinResponse>> JoinBoth(ShardHost& host, v1::JoinRequest a,
+                                                                                       v1::JoinRequest b) {
+  auto first = JoinLater(host, std::move(a));
+  auto second = JoinLater(host, std::move(b));
+  return {Get(first), Get(second)};
 }
 
-absl::Time Soon() { return absl::Now() + absl::Seconds(5); }
+void JoinBoth(ShardHost& host) {
+  auto [a, b] = JoinBoth(host, JoinRequest(0), JoinRequest(1));
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+}
 
 // Runs one dense round: both workers push; returns worker 1's response.
 v1::PushPullResponse DenseRound(ShardHost& host, std::uint64_t round, const std::vector<float>& a, const std::vector<float>& b) {
-  auto first = std::async(std::launch::async, [&] { return host.PushPull(Push(0, round, a), Soon()); });
-  auto second = host.PushPull(Push(1, round, b), Soon());
-  REQUIRE(first.get().ok());
+  auto first = PushLater(host, Push(0, round, a));
+  auto second = PushNow(host, Push(1, round, b));
+  REQUIRE(Get(first).ok());
   REQUIRE(second.ok());
   return *second;
 }
@@ -80,6 +128,12 @@ void ExpectRejected(const absl::Status& st, absl::StatusCode code, const std::st
   CHECK_THAT(std::string(st.message()), Catch::Contains(field));
 }
 
+std::filesystem::path TempDir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("sketchps-host-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
 }  // namespace
 
 TEST_CASE("ShardHost rejects bad joins and names the field", "[shard_host]") {
@@ -87,43 +141,61 @@ TEST_CASE("ShardHost rejects bad joins and names the field", "[shard_host]") {
   auto host = OpenHost(&metrics);
   auto wrong_job = JoinRequest(0);
   wrong_job.set_job_id("other");
-  ExpectRejected(host->Join(wrong_job).status(), absl::StatusCode::kFailedPrecondition, "job_id");
-  ExpectRejected(host->Join(JoinRequest(2)).status(), absl::StatusCode::kInvalidArgument, "worker_id");
+  ExpectRejected(JoinNow(*host, wrong_job).status(), absl::StatusCode::kFailedPrecondition, "job_id");
+  ExpectRejected(JoinNow(*host, JoinRequest(2)).status(), absl::StatusCode::kInvalidArgument, "worker_id");
   auto wrong_shard = JoinRequest(0);
   wrong_shard.set_shard_id(1);
-  ExpectRejected(host->Join(wrong_shard).status(), absl::StatusCode::kInvalidArgument, "shard_id");
+  ExpectRejected(JoinNow(*host, wrong_shard).status(), absl::StatusCode::kInvalidArgument, "shard_id");
   auto no_layers = JoinRequest(0);
   no_layers.clear_layers();
-  ExpectRejected(host->Join(no_layers).status(), absl::StatusCode::kInvalidArgument, "layers");
-  ExpectRejected(host->Join(JoinRequest(0, {1, 2, 3})).status(), absl::StatusCode::kInvalidArgument, "initial_weights");
+  ExpectRejected(JoinNow(*host, no_layers).status(), absl::StatusCode::kInvalidArgument, "layers");
+  ExpectRejected(JoinNow(*host, JoinRequest(0, {1, 2, 3})).status(), absl::StatusCode::kInvalidArgument, "weights");
   auto nan = Initial();
   nan[2] = std::nanf("");
-  ExpectRejected(host->Join(JoinRequest(0, nan)).status(), absl::StatusCode::kInvalidArgument, "initial_weights");
+  ExpectRejected(JoinNow(*host, JoinRequest(0, nan)).status(), absl::StatusCode::kInvalidArgument, "weights");
+  auto no_last = JoinRequest(0, Initial(), 3);
+  ExpectRejected(JoinNow(*host, no_last).status(), absl::StatusCode::kInvalidArgument, "last_result");
   CHECK(host->rounds_applied() == 0);
+  CHECK_THAT(host->AssemblyStatus(), Catch::Contains("waiting for worker(s) 0, 1"));
+}
 
-  auto joined = host->Join(JoinRequest(0));
-  REQUIRE(joined.ok());
-  CHECK(joined->range_lo() == 0);
-  CHECK(joined->range_hi() == kDim);
-  CHECK(*ParseF32Bytes(joined->weights(), kDim, "w") == Initial());
+TEST_CASE("A starting shard answers Joins once every worker offered, and refuses disagreeing offers", "[shard_host]") {
+  auto host = OpenHost(nullptr);
+  auto early = JoinLater(*host, JoinRequest(0));
+  CHECK(early.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);  // waits for worker 1
+  CHECK_THAT(host->AssemblyStatus(), Catch::Contains("waiting for worker(s) 1"));
+  // Pushes meanwhile are told to join again.
+  CHECK(IsRejoin(PushNow(*host, Push(0, 0, std::vector<float>(kDim, 1.0f))).status()));
   auto other = Initial();
   other[0] = 9;
-  ExpectRejected(host->Join(JoinRequest(1, other)).status(), absl::StatusCode::kInvalidArgument, "initial_weights");
+  auto late = JoinNow(*host, JoinRequest(1, other));
+  ExpectRejected(late.status(), absl::StatusCode::kFailedPrecondition, "different replicas");
+  ExpectRejected(Get(early).status(), absl::StatusCode::kFailedPrecondition, "different replicas");
+
   auto other_layers = JoinRequest(1);
   LayersToProto(MakeLayerTable({{"a", {4}}, {"b", {4}}}), other_layers.mutable_layers());
-  ExpectRejected(host->Join(other_layers).status(), absl::StatusCode::kInvalidArgument, "layers");
-  CHECK(host->Join(JoinRequest(1)).ok());
+  auto [a, b] = JoinBoth(*host, JoinRequest(0), other_layers);
+  ExpectRejected(b.status(), absl::StatusCode::kFailedPrecondition, "layers");
+
+  auto [c, d] = JoinBoth(*host, JoinRequest(0), JoinRequest(1));
+  REQUIRE(c.ok());
+  REQUIRE(d.ok());
+  CHECK(c->range_lo() == 0);
+  CHECK(c->range_hi() == kDim);
+  CHECK(*ParseF32Bytes(d->weights(), kDim, "w") == Initial());
+  // A serving shard answers a (re)joining worker at once, and refuses another layout.
+  REQUIRE(JoinNow(*host, JoinRequest(1)).ok());
+  ExpectRejected(JoinNow(*host, other_layers).status(), absl::StatusCode::kInvalidArgument, "layers");
 }
 
 TEST_CASE("ShardHost rejects every malformed push, then still completes the round once", "[shard_host]") {
   ServerMetrics metrics(0);
   auto host = OpenHost(&metrics);
   const std::vector<float> g(kDim, 1.0f);
-  ExpectRejected(host->PushPull(Push(0, 0, g), Soon()).status(), absl::StatusCode::kFailedPrecondition, "Join first");
   JoinBoth(*host);
 
   auto check = [&](v1::PushPullRequest r, absl::StatusCode code, const std::string& field) {
-    ExpectRejected(host->PushPull(r, Soon()).status(), code, field);
+    ExpectRejected(PushNow(*host, r).status(), code, field);
   };
   auto r = Push(0, 0, g);
   r.mutable_payload()->mutable_header()->set_job_id("x");
@@ -154,19 +226,21 @@ TEST_CASE("ShardHost rejects every malformed push, then still completes the roun
   r = Push(0, 0, g);
   r.mutable_spec()->set_reduction(static_cast<v1::ReductionKind>(9));
   check(r, absl::StatusCode::kInvalidArgument, "spec.reduction");
+  // Decodable but inadmissible in this phase: a short dense vector, a sparse payload in a dense phase.
+  check(Push(0, 0, std::vector<float>(kDim - 2, 1.0f)), absl::StatusCode::kInvalidArgument, "dense.count");
+  r = Push(0, 0, g);
+  REQUIRE(EncodeBody(SparseVector{kDim, {1, 3}, {1, 1}}, r.mutable_payload()).ok());
+  check(r, absl::StatusCode::kInvalidArgument, "payload");
   CHECK(host->rounds_applied() == 0);  // nothing applied
 
   // A valid round with a duplicate push from worker 0: applied once.
   const std::vector<float> a{1, 1, 1, 1, 1, 1, 1, 1}, b{3, 3, 3, 3, 3, 3, 3, 3};
-  auto first = std::async(std::launch::async, [&] { return host->PushPull(Push(0, 0, a), Soon()); });
-  while (metrics.Text().find("sketchps_pushes_total{outcome=\"accepted\",shard=\"0\"} 1") == std::string::npos) {
-    absl::SleepFor(absl::Milliseconds(1));  // the retry below must arrive after the first push is in
-  }
-  auto retry = std::async(std::launch::async, [&] { return host->PushPull(Push(0, 0, a), Soon()); });
-  auto last = host->PushPull(Push(1, 0, b), Soon());
+  auto first = PushLater(*host, Push(0, 0, a));
+  auto retry = PushLater(*host, Push(0, 0, a));
+  auto last = PushNow(*host, Push(1, 0, b));
   REQUIRE(last.ok());
-  REQUIRE(first.get().ok());
-  auto again = retry.get();
+  REQUIRE(Get(first).ok());
+  auto again = Get(retry);
   REQUIRE(again.ok());
   auto sum = DecodeBody(again->result(), kDim);
   REQUIRE(sum.ok());
@@ -186,43 +260,130 @@ TEST_CASE("ShardHost rejects every malformed push, then still completes the roun
   CHECK_THAT(text, Catch::Contains("sketchps_phase_wait_seconds_count{shard=\"0\"} 3"));      // three calls
 }
 
-TEST_CASE("ShardHost rejects stale rounds", "[shard_host]") {
+TEST_CASE("An applied round cannot be reopened, and stale rounds are refused", "[shard_host]") {
   auto host = OpenHost(nullptr);
   JoinBoth(*host);
   const std::vector<float> g(kDim, 0.5f);
-  for (std::uint64_t round = 0; round < 4; ++round) DenseRound(*host, round, g, g);
-  ExpectRejected(host->PushPull(Push(0, 0, g), Soon()).status(), absl::StatusCode::kFailedPrecondition, "stale");
+  DenseRound(*host, 0, g, g);
+  const std::uint64_t checksum = WeightsChecksum(*ParseF32Bytes(JoinNow(*host, JoinRequest(0))->weights(), kDim, "w"));
+  // A final phase the round never had, for the applied round 0: refused, nothing changes.
+  auto forged = PushNow(*host, Push(0, 0, g, /*phase=*/1));
+  CHECK(forged.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(IsRoundApplied(forged.status()));
+  CHECK(host->rounds_applied() == 1);
+  CHECK(WeightsChecksum(*ParseF32Bytes(JoinNow(*host, JoinRequest(0))->weights(), kDim, "w")) == checksum);
+  // A retry of the real phase is still answered.
+  REQUIRE(PushNow(*host, Push(1, 0, g)).ok());
+  for (std::uint64_t round = 1; round < 4; ++round) DenseRound(*host, round, g, g);
+  ExpectRejected(PushNow(*host, Push(0, 0, g)).status(), absl::StatusCode::kFailedPrecondition, "stale");
+}
+
+TEST_CASE("A round whose sum overflows is refused: no gradient, the master copy stays finite", "[shard_host]") {
+  auto host = OpenHost(nullptr);
+  JoinBoth(*host);
+  const std::vector<float> huge(kDim, 3.0e38f);  // finite; the sum of two is not
+  const auto response = DenseRound(*host, 0, huge, huge);
+  CHECK(response.contributors() == 0);
+  CHECK(response.rounds_applied() == 1);
+  CHECK(response.weights_checksum() == WeightsChecksum(Initial()));  // unchanged
+  auto joined = JoinNow(*host, JoinRequest(0));
+  REQUIRE(joined.ok());
+  CHECK(*ParseF32Bytes(joined->weights(), kDim, "w") == Initial());
+  // An all-skip round (every worker's gradient was not finite) completes too.
+  v1::PushPullRequest skip0 = Push(0, 1, {}), skip1 = Push(1, 1, {});
+  skip0.mutable_payload()->clear_body();
+  skip1.mutable_payload()->clear_body();
+  auto first = PushLater(*host, skip0);
+  auto second = PushNow(*host, skip1);
+  REQUIRE(second.ok());
+  REQUIRE(Get(first).ok());
+  CHECK(host->rounds_applied() == 2);
 }
 
 TEST_CASE("A restarted shard resumes from its checkpoint and answers the last round again", "[shard_host]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("sketchps-host-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const auto dir = TempDir("resume");
   const std::vector<float> a{1, 2, 3, 4, 5, 6, 7, 8}, b{1, 0, 1, 0, 1, 0, 1, 0};
   v1::PushPullResponse before;
-  std::uint64_t checksum = 0;
+  std::vector<float> weights;
   {
     auto host = OpenHost(nullptr, dir.string());
     JoinBoth(*host);
     DenseRound(*host, 0, b, b);
     before = DenseRound(*host, 1, a, b);
-    checksum = before.weights_checksum();
+    REQUIRE(host->CheckpointNow().ok());
+    weights = *ParseF32Bytes(JoinNow(*host, JoinRequest(0))->weights(), kDim, "w");
   }  // the shard "crashes": only the checkpoint directory survives
   auto host = OpenHost(nullptr, dir.string());
-  CHECK_THAT(host->origin(), Catch::Contains("restored round 2"));
-  CHECK(host->rounds_applied() == 2);
-  // Worker 1 never got round 1's result: its retry is answered from the checkpoint.
-  auto retry = host->PushPull(Push(1, 1, b), Soon());
+  CHECK_THAT(host->origin(), Catch::Contains("checkpoint of round 2"));
+  // Both workers offer round 2 (one of them, worker 1, still waits for round 1's result).
+  v1::JoinRequest offer0 = JoinRequest(0, weights, 2);
+  *offer0.mutable_last_result() = before.result();
+  offer0.set_last_result_contributors(2);
+  v1::JoinRequest offer1 = JoinRequest(1, b, 1);  // at round 1: its replica before round 1
+  *offer1.mutable_last_result() = before.result();
+  offer1.mutable_last_result()->mutable_header()->set_round(0);
+  auto [j0, j1] = JoinBoth(*host, offer0, offer1);
+  REQUIRE(j0.ok());
+  REQUIRE(j1.ok());
+  CHECK(j0->rounds_applied() == 2);
+  // Worker 1's retry of round 1 is answered from the checkpoint.
+  auto retry = PushNow(*host, Push(1, 1, b));
   REQUIRE(retry.ok());
   CHECK(retry->result().dense().values() == before.result().dense().values());
-  CHECK(retry->weights_checksum() == checksum);
+  CHECK(retry->weights_checksum() == before.weights_checksum());
   // A later phase of round 2 that the old process had started: the worker must replay from phase 0.
-  CHECK(IsReplayRound(host->PushPull(Push(0, 2, a, /*phase=*/1), Soon()).status()));
-  auto joined = host->Join(JoinRequest(0));
-  REQUIRE(joined.ok());
-  CHECK(joined->rounds_applied() == 2);
-  CHECK(WeightsChecksum(*ParseF32Bytes(joined->weights(), kDim, "w")) == checksum);
+  CHECK(IsReplayRound(PushNow(*host, Push(0, 2, a, /*phase=*/1)).status()));
   const auto next = DenseRound(*host, 2, a, a);
   CHECK(next.rounds_applied() == 3);
+  host.reset();  // its checkpoint writer may still be writing
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("A shard restarted behind the workers catches up from their replicas", "[shard_host]") {
+  const auto dir = TempDir("behind");
+  const std::vector<float> a{1, 2, 3, 4, 5, 6, 7, 8}, b{1, 0, 1, 0, 1, 0, 1, 0};
+  v1::PushPullResponse last;
+  std::vector<float> weights;
+  {
+    auto host = OpenHost(nullptr, dir.string(), /*every=*/2);
+    JoinBoth(*host);
+    DenseRound(*host, 0, b, b);
+    DenseRound(*host, 1, a, b);  // the checkpoint of round 2 is written (every 2 rounds)
+    last = DenseRound(*host, 2, a, a);  // round 3 never reaches the disk
+    weights = *ParseF32Bytes(JoinNow(*host, JoinRequest(0))->weights(), kDim, "w");
+  }  // the shard "crashes" without a final checkpoint
+  auto host = OpenHost(nullptr, dir.string(), 2);
+  CHECK_THAT(host->origin(), Catch::Contains("checkpoint of round 2"));
+  CHECK(IsRejoin(PushNow(*host, Push(0, 3, a)).status()));
+  auto offer = [&](std::uint32_t worker, const std::vector<float>& w) {
+    v1::JoinRequest r = JoinRequest(worker, w, 3);
+    *r.mutable_last_result() = last.result();
+    r.set_last_result_contributors(2);
+    return r;
+  };
+  SECTION("the replicas agree: the shard adopts round 3") {
+    auto [j0, j1] = JoinBoth(*host, offer(0, weights), offer(1, weights));
+    REQUIRE(j0.ok());
+    REQUIRE(j1.ok());
+    CHECK(j0->rounds_applied() == 3);
+    CHECK(*ParseF32Bytes(j1->weights(), kDim, "w") == weights);
+    CHECK(PushNow(*host, Push(1, 2, a)).ok());  // a retry of round 2 gets the adopted last result
+    CHECK(DenseRound(*host, 3, a, b).rounds_applied() == 4);
+  }
+  SECTION("a replica that does not hash to its checksum is refused") {
+    auto forged = offer(1, weights);
+    forged.set_weights_checksum(forged.weights_checksum() ^ 1);
+    auto [j0, j1] = JoinBoth(*host, offer(0, weights), forged);
+    ExpectRejected(j0.status(), absl::StatusCode::kFailedPrecondition, "weights_checksum");
+  }
+  SECTION("a worker two rounds behind is refused") {
+    v1::JoinRequest behind = JoinRequest(1, weights, 1);
+    *behind.mutable_last_result() = last.result();
+    behind.mutable_last_result()->mutable_header()->set_round(0);
+    auto [j0, j1] = JoinBoth(*host, offer(0, weights), behind);
+    ExpectRejected(j1.status(), absl::StatusCode::kFailedPrecondition, "that far behind");
+  }
+  host.reset();  // its checkpoint writer may still be writing
   std::filesystem::remove_all(dir);
 }
 
@@ -230,11 +391,11 @@ TEST_CASE("Shutdown refuses new phases and finishes the one in flight", "[shard_
   auto host = OpenHost(nullptr);
   JoinBoth(*host);
   const std::vector<float> g(kDim, 1.0f);
-  auto waiting = std::async(std::launch::async, [&] { return host->PushPull(Push(0, 0, g), Soon()); });
-  while (host->in_flight() == 0) absl::SleepFor(absl::Milliseconds(1));
+  auto waiting = PushLater(*host, Push(0, 0, g));
+  CHECK(host->in_flight() == 1);
   host->BeginShutdown();
-  CHECK(host->PushPull(Push(1, 0, g), Soon()).ok());  // completes the phase in flight
-  CHECK(waiting.get().ok());
-  ExpectRejected(host->PushPull(Push(0, 1, g), Soon()).status(), absl::StatusCode::kUnavailable, "shutting down");
+  CHECK(PushNow(*host, Push(1, 0, g)).ok());  // completes the phase in flight
+  CHECK(Get(waiting).ok());
+  ExpectRejected(PushNow(*host, Push(0, 1, g)).status(), absl::StatusCode::kUnavailable, "shutting down");
   CHECK(host->rounds_applied() == 1);
 }

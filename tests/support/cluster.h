@@ -13,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "job/job_spec.h"
+#include "common/grpc_edge.h"
+#include "server/job_adapter.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/shard_host.h"
@@ -25,15 +27,14 @@ class LocalCluster {
     for (std::uint32_t s = 0; s < job.servers; ++s) {
       auto& node = nodes_.emplace_back(std::make_unique<Node>());
       node->metrics = std::make_unique<server::ServerMetrics>(s);
-      auto host = server::ShardHost::Open(server::HostOptions{job, s, checkpoint_dir, 1, absl::Seconds(10)},
-                                          node->metrics.get());
+      auto host = server::ShardHost::Open(server::HostOptionsFor(job, s, checkpoint_dir), node->metrics.get());
       if (!host.ok()) throw std::runtime_error(host.status().ToString());
       node->host = *std::move(host);
-      node->service = std::make_unique<server::ParameterServerService>(*node->host);
+      node->service = std::make_unique<server::ParameterServerService>(*node->host, absl::Seconds(10));
       grpc::ServerBuilder builder;
       int port = 0;
       builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-      server::ConfigureServerBuilder(builder, 64 << 20);
+      ConfigureServer(builder, ServerOptions{});
       builder.RegisterService(node->service.get());
       node->server = builder.BuildAndStart();
       if (!node->server || port == 0) throw std::runtime_error("cannot start a test server");

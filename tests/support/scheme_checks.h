@@ -128,6 +128,7 @@ inline auto PoisonGradients(std::vector<BadEntry> entries) {
 inline SimResult ExpectSkipsNonFinite(const SchemeFactory& factory, const Problem& problem, const SimOptions& opts,
                                       std::uint64_t skipped = 2) {
   auto r = Simulate(factory, problem, opts);
+  INFO(r.status.ToString());
   REQUIRE(r.status.ok());
   CHECK(r.skipped_rounds == skipped);
   CHECK(r.replicas_identical);

@@ -1,0 +1,52 @@
+// Assembly: how a starting shard decides the state it serves, from every worker's offer (its Join)
+// and its own checkpoint, if any. A shard that starts, fresh or after a restart from an older
+// checkpoint or from none, answers no Join until all P workers have offered; then DecideState picks:
+//
+//   w = the highest round among the offers and the checkpoint;
+//   w = 0 (a new job): the workers' initial weights, which must all agree (same seed);
+//   the checkpoint holds w: the checkpoint, and every offer at round w must equal it (checksum);
+//   otherwise: the replica of the workers at round w, which must all be bitwise equal (their
+//     weights must hash to the checksums they claim, and the checksums and momentum buffers must
+//     agree), with the final result of round w - 1 they received, so that a worker still waiting
+//     for that result gets it.
+// Every offer must be fresh (round 0) or at round w - 1 or w: in synchronous training no worker can
+// be further behind. Any violation is FailedPrecondition naming the workers and rounds involved, and
+// the shard serves nothing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/layout.h"
+#include "engine/shard.h"
+
+namespace sketchps::server {
+
+// One worker's Join, decoded and checked against the range its layout gives this shard.
+struct Offer {
+  std::uint32_t worker = 0;
+  LayerTable layers;
+  std::uint64_t rounds_applied = 0;
+  std::vector<float> weights;            // the range's replica
+  std::vector<float> velocity;           // empty: none (zeros)
+  std::uint64_t checksum = 0;            // what the worker claims WeightsChecksum(weights) is
+  std::optional<FinalResult> last;       // rounds_applied > 0: the final result of the round before
+};
+
+// The state a shard serves from.
+struct ShardState {
+  LayerTable layers;
+  std::uint64_t rounds_applied = 0;
+  std::vector<float> weights;
+  std::vector<float> velocity;
+  std::optional<FinalResult> last;
+  std::string origin;  // for the log: "fresh start", "checkpoint of round 300", ...
+};
+
+// `offers` holds one offer per worker (any order); `checkpoint` the shard's restored state.
+absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const std::optional<ShardState>& checkpoint);
+
+}  // namespace sketchps::server
