@@ -94,7 +94,7 @@ def cpu_table(rows: list[dict]) -> str:
     lines = ["CPU seconds by process (user + system):", "",
              "| system | bandwidth | servers | workers | per process |", "|---|---|---|---|---|"]
     for r in rows:
-        per = ", ".join(f"{p['name']} {p['cpu_s']:.0f}" for p in r["procs"])
+        per = ", ".join(f"{p['name']} {p['cpu_s']:.1f}" for p in r["procs"])
         c = r["figures"]["cpu_by_role_s"]
-        lines.append(f"| {r['system']} | {r['bandwidth']} | {c['server']:.0f} | {c['worker']:.0f} | {per} |")
+        lines.append(f"| {r['system']} | {r['bandwidth']} | {c['server']:.1f} | {c['worker']:.1f} | {per} |")
     return "\n".join(lines) + "\n"

@@ -17,7 +17,8 @@ All times are unix seconds on the one machine clock (every host is a namespace o
   process start, data loading, model set-up, joining the servers / the process group.
 - **train loop**: rank 0's first `round_start` → rank 0's last round `time` (the end of its last
   exchange / optimizer step). DDP evaluates synchronously, so its intermediate evaluations are in
-  its train loop; sketchps' rank 0 evaluates on a background thread.
+  its train loop (their total is **evals in loop**, the sum of rank 0's `eval_s`); sketchps'
+  rank 0 evaluates on a background thread (nothing in the loop waits for it).
 - **final eval**: rank 0's last round `time` → the last worker's exit (the final evaluation on all
   10,000 test images, then exit).
 - **wall**: launch → the last process's exit, servers included (they get SIGTERM once the workers
@@ -125,5 +126,6 @@ def derive(run: dict) -> dict:
             "wall_s": max(p["end"] for p in procs) - launch, "cpu_s": cpu["server"] + cpu["worker"],
             "cpu_by_role_s": cpu, "accuracy": accuracy, "accuracy_source": source,
             "rounds": len({int(x["round"]) for x in rank0}), "expected_rounds": run.get("expected_rounds"),
+            "eval_in_loop_s": sum(float(x.get("eval_s", 0.0)) for x in rank0),
             "job_end_s": worker_exit - launch, "curve": accuracy_curve(by_rank.get(0, []), launch),
             **traffic(by_rank)}

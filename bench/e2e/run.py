@@ -67,6 +67,8 @@ def parse_args(argv):
     ap.add_argument("--progress-every", type=float, default=5, help="seconds between progress lines")
     ap.add_argument("--out", default=str(REPO / "runs" / time.strftime("e2e-%Y%m%d-%H%M%S")), help="output folder")
     ap.add_argument("--write-doc", metavar="FILE.md", help="write the results into this Markdown file's generated block")
+    ap.add_argument("--from-results", metavar="results.json",
+                    help="run nothing: redo the table, plots, targets and --write-doc from an earlier run's results")
     return ap.parse_args(argv)
 
 
@@ -147,7 +149,7 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
 
 
 def finish(args, results: dict, rows: list[dict], out: Path, default: str) -> None:
-    results["runs"] = rows
+    results.update(runs=rows, default_system=default)
     results["targets"] = targets.evaluate(rows, default)
     (out / "table.md").write_text(report.table(rows))
     plots = {}
@@ -178,8 +180,28 @@ def on_signal(signum, _frame):
     raise RunFailure(f"interrupted by signal {signum}")
 
 
+def rerender(args) -> int:
+    """--from-results: the outputs of an earlier run again (in its folder), e.g. for --write-doc;
+    the figures are derived again from the run's metrics files and process records."""
+    path = Path(args.from_results)
+    try:
+        results = json.loads(path.read_text())
+        rows = results["runs"]
+        for row in rows:  # from the metrics files again: the definitions may have changed since
+            row["figures"] = figures.derive(row)
+    except (OSError, ValueError, KeyError, figures.MetricsError) as e:
+        print(f"e2e: --from-results {path}: not the results.json of a run with its metrics files ({e})", file=sys.stderr)
+        return 2
+    systems = results.get("systems", [])
+    default = results.get("default_system", systems[0] if systems and systems[0].startswith("sketchps") else "")
+    finish(args, results, rows, path.parent.absolute(), default)
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.from_results:
+        return rerender(args)
     try:
         bandwidths, systems, job, ddp_args, bins = check_args(args)
     except (UsageError, jobspec.JobError) as e:

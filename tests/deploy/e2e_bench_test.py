@@ -82,7 +82,7 @@ class FiguresTest(unittest.TestCase):
         self.assertAlmostEqual(f["wall_s"], 30.0)
         self.assertAlmostEqual(f["cpu_s"], 17.0)
         self.assertEqual(f["cpu_by_role_s"], {"server": 2.0, "worker": 15.0})
-        self.assertEqual((f["accuracy"], f["rounds"]), (0.7, 4))
+        self.assertEqual((f["accuracy"], f["rounds"], f["eval_in_loop_s"]), (0.7, 4, 0.0))
         self.assertAlmostEqual(f["wire_up"], 200.0)
         self.assertAlmostEqual(f["ratio_down"], 10.0)
         self.assertEqual([(p["t"], p["accuracy"]) for p in f["curve"]], [(10.0, 0.5), (13.0, 0.7)])
@@ -90,13 +90,14 @@ class FiguresTest(unittest.TestCase):
     def test_ddp_figures_and_final_eval_event(self):
         with tempfile.TemporaryDirectory() as tmp:
             r0 = [{"round": 0, "round_start": 1003.0, "time": 1004.0, "loss": 2.0},
-                  {"round": 1, "round_start": 1004.0, "time": 1006.0, "loss": 1.0, "test_accuracy": 0.4, "test_round": 1},
+                  {"round": 1, "round_start": 1004.0, "time": 1006.0, "loss": 1.0, "test_accuracy": 0.4, "test_round": 1,
+                   "eval_s": 0.75},
                   {"event": "final_eval", "start": 1006.0, "end": 1008.0, "test_accuracy": 0.8, "test_round": 1}]
             run_ = {"launch": 1000.0, "procs": [proc("worker-0", "worker", 1000.0, 1009.0, 4.0)],
                     "metrics": {"0": write_jsonl(Path(tmp), "w0.jsonl", r0)}}
             f = figures.derive(run_)
         self.assertEqual((f["startup_s"], f["train_loop_s"], f["final_eval_s"]), (3.0, 3.0, 3.0))
-        self.assertEqual(f["accuracy"], 0.8)
+        self.assertEqual((f["accuracy"], f["eval_in_loop_s"]), (0.8, 0.75))
         self.assertNotIn("wire_up", f)
         self.assertEqual(f["curve"], [{"t": 6.0, "accuracy": 0.8, "round": 1}])  # the final eval wins
 
