@@ -182,6 +182,38 @@ class ReportTest(unittest.TestCase):
         self.assertIn("My analysis stays.", text)
 
 
+class FromResultsTest(unittest.TestCase):
+    """--from-results on a synthetic run: figures derived again, table, plots, targets, doc."""
+
+    def test_rerender_writes_everything(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            record = FiguresTest().sketchps_run(folder)
+            machine = {"nproc": 2, "cpu_model": "cpu", "kernel": "k", "loadavg": [1.0, 1.0, 1.0], "date": "today",
+                       "command": "sudo bash bench/e2e/run.sh --x", "commit": "abc", "python": "3", "torch": "1"}
+            row = {**record, "system": "sketchps gs_sgd", "kind": "sketchps", "scheme": "gs_sgd", "bandwidth": "100mbit",
+                   "figures": {"stale": True}}
+            results = {"machine": machine, "job": jobspec.make_job([]), "systems": ["sketchps gs_sgd"], "runs": [row]}
+            (folder / "results.json").write_text(json.dumps(results))
+            doc = folder / "docs/performance.md"
+            doc.parent.mkdir()
+            self.assertEqual(run.main(["--from-results", str(folder / "results.json"), "--write-doc", str(doc)]), 0)
+            again = json.loads((folder / "results.json").read_text())
+            text = doc.read_text()
+            self.assertEqual(again["runs"][0]["figures"]["train_loop_s"], 4.0)
+            self.assertTrue((folder / "accuracy-100mbit.png").read_bytes().startswith(b"\x89PNG"))
+            self.assertTrue((doc.parent / "img/performance-accuracy-100mbit.svg").is_file())
+            self.assertIn("](img/performance-accuracy-100mbit.png)", text)
+            self.assertIn("| sketchps gs_sgd | 100mbit | 9.0 | 4.0 |", text)
+            self.assertIn("sudo bash bench/e2e/run.sh --x", text)
+            self.assertIn("N/A", text)  # no DDP run: the targets cannot be checked
+
+    def test_bad_results_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "results.json").write_text("{}")
+            self.assertEqual(run.main(["--from-results", str(Path(tmp) / "results.json")]), 2)
+
+
 class OptionsTest(unittest.TestCase):
     def test_systems_and_bad_options(self):
         args = run.parse_args(["--schemes", "gs_sgd,topk", "--mode", "ps,decentralized"])
