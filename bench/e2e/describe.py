@@ -58,9 +58,11 @@ def machine(argv: list[str]) -> dict:
 def job_line(results: dict) -> str:
     job = results["job"]
     data, train = job.get("data", {}), job.get("train", {})
-    rounds = train.get("rounds") or f"{train.get('epochs', 1)} epoch(s)"
+    rounds = f"{jobspec.total_rounds(job)} rounds"
+    if not train.get("rounds"):
+        rounds = f"{train.get('epochs', 1)} epoch ({rounds})"
     return (f"Fashion-MNIST {job.get('model', 'cnn')}, P={job['workers']} workers x b={data.get('batch_size', 32)}, "
-            f"{rounds} rounds, S={job['servers']} servers")
+            f"{rounds}, S={job['servers']} servers (sketchps)")
 
 
 def plot_title(results: dict, bandwidth: str) -> str:
