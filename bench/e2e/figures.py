@@ -89,11 +89,12 @@ def final_accuracy(by_rank: dict[int, list[dict]]) -> tuple[float | None, str]:
 def accuracy_curve(rank0: list[dict], launch: float) -> list[dict]:
     """[{t, accuracy, round}] by evaluated round; from rank 0's rounds and final_eval events."""
     times = {int(x["round"]): float(x["time"]) for x in rounds_of(rank0)}
+    last = max(times, default=-1)
     points = {}
     for x in rank0:
         if "test_accuracy" not in x:
             continue
-        evaluated = int(x.get("test_round", x.get("round", -1)))
+        evaluated = int(x.get("test_round", x.get("round", last)))  # a final_eval may name no round
         if evaluated in times:
             points[evaluated] = {"t": times[evaluated] - launch, "accuracy": float(x["test_accuracy"]),
                                  "round": evaluated}

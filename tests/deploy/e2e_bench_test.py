@@ -101,6 +101,10 @@ class FiguresTest(unittest.TestCase):
         self.assertNotIn("wire_up", f)
         self.assertEqual(f["curve"], [{"t": 6.0, "accuracy": 0.8, "round": 1}])  # the final eval wins
 
+    def test_final_eval_without_round_is_the_last_round(self):
+        rank0 = [{"round": 0, "time": 5.0}, {"round": 1, "time": 7.0}, {"event": "final_eval", "test_accuracy": 0.6}]
+        self.assertEqual(figures.accuracy_curve(rank0, 1.0), [{"t": 6.0, "accuracy": 0.6, "round": 1}])
+
     def test_accuracy_from_another_rank(self):
         acc, source = figures.final_accuracy({0: [{"round": 0}], 2: [{"round": 0, "test_accuracy": 0.3, "test_round": 0}]})
         self.assertEqual((acc, source), (0.3, "last test_accuracy of any rank"))
