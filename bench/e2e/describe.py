@@ -93,10 +93,10 @@ def doc_block(results: dict, images: dict[str, list[str]]) -> str:
 
 
 def cpu_table(rows: list[dict]) -> str:
-    lines = ["CPU seconds by process (user + system):", "",
-             "| system | bandwidth | servers | workers | per process |", "|---|---|---|---|---|"]
+    lines = ["CPU seconds by process (user + system), and the machine's load average when the run began:", "",
+             "| system | bandwidth | load | servers | workers | per process |", "|---|---|---|---|---|---|"]
     for r in rows:
         per = ", ".join(f"{p['name']} {p['cpu_s']:.1f}" for p in r["procs"])
-        c = r["figures"]["cpu_by_role_s"]
-        lines.append(f"| {r['system']} | {r['bandwidth']} | {c['server']:.1f} | {c['worker']:.1f} | {per} |")
+        c, load = r["figures"]["cpu_by_role_s"], r.get("loadavg_before")
+        lines.append(f"| {r['system']} | {r['bandwidth']} | {report.fmt(load)} | {c['server']:.1f} | {c['worker']:.1f} | {per} |")
     return "\n".join(lines) + "\n"
