@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""End-to-end benchmark: sketchps against PyTorch DDP on emulated hosts (network namespaces).
+
+For each --bandwidth (tc rate such as 100mbit, or none), one netns_run.Network of hosts server-0..
+and worker-0.. is made and each system runs on it in turn (never two at once): sketchps in each
+--mode for each of --schemes (S servers + P workers from one job YAML, --set overrides passed
+through), then DDP dense and DDP fp16 (P ranks of ddp_train.py on the same job). Progress goes to
+stderr. Outputs in --out: job.yaml, one folder of logs and metrics per run, results.json,
+table.md, accuracy-<bandwidth>.png/.svg; --write-doc also rewrites the generated block of a
+Markdown file (plots copied to img/ beside it). The performance targets (targets.py) are printed
+with PASS/MISS; a MISS never fails the run.
+
+Exit codes: 0 every run completed; 1 a run failed (the failing process and its log tail are
+printed; whatever was started is killed; results.json holds what finished); 2 bad usage (the
+message names the option or file). Namespaces are always removed, also on SIGINT/SIGTERM.
+Needs root, iproute2, and /usr/bin/python3 with torch, matplotlib, yaml and numpy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "deploy/emulate"))
+import figures  # noqa: E402
+import job as jobspec  # noqa: E402
+import describe  # noqa: E402
+import report  # noqa: E402
+import targets  # noqa: E402
+from netns_run import Network, RunError  # noqa: E402
+from procs import RunFailure  # noqa: E402
+from systems import Context, System, run_system, say  # noqa: E402
+
+SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "sdagc", "sidco", "scalecom"]
+BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker"}
+BANDWIDTH = re.compile(r"^\d+(\.\d+)?[kmgt]?(bit|bps)$", re.I)
+
+
+class UsageError(Exception):
+    """Bad options (exit 2)."""
+
+
+def comma_list(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description="sketchps against PyTorch DDP on emulated hosts (see the module doc)")
+    ap.add_argument("--bin-dir", default=str(REPO / "build/ci"), help="build folder (server/sketchps-server, worker/sketchps-worker) or a folder holding both")
+    ap.add_argument("--bin", action="append", default=[], metavar="NAME=PATH",
+                    help="a binary's path, NAME sketchps-server or sketchps-worker (overrides --bin-dir)")
+    ap.add_argument("--schemes", default="gs_sgd", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}")
+    ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
+    ap.add_argument("--ddp", default="dense,fp16", help="DDP variants, comma-separated: dense, fp16 (none: no DDP)")
+    ap.add_argument("--bandwidth", action="append", metavar="RATE",
+                    help="link cap, tc syntax (100mbit) or none; repeatable (default 100mbit)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="job override (both daemons, DDP)")
+    ap.add_argument("--timeout", type=float, default=1800, help="limit per system run, seconds")
+    ap.add_argument("--progress-every", type=float, default=5, help="seconds between progress lines")
+    ap.add_argument("--out", default=str(REPO / "runs" / time.strftime("e2e-%Y%m%d-%H%M%S")), help="output folder")
+    ap.add_argument("--write-doc", metavar="FILE.md", help="write the results into this Markdown file's generated block")
+    ap.add_argument("--from-results", metavar="results.json",
+                    help="run nothing: redo the table, plots, targets and --write-doc from an earlier run's results")
+    return ap.parse_args(argv)
+
+
+def binaries(args) -> dict[str, str]:
+    paths = {}
+    for name, rel in BINARIES.items():  # the build layout, else every binary in the folder itself
+        layout, flat = Path(args.bin_dir) / rel, Path(args.bin_dir) / name
+        paths[name] = flat if not layout.exists() and flat.exists() else layout
+    for spec in args.bin:
+        name, eq, path = spec.partition("=")
+        if not eq or name not in BINARIES:
+            raise UsageError(f"--bin {spec!r}: expected sketchps-server=PATH or sketchps-worker=PATH")
+        paths[name] = Path(path)
+    for name, path in paths.items():
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise UsageError(f"{name}: no executable at {path} (--bin-dir / --bin; build: bash scripts/build.sh ci)")
+    return {name: str(path.absolute()) for name, path in paths.items()}
+
+
+def plan_systems(args) -> list[System]:
+    schemes, modes, ddp = comma_list(args.schemes), comma_list(args.mode), comma_list(args.ddp)
+    for s in schemes:
+        if s not in SCHEMES:
+            raise UsageError(f"--schemes: unknown scheme {s!r}; valid: {', '.join(SCHEMES)}")
+    for m in modes:
+        if m not in ("ps", "decentralized"):
+            raise UsageError(f"--mode: {m!r} is not ps or decentralized")
+    if ddp == ["none"]:
+        ddp = []
+    for d in ddp:
+        if d not in ("dense", "fp16"):
+            raise UsageError(f"--ddp: {d!r} is not dense, fp16 or none")
+    systems = [System(f"sketchps {s}" + ("" if m == "ps" else " decentralized"), "sketchps", s, m)
+               for m in modes for s in schemes]
+    systems += [System(f"DDP {d}", "ddp", "none" if d == "dense" else "fp16") for d in ddp]
+    if not systems:
+        raise UsageError("nothing to run: --schemes and --ddp are both empty")
+    return systems
+
+
+def check_args(args):
+    """Everything that can be checked before a namespace exists; raises UsageError."""
+    bandwidths = args.bandwidth or ["100mbit"]
+    for bw in bandwidths:
+        if bw != "none" and not BANDWIDTH.match(bw):
+            raise UsageError(f"--bandwidth {bw!r}: expected a tc rate such as 100mbit, or none")
+    for kv in args.set:
+        if kv.split("=", 1)[0] in ("scheme.name", "mode"):
+            raise UsageError(f"--set {kv}: choose schemes and modes with --schemes and --mode")
+    if os.geteuid() != 0:
+        raise UsageError("must run as root (network namespaces); not skipping")
+    systems = plan_systems(args)
+    job = jobspec.make_job(args.set)
+    ddp_args = jobspec.ddp_args(job) if any(s.kind == "ddp" for s in systems) else []
+    bins = binaries(args) if any(s.kind == "sketchps" for s in systems) else {n: "" for n in BINARIES}
+    return bandwidths, systems, job, ddp_args, bins
+
+
+def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: Path, rows: list[dict]) -> None:
+    hosts = [f"server-{s}" for s in range(ctx_args["servers"])] + [f"worker-{w}" for w in range(ctx_args["workers"])]
+    net = Network(f"{os.getpid() % 10000:04d}{i}", hosts, None if bw == "none" else bw)
+    try:
+        net.create()
+        ctx = Context(net=net, bandwidth=bw, **ctx_args)
+        for system in systems:
+            say(f"[{bw}] {system.name}: starting ({ctx.rounds} rounds, timeout {ctx.timeout:.0f} s)")
+            load = os.getloadavg()[0]
+            record = run_system(system, ctx, out / bw / system.name.replace(" ", "-"))
+            row = {**record, "loadavg_before": load, "figures": figures.derive(record)}
+            rows.append(row)
+            f = row["figures"]
+            say(f"[{bw}] {system.name}: done: start-up {f['startup_s']:.1f} s, train loop {f['train_loop_s']:.1f} s, "
+                f"final eval {f['final_eval_s']:.1f} s, CPU {f['cpu_s']:.0f} s, accuracy {report.fmt(f['accuracy'], '.4f')}")
+    except RunError as e:
+        raise RunFailure(str(e))
+    finally:
+        net.remove()
+
+
+def finish(args, results: dict, rows: list[dict], out: Path, default: str) -> None:
+    results.update(runs=rows, default_system=default)
+    results["targets"] = targets.evaluate(rows, default)
+    (out / "table.md").write_text(report.table(rows))
+    plots = {}
+    for bw in dict.fromkeys(r["bandwidth"] for r in rows):
+        plots[bw] = [str(p) for p in report.plot(rows, bw, describe.plot_title(results, bw), out / f"accuracy-{bw}")]
+    results["plots"] = plots
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    print(report.table(rows))
+    print("targets (reported, not enforced):")
+    for check in results["targets"]:
+        print("  " + targets.describe(check))
+    if args.write_doc:
+        doc = Path(args.write_doc)
+        img = doc.parent / "img"
+        img.mkdir(parents=True, exist_ok=True)
+        links = {}
+        for bw, paths in plots.items():
+            links[bw] = [shutil.copy(p, img / f"performance-{Path(p).name}") for p in paths]
+        report.write_doc(doc, describe.doc_block(results, {bw: [os.path.relpath(p, doc.parent) for p in ps]
+                                                           for bw, ps in links.items()}))
+        say(f"wrote {doc} and its plots in {img}")
+    say(f"results in {out}")
+
+
+def on_signal(signum, _frame):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise RunFailure(f"interrupted by signal {signum}")
+
+
+def rerender(args) -> int:
+    """--from-results: the outputs of an earlier run again (in its folder), e.g. for --write-doc;
+    the figures are derived again from the run's metrics files and process records."""
+    path = Path(args.from_results)
+    try:
+        results = json.loads(path.read_text())
+        rows = results["runs"]
+        for row in rows:  # from the metrics files again: the definitions may have changed since
+            row["figures"] = figures.derive(row)
+    except (OSError, ValueError, KeyError, figures.MetricsError) as e:
+        print(f"e2e: --from-results {path}: not the results.json of a run with its metrics files ({e})", file=sys.stderr)
+        return 2
+    systems = results.get("systems", [])
+    default = results.get("default_system", systems[0] if systems and systems[0].startswith("sketchps") else "")
+    finish(args, results, rows, path.parent.absolute(), default)
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.from_results:
+        return rerender(args)
+    try:
+        bandwidths, systems, job, ddp_args, bins = check_args(args)
+    except (UsageError, jobspec.JobError) as e:
+        print(f"e2e: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out).absolute()
+    out.mkdir(parents=True, exist_ok=True)
+    job_path = out / "job.yaml"
+    job_path.write_text(jobspec.dump(job))
+    results = {"machine": describe.machine(argv if argv is not None else sys.argv[1:]), "job": job,
+               "systems": [s.name for s in systems], "bandwidths": bandwidths}
+    ctx_args = dict(server_bin=bins["sketchps-server"], worker_bin=bins["sketchps-worker"],
+                    ddp_script=str(HERE / "ddp_train.py"), job_path=job_path, overrides=args.set, ddp_args=ddp_args,
+                    workers=int(job["workers"]), servers=int(job["servers"]), rounds=jobspec.total_rounds(job),
+                    timeout=args.timeout, progress_every=args.progress_every)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    rows: list[dict] = []
+    try:
+        for i, bw in enumerate(bandwidths):
+            run_bandwidth(i, bw, systems, ctx_args, out, rows)
+    except (RunFailure, figures.MetricsError) as e:
+        print(f"e2e: FAILED: {e}", file=sys.stderr, flush=True)
+        results.update(runs=rows, error=str(e))
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+        print(f"e2e: logs and partial results in {out}", file=sys.stderr)
+        return 1
+    finish(args, results, rows, out, systems[0].name if systems[0].kind == "sketchps" else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

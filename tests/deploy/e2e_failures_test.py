@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Shows that bench/e2e/run.sh completes a good run and fails each broken one cleanly, with
+stand-in daemons (shell scripts written per case; no C++ build, no DDP). Cases: a good run; a
+worker that exits 3; a server that dies before its port file; a server that fails on SIGTERM; the
+per-run timeout; SIGTERM to the harness mid-run; a bad option. Each case checks the exit code, a
+message naming the culprit, and that no namespace and no stand-in process is left behind. Prints
+one line per case and "N passed, M failed"; exits 1 if any case did not behave. Needs root.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUN = Path(__file__).resolve().parents[2] / "bench/e2e/run.sh"
+
+SERVER_OK = """trap 'exit 0' TERM
+echo 7070 > "$port_file.tmp" && mv "$port_file.tmp" "$port_file"
+while :; do sleep 0.1; done"""
+WORKER_OK = """i=0
+while [ $i -lt 3 ]; do
+  printf '{"round": %d, "time": %s, "compute_s": 0.01, "wire_up": 10, "wire_down": 5, "dense_bytes": 100%s}\\n' \\
+    $i "$(date +%s.%N)" "$([ $i -eq 2 ] && echo ', "test_accuracy": 0.5, "test_round": 2')" >> "$metrics_out"
+  i=$((i + 1)); sleep 0.2
+done"""
+# (name, server body, worker body, extra args, signal the harness after N s, exit code, expected text)
+CASES = [
+    ("good run", SERVER_OK, WORKER_OK, [], None, 0, "results in"),
+    ("worker exits 3", SERVER_OK, '[ "$rank" = 1 ] && { echo "fake: cannot reach the servers"; exit 3; }\nsleep 600',
+     [], None, 1, "worker-1 exited 3"),
+    ("server dies early", 'echo "fake: bad job"; exit 2', WORKER_OK, [], None, 1,
+     "server-0 exited 2 before it wrote its port file"),
+    ("server fails on SIGTERM", SERVER_OK.replace("trap 'exit 0' TERM", "trap 'exit 1' TERM"), WORKER_OK, [], None,
+     1, "exited 1 after SIGTERM (expected 0)"),
+    ("timeout", SERVER_OK, "sleep 600", ["--timeout", "4"], None, 1, "timeout after 4 s (--timeout)"),
+    ("SIGTERM to the harness", SERVER_OK, "sleep 600", [], 4.0, 1, "interrupted by signal 15"),
+    ("bad option", SERVER_OK, WORKER_OK, ["--bandwidth", "100"], None, 2, "--bandwidth '100'"),
+]
+
+
+def fake(path: Path, body: str) -> None:
+    path.write_text("#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in\n"
+                    "  --rank) rank=$2; shift;; --port-file) port_file=$2; shift;; --metrics-out) metrics_out=$2; shift;;\n"
+                    "esac; shift; done\n" + body + "\n")
+    path.chmod(0o755)
+
+
+def leftovers(tmp: str) -> list[str]:
+    found = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+             if n.startswith("sps")]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if tmp.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(f"process {pid}")
+        except OSError:
+            pass
+    return found
+
+
+def run_case(case) -> tuple[bool, str]:
+    name, server, worker, extra, kill_after, want_rc, expect = case
+    with tempfile.TemporaryDirectory(prefix="sketchps-e2e-case-") as tmp:
+        fake(Path(tmp) / "server", server)
+        fake(Path(tmp) / "worker", worker)
+        argv = ["bash", str(RUN), "--bin", f"sketchps-server={tmp}/server", "--bin", f"sketchps-worker={tmp}/worker",
+                "--ddp", "none", "--set", "train.rounds=3", "--out", f"{tmp}/out", "--progress-every", "1", *extra]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if kill_after:
+            time.sleep(kill_after)
+            proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            return False, f"the harness hung (killed after 120 s)\n{out}"
+        time.sleep(0.2)
+        left = leftovers(tmp)
+        results = Path(tmp) / "out/results.json"
+        good_rounds = want_rc == 0 and json.loads(results.read_text())["runs"][0]["figures"]["rounds"] == 3
+    if proc.returncode != want_rc:
+        return False, f"exit {proc.returncode}, expected {want_rc}\n{out}"
+    if expect not in out:
+        return False, f"output lacks {expect!r}\n{out}"
+    if left:
+        return False, f"left behind: {left}\n{out}"
+    if want_rc == 0 and not good_rounds:
+        return False, f"results.json does not show the 3 rounds\n{out}"
+    return True, ""
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("e2e_failures: FAILED: must run as root (network namespaces); not skipping")
+        return 1
+    passed = failed = 0
+    for case in CASES:
+        ok, why = run_case(case)
+        print(f"{'ok  ' if ok else 'FAIL'} {case[0]}" + ("" if ok else f": {why}"), flush=True)
+        passed, failed = passed + ok, failed + (not ok)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
