@@ -12,6 +12,7 @@
 
 #include "common/codec_wire.h"
 #include "common/fp16.h"
+#include "common/fp16.h"
 #include "common/status.h"
 #include "google/protobuf/io/coded_stream.h"
 
@@ -168,7 +169,7 @@ absl::Status EncodeSparse(const SparseVector& in, const EncodeOptions& options, 
   return ClearedOnError(out, [&] { return FillSparse(in, options, out); });
 }
 
-absl::Status EncodeSketch(const SketchTable& in, v1::SketchPayload* out) {
+absl::Status EncodeSketch(const SketchTable& in, ValueEncoding value_encoding, v1::SketchPayload* out) {
   return ClearedOnError(out, [&]() -> absl::Status {
     const std::uint64_t cells = std::uint64_t{in.rows} * in.cols;
     if (in.table.size() != cells) {
@@ -179,10 +180,8 @@ absl::Status EncodeSketch(const SketchTable& in, v1::SketchPayload* out) {
     out->set_cols(in.cols);
     out->set_seed(in.seed);
     out->set_dim(in.dim);
-    std::string* table = out->mutable_table();
-    table->resize(SketchArrayBytes(in.rows, in.cols));
-    codec_internal::StoreLE32(in.table.data(), in.table.size(), table->data());
-    return absl::OkStatus();
+    out->set_value_encoding(ToProto(value_encoding));
+    return WriteValues("SketchTable.table", in.table, value_encoding, out->mutable_table());
   });
 }
 
@@ -211,7 +210,16 @@ std::uint64_t IndexArrayBytes(std::span<const std::uint32_t> idx, IndexEncoding 
   return bytes;
 }
 
-std::uint64_t SketchArrayBytes(std::uint32_t rows, std::uint32_t cols) { return std::uint64_t{rows} * cols * 4; }
+std::uint64_t SketchArrayBytes(std::uint32_t rows, std::uint32_t cols, ValueEncoding value_encoding) {
+  return ValueArrayBytes(std::uint64_t{rows} * cols, value_encoding);
+}
+
+bool ExactInHalf(std::span<const float> values) {
+  for (float v : values) {
+    if (!(std::fabs(v) <= kHalfMax) || HalfBitsToFloat(FloatToHalfBits(v)) != v) return false;
+  }
+  return true;
+}
 
 WireBytes MeasureWireBytes(const v1::Payload& payload) {
   WireBytes bytes;

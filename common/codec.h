@@ -79,8 +79,8 @@ absl::Status EncodeDense(const DenseValues& in, ValueEncoding value_encoding, v1
 // Errors: idx/val size mismatch, dim > kMaxPayloadDim, index >= dim, duplicate index, binary16 overflow.
 absl::Status EncodeSparse(const SparseVector& in, const EncodeOptions& options, v1::SparsePayload* out);
 
-// Fills *out from in (always binary32). Errors: table.size() != rows * cols, dim > kMaxPayloadDim.
-absl::Status EncodeSketch(const SketchTable& in, v1::SketchPayload* out);
+// Fills *out from in. Errors: table.size() != rows * cols, dim > kMaxPayloadDim, binary16 overflow.
+absl::Status EncodeSketch(const SketchTable& in, ValueEncoding value_encoding, v1::SketchPayload* out);
 
 // Fills *out from in, sorting the indices when needed. Errors: dim > kMaxPayloadDim, index >= dim,
 // duplicate index.
@@ -126,8 +126,11 @@ std::uint64_t ValueArrayBytes(std::uint64_t count, ValueEncoding value_encoding)
 // 4 * n for kRawU32, the sum of the varint sizes of the first index and the gaps for kDeltaVarint.
 std::uint64_t IndexArrayBytes(std::span<const std::uint32_t> idx, IndexEncoding index_encoding);
 
-// Bytes of a sketch table field: rows * cols * 4.
-std::uint64_t SketchArrayBytes(std::uint32_t rows, std::uint32_t cols);
+// Bytes of a sketch table field: rows * cols * 4 (kF32) or * 2 (kF16).
+std::uint64_t SketchArrayBytes(std::uint32_t rows, std::uint32_t cols, ValueEncoding value_encoding = ValueEncoding::kF32);
+
+// Whether every value is finite and exactly representable in binary16 (so kF16 is lossless).
+bool ExactInHalf(std::span<const float> values);
 
 // Where the serialized bytes of a Payload go.
 struct WireBytes {

@@ -205,14 +205,15 @@ absl::StatusOr<SketchTable> DecodeSketch(const v1::SketchPayload& in, const Deco
     return Invalid("sketch.rows * sketch.cols", in.rows(), " * ", in.cols(), " = ", cells, " cells exceed max_count ",
                    limits.max_count);
   }
-  SKETCHPS_RETURN_IF_ERROR(CheckValueBytes("sketch.table", in.table().size(), cells, ValueEncoding::kF32));
+  SKETCHPS_ASSIGN_OR_RETURN(const ValueEncoding venc, ParseValueEncoding("sketch.value_encoding", in.value_encoding()));
+  SKETCHPS_RETURN_IF_ERROR(CheckValueBytes("sketch.table", in.table().size(), cells, venc));
   SketchTable out;
   out.rows = in.rows();
   out.cols = in.cols();
   out.seed = in.seed();
   out.dim = in.dim();
   SKETCHPS_ASSIGN_OR_RETURN(out.table,
-                            ReadValues("sketch.table", in.table(), cells, ValueEncoding::kF32, limits.allow_nonfinite));
+                            ReadValues("sketch.table", in.table(), cells, venc, limits.allow_nonfinite));
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/phase.h"
@@ -27,5 +28,14 @@ class Aggregator {
   virtual std::uint32_t worker_id() const = 0;
   virtual std::uint32_t num_workers() const = 0;
 };
+
+// The auxiliary phase id: a dense sum over every worker outside the scheme's phases (evaluation
+// counts; user metrics), run on shard 0.
+inline constexpr std::uint32_t kAuxPhase = 15;
+
+// The elementwise sum of every worker's `values` (all workers call it with the same length and
+// `round`, the next round to run: every round before it is complete). The values travel as float32.
+// Errors: the aggregator's; InvalidArgument when the workers' lengths differ.
+absl::StatusOr<std::vector<float>> SumOverWorkers(Aggregator& aggregator, std::uint64_t round, std::vector<float> values);
 
 }  // namespace sketchps

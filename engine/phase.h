@@ -12,6 +12,8 @@
 //                                                                 optionally only the `keep` largest
 //   kSketchRecover   SketchTable with one (rows, cols, seed, dim) -> the summed table's `keep`
 //                                                                 candidates with largest |estimate|
+//                                                                 (SparseVector of estimates when the
+//                                                                 phase is final, else an IndexSet)
 //   kLeaderIndexSet  IndexSet (only the leader's may be non-empty) -> the leader's set
 //
 // The result of a round's final phase is always DenseValues over the whole range or a SparseVector
@@ -49,6 +51,9 @@ struct PhaseSpec {
   std::uint32_t leader = 0;  // kLeaderIndexSet: the worker whose set is taken
   bool at_previous_indices = false;  // kDenseSum: values at the previous result's indices
   bool final_phase = true;   // the round's last phase (its result yields G_t); set by SchemeBase
+  // An auxiliary phase (kAuxPhase, aggregator.h): a dense sum outside the scheme's phases; it needs
+  // no previous phase and never ends a round.
+  bool auxiliary = false;
 
   friend bool operator==(const PhaseSpec&, const PhaseSpec&) = default;
 };

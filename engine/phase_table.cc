@@ -112,7 +112,9 @@ absl::StatusOr<std::optional<PhaseTable::Work>> PhaseTable::Store(const PhaseKey
     return std::nullopt;  // every worker has contributed (or the result was seeded): a retry
   }
   SKETCHPS_RETURN_IF_ERROR(CheckOrder(key));
-  if (key.phase > 0 && PreviousResult(key) == nullptr) return ReplayRoundError(key.round, key.phase);
+  if (key.phase > 0 && !contribution.spec.auxiliary && PreviousResult(key) == nullptr) {
+    return ReplayRoundError(key.round, key.phase);
+  }
   static const Entry kEmpty;
   const Entry& held = it == entries_.end() ? kEmpty : it->second;
   if (worker < held.contributions.size() && held.contributions[worker].has_value()) {
@@ -136,7 +138,9 @@ absl::StatusOr<std::optional<PhaseTable::Work>> PhaseTable::Store(const PhaseKey
   for (auto& c : entry.contributions) work.contributions.push_back(*std::move(c));
   entry.contributions.clear();
   entry.contributions.shrink_to_fit();
-  if (key.phase > 0) work.previous = entries_.at(PhaseKey{key.round, key.phase - 1}).result;
+  if (key.phase > 0 && !work.contributions.front().spec.auxiliary) {
+    work.previous = entries_.at(PhaseKey{key.round, key.phase - 1}).result;  // checked above: it exists
+  }
   return std::optional<Work>(std::move(work));
 }
 

@@ -144,7 +144,13 @@ absl::StatusOr<PayloadValue> Reducer::Dispatch(const PhaseSpec& spec, const std:
       return PayloadValue{DenseValues{DenseSum(in)}};
     }
     case Reduction::kSparseSum: return SparseSum(in, spec.keep);
-    case Reduction::kSketchRecover: return SketchRecover(in, spec.keep);
+    case Reduction::kSketchRecover: {
+      SKETCHPS_ASSIGN_OR_RETURN(PayloadValue found, SketchRecover(in, spec.keep));
+      if (spec.final_phase) return found;
+      // Candidates for a later phase: the workers need their indices only, not the estimates.
+      auto& candidates = std::get<SparseVector>(found);
+      return PayloadValue{IndexSet{candidates.dim, std::move(candidates.idx)}};
+    }
     case Reduction::kLeaderIndexSet: return LeaderSet(in, spec.leader);
   }
   return absl::InvalidArgumentError("unknown reduction");

@@ -15,7 +15,9 @@
 //                                                                 (keep > 0: the `keep` largest)
 //   kSketchRecover   SketchTables with equal (rows, cols, seed), dim == range
 //                                                              -> SparseVector of the min(keep, dim)
-//                                                                 largest |estimates| of the sum
+//                                                                 largest |estimates| of the sum; in
+//                                                                 a non-final phase only their
+//                                                                 indices (an IndexSet of candidates)
 //   kLeaderIndexSet  IndexSets over dim                        -> the leader's set (empty if skipped)
 //
 // A sparse sum that cancels to exactly 0 drops out of the union. A phase in which every worker

@@ -43,6 +43,10 @@ absl::StatusOr<ReplicaRound> Replica::RunRound(Aggregator& aggregator, const Rou
   std::vector<absl::StatusOr<RoundOutcome>> outcomes;
   outcomes.push_back(RunShard(0, aggregator, info, d_grad, d_weights));
   for (auto& f : others) outcomes.push_back(f.get());
+  return Combine(std::move(outcomes));
+}
+
+absl::StatusOr<ReplicaRound> Replica::Combine(std::vector<absl::StatusOr<RoundOutcome>> outcomes) const {
   ReplicaRound round;
   for (std::uint32_t s = 0; s < num_shards(); ++s) {
     if (!outcomes[s].ok()) {

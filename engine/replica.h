@@ -51,14 +51,20 @@ class Replica {
   absl::StatusOr<ReplicaRound> RunRound(Aggregator& aggregator, const RoundInfo& info, const float* d_grad,
                                         float* d_weights);
 
+  // One shard's part of a round: its scheme's phases through the aggregator, then G_t applied to the
+  // shard's range of d_weights. Different shards may run at once on different threads (a worker
+  // starts each shard as soon as its gradients exist, worker/gradient_watch.h).
+  absl::StatusOr<RoundOutcome> RunShard(std::uint32_t s, Aggregator& aggregator, const RoundInfo& info,
+                                        const float* d_grad, float* d_weights);
+  // The round's totals from every shard's outcome, in shard order; the first error names its shard.
+  absl::StatusOr<ReplicaRound> Combine(std::vector<absl::StatusOr<RoundOutcome>> outcomes) const;
+
   std::uint32_t num_shards() const { return static_cast<std::uint32_t>(schemes_.size()); }
   Optimizer& optimizer(std::uint32_t shard) { return *optimizers_[shard]; }
   Scheme& scheme(std::uint32_t shard) { return *schemes_[shard]; }
 
  private:
   explicit Replica(ReplicaOptions options) : options_(std::move(options)) {}
-  absl::StatusOr<RoundOutcome> RunShard(std::uint32_t s, Aggregator& aggregator, const RoundInfo& info,
-                                        const float* d_grad, float* d_weights);
 
   ReplicaOptions options_;
   std::vector<std::unique_ptr<Scheme>> schemes_;

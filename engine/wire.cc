@@ -41,6 +41,7 @@ v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec) {
   msg.set_leader(spec.leader);
   msg.set_at_previous_indices(spec.at_previous_indices);
   msg.set_final_phase(spec.final_phase);
+  msg.set_auxiliary(spec.auxiliary);
   return msg;
 }
 
@@ -57,19 +58,27 @@ absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32
   spec.leader = msg.leader();
   spec.at_previous_indices = msg.at_previous_indices();
   spec.final_phase = msg.final_phase();
+  spec.auxiliary = msg.auxiliary();
+  if (spec.auxiliary && (spec.final_phase || spec.reduction != Reduction::kDenseSum || spec.at_previous_indices)) {
+    return absl::InvalidArgumentError("spec.auxiliary: an auxiliary phase is a plain dense sum that never ends a round");
+  }
   return spec;
 }
 
 absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out) {
-  return std::visit(Overloaded{
-                        [&](const DenseValues& v) { return EncodeDense(v, ValueEncoding::kF32, out->mutable_dense()); },
-                        [&](const SparseVector& v) { return EncodeSparse(v, EncodeOptions{}, out->mutable_sparse()); },
-                        [&](const SketchTable& v) { return EncodeSketch(v, out->mutable_sketch()); },
-                        [&](const IndexSet& v) {
-                          return EncodeIndexSet(v, IndexEncoding::kRawU32, out->mutable_index_set());
-                        },
-                    },
-                    value);
+  return std::visit(
+      Overloaded{
+          [&](const DenseValues& v) { return EncodeDense(v, ValueEncoding::kF32, out->mutable_dense()); },
+          [&](const SparseVector& v) {
+            return EncodeSparse(v, EncodeOptions{IndexEncoding::kDeltaVarint, ValueEncoding::kF32}, out->mutable_sparse());
+          },
+          [&](const SketchTable& v) {
+            const auto encoding = ExactInHalf(v.table) ? ValueEncoding::kF16 : ValueEncoding::kF32;
+            return EncodeSketch(v, encoding, out->mutable_sketch());
+          },
+          [&](const IndexSet& v) { return EncodeIndexSet(v, IndexEncoding::kDeltaVarint, out->mutable_index_set()); },
+      },
+      value);
 }
 
 absl::StatusOr<std::optional<PayloadValue>> DecodeBody(const v1::Payload& in, std::uint64_t range_len) {
@@ -78,46 +87,6 @@ absl::StatusOr<std::optional<PayloadValue>> DecodeBody(const v1::Payload& in, st
   if (in.body_case() == v1::Payload::kSketch) limits.max_count = kSketchCellsPerElement * range_len;
   SKETCHPS_ASSIGN_OR_RETURN(DecodedPayload decoded, DecodePayload(in, limits));
   return std::optional<PayloadValue>(std::move(decoded.body));
-}
-
-void LayersToProto(const LayerTable& table, google::protobuf::RepeatedPtrField<v1::LayerInfo>* out) {
-  out->Clear();
-  for (const auto& l : table.layers) {
-    auto* info = out->Add();
-    info->set_name(l.name);
-    info->set_offset(l.offset);
-    info->set_numel(l.numel);
-    for (auto d : l.shape) info->add_shape(d);
-  }
-}
-
-absl::StatusOr<LayerTable> LayersFromProto(const google::protobuf::RepeatedPtrField<v1::LayerInfo>& in,
-                                           absl::string_view field) {
-  if (in.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty layer table"));
-  if (static_cast<std::size_t>(in.size()) > kMaxLayers) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", in.size(), " layers, more than ", kMaxLayers));
-  }
-  LayerTable table;
-  for (int i = 0; i < in.size(); ++i) {
-    const auto& info = in[i];
-    if (info.shape_size() > 8) {
-      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "].shape: ", info.shape_size(), " dimensions, at most 8"));
-    }
-    table.layers.push_back(Layer{info.name(), info.offset(), info.numel(), {info.shape().begin(), info.shape().end()}});
-  }
-  if (auto st = ValidateLayerTable(table); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", st.message()));
-  }
-  return table;
-}
-
-bool SameLayers(const LayerTable& a, const LayerTable& b) {
-  if (a.layers.size() != b.layers.size()) return false;
-  for (std::size_t i = 0; i < a.layers.size(); ++i) {
-    const auto &x = a.layers[i], &y = b.layers[i];
-    if (x.name != y.name || x.offset != y.offset || x.numel != y.numel || x.shape != y.shape) return false;
-  }
-  return true;
 }
 
 }  // namespace sketchps

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "common/codec.h"
 #include "common/layout.h"
+#include "common/layout_proto.h"
 #include "engine/phase.h"
 #include "sketchps/v1/parameter_server.pb.h"
 
@@ -27,20 +28,14 @@ v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec);
 // is unknown, leader >= num_workers or keep > range_len.
 absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32_t num_workers, std::uint64_t range_len);
 
-// Sets out's body (not its header) from `value` with raw encodings (u32 indices, f32 values).
+// Sets out's body (not its header) from `value`, losslessly: indices delta + varint coded, values
+// binary32, except sketch tables whose every cell is exact in binary16 (a scheme that rounded its
+// table, schemes/sketch_exchange.h), which travel as binary16.
 absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out);
 // The body of `in` for a receiver owning range_len elements: dense, sparse and index-set arrays up to
 // range_len entries over dim <= range_len, sketch tables up to kSketchCellsPerElement * range_len
 // cells, finite values. No body: nullopt (a worker that skips the round).
 absl::StatusOr<std::optional<PayloadValue>> DecodeBody(const v1::Payload& in, std::uint64_t range_len);
 
-// The model's layer table <-> JoinRequest.layers / ShardCheckpoint.layers.
-void LayersToProto(const LayerTable& table, google::protobuf::RepeatedPtrField<v1::LayerInfo>* out);
-// Validates (ValidateLayerTable, at most kMaxLayers layers of at most 8 dimensions); errors name
-// `field`, e.g. "layers[3]".
-inline constexpr std::size_t kMaxLayers = 1 << 16;
-absl::StatusOr<LayerTable> LayersFromProto(const google::protobuf::RepeatedPtrField<v1::LayerInfo>& in,
-                                           absl::string_view field = "layers");
-bool SameLayers(const LayerTable& a, const LayerTable& b);
 
 }  // namespace sketchps

@@ -66,14 +66,23 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_RETURN_IF_ERROR(data.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader train, root.Child("train"));
   SKETCHPS_RETURN_IF_ERROR(train.GetAll("epochs", job.train.epochs, "rounds", job.train.rounds, "eval_every_rounds",
-                                        job.train.eval_every_rounds, "seed", job.train.seed));
+                                        job.train.eval_every_rounds, "eval_samples", job.train.eval_samples, "seed",
+                                        job.train.seed));
   SKETCHPS_RETURN_IF_ERROR(train.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader ckpt, root.Child("checkpoint"));
   SKETCHPS_RETURN_IF_ERROR(ckpt.GetAll("dir", job.checkpoint.dir, "every_rounds", job.checkpoint.every_rounds));
   SKETCHPS_RETURN_IF_ERROR(ckpt.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader peer, root.Child("peer"));
-  SKETCHPS_RETURN_IF_ERROR(peer.GetAll("timeout_seconds", job.peer.timeout_seconds, "on_failure", job.peer.on_failure));
+  std::string on_failure = "regroup";
+  SKETCHPS_RETURN_IF_ERROR(peer.GetAll("timeout_seconds", job.peer.timeout_seconds, "on_failure", on_failure));
   SKETCHPS_RETURN_IF_ERROR(peer.Finish());
+  if (on_failure == "regroup") {
+    job.peer.on_failure = OnPeerFailure::kRegroup;
+  } else if (on_failure == "stop") {
+    job.peer.on_failure = OnPeerFailure::kStop;
+  } else {
+    return absl::InvalidArgumentError("peer.on_failure: '" + on_failure + "' is not regroup or stop");
+  }
   SKETCHPS_RETURN_IF_ERROR(ReadOptimizer(root, job));
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader scheme, root.Child("scheme"));
   SKETCHPS_ASSIGN_OR_RETURN(job.scheme, ParseSchemeSection(scheme));
@@ -83,7 +92,6 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
 absl::Status Validate(const JobSpec& j) {
   auto bad = [](const std::string& key, const std::string& why) { return absl::InvalidArgumentError(key + ": " + why); };
   if (j.job_id.empty()) return bad("job_id", "must not be empty");
-  if (j.mode != "ps" && j.mode != "decentralized") return bad("mode", "'" + j.mode + "' is not ps or decentralized");
   if (j.workers < 1 || j.workers > 1024) return bad("workers", "must be in [1, 1024]");
   if (j.servers < 1 || j.servers > 256) return bad("servers", "must be in [1, 256]");
   if (j.data.batch_size < 1) return bad("data.batch_size", "must be >= 1");
@@ -91,13 +99,12 @@ absl::Status Validate(const JobSpec& j) {
   if (!(j.train.epochs > 0) && j.train.rounds == 0) return bad("train.epochs", "must be > 0 (or set train.rounds)");
   if (j.checkpoint.every_rounds < 1) return bad("checkpoint.every_rounds", "must be >= 1");
   if (!(j.peer.timeout_seconds > 0) || j.peer.timeout_seconds > 86400) return bad("peer.timeout_seconds", "must be in (0, 86400]");
-  if (j.peer.on_failure != "regroup" && j.peer.on_failure != "stop") {
-    return bad("peer.on_failure", "'" + j.peer.on_failure + "' is not regroup or stop");
-  }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+const char* ModeName(Mode mode) { return mode == Mode::kDecentralized ? "decentralized" : "ps"; }
 
 double JobSpec::rounds_per_epoch() const {
   return std::max(1.0, std::floor(static_cast<double>(data.train_samples) / (static_cast<double>(workers) * data.batch_size)));
@@ -116,7 +123,7 @@ workers: 4
 servers: 2
 model: cnn
 data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
-train: {epochs: 1, eval_every_rounds: 100, seed: 1}
+train: {epochs: 1, eval_every_rounds: 100, eval_samples: 2000, seed: 1}
 optimizer: {lr: 0.05, momentum: 0.9}
 scheme: {name: gs_sgd, density: 0.01}
 )";
@@ -136,7 +143,15 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
   JobSpec job;
   ConfigReader r(root, "");
   SKETCHPS_RETURN_IF_ERROR(r.Get("job_id", job.job_id));
-  SKETCHPS_RETURN_IF_ERROR(r.Get("mode", job.mode));
+  std::string mode = "ps";
+  SKETCHPS_RETURN_IF_ERROR(r.Get("mode", mode));
+  if (mode == "ps") {
+    job.mode = Mode::kPs;
+  } else if (mode == "decentralized") {
+    job.mode = Mode::kDecentralized;
+  } else {
+    return absl::InvalidArgumentError("mode: '" + mode + "' is not ps or decentralized");
+  }
   SKETCHPS_RETURN_IF_ERROR(r.Get("workers", job.workers));
   SKETCHPS_RETURN_IF_ERROR(r.Get("servers", job.servers));
   SKETCHPS_RETURN_IF_ERROR(r.Get("model", job.model));

@@ -6,7 +6,7 @@
 //   servers: 2
 //   model: cnn                    # mlp | cnn | resnet
 //   data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
-//   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, seed: 1}
+//   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, eval_samples: 0, seed: 1}
 //   optimizer: {lr: 0.05, momentum: 0.9, nesterov: false, weight_decay: 0,
 //               schedule: constant, warmup_epochs: 0, warmup_start_factor: 1,
 //               milestones: [], gamma: 0.1, min_lr: 0}
@@ -35,10 +35,15 @@ struct DataSpec {
   std::uint64_t train_samples = 60000;
 };
 
+// Evaluation: every rank evaluates its share of the test set (a contiguous 1/P block) between rounds
+// and the counts are summed over the workers, so every rank knows the exact accuracy. Intermediate
+// points (every eval_every_rounds rounds; 0: none) use the first eval_samples test images (0: all of
+// them); the evaluation after the last round always uses the whole test set.
 struct TrainSpec {
   double epochs = 1.0;
   std::uint64_t rounds = 0;           // 0: derived from epochs
   std::uint64_t eval_every_rounds = 200;
+  std::uint64_t eval_samples = 0;
   std::uint64_t seed = 1;
 };
 
@@ -49,14 +54,20 @@ struct CheckpointSpec {
 
 // Decentralized mode: a peer silent for timeout_seconds is declared dead; the survivors then either
 // regroup and go on with P - 1 workers from the next round boundary, or stop with an error.
+enum class OnPeerFailure { kRegroup, kStop };
 struct PeerSpec {
   double timeout_seconds = 60;
-  std::string on_failure = "regroup";
+  OnPeerFailure on_failure = OnPeerFailure::kRegroup;
 };
+
+// ps: S parameter-server shards aggregate; decentralized: the workers' peer collectives.
+enum class Mode { kPs, kDecentralized };
+// "ps" / "decentralized".
+const char* ModeName(Mode mode);
 
 struct JobSpec {
   std::string job_id = "sketchps";
-  std::string mode = "ps";
+  Mode mode = Mode::kPs;
   std::uint32_t workers = 4;
   std::uint32_t servers = 2;
   std::string model = "cnn";
@@ -72,6 +83,7 @@ struct JobSpec {
   double rounds_per_epoch() const;
   // train.rounds, or ceil(epochs * rounds_per_epoch).
   std::uint64_t total_rounds() const;
+  bool decentralized() const { return mode == Mode::kDecentralized; }
 };
 
 // The embedded default job (gs-SGD, CNN, Fashion-MNIST, 4 workers, 2 servers, one epoch).

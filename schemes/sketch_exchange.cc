@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/fp16.h"
 #include "common/splitmix.h"
 #include "common/status.h"
 #include "kernels/count_sketch.h"
@@ -39,7 +40,25 @@ absl::Status SketchSizing::Validate(const std::string& prefix) const {
 }
 
 absl::Status SketchSizing::ReadFields(ConfigReader& section) {
-  return section.GetAll("rows", rows, "cols_factor", cols_factor, "cols", cols, "p2", p2);
+  std::string keep_name = keep == Keep::kTopK ? "top_k" : "candidates";
+  std::string table_name = table == Table::kF32 ? "f32" : "f16";
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll("rows", rows, "cols_factor", cols_factor, "cols", cols, "p2", p2, "keep", keep_name,
+                                          "table", table_name));
+  if (keep_name == "top_k") {
+    keep = Keep::kTopK;
+  } else if (keep_name == "candidates") {
+    keep = Keep::kCandidates;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(section.KeyPath("keep"), ": '", keep_name, "' is not top_k or candidates"));
+  }
+  if (table_name == "f32") {
+    table = Table::kF32;
+  } else if (table_name == "f16") {
+    table = Table::kF16;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(section.KeyPath("table"), ": '", table_name, "' is not f32 or f16"));
+  }
+  return absl::OkStatus();
 }
 
 std::uint32_t SketchSizing::ColsFor(std::uint64_t k) const {
@@ -58,7 +77,7 @@ SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& siz
       k_(KeepOf(ctx.k, ctx.dim)),
       candidates_(KeepOf(std::uint64_t{sizing.p2} * k_, ctx.dim)),
       values_(candidates_),
-      taken_(k_) {
+      taken_(sizing.keep == SketchSizing::Keep::kCandidates && sizing.p2 > 0 ? candidates_ : k_) {
   auto hash = CountSketchHash::Create({sizing.rows, sizing.ColsFor(k_), SketchSeed(ctx.seed, ctx.shard_id), ctx.dim});
   if (!hash.ok()) {
     status_ = hash.status();
@@ -70,7 +89,7 @@ SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& siz
 
 PhaseSpec SketchExchange::Spec(std::uint32_t phase) const {
   if (phase == 0) return PhaseSpec{Reduction::kSketchRecover, sizing_.p2 == 0 ? k_ : candidates_};
-  PhaseSpec spec{Reduction::kDenseSum, k_};
+  PhaseSpec spec{Reduction::kDenseSum, sizing_.keep == SketchSizing::Keep::kCandidates ? 0 : k_};
   spec.at_previous_indices = true;
   return spec;
 }
@@ -88,15 +107,24 @@ absl::StatusOr<PayloadValue> SketchExchange::Payload(std::uint32_t phase, const 
 absl::StatusOr<PayloadValue> SketchExchange::SketchPayload(const float* d_x, const kernels::Exec& exec) {
   table_.Zero();
   SKETCHPS_RETURN_IF_ERROR(kernels::SketchAccumulate(d_x, dim_, hash_, table_.data(), exec));
-  return PayloadValue{SketchTable{hash_.rows(), hash_.cols(), hash_.seed(), dim_, table_.ToHost()}};
+  SketchTable t{hash_.rows(), hash_.cols(), hash_.seed(), dim_, table_.ToHost()};
+  if (sizing_.table == SketchSizing::Table::kF16) {
+    // Cells beyond the binary16 range stay as they are (the table then travels as binary32).
+    for (float& v : t.table) {
+      if (std::fabs(v) <= kHalfMax) v = HalfBitsToFloat(FloatToHalfBits(v));
+    }
+  }
+  return PayloadValue{std::move(t)};
 }
+
+std::uint64_t SketchExchange::max_taken() const { return taken_.size(); }
 
 absl::StatusOr<std::uint64_t> SketchExchange::LoadTaken(const Aggregate& g) {
   const auto* sparse = std::get_if<SparseVector>(&g);
   if (sparse == nullptr) return absl::InvalidArgumentError("sketch exchange: a compressed round's aggregate is dense");
   if (sparse->idx.size() > taken_.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("sketch exchange: aggregate has ", sparse->idx.size(), " entries, more than k = ", k_));
+        absl::StrCat("sketch exchange: aggregate has ", sparse->idx.size(), " entries, more than ", taken_.size()));
   }
   kernels::CopyToDevice(taken_.data(), sparse->idx.data(), sparse->idx.size() * sizeof(std::uint32_t));
   taken_count_ = sparse->idx.size();

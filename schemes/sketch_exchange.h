@@ -4,16 +4,18 @@
 //
 // Per shard range of d entries, with k = min(ctx.k, d) (at least 1) and K = min(p2 * k, d):
 //   p2 > 0 (two phases):
-//     phase 0  kSketchRecover, keep K: each worker sends S(x), an r x c table (4rc bytes up); the
-//              shard sums the tables (linearity: S(sum x) = sum S(x)) and returns the K candidates
-//              with the largest |estimate| as a SparseVector (8K bytes down);
-//     phase 1  kDenseSum at_previous_indices, keep k: each worker sends x at the K candidates
-//              (4K bytes up); the shard keeps the k largest exact sums (<= 8k bytes down).
+//     phase 0  kSketchRecover, keep K: each worker sends S(x), an r x c table (4rc bytes up, 2rc
+//              with table: f16); the shard sums the tables (linearity: S(sum x) = sum S(x)) and
+//              returns the K candidates with the largest |estimate| as an index set (delta-varint
+//              coded: about 1.5 bytes per candidate down);
+//     phase 1  kDenseSum at_previous_indices: each worker sends x at the K candidates (4K bytes up);
+//              the shard returns the exact sums at every candidate (keep: candidates, the default:
+//              about 5.5K bytes down) or only the k largest (keep: top_k).
 //   p2 = 0 (one phase): kSketchRecover with keep k; G_t is the mean of the k sketch estimates.
-// G_t = MeanAggregate(final result) is always a SparseVector of at most k entries.
+// G_t = MeanAggregate(final result) is always a SparseVector of at most max_taken() entries.
 //
 // Sketch parameters: rows r (default 5); cols c = `cols` if set, else ceil(cols_factor * k) with
-// cols_factor 10, clamped to [1, kMaxSketchCells / r] (choice: a derived size is clamped, an
+// cols_factor 4, clamped to [1, kMaxSketchCells / r] (choice: a derived size is clamped, an
 // explicit one that is too large is a configuration error). The hash is the default
 // kPolynomial61 family (the reducer rebuilds it from the table's rows, cols, seed and dim), seeded
 // with SketchSeed(ctx.seed, ctx.shard_id), so all workers of a shard agree and shards differ. The
@@ -21,7 +23,7 @@
 // collisions over rounds.
 //
 // Not thread-safe (one per scheme instance). Device buffers: the table (r*c floats), the
-// candidate values (K) and the taken index set (k).
+// candidate values (K) and the taken index set (max_taken()).
 #pragma once
 
 #include <cstdint>
@@ -36,12 +38,24 @@
 
 namespace sketchps {
 
-// The sketch fields both methods' configs share (YAML keys rows, cols_factor, cols, p2).
+// The sketch fields both methods' configs share (YAML keys rows, cols_factor, cols, p2, keep, table).
 struct SketchSizing {
+  // Which entries of the exact second phase form G_t: the k largest exact sums ("top_k"), or every
+  // candidate ("candidates": the values were sent anyway; only the downlink grows, to 8K bytes).
+  enum class Keep { kTopK, kCandidates };
+  // The precision of the sketch table on the wire: "f32", or "f16" (each cell rounded to binary16
+  // before it is sent; the candidates may change, the exact second phase does not).
+  enum class Table { kF32, kF16 };
+
+  // Defaults (docs/methods.md "Sketch sizing", measured with `sketchps bench --input` on the default
+  // job's gradients): c = 4k columns and K = 8k candidates, all kept. A sketch of c = 10k, as CSVec
+  // users size it, is half a shard of the CNN: no compression at density 0.01.
   std::uint32_t rows = 5;      // r, in [1, 64]; odd recommended (even: lower median)
-  double cols_factor = 10.0;   // c = ceil(cols_factor * k) when cols == 0; > 0
+  double cols_factor = 4.0;    // c = ceil(cols_factor * k) when cols == 0; > 0
   std::uint64_t cols = 0;      // explicit c (0: use cols_factor); rows * cols <= 2^28
-  std::uint32_t p2 = 2;        // candidates per kept entry, in [0, 1024]; 0: one phase, estimates
+  std::uint32_t p2 = 8;        // candidates per kept entry, in [0, 1024]; 0: one phase, estimates
+  Keep keep = Keep::kCandidates;
+  Table table = Table::kF16;
 
   // Errors name the key: "<prefix>.rows: ...".
   absl::Status Validate(const std::string& prefix) const;
@@ -64,6 +78,8 @@ class SketchExchange {
   PhaseSpec Spec(std::uint32_t phase) const;
   std::uint64_t k() const { return k_; }
   std::uint64_t candidates() const { return candidates_; }
+  // The most entries G_t can have: k, or K with keep: candidates.
+  std::uint64_t max_taken() const;
   const CountSketchHash& hash() const { return hash_; }
 
   // This worker's payload of `phase` for the vector d_x (dim floats): the SketchTable of x in

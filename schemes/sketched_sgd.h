@@ -14,8 +14,8 @@
 //   u and v zeroed at G_t's index set ("momentum stopping" and "error reset").
 // The optimizer runs with momentum 0 (uses_global_momentum() == false): w = w - lr * G_t.
 //
-// Hyperparameters (scheme.sketched_sgd): rows (5), cols_factor (10), cols (0: ceil(cols_factor * k)),
-// p2 (2), momentum m (0.9, the local momentum coefficient). Sketch sizing, hashing and seeding:
+// Hyperparameters (scheme.sketched_sgd): rows (5), cols_factor (4), cols (0: ceil(cols_factor * k)),
+// p2 (2), keep (top_k), table (f16), momentum m (0.9, the local momentum coefficient). Sketch sizing, hashing and seeding:
 // schemes/sketch_exchange.h. selected() reports |G_t|, the entries the round took from v.
 //
 // Choices where the paper and code are silent or that differ from the reference code:
@@ -40,7 +40,13 @@
 
 namespace sketchps {
 
+// Sketched-SGD keeps the paper's exact top-k of the candidates (keep: top_k, p2 = 2), with the
+// compact f16 table of SketchSizing's defaults (c = 4k).
 struct SketchedSgdConfig : SketchSizing {
+  SketchedSgdConfig() {
+    p2 = 2;
+    keep = Keep::kTopK;
+  }
   double momentum = 0.9;  // m, local momentum coefficient, in [0, 1)
 
   // Errors name the key under `prefix` (e.g. "scheme.sketched_sgd.momentum: ...").

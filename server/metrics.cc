@@ -24,6 +24,11 @@ ServerMetrics::ServerMetrics(std::uint32_t shard) : registry_(std::make_shared<p
   const prometheus::Labels labels{{"shard", std::to_string(shard)}};
   auto& r = *registry_;
   rounds_ = &prometheus::BuildGauge().Name("sketchps_rounds_applied").Help("Rounds in the master copy").Register(r).Add(labels);
+  refused_ = &prometheus::BuildCounter()
+                  .Name("sketchps_rounds_refused_total")
+                  .Help("Rounds applied without a gradient because their sum or update was not finite")
+                  .Register(r)
+                  .Add(labels);
   bytes_in_ = &prometheus::BuildCounter().Name("sketchps_bytes_in_total").Help("Serialized PushPull request bytes")
                    .Register(r).Add(labels);
   bytes_out_ = &prometheus::BuildCounter().Name("sketchps_bytes_out_total").Help("Serialized PushPull response bytes")
@@ -46,6 +51,8 @@ ServerMetrics::ServerMetrics(std::uint32_t shard) : registry_(std::make_shared<p
 ServerMetrics::~ServerMetrics() = default;
 
 void ServerMetrics::SetRoundsApplied(std::uint64_t rounds) { rounds_->Set(static_cast<double>(rounds)); }
+
+void ServerMetrics::CountRefusedRound() { refused_->Increment(); }
 
 void ServerMetrics::AddBytes(std::uint64_t in, std::uint64_t out) {
   bytes_in_->Increment(static_cast<double>(in));

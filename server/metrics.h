@@ -6,6 +6,7 @@
 //   sketchps_pushes_total{outcome}          counter    accepted | duplicate | rejected
 //   sketchps_phase_wait_seconds             histogram  per PushPull: arrival to result
 //   sketchps_straggler_wait_seconds         histogram  per phase: first contribution to the last
+//   sketchps_rounds_refused_total           counter    rounds whose sum or update was not finite
 //   sketchps_checkpoints_total{outcome}     counter    written | failed
 //   sketchps_checkpoint_seconds             histogram  time to write (incl. fsync) one checkpoint
 // Thread-safe (prometheus-cpp metrics are).
@@ -33,6 +34,7 @@ class ServerMetrics {
   ~ServerMetrics();
 
   void SetRoundsApplied(std::uint64_t rounds);
+  void CountRefusedRound();
   void AddBytes(std::uint64_t in, std::uint64_t out);
   enum class Push { kAccepted, kDuplicate, kRejected };
   void CountPush(Push outcome);
@@ -47,6 +49,7 @@ class ServerMetrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Gauge* rounds_;
+  prometheus::Counter* refused_;
   prometheus::Counter* bytes_in_;
   prometheus::Counter* bytes_out_;
   prometheus::Counter* accepted_;

@@ -367,6 +367,7 @@ absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeight
 void ShardHost::OnApplied(const AppliedRound& round) {
   if (metrics_) metrics_->SetRoundsApplied(round.rounds_applied);
   if (round.refused) {
+    if (metrics_) metrics_->CountRefusedRound();
     spdlog::warn("shard {}: round {} refused (its sum or update was not finite): no gradient applied", options_.shard_id,
                  round.last.key.round);
   }

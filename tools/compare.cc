@@ -142,7 +142,7 @@ int CompareModes(const CompareOptions& options) {
     std::fprintf(stderr, "compare: %s mode, killing %s\n", mode.c_str(), run.kills[0].c_str());
     const int code = RunJob(run);
     // A peer kill stops the decentralized run only when the job says so (peer.on_failure: stop).
-    as_described &= mode == "ps" || job->peer.on_failure == "regroup" ? code == 0 : code == 1;
+    as_described &= mode == "ps" || job->peer.on_failure == OnPeerFailure::kRegroup ? code == 0 : code == 1;
     rows.push_back(Measure(run.out, mode, code, job->total_rounds()));
   }
   const std::string table = Markdown(rows);

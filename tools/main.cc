@@ -67,6 +67,9 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
                   "Decentralized mode: a peer silent this long is declared dead (default: the job's peer.timeout_seconds)")
       ->check(CLI::PositiveNumber);
   run->add_flag("!--no-progress", options.progress, "No live progress line");
+  run->add_option("--dump-gradients", options.dump_rounds,
+                  "Workers write their gradients of these rounds (comma-separated) to <out>/gradients")
+      ->delimiter(',');
 }
 
 struct HealthOptions {

@@ -88,7 +88,7 @@ class Launch {
   void WriteFaults() const;
 
  private:
-  bool decentralized() const { return job_.mode == "decentralized"; }
+  bool decentralized() const { return job_.decentralized(); }
   std::vector<std::string> ServerArgv(std::uint32_t s) const;
   absl::Status StartServer(std::uint32_t s);
   absl::Status WaitReady(std::uint32_t s);
@@ -193,6 +193,10 @@ absl::Status Launch::StartWorkers() {
                                   "--world-size", std::to_string(job_.workers), "--metrics-out",
                                   (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
                                   std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
+    if (!options_.dump_rounds.empty()) {
+      argv.insert(argv.end(), {"--dump-gradients", absl::StrJoin(options_.dump_rounds, ","), "--dump-dir",
+                               (out_ / "gradients").string()});
+    }
     if (decentralized()) {
       argv.insert(argv.end(), {"--listen", addresses[r], "--peers", absl::StrJoin(addresses, ",")});
       if (options_.peer_timeout_seconds > 0) {

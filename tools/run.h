@@ -8,6 +8,8 @@
 //   metrics.jsonl         the reporting rank's per-round metrics (a copy, at the end; rank 0 unless
 //                         it was killed, tools/summary.h)
 //   checkpoints/          the servers' checkpoints
+//   gradients/            with --dump-gradients: every worker's gradient of those rounds
+//                         (common/gradient_dump.h; `sketchps bench --input` reads them)
 //   summary.json          tools/summary.h
 // Any process that fails stops the run: everything is stopped and the failing process is named with
 // the last lines of its log. Ctrl-C (SIGINT) or SIGTERM stops everything too.
@@ -50,6 +52,7 @@ struct RunOptions {
   int worker_threads = 1;
   double peer_timeout_seconds = 0;  // decentralized mode: > 0 overrides the job's peer.timeout_seconds
   bool progress = true;      // live progress (a redrawn line on a terminal, else a line every 10%)
+  std::vector<std::uint64_t> dump_rounds;  // workers write their gradients of these rounds to <out>/gradients
 };
 
 // Returns the process exit code: 0 success, 1 a process failed, 2 bad options, 130 interrupted.

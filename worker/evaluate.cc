@@ -5,8 +5,6 @@
 #include <ATen/ops/cross_entropy_loss.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -31,6 +29,7 @@ absl::StatusOr<EvalResult> Evaluate(Model& model, const Dataset& data, std::span
   }
   EvalResult result;
   result.count = indices.size();
+  result.correct = correct;
   result.accuracy = static_cast<double>(correct) / static_cast<double>(result.count);
   result.mean_loss = loss_sum / static_cast<double>(result.count);
   return result;
@@ -42,34 +41,20 @@ absl::StatusOr<EvalResult> Evaluate(Model& model, const Dataset& data, std::uint
   return Evaluate(model, data, all, batch_size);
 }
 
-absl::StatusOr<std::unique_ptr<BackgroundEvaluation>> BackgroundEvaluation::Create(const std::string& model,
-                                                                                   std::uint64_t seed, const Dataset& data) {
-  SKETCHPS_ASSIGN_OR_RETURN(Model m, Model::Create(model, seed));
-  return std::unique_ptr<BackgroundEvaluation>(new BackgroundEvaluation(std::make_unique<Model>(std::move(m)), data));
+std::vector<float> EvalCounts::ToVector() const {
+  return {static_cast<float>(correct), static_cast<float>(samples), static_cast<float>(loss_sum)};
 }
 
-BackgroundEvaluation::~BackgroundEvaluation() {
-  if (pending_.valid()) pending_.wait();
-}
+EvalCounts EvalCounts::FromVector(const std::vector<float>& v) { return EvalCounts{v[0], v[1], v[2]}; }
 
-absl::Status BackgroundEvaluation::Start(const float* weights, std::uint64_t dim) {
-  if (pending_.valid()) return absl::FailedPreconditionError("BackgroundEvaluation: an evaluation is still running");
-  if (dim != model_->flat().dim()) {
-    return absl::InvalidArgumentError(absl::StrCat("BackgroundEvaluation: ", dim, " weights for a model of ", model_->flat().dim()));
-  }
-  std::memcpy(model_->flat().params(), weights, dim * sizeof(float));
-  pending_ = std::async(std::launch::async, [this] { return Evaluate(*model_, data_); });
-  return absl::OkStatus();
-}
-
-std::optional<absl::StatusOr<EvalResult>> BackgroundEvaluation::Poll() {
-  if (!pending_.valid() || pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return std::nullopt;
-  return pending_.get();
-}
-
-absl::StatusOr<EvalResult> BackgroundEvaluation::Wait() {
-  if (!pending_.valid()) return absl::FailedPreconditionError("BackgroundEvaluation: nothing is running");
-  return pending_.get();
+absl::StatusOr<EvalCounts> EvaluateShare(Model& model, const Dataset& data, std::uint64_t samples, std::uint32_t rank,
+                                         std::uint32_t workers, std::uint64_t batch_size) {
+  const std::uint64_t n = samples == 0 ? data.size() : std::min<std::uint64_t>(samples, data.size());
+  SKETCHPS_ASSIGN_OR_RETURN(std::vector<std::uint64_t> mine, Shard(n, rank, workers));
+  if (mine.empty()) return EvalCounts{};
+  SKETCHPS_ASSIGN_OR_RETURN(EvalResult r, Evaluate(model, data, mine, batch_size));
+  const auto count = static_cast<double>(r.count);
+  return EvalCounts{static_cast<double>(r.correct), count, r.mean_loss * count};
 }
 
 }  // namespace sketchps::worker

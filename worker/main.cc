@@ -15,6 +15,7 @@
 // SKETCHPS_PEERS (every rank's Peer address, in rank order); --listen, else env SKETCHPS_LISTEN.
 // Exit codes: 0 trained; 1 runtime failure (e.g. servers unreachable for --patience-seconds);
 // 2 bad configuration; 3 this replica diverged from the servers' master copy.
+#include <malloc.h>
 #include <omp.h>
 
 #include <cstdlib>
@@ -46,6 +47,9 @@ struct Flags {
   double patience_seconds = 120;
   double rpc_timeout_seconds = 20;
   int threads = 1;
+  bool no_overlap = false;
+  std::vector<std::uint64_t> dump_rounds;
+  std::string dump_dir;
 };
 
 std::optional<std::uint32_t> EnvUint(const char* name) {
@@ -72,10 +76,12 @@ int Run(Flags& flags) {
   options.listen = flags.listen;
   options.peers = absl::StrSplit(flags.peers, ',', absl::SkipEmpty());
   options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job->peer.timeout_seconds));
-  options.regroup = job->peer.on_failure == "regroup";
   options.metrics_out = flags.metrics_out;
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
+  options.overlap = !flags.no_overlap;
+  options.dump_rounds = {flags.dump_rounds.begin(), flags.dump_rounds.end()};
+  options.dump_dir = flags.dump_dir;
   auto summary = worker::Train(options);
   if (!summary.ok()) {
     spdlog::error("training failed: {}", std::string(summary.status().message()));
@@ -110,6 +116,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--rpc-timeout-seconds", flags.rpc_timeout_seconds, "Deadline of one RPC attempt")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_flag("--no-overlap", flags.no_overlap,
+               "Start every shard's round after backward instead of as soon as its gradients exist");
+  app.add_option("--dump-gradients", flags.dump_rounds, "Write this worker's gradient of these rounds (comma-separated) "
+                 "to --dump-dir, for `sketchps bench --input`")->delimiter(',');
+  app.add_option("--dump-dir", flags.dump_dir, "Folder for --dump-gradients files");
   app.add_option("--threads", flags.threads, "Threads for libtorch and the kernels")->capture_default_str()->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   if (!flags.rank) flags.rank = EnvUint("RANK");
@@ -120,6 +131,11 @@ int main(int argc, char** argv) {
     spdlog::error("--rank: not given and neither RANK nor JOB_COMPLETION_INDEX is set");
     return 2;
   }
+  // Forward and backward allocate and free the same activation buffers every round. glibc returns
+  // large blocks to the kernel (mmap / trim) and takes them back at the next round: hundreds of
+  // thousands of page faults per epoch. Keep freed memory in the process instead.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   at::set_num_threads(flags.threads);
   omp_set_num_threads(flags.threads);
   return Run(flags);

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -10,13 +13,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "common/checksum.h"
+#include "common/gradient_dump.h"
 #include "common/status.h"
+#include "engine/aggregator.h"
 #include "engine/replica.h"
-#include "engine/shard.h"
 #include "spdlog/spdlog.h"
 #include "worker/evaluate.h"
 #include "worker/fashion_mnist.h"
+#include "worker/gradient_watch.h"
 #include "worker/models.h"
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
@@ -25,81 +31,7 @@
 namespace sketchps::worker {
 namespace {
 
-// A worker's state at the start of a round: what a regroup rolls back to.
-struct Snapshot {
-  std::uint64_t round = ~0ull;
-  std::vector<float> params;
-  std::vector<std::vector<float>> velocity;  // per shard (empty without momentum)
-};
-
-struct Setup {
-  RoundPlan plan;
-  OptimizerConfig optimizer;  // the job's, with the learning rate scaled to the membership
-  std::array<Snapshot, 2> snapshots;  // by round parity (decentralized mode with regroup)
-  std::optional<nlohmann::json> regroup_note;  // for the next metrics record
-  std::unique_ptr<Model> model;
-  Dataset train;
-  std::optional<Dataset> test;  // rank 0
-  std::unique_ptr<BackgroundEvaluation> eval;  // rank 0, on first use (after `test`: it refers to it)
-  std::uint64_t eval_round = 0;      // the round whose weights `eval` evaluates
-  ShardMap shards;
-  std::unique_ptr<Transport> transport;
-  std::unique_ptr<Replica> replica;
-  std::uint64_t start_round = 0;
-  std::uint64_t permutation_epoch = ~0ull;
-  std::vector<std::uint64_t> permutation;  // of permutation_epoch
-};
-
-absl::Status CheckOptions(const TrainerOptions& o) {
-  if (o.job.mode == "ps" && o.servers.size() != o.job.servers) {
-    return absl::InvalidArgumentError(absl::StrCat("--servers: ", o.servers.size(), " addresses for a job with servers: ",
-                                                   o.job.servers));
-  }
-  if (o.rank >= o.job.workers) {
-    return absl::InvalidArgumentError(absl::StrCat("--rank: ", o.rank, " is not in [0, workers = ", o.job.workers, ")"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status LoadData(const TrainerOptions& o, Setup& s) {
-  SKETCHPS_ASSIGN_OR_RETURN(s.train, LoadFashionMnist(o.job.data.path, Split::kTrain));
-  if (o.job.data.train_samples > s.train.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("data.train_samples: ", o.job.data.train_samples, " > the ",
-                                                   s.train.size(), " samples in ", o.job.data.path));
-  }
-  if (o.rank == 0) {
-    SKETCHPS_ASSIGN_OR_RETURN(s.test, LoadFashionMnist(o.job.data.path, Split::kTest));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::unique_ptr<Replica>> MakeReplica(const TrainerOptions& o, const Setup& s) {
-  return Replica::Create(ReplicaOptions{s.plan.rank, s.plan.workers, s.shards, s.model->flat().layers(), o.job.scheme.make,
-                                        o.job.scheme.density, o.job.scheme.global_momentum, s.optimizer, o.job.train.seed});
-}
-
-absl::StatusOr<Setup> Prepare(const TrainerOptions& o) {
-  SKETCHPS_RETURN_IF_ERROR(CheckOptions(o));
-  Setup s;
-  SKETCHPS_ASSIGN_OR_RETURN(Model model, Model::Create(o.job.model, o.job.train.seed));
-  s.model = std::make_unique<Model>(std::move(model));
-  SKETCHPS_RETURN_IF_ERROR(LoadData(o, s));
-  SKETCHPS_ASSIGN_OR_RETURN(s.shards, MakeShardMap(s.model->flat().layers(), o.job.servers));
-  if (o.job.mode == "decentralized") {
-    SKETCHPS_ASSIGN_OR_RETURN(s.transport, StartPeers(PeerOptions{o.job.job_id, o.rank, o.job.workers, o.listen, o.peers,
-                                                                  o.peer_timeout, o.regroup},
-                                                      s.shards));
-  } else {
-    SKETCHPS_ASSIGN_OR_RETURN(s.transport, ConnectParameterServers(ClientOptions{o.job.job_id, o.rank, o.job.workers,
-                                                                                 o.servers, o.rpc_timeout, o.patience}));
-  }
-  SKETCHPS_ASSIGN_OR_RETURN(s.plan, RoundPlan::Initial(o.job, o.rank));
-  s.optimizer = o.job.optimizer;
-  SKETCHPS_ASSIGN_OR_RETURN(s.replica, MakeReplica(o, s));
-  SKETCHPS_ASSIGN_OR_RETURN(s.start_round, s.transport->Start(s.model->flat().layers(), s.shards,
-                                                               s.model->flat().params(), *s.replica));
-  return s;
-}
+double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
 
 class MetricsLog {
  public:
@@ -117,137 +49,327 @@ class MetricsLog {
   std::ofstream out_;
 };
 
-struct RoundTimes {
-  double compute = 0, compress = 0, communicate = 0;
+// A worker's state at the start of a round: what a regroup rolls back to.
+struct Snapshot {
+  std::uint64_t round = ~0ull;
+  std::vector<float> params;
+  std::vector<std::vector<float>> velocity;  // per shard (empty without momentum)
 };
 
-absl::StatusOr<float> ComputeGradient(const TrainerOptions& o, Setup& s, std::uint64_t round) {
-  const DataPosition at = s.plan.At(round);
-  if (at.epoch != s.permutation_epoch) {
-    s.permutation = EpochPermutation(o.job.data.train_samples, o.job.train.seed, at.epoch);
-    s.permutation_epoch = at.epoch;
+// One shard's part of a round, as its thread saw it.
+struct ShardRun {
+  absl::StatusOr<RoundOutcome> outcome = absl::UnknownError("not run");
+  double seconds = 0;  // from the shard's start (its gradients complete) to its end
+};
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainerOptions& options) : o_(options) {}
+
+  absl::Status Prepare();
+  absl::StatusOr<TrainSummary> Run();
+
+ private:
+  bool can_regroup() const {
+    return o_.job.decentralized() && o_.job.peer.on_failure == OnPeerFailure::kRegroup;
   }
-  const std::uint64_t b = o.job.data.batch_size;
-  const std::uint64_t first = at.position + s.plan.rank * b;
-  if (first + b > s.permutation.size()) {
-    return absl::InternalError(absl::StrCat("round ", round, ": samples [", first, ", ", first + b, ") beyond the epoch's ",
-                                            s.permutation.size()));
+  absl::Status CheckOptions() const;
+  absl::Status StartTransport();
+  absl::StatusOr<std::unique_ptr<Replica>> MakeReplica() const;
+  absl::StatusOr<Batch> BatchOf(std::uint64_t round);
+  absl::StatusOr<nlohmann::json> RunRound(std::uint64_t round);
+  absl::StatusOr<float> ComputeAndExchange(std::uint64_t round, std::vector<ShardRun>& shards);
+  nlohmann::json Record(std::uint64_t round, absl::Time start, absl::Time computed, absl::Time end, float loss,
+                        const ReplicaRound& out, const TransportCounters& before, const std::vector<ShardRun>& shards) const;
+  absl::Status Evaluate(std::uint64_t round, bool final, nlohmann::json& record);
+  absl::Status DumpGradient(std::uint64_t round) const;
+  void SaveSnapshot(std::uint64_t round);
+  absl::StatusOr<std::uint64_t> Regroup(const absl::Status& failure, std::uint64_t round);
+
+  const TrainerOptions& o_;
+
+  // The model and the data (constant after Prepare).
+  std::unique_ptr<Model> model_;
+  Dataset train_, test_;
+  ShardMap shards_;
+  std::unique_ptr<GradientWatch> watch_;
+
+  // The membership: rank, workers and data plan, learning rate, transport, replica (a regroup
+  // replaces them).
+  RoundPlan plan_;
+  OptimizerConfig optimizer_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Replica> replica_;
+  std::uint64_t start_round_ = 0;
+
+  // The data order of the current data epoch.
+  std::uint64_t permutation_epoch_ = ~0ull;
+  std::vector<std::uint64_t> permutation_;
+
+  // Decentralized regroup: the last two round starts, and the note for the next record.
+  std::array<Snapshot, 2> snapshots_;
+  std::optional<nlohmann::json> regroup_note_;
+
+  MetricsLog log_;
+  TrainSummary summary_;
+};
+
+absl::Status Trainer::CheckOptions() const {
+  if (!o_.job.decentralized() && o_.servers.size() != o_.job.servers) {
+    return absl::InvalidArgumentError(absl::StrCat("--servers: ", o_.servers.size(), " addresses for a job with servers: ",
+                                                   o_.job.servers));
   }
-  SKETCHPS_ASSIGN_OR_RETURN(Batch batch, MakeBatch(s.train, std::span<const std::uint64_t>(s.permutation).subspan(first, b)));
-  return s.model->ForwardBackward(batch.input, batch.target);
+  if (o_.rank >= o_.job.workers) {
+    return absl::InvalidArgumentError(absl::StrCat("--rank: ", o_.rank, " is not in [0, workers = ", o_.job.workers, ")"));
+  }
+  if (!o_.dump_rounds.empty() && o_.dump_dir.empty()) return absl::InvalidArgumentError("--dump-gradients: needs --dump-dir");
+  return absl::OkStatus();
 }
 
-absl::StatusOr<nlohmann::json> RunOneRound(const TrainerOptions& o, Setup& s, std::uint64_t round) {
-  const absl::Time t0 = absl::Now();
-  SKETCHPS_ASSIGN_OR_RETURN(const float loss, ComputeGradient(o, s, round));
-  const absl::Time t1 = absl::Now();
-  const TransportCounters before = s.transport->counters();
-  const RoundInfo info{round, s.plan.EpochOf(round)};
-  SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, s.replica->RunRound(s.transport->aggregator(), info,
-                                                                   s.model->flat().grads(), s.model->flat().params()));
-  const absl::Time t2 = absl::Now();
-  const TransportCounters after = s.transport->counters();
-  SKETCHPS_RETURN_IF_ERROR(s.transport->CheckReplica(round, s.shards, s.model->flat().params()));
-  double communicate = 0;
-  for (std::size_t i = 0; i < after.seconds.size(); ++i) {
-    communicate = std::max(communicate, after.seconds[i] - before.seconds[i]);
+absl::StatusOr<std::unique_ptr<Replica>> Trainer::MakeReplica() const {
+  return Replica::Create(ReplicaOptions{plan_.rank, plan_.workers, shards_, model_->flat().layers(), o_.job.scheme.make,
+                                        o_.job.scheme.density, o_.job.scheme.global_momentum, optimizer_, o_.job.train.seed});
+}
+
+absl::Status Trainer::StartTransport() {
+  if (o_.job.decentralized()) {
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(PeerOptions{o_.job.job_id, o_.rank, o_.job.workers, o_.listen, o_.peers,
+                                                                 o_.peer_timeout, can_regroup()},
+                                                     shards_));
+  } else {
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(ClientOptions{o_.job.job_id, o_.rank, o_.job.workers,
+                                                                                o_.servers, o_.rpc_timeout, o_.patience}));
   }
-  const double exchange = absl::ToDoubleSeconds(t2 - t1);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Prepare() {
+  SKETCHPS_RETURN_IF_ERROR(CheckOptions());
+  SKETCHPS_ASSIGN_OR_RETURN(Model model, Model::Create(o_.job.model, o_.job.train.seed));
+  model_ = std::make_unique<Model>(std::move(model));
+  SKETCHPS_ASSIGN_OR_RETURN(train_, LoadFashionMnist(o_.job.data.path, Split::kTrain));
+  if (o_.job.data.train_samples > train_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("data.train_samples: ", o_.job.data.train_samples, " > the ",
+                                                   train_.size(), " samples in ", o_.job.data.path));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(test_, LoadFashionMnist(o_.job.data.path, Split::kTest));
+  SKETCHPS_ASSIGN_OR_RETURN(shards_, MakeShardMap(model_->flat().layers(), o_.job.servers));
+  SKETCHPS_ASSIGN_OR_RETURN(watch_, GradientWatch::Create(model_->flat(), shards_));
+  SKETCHPS_RETURN_IF_ERROR(StartTransport());
+  SKETCHPS_ASSIGN_OR_RETURN(plan_, RoundPlan::Initial(o_.job, o_.rank));
+  optimizer_ = o_.job.optimizer;
+  SKETCHPS_ASSIGN_OR_RETURN(replica_, MakeReplica());
+  SKETCHPS_ASSIGN_OR_RETURN(start_round_, transport_->Start(model_->flat().layers(), shards_, model_->flat().params(),
+                                                            *replica_));
+  return log_.Open(o_.metrics_out);
+}
+
+absl::StatusOr<Batch> Trainer::BatchOf(std::uint64_t round) {
+  const DataPosition at = plan_.At(round);
+  if (at.epoch != permutation_epoch_) {
+    permutation_ = EpochPermutation(o_.job.data.train_samples, o_.job.train.seed, at.epoch);
+    permutation_epoch_ = at.epoch;
+  }
+  const std::uint64_t b = o_.job.data.batch_size;
+  const std::uint64_t first = at.position + plan_.rank * b;
+  if (first + b > permutation_.size()) {
+    return absl::InternalError(absl::StrCat("round ", round, ": samples [", first, ", ", first + b, ") beyond the epoch's ",
+                                            permutation_.size()));
+  }
+  return MakeBatch(train_, std::span<const std::uint64_t>(permutation_).subspan(first, b));
+}
+
+// Forward and backward on this thread; each shard's round on a thread of its own, started as soon as
+// its gradients are complete (options.overlap) or after backward.
+absl::StatusOr<float> Trainer::ComputeAndExchange(std::uint64_t round, std::vector<ShardRun>& runs) {
+  SKETCHPS_ASSIGN_OR_RETURN(Batch batch, BatchOf(round));
+  const std::uint32_t n = replica_->num_shards();
+  std::vector<absl::Notification> ready(n);
+  std::atomic<bool> abandon{false};
+  const RoundInfo info{round, plan_.EpochOf(round)};
+  float* params = model_->flat().params();
+  const float* grads = model_->flat().grads();
+  std::vector<std::future<ShardRun>> threads;
+  for (std::uint32_t s = 0; s < n; ++s) {
+    threads.push_back(std::async(std::launch::async, [&, s] {
+      ready[s].WaitForNotification();
+      ShardRun run;
+      if (abandon.load()) return run;
+      const absl::Time start = absl::Now();
+      run.outcome = replica_->RunShard(s, transport_->aggregator(), info, grads, params);
+      run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      return run;
+    }));
+  }
+  if (o_.overlap) watch_->Arm([&](std::uint32_t s) { ready[s].Notify(); });
+  auto loss = model_->ForwardBackward(batch.input, batch.target);
+  if (o_.overlap) watch_->Finish();
+  abandon.store(!loss.ok());
+  if (loss.ok() && o_.dump_rounds.contains(round)) {
+    if (auto st = DumpGradient(round); !st.ok()) spdlog::warn("{}", std::string(st.message()));
+  }
+  for (std::uint32_t s = 0; s < n; ++s) {
+    if (!ready[s].HasBeenNotified()) ready[s].Notify();
+  }
+  for (auto& t : threads) runs.push_back(t.get());
+  return loss;
+}
+
+absl::StatusOr<nlohmann::json> Trainer::RunRound(std::uint64_t round) {
+  const absl::Time start = absl::Now();
+  const TransportCounters before = transport_->counters();
+  std::vector<ShardRun> runs;
+  SKETCHPS_ASSIGN_OR_RETURN(const float loss, ComputeAndExchange(round, runs));
+  const absl::Time end = absl::Now();
+  std::vector<absl::StatusOr<RoundOutcome>> outcomes;
+  double longest = 0;
+  for (auto& r : runs) {
+    outcomes.push_back(std::move(r.outcome));
+    longest = std::max(longest, r.seconds);
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, replica_->Combine(std::move(outcomes)));
+  SKETCHPS_RETURN_IF_ERROR(transport_->CheckReplica(round, shards_, model_->flat().params()));
+  // The compute ended when the last shard could start at the latest; the shard threads' own times
+  // tell how much of the exchange went on after it.
+  const absl::Time computed = std::min(end, std::max(start, end - absl::Seconds(longest)));
+  return Record(round, start, computed, end, loss, out, before, runs);
+}
+
+nlohmann::json Trainer::Record(std::uint64_t round, absl::Time start, absl::Time computed, absl::Time end, float loss,
+                               const ReplicaRound& out, const TransportCounters& before,
+                               const std::vector<ShardRun>& runs) const {
+  const TransportCounters after = transport_->counters();
+  double communicate = 0, local = 0;
+  for (std::size_t i = 0; i < after.seconds.size() && i < runs.size(); ++i) {
+    const double rpc = after.seconds[i] - before.seconds[i];
+    communicate = std::max(communicate, rpc);
+    local = std::max(local, std::max(0.0, runs[i].seconds - rpc));
+  }
   const bool raw = after.counts_raw;
   return nlohmann::json{{"round", round},
-                        {"time", absl::ToDoubleSeconds(t2 - absl::UnixEpoch())},
-                        {"epoch", info.epoch},
+                        {"round_start", UnixSeconds(start)},
+                        {"time", UnixSeconds(end)},
+                        {"epoch", plan_.EpochOf(round)},
                         {"loss", loss},
                         {"bytes_up", raw ? after.raw_up - before.raw_up : out.traffic.bytes_up},
                         {"bytes_down", raw ? after.raw_down - before.raw_down : out.traffic.bytes_down},
                         {"wire_up", after.wire_up - before.wire_up},
                         {"wire_down", after.wire_down - before.wire_down},
-                        {"dense_bytes", 4 * s.model->flat().dim()},
+                        {"dense_bytes", 4 * model_->flat().dim()},
                         {"selected", out.selected},
                         {"skipped", out.skipped},
-                        {"compute_s", absl::ToDoubleSeconds(t1 - t0)},
-                        {"compress_s", std::max(0.0, exchange - communicate)},
+                        {"compute_s", absl::ToDoubleSeconds(computed - start)},
+                        {"exchange_s", absl::ToDoubleSeconds(end - computed)},
+                        {"compress_s", local},
                         {"communicate_s", communicate},
-                        {"workers", s.plan.workers}};
+                        {"workers", plan_.workers}};
 }
 
-// Writes `record`. It carries the result of an evaluation that has finished since the last record
-// (test_accuracy, test_loss and test_round, the round whose weights were evaluated). When
-// `evaluate`, starts evaluating this round's weights, unless the previous evaluation still runs
-// (then this one is skipped); the last round waits for both, so the job's last record holds the
-// final accuracy.
-absl::Status Record(const TrainerOptions& o, Setup& s, MetricsLog& log, TrainSummary& summary, nlohmann::json record,
-                    bool evaluate, bool last) {
-  auto attach = [&](const absl::StatusOr<EvalResult>& eval) -> absl::Status {
-    if (!eval.ok()) return eval.status();
-    record["test_accuracy"] = eval->accuracy;
-    record["test_loss"] = eval->mean_loss;
-    record["test_round"] = s.eval_round;
-    summary.final_test_accuracy = eval->accuracy;
-    spdlog::info("round {} test accuracy {:.4f} (loss {:.4f})", s.eval_round + 1, eval->accuracy, eval->mean_loss);
-    return absl::OkStatus();
-  };
-  if (s.eval) {
-    if (auto done = s.eval->Poll()) SKETCHPS_RETURN_IF_ERROR(attach(*done));
+absl::Status Trainer::Evaluate(std::uint64_t round, bool final, nlohmann::json& record) {
+  const absl::Time start = absl::Now();
+  const std::uint64_t samples = final ? 0 : o_.job.train.eval_samples;
+  SKETCHPS_ASSIGN_OR_RETURN(EvalCounts mine, EvaluateShare(*model_, test_, samples, plan_.rank, plan_.workers));
+  // The next round is the auxiliary phase's round: every round up to this one is complete everywhere.
+  SKETCHPS_ASSIGN_OR_RETURN(auto sums, SumOverWorkers(transport_->aggregator(), round + 1, mine.ToVector()));
+  const EvalCounts all = EvalCounts::FromVector(sums);
+  if (all.samples <= 0) return absl::InternalError(absl::StrCat("round ", round, ": the evaluation covered no sample"));
+  record["test_accuracy"] = all.correct / all.samples;
+  record["test_loss"] = all.loss_sum / all.samples;
+  record["test_round"] = round;
+  record["test_samples"] = static_cast<std::uint64_t>(all.samples);
+  record["eval_s"] = absl::ToDoubleSeconds(absl::Now() - start);
+  if (final) {
+    record["final"] = true;
+    summary_.final_test_accuracy = all.correct / all.samples;
   }
-  if (evaluate) {
-    if (!s.eval) {
-      SKETCHPS_ASSIGN_OR_RETURN(s.eval, BackgroundEvaluation::Create(o.job.model, o.job.train.seed, *s.test));
-    }
-    const std::uint64_t round = record["round"].get<std::uint64_t>();
-    if (s.eval->running() && !last) {
-      // Waiting would stall every peer's next round; the next evaluation point will catch up.
-      spdlog::warn("round {}: skipping the test evaluation, the one of round {} is still running", round + 1,
-                   s.eval_round + 1);
-      log.Write(record);
-      return absl::OkStatus();
-    }
-    if (s.eval->running()) SKETCHPS_RETURN_IF_ERROR(attach(s.eval->Wait()));
-    SKETCHPS_RETURN_IF_ERROR(s.eval->Start(s.model->flat().params(), s.model->flat().dim()));
-    s.eval_round = round;
-    if (last) SKETCHPS_RETURN_IF_ERROR(attach(s.eval->Wait()));
-  }
-  log.Write(record);
+  spdlog::info("round {} test accuracy {:.4f} (loss {:.4f}, {} images{})", round + 1, all.correct / all.samples,
+               all.loss_sum / all.samples, static_cast<std::uint64_t>(all.samples), final ? ", final" : "");
   return absl::OkStatus();
 }
 
-void SaveSnapshot(Setup& s, std::uint64_t round) {
-  Snapshot& snap = s.snapshots[round % 2];
-  const auto& p = s.model->flat();
+absl::Status Trainer::DumpGradient(std::uint64_t round) const {
+  const auto& flat = model_->flat();
+  GradientDump dump{o_.job.job_id, o_.job.model, plan_.rank, plan_.workers, round, flat.layers(),
+                    std::vector<float>(flat.grads(), flat.grads() + flat.dim())};
+  std::error_code ec;
+  std::filesystem::create_directories(o_.dump_dir, ec);
+  const std::string path = (std::filesystem::path(o_.dump_dir) / GradientDumpName(round, plan_.rank)).string();
+  SKETCHPS_RETURN_IF_ERROR(WriteGradientDump(path, dump));
+  spdlog::info("round {}: gradient written to {}", round, path);
+  return absl::OkStatus();
+}
+
+void Trainer::SaveSnapshot(std::uint64_t round) {
+  Snapshot& snap = snapshots_[round % 2];
+  const auto& p = model_->flat();
   snap.round = round;
   snap.params.assign(p.params(), p.params() + p.dim());
   snap.velocity.clear();
-  for (std::uint32_t i = 0; i < s.replica->num_shards(); ++i) snap.velocity.push_back(s.replica->optimizer(i).Velocity());
+  for (std::uint32_t i = 0; i < replica_->num_shards(); ++i) snap.velocity.push_back(replica_->optimizer(i).Velocity());
 }
 
 // After round `round` failed: regroup (or return the failure), roll back to the agreed round and
 // rebuild what depends on the membership. Returns the round to run next.
-absl::StatusOr<std::uint64_t> Regroup(const TrainerOptions& o, Setup& s, const absl::Status& failure, std::uint64_t round) {
+absl::StatusOr<std::uint64_t> Trainer::Regroup(const absl::Status& failure, std::uint64_t round) {
   const absl::Time start = absl::Now();
-  SKETCHPS_ASSIGN_OR_RETURN(Regrouped g, s.transport->Regroup(failure, round));
-  const Snapshot& snap = s.snapshots[g.round % 2];
+  SKETCHPS_ASSIGN_OR_RETURN(Regrouped g, transport_->Regroup(failure, round));
+  const Snapshot& snap = snapshots_[g.round % 2];
   if (snap.round != g.round) {
     return absl::InternalError(absl::StrCat("regroup: the survivors restart at round ", g.round, " but this worker (at round ",
                                             round, ") has no snapshot of it"));
   }
-  std::copy(snap.params.begin(), snap.params.end(), s.model->flat().params());
-  SKETCHPS_ASSIGN_OR_RETURN(s.plan, s.plan.Continue(o.job, g.round, g.workers, g.rank));
-  const double scale = static_cast<double>(g.workers) / o.job.workers;
-  s.optimizer.lr.base_lr = o.job.optimizer.lr.base_lr * scale;
-  s.optimizer.lr.min_lr = o.job.optimizer.lr.min_lr * scale;
-  SKETCHPS_ASSIGN_OR_RETURN(s.replica, MakeReplica(o, s));
-  for (std::uint32_t i = 0; i < s.replica->num_shards(); ++i) {
-    if (!snap.velocity[i].empty()) SKETCHPS_RETURN_IF_ERROR(s.replica->optimizer(i).SetVelocity(snap.velocity[i]));
-  }
-  if (g.rank == 0 && !s.test) {
-    SKETCHPS_ASSIGN_OR_RETURN(s.test, LoadFashionMnist(o.job.data.path, Split::kTest));
+  std::copy(snap.params.begin(), snap.params.end(), model_->flat().params());
+  SKETCHPS_ASSIGN_OR_RETURN(plan_, plan_.Continue(o_.job, g.round, g.workers, g.rank));
+  const double scale = static_cast<double>(g.workers) / o_.job.workers;
+  optimizer_.lr.base_lr = o_.job.optimizer.lr.base_lr * scale;
+  optimizer_.lr.min_lr = o_.job.optimizer.lr.min_lr * scale;
+  SKETCHPS_ASSIGN_OR_RETURN(replica_, MakeReplica());
+  for (std::uint32_t i = 0; i < replica_->num_shards(); ++i) {
+    if (!snap.velocity[i].empty()) SKETCHPS_RETURN_IF_ERROR(replica_->optimizer(i).SetVelocity(snap.velocity[i]));
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  s.regroup_note = nlohmann::json{{"epoch", g.epoch}, {"workers", g.workers}, {"lost", g.lost},
-                                  {"rounds_redone", round - g.round}, {"seconds", seconds}};
+  regroup_note_ = nlohmann::json{{"epoch", g.epoch}, {"workers", g.workers}, {"lost", g.lost},
+                                 {"rounds_redone", round - g.round}, {"seconds", seconds}};
   spdlog::warn("regrouped into epoch {} after {:.1f} s: rank {} of {} (lost {}), restarting at round {} of {} (learning rate x{:.3f})",
-               g.epoch, seconds, g.rank, g.workers, g.lost, g.round, s.plan.last_round, scale);
+               g.epoch, seconds, g.rank, g.workers, g.lost, g.round, plan_.last_round, scale);
   return g.round;
+}
+
+absl::StatusOr<TrainSummary> Trainer::Run() {
+  spdlog::info("worker {}/{}: {} ({} parameters), scheme {}, rounds {}..{}{}", o_.rank, o_.job.workers, o_.job.model,
+               model_->flat().dim(), o_.job.scheme.name, start_round_, plan_.last_round,
+               o_.overlap ? ", shards start as their gradients complete" : "");
+  summary_.first_round = start_round_;
+  summary_.weights_checksum = WeightsChecksum({model_->flat().params(), model_->flat().dim()});
+  std::uint64_t round = start_round_;
+  while (round < plan_.last_round) {
+    if (can_regroup()) SaveSnapshot(round);
+    const bool last = round + 1 == plan_.last_round;
+    const std::uint64_t every = o_.job.train.eval_every_rounds;
+    auto record = RunRound(round);
+    if (record.ok() && (last || (every > 0 && (round + 1) % every == 0))) {
+      if (auto st = Evaluate(round, last, *record); !st.ok()) record = st;
+    }
+    if (!record.ok()) {
+      if (!can_regroup()) return record.status();
+      SKETCHPS_ASSIGN_OR_RETURN(round, Regroup(record.status(), round));
+      continue;
+    }
+    const auto& p = model_->flat();
+    summary_.weights_checksum = WeightsChecksum({p.params(), p.dim()});
+    (*record)["checksum"] = absl::StrFormat("%016x", summary_.weights_checksum);
+    if (regroup_note_) (*record)["regroup"] = *std::exchange(regroup_note_, std::nullopt);
+    if (o_.log_every_rounds > 0 && (round % o_.log_every_rounds == 0 || last)) {
+      spdlog::info("round {}/{} loss {:.4f}", round + 1, plan_.last_round, (*record)["loss"].get<double>());
+    }
+    log_.Write(*record);
+    ++summary_.rounds;
+    ++round;
+  }
+  const auto& p = model_->flat();
+  summary_.final_workers = plan_.workers;
+  summary_.final_weights.assign(p.params(), p.params() + p.dim());
+  return summary_;
 }
 
 }  // namespace
@@ -256,43 +378,10 @@ bool IsReplicaDivergence(const absl::Status& status) {
   return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kReplicaDiverged);
 }
 
-absl::StatusOr<TrainSummary> Train(const TrainerOptions& o) {
-  SKETCHPS_ASSIGN_OR_RETURN(Setup s, Prepare(o));
-  MetricsLog log;
-  SKETCHPS_RETURN_IF_ERROR(log.Open(o.metrics_out));
-  spdlog::info("worker {}/{}: {} ({} parameters), scheme {}, rounds {}..{} of {}", o.rank, o.job.workers, o.job.model,
-               s.model->flat().dim(), o.job.scheme.name, s.start_round, s.plan.last_round, s.plan.last_round);
-  TrainSummary summary;
-  summary.first_round = s.start_round;
-  summary.weights_checksum = WeightsChecksum({s.model->flat().params(), s.model->flat().dim()});
-  const bool can_regroup = o.job.mode == "decentralized" && o.regroup;
-  std::uint64_t round = s.start_round;
-  while (round < s.plan.last_round) {
-    if (can_regroup) SaveSnapshot(s, round);
-    auto outcome = RunOneRound(o, s, round);
-    if (!outcome.ok()) {
-      if (!can_regroup) return outcome.status();
-      SKETCHPS_ASSIGN_OR_RETURN(round, Regroup(o, s, outcome.status(), round));
-      continue;
-    }
-    nlohmann::json record = *std::move(outcome);
-    const bool last = round + 1 == s.plan.last_round;
-    const bool eval_due = last || (o.job.train.eval_every_rounds > 0 && (round + 1) % o.job.train.eval_every_rounds == 0);
-    const auto& p = s.model->flat();
-    summary.weights_checksum = WeightsChecksum({p.params(), p.dim()});
-    record["checksum"] = absl::StrFormat("%016x", summary.weights_checksum);
-    if (s.regroup_note) record["regroup"] = *std::exchange(s.regroup_note, std::nullopt);
-    if (o.log_every_rounds > 0 && (round % o.log_every_rounds == 0 || last)) {
-      spdlog::info("round {}/{} loss {:.4f}", round + 1, s.plan.last_round, record["loss"].get<double>());
-    }
-    SKETCHPS_RETURN_IF_ERROR(Record(o, s, log, summary, std::move(record), s.plan.rank == 0 && eval_due, last));
-    ++summary.rounds;
-    ++round;
-  }
-  const auto& p = s.model->flat();
-  summary.final_workers = s.plan.workers;
-  summary.final_weights.assign(p.params(), p.params() + p.dim());
-  return summary;
+absl::StatusOr<TrainSummary> Train(const TrainerOptions& options) {
+  Trainer trainer(options);
+  SKETCHPS_RETURN_IF_ERROR(trainer.Prepare());
+  return trainer.Run();
 }
 
 }  // namespace sketchps::worker

@@ -47,7 +47,7 @@ std::vector<v1::Payload> Seeds() {
   }
   v1::Payload p;
   p.mutable_header()->set_job_id("job");
-  REQUIRE(sketchps::EncodeSketch({3, 4, 11, 4096, std::vector<float>(12, 0.5f)}, p.mutable_sketch()).ok());
+  REQUIRE(sketchps::EncodeSketch({3, 4, 11, 4096, std::vector<float>(12, 0.5f)}, sketchps::ValueEncoding::kF32, p.mutable_sketch()).ok());
   seeds.push_back(p);
   return seeds;
 }

@@ -149,7 +149,7 @@ TEST_CASE("Decoders reject non-finite values unless allowed", "[codec]") {
     RequireInvalid(sketchps::DecodeDense(d, kLimits), "dense.values", "non-finite value");
     CHECK(sketchps::DecodeDense(d, allow).ok());
     v1::SketchPayload s;
-    REQUIRE(sketchps::EncodeSketch({1, 2, 0, 5, {0.0f, bad}}, &s).ok());
+    REQUIRE(sketchps::EncodeSketch({1, 2, 0, 5, {0.0f, bad}}, sketchps::ValueEncoding::kF32, &s).ok());
     RequireInvalid(sketchps::DecodeSketch(s, kLimits), "sketch.table", "at position 1");
     CHECK(sketchps::DecodeSketch(s, allow).ok());
   }
@@ -221,7 +221,7 @@ TEST_CASE("Declared-size bombs are rejected by the size checks, before any alloc
 
 TEST_CASE("Sketch shape must match the expected shape", "[codec]") {
   v1::SketchPayload s;
-  REQUIRE(sketchps::EncodeSketch({2, 3, 7, 100, std::vector<float>(6, 1.0f)}, &s).ok());
+  REQUIRE(sketchps::EncodeSketch({2, 3, 7, 100, std::vector<float>(6, 1.0f)}, sketchps::ValueEncoding::kF32, &s).ok());
   DecodeLimits limits = kLimits;
   limits.expected_sketch = sketchps::SketchShape{2, 3, 7, 100};
   REQUIRE(sketchps::DecodeSketch(s, limits).ok());
@@ -292,7 +292,7 @@ TEST_CASE("Encoders reject invalid in-memory payloads and leave the output clear
                  "SparseVector.val", "overflows binary16");
   CHECK(p.values().empty());
   v1::SketchPayload s;
-  RequireInvalid(sketchps::EncodeSketch({2, 2, 0, 4, {1.0f}}, &s), "SketchTable.table", "size 1 != rows * cols");
+  RequireInvalid(sketchps::EncodeSketch({2, 2, 0, 4, {1.0f}}, sketchps::ValueEncoding::kF32, &s), "SketchTable.table", "size 1 != rows * cols");
   v1::IndexSetPayload set;
   RequireInvalid(sketchps::EncodeIndexSet({4, {0, 0}}, IndexEncoding::kDeltaVarint, &set), "IndexSet.idx",
                  "duplicate index 0");

@@ -137,7 +137,7 @@ TEST_CASE("Sketch tables round-trip with their shape", "[codec]") {
   };
   for (const auto& in : cases) {
     v1::SketchPayload wire;
-    REQUIRE(sketchps::EncodeSketch(in, &wire).ok());
+    REQUIRE(sketchps::EncodeSketch(in, sketchps::ValueEncoding::kF32, &wire).ok());
     CHECK(wire.table() == RefF32(in.table));
     CHECK(wire.table().size() == sketchps::SketchArrayBytes(in.rows, in.cols));
     DecodeLimits limits = kWide;
@@ -146,6 +146,24 @@ TEST_CASE("Sketch tables round-trip with their shape", "[codec]") {
     REQUIRE(out.ok());
     CHECK(*out == in);
   }
+}
+
+TEST_CASE("Sketch tables exact in binary16 travel in half the bytes and decode to the same values", "[codec]") {
+  const sketchps::SketchTable exact{2, 3, 9, 50, {0.5f, -1.25f, 0.0f, 65504.0f, 0.0009765625f, 2.0f}};
+  CHECK(sketchps::ExactInHalf(exact.table));
+  v1::SketchPayload wire;
+  REQUIRE(sketchps::EncodeSketch(exact, sketchps::ValueEncoding::kF16, &wire).ok());
+  CHECK(wire.table().size() == sketchps::SketchArrayBytes(2, 3, sketchps::ValueEncoding::kF16));
+  CHECK(wire.table().size() == 12);
+  const auto out = sketchps::DecodeSketch(wire, kWide);
+  REQUIRE(out.ok());
+  CHECK(*out == exact);
+  CHECK_FALSE(sketchps::ExactInHalf(std::vector<float>{0.1f}));        // needs more mantissa
+  CHECK_FALSE(sketchps::ExactInHalf(std::vector<float>{70000.0f}));    // beyond the half range
+  CHECK_FALSE(sketchps::ExactInHalf(std::vector<float>{std::numeric_limits<float>::infinity()}));
+  v1::SketchPayload wrong = wire;
+  wrong.set_value_encoding(static_cast<v1::ValueEncoding>(7));
+  CHECK_THAT(std::string(sketchps::DecodeSketch(wrong, kWide).status().message()), Catch::Contains("sketch.value_encoding"));
 }
 
 TEST_CASE("The encoders sort unsorted input", "[codec]") {
@@ -193,7 +211,7 @@ TEST_CASE("Wire bytes match the promised array sizes", "[codec]") {
   p.mutable_header()->set_epoch(3);
   SECTION("sketch: rows * cols * 4 bytes plus header and bounded overhead") {
     const sketchps::SketchTable t{5, 1000, 99, 1u << 20, RandomValues(5000, 1)};
-    REQUIRE(sketchps::EncodeSketch(t, p.mutable_sketch()).ok());
+    REQUIRE(sketchps::EncodeSketch(t, sketchps::ValueEncoding::kF32, p.mutable_sketch()).ok());
     const auto bytes = sketchps::MeasureWireBytes(p);
     CHECK(bytes.arrays == 5 * 1000 * 4);
     CHECK(bytes.total == p.SerializeAsString().size());

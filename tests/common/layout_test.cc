@@ -1,8 +1,18 @@
 #include "common/layout.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "common/gradient_dump.h"
 
 using sketchps::ClipLayers;
+using sketchps::GradientDump;
+using sketchps::GradientDumpName;
+using sketchps::ReadGradientDump;
+using sketchps::WriteGradientDump;
 using sketchps::LayerTable;
 using sketchps::MakeLayerTable;
 using sketchps::MakeShardMap;
@@ -78,4 +88,38 @@ TEST_CASE("SplitProportionally sums to the total and follows range sizes", "[lay
   CHECK(r[0] + r[1] + r[2] == 7);
   CHECK(SplitProportionally(1, map) == std::vector<std::uint64_t>{1, 1, 1});  // min_each wins
   CHECK(SplitProportionally(5000, map) == std::vector<std::uint64_t>{100, 300, 600});  // capped by size
+}
+
+TEST_CASE("A gradient dump round-trips, and a damaged one is refused naming the file", "[layout]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("sketchps-dump-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  GradientDump dump;
+  dump.job_id = "j";
+  dump.model = "mlp";
+  dump.worker_id = 1;
+  dump.num_workers = 2;
+  dump.round = 7;
+  dump.layers = MakeLayerTable({{"w", {2, 3}}, {"b", {3}}});
+  dump.values = {1, -2, 3, -4, 5, -6, 7, 8, 9};
+  const std::string path = (dir / GradientDumpName(7, 1)).string();
+  CHECK_THAT(path, Catch::EndsWith("grad-r00000007-w1.skgd"));
+  REQUIRE(WriteGradientDump(path, dump).ok());
+  auto back = ReadGradientDump(path);
+  REQUIRE(back.ok());
+  CHECK(back->values == dump.values);
+  CHECK(back->round == 7);
+  CHECK(back->layers.dim() == 9);
+  CHECK(back->worker_id == 1);
+  dump.values.pop_back();
+  CHECK_THAT(std::string(WriteGradientDump(path, dump).message()), Catch::Contains("8 values for a layout of 9"));
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(30);
+    f.put('\x7f');  // one byte of the payload: the CRC no longer matches
+  }
+  auto damaged = ReadGradientDump(path);
+  CHECK(damaged.status().code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(damaged.status().message()), Catch::Contains(path) && Catch::Contains("CRC"));
+  fs::remove_all(dir);
 }

@@ -31,7 +31,9 @@ TEST_CASE("Job spec values, overrides and the scheme section", "[job_spec]") {
   CHECK(job->total_rounds() == 50);
   CHECK(job->checkpoint.dir == "/tmp/x");
   CHECK(job->peer.timeout_seconds == 60);
-  CHECK(job->peer.on_failure == "regroup");
+  CHECK(job->peer.on_failure == OnPeerFailure::kRegroup);
+  CHECK(job->mode == Mode::kPs);
+  CHECK(job->train.eval_samples == 0);
   CHECK(job->scheme.density == 0.05);
   CHECK(job->optimizer.lr.kind == LrSchedule::Kind::kCosine);
   CHECK(job->optimizer.lr.total_epochs == 2.0);

@@ -63,7 +63,7 @@ absl::Status Train(std::uint32_t w, std::uint32_t p, const BoundScheme& scheme, 
 }  // namespace
 
 TEST_CASE("gs-SGD decentralized: bytes per worker per round = (sketch + values) x log2 P", "[peer][grpc][bytes]") {
-  ConfigReader reader(YAML::Load("{name: gs_sgd, density: 0.05, gs_sgd: {rows: 5, cols_factor: 10, p2: 2}}"), "scheme");
+  ConfigReader reader(YAML::Load("{name: gs_sgd, density: 0.05, gs_sgd: {rows: 5, cols_factor: 10, p2: 2, keep: top_k, table: f32}}"), "scheme");
   auto scheme = ParseSchemeSection(reader);
   REQUIRE(scheme.ok());
   for (std::uint32_t p : {2u, 4u, 8u}) {

@@ -4,6 +4,7 @@
 // replicas, the NaN guard, warm-up, state round trip and configuration errors.
 #include <catch2/catch.hpp>
 
+#include "common/codec.h"
 #include "schemes/gs_sgd.h"
 #include "schemes/registry.h"
 #include "support/scheme_checks.h"
@@ -17,10 +18,15 @@ namespace {
 
 constexpr std::uint64_t kCollisionFree = 1 << 14;  // c >> d: no coordinate collides in 3 of 5 rows
 
+// The exact-top-k variant (keep: top_k, f32 tables, c = 10k), whose aggregate the naive references
+// below pin; the defaults (keep: candidates, f16 tables) are checked on their own.
 GsSgdConfig Config(std::uint32_t p2, std::uint64_t cols = 0) {
   GsSgdConfig c;
   c.p2 = p2;
   c.cols = cols;
+  c.cols_factor = 10;
+  c.keep = SketchSizing::Keep::kTopK;
+  c.table = SketchSizing::Table::kF32;
   return c;
 }
 
@@ -82,11 +88,12 @@ TEST_CASE("gs-SGD with collisions: top p2*k sketch estimates, then the exact top
   REQUIRE(hash.ok());
   const auto est = NaiveSketchEstimates(*hash, g);  // of the sum: linearity across workers
   const auto cand = NaiveTopKSorted(est, p2 == 0 ? k : p2 * k);
-  const auto& first = std::get<SparseVector>(r->results[0].value);
-  REQUIRE(first.idx == cand);
-  for (std::size_t t = 0; t < cand.size(); ++t) CHECK(first.val[t] == Approx(est[cand[t]]).margin(1e-4));
+  REQUIRE(ResultIndices(r->results[0]) != nullptr);
+  REQUIRE(*ResultIndices(r->results[0]) == cand);
   const auto& got = std::get<SparseVector>(r->aggregates[0]);
   if (p2 == 0) {
+    const auto& first = std::get<SparseVector>(r->results[0].value);  // the estimates end the round
+    for (std::size_t t = 0; t < cand.size(); ++t) CHECK(first.val[t] == Approx(est[cand[t]]).margin(1e-4));
     CHECK(got.idx == cand);
     for (std::size_t t = 0; t < cand.size(); ++t) CHECK(got.val[t] == Approx(est[cand[t]] / workers).margin(1e-5));
     return;
@@ -107,8 +114,9 @@ TEST_CASE("gs-SGD error feedback is exact: sent + residual == e + g", "[schemes]
     for (auto& x : g) x = RandomGradient(d, rng);
     auto r = RunManualRound(schemes, reducer, round, g);
     REQUIRE(r.ok());
-    const auto& cand = std::get<SparseVector>(r->results[0].value).idx;
+    const auto& cand = *ResultIndices(r->results[0]);  // the candidates travel as an index set
     const auto& kept = std::get<SparseVector>(r->aggregates[0]).idx;
+    CHECK(kept == cand);  // keep: candidates (the default): every candidate's exact sum is applied
     for (std::uint32_t w = 0; w < workers; ++w) {
       const auto& sent = std::get<DenseValues>(*r->payloads[1][w]).values;
       REQUIRE(sent.size() == cand.size());
@@ -136,14 +144,14 @@ TEST_CASE("gs-SGD error feedback is exact: sent + residual == e + g", "[schemes]
 TEST_CASE("gs-SGD bytes per phase follow the documented formulas", "[schemes][gs_sgd][bytes]") {
   for (std::uint32_t p2 : {0u, 2u, 3u}) CheckSketchPhaseBytes(3, p2, GsSgd(Config(p2)));  // K = p2*k
   // Through the in-process aggregator, 2 shards of 500 (k = 5, c = 50, K = 10), summed over shards.
-  auto sim = Simulate(GsSgd(), LeastSquares(100, 1000, 1), [] {
+  auto sim = Simulate(GsSgd(Config(2)), LeastSquares(100, 1000, 1), [] {
     auto o = SchemeOptions(3, 2, 3);
     o.density = 0.01;
     return o;
   }());
   REQUIRE(sim.status.ok());
   CHECK(sim.traffic[1].bytes_up == 2 * (5 * 50 * 4 + 4 * 10));
-  CHECK(sim.traffic[1].bytes_down == 2 * (8 * 10 + 8 * 5));
+  CHECK(sim.traffic[1].bytes_down == 2 * (4 * 10 + 8 * 5));  // candidates as an index set, then k pairs
 }
 
 TEST_CASE("gs-SGD at density 1 equals dense", "[schemes][gs_sgd][dense]") {
@@ -177,7 +185,7 @@ TEST_CASE("gs-SGD dense warm-up rounds send everything, then sketches", "[scheme
   const LeastSquares problem(100, 40, 1);
   auto opts = SchemeOptions(2, 1, 5);
   opts.density = 0.1;  // k = 4, c = 40, K = 8
-  auto r = Simulate(GsSgd({}, /*warmup=*/2), problem, opts);
+  auto r = Simulate(GsSgd(Config(2), /*warmup=*/2), problem, opts);
   REQUIRE(r.status.ok());
   CHECK(r.replicas_identical);
   for (std::uint64_t round = 0; round < 5; ++round) {
@@ -199,9 +207,11 @@ TEST_CASE("gs-SGD state round-trips through Save/Restore", "[schemes][gs_sgd][st
 TEST_CASE("gs-SGD configuration: defaults, reading, and errors that name the key", "[schemes][gs_sgd][config]") {
   const GsSgdConfig defaults;
   CHECK(defaults.rows == 5);
-  CHECK(defaults.cols_factor == 10.0);
+  CHECK(defaults.cols_factor == 4.0);
   CHECK(defaults.cols == 0);
-  CHECK(defaults.p2 == 2);
+  CHECK(defaults.p2 == 8);
+  CHECK(defaults.keep == SketchSizing::Keep::kCandidates);
+  CHECK(defaults.table == SketchSizing::Table::kF16);
   CHECK(defaults.Validate("scheme.gs_sgd").ok());
   auto bad = [](auto mutate) {
     GsSgdConfig c;
@@ -224,10 +234,41 @@ TEST_CASE("gs-SGD configuration: defaults, reading, and errors that name the key
   CHECK_THAT(Message(GsSgdConfig{}.Read(unknown)), Catch::Contains("scheme.gs_sgd") && Catch::Contains("colz"));
   ConfigReader invalid(YAML::Load("{rows: 0}"), "scheme.gs_sgd");
   CHECK_THAT(Message(GsSgdConfig{}.Read(invalid)), Catch::StartsWith("scheme.gs_sgd.rows:"));
+  ConfigReader variant(YAML::Load("{keep: top_k, table: f32}"), "scheme.gs_sgd");
+  GsSgdConfig v;
+  REQUIRE(v.Read(variant).ok());
+  CHECK(v.keep == SketchSizing::Keep::kTopK);
+  CHECK(v.table == SketchSizing::Table::kF32);
+  ConfigReader bad_keep(YAML::Load("{keep: all}"), "scheme.gs_sgd");
+  CHECK(Message(GsSgdConfig{}.Read(bad_keep)) == "scheme.gs_sgd.keep: 'all' is not top_k or candidates");
+  ConfigReader bad_table(YAML::Load("{table: f8}"), "scheme.gs_sgd");
+  CHECK(Message(GsSgdConfig{}.Read(bad_table)) == "scheme.gs_sgd.table: 'f8' is not f32 or f16");
 
   ConfigReader section(YAML::Load("{name: gs_sgd, density: 0.05, gs_sgd: {p2: 3}}"), "scheme");
   auto bound = ParseSchemeSection(section);
   REQUIRE(bound.ok());
   CHECK(bound->global_momentum);
   CHECK(std::string(bound->make(SchemeContext{0, 2, 0, 100, {}, 5, 1})->name()) == "gs_sgd");
+}
+
+TEST_CASE("gs-SGD defaults: f16 tables and every candidate's exact sum applied", "[schemes][gs_sgd]") {
+  const std::uint32_t workers = 3;
+  const std::uint64_t d = 2000, k = 10;  // K = 8k = 80 candidates from a 5 x 40 table
+  auto schemes = MakeWorkers(workers, d, k, 7, GsSgd());
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<float>> g(workers);
+  for (auto& x : g) x = RandomGradient(d, rng);
+  const auto r = RequireManualRound(schemes, 0, g);
+  REQUIRE(r.results.size() == 2);
+  // Every cell of the table is exact in binary16, so it travels in 2 bytes a cell.
+  const auto& table = std::get<SketchTable>(*r.payloads[0][0]);
+  CHECK(table.cols == 40);
+  CHECK(ExactInHalf(table.table));
+  const auto& cand = std::get<IndexSet>(r.results[0].value).idx;
+  CHECK(cand.size() == 8 * k);
+  const auto sum = SumInOrder(g);
+  const auto& got = std::get<SparseVector>(r.aggregates[0]);
+  REQUIRE(got.idx == cand);
+  for (std::size_t t = 0; t < cand.size(); ++t) CHECK(got.val[t] == sum[cand[t]] / static_cast<float>(workers));
+  CHECK(schemes[0]->selected() == cand.size());
 }

@@ -17,11 +17,14 @@ namespace {
 
 constexpr std::uint64_t kCollisionFree = 1 << 14;
 
+// f32 tables of c = 10k columns, whose candidates the naive references below pin.
 SketchedSgdConfig Config(std::uint32_t p2, double momentum, std::uint64_t cols = 0) {
   SketchedSgdConfig c;
   c.p2 = p2;
   c.momentum = momentum;
   c.cols = cols;
+  c.cols_factor = 10;
+  c.table = SketchSizing::Table::kF32;
   return c;
 }
 
@@ -88,7 +91,7 @@ TEST_CASE("Sketched-SGD with collisions and p2 = P: exact top-k of the summed v 
   auto hash = CountSketchHash::Create({5, 80, SketchSeed(seed, 0), d});
   REQUIRE(hash.ok());
   const auto cand = NaiveTopKSorted(NaiveSketchEstimates(*hash, g), workers * k);
-  REQUIRE(std::get<SparseVector>(r->results[0].value).idx == cand);
+  REQUIRE(*ResultIndices(r->results[0]) == cand);
   const auto& got = std::get<SparseVector>(r->aggregates[0]);
   CheckExactTopKAmong(got, cand, SumInOrder(g), k, workers);
   for (std::uint32_t w = 0; w < workers; ++w) {  // masked exactly at G_t's entries, untouched elsewhere
@@ -175,8 +178,10 @@ TEST_CASE("Sketched-SGD state round-trips through Save/Restore", "[schemes][sket
 TEST_CASE("Sketched-SGD configuration: defaults, reading, and errors that name the key", "[schemes][sketched_sgd][config]") {
   const SketchedSgdConfig defaults;
   CHECK(defaults.rows == 5);
-  CHECK(defaults.cols_factor == 10.0);
+  CHECK(defaults.cols_factor == 4.0);
   CHECK(defaults.p2 == 2);
+  CHECK(defaults.keep == SketchSizing::Keep::kTopK);
+  CHECK(defaults.table == SketchSizing::Table::kF16);
   CHECK(defaults.momentum == 0.9);
   CHECK(defaults.Validate("scheme.sketched_sgd").ok());
   SketchedSgdConfig c;

@@ -279,7 +279,8 @@ TEST_CASE("An applied round cannot be reopened, and stale rounds are refused", "
 }
 
 TEST_CASE("A round whose sum overflows is refused: no gradient, the master copy stays finite", "[shard_host]") {
-  auto host = OpenHost(nullptr);
+  ServerMetrics metrics(0);
+  auto host = OpenHost(&metrics);
   JoinBoth(*host);
   const std::vector<float> huge(kDim, 3.0e38f);  // finite; the sum of two is not
   const auto response = DenseRound(*host, 0, huge, huge);
@@ -289,6 +290,7 @@ TEST_CASE("A round whose sum overflows is refused: no gradient, the master copy 
   auto joined = JoinNow(*host, JoinRequest(0));
   REQUIRE(joined.ok());
   CHECK(*ParseF32Bytes(joined->weights(), kDim, "w") == Initial());
+  CHECK_THAT(metrics.Text(), Catch::Contains("sketchps_rounds_refused_total{shard=\"0\"} 1"));
   // An all-skip round (every worker's gradient was not finite) completes too.
   v1::PushPullRequest skip0 = Push(0, 1, {}), skip1 = Push(1, 1, {});
   skip0.mutable_payload()->clear_body();

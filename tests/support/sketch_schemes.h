@@ -161,11 +161,11 @@ inline std::vector<float> RandomGradient(std::uint64_t dim, std::mt19937_64& rng
   return g;
 }
 
-// One round of `workers` instances of a sketching scheme (gs-SGD, Sketched-SGD) built with p2 = `p2`
-// at d = 1000, k = 10 (r = 5 rows, c = 10k = 100 columns): worker 0 sends the r x c sketch, 4 bytes
-// a cell. With p2 = 0 the k (index, value) pairs come back, 8 bytes each; otherwise the p2 k
-// candidates come back (8 bytes each), each worker sends its values there (4 bytes each), and the
-// k kept pairs come back.
+// One round of `workers` instances of a sketching scheme (gs-SGD, Sketched-SGD) built with p2 = `p2`,
+// keep: top_k and f32 tables at d = 1000, k = 10 (r = 5 rows, c = 10k = 100 columns): worker 0 sends
+// the r x c sketch, 4 bytes a cell. With p2 = 0 the k (index, value) pairs come back, 8 bytes each;
+// otherwise the p2 k candidates come back as an index set (4 raw bytes each), each worker sends its
+// values there (4 bytes each), and the k kept pairs come back.
 inline void CheckSketchPhaseBytes(std::uint32_t workers, std::uint32_t p2,
                                   const std::function<std::unique_ptr<Scheme>(SchemeContext)>& factory) {
   const std::uint64_t d = 1000, k = 10;
@@ -182,7 +182,7 @@ inline void CheckSketchPhaseBytes(std::uint32_t workers, std::uint32_t p2,
     return;
   }
   REQUIRE(r.bytes.size() == 2);
-  CHECK(r.bytes[0].down == 8 * p2 * k);
+  CHECK(r.bytes[0].down == 4 * p2 * k);
   CHECK(r.bytes[1].up == 4 * p2 * k);
   CHECK(r.bytes[1].down == 8 * k);
 }

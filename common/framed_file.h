@@ -1,0 +1,22 @@
+// Framed files: an 8-byte magic | payload length (u64 LE) | CRC32 of the payload (u32 LE) | payload.
+// Shard checkpoints ("SKPSCKP1", server/checkpoint.h) and gradient dumps ("SKPSGRD1",
+// common/gradient_dump.h) use it.
+//
+// WriteFramedFile is atomic: the bytes go to "<path>.tmp", which is fsynced, renamed over `path`, and
+// the directory is fsynced; a crash leaves the old file or the new one, never a torn one that
+// validates. ReadFramedFile checks the magic, the length (at most max_payload bytes, and exactly the
+// file's size) and the CRC before returning the payload; errors name the file and the problem
+// (NotFound when it cannot be opened, DataLoss for anything else).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace sketchps {
+
+absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], const std::string& payload);
+absl::StatusOr<std::string> ReadFramedFile(const std::string& path, const char (&magic)[8], std::uint64_t max_payload);
+
+}  // namespace sketchps

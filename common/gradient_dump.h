@@ -1,0 +1,36 @@
+// Gradient dumps: one worker's flat gradient of one round with the model's layout, as a framed
+// sketchps.v1.GradientDump file (common/gradient_dump.cc; the same magic + length + CRC32 framing as
+// shard checkpoints), so that selection density and sketch recall can be measured on real gradients
+// (`sketchps bench --input`).
+//
+// ReadGradientDump treats the file as hostile: it checks the framing, the layout (ValidateLayerTable)
+// and that the values cover it exactly before returning; errors name the file and the problem.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/layout.h"
+
+namespace sketchps {
+
+struct GradientDump {
+  std::string job_id;
+  std::string model;
+  std::uint32_t worker_id = 0;
+  std::uint32_t num_workers = 1;
+  std::uint64_t round = 0;
+  LayerTable layers;
+  std::vector<float> values;  // layers.dim() values
+};
+
+// Writes `dump` (values.size() must equal layers.dim()) atomically to `path`.
+absl::Status WriteGradientDump(const std::string& path, const GradientDump& dump);
+absl::StatusOr<GradientDump> ReadGradientDump(const std::string& path);
+// The file name a worker uses: "grad-r<round, 8 digits>-w<worker>.skgd".
+std::string GradientDumpName(std::uint64_t round, std::uint32_t worker);
+
+}  // namespace sketchps

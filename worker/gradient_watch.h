@@ -1,0 +1,55 @@
+// GradientWatch: tells, during backward, when the gradients of a shard's range are complete, so that
+// the worker can push that shard while backward goes on with earlier layers (DDP-style overlap;
+// shards are layer-aligned where balance allows, common/layout.h).
+//
+//   GradientWatch watch = *GradientWatch::Create(model.flat(), shards);
+//   watch.Arm([&](std::uint32_t s) { ready[s].Notify(); });   // before each backward
+//   model.ForwardBackward(...);                                // hooks call ready(s) as layers finish
+//   watch.Finish();                                            // ready(s) for every shard not yet signalled
+//
+// A shard is complete once every parameter overlapping its range has had its gradient accumulated
+// into the flat buffer (a post hook on each parameter's gradient accumulator, as DDP's reducer uses;
+// it runs on the autograd thread). ready(s) is called exactly once per armed backward for each shard:
+// by the hook of its last parameter, or by Finish() when some parameter received no gradient (unused
+// in this forward). Updating a complete shard's weights while backward continues is safe: a leaf's
+// accumulator runs after every node that saved that leaf, so no remaining node reads it.
+//
+// Not thread-safe except for the hooks themselves (which only count). The watch must outlive every
+// backward it is armed for.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/layout.h"
+#include "worker/flat_model.h"
+
+namespace sketchps::worker {
+
+class GradientWatch {
+ public:
+  static absl::StatusOr<std::unique_ptr<GradientWatch>> Create(FlatModel& model, const ShardMap& shards);
+  ~GradientWatch();
+
+  void Arm(std::function<void(std::uint32_t)> ready);
+  void Finish();
+
+ private:
+  struct Hooks;
+  GradientWatch() = default;
+  void OnParameter(std::size_t param);
+  void Signal(std::uint32_t shard);
+
+  std::vector<std::vector<std::uint32_t>> shards_of_param_;  // constant after Create
+  std::vector<std::uint32_t> params_of_shard_;               // constant after Create
+  std::unique_ptr<std::atomic<std::uint32_t>[]> remaining_;  // per shard, reset by Arm
+  std::unique_ptr<std::atomic<bool>[]> signalled_;           // per shard, reset by Arm
+  std::function<void(std::uint32_t)> ready_;
+  std::unique_ptr<Hooks> hooks_;  // keeps the accumulators (and their hooks) alive
+};
+
+}  // namespace sketchps::worker
