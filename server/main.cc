@@ -24,6 +24,7 @@
 #include "common/cli.h"
 #include "job/job_spec.h"
 #include "common/grpc_edge.h"
+#include "common/rendezvous_file.h"
 #include "server/job_adapter.h"
 #include "server/metrics.h"
 #include "server/service.h"
@@ -55,16 +56,6 @@ std::optional<std::uint32_t> OrdinalFromHostname() {
   std::uint32_t n = 0;
   if (dash == std::string::npos || !absl::SimpleAtoi(host.substr(dash + 1), &n)) return std::nullopt;
   return n;
-}
-
-bool WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port << "\n";
-    if (!out) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 int Run(const Flags& flags, std::uint32_t shard_id) {
@@ -107,7 +98,7 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     }
     endpoint = std::move(*served);
   }
-  if (!flags.port_file.empty() && !WritePortFile(flags.port_file, port)) {
+  if (!flags.port_file.empty() && !WriteFileAtomically(flags.port_file, absl::StrCat(port, "\n")).ok()) {
     spdlog::error("--port-file {}: cannot write", flags.port_file);
     return 1;
   }

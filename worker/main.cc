@@ -43,6 +43,8 @@ struct Flags {
   std::string metrics_out;
   std::string listen = "0.0.0.0:7080";
   std::string peers;
+  std::string port_file;
+  std::string peers_file;
   std::optional<double> peer_timeout_seconds;  // else the job's peer.timeout_seconds
   double patience_seconds = 120;
   double rpc_timeout_seconds = 20;
@@ -75,6 +77,8 @@ int Run(Flags& flags) {
   options.servers = absl::StrSplit(flags.servers, ',', absl::SkipEmpty());
   options.listen = flags.listen;
   options.peers = absl::StrSplit(flags.peers, ',', absl::SkipEmpty());
+  options.port_file = flags.port_file;
+  options.peers_file = flags.peers_file;
   options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job->peer.timeout_seconds));
   options.metrics_out = flags.metrics_out;
   options.patience = absl::Seconds(flags.patience_seconds);
@@ -108,6 +112,10 @@ int main(int argc, char** argv) {
       ->envname("SKETCHPS_LISTEN")->capture_default_str();
   app.add_option("--peers", flags.peers, "Decentralized mode: every rank's Peer address, comma-separated, in rank order")
       ->envname("SKETCHPS_PEERS");
+  app.add_option("--port-file", flags.port_file, "Decentralized mode: write the port the Peer service got here "
+                 "(with --listen HOST:0)");
+  app.add_option("--peers-file", flags.peers_file, "Decentralized mode, instead of --peers: wait for this file "
+                 "(every rank's address, comma-separated, in rank order)");
   app.add_option("--peer-timeout-seconds", flags.peer_timeout_seconds,
                  "Decentralized mode: a peer silent this long fails the round (default: the job's peer.timeout_seconds)")
       ->check(CLI::PositiveNumber);

@@ -1,6 +1,9 @@
 #include "worker/peer_transport.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/rendezvous_file.h"
 #include "common/status.h"
 #include "peer/peer_aggregator.h"
 #include "peer/service.h"
@@ -66,7 +69,10 @@ class PeerTransport final : public Transport {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, const ShardMap& shards) {
-  if (o.peers.size() != o.num_workers) {
+  if (o.peers.empty() == o.peers_file.empty()) {
+    return absl::InvalidArgumentError("--peers / --peers-file: give exactly one of them");
+  }
+  if (!o.peers.empty() && o.peers.size() != o.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("--peers: ", o.peers.size(), " addresses for ", o.num_workers, " workers"));
   }
   peer::PeerConfig config;
@@ -77,7 +83,17 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
   config.peer_timeout = o.peer_timeout;
   SKETCHPS_ASSIGN_OR_RETURN(auto server, peer::PeerServer::Start(o.listen, config));
   spdlog::info("peer service of rank {} listening on port {}", o.rank, server->port());
-  auto transport = std::make_unique<PeerTransport>(std::move(server), config, o.peers, o.regroup);
+  std::vector<std::string> peers = o.peers;
+  if (!o.port_file.empty()) SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(server->port(), "\n")));
+  if (peers.empty()) {
+    SKETCHPS_ASSIGN_OR_RETURN(const std::string list, WaitForFile(o.peers_file, o.patience));
+    peers = absl::StrSplit(absl::StripAsciiWhitespace(list), ',', absl::SkipEmpty());
+    if (peers.size() != o.num_workers) {
+      return absl::InvalidArgumentError(absl::StrCat("--peers-file ", o.peers_file, ": ", peers.size(), " addresses for ",
+                                                     o.num_workers, " workers"));
+    }
+  }
+  auto transport = std::make_unique<PeerTransport>(std::move(server), config, std::move(peers), o.regroup);
   SKETCHPS_RETURN_IF_ERROR(transport->Enter());
   return std::unique_ptr<Transport>(std::move(transport));
 }

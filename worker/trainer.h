@@ -53,6 +53,8 @@ struct TrainerOptions {
   std::vector<std::string> servers;               // ps: by shard id; size must equal job.servers
   std::string listen;                             // decentralized: this worker's Peer service
   std::vector<std::string> peers;                 // decentralized: every rank's address, by rank
+  std::string port_file;                          // decentralized: write the Peer service's port here
+  std::string peers_file;                         // decentralized, no `peers`: wait for this list
   std::string metrics_out;                        // JSON lines, one per round ("" = none)
   absl::Duration patience = absl::Seconds(120);   // how long a shard may stay unreachable
   absl::Duration rpc_timeout = absl::Seconds(20);

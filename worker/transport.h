@@ -19,7 +19,7 @@ struct TransportCounters {
   std::uint64_t wire_down = 0;  // serialized bytes it received
   // Raw payload bytes sent and received, when the transport's traffic differs from the phase
   // payloads themselves (the peers' collectives forward partial sums); else the trainer counts the
-  // phase payloads (schemes/round.h).
+  // phase payloads (engine/round.h).
   bool counts_raw = false;
   std::uint64_t raw_up = 0, raw_down = 0;
   std::vector<double> seconds;  // per shard: wall time inside the transport's calls
