@@ -37,6 +37,25 @@ void AddJobFlags(CLI::App& app, JobFlags& flags) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 }
 
+void AddTlsFlags(CLI::App& app, TlsFlags& flags) {
+  app.add_option("--tls-dir", flags.dir, "Folder of the job's certificates made by `sketchps certs` (mutual TLS)")
+      ->envname("SKETCHPS_TLS_DIR");
+  app.add_flag("--insecure", flags.insecure, "Plaintext without identities (only on a trusted network)")
+      ->envname("SKETCHPS_INSECURE");
+}
+
+absl::StatusOr<TlsConfig> ResolveTls(const TlsFlags& flags, const Identity& self) {
+  if (flags.insecure && !flags.dir.empty()) {
+    return absl::InvalidArgumentError("--tls-dir / --insecure: give one of them, not both");
+  }
+  if (flags.insecure) return TlsConfig{true, "", "", ""};
+  if (flags.dir.empty()) {
+    return absl::InvalidArgumentError("--tls-dir: no certificates given (make them with `sketchps certs`), "
+                                      "or pass --insecure to run without TLS on a trusted network");
+  }
+  return TlsConfig::FromDir(flags.dir, self);
+}
+
 void ConfigureLogging(const JobFlags& flags, const std::string& process_name) {
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [" + process_name + "] %v");

@@ -3,12 +3,17 @@
 //   --job FILE      the job spec (env SKETCHPS_JOB; empty: the embedded default job)
 //   --set KEY=VALUE overrides one job-spec key, repeatable ("scheme.name=topk")
 //   --log-level     trace|debug|info|warn|error (env SKETCHPS_LOG_LEVEL; default info)
+//   --tls-dir DIR   the job's certificates from `sketchps certs` (env SKETCHPS_TLS_DIR)
+//   --insecure      plaintext, no identities (env SKETCHPS_INSECURE=1); one of the two is required
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "absl/status/statusor.h"
+#include "common/tls.h"
 
 namespace sketchps {
 
@@ -19,6 +24,15 @@ struct JobFlags {
 };
 
 void AddJobFlags(CLI::App& app, JobFlags& flags);
+
+struct TlsFlags {
+  std::string dir;
+  bool insecure = false;
+};
+void AddTlsFlags(CLI::App& app, TlsFlags& flags);
+// The TLS configuration of identity `self` ("worker-3") from the flags. InvalidArgument naming the
+// flags when neither --tls-dir nor --insecure is given, or both are.
+absl::StatusOr<TlsConfig> ResolveTls(const TlsFlags& flags, const Identity& self);
 // Sets spdlog's level and a pattern that names the process ("[server 1]"); call after parsing.
 void ConfigureLogging(const JobFlags& flags, const std::string& process_name);
 

@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
   if (peers.size() != c.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("peers: ", peers.size(), " addresses for ", c.num_workers, " workers"));
   }
+  SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(c.tls));
   std::unique_ptr<PeerAggregator> agg(new PeerAggregator(std::move(endpoint)));
   for (std::uint32_t r = 0; r < peers.size(); ++r) {
     if (peers[r].find(':') == std::string::npos) {
@@ -55,7 +56,7 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
     }
     PeerLink link{peers[r], nullptr};
     if (r != c.rank) {
-      auto channel = MakeClientChannel(peers[r], c.max_message_bytes);
+      auto channel = MakeClientChannel(peers[r], c.max_message_bytes, credentials, c.ExpectedName(r));
       channel->GetState(/*try_to_connect=*/true);  // connect early: abort notices do not wait
       link.stub = v1::Peer::NewStub(channel);
     }

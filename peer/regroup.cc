@@ -27,10 +27,16 @@ absl::Status Regrouper::Arm(RegroupConfig config) {
   if (config.rank >= config.peers.size()) {
     return absl::InvalidArgumentError(absl::StrCat("regroup: rank ", config.rank, " is not in [0, ", config.peers.size(), ")"));
   }
+  if (!config.identities.empty() && config.identities.size() != config.peers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("regroup: ", config.identities.size(), " identities for ", config.peers.size(), " ranks"));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(config.tls));
   std::vector<std::shared_ptr<v1::Peer::Stub>> stubs;
   for (std::uint32_t r = 0; r < config.peers.size(); ++r) {
+    const std::uint32_t id = config.identities.empty() ? r : config.identities[r];
+    const std::string name = config.tls.insecure ? "" : Identity{Identity::Role::kWorker, id}.Name();
     stubs.push_back(r == config.rank ? nullptr : std::shared_ptr<v1::Peer::Stub>(v1::Peer::NewStub(
-                                                     MakeClientChannel(config.peers[r], kMaxMessageBytes))));
+                                                     MakeClientChannel(config.peers[r], kMaxMessageBytes, credentials, name))));
   }
   absl::MutexLock lock(&mu_);
   config_ = std::move(config);
@@ -60,11 +66,15 @@ absl::Status Regrouper::Check(const v1::RegroupRequest& r) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RegroupPlan> Regrouper::Handle(const v1::RegroupRequest& request) {
+absl::StatusOr<RegroupPlan> Regrouper::Handle(const v1::RegroupRequest& request, const std::optional<Identity>& caller) {
   const std::uint64_t epoch = request.epoch();
   {
     absl::MutexLock lock(&mu_);
     SKETCHPS_RETURN_IF_ERROR(Check(request));
+    if (caller) {
+      const std::uint32_t id = config_.identities.empty() ? request.rank() : config_.identities[request.rank()];
+      SKETCHPS_RETURN_IF_ERROR(CheckWorker(caller, id, "rank"));
+    }
     Collection& c = collections_[epoch];
     if (c.decision) return AnswerFor(c, epoch, request.rank());
     c.asked[request.rank()] = request.next_round();

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "sketchps/v1/peer.grpc.pb.h"
 
 namespace sketchps::peer {
@@ -49,6 +50,8 @@ struct RegroupConfig {
   std::uint32_t rank = 0;             // its rank in that epoch
   std::vector<std::string> peers;     // every rank's Peer address in that epoch
   absl::Duration window = absl::Seconds(30);  // how long a coordinator waits for silent ranks
+  TlsConfig tls;                      // as the epoch's PeerConfig
+  std::vector<std::uint32_t> identities;  // as PeerConfig::identities
 };
 
 struct RegroupPlan {
@@ -68,7 +71,9 @@ class Regrouper {
   // Enters `config.epoch`: earlier collections are forgotten. InvalidArgument for a bad config.
   absl::Status Arm(RegroupConfig config);
   // Coordinator side of one request. Blocks until the decision.
-  absl::StatusOr<RegroupPlan> Handle(const v1::RegroupRequest& request);
+  // `caller`: the identity the request came with (common/tls.h); a rank other than its own is
+  // PermissionDenied.
+  absl::StatusOr<RegroupPlan> Handle(const v1::RegroupRequest& request, const std::optional<Identity>& caller = std::nullopt);
   // Survivor side: the decision for this worker's failed epoch (see the protocol above).
   absl::StatusOr<RegroupPlan> Ask(std::uint64_t next_round);
   // The armed epoch (0 before Arm).

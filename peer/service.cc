@@ -66,9 +66,10 @@ absl::StatusOr<Letter> Open(const PeerConfig& c, const v1::ExchangeRequest& r) {
 Endpoint::Endpoint(PeerConfig c)
     : config(std::move(c)), mailbox(static_cast<std::uint32_t>(config.range_lengths.size()), 2 * NumSteps(config.num_workers) + 2) {}
 
-absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r) {
+absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r, const std::optional<Identity>& caller) {
   const PeerConfig& c = e.config;
   SKETCHPS_RETURN_IF_ERROR(CheckHeader(c, r.header()));
+  SKETCHPS_RETURN_IF_ERROR(CheckWorker(caller, c.IdentityOf(r.header().worker_id()), "header.worker_id"));
   const PhaseRef ref{r.header().shard_id(), r.header().round(), r.header().phase()};
   if (r.abort_code() != 0) return FileAbort(e, ref, r);
   const std::uint32_t sender = r.header().worker_id();
@@ -85,12 +86,17 @@ absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r) {
   return letter.status();
 }
 
-grpc::Status PeerService::Exchange(grpc::ServerContext*, const v1::ExchangeRequest* request, v1::ExchangeResponse*) {
-  return ToGrpcStatus(Receive(*endpoint(), *request));
+grpc::Status PeerService::Exchange(grpc::ServerContext* context, const v1::ExchangeRequest* request, v1::ExchangeResponse*) {
+  auto caller = CallerIdentity(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  return ToGrpcStatus(Receive(*endpoint(), *request, *caller));
 }
 
-grpc::Status PeerService::Regroup(grpc::ServerContext*, const v1::RegroupRequest* request, v1::RegroupResponse* response) {
-  auto plan = regrouper_.Handle(*request);
+grpc::Status PeerService::Regroup(grpc::ServerContext* context, const v1::RegroupRequest* request,
+                                  v1::RegroupResponse* response) {
+  auto caller = CallerIdentity(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  auto plan = regrouper_.Handle(*request, *caller);
   if (!plan.ok()) return ToGrpcStatus(plan.status());
   response->set_epoch(plan->epoch);
   response->set_round(plan->round);
@@ -98,7 +104,8 @@ grpc::Status PeerService::Regroup(grpc::ServerContext*, const v1::RegroupRequest
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Probe(grpc::ServerContext*, const v1::ProbeRequest* request, v1::ProbeResponse* response) {
+grpc::Status PeerService::Probe(grpc::ServerContext* context, const v1::ProbeRequest* request, v1::ProbeResponse* response) {
+  if (auto caller = CallerIdentity(*context); !caller.ok()) return ToGrpcStatus(caller.status());
   const std::shared_ptr<Endpoint> e = endpoint();
   if (request->job_id() != e->config.job_id) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -121,9 +128,10 @@ void PeerService::Reset(std::shared_ptr<Endpoint> endpoint) {
 absl::StatusOr<std::unique_ptr<PeerServer>> PeerServer::Start(const std::string& listen, PeerConfig config) {
   SKETCHPS_RETURN_IF_ERROR(ValidatePeerConfig(config));
   const int max_bytes = config.max_message_bytes;
+  SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(config.tls));
   std::unique_ptr<PeerServer> server(new PeerServer(std::make_shared<Endpoint>(std::move(config))));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(listen, credentials, &server->port_);
   ServerOptions options;
   options.max_message_bytes = max_bytes;
   ConfigureServer(builder, options);

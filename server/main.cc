@@ -42,6 +42,8 @@ struct Flags {
   std::string metrics_listen;
   std::string checkpoint_dir;
   std::string port_file;
+  std::string health_listen;
+  TlsFlags tls;
   double max_wait_seconds = 30;
   double grace_seconds = 10;
   int max_message_mb = 256;
@@ -72,18 +74,30 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("cannot start shard {}: {}", shard_id, std::string(host.status().message()));
     return 2;
   }
-  server::ParameterServerService service(**host, absl::Seconds(flags.max_wait_seconds));
+  auto tls = ResolveTls(flags.tls, Identity{Identity::Role::kServer, shard_id});
+  auto credentials = tls.ok() ? MakeServerCredentials(*tls) : tls.status();
+  if (!credentials.ok()) {
+    spdlog::error("{}", std::string(credentials.status().message()));
+    return 2;
+  }
+  server::ParameterServerService service(**host, absl::Seconds(flags.max_wait_seconds), !tls->insecure);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  int port = 0, health_port = 0;
+  builder.AddListeningPort(flags.listen, *credentials, &port);
+  // Kubernetes' gRPC probes speak plaintext: a second port serves them. The data calls on it are
+  // refused (UNAUTHENTICATED) when the server runs with TLS.
+  if (!flags.health_listen.empty()) {
+    builder.AddListeningPort(flags.health_listen, grpc::InsecureServerCredentials(), &health_port);
+  }
   ServerOptions server_options;
   server_options.max_message_bytes = flags.max_message_mb << 20;
   ConfigureServer(builder, server_options);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
-  if (!grpc_server || port == 0) {
-    spdlog::error("--listen {}: cannot listen (address in use or invalid)", flags.listen);
+  if (!grpc_server || port == 0 || (!flags.health_listen.empty() && health_port == 0)) {
+    spdlog::error("--listen {} / --health-listen {}: cannot listen (address in use or invalid)", flags.listen,
+                  flags.health_listen);
     return 1;
   }
   // Health: "" (readiness: NOT_SERVING from SIGTERM on) and "liveness" (SERVING until the process
@@ -102,15 +116,23 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("--port-file {}: cannot write", flags.port_file);
     return 1;
   }
-  spdlog::info("shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {}{}; {}; {}", shard_id,
+  spdlog::info("shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {} ({}){}{}; {}; {}", shard_id,
                job->servers, job->job_id, job->model, job->workers, job->scheme.name, port,
-               endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin(),
-               (*host)->AssemblyStatus());
+               tls->insecure ? "plaintext, no identities: --insecure" : "mutual TLS as server-" + std::to_string(shard_id),
+               health_port ? absl::StrCat(", health on plaintext port ", health_port) : "",
+               endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin(), (*host)->AssemblyStatus());
   spdlog::info("checkpoints: {}", options.checkpoint_dir.empty()
                                       ? std::string("off (no checkpoint.dir / --checkpoint-dir)")
                                       : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds"));
 
-  const std::string signal = WaitForTerminationSignal();
+  std::string signal;
+  while ((signal = PendingTerminationSignal()).empty()) {
+    if ((*host)->job_done()) {
+      signal = "every worker has finished the job";
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
   spdlog::info("{}: stopping: refusing new phases, finishing the {} in flight", signal, (*host)->in_flight());
   grpc_server->GetHealthCheckService()->SetServingStatus("", false);
   (*host)->BeginShutdown();
@@ -135,6 +157,9 @@ int main(int argc, char** argv) {
   app.add_option("--shard", flags.shard, "Shard id (env SKETCHPS_SHARD; default: the hostname's -N suffix)")
       ->envname("SKETCHPS_SHARD");
   app.add_option("--listen", flags.listen, "gRPC address (ParameterServer and grpc.health.v1)")->capture_default_str();
+  app.add_option("--health-listen", flags.health_listen,
+                 "A plaintext port for grpc.health.v1 only (Kubernetes probes), e.g. 0.0.0.0:7071");
+  AddTlsFlags(app, flags.tls);
   app.add_option("--metrics-listen", flags.metrics_listen, "Prometheus /metrics address (empty: off)");
   app.add_option("--checkpoint-dir", flags.checkpoint_dir, "Checkpoint directory (overrides checkpoint.dir)");
   app.add_option("--port-file", flags.port_file, "Write the bound gRPC port here once serving");

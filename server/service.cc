@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/grpc_edge.h"
+#include "common/status.h"
 
 namespace sketchps::server {
 namespace {
@@ -55,12 +56,25 @@ absl::Time Deadline(const grpc::CallbackServerContext* ctx, absl::Duration max_w
 
 }  // namespace
 
+absl::StatusOr<std::optional<Identity>> ParameterServerService::Caller(const grpc::CallbackServerContext& ctx) const {
+  SKETCHPS_ASSIGN_OR_RETURN(auto caller, CallerIdentity(ctx));
+  if (require_identity_ && !caller) {
+    return absl::UnauthenticatedError("this server requires TLS with a client certificate (this port serves health checks only)");
+  }
+  return caller;
+}
+
 grpc::ServerUnaryReactor* ParameterServerService::Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
                                                        v1::JoinResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto call = std::make_shared<OnceCall<v1::JoinResponse>>(reactor, response);
+  auto caller = Caller(*ctx);
+  if (!caller.ok()) {
+    call->Finish(caller.status());
+    return reactor;
+  }
   call->ArmDeadline(Deadline(ctx, max_wait_), [this] { return absl::StrCat("Join not answered in time: ", host_.AssemblyStatus()); });
-  host_.Join(*request, [call](absl::StatusOr<v1::JoinResponse> r) { call->Finish(std::move(r)); });
+  host_.Join(*request, *caller, [call](absl::StatusOr<v1::JoinResponse> r) { call->Finish(std::move(r)); });
   return reactor;
 }
 
@@ -69,11 +83,16 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                                            v1::PushPullResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto call = std::make_shared<OnceCall<v1::PushPullResponse>>(reactor, response);
+  auto caller = Caller(*ctx);
+  if (!caller.ok()) {
+    call->Finish(caller.status());
+    return reactor;
+  }
   const auto& h = request->payload().header();
   call->ArmDeadline(Deadline(ctx, max_wait_), [round = h.round(), phase = h.phase()] {
     return absl::StrCat("round ", round, " phase ", phase, " did not complete before the deadline (retry: pushes are idempotent)");
   });
-  host_.PushPull(*request, [call](absl::StatusOr<v1::PushPullResponse> r) { call->Finish(std::move(r)); });
+  host_.PushPull(*request, *caller, [call](absl::StatusOr<v1::PushPullResponse> r) { call->Finish(std::move(r)); });
   return reactor;
 }
 
@@ -81,7 +100,18 @@ grpc::ServerUnaryReactor* ParameterServerService::GetWeights(grpc::CallbackServe
                                                              const v1::GetWeightsRequest* request,
                                                              v1::GetWeightsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  auto result = host_.GetWeights(*request);
+  auto caller = Caller(*ctx);
+  auto result = caller.ok() ? host_.GetWeights(*request, *caller) : absl::StatusOr<v1::GetWeightsResponse>(caller.status());
+  if (result.ok()) *response = *std::move(result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::Leave(grpc::CallbackServerContext* ctx, const v1::LeaveRequest* request,
+                                                        v1::LeaveResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto caller = Caller(*ctx);
+  auto result = caller.ok() ? host_.Leave(*request, *caller) : absl::StatusOr<v1::LeaveResponse>(caller.status());
   if (result.ok()) *response = *std::move(result);
   reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;

@@ -14,9 +14,12 @@
 
 namespace sketchps::server {
 
+// With require_identity (the server runs with TLS), a call without a client certificate (the
+// plaintext health port) is UNAUTHENTICATED; the caller's identity goes to the host.
 class ParameterServerService final : public v1::ParameterServer::CallbackService {
  public:
-  ParameterServerService(ShardHost& host, absl::Duration max_wait) : host_(host), max_wait_(max_wait) {}
+  ParameterServerService(ShardHost& host, absl::Duration max_wait, bool require_identity = false)
+      : host_(host), max_wait_(max_wait), require_identity_(require_identity) {}
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
                                  v1::JoinResponse* response) override;
@@ -24,10 +27,15 @@ class ParameterServerService final : public v1::ParameterServer::CallbackService
                                      v1::PushPullResponse* response) override;
   grpc::ServerUnaryReactor* GetWeights(grpc::CallbackServerContext* ctx, const v1::GetWeightsRequest* request,
                                        v1::GetWeightsResponse* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const v1::LeaveRequest* request,
+                                  v1::LeaveResponse* response) override;
 
  private:
+  absl::StatusOr<std::optional<Identity>> Caller(const grpc::CallbackServerContext& ctx) const;
+
   ShardHost& host_;
   const absl::Duration max_wait_;
+  const bool require_identity_;
 };
 
 }  // namespace sketchps::server

@@ -25,6 +25,7 @@
 //     Every `checkpoint_every` rounds the strand takes a snapshot of the master copy before the
 //     round's result is published and hands it to the CheckpointWriter, which writes it on its own
 //     thread; what is not yet on disk when the process dies, assembly recovers from the workers.
+//   - Leave(): a worker has finished the job; once all have, job_done() (the daemon exits 0).
 //   - BeginShutdown(): new phases are refused (UNAVAILABLE), phases that already have contributions
 //     still complete; then CheckpointNow() saves the current state.
 // Thread-safe. Callbacks run on gRPC's or the strand's threads and must not block.
@@ -36,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/layout.h"
+#include "common/tls.h"
 #include "engine/optimizer.h"
 #include "engine/shard.h"
 #include "server/assembly.h"
@@ -82,9 +85,17 @@ class ShardHost {
   // Each reply runs exactly once (possibly before the call returns).
   using JoinReply = std::function<void(absl::StatusOr<v1::JoinResponse>)>;
   using PushReply = std::function<void(absl::StatusOr<v1::PushPullResponse>)>;
-  void Join(const v1::JoinRequest& request, JoinReply reply);
-  void PushPull(const v1::PushPullRequest& request, PushReply reply);
-  absl::StatusOr<v1::GetWeightsResponse> GetWeights(const v1::GetWeightsRequest& request);
+  // `caller` is the identity the request came with (common/tls.h; nullopt without TLS): a worker
+  // may only join and push as itself, and only workers may read the weights (PERMISSION_DENIED).
+  void Join(const v1::JoinRequest& request, const std::optional<Identity>& caller, JoinReply reply);
+  void PushPull(const v1::PushPullRequest& request, const std::optional<Identity>& caller, PushReply reply);
+  absl::StatusOr<v1::GetWeightsResponse> GetWeights(const v1::GetWeightsRequest& request,
+                                                    const std::optional<Identity>& caller);
+
+  // Records that a worker has finished (idempotent); `caller` as for Join. Once every worker has
+  // left, job_done() turns true (the daemon then shuts down as on SIGTERM and exits 0).
+  absl::StatusOr<v1::LeaveResponse> Leave(const v1::LeaveRequest& request, const std::optional<Identity>& caller);
+  bool job_done() const;
 
   // Why a waiting Join has not been answered yet ("waiting for workers 2, 3 to join: 2 of 4 ...").
   std::string AssemblyStatus() const;
@@ -147,6 +158,7 @@ class ShardHost {
   std::shared_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);
   LayerTable layers_ ABSL_GUARDED_BY(mu_);
   std::map<std::uint32_t, PendingJoin> joining_ ABSL_GUARDED_BY(mu_);  // by worker, while assembling
+  std::set<std::uint32_t> left_ ABSL_GUARDED_BY(mu_);  // workers that have finished the job
 
   // Lock order: mu_ before results_mu_ and arrivals_mu_.
   absl::Mutex results_mu_;

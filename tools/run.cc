@@ -20,6 +20,7 @@
 #include "common/rendezvous_file.h"
 #include "common/status.h"
 #include "job/job_spec.h"
+#include "tools/certs.h"
 #include "tools/process.h"
 #include "tools/progress.h"
 #include "tools/summary.h"
@@ -74,6 +75,7 @@ class Launch {
  private:
   bool decentralized() const { return job_.decentralized(); }
   std::vector<std::string> ServerArgv(std::uint32_t s) const;
+  std::vector<std::string> TlsArgs() const;
   absl::Status StartServer(std::uint32_t s);
   absl::Status WaitReady(std::uint32_t s);
   absl::StatusOr<int> WaitForPort(Child& child, const fs::path& port_file);
@@ -119,6 +121,9 @@ absl::Status Launch::Prepare() {
   fs::create_directories(out_ / "checkpoints", ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--out ", out_.string(), ": ", ec.message()));
   std::ofstream(out_ / "job.yaml") << job_.effective_yaml;
+  if (!options_.insecure) {
+    SKETCHPS_RETURN_IF_ERROR(MakeCerts(CertsOptions{(out_ / "tls").string(), job_.workers, job_.servers, 30, true}));
+  }
   // Every listener binds port 0 and reports the port it got: no port chosen in advance can be taken
   // by another process meanwhile. A restarted server binds the port it had.
   ports_.assign(decentralized() ? job_.workers : job_.servers, 0);
@@ -127,11 +132,18 @@ absl::Status Launch::Prepare() {
   return absl::OkStatus();
 }
 
+std::vector<std::string> Launch::TlsArgs() const {
+  if (options_.insecure) return {"--insecure"};
+  return {"--tls-dir", (out_ / "tls").string()};
+}
+
 std::vector<std::string> Launch::ServerArgv(std::uint32_t s) const {
-  return {server_bin_, "--job", (out_ / "job.yaml").string(), "--shard", std::to_string(s), "--listen",
+  std::vector<std::string> argv{server_bin_, "--job", (out_ / "job.yaml").string(), "--shard", std::to_string(s), "--listen",
           absl::StrCat("127.0.0.1:", ports_[s]), "--port-file", (out_ / absl::StrCat("server-", s, ".port")).string(),
           "--checkpoint-dir", job_.checkpoint.dir.empty() ? (out_ / "checkpoints").string() : job_.checkpoint.dir,
           "--log-level", options_.job.log_level};
+  for (auto& a : TlsArgs()) argv.push_back(std::move(a));
+  return argv;
 }
 
 absl::Status Launch::StartServer(std::uint32_t s) {
@@ -194,6 +206,7 @@ absl::Status Launch::StartWorkers() {
                                   "--world-size", std::to_string(job_.workers), "--metrics-out",
                                   (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
                                   std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
+    for (auto& a : TlsArgs()) argv.push_back(std::move(a));
     if (!options_.dump_rounds.empty()) {
       argv.insert(argv.end(), {"--dump-gradients", absl::StrJoin(options_.dump_rounds, ","), "--dump-dir",
                                (out_ / "gradients").string()});
@@ -274,7 +287,8 @@ int Launch::Monitor() {
       return 130;
     }
     for (auto& s : servers_) {
-      if (auto status = s.Poll()) return Failed(s, *status);
+      // A shard exits 0 by itself once every worker has left the job (Leave).
+      if (auto status = s.Poll(); status && *status != 0) return Failed(s, *status);
     }
     bool all_done = true;
     for (std::uint32_t r = 0; r < workers_.size(); ++r) {

@@ -49,6 +49,7 @@ struct Flags {
   double patience_seconds = 120;
   double rpc_timeout_seconds = 20;
   int threads = 1;
+  TlsFlags tls;
   bool no_overlap = false;
   std::vector<std::uint64_t> dump_rounds;
   std::string dump_dir;
@@ -84,6 +85,12 @@ int Run(Flags& flags) {
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
   options.overlap = !flags.no_overlap;
+  auto tls = ResolveTls(flags.tls, Identity{Identity::Role::kWorker, *flags.rank});
+  if (!tls.ok()) {
+    spdlog::error("{}", std::string(tls.status().message()));
+    return 2;
+  }
+  options.tls = *tls;
   options.dump_rounds = {flags.dump_rounds.begin(), flags.dump_rounds.end()};
   options.dump_dir = flags.dump_dir;
   auto summary = worker::Train(options);
@@ -124,6 +131,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--rpc-timeout-seconds", flags.rpc_timeout_seconds, "Deadline of one RPC attempt")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  AddTlsFlags(app, flags.tls);
   app.add_flag("--no-overlap", flags.no_overlap,
                "Start every shard's round after backward instead of as soon as its gradients exist");
   app.add_option("--dump-gradients", flags.dump_rounds, "Write this worker's gradient of these rounds (comma-separated) "

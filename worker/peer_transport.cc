@@ -23,8 +23,9 @@ class PeerTransport final : public Transport {
 
   // Arms the regrouper and builds the aggregator for config_ and peers_.
   absl::Status Enter() {
-    SKETCHPS_RETURN_IF_ERROR(server_->regrouper().Arm(
-        peer::RegroupConfig{config_.job_id, config_.epoch, config_.rank, peers_, config_.peer_timeout + kRegroupSlack}));
+    SKETCHPS_RETURN_IF_ERROR(server_->regrouper().Arm(peer::RegroupConfig{config_.job_id, config_.epoch, config_.rank, peers_,
+                                                                          config_.peer_timeout + kRegroupSlack, config_.tls,
+                                                                          config_.identities}));
     aggregator_.reset();
     SKETCHPS_ASSIGN_OR_RETURN(aggregator_, peer::PeerAggregator::Create(server_->endpoint(), peers_));
     return absl::OkStatus();
@@ -40,8 +41,13 @@ class PeerTransport final : public Transport {
                  std::string(failure.message()), config_.epoch);
     SKETCHPS_ASSIGN_OR_RETURN(peer::RegroupPlan plan, server_->regrouper().Ask(next_round));
     std::vector<std::string> peers;
-    for (std::uint32_t m : plan.members) peers.push_back(peers_.at(m));
+    std::vector<std::uint32_t> identities;  // certificates keep the ranks of the job's start
+    for (std::uint32_t m : plan.members) {
+      peers.push_back(peers_.at(m));
+      identities.push_back(config_.IdentityOf(m));
+    }
     const std::uint32_t lost = static_cast<std::uint32_t>(peers_.size() - peers.size());
+    config_.identities = std::move(identities);
     config_.epoch = plan.epoch;
     config_.rank = *plan.RankOf(config_.rank);
     config_.num_workers = static_cast<std::uint32_t>(peers.size());
@@ -81,6 +87,7 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
   config.num_workers = o.num_workers;
   for (const auto& r : shards.ranges) config.range_lengths.push_back(r.size());
   config.peer_timeout = o.peer_timeout;
+  config.tls = o.tls;
   SKETCHPS_ASSIGN_OR_RETURN(auto server, peer::PeerServer::Start(o.listen, config));
   spdlog::info("peer service of rank {} listening on port {}", o.rank, server->port());
   std::vector<std::string> peers = o.peers;

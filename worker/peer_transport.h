@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/layout.h"
+#include "common/tls.h"
 #include "worker/transport.h"
 
 namespace sketchps::worker {
@@ -31,6 +32,7 @@ struct PeerOptions {
   absl::Duration patience = absl::Seconds(120);  // longest wait for peers_file
   absl::Duration peer_timeout = absl::Seconds(60);
   bool regroup = true;                // job.peer.on_failure == "regroup"
+  TlsConfig tls;                      // common/tls.h (this worker's identity is worker-<rank>)
 };
 
 absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& options, const ShardMap& shards);

@@ -144,10 +144,12 @@ absl::Status Trainer::StartTransport() {
     peers.patience = o_.patience;
     peers.peer_timeout = o_.peer_timeout;
     peers.regroup = can_regroup();
+    peers.tls = o_.tls;
     SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(peers, shards_));
   } else {
-    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(ClientOptions{o_.job.job_id, o_.rank, o_.job.workers,
-                                                                                o_.servers, o_.rpc_timeout, o_.patience}));
+    ClientOptions client{o_.job.job_id, o_.rank, o_.job.workers, o_.servers, o_.rpc_timeout, o_.patience};
+    client.tls = o_.tls;
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(std::move(client)));
   }
   return absl::OkStatus();
 }
@@ -373,6 +375,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     log_.Write(*record);
     ++summary_.rounds;
     ++round;
+  }
+  if (auto st = transport_->Finish(round); !st.ok()) {
+    spdlog::warn("could not tell every shard this worker has finished: {}", std::string(st.message()));
   }
   const auto& p = model_->flat();
   summary_.final_workers = plan_.workers;

@@ -43,6 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "job/job_spec.h"
 
 namespace sketchps::worker {
@@ -63,6 +64,7 @@ struct TrainerOptions {
   bool overlap = true;                            // start a shard's round as soon as its gradients exist
   std::set<std::uint64_t> dump_rounds;            // write this worker's gradient of these rounds ...
   std::string dump_dir;                           // ... into this folder (common/gradient_dump.h)
+  TlsConfig tls;                                  // common/tls.h; this worker is worker-<rank>
 };
 
 struct TrainSummary {
