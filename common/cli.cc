@@ -1,9 +1,13 @@
 #include "common/cli.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cstdlib>
 #include <ctime>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace sketchps {
@@ -59,6 +63,43 @@ absl::StatusOr<TlsConfig> ResolveTls(const TlsFlags& flags, const Identity& self
 void ConfigureLogging(const JobFlags& flags, const std::string& process_name) {
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [" + process_name + "] %v");
+}
+
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::optional<std::uint32_t>> EnvUint32(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::optional<std::uint32_t>();
+  std::uint32_t n = 0;
+  if (!absl::SimpleAtoi(v, &n) || std::string(v) != std::to_string(n)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": '", v, "' is not a non-negative integer"));
+  }
+  return std::optional<std::uint32_t>(n);
+}
+
+std::uint64_t RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+    getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  return limit.rlim_cur;
 }
 
 void BlockTerminationSignals() {

@@ -7,6 +7,8 @@
 //   --insecure      plaintext, no identities (env SKETCHPS_INSECURE=1); one of the two is required
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,19 @@ void AddTlsFlags(CLI::App& app, TlsFlags& flags);
 absl::StatusOr<TlsConfig> ResolveTls(const TlsFlags& flags, const Identity& self);
 // Sets spdlog's level and a pattern that names the process ("[server 1]"); call after parsing.
 void ConfigureLogging(const JobFlags& flags, const std::string& process_name);
+
+// Parses the command line. nullopt: go on; otherwise the process's exit code: 0 after --help or
+// --version, 2 for a bad flag or value (CLI11's message is printed; CLI11's own codes 104-109
+// would make Kubernetes retry a misconfiguration).
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv);
+
+// An environment variable holding a non-negative integer: nullopt when unset; InvalidArgument
+// naming the variable when set to anything else ("WORLD_SIZE: 'two' is not a non-negative integer").
+absl::StatusOr<std::optional<std::uint32_t>> EnvUint32(const char* name);
+
+// Raises the soft limit of open files to the hard limit (gRPC needs a descriptor per connection;
+// docs/security.md "Limits"). Returns the soft limit now in force.
+std::uint64_t RaiseFileLimit();
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread it starts afterwards;
 // call first in main(), then WaitForTerminationSignal() receives them synchronously.

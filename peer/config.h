@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/fingerprint.h"
 #include "common/tls.h"
 
 namespace sketchps::peer {
@@ -33,6 +34,7 @@ struct PeerConfig {
   // renumbers ranks but certificates keep the rank a worker had when the job started. Empty: rank r
   // is worker-r.
   std::vector<std::uint32_t> identities;
+  Fingerprint fingerprint;  // the job's (common/fingerprint.h); peers compare it at start
 
   // The identity index of `rank` (identities[rank], or rank itself).
   std::uint32_t IdentityOf(std::uint32_t rank) const { return identities.empty() ? rank : identities.at(rank); }

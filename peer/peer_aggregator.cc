@@ -67,6 +67,22 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
 }
 
 PeerAggregator::PeerAggregator(std::shared_ptr<Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
+
+absl::Status PeerAggregator::CheckPeers(absl::Duration timeout) {
+  for (std::uint32_t r = 0; r < links_.size(); ++r) {
+    if (links_[r].stub == nullptr) continue;  // this rank
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    ctx.set_wait_for_ready(true);
+    v1::ProbeRequest request;
+    request.set_job_id(config().job_id);
+    v1::ProbeResponse response;
+    const absl::Status st = FromGrpcStatus(links_[r].stub->Probe(&ctx, request, &response));
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat(Name(r), ": ", st.message()));
+    SKETCHPS_RETURN_IF_ERROR(CheckFingerprint(config().fingerprint, FingerprintFromProto(response.fingerprint()), Name(r)));
+  }
+  return absl::OkStatus();
+}
 PeerAggregator::~PeerAggregator() = default;
 
 std::string PeerAggregator::Name(std::uint32_t rank) const {

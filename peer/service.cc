@@ -112,6 +112,7 @@ grpc::Status PeerService::Probe(grpc::ServerContext* context, const v1::ProbeReq
                         absl::StrCat("job_id: '", request->job_id(), "' is not this job ('", e->config.job_id, "')"));
   }
   response->set_epoch(e->config.epoch);
+  FingerprintToProto(e->config.fingerprint, response->mutable_fingerprint());
   return grpc::Status::OK;
 }
 

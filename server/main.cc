@@ -24,6 +24,7 @@
 #include "common/cli.h"
 #include "job/job_spec.h"
 #include "common/grpc_edge.h"
+#include "engine/phase.h"
 #include "common/rendezvous_file.h"
 #include "server/job_adapter.h"
 #include "server/metrics.h"
@@ -46,7 +47,7 @@ struct Flags {
   TlsFlags tls;
   double max_wait_seconds = 30;
   double grace_seconds = 10;
-  int max_message_mb = 256;
+  int max_message_mb = 0;
 };
 
 // The trailing "-N" of the hostname, as in a StatefulSet pod "sketchps-server-1".
@@ -58,6 +59,16 @@ std::optional<std::uint32_t> OrdinalFromHostname() {
   std::uint32_t n = 0;
   if (dash == std::string::npos || !absl::SimpleAtoi(host.substr(dash + 1), &n)) return std::nullopt;
   return n;
+}
+
+// The largest legal message for this shard: a sketch table of kSketchCellsPerElement float32 cells per
+// element of its range is the largest payload a push may carry (the decoders refuse more), a Join
+// with weights, momentum and a result is smaller; plus 64 KiB for headers and framing.
+int MaxMessageBytes(const JobSpec& job, std::uint32_t shard) {
+  auto map = MakeShardMap(job.layout, job.servers);
+  const std::uint64_t n = map.ok() && shard < map->ranges.size() ? map->ranges[shard].size() : job.layout.dim();
+  const std::uint64_t bytes = 4 * kSketchCellsPerElement * n + (64 << 10);
+  return static_cast<int>(std::min<std::uint64_t>(bytes, std::uint64_t{2047} << 20));
 }
 
 int Run(const Flags& flags, std::uint32_t shard_id) {
@@ -91,8 +102,11 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     builder.AddListeningPort(flags.health_listen, grpc::InsecureServerCredentials(), &health_port);
   }
   ServerOptions server_options;
-  server_options.max_message_bytes = flags.max_message_mb << 20;
+  server_options.max_message_bytes = flags.max_message_mb > 0 ? flags.max_message_mb << 20 : MaxMessageBytes(*job, shard_id);
+  server_options.memory_quota_bytes = std::max<std::size_t>(std::size_t{64} << 20, 8 * std::size_t(server_options.max_message_bytes));
   ConfigureServer(builder, server_options);
+  spdlog::info("messages up to {} bytes (--max-message-mb), open files limit {}", server_options.max_message_bytes,
+               RaiseFileLimit());
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
   if (!grpc_server || port == 0 || (!flags.health_listen.empty() && health_port == 0)) {
@@ -167,9 +181,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--grace-seconds", flags.grace_seconds, "On SIGTERM, how long phases in flight may finish")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-message-mb", flags.max_message_mb, "Largest gRPC message accepted")->capture_default_str()
-      ->check(CLI::Range(1, 2047));
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--max-message-mb", flags.max_message_mb,
+                 "Largest gRPC message accepted (default 0: the largest legal payload of this shard, plus a margin)")
+      ->capture_default_str()->check(CLI::Range(0, 2047));
+  if (auto code = ParseCommandLine(app, argc, argv)) return *code;
   if (!flags.shard) flags.shard = OrdinalFromHostname();
   ConfigureLogging(flags.job, absl::StrCat("server ", flags.shard ? std::to_string(*flags.shard) : "?"));
   if (!flags.shard) {

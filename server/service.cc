@@ -14,11 +14,24 @@
 namespace sketchps::server {
 namespace {
 
+// Parses the raw request; INVALID_ARGUMENT naming the message when the bytes are not one.
+template <class Request>
+absl::StatusOr<Request> Parse(const grpc::ByteBuffer* raw) {
+  grpc::ByteBuffer copy(*raw);  // Deserialize consumes its buffer; the slices are shared, not copied
+  Request request;
+  const std::size_t bytes = raw->Length();
+  if (!grpc::SerializationTraits<Request>::Deserialize(&copy, &request).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request: ", bytes, " bytes do not parse as ", Request::descriptor()->full_name()));
+  }
+  return request;
+}
+
 // One unary call that is finished exactly once: by its result, or by an alarm at its deadline.
 template <class Response>
 class OnceCall : public std::enable_shared_from_this<OnceCall<Response>> {
  public:
-  OnceCall(grpc::ServerUnaryReactor* reactor, Response* response) : reactor_(reactor), response_(response) {}
+  OnceCall(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response) : reactor_(reactor), response_(response) {}
 
   // Arms the alarm: at `deadline` the call ends with DEADLINE_EXCEEDED and `why()` as its message.
   void ArmDeadline(absl::Time deadline, std::function<std::string()> why) {
@@ -29,21 +42,22 @@ class OnceCall : public std::enable_shared_from_this<OnceCall<Response>> {
 
   void Finish(absl::StatusOr<Response> result, bool from_alarm = false) {
     grpc::ServerUnaryReactor* reactor = nullptr;
+    grpc::Status status = ToGrpcStatus(result.status());
     {
       absl::MutexLock lock(&mu_);
       std::swap(reactor, reactor_);
       if (reactor == nullptr) return;  // already finished
-      if (result.ok()) *response_ = *std::move(result);
+      bool own = false;
+      if (result.ok()) status = grpc::SerializationTraits<Response>::Serialize(*result, response_, &own);
     }
     if (!from_alarm) alarm_.Cancel();
-    reactor->Finish(ToGrpcStatus(result.status()));
+    reactor->Finish(status);
   }
-
 
  private:
   absl::Mutex mu_;
   grpc::ServerUnaryReactor* reactor_ ABSL_GUARDED_BY(mu_);  // null once finished
-  Response* const response_;
+  grpc::ByteBuffer* const response_;
   grpc::Alarm alarm_;
 };
 
@@ -64,13 +78,14 @@ absl::StatusOr<std::optional<Identity>> ParameterServerService::Caller(const grp
   return caller;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
-                                                       v1::JoinResponse* response) {
+grpc::ServerUnaryReactor* ParameterServerService::Join(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                       grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto call = std::make_shared<OnceCall<v1::JoinResponse>>(reactor, response);
   auto caller = Caller(*ctx);
-  if (!caller.ok()) {
-    call->Finish(caller.status());
+  auto request = Parse<v1::JoinRequest>(raw);
+  if (!caller.ok() || !request.ok()) {
+    call->Finish(caller.ok() ? request.status() : caller.status());
     return reactor;
   }
   call->ArmDeadline(Deadline(ctx, max_wait_), [this] { return absl::StrCat("Join not answered in time: ", host_.AssemblyStatus()); });
@@ -78,14 +93,14 @@ grpc::ServerUnaryReactor* ParameterServerService::Join(grpc::CallbackServerConte
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* ctx,
-                                                           const v1::PushPullRequest* request,
-                                                           v1::PushPullResponse* response) {
+grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                           grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto call = std::make_shared<OnceCall<v1::PushPullResponse>>(reactor, response);
   auto caller = Caller(*ctx);
-  if (!caller.ok()) {
-    call->Finish(caller.status());
+  auto request = Parse<v1::PushPullRequest>(raw);
+  if (!caller.ok() || !request.ok()) {
+    call->Finish(caller.ok() ? request.status() : caller.status());
     return reactor;
   }
   const auto& h = request->payload().header();
@@ -96,24 +111,31 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::GetWeights(grpc::CallbackServerContext* ctx,
-                                                             const v1::GetWeightsRequest* request,
-                                                             v1::GetWeightsResponse* response) {
+grpc::ServerUnaryReactor* ParameterServerService::GetWeights(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                             grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto call = std::make_shared<OnceCall<v1::GetWeightsResponse>>(reactor, response);
   auto caller = Caller(*ctx);
-  auto result = caller.ok() ? host_.GetWeights(*request, *caller) : absl::StatusOr<v1::GetWeightsResponse>(caller.status());
-  if (result.ok()) *response = *std::move(result);
-  reactor->Finish(ToGrpcStatus(result.status()));
+  auto request = Parse<v1::GetWeightsRequest>(raw);
+  if (!caller.ok() || !request.ok()) {
+    call->Finish(caller.ok() ? request.status() : caller.status());
+    return reactor;
+  }
+  call->Finish(host_.GetWeights(*request, *caller));
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::Leave(grpc::CallbackServerContext* ctx, const v1::LeaveRequest* request,
-                                                        v1::LeaveResponse* response) {
+grpc::ServerUnaryReactor* ParameterServerService::Leave(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                        grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto call = std::make_shared<OnceCall<v1::LeaveResponse>>(reactor, response);
   auto caller = Caller(*ctx);
-  auto result = caller.ok() ? host_.Leave(*request, *caller) : absl::StatusOr<v1::LeaveResponse>(caller.status());
-  if (result.ok()) *response = *std::move(result);
-  reactor->Finish(ToGrpcStatus(result.status()));
+  auto request = Parse<v1::LeaveRequest>(raw);
+  if (!caller.ok() || !request.ok()) {
+    call->Finish(caller.ok() ? request.status() : caller.status());
+    return reactor;
+  }
+  call->Finish(host_.Leave(*request, *caller));
   return reactor;
 }
 

@@ -106,11 +106,16 @@ absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
     return Invalid("worker_id", absl::StrCat(r.worker_id(), " is not in [0, ", options_.job.workers, ")"));
   }
   if (r.shard_id() != options_.shard_id) return Invalid("shard_id", absl::StrCat(r.shard_id(), " sent to shard ", options_.shard_id));
+  SKETCHPS_RETURN_IF_ERROR(
+      CheckFingerprint(options_.job.fingerprint, FingerprintFromProto(r.fingerprint()), absl::StrCat("worker ", r.worker_id())));
   Offer offer;
   offer.worker = r.worker_id();
   offer.rounds_applied = r.rounds_applied();
   offer.checksum = r.weights_checksum();
   SKETCHPS_ASSIGN_OR_RETURN(offer.layers, LayersFromProto(r.layers()));
+  if (!options_.job.layout.layers.empty() && !SameLayers(offer.layers, options_.job.layout)) {
+    return Precondition("layers", "differ from the job's model layout (another model, or another version of it?)");
+  }
   SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(offer.layers, options_.job.servers));
   const std::uint64_t n = map.ranges[options_.shard_id].size();
   SKETCHPS_ASSIGN_OR_RETURN(offer.weights, ParseF32Bytes(r.weights(), n, "weights"));

@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/fingerprint.h"
 #include "common/layout.h"
 #include "common/tls.h"
 #include "engine/optimizer.h"
@@ -66,6 +67,8 @@ struct ShardJob {
   OptimizerConfig optimizer;
   bool global_momentum = true;
   double rounds_per_epoch = 1.0;
+  LayerTable layout;          // the model's (empty: taken from the workers' offers, tests)
+  Fingerprint fingerprint;    // the job's; a Join whose fingerprint differs is refused
 };
 
 struct HostOptions {

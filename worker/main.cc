@@ -23,10 +23,12 @@
 
 #include <ATen/Parallel.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/cli.h"
+#include "common/status.h"
 #include "job/job_spec.h"
 #include "spdlog/spdlog.h"
 #include "worker/trainer.h"
@@ -55,11 +57,17 @@ struct Flags {
   std::string dump_dir;
 };
 
-std::optional<std::uint32_t> EnvUint(const char* name) {
-  const char* v = std::getenv(name);
-  std::uint32_t n = 0;
-  if (v == nullptr || !absl::SimpleAtoi(v, &n)) return std::nullopt;
-  return n;
+// --rank, else RANK, else JOB_COMPLETION_INDEX; --world-size, else WORLD_SIZE. Variables that are set
+// must hold a non-negative integer.
+absl::Status RankFromEnvironment(Flags& flags) {
+  for (const char* name : {"RANK", "JOB_COMPLETION_INDEX"}) {
+    SKETCHPS_ASSIGN_OR_RETURN(auto value, EnvUint32(name));
+    if (!flags.rank) flags.rank = value;
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(auto world, EnvUint32("WORLD_SIZE"));
+  if (!flags.world_size) flags.world_size = world;
+  if (!flags.rank) return absl::InvalidArgumentError("--rank: not given and neither RANK nor JOB_COMPLETION_INDEX is set");
+  return absl::OkStatus();
 }
 
 int Run(Flags& flags) {
@@ -97,7 +105,10 @@ int Run(Flags& flags) {
   if (!summary.ok()) {
     spdlog::error("training failed: {}", std::string(summary.status().message()));
     if (worker::IsReplicaDivergence(summary.status())) return 3;
-    return summary.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    // Configuration problems are permanent (exit 2: a Kubernetes Job does not retry them).
+    const bool config = summary.status().code() == absl::StatusCode::kInvalidArgument ||
+                        absl::StrContains(summary.status().message(), "job fingerprint");
+    return config ? 2 : 1;
   }
   spdlog::info("done: {} rounds from round {}{}", summary->rounds, summary->first_round,
                summary->final_test_accuracy ? absl::StrFormat(", final test accuracy %.4f", *summary->final_test_accuracy) : "");
@@ -138,15 +149,14 @@ int main(int argc, char** argv) {
                  "to --dump-dir, for `sketchps bench --input`")->delimiter(',');
   app.add_option("--dump-dir", flags.dump_dir, "Folder for --dump-gradients files");
   app.add_option("--threads", flags.threads, "Threads for libtorch and the kernels")->capture_default_str()->check(CLI::Range(1, 256));
-  CLI11_PARSE(app, argc, argv);
-  if (!flags.rank) flags.rank = EnvUint("RANK");
-  if (!flags.rank) flags.rank = EnvUint("JOB_COMPLETION_INDEX");
-  if (!flags.world_size) flags.world_size = EnvUint("WORLD_SIZE");
-  ConfigureLogging(flags.job, flags.rank ? "worker " + std::to_string(*flags.rank) : "worker ?");
-  if (!flags.rank) {
-    spdlog::error("--rank: not given and neither RANK nor JOB_COMPLETION_INDEX is set");
+  if (auto code = ParseCommandLine(app, argc, argv)) return *code;
+  ConfigureLogging(flags.job, "worker ?");
+  if (auto st = RankFromEnvironment(flags); !st.ok()) {
+    spdlog::error("{}", std::string(st.message()));
     return 2;
   }
+  ConfigureLogging(flags.job, "worker " + std::to_string(*flags.rank));
+  spdlog::debug("open files limit {}", RaiseFileLimit());
   // Forward and backward allocate and free the same activation buffers every round. glibc returns
   // large blocks to the kernel (mmap / trim) and takes them back at the next round: hundreds of
   // thousands of page faults per epoch. Keep freed memory in the process instead.

@@ -17,8 +17,8 @@ constexpr absl::Duration kRegroupSlack = absl::Seconds(10);  // window = peer_ti
 class PeerTransport final : public Transport {
  public:
   PeerTransport(std::unique_ptr<peer::PeerServer> server, peer::PeerConfig config, std::vector<std::string> peers,
-                bool regroup)
-      : server_(std::move(server)), config_(std::move(config)), peers_(std::move(peers)), regroup_(regroup) {}
+                bool regroup, absl::Duration patience)
+      : server_(std::move(server)), config_(std::move(config)), peers_(std::move(peers)), regroup_(regroup), patience_(patience) {}
   ~PeerTransport() override { server_->Shutdown(); }
 
   // Arms the regrouper and builds the aggregator for config_ and peers_.
@@ -31,7 +31,11 @@ class PeerTransport final : public Transport {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::uint64_t> Start(const LayerTable&, const ShardMap&, float*, Replica&) override { return 0; }
+  // Every peer must run the same job: their fingerprints are compared before the first round.
+  absl::StatusOr<std::uint64_t> Start(const LayerTable&, const ShardMap&, float*, Replica&) override {
+    SKETCHPS_RETURN_IF_ERROR(aggregator_->CheckPeers(patience_));
+    return 0;
+  }
   Aggregator& aggregator() override { return *aggregator_; }
   absl::Status CheckReplica(std::uint64_t, const ShardMap&, const float*) override { return absl::OkStatus(); }
 
@@ -69,6 +73,7 @@ class PeerTransport final : public Transport {
   peer::PeerConfig config_;
   std::vector<std::string> peers_;
   const bool regroup_;
+  const absl::Duration patience_;
   std::unique_ptr<peer::PeerAggregator> aggregator_;
 };
 
@@ -88,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
   for (const auto& r : shards.ranges) config.range_lengths.push_back(r.size());
   config.peer_timeout = o.peer_timeout;
   config.tls = o.tls;
+  config.fingerprint = o.fingerprint;
   SKETCHPS_ASSIGN_OR_RETURN(auto server, peer::PeerServer::Start(o.listen, config));
   spdlog::info("peer service of rank {} listening on port {}", o.rank, server->port());
   std::vector<std::string> peers = o.peers;
@@ -100,7 +106,7 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
                                                      o.num_workers, " workers"));
     }
   }
-  auto transport = std::make_unique<PeerTransport>(std::move(server), config, std::move(peers), o.regroup);
+  auto transport = std::make_unique<PeerTransport>(std::move(server), config, std::move(peers), o.regroup, o.patience);
   SKETCHPS_RETURN_IF_ERROR(transport->Enter());
   return std::unique_ptr<Transport>(std::move(transport));
 }

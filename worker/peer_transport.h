@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/fingerprint.h"
 #include "common/layout.h"
 #include "common/tls.h"
 #include "worker/transport.h"
@@ -33,6 +34,7 @@ struct PeerOptions {
   absl::Duration peer_timeout = absl::Seconds(60);
   bool regroup = true;                // job.peer.on_failure == "regroup"
   TlsConfig tls;                      // common/tls.h (this worker's identity is worker-<rank>)
+  Fingerprint fingerprint;            // the job's: every peer's must be equal (checked at Start)
 };
 
 absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& options, const ShardMap& shards);

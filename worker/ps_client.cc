@@ -90,6 +90,7 @@ absl::StatusOr<v1::JoinResponse> PsClient::Join(std::uint32_t shard, std::uint64
   request.set_rounds_applied(rounds_applied);
   request.set_velocity(F32Bytes(replica.velocity));
   request.set_weights_checksum(WeightsChecksum(replica.weights));
+  FingerprintToProto(options_.fingerprint, request.mutable_fingerprint());
   if (rounds_applied > 0) {
     *request.mutable_last_result() = link.last_final;
     request.set_last_result_contributors(link.last_contributors);

@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/fingerprint.h"
 #include "common/layout.h"
 #include "common/tls.h"
 #include "engine/aggregator.h"
@@ -45,6 +46,7 @@ struct ClientOptions {
   absl::Duration patience = absl::Seconds(120);     // continuous failure before giving up
   int max_message_bytes = 256 << 20;
   TlsConfig tls;                                    // common/tls.h: shard s must prove server-<s>
+  Fingerprint fingerprint;                          // the job's, sent with every Join
 };
 
 // A worker's replica of one shard's range, as offered in a Join.

@@ -145,10 +145,12 @@ absl::Status Trainer::StartTransport() {
     peers.peer_timeout = o_.peer_timeout;
     peers.regroup = can_regroup();
     peers.tls = o_.tls;
+    peers.fingerprint = o_.job.fingerprint;
     SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(peers, shards_));
   } else {
     ClientOptions client{o_.job.job_id, o_.rank, o_.job.workers, o_.servers, o_.rpc_timeout, o_.patience};
     client.tls = o_.tls;
+    client.fingerprint = o_.job.fingerprint;
     SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(std::move(client)));
   }
   return absl::OkStatus();

@@ -100,6 +100,7 @@ Identity Worker(std::uint32_t r) { return Identity{Identity::Role::kWorker, r}; 
 
 std::unique_ptr<ShardHost> OpenHost(ServerMetrics* metrics, const std::string& dir = "", std::uint64_t every = 1) {
   HostOptions options = HostOptionsFor(TestJob(), 0, dir);
+  options.job.layout = Layers();  // the tests' model: one layer of kDim
   options.checkpoint_every = every;
   auto host = ShardHost::Open(options, metrics);
   REQUIRE(host.ok());
@@ -180,8 +181,12 @@ TEST_CASE("A starting shard answers Joins once every worker offered, and refuses
 
   auto other_layers = JoinRequest(1);
   LayersToProto(MakeLayerTable({{"a", {4}}, {"b", {4}}}), other_layers.mutable_layers());
-  auto [a, b] = JoinBoth(*host, JoinRequest(0), other_layers);
-  ExpectRejected(b.status(), absl::StatusCode::kFailedPrecondition, "layers");
+  ExpectRejected(JoinNow(*host, other_layers).status(), absl::StatusCode::kFailedPrecondition,
+                 "layers: differ from the job's model layout");
+  auto other_job = JoinRequest(1);
+  (*other_job.mutable_fingerprint())["scheme"] = 42;
+  ExpectRejected(JoinNow(*host, other_job).status(), absl::StatusCode::kFailedPrecondition,
+                 "job fingerprint: worker 1's job differs from this one's in");
 
   auto [c, d] = JoinBoth(*host, JoinRequest(0), JoinRequest(1));
   REQUIRE(c.ok());
@@ -191,7 +196,7 @@ TEST_CASE("A starting shard answers Joins once every worker offered, and refuses
   CHECK(*ParseF32Bytes(d->weights(), kDim, "w") == Initial());
   // A serving shard answers a (re)joining worker at once, and refuses another layout.
   REQUIRE(JoinNow(*host, JoinRequest(1)).ok());
-  ExpectRejected(JoinNow(*host, other_layers).status(), absl::StatusCode::kInvalidArgument, "layers");
+  ExpectRejected(JoinNow(*host, other_layers).status(), absl::StatusCode::kFailedPrecondition, "layers");
 }
 
 TEST_CASE("ShardHost rejects every malformed push, then still completes the round once", "[shard_host]") {

@@ -26,6 +26,13 @@ using namespace sketchps;
 
 namespace {
 
+// The job's options with the tests' model: one layer of 4 values.
+server::HostOptions TestHostOptions(const JobSpec& job) {
+  server::HostOptions options = server::HostOptionsFor(job, 0, "");
+  options.job.layout = MakeLayerTable({{"w", {4}}});
+  return options;
+}
+
 namespace fs = std::filesystem;
 constexpr std::uint64_t kDim = 4;
 
@@ -33,7 +40,7 @@ struct TlsServer {
   explicit TlsServer(const fs::path& dir) {
     auto job = ParseJobSpec(DefaultJobSpecYaml(), "t", {"job_id=t", "workers=2", "servers=1", "scheme.name=dense"});
     REQUIRE(job.ok());
-    auto opened = server::ShardHost::Open(server::HostOptionsFor(*job, 0, ""), nullptr);
+    auto opened = server::ShardHost::Open(TestHostOptions(*job), nullptr);
     REQUIRE(opened.ok());
     host = *std::move(opened);
     service = std::make_unique<server::ParameterServerService>(*host, absl::Seconds(5), /*require_identity=*/true);
