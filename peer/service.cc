@@ -43,9 +43,19 @@ absl::Status FileAbort(Endpoint& e, const PhaseRef& ref, const v1::ExchangeReque
     return Invalid("abort_code", absl::StrCat(r.abort_code(), " is not a status code"));
   }
   const std::string why = r.abort_message().substr(0, kMaxAbortMessage);
-  e.mailbox.Abort(ref, PeerAbortStatus(static_cast<absl::StatusCode>(r.abort_code()),
+  (void)e.mailbox.Abort(ref, PeerAbortStatus(static_cast<absl::StatusCode>(r.abort_code()),
                                        absl::StrCat("rank ", r.header().worker_id(), " abandoned the phase: ", why)));
   return absl::OkStatus();
+}
+
+// A sender is at most one phase ahead of this rank, so it holds at most two phases' worth of the
+// steps in which this rank hears from it.
+std::size_t SenderCap(const PeerConfig& c, std::uint32_t sender) {
+  std::size_t steps = 0;
+  for (std::uint32_t s = 0; s < NumSteps(c.num_workers); ++s) {
+    if (StepOf(c.num_workers, c.rank, s).recv_from == sender) ++steps;
+  }
+  return 2 * steps;
 }
 
 absl::StatusOr<Letter> Open(const PeerConfig& c, const v1::ExchangeRequest& r) {
@@ -76,13 +86,14 @@ absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r, const std::optio
   if (r.step() >= NumSteps(c.num_workers) || StepOf(c.num_workers, c.rank, r.step()).recv_from != sender) {
     return Invalid("step", absl::StrCat("rank ", sender, " does not send to rank ", c.rank, " at step ", r.step()));
   }
+  const std::size_t cap = SenderCap(c, sender);
   auto letter = Open(c, r);
-  if (letter.ok()) return e.mailbox.Put(ref, r.step(), *std::move(letter));
+  if (letter.ok()) return e.mailbox.Put(ref, r.step(), *std::move(letter), cap);
   Letter refused;
   refused.sender = sender;
   refused.rejected = absl::Status(letter.status().code(),
                                   absl::StrCat("invalid step ", r.step(), ": ", letter.status().message()));
-  (void)e.mailbox.Put(ref, r.step(), std::move(refused));
+  (void)e.mailbox.Put(ref, r.step(), std::move(refused), cap);
   return letter.status();
 }
 
