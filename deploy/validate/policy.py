@@ -30,7 +30,8 @@ Kubernetes (per rendered overlay):
     certificates) and no placeholder Secret (empty values, or the sketchps.io/placeholder
     annotation); no secret reaches a container through env (secretKeyRef, envFrom, or a literal
     value under a secret-like name);
-  - S and P agree everywhere: the Jobs' completions and parallelism, each daemon's effective
+  - S and P agree everywhere: the one setting (ConfigMap sketchps-scale), the Jobs' completions and
+    parallelism, each daemon's effective
     `workers`/`servers` (--set, else job.yaml), the workers' WORLD_SIZE, and the server list the
     workers get (the S stable names <server Job>-<i>.<its subdomain>:<gRPC port>, in shard order);
   - every pod: runAsNonRoot, no host namespaces; every container: readOnlyRootFilesystem, no
@@ -68,6 +69,7 @@ SERVER_EXIT_CODES = {2}        # 2 bad configuration (job, flags, certificates)
 SERVER_BINARY, WORKER_BINARY = "sketchps-server", "sketchps-worker"
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE|CREDENTIAL|(^|_)KEY($|_)", re.I)
 WORKLOADS = ("Job", "StatefulSet", "Deployment", "DaemonSet", "ReplicaSet")
+SCALE_CONFIGMAP = "sketchps-scale"   # the one S/P setting (deploy/k8s/base/kustomization.yaml)
 
 
 class Report:
@@ -379,6 +381,13 @@ def check_scale_and_tls(src, server_job, worker_job, objects, job_spec, secret_n
         r.add(src, "-", f"completions of the shard Job ({s_count!r}) and the worker Job ({p_count!r}) must be positive integers")
         return
     S, P = str(s_count), str(p_count)
+    for cm in objects:
+        if cm.get("kind") == "ConfigMap" and cm["metadata"]["name"] == SCALE_CONFIGMAP:
+            want = cm.get("data") or {}
+            if (str(want.get("servers")), str(want.get("workers"))) != (S, P):
+                r.add(src, name_of(cm), f"the one setting says servers {want.get('servers')}, workers {want.get('workers')}, "
+                      f"but the Jobs run S = {S} shards and P = {P} workers (is the component components/scale "
+                      "included by the overlay that sets it?)")
     server_pod = server_job["spec"]["template"]["spec"]
     grpc_port = next((p["containerPort"] for c in server_pod.get("containers") or []
                       for p in c.get("ports") or [] if p.get("name") == "grpc"), None)
