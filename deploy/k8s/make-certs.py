@@ -13,9 +13,10 @@ What it does:
   2. runs `sketchps certs --out CERTS_DIR --workers P --servers S [--days N] [--new-ca]`: the CA in
      CERTS_DIR is reused if there is one (new leaf certificates, same CA: safe while a job runs),
      --new-ca replaces it (only between jobs: old and new certificates do not trust each other);
-  3. prints one Secret per role: the shards' (ca.pem and every server-<s>.pem/.key) and the
-     workers' (ca.pem and every worker-<r>.pem/.key), so that a pod holds no key of the other role.
-     ca.key never leaves CERTS_DIR: keep that folder off the cluster.
+  3. prints the overlay's Namespace (so that the Secrets can be applied first) and one Secret per
+     role: the shards' (ca.pem and every server-<s>.pem/.key) and the workers' (ca.pem and every
+     worker-<r>.pem/.key), so that a pod holds no key of the other role. ca.key never leaves
+     CERTS_DIR: keep that folder off the cluster.
 Exit 0 when the Secrets were printed, 1 when a step failed (the message names it), 2 on bad usage.
 Needs python3 with PyYAML, kubectl with kustomize v5 (or --rendered) and the `sketchps` binary.
 """
@@ -139,14 +140,16 @@ def main(argv=None) -> int:
     ap.add_argument("--new-ca", action="store_true", help="replace the CA in CERTS_DIR (rotation between jobs)")
     args = ap.parse_args(argv)
     try:
-        namespace, counts, names = plan(render(args))
+        objects = render(args)
+        namespace, counts, names = plan(objects)
         make(args, counts)
-        docs = secrets(namespace, counts, names, Path(args.certs_dir))
+        docs = [o for o in objects if o.get("kind") == "Namespace" and o["metadata"]["name"] == namespace]
+        docs += secrets(namespace, counts, names, Path(args.certs_dir))
     except (Failure, OSError, ValueError, KeyError, yaml.YAMLError) as e:
         print(f"make-certs: {e}", file=sys.stderr)
         return 1
     sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
-    print(f"make-certs: {', '.join(d['metadata']['name'] for d in docs)} in namespace {namespace} for "
+    print(f"make-certs: {', '.join(d['metadata']['name'] for d in docs if d['kind'] == 'Secret')} in namespace {namespace} for "
           f"{counts['server']} shard(s) and {counts['worker']} worker(s); the CA key stays in {args.certs_dir}",
           file=sys.stderr)
     return 0

@@ -8,9 +8,9 @@
     0 makes the script exit 143 (so the Job recreates the index); a failure after SIGTERM stays;
     with --server PATH also with the real sketchps-server;
   - deploy/k8s/make-certs.py on the example overlay (S = 3, P = 4), with the stand-in `sketchps`
-    of tests/deploy/fake_build and, with --sketchps PATH, the real one: one Secret per role with
-    exactly ca.pem and that role's certificates and keys, never ca.key, in the overlay's
-    namespace, valid Kubernetes objects (deploy/validate/k8s.mjs); the CA is reused on a second run
+    of tests/deploy/fake_build and, with --sketchps PATH, the real one: the overlay's Namespace,
+    then one Secret per role with exactly ca.pem and that role's certificates and keys, never
+    ca.key, in that namespace, valid Kubernetes objects (deploy/validate/k8s.mjs); the CA is reused on a second run
     and replaced with --new-ca; failures are named.
 Prints one line per case and "N passed, M failed"; exit 1 if any failed.
   k8s_scripts_test.py [--server PATH] [--sketchps PATH]
@@ -165,6 +165,8 @@ def test_make_certs(sketchps: Path):
         p = make_certs(certs, sketchps)
         expect(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
         docs = list(yaml.safe_load_all(p.stdout))
+        expect([d["kind"] for d in docs] == ["Namespace", "Secret", "Secret"], f"kinds {[d['kind'] for d in docs]}")
+        docs = docs[1:]
         want = {"sketchps-server-certs": ["ca.pem"] + [f"server-{s}.{e}" for s in range(3) for e in ("pem", "key")],
                 "sketchps-worker-certs": ["ca.pem"] + [f"worker-{r}.{e}" for r in range(4) for e in ("pem", "key")]}
         got = {d["metadata"]["name"]: sorted(d["data"]) for d in docs}
