@@ -30,7 +30,11 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
     }
     chain.push_back(next);
   }
-  chain.back()[keys.back()] = YAML::Load(assignment.substr(eq + 1));
+  try {
+    chain.back()[keys.back()] = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("override '", assignment, "': ", e.what()));
+  }
   return absl::OkStatus();
 }
 
@@ -154,8 +158,10 @@ scheme: {name: gs_sgd, density: 0.01}
   return yaml;
 }
 
-absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
-                                     const std::vector<std::string>& overrides) {
+namespace {
+
+absl::StatusOr<JobSpec> ParseJobSpecOrThrow(const std::string& yaml_text, const std::string& source,
+                                            const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -186,6 +192,19 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
   job.effective_yaml = YAML::Dump(root);
   job.fingerprint = JobFingerprint(job, root);
   return job;
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
+                                     const std::vector<std::string>& overrides) {
+  // yaml-cpp reports problems by throwing (also from node access on a document of the wrong shape):
+  // none may leave as an exception.
+  try {
+    return ParseJobSpecOrThrow(yaml_text, source, overrides);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", e.what()));
+  }
 }
 
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path, const std::vector<std::string>& overrides) {

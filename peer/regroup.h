@@ -62,6 +62,17 @@ struct RegroupPlan {
   std::optional<std::uint32_t> RankOf(std::uint32_t old_rank) const;
 };
 
+// The decision rules, without the network (pure; Regrouper uses them):
+// DecideRegroup: the plan for `asked` (rank -> next_round) of the failed epoch's num_ranks ranks, or
+// FailedPrecondition (no strict majority, next rounds more than one apart).
+absl::StatusOr<RegroupPlan> DecideRegroup(std::uint64_t failed_epoch, std::size_t num_ranks,
+                                          const std::map<std::uint32_t, std::uint64_t>& asked);
+// PlanFromResponse: a survivor's check of the coordinator's answer to `request` (an epoch of
+// num_ranks ranks): epoch + 1, members ascending, in range, a strict majority that includes the
+// asker, round = the asker's next_round or the one before. InvalidArgument naming the field.
+absl::StatusOr<RegroupPlan> PlanFromResponse(const v1::RegroupResponse& response, const v1::RegroupRequest& request,
+                                             std::size_t num_ranks);
+
 class Regrouper {
  public:
   Regrouper() = default;
@@ -89,7 +100,6 @@ class Regrouper {
 
   absl::Status Check(const v1::RegroupRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Collect(std::uint64_t epoch);
-  absl::StatusOr<RegroupPlan> Decide(const Collection& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static absl::StatusOr<RegroupPlan> AnswerFor(const Collection& c, std::uint64_t epoch, std::uint32_t rank);
   bool Probe(std::uint32_t rank);
 
