@@ -48,10 +48,12 @@ struct TlsConfig {
 };
 
 // Server credentials requiring and verifying a client certificate from the CA (or insecure ones).
-// Errors name the file that cannot be read.
+// Errors name the file: unreadable, not PEM, a certificate outside its validity period (dates in
+// the message: a skewed clock or an expired certificate fails at start), or a private key that
+// every user may read (FailedPrecondition; group-readable keys are accepted).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TlsConfig& config);
 
-// Channel credentials presenting this process's certificate (or insecure ones).
+// Channel credentials presenting this process's certificate (or insecure ones); errors as above.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(const TlsConfig& config);
 
 // The identity the caller's certificate proves; nullopt on a plaintext connection. PermissionDenied

@@ -6,7 +6,9 @@
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -61,13 +63,14 @@ absl::Status AddExtension(X509* cert, X509* issuer, int nid, const std::string& 
   return absl::OkStatus();
 }
 
-absl::Status SetNameAndDates(X509* cert, const std::string& common_name, int days) {
+absl::Status SetNameAndDates(X509* cert, const std::string& common_name, const CertsOptions& o) {
   std::uint64_t serial = 0;
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&serial), sizeof(serial)) != 1) return Failed("random serial number");
   ASN1_INTEGER_set_uint64(X509_get_serialNumber(cert), serial >> 1);  // positive
   X509_set_version(cert, 2);  // v3
-  X509_gmtime_adj(X509_getm_notBefore(cert), -3600);  // an hour of clock skew
-  X509_gmtime_adj(X509_getm_notAfter(cert), static_cast<long>(days) * 86400);
+  const long from = static_cast<long>(o.valid_from_days) * 86400;
+  X509_gmtime_adj(X509_getm_notBefore(cert), from - 3600);  // an hour of clock skew
+  X509_gmtime_adj(X509_getm_notAfter(cert), from + static_cast<long>(o.days) * 86400);
   X509_NAME* name = X509_get_subject_name(cert);
   if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(common_name.c_str()), -1,
                                  -1, 0) != 1) {
@@ -78,10 +81,11 @@ absl::Status SetNameAndDates(X509* cert, const std::string& common_name, int day
 
 // A certificate for `key`'s public half named `common_name`, signed by (issuer, issuer_key); a CA
 // when issuer is null (self-signed).
-absl::StatusOr<Cert> MakeCert(const std::string& common_name, EVP_PKEY* key, X509* issuer, EVP_PKEY* issuer_key, int days) {
+absl::StatusOr<Cert> MakeCert(const std::string& common_name, EVP_PKEY* key, X509* issuer, EVP_PKEY* issuer_key,
+                              const CertsOptions& o) {
   Cert cert(X509_new());
   if (!cert) return Failed("X509_new");
-  SKETCHPS_RETURN_IF_ERROR(SetNameAndDates(cert.get(), common_name, days));
+  SKETCHPS_RETURN_IF_ERROR(SetNameAndDates(cert.get(), common_name, o));
   X509_set_pubkey(cert.get(), key);
   const bool ca = issuer == nullptr;
   X509_set_issuer_name(cert.get(), ca ? X509_get_subject_name(cert.get()) : X509_get_subject_name(issuer));
@@ -105,11 +109,26 @@ absl::StatusOr<File> Open(const fs::path& path, const char* mode) {
   return f;
 }
 
+// A private key file: created 0600 (and narrowed to 0600 if it existed), never readable by others
+// even for a moment.
+absl::StatusOr<File> OpenPrivate(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || ::fchmod(fd, 0600) != 0) {
+    if (fd >= 0) ::close(fd);
+    return absl::UnavailableError(absl::StrCat(path.string(), ": cannot open for writing"));
+  }
+  File f(::fdopen(fd, "w"));
+  if (!f) {
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat(path.string(), ": cannot open for writing"));
+  }
+  return f;
+}
+
 absl::Status WritePair(const fs::path& dir, const std::string& name, X509* cert, EVP_PKEY* key) {
   const fs::path key_path = dir / (name + ".key");
   {
-    SKETCHPS_ASSIGN_OR_RETURN(File f, Open(key_path, "w"));
-    ::chmod(key_path.c_str(), 0600);
+    SKETCHPS_ASSIGN_OR_RETURN(File f, OpenPrivate(key_path));
     if (PEM_write_PrivateKey(f.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) return Failed(key_path.string());
   }
   SKETCHPS_ASSIGN_OR_RETURN(File f, Open(dir / (name + ".pem"), "w"));
@@ -135,7 +154,7 @@ absl::StatusOr<Ca> LoadOrMakeCa(const fs::path& dir, const CertsOptions& o) {
     return ca;
   }
   SKETCHPS_ASSIGN_OR_RETURN(Key key, NewKey());
-  SKETCHPS_ASSIGN_OR_RETURN(Cert cert, MakeCert("sketchps CA", key.get(), nullptr, nullptr, o.days));
+  SKETCHPS_ASSIGN_OR_RETURN(Cert cert, MakeCert("sketchps CA", key.get(), nullptr, nullptr, o));
   SKETCHPS_RETURN_IF_ERROR(WritePair(dir, "ca", cert.get(), key.get()));
   return Ca{std::move(cert), std::move(key)};
 }
@@ -152,7 +171,7 @@ absl::Status MakeCerts(const CertsOptions& o) {
   SKETCHPS_ASSIGN_OR_RETURN(Ca ca, LoadOrMakeCa(o.out, o));
   auto make = [&](const std::string& name) -> absl::Status {
     SKETCHPS_ASSIGN_OR_RETURN(Key key, NewKey());
-    SKETCHPS_ASSIGN_OR_RETURN(Cert cert, MakeCert(name, key.get(), ca.cert.get(), ca.key.get(), o.days));
+    SKETCHPS_ASSIGN_OR_RETURN(Cert cert, MakeCert(name, key.get(), ca.cert.get(), ca.key.get(), o));
     return WritePair(o.out, name, cert.get(), key.get());
   };
   for (std::uint32_t r = 0; r < o.workers; ++r) SKETCHPS_RETURN_IF_ERROR(make(absl::StrCat("worker-", r)));

@@ -1,6 +1,9 @@
 // Identity on the wire: a parameter server with mutual TLS (certificates from `sketchps certs`)
 // refuses clients without a certificate or with one of another CA at the handshake, binds every
 // request's worker id to the caller's certificate, and serves only health on its plaintext port.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -37,7 +40,7 @@ namespace fs = std::filesystem;
 constexpr std::uint64_t kDim = 4;
 
 struct TlsServer {
-  explicit TlsServer(const fs::path& dir) {
+  explicit TlsServer(const fs::path& dir, ServerOptions server_options = {}) {
     auto job = ParseJobSpec(DefaultJobSpecYaml(), "t", {"job_id=t", "workers=2", "servers=1", "scheme.name=dense"});
     REQUIRE(job.ok());
     auto opened = server::ShardHost::Open(TestHostOptions(*job), nullptr);
@@ -50,7 +53,7 @@ struct TlsServer {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", *credentials, &port);
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &health_port);
-    ConfigureServer(builder, ServerOptions{});
+    ConfigureServer(builder, server_options);
     builder.RegisterService(service.get());
     server = builder.BuildAndStart();
     REQUIRE(server != nullptr);
@@ -114,13 +117,13 @@ TEST_CASE("A TLS parameter server binds requests to certificates and refuses str
   TlsServer server(dir);
 
   // No certificate, or one from another CA: the handshake fails, nothing reaches the shard.
-  CHECK(Join(*Stub(server.port, TlsConfig{true}), JoinRequest(0), absl::Seconds(2)).error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK(Join(*Stub(server.port, TlsConfig{}), JoinRequest(0), absl::Seconds(2)).error_code() == grpc::StatusCode::UNAVAILABLE);
   CHECK(Join(*Stub(server.port, As(other, 0)), JoinRequest(0), absl::Seconds(2)).error_code() == grpc::StatusCode::UNAVAILABLE);
   // A client expecting another server identity does not accept this one.
   CHECK(Join(*Stub(server.port, As(dir, 0), "server-1"), JoinRequest(0), absl::Seconds(2)).error_code() ==
         grpc::StatusCode::UNAVAILABLE);
   // The plaintext port serves health only.
-  const auto plain = Join(*Stub(server.health_port, TlsConfig{true}), JoinRequest(0));
+  const auto plain = Join(*Stub(server.health_port, TlsConfig{}), JoinRequest(0));
   CHECK(plain.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   // Worker 1's certificate cannot join as worker 0.
   const auto forged = Join(*Stub(server.port, As(dir, 1)), JoinRequest(0));
@@ -133,5 +136,61 @@ TEST_CASE("A TLS parameter server binds requests to certificates and refuses str
   auto first = std::async(std::launch::async, [&] { return Join(*stub0, JoinRequest(0)); });
   CHECK(Join(*stub1, JoinRequest(1)).ok());
   CHECK(first.get().ok());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("TLS files are checked at start: certificates outside their dates, world-readable keys", "[tls]") {
+  const fs::path dir = fs::temp_directory_path() / ("sketchps-tls-dates-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const Identity self{Identity::Role::kServer, 0};
+  SECTION("expired") {
+    REQUIRE(tools::MakeCerts({dir.string(), 0, 1, 30, false, -40}).ok());
+    auto made = MakeServerCredentials(TlsConfig::FromDir(dir.string(), self));
+    CHECK(made.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(made.status().message()), Catch::Contains("expired on") && Catch::Contains("ca.pem"));
+  }
+  SECTION("not yet valid (a clock behind)") {
+    REQUIRE(tools::MakeCerts({dir.string(), 1, 0, 30, false, 2}).ok());
+    auto made = MakeChannelCredentials(TlsConfig::FromDir(dir.string(), Identity{Identity::Role::kWorker, 0}));
+    CHECK(made.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(made.status().message()), Catch::Contains("not valid before"));
+  }
+  SECTION("a key every user can read") {
+    REQUIRE(tools::MakeCerts({dir.string(), 0, 1, 30, false, 0}).ok());
+    REQUIRE(MakeServerCredentials(TlsConfig::FromDir(dir.string(), self)).ok());
+    fs::permissions(dir / "server-0.key", fs::perms::others_read, fs::perm_options::add);
+    auto made = MakeServerCredentials(TlsConfig::FromDir(dir.string(), self));
+    CHECK(made.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(made.status().message()), Catch::Contains("server-0.key") && Catch::Contains("readable by every user"));
+    fs::permissions(dir / "server-0.key", fs::perms::group_read, fs::perm_options::add);
+    fs::permissions(dir / "server-0.key", fs::perms::others_read, fs::perm_options::remove);
+    CHECK(MakeServerCredentials(TlsConfig::FromDir(dir.string(), self)).ok());  // group-readable (fsGroup mounts)
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("A connection that never starts its TLS handshake is closed after the handshake timeout", "[tls][grpc]") {
+  const fs::path dir = fs::temp_directory_path() / ("sketchps-tls-idle-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  REQUIRE(tools::MakeCerts(tools::CertsOptions{dir.string(), 1, 1}).ok());
+  ServerOptions options;
+  options.handshake_timeout = absl::Seconds(1);
+  TlsServer server(dir, options);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(server.port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  timeval bound{20, 0};  // far above the timeout; gRPC's default would hold the socket for 120 s
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
+  const absl::Time t0 = absl::Now();
+  char byte = 0;
+  const ssize_t got = ::recv(fd, &byte, 1, 0);  // sends nothing: waits for the server to hang up
+  const absl::Duration held = absl::Now() - t0;
+  ::close(fd);
+  CHECK(got <= 0);
+  CHECK(held < absl::Seconds(10));
   fs::remove_all(dir);
 }
