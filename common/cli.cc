@@ -7,7 +7,10 @@
 #include <ctime>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "spdlog/spdlog.h"
 
 namespace sketchps {
@@ -120,6 +123,27 @@ std::string PendingTerminationSignal() {
   timespec zero{0, 0};
   const int sig = sigtimedwait(&set, nullptr, &zero);
   return sig > 0 ? SignalName(sig) : "";
+}
+
+int TerminationExitCode(const std::string& signal_name) {
+  if (signal_name == "SIGTERM") return 128 + SIGTERM;
+  if (signal_name == "SIGINT") return 128 + SIGINT;
+  if (signal_name == "SIGHUP") return 128 + SIGHUP;
+  return 1;
+}
+
+absl::StatusOr<std::vector<std::string>> ServerAddresses(const std::string& flag, std::uint32_t servers) {
+  std::vector<std::string> out = absl::StrSplit(flag, ',', absl::SkipEmpty());
+  if (out.size() == 1 && absl::StrContains(out[0], "{shard}")) {
+    const std::string pattern = out[0];
+    out.clear();
+    for (std::uint32_t s = 0; s < servers; ++s) out.push_back(absl::StrReplaceAll(pattern, {{"{shard}", absl::StrCat(s)}}));
+  }
+  if (out.size() != servers) {
+    return absl::InvalidArgumentError(absl::StrCat("--servers: ", out.size(), " addresses for a job with servers: ", servers,
+                                                   " (give one per shard, or one with {shard} in it)"));
+  }
+  return out;
 }
 
 }  // namespace sketchps

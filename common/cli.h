@@ -58,5 +58,12 @@ void BlockTerminationSignals();
 std::string WaitForTerminationSignal();
 // Non-blocking: the name of a pending termination signal, or "" when none.
 std::string PendingTerminationSignal();
+// The shell convention for a process stopped by that signal: 128 + its number (SIGTERM: 143).
+int TerminationExitCode(const std::string& signal_name);
+
+// Server addresses from a --servers value: a comma-separated list in shard order, or one address
+// with "{shard}" in it, expanded for shards 0 .. servers - 1 ("ps-{shard}.ps:7070"). InvalidArgument
+// naming --servers when the count is not `servers`.
+absl::StatusOr<std::vector<std::string>> ServerAddresses(const std::string& flag, std::uint32_t servers);
 
 }  // namespace sketchps

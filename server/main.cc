@@ -6,9 +6,13 @@
 // Shard id: --shard, else env SKETCHPS_SHARD, else the trailing "-N" of the hostname (a StatefulSet
 // ordinal). Serves sketchps.v1.ParameterServer and grpc.health.v1.Health on --listen (service ""
 // for readiness, "liveness" for liveness).
-// SIGTERM/SIGINT: readiness turns NOT_SERVING (liveness stays SERVING until exit), new phases are refused, phases in flight finish (up to
-// --grace-seconds), a checkpoint is written, exit 0.
-// Exit codes: 0 stopped by a signal; 1 runtime failure (cannot listen, ...); 2 bad configuration.
+// The shard exits 0 once every worker has left the job (Leave). SIGTERM/SIGINT: readiness turns
+// NOT_SERVING (liveness stays SERVING until exit), new phases are refused, phases in flight finish
+// (up to --grace-seconds), a checkpoint is written, exit 128 + the signal (143 for SIGTERM), so a
+// supervisor can tell a stopped shard from a finished job. No call from any worker for
+// --idle-exit-seconds (the workers failed or left while this shard was down): exit 4.
+// Exit codes: 0 job finished; 1 runtime failure (cannot listen, final checkpoint failed, ...);
+// 2 bad configuration or an unusable checkpoint; 4 idle; 130/143 stopped by SIGINT/SIGTERM.
 #include <unistd.h>
 
 #include <cstdio>
@@ -36,6 +40,8 @@ namespace {
 
 using namespace sketchps;
 
+constexpr int kExitIdle = 4;
+
 struct Flags {
   JobFlags job;
   std::optional<std::uint32_t> shard;
@@ -47,6 +53,7 @@ struct Flags {
   TlsFlags tls;
   double max_wait_seconds = 30;
   double grace_seconds = 10;
+  double idle_exit_seconds = 3600;
   int max_message_mb = 0;
 };
 
@@ -140,13 +147,20 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
                                       : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds"));
 
   std::string signal;
+  int exit_code = 0;
   while ((signal = PendingTerminationSignal()).empty()) {
     if ((*host)->job_done()) {
       signal = "every worker has finished the job";
       break;
     }
+    if (flags.idle_exit_seconds > 0 && (*host)->idle() > absl::Seconds(flags.idle_exit_seconds)) {
+      signal = absl::StrCat("no worker has called for ", flags.idle_exit_seconds, " s (--idle-exit-seconds)");
+      exit_code = kExitIdle;
+      break;
+    }
     absl::SleepFor(absl::Milliseconds(100));
   }
+  if (exit_code == 0 && !(*host)->job_done()) exit_code = TerminationExitCode(signal);
   spdlog::info("{}: stopping: refusing new phases, finishing the {} in flight", signal, (*host)->in_flight());
   grpc_server->GetHealthCheckService()->SetServingStatus("", false);
   (*host)->BeginShutdown();
@@ -157,8 +171,8 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("final checkpoint failed: {}", std::string(st.message()));
     return 1;
   }
-  spdlog::info("stopped after {} rounds", (*host)->rounds_applied());
-  return 0;
+  spdlog::info("stopped after {} rounds (exit code {})", (*host)->rounds_applied(), exit_code);
+  return exit_code;
 }
 
 }  // namespace
@@ -181,6 +195,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--grace-seconds", flags.grace_seconds, "On SIGTERM, how long phases in flight may finish")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--idle-exit-seconds", flags.idle_exit_seconds,
+                 "Exit (code 4) when no worker has called for this long; 0: never")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--max-message-mb", flags.max_message_mb,
                  "Largest gRPC message accepted (default 0: the largest legal payload of this shard, plus a margin)")
       ->capture_default_str()->check(CLI::Range(0, 2047));

@@ -48,6 +48,13 @@ ShardHost::ShardHost(HostOptions options, ServerMetrics* metrics) : options_(std
       });
 }
 
+void ShardHost::MarkCall() { last_call_ns_.store(absl::ToUnixNanos(absl::Now())); }
+
+absl::Duration ShardHost::idle() const {
+  if (in_flight_.load() > 0) return absl::ZeroDuration();
+  return absl::Now() - absl::FromUnixNanos(last_call_ns_.load());
+}
+
 ShardHost::~ShardHost() {
   std::shared_ptr<Shard> shard = this->shard();
   if (shard) shard->Drain();  // no strand task may run once the host is gone
@@ -133,6 +140,7 @@ absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
 }
 
 void ShardHost::Join(const v1::JoinRequest& request, const std::optional<Identity>& caller, JoinReply reply) {
+  MarkCall();
   if (auto st = CheckWorker(caller, request.worker_id(), "worker_id"); !st.ok()) return reply(st);
   auto offer = DecodeOffer(request);
   if (!offer.ok()) return reply(offer.status());
@@ -281,6 +289,7 @@ absl::StatusOr<PhaseKey> ShardHost::Admit(const v1::PushPullRequest& request, Sh
 }
 
 void ShardHost::PushPull(const v1::PushPullRequest& request, const std::optional<Identity>& caller, PushReply reply) {
+  MarkCall();
   in_flight_.fetch_add(1);
   PushReply done = [this, reply = std::move(reply)](absl::StatusOr<v1::PushPullResponse> response) {
     if (metrics_ && !response.ok()) metrics_->CountPush(ServerMetrics::Push::kRejected);
@@ -358,6 +367,7 @@ bool ShardHost::FirstArrival(const PhaseKey& key, absl::Time now) {
 
 absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeightsRequest& request,
                                                              const std::optional<Identity>& caller) {
+  MarkCall();
   if (caller && caller->role != Identity::Role::kWorker) {
     return absl::PermissionDeniedError(absl::StrCat("GetWeights: ", caller->Name(), " is not a worker of this job"));
   }
@@ -378,6 +388,7 @@ absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeight
 }
 
 absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& request, const std::optional<Identity>& caller) {
+  MarkCall();
   if (request.job_id() != options_.job.job_id) {
     return Precondition("job_id", absl::StrCat("'", request.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
   }

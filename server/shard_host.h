@@ -106,6 +106,8 @@ class ShardHost {
   void BeginShutdown();
   // PushPull calls currently inside the host (waiting for their phase included).
   int in_flight() const { return in_flight_.load(); }
+  // Time since the last call of any kind began (zero while a PushPull is inside); from Open on.
+  absl::Duration idle() const;
   // Waits for the strand and the writer, then writes a checkpoint of the current state (no-op
   // without a directory or a shard).
   absl::Status CheckpointNow();
@@ -148,6 +150,7 @@ class ShardHost {
   // The encoded body of `key`'s result (encoded once, shared by every response).
   absl::StatusOr<std::shared_ptr<const v1::Payload>> EncodedResult(const PhaseKey& key, const PhaseResult& result);
   bool FirstArrival(const PhaseKey& key, absl::Time now);
+  void MarkCall();
 
   // Constant after construction.
   const HostOptions options_;
@@ -156,6 +159,7 @@ class ShardHost {
   std::optional<ShardState> restored_;  // the checkpoint's state, until assembly
   std::atomic<bool> closing_{false};
   std::atomic<int> in_flight_{0};
+  std::atomic<std::int64_t> last_call_ns_{absl::ToUnixNanos(absl::Now())};
 
   mutable absl::Mutex mu_;
   std::shared_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);

@@ -11,7 +11,8 @@
 //
 // Rank: --rank, else env RANK, else JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). World size:
 // --world-size, else env WORLD_SIZE, else the job's `workers` (they must agree). Servers: --servers,
-// else env SKETCHPS_SERVERS (comma-separated, in shard order). Peers: --peers, else env
+// else env SKETCHPS_SERVERS (comma-separated in shard order, or one address with "{shard}" in it,
+// expanded for every shard: "sketchps-server-{shard}.sketchps-server:7070"). Peers: --peers, else env
 // SKETCHPS_PEERS (every rank's Peer address, in rank order); --listen, else env SKETCHPS_LISTEN.
 // Exit codes: 0 trained; 1 runtime failure (e.g. servers unreachable for --patience-seconds);
 // 2 bad configuration; 3 this replica diverged from the servers' master copy.
@@ -83,7 +84,14 @@ int Run(Flags& flags) {
   worker::TrainerOptions options;
   options.job = *job;
   options.rank = *flags.rank;
-  options.servers = absl::StrSplit(flags.servers, ',', absl::SkipEmpty());
+  if (!job->decentralized()) {
+    auto servers = ServerAddresses(flags.servers, job->servers);
+    if (!servers.ok()) {
+      spdlog::error("{}", std::string(servers.status().message()));
+      return 2;
+    }
+    options.servers = *std::move(servers);
+  }
   options.listen = flags.listen;
   options.peers = absl::StrSplit(flags.peers, ',', absl::SkipEmpty());
   options.port_file = flags.port_file;
@@ -124,7 +132,7 @@ int main(int argc, char** argv) {
   AddJobFlags(app, flags.job);
   app.add_option("--rank", flags.rank, "This worker's rank (env RANK or JOB_COMPLETION_INDEX)");
   app.add_option("--world-size", flags.world_size, "Number of workers (env WORLD_SIZE; must equal the job's)");
-  app.add_option("--servers", flags.servers, "Server addresses host:port, comma-separated, in shard order")
+  app.add_option("--servers", flags.servers, "Server addresses host:port, comma-separated in shard order, or one with {shard} in it (ps-{shard}.ps:7070)")
       ->envname("SKETCHPS_SERVERS");
   app.add_option("--listen", flags.listen, "Decentralized mode: this worker's Peer service address")
       ->envname("SKETCHPS_LISTEN")->capture_default_str();

@@ -148,7 +148,13 @@ absl::Status Trainer::StartTransport() {
     peers.fingerprint = o_.job.fingerprint;
     SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(peers, shards_));
   } else {
-    ClientOptions client{o_.job.job_id, o_.rank, o_.job.workers, o_.servers, o_.rpc_timeout, o_.patience};
+    ClientOptions client;
+    client.job_id = o_.job.job_id;
+    client.worker_id = o_.rank;
+    client.num_workers = o_.job.workers;
+    client.servers = o_.servers;
+    client.rpc_timeout = o_.rpc_timeout;
+    client.patience = o_.patience;
     client.tls = o_.tls;
     client.fingerprint = o_.job.fingerprint;
     SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(std::move(client)));

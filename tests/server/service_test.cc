@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <future>
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -74,4 +75,25 @@ TEST_CASE("Statuses never leave without a message", "[grpc]") {
   CHECK(ToGrpcStatus(absl::InvalidArgumentError("x: bad")).error_message() == "x: bad");
   CHECK(FromGrpcStatus(grpc::Status(grpc::StatusCode::INTERNAL, "")).message() == "gRPC status 13 without a message");
   CHECK(ToGrpcStatus(absl::OkStatus()).ok());
+}
+
+TEST_CASE("Binding is exclusive: a second server on a port in use fails to start", "[grpc]") {
+  // gRPC refuses to start a server with no service, so each one carries an (unused) generic service.
+  grpc::CallbackGenericService first_service, second_service;
+  grpc::ServerBuilder first;
+  first.RegisterCallbackGenericService(&first_service);
+  int port = 0;
+  first.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  ConfigureServer(first, ServerOptions{});
+  auto running = first.BuildAndStart();
+  REQUIRE(running != nullptr);
+  REQUIRE(port > 0);
+  grpc::ServerBuilder second;
+  second.RegisterCallbackGenericService(&second_service);
+  int second_port = 0;
+  second.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(), &second_port);
+  ConfigureServer(second, ServerOptions{});
+  auto duplicate = second.BuildAndStart();
+  CHECK((duplicate == nullptr || second_port == 0));
+  running->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
