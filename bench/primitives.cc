@@ -86,11 +86,13 @@ absl::StatusOr<BenchResult> RunMethod(const Method& method, Workspace& ws, const
 }
 
 bool Selected(const BenchOptions& options, const std::string& name) {
-  return options.methods.empty() || std::find(options.methods.begin(), options.methods.end(), name) != options.methods.end();
+  const auto& m = options.methods;
+  return m.empty() || std::find(m.begin(), m.end(), name) != m.end();
 }
 
 // Every selected method at gradient length d, after the two stream-pass rows.
-absl::Status RunOneLength(const BenchOptions& options, std::uint64_t d, const std::function<void(const std::string&)>& say,
+absl::Status RunOneLength(const BenchOptions& options, std::uint64_t d,
+                          const std::function<void(const std::string&)>& say,
                           std::vector<BenchResult>& results) {
   BenchOptions one = options;
   one.d = {d};
