@@ -24,7 +24,9 @@ namespace {
 
 void AddBenchCommand(CLI::App& app, sketchps::bench::BenchOptions& options, bool& json) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmark the compression primitives on a heavy-tailed gradient");
-  bench->add_option("--d", options.d, "Gradient length")->capture_default_str();
+  bench->add_option("--d", options.d, "Gradient length; several (comma-separated) run one after another")
+      ->delimiter(',')
+      ->capture_default_str();
   bench->add_option("--density", options.density, "Target density k/d")->capture_default_str();
   bench->add_option("--methods", options.methods, "Comma-separated subset of: " + [] {
     std::string all;
