@@ -45,13 +45,16 @@ Compose:
   - every service declares a healthcheck; a shard's runs `sketchps health` on its plaintext port
     (--health-listen when TLS is on, else --listen);
   - workers depend on every shard with condition service_healthy; restart is on-failure[:N], except
-    for one-shot services (others wait for them with service_completed_successfully): "no";
+    for one-shot services (others wait for them with service_completed_successfully): "no"; the
+    daemons' is bounded, on-failure:N (compose restarts on any non-zero exit, and 2, a worker's 3
+    and a shard's 4 are permanent); the shards' --idle-exit-seconds against the workers'
+    --patience-seconds as in Kubernetes;
   - services run as a numeric non-root user, read-only, with cap_drop ALL;
   - TLS: a one-shot `sketchps certs` service writes into a named volume; every daemon waits for it
     to complete successfully, mounts that volume read-only at its TLS folder, and does not run
     --insecure; certs --workers/--servers are P and S;
   - the mounted job file agrees with the number of shard and worker services, their SKETCHPS_SHARD
-    and RANK values, WORLD_SIZE and SKETCHPS_SERVERS.
+    and RANK values, WORLD_SIZE and SKETCHPS_SERVERS (a list, or a {shard} address).
 """
 from __future__ import annotations
 
@@ -526,6 +529,9 @@ def check_compose(src: str, compose_file: str, r: Report):
                 r.add(src, name, f"restart is {s.restart!r}: a one-shot service (others wait for it to complete) must be \"no\"")
         elif not re.fullmatch(r"on-failure(:\d+)?", s.restart or ""):
             r.add(src, name, f"restart is {s.restart!r}, not on-failure[:N]")
+        elif (name in servers or name in workers) and not re.fullmatch(r"on-failure:[1-9][0-9]*", s.restart):
+            r.add(src, name, f"restart is {s.restart!r} without a limit: compose restarts on every non-zero exit, "
+                  "and 2 (bad configuration), a worker's 3 and a shard's 4 (idle) are permanent; use on-failure:N")
         user = str(s.raw.get("user", ""))
         if not re.fullmatch(r"[1-9][0-9]*(:[0-9]+)?", user):
             r.add(src, name, f"user {user!r} is not a numeric non-root uid")
@@ -553,6 +559,9 @@ def check_compose(src: str, compose_file: str, r: Report):
         for server in servers:
             if s.depends_on.get(server) != topology.HEALTHY:
                 r.add(src, name, f"does not depend on {server} with condition service_healthy")
+    for name, s in servers.items():
+        check_idle_exit(src, name, flag_value(s.argv, "--idle-exit-seconds"),
+                        [flag_value(w.argv, "--patience-seconds") for w in workers.values()] or [None], r)
     check_compose_tls(src, servers, workers, certs, r)
     check_compose_job_spec(src, servers, workers, certs, shard_of, r)
 
@@ -619,8 +628,10 @@ def check_compose_job_spec(src, servers, workers, certs, shard_of, r):
         if str(ws) != str(n_workers):
             r.add(src, name, f"WORLD_SIZE {ws} != workers {n_workers} in {host}")
         srv = w.environment.get("SKETCHPS_SERVERS") or flag_value(w.argv, "--servers")
-        if srv != expected:
-            r.add(src, name, f"servers '{srv}' != '{expected}' (ordered by SKETCHPS_SHARD)")
+        got = ",".join(server_addresses(srv, n_servers))
+        if got != expected:
+            shown = f"'{srv}'" + (f" (expanded: '{got}')" if got != srv else "")
+            r.add(src, name, f"servers {shown} != '{expected}' (ordered by SKETCHPS_SHARD)")
 
 
 def main() -> int:
