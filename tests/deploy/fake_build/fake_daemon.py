@@ -109,6 +109,7 @@ class Server:
         self.digest = hashlib.sha256(text + self.shard.encode()).hexdigest()[:16]
         self.ca = tls(args, f"server-{self.shard}", "sketchps-server")
         self.left: set[str] = set()
+        self.finished = False   # every worker has left (and FAKE_IGNORE_LEAVE is not set)
         self.done = threading.Event()
         self.lock = threading.Lock()
 
@@ -137,6 +138,7 @@ class Server:
                 log("sketchps-server", f"shard {self.shard}: worker {req[1]} finished the job "
                     f"({len(self.left)} of {self.workers} workers)")
                 if len(self.left) >= self.workers and not os.environ.get("FAKE_IGNORE_LEAVE"):
+                    self.finished = True
                     self.done.set()
             return "OK"
         return "UNKNOWN_REQUEST"
@@ -165,7 +167,7 @@ class Server:
             f"({'mutual TLS' if self.ca else 'plaintext: --insecure'})")
         while not self.done.wait(0.1):
             pass
-        why = "every worker has finished the job" if len(self.left) >= self.workers else "SIGTERM"
+        why = "every worker has finished the job" if self.finished else "SIGTERM"
         ckpt = flag(self.args, "--checkpoint-dir")
         if ckpt:
             open(os.path.join(ckpt, f"shard-{self.shard}.ckpt"), "w").write(self.digest)
