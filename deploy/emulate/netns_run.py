@@ -26,8 +26,8 @@ them to start or be healthy: the shards) and jobs (nothing depends on them: the 
 passes when every one-shot service exits 0, every job exits 0 and all of them logged the same
 "final weights checksum <hex>", and no long-running service fails: each exits 0 by itself (a shard
 does once every worker has left) within --exit-wait seconds after the last job, and one still
-running then is stopped with SIGTERM and must drain and exit 0 within its stop_grace_period
-(--require-self-exit: it fails the run instead). Anything else, a hard timeout included, fails it
+running then is stopped with SIGTERM and must drain and exit 143 (128 + SIGTERM, as the shard
+does) within its stop_grace_period (--require-self-exit: it fails the run instead). Anything else, a hard timeout included, fails it
 (exit 1). If namespaces cannot be created it fails too, loudly:
 this test never passes without having run. Exit 2: bad usage or configuration.
 
@@ -59,6 +59,7 @@ DAEMONS = ("sketchps-server", "sketchps-worker")
 CHECKSUM = re.compile(r"final weights checksum ([0-9a-fA-F]+)")
 SUBNET = "10.213.0"
 WORKLOADS = ("Job", "StatefulSet", "Deployment")
+STOPPED_BY_SIGTERM = 128 + signal.SIGTERM   # a shard's exit code after a SIGTERM drain (0: the job is over)
 
 
 class RunError(Exception):
@@ -372,9 +373,10 @@ class Runner:
             except subprocess.TimeoutExpired:
                 raise RunError(f"{name} did not exit within its stop_grace_period ({grace:.0f} s) after SIGTERM\n{self.tail(name)}")
             self.exit[name] = code
-            if code != 0:
-                raise RunError(f"{name} exited {code} after SIGTERM (expected 0: checkpoint, then exit)\n{self.tail(name)}")
-            log(f"{name} stopped cleanly after SIGTERM")
+            if code != STOPPED_BY_SIGTERM:
+                raise RunError(f"{name} exited {code} after SIGTERM (expected {STOPPED_BY_SIGTERM}: drain, checkpoint, "
+                               f"then exit 128 + SIGTERM)\n{self.tail(name)}")
+            log(f"{name} stopped cleanly after SIGTERM (exit {code})")
 
     def check_checksums(self):
         sums = {}

@@ -2,8 +2,10 @@
 """Shows that deploy/emulate/run.sh passes a healthy run and fails each broken one, using the
 stand-in daemons of tests/deploy/fake_build (no C++ build needed). Cases: a good run with a
 bandwidth cap, the Kubernetes probes and --require-self-exit (the one-shot `certs` service runs
-first, the shards exit by themselves once every worker has left); a shard that does not exit by
-itself, drained by SIGTERM (passes) or failing --require-self-exit; a shard failing at the end;
+first, the shards exit by themselves once every worker has left, the workers expand the
+server-{shard} address); a shard that does not exit by itself, drained by SIGTERM (passes with
+exit 143, fails with 0) or failing --require-self-exit; a shard failing at the end; a worker
+given fewer server addresses than the job's shards;
 the certificates step failing; a daemon without its TLS folder; a healthcheck on the TLS port; a
 probe naming a health service the shard does not serve, and one on the TLS port; diverged
 replicas; a worker that cannot reach a shard; a shard that never becomes healthy; `ip netns add`
@@ -42,8 +44,10 @@ CASES = [
     ("good run, 100mbit links, k8s probes, shards exit by themselves", [],
      ["--bandwidth", "100mbit", "--check-probes", PROBES, "--require-self-exit"], False, 0,
      "same final weights checksum"),
-    ("shard ignores Leave: drained by SIGTERM", shard1('FAKE_IGNORE_LEAVE: "1"'), ["--exit-wait", "2"], False, 0,
-     "server-1 stopped cleanly after SIGTERM"),
+    ("shard ignores Leave: drained by SIGTERM, exit 143", shard1('FAKE_IGNORE_LEAVE: "1"'), ["--exit-wait", "2"], False, 0,
+     "server-1 stopped cleanly after SIGTERM (exit 143)"),
+    ("shard exits 0 after SIGTERM", shard1('FAKE_IGNORE_LEAVE: "1"\n      FAKE_TERM_EXIT: "0"'), ["--exit-wait", "2"],
+     False, 1, "server-1 exited 0 after SIGTERM (expected 143"),
     ("shard ignores Leave with --require-self-exit", shard1('FAKE_IGNORE_LEAVE: "1"'),
      ["--exit-wait", "2", "--require-self-exit"], False, 1, "server-1 still running 2 s after the workers finished"),
     ("shard fails at the end of the job", shard1('FAKE_DONE_EXIT: "3"'), [], False, 1, "server-1 exited 3"),
@@ -62,9 +66,12 @@ CASES = [
     ("diverged replicas", [(COMPOSE, WORKER1_ENV, WORKER1_ENV + '      FAKE_CHECKSUM_SALT: "x"\n')], [], False, 1,
      "replicas differ"),
     ("unreachable shard", [(COMPOSE, '"--patience-seconds=300"', '"--patience-seconds=3"'),
-                           (COMPOSE, '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7070',
+                           (COMPOSE, '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: "server-{shard}:7070"',
                             '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7999')],
      [], False, 1, "worker-1 exited 1"),
+    ("worker given one address for two shards", [(COMPOSE, '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: "server-{shard}:7070"',
+                                            '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070')],
+     [], False, 1, "worker-1 exited 2"),
     ("shard never healthy", shard1('FAKE_UNHEALTHY: "1"'), ["--health-deadline", "4"], False, 1,
      "server-1 did not become healthy"),
     ("no network namespaces", [], [], True, 1, "cannot create network namespaces"),

@@ -17,10 +17,12 @@ gRPC; the role is the name this file is run under (symlinks in server/, worker/,
                    finished; once every worker of the job (`workers:` of the job file, or
                    --set workers=N) has left, it logs "every worker has finished the job" and exits
                    0 (FAKE_DONE_EXIT=N: exits N; FAKE_IGNORE_LEAVE=1: keeps running). SIGTERM:
-                   writes a checkpoint, exits 0.
+                   writes a checkpoint, exits 143 (128 + SIGTERM; FAKE_TERM_EXIT=N: exits N).
                    Exit 2 if the job file is unreadable.
   sketchps-worker  the same TLS rule for worker-<rank>; connects to every server of
-                   --servers/SKETCHPS_SERVERS, retrying until --patience-seconds (then exit 1),
+                   --servers/SKETCHPS_SERVERS (comma-separated, or one address with {shard} in it,
+                   expanded for the job's `servers:` or --set servers=N, exit 2 if the count is
+                   not that), retrying until --patience-seconds (then exit 1),
                    logs "final weights checksum <hex>" over the servers' digests (plus
                    FAKE_CHECKSUM_SALT, to fake diverged replicas), tells every server it leaves
                    (FAKE_NO_LEAVE=1: it does not), exit 0.
@@ -107,6 +109,7 @@ class Server:
         self.digest = hashlib.sha256(text + self.shard.encode()).hexdigest()[:16]
         self.ca = tls(args, f"server-{self.shard}", "sketchps-server")
         self.left: set[str] = set()
+        self.finished = False   # every worker has left (and FAKE_IGNORE_LEAVE is not set)
         self.done = threading.Event()
         self.lock = threading.Lock()
 
@@ -135,6 +138,7 @@ class Server:
                 log("sketchps-server", f"shard {self.shard}: worker {req[1]} finished the job "
                     f"({len(self.left)} of {self.workers} workers)")
                 if len(self.left) >= self.workers and not os.environ.get("FAKE_IGNORE_LEAVE"):
+                    self.finished = True
                     self.done.set()
             return "OK"
         return "UNKNOWN_REQUEST"
@@ -163,17 +167,34 @@ class Server:
             f"({'mutual TLS' if self.ca else 'plaintext: --insecure'})")
         while not self.done.wait(0.1):
             pass
-        why = "every worker has finished the job" if len(self.left) >= self.workers else "SIGTERM"
+        why = "every worker has finished the job" if self.finished else "SIGTERM"
         ckpt = flag(self.args, "--checkpoint-dir")
         if ckpt:
             open(os.path.join(ckpt, f"shard-{self.shard}.ckpt"), "w").write(self.digest)
         log("sketchps-server", f"{why}: checkpoint written, exiting")
-        return int(os.environ.get("FAKE_DONE_EXIT", "0")) if why != "SIGTERM" else 0
+        if why == "SIGTERM":
+            return int(os.environ.get("FAKE_TERM_EXIT", "143"))
+        return int(os.environ.get("FAKE_DONE_EXIT", "0"))
+
+
+def job_servers(args) -> int:
+    job = flag(args, "--job", os.environ.get("SKETCHPS_JOB"))
+    try:
+        m = re.search(rb"^servers:\s*(\d+)", open(job, "rb").read(), re.M)
+    except (OSError, TypeError):
+        m = None
+    return int(overrides(args).get("servers") or (m.group(1) if m else 2))
 
 
 def worker(args):
-    servers = flag(args, "--servers", os.environ.get("SKETCHPS_SERVERS", "")).split(",")
+    servers = [s for s in flag(args, "--servers", os.environ.get("SKETCHPS_SERVERS", "")).split(",") if s]
     rank = flag(args, "--rank", os.environ.get("RANK", os.environ.get("JOB_COMPLETION_INDEX")))
+    count = job_servers(args)
+    if len(servers) == 1 and "{shard}" in servers[0]:
+        servers = [servers[0].replace("{shard}", str(s)) for s in range(count)]
+    if len(servers) != count:
+        log(f"sketchps-worker {rank}", f"--servers: {len(servers)} addresses for a job with servers: {count}")
+        return 2
     ca = tls(args, f"worker-{rank}", "sketchps-worker")
     creds = f" from=worker-{rank} ca={ca}" if ca else ""
     timeout = float(flag(args, "--patience-seconds", "120"))
