@@ -10,7 +10,9 @@ What it emulates of `docker compose up`:
   - each service's command as the image would run it (topology.py: entrypoint from the compose file
     or the Dockerfile target, then `command`), with the binaries taken from a build folder;
   - the environment, bind mounts (container paths in arguments and env values are rewritten to the
-    host paths) and named volumes (a folder per volume under the run folder);
+    host paths) and named volumes (a folder per volume under the run folder, emptied when the run
+    starts, as after `docker compose down -v`: a --log-dir used again must not resume the job from
+    the last run's checkpoints);
   - depends_on: service_healthy waits for the dependency's healthcheck command to pass, run in the
     dependency's namespace with its interval, timeout, retries and start_period;
     service_completed_successfully runs the dependency to completion first (a one-shot service such
@@ -417,6 +419,8 @@ class Runner:
     def run(self) -> None:
         log(f"run folder {self.run_dir}; services in start order: {', '.join(self.order)}; "
             f"run to completion first: {', '.join(self.one_shot) or 'none'}; must finish: {', '.join(self.jobs)}")
+        for stale in ("volumes", "tmpfs"):  # an earlier run's, in a --log-dir used again
+            shutil.rmtree(self.run_dir / stale, ignore_errors=True)
         self.net.create()
         probes_checked = not self.args.check_probes
         for name in self.order:
