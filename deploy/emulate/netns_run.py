@@ -29,8 +29,8 @@ shard) once it has applied ROUND rounds, then starts it again at once in the sam
 same command, environment and volumes, as a restart policy would (its tmpfs folders are emptied,
 its named volumes, hence its checkpoints, are kept). The rounds are the shard's own
 sketchps_rounds_applied gauge, read from the metrics port its log names ("metrics on port N", the
-`--metrics-listen` of its command) by a scrape in its namespace every --kill-poll seconds, so the kill
-lands at ROUND or a round or two later. SERVICE@Ns kills N seconds after the first worker (job) started
+`--metrics-listen` of its command) by a thread in its namespace every --kill-poll seconds (0.05), so
+the kill lands at ROUND or shortly after. SERVICE@Ns kills N seconds after the first worker (job) started
 instead (for daemons without metrics). The service's log continues in the same file after a
 "# restarted" line. A kill that has not happened when the last job ends fails the run. With
 --expect-log SERVICE=REGEX (repeatable) the run passes only if the log of that service's last start
@@ -52,7 +52,9 @@ deletes its namespaces and its /etc/netns/<ns> folders. Needs root, iproute2 and
 from __future__ import annotations
 
 import argparse
+import ctypes
 import fnmatch
+import http.client
 import os
 import re
 import shutil
@@ -60,6 +62,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -78,8 +81,7 @@ STOPPED_BY_SIGTERM = 128 + signal.SIGTERM   # a shard's exit code after a SIGTER
 METRICS_PORT = re.compile(r"metrics on port (\d+)")
 ROUNDS_APPLIED = re.compile(r"^sketchps_rounds_applied(?:\{[^}]*\})? (\S+)$", re.M)
 RESTARTED = "# restarted"
-SCRAPE = ("import sys, urllib.request\n"
-          "print(urllib.request.urlopen('http://127.0.0.1:%s/metrics' % sys.argv[1], timeout=2).read().decode())")
+CLONE_NEWNET = 0x40000000
 
 
 class Kill:
@@ -97,6 +99,45 @@ class Kill:
 
     def __str__(self):
         return self.spec
+
+
+class RoundWatch(threading.Thread):
+    """Reads a shard's sketchps_rounds_applied from its metrics port every `interval` seconds, from a
+    thread that has joined the shard's network namespace (setns applies to the calling thread only)."""
+
+    def __init__(self, ns: str, port: int, interval: float):
+        super().__init__(daemon=True)
+        self.ns, self.port, self.interval = ns, port, interval
+        self.rounds: int | None = None
+        self.error = "no scrape yet"
+        self.stopped = threading.Event()
+
+    def run(self):
+        try:
+            fd = os.open(f"/run/netns/{self.ns}", os.O_RDONLY)
+        except OSError as e:
+            self.error = f"/run/netns/{self.ns}: {e}"
+            return
+        try:
+            if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+                self.error = f"setns {self.ns}: {os.strerror(ctypes.get_errno())}"
+                return
+        finally:
+            os.close(fd)
+        while not self.stopped.wait(self.interval):
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/metrics")
+                text = conn.getresponse().read().decode(errors="replace")
+                conn.close()
+            except (OSError, http.client.HTTPException) as e:
+                self.error = f"127.0.0.1:{self.port}/metrics: {e}"
+                continue
+            found = ROUNDS_APPLIED.search(text)
+            if found:
+                self.rounds = int(float(found.group(1)))
+            else:
+                self.error = f"127.0.0.1:{self.port}/metrics: no sketchps_rounds_applied"
 
 
 class RunError(Exception):
@@ -186,7 +227,7 @@ class Runner:
         self.deadline = time.monotonic() + args.timeout
         self.kills = [Kill(k) for k in args.kill]
         self.restarts: dict[str, int] = {}
-        self.next_scrape = 0.0
+        self.watches: dict[str, RoundWatch] = {}
         self.expect_logs = []
         for spec in args.expect_log:
             name, _, regex = spec.partition("=")
@@ -273,43 +314,42 @@ class Runner:
         return text if at < 0 else text[at + 1:]
 
     def rounds_applied(self, name: str) -> int | None:
-        """The shard's sketchps_rounds_applied, scraped in its namespace; None while not known yet."""
-        m = METRICS_PORT.search(self.current_log(name))
-        if not m:
-            return None
-        try:
-            proc = subprocess.run(["ip", "netns", "exec", self.net.ns[name], sys.executable, "-c", SCRAPE, m.group(1)],
-                                  capture_output=True, text=True, timeout=5)
-        except subprocess.TimeoutExpired:
-            return None
-        found = ROUNDS_APPLIED.search(proc.stdout) if proc.returncode == 0 else None
-        return int(float(found.group(1))) if found else None
+        """The shard's sketchps_rounds_applied as last scraped; None while not known yet. Fails the run
+        when the shard names no metrics port within a minute of its start."""
+        watch = self.watches.get(name)
+        if watch is None:
+            m = METRICS_PORT.search(self.current_log(name))
+            if not m:
+                if time.monotonic() - self.started[name] > 60:
+                    raise RunError(f"--kill: {name} has logged no 'metrics on port N' in 60 s, so its rounds cannot be "
+                                   f"read (give it --metrics-listen, or kill at SECONDSs)\n{self.tail(name)}")
+                return None
+            watch = self.watches[name] = RoundWatch(self.net.ns[name], int(m.group(1)), self.args.kill_poll)
+            watch.start()
+        return watch.rounds
+
+    def stop_watch(self, name: str):
+        watch = self.watches.pop(name, None)
+        if watch:
+            watch.stopped.set()
+            watch.join(timeout=5)
 
     def inject_faults(self):
         """Carries out each --kill whose point has come: SIGKILL, then the same start again."""
         now = time.monotonic()
-        pending = [k for k in self.kills if not k.done and k.service not in self.exit]
-        if not pending:
-            return
-        scrape = now >= self.next_scrape and any(not k.seconds for k in pending)
-        if scrape:
-            self.next_scrape = now + self.args.kill_poll
-        for k in pending:
+        for k in self.kills:
+            if k.done or k.service in self.exit:
+                continue
             if k.seconds:
                 reached = now - min(self.started[j] for j in self.jobs) >= k.at
                 where = f"{now - min(self.started[j] for j in self.jobs):.1f} s after the first worker started"
-            elif scrape:
+            else:
                 rounds = self.rounds_applied(k.service)
-                if rounds is None and not METRICS_PORT.search(self.current_log(k.service)) \
-                        and now - self.started[k.service] > 60:
-                    raise RunError(f"--kill {k}: {k.service} has logged no 'metrics on port N' in 60 s, so its rounds "
-                                   f"cannot be read (give it --metrics-listen, or kill at SECONDSs)\n{self.tail(k.service)}")
                 reached = rounds is not None and rounds >= k.at
                 where = f"at round {rounds}"
-            else:
-                continue
             if not reached:
                 continue
+            self.stop_watch(k.service)
             p = self.procs[k.service]
             p.send_signal(signal.SIGKILL)
             code = p.wait()
@@ -436,7 +476,7 @@ class Runner:
         last_report = time.monotonic()
         noted = set()
         while not all(j in self.exit for j in self.jobs):
-            time.sleep(0.2)
+            time.sleep(min(0.2, self.args.kill_poll) if any(not k.done for k in self.kills) else 0.2)
             self.inject_faults()
             self.poll()
             for name in self.jobs:
@@ -457,10 +497,12 @@ class Runner:
                 last_report = now
                 log(f"{now - min(self.started.values()):.0f} s: running "
                     f"{', '.join(j for j in self.jobs if j not in self.exit)}")
-        missed = [str(k) for k in self.kills if not k.done]
+        missed = [k for k in self.kills if not k.done]
         if missed:
-            raise RunError(f"--kill {', '.join(missed)} did not happen: the job ended first "
-                           f"(or the shard exited by itself before)")
+            seen = "; ".join(f"{k.service} last read at round {self.watches[k.service].rounds} "
+                             f"({self.watches[k.service].error})" for k in missed if k.service in self.watches)
+            raise RunError(f"--kill {', '.join(map(str, missed))} did not happen: the job ended first (or the shard "
+                           f"exited by itself before){'; ' + seen if seen else ''}")
         self.finish_long_running()
         self.check_checksums()
         self.check_logs()
@@ -516,6 +558,8 @@ class Runner:
             log(f"--expect-log: {name} logged {regex.search(self.current_log(name)).group(0)!r} {which}")
 
     def cleanup(self):
+        for name in list(self.watches):
+            self.stop_watch(name)
         for name, p in self.procs.items():
             if p.poll() is None:
                 p.terminate()
@@ -547,7 +591,7 @@ def parse_args(argv):
     ap.add_argument("--kill", action="append", default=[], metavar="SERVICE@ROUND",
                     help="SIGKILL that long-running service once it has applied ROUND rounds (SERVICE@Ns: N seconds "
                          "after the first worker started), then start it again with the same command and volumes")
-    ap.add_argument("--kill-poll", type=float, default=0.2, help="seconds between the round scrapes of --kill")
+    ap.add_argument("--kill-poll", type=float, default=0.05, help="seconds between the round scrapes of --kill")
     ap.add_argument("--expect-log", action="append", default=[], metavar="SERVICE=REGEX",
                     help="fail unless the log of SERVICE's last start matches REGEX")
     ap.add_argument("--log-dir", help="folder for logs and volumes (default: a new temporary folder)")
