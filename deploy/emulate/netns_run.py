@@ -232,7 +232,8 @@ class Runner:
         for spec in args.expect_log:
             name, _, regex = spec.partition("=")
             if name not in services or not regex:
-                raise topology.TopologyError(f"--expect-log {spec!r}: expected SERVICE=REGEX with a service of the compose file")
+                raise topology.TopologyError(f"--expect-log {spec!r}: expected SERVICE=REGEX, SERVICE from the "
+                                             "compose file")
             try:
                 self.expect_logs.append((name, re.compile(regex)))
             except re.error as e:
@@ -356,10 +357,8 @@ class Runner:
             k.done = True
             self.restarts[k.service] = self.restarts.get(k.service, 0) + 1
             log(f"--kill {k}: SIGKILL {k.service} {where} (exit {code}); starting it again, same command and volumes")
-            s = self.services[k.service]
-            for m in s.mounts:
-                if m.kind == "tmpfs":  # a restarted container gets empty tmpfs mounts; volumes persist
-                    shutil.rmtree(self.run_dir / f"tmpfs/{s.name}", ignore_errors=True)
+            # A restarted container gets empty tmpfs mounts; its volumes persist.
+            shutil.rmtree(self.run_dir / f"tmpfs/{k.service}", ignore_errors=True)
             self.start(k.service, restart=f"after SIGKILL {where} (--kill {k})")
 
     def poll(self):
@@ -554,7 +553,8 @@ class Runner:
         for name, regex in self.expect_logs:
             which = "since its restart" if self.restarts.get(name) else "(it was not restarted)"
             if not regex.search(self.current_log(name)):
-                raise RunError(f"--expect-log: the log of {name} {which} does not match {regex.pattern!r}\n{self.tail(name, 40)}")
+                raise RunError(f"--expect-log: the log of {name} {which} does not match {regex.pattern!r}\n"
+                               f"{self.tail(name, 40)}")
             log(f"--expect-log: {name} logged {regex.search(self.current_log(name)).group(0)!r} {which}")
 
     def cleanup(self):
