@@ -9,7 +9,10 @@ given fewer server addresses than the job's shards;
 the certificates step failing; a daemon without its TLS folder; a healthcheck on the TLS port; a
 probe naming a health service the shard does not serve, and one on the TLS port; diverged
 replicas; a worker that cannot reach a shard; a shard that never becomes healthy; `ip netns add`
-failing; binaries missing. Prints one line per case and a closing "N passed, M failed"; exits 1 if
+failing; binaries missing. --kill: a shard killed at a round (read from its metrics port) or after
+some seconds while the workers train, restarted on its checkpoint volume (--expect-log finds
+"resumed from its checkpoint" in its log since the restart); --expect-log failing on a shard that
+was not restarted; a kill the job never reaches; a kill of a worker (bad usage). Prints one line per case and a closing "N passed, M failed"; exits 1 if
 any case did not behave. Needs root (network namespaces).
 """
 from __future__ import annotations
@@ -28,6 +31,7 @@ FAKE = Path(__file__).resolve().parent / "fake_build"
 
 COMPOSE = "compose/docker-compose.yml"
 SERVERS_YAML = "k8s/base/servers.yaml"
+WORKER0_ENV = '      RANK: "0"\n'
 WORKER1_ENV = '      RANK: "1"\n'
 SHARD1_ENV = '      SKETCHPS_SHARD: "1"\n'
 PROBES = "{deploy}/" + SERVERS_YAML
@@ -36,6 +40,11 @@ PROBES = "{deploy}/" + SERVERS_YAML
 def shard1(env: str) -> list[tuple[str, str, str]]:
     """An environment line added to server-1."""
     return [(COMPOSE, SHARD1_ENV, SHARD1_ENV + f"      {env}\n")]
+
+
+# The workers "train" 3 s between their first and last requests, so a shard can be killed meanwhile.
+TRAIN = [(COMPOSE, env, env + '      FAKE_TRAIN_SECONDS: "3"\n') for env in (WORKER0_ENV, WORKER1_ENV)]
+RESUMED = "server-1=resumed from its checkpoint"
 
 
 # (name, edits [(file under deploy/, old, new)], extra run.sh args, fake `ip` on PATH, expected exit,
@@ -74,6 +83,16 @@ CASES = [
      [], False, 1, "worker-1 exited 2"),
     ("shard never healthy", shard1('FAKE_UNHEALTHY: "1"'), ["--health-deadline", "4"], False, 1,
      "server-1 did not become healthy"),
+    ("--kill a shard at round 5: restarted on its checkpoint volume", TRAIN,
+     ["--kill", "server-1@5", "--expect-log", RESUMED, "--require-self-exit"], False, 0,
+     "--expect-log: server-1 logged 'resumed from its checkpoint' since its restart"),
+    ("--kill a shard after 1 s: restarted", TRAIN, ["--kill", "server-1@1s", "--expect-log", RESUMED], False, 0,
+     "s after the first worker started (exit -9); starting it again"),
+    ("--expect-log on a shard that was not restarted", [], ["--expect-log", RESUMED], False, 1,
+     "the log of server-1 (it was not restarted) does not match"),
+    ("--kill the job never reaches", [], ["--kill", "server-1@100000"], False, 1,
+     "--kill server-1@100000 did not happen: the job ended first"),
+    ("--kill a worker", [], ["--kill", "worker-0@5"], False, 2, "'worker-0' is not a long-running service"),
     ("no network namespaces", [], [], True, 1, "cannot create network namespaces"),
     ("binaries missing", [], ["--build-dir", "/nonexistent"], False, 2, "no executable at /nonexistent"),
 ]
