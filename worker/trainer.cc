@@ -27,6 +27,7 @@
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
 #include "worker/round_plan.h"
+#include "worker/worker_metrics.h"
 
 namespace sketchps::worker {
 namespace {
@@ -381,6 +382,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       spdlog::info("round {}/{} loss {:.4f}", round + 1, plan_.last_round, (*record)["loss"].get<double>());
     }
     log_.Write(*record);
+    if (o_.metrics) o_.metrics->ObserveRound(*record);
     ++summary_.rounds;
     ++round;
   }
