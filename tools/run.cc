@@ -287,7 +287,11 @@ void Launch::ShowProgress(bool final) {
     // A record of this run (a resumed run's file starts with the earlier ones) ends the start-up.
     if (r.value("time", 0.0) >= absl::ToDoubleSeconds(workers_start_ - absl::UnixEpoch())) progress_->SetStatus("");
   }
-  if (progress_->rounds_done() >= job_.total_rounds() && !final) progress_->SetStatus("workers leaving the job");
+  if (final) {
+    progress_->SetStatus("");
+  } else if (progress_->rounds_done() >= job_.total_rounds()) {
+    progress_->SetStatus("workers leaving the job");
+  }
   if (!options_.progress) return;
   const std::uint64_t decile = job_.total_rounds() > 0 ? progress_->rounds_done() * 10 / job_.total_rounds() : 0;
   if (tty_) {
