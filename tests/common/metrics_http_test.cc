@@ -1,6 +1,9 @@
 // The standard Prometheus families (build and process) and the /metrics text.
 #include "common/metrics_http.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -21,6 +24,25 @@ double Sample(const std::string& text, const std::string& prefix) {
     if (line.rfind(prefix + " ", 0) == 0) return std::stod(line.substr(prefix.size() + 1));
   }
   return -1;
+}
+
+// The body of GET /metrics on 127.0.0.1:port ("" when the connection fails).
+std::string Fetch(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[4096];
+      for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) response.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+  close(fd);
+  return response;
 }
 
 }  // namespace
@@ -44,11 +66,13 @@ TEST_CASE("The standard families name the build and measure this process", "[met
   CHECK_THAT(text, Catch::Contains("# TYPE process_cpu_seconds_total counter"));
 }
 
-TEST_CASE("A metrics address that cannot be bound is an error naming the flag", "[metrics]") {
+TEST_CASE("The endpoint serves /metrics over HTTP, and an address that cannot be bound names the flag", "[metrics]") {
   auto served = ServeMetricsAt("--metrics-listen", "256.0.0.1:0", {StandardMetrics("tester")});
   CHECK(served.status().code() == absl::StatusCode::kUnavailable);
   CHECK_THAT(std::string(served.status().message()), Catch::Contains("--metrics-listen 256.0.0.1:0"));
   auto ok = ServeMetricsAt("--metrics-listen", "127.0.0.1:0", {StandardMetrics("tester")});
   REQUIRE(ok.ok());
-  CHECK(ok->port > 0);
+  REQUIRE(ok->port > 0);
+  const std::string text = Fetch(ok->port);
+  CHECK_THAT(text, Catch::Contains("sketchps_build_info{role=\"tester\"") && Catch::Contains("process_open_fds"));
 }
