@@ -2,7 +2,8 @@
 //   run     train a job with S servers and P workers on this machine (tools/run.h)
 //   health  check a server's grpc.health.v1 status (tools/health.h)
 //   compare one job in both modes with one process killed, side by side (tools/compare.h)
-//   report  a markdown table of run directories' summaries (tools/report.h)
+//   report  a markdown table of run directories' summaries (tools/report.h); --plot PREFIX draws
+//           their test accuracy against time, rounds and bytes (tools/plot.h)
 //   bench   benchmark the compression primitives (bench/primitives.h)
 #include <cstdio>
 #include <iostream>
@@ -12,12 +13,14 @@
 #include "CLI/CLI.hpp"
 #include "bench/input_bench.h"
 #include "bench/primitives.h"
+#include "common/cli.h"
 #include "bench/report.h"
 #include "common/version.h"
 #include "kernels/backend.h"
 #include "tools/certs.h"
 #include "tools/compare.h"
 #include "tools/health.h"
+#include "tools/plot.h"
 #include "tools/report.h"
 #include "tools/run.h"
 
@@ -111,6 +114,37 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
   run->add_option("--dump-gradients", options.dump_rounds,
                   "Workers write their gradients of these rounds (comma-separated) to <out>/gradients")
       ->delimiter(',');
+  run->add_flag("--resume", options.resume, "Continue the run in --out from its checkpoints (ps mode); without it a "
+                "run directory that holds a previous run is refused");
+  run->add_flag("!--no-plot", options.plots, "Do not draw accuracy.png / accuracy.svg");
+}
+
+struct ReportOptions {
+  std::vector<std::string> run_dirs;
+  std::string plot;
+};
+
+void AddReportCommand(CLI::App& app, ReportOptions& options) {
+  CLI::App* report = app.add_subcommand("report", "Markdown table of run directories (their summary.json)");
+  report->add_option("run_dirs", options.run_dirs, "Run directories written by `sketchps run`")->required();
+  report->add_option("--plot", options.plot, "Also draw test accuracy against wall time, rounds and bytes, every run "
+                     "side by side, into PLOT.png and PLOT.svg (python3 with matplotlib)");
+}
+
+int Report(const ReportOptions& options) {
+  auto table = sketchps::tools::MarkdownReport(options.run_dirs);
+  if (!table.ok()) {
+    std::fprintf(stderr, "sketchps report: %s\n", std::string(table.status().message()).c_str());
+    return 2;
+  }
+  std::cout << *table;
+  if (options.plot.empty()) return 0;
+  if (auto st = sketchps::tools::WritePlots(options.run_dirs, options.plot); !st.ok()) {
+    std::fprintf(stderr, "sketchps report: %s\n", std::string(st.message()).c_str());
+    return st.code() == absl::StatusCode::kInternal ? 1 : 2;
+  }
+  std::fprintf(stderr, "sketchps report: wrote %s.png and %s.svg\n", options.plot.c_str(), options.plot.c_str());
+  return 0;
 }
 
 void AddCertsCommand(CLI::App& app, sketchps::tools::CertsOptions& options) {
@@ -158,23 +192,14 @@ int main(int argc, char** argv) {
   compare->add_option("--peer-timeout-seconds", compare_options.peer_timeout_seconds,
                       "Decentralized mode: a peer silent this long is declared dead")->capture_default_str();
   compare->add_option("--bin-dir", compare_options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
-  std::vector<std::string> report_dirs;
-  app.add_subcommand("report", "Markdown table of run directories (their summary.json)")
-      ->add_option("run_dirs", report_dirs, "Run directories written by `sketchps run`")
-      ->required();
-  CLI11_PARSE(app, argc, argv);
+  ReportOptions report_options;
+  AddReportCommand(app, report_options);
+  // A bad flag or value exits 2 (CLI11's own codes 104-109 would read as runtime failures).
+  if (auto code = sketchps::ParseCommandLine(app, argc, argv)) return *code;
   if (app.got_subcommand("bench")) return RunBench(bench_flags);
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
   if (app.got_subcommand("compare")) return sketchps::tools::CompareModes(compare_options);
-  if (app.got_subcommand("report")) {
-    auto table = sketchps::tools::MarkdownReport(report_dirs);
-    if (!table.ok()) {
-      std::fprintf(stderr, "sketchps report: %s\n", std::string(table.status().message()).c_str());
-      return 2;
-    }
-    std::cout << *table;
-    return 0;
-  }
+  if (app.got_subcommand("report")) return Report(report_options);
   if (app.got_subcommand("certs")) {
     if (auto st = sketchps::tools::MakeCerts(certs_options); !st.ok()) {
       std::fprintf(stderr, "sketchps certs: %s\n", std::string(st.message()).c_str());
