@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/cli.h"
+#include "tools/run_script.h"
 
 namespace sketchps::tools {
 
@@ -56,6 +57,7 @@ struct RunOptions {
   bool progress = true;      // live progress (a redrawn line on a terminal, else a line every 10%)
   std::vector<std::uint64_t> dump_rounds;  // workers write their gradients of these rounds to <out>/gradients
   bool insecure = false;     // plaintext; default: mutual TLS with certificates made in <out>/tls
+  ScriptOptions script;      // --script: the workers run the user's Python script (tools/run_script.h)
 };
 
 // Returns the process exit code: 0 success, 1 a process failed, 2 bad options, 130 interrupted.
