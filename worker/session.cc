@@ -57,7 +57,8 @@ absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double c
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, const LayerTable& layers) {
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, const LayerTable& layers,
+                                                         const float* params) {
   std::unique_ptr<Session> s(new Session(options));
   SKETCHPS_RETURN_IF_ERROR(s->CheckOptions());
   if (options.job.layout.layers.empty()) {
@@ -66,6 +67,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   }
   SKETCHPS_RETURN_IF_ERROR(CheckLayout(layers, options.job.layout));
   s->layers_ = layers;
+  if (options.job.decentralized()) {
+    s->o_.job.fingerprint["initial_weights"] = WeightsChecksum({params, layers.dim()});
+  }
   SKETCHPS_ASSIGN_OR_RETURN(s->shards_, MakeShardMap(layers, options.job.servers));
   SKETCHPS_ASSIGN_OR_RETURN(s->plan_, RoundPlan::Initial(options.job, options.rank));
   s->optimizer_ = options.job.optimizer;

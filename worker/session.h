@@ -3,7 +3,7 @@
 // The C++ training loop (trainer.h) and the Python package (python/, docs/pytorch.md) both run their
 // rounds through it, so both compute the same bits for the same gradients.
 //
-//   auto session = Session::Create(options, layers);   // layers must equal job.layout
+//   auto session = Session::Create(options, layers, params);   // layers must equal job.layout
 //   round = session->Join(params);                       // may overwrite params (the servers' copy)
 //   loop: record = session->Step(round, loss, grads, params);   // every shard, then the checks
 //
@@ -86,7 +86,12 @@ absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double c
 
 class Session {
  public:
-  static absl::StatusOr<std::unique_ptr<Session>> Create(const SessionOptions& options, const LayerTable& layers);
+  // `params`: this worker's initial weights (layers.dim() floats). In decentralized mode their
+  // checksum joins the job fingerprint the peers compare before the first round, so ranks whose
+  // models start differently fail with "job fingerprint: ... differs ... in initial_weights" (in ps
+  // mode the servers compare the initial weights themselves).
+  static absl::StatusOr<std::unique_ptr<Session>> Create(const SessionOptions& options, const LayerTable& layers,
+                                                         const float* params);
 
   // Agrees on the starting point with the servers (or peers); may overwrite params. Returns the first
   // round to run. Once, before any round.

@@ -97,7 +97,8 @@ absl::Status Trainer::Prepare() {
                                                    train_.size(), " samples in ", o_.job.data.path));
   }
   SKETCHPS_ASSIGN_OR_RETURN(test_, LoadFashionMnist(o_.job.data.path, Split::kTest));
-  SKETCHPS_ASSIGN_OR_RETURN(session_, Session::Create(SessionOptionsOf(o_), model_->flat().layers()));
+  SKETCHPS_ASSIGN_OR_RETURN(session_, Session::Create(SessionOptionsOf(o_), model_->flat().layers(),
+                                                               model_->flat().params()));
   SKETCHPS_ASSIGN_OR_RETURN(watch_, GradientWatch::Create(model_->flat(), session_->shards()));
   SKETCHPS_ASSIGN_OR_RETURN(start_round_, session_->Join(model_->flat().params()));
   return log_.Open(o_.metrics_out);

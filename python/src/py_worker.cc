@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, c
   SKETCHPS_ASSIGN_OR_RETURN(worker::FlatModel flat, worker::FlatModel::FromParameters(std::move(params), buffers));
   std::unique_ptr<PyWorker> w(new PyWorker(std::move(flat), job.train.seed));
   SKETCHPS_RETURN_IF_ERROR(w->log_.Open(config.metrics_out));
-  SKETCHPS_ASSIGN_OR_RETURN(w->session_, worker::Session::Create(options, w->flat_.layers()));
+  SKETCHPS_ASSIGN_OR_RETURN(w->session_, worker::Session::Create(options, w->flat_.layers(), w->flat_.params()));
   SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->flat_.params()));
   w->next_round_ = w->first_round_;
   return w;

@@ -1,11 +1,12 @@
 """A model of its own (tests/python/scripts/tiny_models.py FrozenStem: a frozen layer, LayerNorm)
 trained by 2 Python workers over real servers and in decentralized mode: replicas equal, the
 exported checkpoints load into PyTorch and evaluate to the accuracy the run reported, and a model
-that differs between the ranks stops the run with ModelMismatchError."""
+that differs between the ranks stops the run with ModelMismatchError in both modes."""
+import pytest
 import torch
 
 import tiny_models
-from conftest import JOB, SCRIPT, records, run, summary
+from conftest import SCRIPT, records, run, summary
 from sketchps import _core, data
 from sketchps.export import state_dict_from_checkpoints
 
@@ -51,10 +52,12 @@ def test_decentralized_mode_keeps_replicas_equal(tmp_path):
     assert summary(out)["final_test_accuracy"] > 0.3
 
 
-def test_a_model_that_differs_between_ranks_stops_the_run(tmp_path):
-    out, done = run(tmp_path, "differs", "--script", SCRIPT, "--", "--model", "mlp", "--perturb-rank", "1",
-                    check=False, job=JOB)
+@pytest.mark.parametrize("mode, why", [("ps", "different replicas at round 0"),
+                                       ("decentralized", "differs from this one's in initial_weights")])
+def test_a_model_that_differs_between_ranks_stops_the_run(tmp_path, mode, why):
+    out, done = run(tmp_path, mode, "--mode", mode, "--script", SCRIPT, "--", "--model", "mlp", "--perturb-rank", "1",
+                    check=False)
     assert done.returncode == 1
     logs = (out / "worker-0.log").read_text() + (out / "worker-1.log").read_text()
     assert "sketchps.errors.ModelMismatchError" in logs
-    assert "different replicas at round 0" in logs
+    assert why in logs
