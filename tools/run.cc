@@ -384,6 +384,7 @@ absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text) {
 static absl::StatusOr<JobSpec> LoadScriptJob(const RunOptions& options) {
   SKETCHPS_ASSIGN_OR_RETURN(JobSpec job, LoadJobSpec(options.job.job_path, options.job.overrides));
   if (options.script.path.empty()) return job;
+  if (!options.dump_rounds.empty()) return absl::InvalidArgumentError("--dump-gradients: not with --script");
   SKETCHPS_ASSIGN_OR_RETURN(auto keys, DescribeScript(options.script, job.effective_yaml, job.workers));
   std::vector<std::string> overrides = options.job.overrides;
   overrides.insert(overrides.end(), keys.begin(), keys.end());
