@@ -1,5 +1,7 @@
 #include "python/src/py_worker.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -56,6 +58,7 @@ absl::StatusOr<std::string> PyWorker::Step(float loss, double compute_seconds) {
   SKETCHPS_RETURN_IF_ERROR(flat_.VerifyViews());
   SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json record, session_->Step(next_round_, loss, flat_.grads(), flat_.params(),
                                                                             absl::Seconds(compute_seconds)));
+  if (std::isnan(loss)) record.erase("loss");  // step() without a loss
   if (pending_) log_.Write(*pending_);
   pending_ = record;
   ++next_round_;

@@ -47,7 +47,8 @@ class PyWorker {
                                                           std::vector<std::pair<std::string, at::Tensor>> params,
                                                           const std::vector<std::string>& buffers);
 
-  // One round with the gradients now in the buffer; returns the round's record (JSON, trainer.h).
+  // One round with the gradients now in the buffer; returns the round's record (JSON, trainer.h;
+  // without "loss" when `loss` is NaN: the caller gave none).
   absl::StatusOr<std::string> Step(float loss, double compute_seconds);
   // Sums this worker's evaluation counts with the others' and adds them to the last round's record.
   // Returns {"accuracy", "loss", "samples"} of the whole evaluation (JSON).

@@ -147,6 +147,7 @@ def test_calls_out_of_order(env, tmp_path):
         model(torch.zeros(4, 1, 28, 28)).sum().backward()
         stats = opt.step()
         assert stats["workers"] == 1 and stats["dense_bytes"] == 4 * 235146
+        assert "loss" not in stats  # none given
     assert opt.done
     with pytest.raises(OrderError, match="the job's 2 rounds are done"):
         opt.step()
