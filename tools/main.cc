@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/input_bench.h"
 #include "bench/primitives.h"
 #include "bench/report.h"
 #include "common/version.h"
@@ -25,7 +26,25 @@
 
 namespace {
 
-void AddBenchCommand(CLI::App& app, sketchps::bench::BenchOptions& options, bool& json) {
+struct BenchFlags {
+  sketchps::bench::BenchOptions synthetic;
+  sketchps::bench::InputOptions input;  // used when --input is given
+  bool json = false;
+};
+
+// --input: real gradients dumped by the workers (bench/input_bench.h) instead of synthetic ones.
+void AddInputOptions(CLI::App& bench, sketchps::bench::InputOptions& input) {
+  bench.add_option("--input", input.files, "Gradient dumps (`sketchps run --dump-gradients`): selection density and "
+                                           "sketch recall on real gradients instead of timings on a synthetic one");
+  bench.add_option("--servers", input.servers, "--input: shards the layout is split into")->capture_default_str();
+  bench.add_option("--rows", input.rows, "--input: sketch row counts to try")->delimiter(',')->capture_default_str();
+  bench.add_option("--cols-factors", input.cols_factors, "--input: sketch columns per kept entry to try")
+      ->delimiter(',')->capture_default_str();
+  bench.add_option("--p2", input.p2s, "--input: candidates per kept entry to try")->delimiter(',')->capture_default_str();
+}
+
+void AddBenchCommand(CLI::App& app, BenchFlags& flags) {
+  sketchps::bench::BenchOptions& options = flags.synthetic;
   CLI::App* bench = app.add_subcommand("bench", "Benchmark the compression primitives on a heavy-tailed gradient");
   bench->add_option("--d", options.d, "Gradient length; several (comma-separated) run one after another")
       ->delimiter(',')
@@ -40,10 +59,27 @@ void AddBenchCommand(CLI::App& app, sketchps::bench::BenchOptions& options, bool
   bench->add_option("--seed", options.seed, "Data and hash seed")->capture_default_str();
   bench->add_option("--sketch-rows", options.sketch_rows, "Count Sketch rows")->capture_default_str();
   bench->add_option("--sketch-cols", options.sketch_cols, "Count Sketch columns (0: 10*k)")->capture_default_str();
-  bench->add_flag("--json", json, "Print results as a JSON list instead of a table");
+  bench->add_flag("--json", flags.json, "Print results as a JSON list instead of a table");
+  AddInputOptions(*bench, flags.input);
 }
 
-int RunBench(const sketchps::bench::BenchOptions& options, bool json) {
+int RunInputBench(sketchps::bench::InputOptions input, const sketchps::bench::BenchOptions& synthetic) {
+  input.density = synthetic.density;
+  input.seed = synthetic.seed;
+  auto progress = [](const std::string& line) { std::fprintf(stderr, "bench: %s\n", line.c_str()); };
+  auto report = sketchps::bench::RunInputBenchmarks(input, progress);
+  if (!report.ok()) {
+    std::fprintf(stderr, "sketchps bench: %s\n", std::string(report.status().message()).c_str());
+    return 2;
+  }
+  std::cout << sketchps::bench::InputReportMarkdown(*report);
+  return 0;
+}
+
+int RunBench(const BenchFlags& flags) {
+  if (!flags.input.files.empty()) return RunInputBench(flags.input, flags.synthetic);
+  const sketchps::bench::BenchOptions& options = flags.synthetic;
+  const bool json = flags.json;
   auto progress = [](const std::string& line) { std::fprintf(stderr, "bench: %s\n", line.c_str()); };
   auto results = sketchps::bench::RunBenchmarks(options, progress);
   if (!results.ok()) {
@@ -113,9 +149,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("sketchps ") + sketchps::Version() + " (" +
                                         sketchps::kernels::BackendName() + " kernels)");
   app.require_subcommand(1);
-  sketchps::bench::BenchOptions bench_options;
-  bool json = false;
-  AddBenchCommand(app, bench_options, json);
+  BenchFlags bench_flags;
+  AddBenchCommand(app, bench_flags);
   sketchps::tools::RunOptions run_options;
   AddRunCommand(app, run_options);
   HealthOptions health_options;
@@ -141,7 +176,7 @@ int main(int argc, char** argv) {
   exporter->allow_extras();
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("export")) return sketchps::tools::ExportModel(export_python, exporter->remaining());
-  if (app.got_subcommand("bench")) return RunBench(bench_options, json);
+  if (app.got_subcommand("bench")) return RunBench(bench_flags);
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
   if (app.got_subcommand("compare")) return sketchps::tools::CompareModes(compare_options);
   if (app.got_subcommand("report")) {
