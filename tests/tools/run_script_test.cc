@@ -70,6 +70,7 @@ TEST_CASE("DescribeScript returns the keys the script writes", "[run_script]") {
   auto script = ShellScript("test \"$RANK\" = 0 && test \"$WORLD_SIZE\" = 3 && grep -q '^workers: 3' \"$SKETCHPS_JOB\" &&\n"
                             "printf 'model=custom\\nlayers=[[\"w\", [2]]]\\n\\n' > \"$SKETCHPS_DESCRIBE\"\n");
   auto keys = DescribeScript(script, "workers: 3\n", 3);
+  fs::remove(script.path);
   REQUIRE(keys.ok());
   CHECK(*keys == std::vector<std::string>{"model=custom", "layers=[[\"w\", [2]]]"});
 }
@@ -81,6 +82,7 @@ TEST_CASE("DescribeScript names a script that fails or writes nothing", "[run_sc
   CHECK(message.find("failed with exit code 3") != std::string::npos);
   CHECK(message.find("no model here") != std::string::npos);
   auto silent = DescribeScript(ShellScript("exit 0\n"), "", 1);
+  fs::remove(ShellScript("").path);
   REQUIRE_FALSE(silent.ok());
   CHECK(std::string(silent.status().message()).find("wrote nothing") != std::string::npos);
   ScriptOptions missing;
