@@ -124,7 +124,7 @@ Fingerprint JobFingerprint(const JobSpec& j, const YAML::Node& root) {
   return Fingerprint{{"mode", hash(ModeName(j.mode))},
                      {"workers", hash(absl::StrCat(j.workers))},
                      {"servers", hash(absl::StrCat(j.servers))},
-                     {"model", hash(j.model)},
+                     {"model", hash(j.model == kCustomModel ? absl::StrCat(j.model, "|", LayoutText(j.layout)) : j.model)},
                      {"data.batch_size", hash(absl::StrCat(j.data.batch_size))},
                      {"data.train_samples", hash(absl::StrCat(j.data.train_samples))},
                      {"train.epochs", hash(absl::StrCat(j.train.epochs))},
@@ -185,10 +185,19 @@ absl::StatusOr<JobSpec> ParseJobSpecOrThrow(const std::string& yaml_text, const 
   SKETCHPS_RETURN_IF_ERROR(r.Get("workers", job.workers));
   SKETCHPS_RETURN_IF_ERROR(r.Get("servers", job.servers));
   SKETCHPS_RETURN_IF_ERROR(r.Get("model", job.model));
+  const bool has_layers = r.Has("layers");
   SKETCHPS_RETURN_IF_ERROR(ReadSections(r, job));
   SKETCHPS_RETURN_IF_ERROR(r.Finish());
   SKETCHPS_RETURN_IF_ERROR(Validate(job));
-  SKETCHPS_ASSIGN_OR_RETURN(job.layout, ModelLayout(job.model));
+  if (job.model == kCustomModel) {
+    if (has_layers) {
+      SKETCHPS_ASSIGN_OR_RETURN(job.layout, CustomLayout(root["layers"], "layers"));
+    }
+  } else if (has_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layers: only with model: custom (model ", job.model, " has its own layout)"));
+  } else {
+    SKETCHPS_ASSIGN_OR_RETURN(job.layout, ModelLayout(job.model));
+  }
   job.effective_yaml = YAML::Dump(root);
   job.fingerprint = JobFingerprint(job, root);
   return job;

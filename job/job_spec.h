@@ -4,7 +4,8 @@
 //   mode: ps                      # ps | decentralized
 //   workers: 4
 //   servers: 2
-//   model: cnn                    # mlp | cnn | resnet
+//   model: cnn                    # mlp | cnn | resnet | custom (a Python model, docs/pytorch.md)
+//   layers: [["fc.weight", [10, 784]], ...]   # model: custom only: its layout (job/model_layout.h)
 //   data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
 //   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, eval_samples: 0, seed: 1}
 //   optimizer: {lr: 0.05, momentum: 0.9, nesterov: false, weight_decay: 0,
@@ -80,7 +81,8 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   PeerSpec peer;
   std::string effective_yaml;         // the spec after overrides, for logs and run directories
-  LayerTable layout;                  // the model's parameter layout (job/model_layout.h)
+  LayerTable layout;                  // the model's parameter layout (job/model_layout.h); empty for
+                                      // model: custom without layers
   Fingerprint fingerprint;            // JobFingerprint(*this), set by ParseJobSpec
 
   // Rounds per epoch: train_samples / (workers * batch_size), at least 1.

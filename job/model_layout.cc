@@ -77,4 +77,40 @@ absl::StatusOr<LayerTable> ModelLayout(const std::string& model) {
   return MakeLayerTable(s);
 }
 
+absl::StatusOr<LayerTable> CustomLayout(const YAML::Node& layers, const std::string& key) {
+  if (!layers.IsSequence() || layers.size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(key, ": expected a non-empty list of [name, [dims...]]"));
+  }
+  Shapes s;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const YAML::Node entry = layers[i];
+    const auto bad = [&](const std::string& why) {
+      return absl::InvalidArgumentError(absl::StrCat(key, "[", i, "]: ", why));
+    };
+    if (!entry.IsSequence() || entry.size() != 2 || !entry[0].IsScalar() || !entry[1].IsSequence()) {
+      return bad("expected [name, [dims...]]");
+    }
+    std::vector<std::int64_t> dims;
+    for (const auto& d : entry[1]) {
+      std::int64_t v = 0;
+      if (!d.IsScalar() || !YAML::convert<std::int64_t>::decode(d, v) || v < 1) {
+        return bad(absl::StrCat("'", entry[0].Scalar(), "': dimensions must be integers >= 1"));
+      }
+      dims.push_back(v);
+    }
+    s.push_back({entry[0].Scalar(), dims});
+  }
+  LayerTable table = MakeLayerTable(s);
+  if (auto st = ValidateLayerTable(table); !st.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", st.message()));
+  return table;
+}
+
+std::string LayoutText(const LayerTable& table) {
+  std::vector<std::string> entries;
+  for (const auto& l : table.layers) {
+    entries.push_back(absl::StrCat("[\"", l.name, "\", [", absl::StrJoin(l.shape, ", "), "]]"));
+  }
+  return absl::StrCat("[", absl::StrJoin(entries, ", "), "]");
+}
+
 }  // namespace sketchps

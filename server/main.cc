@@ -74,6 +74,10 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("bad job spec: {}", std::string(job.status().message()));
     return 2;
   }
+  if (job->layout.layers.empty()) {
+    spdlog::error("bad job spec: layers: model: custom needs the model's layout (`sketchps run --script` adds it)");
+    return 2;
+  }
   const server::HostOptions options =
       server::HostOptionsFor(*job, shard_id, flags.checkpoint_dir.empty() ? job->checkpoint.dir : flags.checkpoint_dir);
   server::ServerMetrics metrics(shard_id);

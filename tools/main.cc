@@ -1,10 +1,12 @@
 // sketchps: the command-line front end. Subcommands:
-//   run     train a job with S servers and P workers on this machine (tools/run.h)
+//   run     train a job with S servers and P workers on this machine (tools/run.h); the workers
+//           can be a Python training script (--script, tools/run_script.h)
 //   health  check a server's grpc.health.v1 status (tools/health.h)
 //   compare one job in both modes with one process killed, side by side (tools/compare.h)
 //   report  a markdown table of run directories' summaries (tools/report.h); --plot PREFIX draws
 //           their test accuracy against time, rounds and bytes (tools/plot.h)
 //   bench   benchmark the compression primitives (bench/primitives.h)
+//   export  a run's checkpoints as a PyTorch state_dict file (tools/export.h)
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -19,6 +21,7 @@
 #include "kernels/backend.h"
 #include "tools/certs.h"
 #include "tools/compare.h"
+#include "tools/export.h"
 #include "tools/health.h"
 #include "tools/plot.h"
 #include "tools/report.h"
@@ -111,6 +114,10 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
   run->add_flag("!--no-progress", options.progress, "No live progress line");
   run->add_flag("--insecure", options.insecure, "Plaintext connections without identities (default: mutual TLS, "
                 "with certificates made in <out>/tls)");
+  run->add_option("--script", options.script.path, "Workers run this Python training script (sketchps.torch; "
+                  "arguments for it after --)");
+  run->add_option("--python", options.script.python, "Python interpreter for --script")->capture_default_str();
+  run->add_option("script_args", options.script.args, "Arguments of --script (after --)");
   run->add_option("--dump-gradients", options.dump_rounds,
                   "Workers write their gradients of these rounds (comma-separated) to <out>/gradients")
       ->delimiter(',');
@@ -194,8 +201,14 @@ int main(int argc, char** argv) {
   compare->add_option("--bin-dir", compare_options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
   ReportOptions report_options;
   AddReportCommand(app, report_options);
+  sketchps::tools::ScriptOptions export_python;
+  CLI::App* exporter = app.add_subcommand("export", "A run's server checkpoints as a PyTorch state_dict file "
+                                                    "(RUN_DIR [--out F], or --job J --checkpoints DIR --out F)");
+  exporter->add_option("--python", export_python.python, "Python interpreter with torch")->capture_default_str();
+  exporter->allow_extras();
   // A bad flag or value exits 2 (CLI11's own codes 104-109 would read as runtime failures).
   if (auto code = sketchps::ParseCommandLine(app, argc, argv)) return *code;
+  if (app.got_subcommand("export")) return sketchps::tools::ExportModel(export_python, exporter->remaining());
   if (app.got_subcommand("bench")) return RunBench(bench_flags);
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
   if (app.got_subcommand("compare")) return sketchps::tools::CompareModes(compare_options);

@@ -84,6 +84,8 @@ class Launch {
   bool decentralized() const { return job_.decentralized(); }
   fs::path CheckpointDir() const { return job_.checkpoint.dir.empty() ? out_ / "checkpoints" : fs::path(job_.checkpoint.dir); }
   std::vector<std::string> ServerArgv(std::uint32_t s) const;
+  std::vector<std::string> WorkerArgv(std::uint32_t r, const std::vector<std::string>& addresses) const;
+  ScriptWorker ScriptPlace(std::uint32_t r, const std::vector<std::string>& addresses) const;
   std::vector<std::string> TlsArgs() const;
   absl::Status StartServer(std::uint32_t s);
   absl::Status WaitReady(std::uint32_t s);
@@ -213,32 +215,55 @@ absl::Status Launch::StartServers() {
   return absl::OkStatus();
 }
 
+std::vector<std::string> Launch::WorkerArgv(std::uint32_t r, const std::vector<std::string>& addresses) const {
+  std::vector<std::string> argv{worker_bin_, "--job", (out_ / "job.yaml").string(), "--rank", std::to_string(r),
+                                "--world-size", std::to_string(job_.workers), "--metrics-out",
+                                (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
+                                std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
+  for (auto& a : TlsArgs()) argv.push_back(std::move(a));
+  if (!options_.dump_rounds.empty()) {
+    argv.insert(argv.end(), {"--dump-gradients", absl::StrJoin(options_.dump_rounds, ","), "--dump-dir",
+                             (out_ / "gradients").string()});
+  }
+  if (decentralized()) {
+    argv.insert(argv.end(), {"--listen", "127.0.0.1:0", "--port-file", (out_ / absl::StrCat("worker-", r, ".port")).string(),
+                             "--peers-file", (out_ / "peers.txt").string()});
+    if (options_.peer_timeout_seconds > 0) {
+      argv.insert(argv.end(), {"--peer-timeout-seconds", absl::StrCat(options_.peer_timeout_seconds)});
+    }
+  } else {
+    argv.insert(argv.end(), {"--servers", absl::StrJoin(addresses, ",")});
+  }
+  return argv;
+}
+
+ScriptWorker Launch::ScriptPlace(std::uint32_t r, const std::vector<std::string>& addresses) const {
+  ScriptWorker w{r, job_.workers, (out_ / "job.yaml").string(), (out_ / absl::StrCat("worker-", r, ".jsonl")).string()};
+  if (decentralized()) {
+    w.listen = "127.0.0.1:0";
+    w.port_file = (out_ / absl::StrCat("worker-", r, ".port")).string();
+    w.peers_file = (out_ / "peers.txt").string();
+    w.peer_timeout_seconds = options_.peer_timeout_seconds;
+  } else {
+    w.servers = absl::StrJoin(addresses, ",");
+  }
+  if (!options_.insecure) w.tls_dir = (out_ / "tls").string();
+  return w;
+}
+
 absl::Status Launch::StartWorkers() {
   std::vector<std::string> addresses;
   for (int p : ports_) addresses.push_back(absl::StrCat("127.0.0.1:", p));
   workers_start_ = absl::Now();
   for (std::uint32_t r = 0; r < job_.workers; ++r) {
-    std::vector<std::string> argv{worker_bin_, "--job", (out_ / "job.yaml").string(), "--rank", std::to_string(r),
-                                  "--world-size", std::to_string(job_.workers), "--metrics-out",
-                                  (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
-                                  std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
-    for (auto& a : TlsArgs()) argv.push_back(std::move(a));
-    if (!options_.dump_rounds.empty()) {
-      argv.insert(argv.end(), {"--dump-gradients", absl::StrJoin(options_.dump_rounds, ","), "--dump-dir",
-                               (out_ / "gradients").string()});
-    }
-    if (decentralized()) {
-      argv.insert(argv.end(), {"--listen", "127.0.0.1:0", "--port-file", (out_ / absl::StrCat("worker-", r, ".port")).string(),
-                               "--peers-file", (out_ / "peers.txt").string()});
-      if (options_.peer_timeout_seconds > 0) {
-        argv.insert(argv.end(), {"--peer-timeout-seconds", absl::StrCat(options_.peer_timeout_seconds)});
-      }
-    } else {
-      argv.insert(argv.end(), {"--servers", absl::StrJoin(addresses, ",")});
+    std::vector<std::string> argv = WorkerArgv(r, addresses);
+    std::vector<std::string> env = ChildEnv(options_.worker_threads);
+    if (!options_.script.path.empty()) {
+      argv = ScriptArgv(options_.script);
+      for (auto& e : ScriptEnv(options_.script, ScriptPlace(r, addresses))) env.push_back(std::move(e));
     }
     SKETCHPS_ASSIGN_OR_RETURN(Child child, Child::Start(absl::StrCat("worker ", r), std::move(argv),
-                                                        (out_ / absl::StrCat("worker-", r, ".log")).string(),
-                                                        ChildEnv(options_.worker_threads)));
+                                                        (out_ / absl::StrCat("worker-", r, ".log")).string(), env));
     workers_.push_back(std::move(child));
   }
   progress_->SetStatus(absl::StrCat(job_.workers, " workers starting (loading data, ",
@@ -407,9 +432,20 @@ absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text) {
   return spec;
 }
 
+// The job, with the keys a --script defines (tools/run_script.h) as further overrides.
+static absl::StatusOr<JobSpec> LoadScriptJob(const RunOptions& options) {
+  SKETCHPS_ASSIGN_OR_RETURN(JobSpec job, LoadJobSpec(options.job.job_path, options.job.overrides));
+  if (options.script.path.empty()) return job;
+  if (!options.dump_rounds.empty()) return absl::InvalidArgumentError("--dump-gradients: not with --script");
+  SKETCHPS_ASSIGN_OR_RETURN(auto keys, DescribeScript(options.script, job.effective_yaml, job.workers));
+  std::vector<std::string> overrides = options.job.overrides;
+  overrides.insert(overrides.end(), keys.begin(), keys.end());
+  return LoadJobSpec(options.job.job_path, overrides);
+}
+
 int RunJob(const RunOptions& options) {
   BlockTerminationSignals();
-  auto job = LoadJobSpec(options.job.job_path, options.job.overrides);
+  auto job = LoadScriptJob(options);
   if (!job.ok()) {
     std::fprintf(stderr, "sketchps run: %s\n", std::string(job.status().message()).c_str());
     return 2;

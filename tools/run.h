@@ -48,6 +48,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/cli.h"
+#include "tools/run_script.h"
 
 namespace sketchps::tools {
 
@@ -71,6 +72,7 @@ struct RunOptions {
   bool insecure = false;     // plaintext; default: mutual TLS with certificates made in <out>/tls
   bool resume = false;       // continue a previous run in `out` from its checkpoints (see above)
   bool plots = true;         // write accuracy.png / .svg at the end
+  ScriptOptions script;      // --script: the workers run the user's Python script (tools/run_script.h)
 };
 
 // Returns the process exit code: 0 success, 1 a process failed, 2 bad options, 130 interrupted.

@@ -103,6 +103,21 @@ std::vector<std::uint64_t> EpochPermutation(std::uint64_t n, std::uint64_t seed,
   return perm;
 }
 
+absl::StatusOr<std::span<const std::uint64_t>> BatchOrder::Of(const RoundPlan& plan, std::uint64_t round) {
+  const DataPosition at = plan.At(round);
+  if (at.epoch != epoch_) {
+    permutation_ = EpochPermutation(plan.samples, seed_, at.epoch);
+    epoch_ = at.epoch;
+  }
+  const std::uint64_t b = plan.batch;
+  const std::uint64_t first = at.position + plan.rank * b;
+  if (first + b > permutation_.size()) {
+    return absl::InternalError(absl::StrCat("round ", round, ": samples [", first, ", ", first + b, ") beyond the epoch's ",
+                                            permutation_.size()));
+  }
+  return std::span<const std::uint64_t>(permutation_).subspan(first, b);
+}
+
 std::uint64_t StepsPerEpoch(std::uint64_t n, std::uint32_t world, std::uint64_t batch) {
   if (world == 0 || batch == 0) return 0;
   return n / (std::uint64_t{world} * batch);

@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "worker/round_plan.h"
 
 namespace sketchps::worker {
 
@@ -74,6 +75,21 @@ std::uint64_t StepsPerEpoch(std::uint64_t n, std::uint32_t world, std::uint64_t 
 absl::StatusOr<std::span<const std::uint64_t>> StepIndices(std::span<const std::uint64_t> permutation,
                                                            std::uint64_t step, std::uint32_t rank,
                                                            std::uint32_t world, std::uint64_t batch);
+
+// This worker's sample indices of each round under a plan: pi_e[position + rank*b + j], j in [0, b),
+// with pi_e = EpochPermutation(N, seed, e) of the round's data epoch. Keeps
+// the current data epoch's permutation. Internal error when the plan points beyond the epoch.
+class BatchOrder {
+ public:
+  explicit BatchOrder(std::uint64_t seed) : seed_(seed) {}
+  // A view valid until the next call.
+  absl::StatusOr<std::span<const std::uint64_t>> Of(const RoundPlan& plan, std::uint64_t round);
+
+ private:
+  std::uint64_t seed_;
+  std::uint64_t epoch_ = ~0ull;
+  std::vector<std::uint64_t> permutation_;
+};
 
 struct Batch {
   at::Tensor input;   // float32 [B, 1, 28, 28], normalized

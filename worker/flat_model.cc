@@ -14,7 +14,8 @@
 namespace sketchps::worker {
 
 struct FlatModel::State {
-  std::shared_ptr<torch::nn::Module> module;
+  std::shared_ptr<torch::nn::Module> module;  // null for FromParameters
+  std::vector<std::pair<std::string, at::Tensor>> params;
   at::Tensor flat_params;
   at::Tensor flat_grads;
   sketchps::LayerTable layers;
@@ -36,26 +37,32 @@ absl::Status CheckParameter(const std::string& name, const at::Tensor& p) {
   return absl::OkStatus();
 }
 
-// Parameters in flat order, checked one by one, plus the module-level rules (no buffers, no
-// parameter registered twice).
-absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> CollectParameters(const torch::nn::Module& module) {
-  const auto buffers = module.named_buffers(/*recurse=*/true);
-  if (!buffers.is_empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("FlatModel: module has buffer '", buffers.begin()->key(),
-                                                   "' (state outside the flat vector, e.g. BatchNorm running "
-                                                   "statistics); use GroupNorm/LayerNorm or no normalization"));
-  }
-  std::vector<std::pair<std::string, at::Tensor>> out;
+using Named = std::vector<std::pair<std::string, at::Tensor>>;
+
+absl::Status CheckBuffers(const std::vector<std::string>& buffers) {
+  if (buffers.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("FlatModel: module has buffer '", buffers.front(),
+                                                 "' (state outside the flat vector, e.g. BatchNorm running "
+                                                 "statistics); use GroupNorm/LayerNorm or no normalization"));
+}
+
+// The module-level rules over parameters in flat order: each checked, none registered twice.
+absl::Status CheckParameters(const Named& params) {
   std::unordered_set<const void*> seen;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    SKETCHPS_RETURN_IF_ERROR(CheckParameter(item.key(), item.value()));
-    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) {
+  for (const auto& [name, p] : params) {
+    SKETCHPS_RETURN_IF_ERROR(CheckParameter(name, p));
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat("FlatModel: parameter '", item.key(), "' is registered twice (shared weights are not supported)"));
+          absl::StrCat("FlatModel: parameter '", name, "' is registered twice (shared weights are not supported)"));
     }
-    out.emplace_back(item.key(), item.value());
   }
-  if (out.empty()) return absl::InvalidArgumentError("FlatModel: module has no parameters");
+  if (params.empty()) return absl::InvalidArgumentError("FlatModel: module has no parameters");
+  return absl::OkStatus();
+}
+
+Named ModuleParameters(const torch::nn::Module& module) {
+  Named out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
   return out;
 }
 
@@ -63,7 +70,17 @@ absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> CollectParameter
 
 absl::StatusOr<FlatModel> FlatModel::Create(std::shared_ptr<torch::nn::Module> module) {
   if (module == nullptr) return absl::InvalidArgumentError("FlatModel: module is null");
-  SKETCHPS_ASSIGN_OR_RETURN(auto params, CollectParameters(*module));
+  std::vector<std::string> buffers;
+  for (const auto& b : module->named_buffers(/*recurse=*/true)) buffers.push_back(b.key());
+  SKETCHPS_ASSIGN_OR_RETURN(FlatModel flat, FromParameters(ModuleParameters(*module), buffers));
+  flat.state_->module = std::move(module);
+  return flat;
+}
+
+absl::StatusOr<FlatModel> FlatModel::FromParameters(std::vector<std::pair<std::string, at::Tensor>> params,
+                                                    const std::vector<std::string>& buffers) {
+  SKETCHPS_RETURN_IF_ERROR(CheckBuffers(buffers));
+  SKETCHPS_RETURN_IF_ERROR(CheckParameters(params));
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;
   for (const auto& [name, p] : params) shapes.emplace_back(name, p.sizes().vec());
   auto state = std::make_unique<State>();
@@ -84,7 +101,7 @@ absl::StatusOr<FlatModel> FlatModel::Create(std::shared_ptr<torch::nn::Module> m
     p.set_data(slice);  // the registered parameter now aliases the flat buffer
     p.mutable_grad() = state->flat_grads.narrow(0, off, n).view(p.sizes());
   }
-  state->module = std::move(module);
+  state->params = std::move(params);
   return FlatModel(std::move(state));
 }
 
@@ -103,19 +120,19 @@ const sketchps::LayerTable& FlatModel::layers() const { return state_->layers; }
 void FlatModel::ZeroGrad() { state_->flat_grads.zero_(); }
 
 absl::Status FlatModel::VerifyViews() const {
-  const auto items = state_->module->named_parameters(/*recurse=*/true);
+  const Named items = state_->module ? ModuleParameters(*state_->module) : state_->params;
   const auto& layers = state_->layers.layers;
   if (items.size() != layers.size()) {
     return absl::FailedPreconditionError(
         absl::StrCat("FlatModel: module now has ", items.size(), " parameters, the layer table ", layers.size()));
   }
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    const auto& p = items[i].value();
+    const auto& p = items[i].second;
     const auto& layer = layers[i];
     const auto fail = [&](const std::string& why) {
       return absl::FailedPreconditionError(absl::StrCat("FlatModel: parameter '", layer.name, "' ", why));
     };
-    if (items[i].key() != layer.name) return fail(absl::StrCat("is now named '", items[i].key(), "'"));
+    if (items[i].first != layer.name) return fail(absl::StrCat("is now named '", items[i].first, "'"));
     if (p.sizes().vec() != layer.shape) return fail(absl::StrCat("has shape ", ShapeString(p.sizes())));
     if (!p.is_contiguous() || p.data_ptr() != params_ + layer.offset) return fail("no longer aliases params()");
     const at::Tensor& g = p.grad();
@@ -130,5 +147,6 @@ absl::Status FlatModel::VerifyViews() const {
 at::Tensor FlatModel::params_tensor() const { return state_->flat_params; }
 at::Tensor FlatModel::grads_tensor() const { return state_->flat_grads; }
 torch::nn::Module& FlatModel::module() const { return *state_->module; }
+bool FlatModel::has_module() const { return state_->module != nullptr; }
 
 }  // namespace sketchps::worker

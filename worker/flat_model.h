@@ -17,6 +17,9 @@
 //   that is not a dense CPU float32 tensor, one with requires_grad == false, a parameter registered
 //   twice, or any buffer (e.g. BatchNorm running statistics: state outside the flat vector that
 //   replicas would not share), and dim() >= 2^32.
+// - FromParameters() does the same for named parameters of any module (the Python package passes a
+//   torch.nn.Module's trainable parameters and the names of its buffers); the parameters keep being
+//   the caller's tensors, re-pointed at the buffers.
 // - FlatModel keeps the module alive (shared ownership); it is move-only and not thread-safe.
 //
 // This header includes no torch header; the tensor accessors return at::Tensor handles sharing the
@@ -25,6 +28,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -43,6 +49,9 @@ class FlatModel {
  public:
   // Flattens `module` in place (its parameters become views into the new buffers; values are kept).
   static absl::StatusOr<FlatModel> Create(std::shared_ptr<torch::nn::Module> module);
+  // Flattens `params` (name, tensor) in this order; `buffers` names the module's buffers (must be none).
+  static absl::StatusOr<FlatModel> FromParameters(std::vector<std::pair<std::string, at::Tensor>> params,
+                                                  const std::vector<std::string>& buffers);
 
   FlatModel(FlatModel&&) noexcept;
   FlatModel& operator=(FlatModel&&) noexcept;
@@ -68,7 +77,8 @@ class FlatModel {
   // 1-D tensors of length dim() sharing the buffers (no copy).
   at::Tensor params_tensor() const;
   at::Tensor grads_tensor() const;
-  torch::nn::Module& module() const;
+  torch::nn::Module& module() const;  // only when has_module() (made by Create)
+  bool has_module() const;
 
  private:
   struct State;

@@ -43,7 +43,7 @@ TEST_CASE("Job spec values, overrides and the scheme section", "[job_spec]") {
 }
 
 TEST_CASE("Job spec errors name the key", "[job_spec]") {
-  CHECK(Error("workerz: 3\n") == "config: unknown key 'workerz' (known: checkpoint, data, job_id, mode, model, "
+  CHECK(Error("workerz: 3\n") == "config: unknown key 'workerz' (known: checkpoint, data, job_id, layers, mode, model, "
                                   "optimizer, peer, scheme, servers, train, workers)");
   CHECK(Error("peer: {timeout_seconds: 0}\n") == "peer.timeout_seconds: must be in (0, 86400]");
   CHECK(Error("peer: {on_failure: retry}\n") == "peer.on_failure: 'retry' is not regroup or stop");

@@ -1,0 +1,34 @@
+"""Data sets as the C++ worker reads them, so a Python job can reproduce a C++ one bit for bit."""
+import torch
+
+from sketchps import _core
+
+DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def fashion_mnist(split, path=None):
+    """(images float32 [N, 1, 28, 28] normalized as worker/fashion_mnist.h says, labels int64 [N]).
+
+    split: "train" (60000 images) or "test" (10000); path: the folder of the IDX files (default:
+    the Debian package dataset-fashion-mnist)."""
+    images, labels = _core.fashion_mnist(path or DEFAULT_FASHION_MNIST, split)
+    return images, labels
+
+
+def count_correct(model, images, labels, batch_size=1000):
+    """(correct, samples, loss_sum) of `model` on the samples, without gradients: the counts that
+    DistributedOptimizer.evaluate sums over the workers."""
+    correct, loss_sum = 0, 0.0
+    with torch.no_grad():
+        for lo in range(0, len(labels), batch_size):
+            logits = model(images[lo:lo + batch_size])
+            target = labels[lo:lo + batch_size]
+            loss_sum += torch.nn.functional.cross_entropy(logits, target, reduction="sum").item()
+            correct += int((logits.argmax(1) == target).sum().item())
+    return correct, len(labels), loss_sum
+
+
+def share(n, rank, world):
+    """This rank's contiguous block of range(n) (worker/fashion_mnist.h Shard: the static split of
+    an evaluation over the workers)."""
+    return _core.shard(n, rank, world)

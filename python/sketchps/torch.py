@@ -1,0 +1,296 @@
+"""sketchps.torch: compressed data-parallel training of your own torch.nn.Module (docs/pytorch.md).
+
+    import sketchps.torch as sps
+    sps.init()                                  # RANK, WORLD_SIZE, SKETCHPS_* (or arguments)
+    model = Net()                               # built after init(): the same weights on every rank
+    opt = sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), model,
+                                   scheme="gs_sgd", density=0.01)
+    while not opt.done:
+        idx = opt.batch_indices()               # this rank's samples of the round (the job's data order)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x[idx]), y[idx])
+        loss.backward()
+        stats = opt.step(loss=loss)             # the round: compress, exchange, apply; its statistics
+    opt.finish()
+
+The round itself (schemes, parameter-server client, peer collectives, the replicated SGD with the
+job's learning-rate schedule) is the C++ core's, on views of the model's own tensors: the model's
+trainable parameters and their .grad are re-pointed into two flat buffers once, and nothing is copied
+per round. The torch optimizer only declares the hyperparameters; they must equal the job's.
+"""
+import json
+import math
+import os
+import time
+
+import torch
+
+from sketchps import _core
+from sketchps.errors import ConfigError, OrderError
+
+_context = None
+
+
+class Context:
+    """What init() found: the job (sketchps._core.Job), this rank and how to reach the others."""
+
+    def __init__(self, job, config, describe):
+        self.job = job
+        self.config = config
+        self.describe = describe  # SKETCHPS_DESCRIBE: write the model's job keys there and exit
+
+    @property
+    def rank(self):
+        return self.config.rank
+
+    @property
+    def world_size(self):
+        return self.job.workers
+
+
+def _env(name, default=""):
+    return os.environ.get(name, default)
+
+
+def _rank():
+    for name in ("RANK", "JOB_COMPLETION_INDEX"):
+        value = _core.env_uint32(name)
+        if value is not None:
+            return value
+    raise ConfigError("RANK: not set (torchrun and `sketchps run --script` set RANK and WORLD_SIZE; "
+                      "a Kubernetes Indexed Job sets JOB_COMPLETION_INDEX)")
+
+
+def _config(job, rank):
+    c = _core.WorkerConfig()
+    c.rank = rank
+    c.tls_dir = _env("SKETCHPS_TLS_DIR")
+    c.insecure = _env("SKETCHPS_INSECURE") == "1"
+    c.metrics_out = _env("SKETCHPS_METRICS_OUT")
+    if job.mode == "ps":
+        c.servers = _env("SKETCHPS_SERVERS")
+        if not c.servers:
+            raise ConfigError(f"SKETCHPS_SERVERS: not set (job mode ps: the {job.servers} servers' addresses, "
+                              "comma-separated in shard order)")
+    else:
+        c.listen = _env("SKETCHPS_LISTEN", "0.0.0.0:7080")
+        c.peers = _env("SKETCHPS_PEERS")
+        c.peers_file = _env("SKETCHPS_PEERS_FILE")
+        c.port_file = _env("SKETCHPS_PORT_FILE")
+        if bool(c.peers) == bool(c.peers_file):
+            raise ConfigError("SKETCHPS_PEERS / SKETCHPS_PEERS_FILE: set exactly one (job mode decentralized: every "
+                              "rank's Peer address, comma-separated in rank order)")
+    timeout = _env("SKETCHPS_PEER_TIMEOUT_SECONDS")
+    if timeout:
+        c.peer_timeout_seconds = float(timeout)
+    return c
+
+
+def init(job=None, overrides=()):
+    """Reads the job and this process's place in it; seeds torch with the job's train.seed, so a
+    model built afterwards starts with the same weights on every rank.
+
+    job: a job spec file (default: $SKETCHPS_JOB); overrides: "key=value" strings as --set takes.
+    Environment: RANK (or JOB_COMPLETION_INDEX), WORLD_SIZE (must equal the job's workers);
+    ps mode SKETCHPS_SERVERS; decentralized mode SKETCHPS_LISTEN and SKETCHPS_PEERS (or
+    SKETCHPS_PEERS_FILE); SKETCHPS_TLS_DIR or SKETCHPS_INSECURE=1; optional SKETCHPS_METRICS_OUT.
+    Raises ConfigError naming the variable or key."""
+    global _context
+    path = job if job is not None else _env("SKETCHPS_JOB")
+    if not path:
+        raise ConfigError("SKETCHPS_JOB: no job spec (pass init(job=...) or set SKETCHPS_JOB)")
+    spec = _core.load_job(path, list(overrides))
+    describe = _env("SKETCHPS_DESCRIBE")
+    rank = _rank() if not describe else 0
+    world = _core.env_uint32("WORLD_SIZE")
+    if world is not None and world != spec.workers:
+        raise ConfigError(f"WORLD_SIZE: {world} disagrees with the job's workers: {spec.workers}")
+    if rank >= spec.workers:
+        raise ConfigError(f"RANK: {rank} is not in [0, workers = {spec.workers})")
+    config = _config(spec, rank) if not describe else _core.WorkerConfig()
+    torch.manual_seed(spec.seed)
+    _context = Context(spec, config, describe)
+    return _context
+
+
+def _sgd_settings(optimizer):
+    if type(optimizer) is not torch.optim.SGD:
+        raise ConfigError(f"optimizer: {type(optimizer).__name__} is not supported: sketchps applies the update itself "
+                          "(the servers keep the master copy), with the job's SGD; pass torch.optim.SGD")
+    groups = optimizer.param_groups
+    keys = ("lr", "momentum", "nesterov", "weight_decay", "dampening")
+    first = {k: groups[0][k] for k in keys}
+    for i, g in enumerate(groups[1:], 1):
+        for k in keys:
+            if g[k] != first[k]:
+                raise ConfigError(f"optimizer: param_groups[{i}] has {k} {g[k]}, param_groups[0] {first[k]} "
+                                  "(one setting for every parameter)")
+    if first["dampening"] != 0:
+        raise ConfigError(f"optimizer: dampening {first['dampening']} is not supported (0 only)")
+    return first
+
+
+def _check_equal(key, job_value, mine, what):
+    same = math.isclose(job_value, mine, rel_tol=1e-12) if isinstance(mine, float) else job_value == mine
+    if not same:
+        raise ConfigError(f"{key}: the job has {job_value}, {what} {mine} (they must agree; "
+                          "`sketchps run --script` takes them from the script)")
+
+
+def _trainable(model, optimizer):
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not named:
+        raise ConfigError("model: no trainable parameter (every parameter has requires_grad == False)")
+    mine = {id(p) for _, p in named}
+    frozen = {id(p) for p in model.parameters() if not p.requires_grad}
+    theirs = [p for g in optimizer.param_groups for p in g["params"] if id(p) not in frozen]  # frozen: no update
+    for p in theirs:
+        if id(p) not in mine:
+            raise ConfigError("optimizer: holds a tensor that is not a parameter of the model")
+    missing = [n for n, p in named if id(p) not in {id(q) for q in theirs}]
+    if missing:
+        raise ConfigError(f"optimizer: does not hold the model's trainable parameter '{missing[0]}' "
+                          "(freeze it with requires_grad_(False) to leave it out)")
+    return named
+
+
+def _describe(ctx, named, sgd, scheme, density):
+    """Writes the job keys this script defines (sketchps run --script reads them), then exits."""
+    lines = [f"layers={_core.layout_text([(n, list(p.shape)) for n, p in named])}"]
+    if ctx.job.model != "custom" and [(n, list(p.shape)) for n, p in named] != [(n, list(s)) for n, s in ctx.job.layout]:
+        lines.insert(0, "model=custom")
+    elif ctx.job.model != "custom":
+        lines = []
+    lines += [f"optimizer.lr={sgd['lr']!r}", f"optimizer.momentum={sgd['momentum']!r}",
+              f"optimizer.nesterov={str(sgd['nesterov']).lower()}", f"optimizer.weight_decay={sgd['weight_decay']!r}"]
+    if scheme is not None:
+        lines.append(f"scheme.name={scheme}")
+    if density is not None:
+        lines.append(f"scheme.density={density!r}")
+    with open(ctx.describe, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    raise SystemExit(0)
+
+
+class DistributedOptimizer:
+    """The user's torch.optim.SGD turned into compressed data-parallel training over the job.
+
+    scheme / density: the method (scheme.name) and its density; None takes the job's. The
+    optimizer's lr, momentum, nesterov and weight_decay must equal the job's optimizer section (the
+    servers apply the same update); the job's learning-rate schedule applies.
+
+    Creating it joins the job: afterwards the model's trainable parameters hold the servers' weights
+    (parameter-server mode) and are views into one flat buffer, as is each .grad; frozen parameters
+    (requires_grad False) are left out. A model with buffers (BatchNorm statistics) is refused.
+    """
+
+    def __init__(self, optimizer, model, scheme=None, density=None):
+        ctx = _context
+        if ctx is None:
+            raise OrderError("DistributedOptimizer: call sketchps.torch.init() first")
+        sgd = _sgd_settings(optimizer)
+        named = _trainable(model, optimizer)
+        if ctx.describe:
+            _describe(ctx, named, sgd, scheme, density)
+        job = ctx.job
+        _check_equal("scheme.name", job.scheme, scheme if scheme is not None else job.scheme, "DistributedOptimizer")
+        _check_equal("scheme.density", job.density, float(density) if density is not None else job.density,
+                     "DistributedOptimizer")
+        for key in ("lr", "momentum", "weight_decay"):
+            _check_equal(f"optimizer.{key}", getattr(job, key), float(sgd[key]), "torch.optim.SGD")
+        _check_equal("optimizer.nesterov", job.nesterov, bool(sgd["nesterov"]), "torch.optim.SGD")
+        self.optimizer = optimizer
+        self.model = model
+        self.job = job
+        self._lr = [g["lr"] for g in optimizer.param_groups]
+        buffers = [n for n, _ in model.named_buffers()]
+        self._worker = _core.Worker(job, ctx.config, named, buffers)
+        self._compute_start = None
+        self.last_stats = None
+
+    # --- the round ---------------------------------------------------------------------------
+    def zero_grad(self, set_to_none=False):
+        """Zeroes every .grad in place (they stay views into the gradient buffer; set_to_none is
+        ignored: a None .grad would leave the buffer). Starts the round's compute clock."""
+        self._compute_start = time.monotonic()
+        self._worker.zero_grad()
+
+    def step(self, closure=None, loss=None):
+        """Runs one round with the gradients in the .grad tensors: compression, exchange, the
+        replicated SGD update written into the parameters. Returns the round's statistics (a dict:
+        round, epoch, loss, bytes_up, bytes_down, dense_bytes, selected, compute_s, exchange_s,
+        compress_s, communicate_s, checksum, ...). loss (a number or tensor) is recorded."""
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if [g["lr"] for g in self.optimizer.param_groups] != self._lr:
+            raise ConfigError("optimizer.lr: changed after DistributedOptimizer was made; the learning rate "
+                              "follows the job's optimizer.schedule (set it there)")
+        value = float(loss) if loss is not None else float("nan")
+        compute = time.monotonic() - self._compute_start if self._compute_start is not None else 0.0
+        self._compute_start = None
+        self.last_stats = json.loads(self._worker.step(value, compute))
+        return self.last_stats
+
+    def evaluate(self, correct, samples, loss_sum, final=False, seconds=0.0):
+        """Sums this rank's evaluation counts over every worker (each evaluates its share) and records
+        them with the last round (test_accuracy; final=True marks the job's final evaluation).
+        Returns {"accuracy", "loss", "samples"} of the whole evaluation."""
+        return json.loads(self._worker.evaluate(float(correct), float(samples), float(loss_sum), float(seconds),
+                                                bool(final)))
+
+    def finish(self):
+        """Writes the last record and leaves the job (the servers exit once every worker has)."""
+        self._worker.finish()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if not self._worker.finished:
+            self.finish()
+        return False
+
+    # --- where the job stands ----------------------------------------------------------------
+    @property
+    def round(self):
+        """The next round to run."""
+        return self._worker.next_round
+
+    @property
+    def rounds(self):
+        """One past the job's last round."""
+        return self._worker.last_round
+
+    @property
+    def done(self):
+        return self._worker.next_round >= self._worker.last_round
+
+    @property
+    def epoch(self):
+        return self._worker.epoch_of(min(self.round, self.rounds - 1))
+
+    @property
+    def learning_rate(self):
+        """The job's schedule at the next round."""
+        return self._worker.learning_rate(min(self.round, self.rounds - 1))
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def batch_indices(self, round=None):
+        """This rank's sample indices (int64 tensor) of a round (default: the next one) by the job's
+        data order: data.train_samples samples, data.batch_size per worker, reshuffled every epoch
+        with train.seed. The same indices the C++ worker would use."""
+        r = self.round if round is None else round
+        return torch.tensor(self._worker.batch_indices(r), dtype=torch.int64)
+
+    @property
+    def flat_parameters(self):
+        """The flat parameter buffer (a 1-D view: every trainable parameter is a slice of it)."""
+        return self._worker.params
+
+    @property
+    def flat_gradients(self):
+        return self._worker.grads

@@ -1,0 +1,99 @@
+#include "python/src/py_worker.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "common/cli.h"
+#include "common/status.h"
+#include "engine/optimizer.h"
+
+namespace sketchps::python {
+namespace {
+
+absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, const WorkerConfig& c) {
+  worker::SessionOptions o;
+  o.job = job;
+  o.rank = c.rank;
+  if (!job.decentralized()) {
+    SKETCHPS_ASSIGN_OR_RETURN(o.servers, ServerAddresses(c.servers, job.servers));
+  }
+  o.listen = c.listen;
+  o.peers = absl::StrSplit(c.peers, ',', absl::SkipEmpty());
+  o.peers_file = c.peers_file;
+  o.port_file = c.port_file;
+  o.patience = absl::Seconds(c.patience_seconds);
+  o.peer_timeout = absl::Seconds(c.peer_timeout_seconds > 0 ? c.peer_timeout_seconds : job.peer.timeout_seconds);
+  SKETCHPS_ASSIGN_OR_RETURN(o.tls, ResolveTls(TlsFlags{c.tls_dir, c.insecure}, Identity{Identity::Role::kWorker, c.rank}));
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, const WorkerConfig& config,
+                                                           std::vector<std::pair<std::string, at::Tensor>> params,
+                                                           const std::vector<std::string>& buffers) {
+  SKETCHPS_ASSIGN_OR_RETURN(auto options, SessionOptionsOf(job, config));
+  SKETCHPS_ASSIGN_OR_RETURN(worker::FlatModel flat, worker::FlatModel::FromParameters(std::move(params), buffers));
+  std::unique_ptr<PyWorker> w(new PyWorker(std::move(flat), job.train.seed));
+  SKETCHPS_RETURN_IF_ERROR(w->log_.Open(config.metrics_out));
+  SKETCHPS_ASSIGN_OR_RETURN(w->session_, worker::Session::Create(options, w->flat_.layers(), w->flat_.params()));
+  SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->flat_.params()));
+  w->next_round_ = w->first_round_;
+  return w;
+}
+
+absl::Status PyWorker::Usable(const char* call) const {
+  if (finished_) return absl::FailedPreconditionError(absl::StrCat(call, ": called after finish()"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> PyWorker::Step(float loss, double compute_seconds) {
+  SKETCHPS_RETURN_IF_ERROR(Usable("step"));
+  if (next_round_ >= last_round()) {
+    return absl::FailedPreconditionError(absl::StrCat("step: the job's ", last_round(), " rounds are done (check ",
+                                                      "DistributedOptimizer.done before stepping)"));
+  }
+  SKETCHPS_RETURN_IF_ERROR(flat_.VerifyViews());
+  SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json record, session_->Step(next_round_, loss, flat_.grads(), flat_.params(),
+                                                                            absl::Seconds(compute_seconds)));
+  if (std::isnan(loss)) record.erase("loss");  // step() without a loss
+  if (pending_) log_.Write(*pending_);
+  pending_ = record;
+  ++next_round_;
+  return record.dump();
+}
+
+absl::StatusOr<std::string> PyWorker::Evaluate(double correct, double samples, double loss_sum, double seconds,
+                                               bool final) {
+  SKETCHPS_RETURN_IF_ERROR(Usable("evaluate"));
+  if (!pending_) return absl::FailedPreconditionError("evaluate: no round has run yet (evaluate after step())");
+  const std::uint64_t round = next_round_ - 1;
+  SKETCHPS_ASSIGN_OR_RETURN(auto sums, session_->SumOverWorkers(round, {static_cast<float>(correct),
+                                                                        static_cast<float>(samples),
+                                                                        static_cast<float>(loss_sum)}));
+  SKETCHPS_RETURN_IF_ERROR(worker::AddEvaluation(*pending_, round, sums[0], sums[1], sums[2], seconds, final));
+  return nlohmann::json{{"accuracy", sums[0] / sums[1]}, {"loss", sums[2] / sums[1]}, {"samples", sums[1]}}.dump();
+}
+
+absl::Status PyWorker::Finish() {
+  if (finished_) return absl::OkStatus();
+  finished_ = true;
+  if (pending_) log_.Write(*std::exchange(pending_, std::nullopt));
+  return session_->Finish(next_round_);
+}
+
+absl::StatusOr<std::vector<std::uint64_t>> PyWorker::BatchIndices(std::uint64_t round) {
+  if (round >= last_round()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_indices: round ", round, " is not in [0, ", last_round(), ")"));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(auto span, order_.Of(session_->plan(), round));
+  return std::vector<std::uint64_t>(span.begin(), span.end());
+}
+
+double PyWorker::learning_rate(std::uint64_t round) const {
+  return LearningRate(session_->job().optimizer.lr, epoch_of(round));
+}
+
+}  // namespace sketchps::python

@@ -1,0 +1,86 @@
+// PyWorker: what one Python training process holds (python/sketchps/torch.py drives it): the user's
+// trainable parameters flattened into one parameter and one gradient buffer (worker/flat_model.h:
+// the tensors the user holds become views, nothing is copied per round) and a Session
+// (worker/session.h) over them, the same round engine as the C++ worker's.
+//
+// Order of use: Create (joins: the parameters then hold the servers' weights, or in decentralized
+// mode this worker's own), then per round Step; Evaluate after a Step; Finish once. Calls out of this
+// order are FailedPrecondition naming the call. Every blocking call runs without the GIL (the
+// binding releases it). Not thread-safe.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "worker/fashion_mnist.h"
+#include "worker/flat_model.h"
+#include "worker/session.h"
+
+namespace sketchps::python {
+
+struct WorkerConfig {
+  std::uint32_t rank = 0;
+  std::string servers;       // ps: comma-separated by shard, or one address with {shard} (common/cli.h)
+  std::string listen;        // decentralized: this worker's Peer service
+  std::string peers;         // decentralized: every rank's address, comma-separated ("" : peers_file)
+  std::string peers_file;
+  std::string port_file;
+  std::string tls_dir;       // `sketchps certs` folder ...
+  bool insecure = false;     // ... or plaintext: exactly one of the two (common/cli.h ResolveTls)
+  std::string metrics_out;   // JSON lines, one per round ("" : none)
+  double patience_seconds = 120;
+  double peer_timeout_seconds = 0;  // 0: the job's peer.timeout_seconds
+};
+
+class PyWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<PyWorker>> Create(const JobSpec& job, const WorkerConfig& config,
+                                                          std::vector<std::pair<std::string, at::Tensor>> params,
+                                                          const std::vector<std::string>& buffers);
+
+  // One round with the gradients now in the buffer; returns the round's record (JSON, trainer.h;
+  // without "loss" when `loss` is NaN: the caller gave none).
+  absl::StatusOr<std::string> Step(float loss, double compute_seconds);
+  // Sums this worker's evaluation counts with the others' and adds them to the last round's record.
+  // Returns {"accuracy", "loss", "samples"} of the whole evaluation (JSON).
+  absl::StatusOr<std::string> Evaluate(double correct, double samples, double loss_sum, double seconds, bool final);
+  // Writes the last record and tells the servers this worker is done. Later calls do nothing.
+  absl::Status Finish();
+  void ZeroGrad() { flat_.ZeroGrad(); }
+
+  // This worker's sample indices of round `round` (the data order rule, worker/fashion_mnist.h).
+  absl::StatusOr<std::vector<std::uint64_t>> BatchIndices(std::uint64_t round);
+
+  std::uint64_t first_round() const { return first_round_; }
+  std::uint64_t next_round() const { return next_round_; }
+  std::uint64_t last_round() const { return session_->plan().last_round; }
+  double epoch_of(std::uint64_t round) const { return session_->plan().EpochOf(round); }
+  double learning_rate(std::uint64_t round) const;
+  bool finished() const { return finished_; }
+  at::Tensor params() const { return flat_.params_tensor(); }
+  at::Tensor grads() const { return flat_.grads_tensor(); }
+
+ private:
+  PyWorker(worker::FlatModel flat, std::uint64_t seed) : flat_(std::move(flat)), order_(seed) {}
+  absl::Status Usable(const char* call) const;
+
+  worker::FlatModel flat_;
+  std::unique_ptr<worker::Session> session_;
+  worker::JsonLinesLog log_;
+  worker::BatchOrder order_;
+  std::optional<nlohmann::json> pending_;  // the last round's record, written at the next Step or Finish
+  std::uint64_t first_round_ = 0;
+  std::uint64_t next_round_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace sketchps::python

@@ -1,0 +1,36 @@
+"""Models of the Python tests' scripts (imported by the scripts and by the tests that check them)."""
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Mlp(nn.Module):
+    """sketchps-worker's built-in `mlp` (worker/models.cc), defined in Python."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 256)
+        self.fc2 = nn.Linear(256, 128)
+        self.fc3 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        h = F.relu(self.fc1(x.flatten(1)))
+        h = F.relu(self.fc2(h))
+        return self.fc3(h)
+
+
+class FrozenStem(nn.Module):
+    """A model of its own: a frozen random projection (left out of the job) and two trained layers
+    with LayerNorm in between."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(784, 64)
+        self.stem.requires_grad_(False)
+        self.hidden = nn.Linear(64, 48)
+        self.norm = nn.LayerNorm(48)
+        self.head = nn.Linear(48, 10)
+
+    def forward(self, x):
+        h = torch.tanh(self.stem(x.flatten(1)))
+        return self.head(F.relu(self.norm(self.hidden(h))))

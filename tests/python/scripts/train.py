@@ -1,0 +1,51 @@
+"""The Python tests' training script: Fashion-MNIST with a model from tiny_models.py.
+
+    train.py --model mlp|frozen_stem [--cpp-init] [--perturb-rank R] [--save PATH]
+
+--cpp-init starts from sketchps-worker's initial weights of its built-in mlp (to compare both paths
+bit for bit); --perturb-rank makes rank R's model differ (a bad-use test)."""
+import argparse
+import sys
+import os
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+import tiny_models  # noqa: E402
+import sketchps.torch as sps  # noqa: E402
+from sketchps import _core, data  # noqa: E402
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--model", default="mlp")
+parser.add_argument("--cpp-init", action="store_true")
+parser.add_argument("--perturb-rank", type=int, default=-1)
+parser.add_argument("--save", default="")
+args = parser.parse_args()
+
+ctx = sps.init()
+job = ctx.job
+model = tiny_models.Mlp() if args.model == "mlp" else tiny_models.FrozenStem()
+if args.cpp_init:
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(_core.builtin_initial_weights("mlp", job.seed), model.parameters())
+if ctx.rank == args.perturb_rank:
+    with torch.no_grad():
+        next(model.parameters()).add_(1e-3)
+
+opt = sps.DistributedOptimizer(torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=job.lr,
+                                               momentum=job.momentum), model)
+train_x, train_y = data.fashion_mnist("train", job.data_path)
+test_x, test_y = data.fashion_mnist("test", job.data_path)
+with opt:
+    while not opt.done:
+        idx = opt.batch_indices()
+        opt.zero_grad()
+        loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
+        loss.backward()
+        opt.step(loss=loss)
+    mine = torch.tensor(data.share(len(test_y), ctx.rank, ctx.world_size), dtype=torch.int64)
+    result = opt.evaluate(*data.count_correct(model, test_x[mine], test_y[mine], batch_size=200), final=True)
+    print(f"rank {ctx.rank}: final test accuracy {result['accuracy']:.4f}", flush=True)
+if args.save and ctx.rank == 0:
+    torch.save(model.state_dict(), args.save)

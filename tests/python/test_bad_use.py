@@ -1,0 +1,175 @@
+"""Bad use of sketchps.torch gets a precise exception: a wrong environment, a model or optimizer the
+job cannot train, calls out of order. In-process; the calls that need a live job use one worker in
+decentralized mode (its own Peer service on loopback, plaintext)."""
+import socket
+
+import pytest
+import torch
+from torch import nn
+
+import sketchps.torch as sps
+import tiny_models
+from sketchps.errors import ConfigError, ModelMismatchError, OrderError
+
+ENV = ("RANK", "WORLD_SIZE", "JOB_COMPLETION_INDEX", "SKETCHPS_JOB", "SKETCHPS_SERVERS", "SKETCHPS_PEERS",
+       "SKETCHPS_PEERS_FILE", "SKETCHPS_LISTEN", "SKETCHPS_TLS_DIR", "SKETCHPS_INSECURE", "SKETCHPS_DESCRIBE",
+       "SKETCHPS_METRICS_OUT")
+
+PS_JOB = """job_id: bad-use
+workers: 2
+servers: 1
+model: mlp
+data: {batch_size: 8, train_samples: 64}
+train: {rounds: 2, eval_every_rounds: 0, seed: 5}
+optimizer: {lr: 0.05, momentum: 0.9}
+scheme: {name: topk, density: 0.05}
+"""
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path):
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sps, "_context", None)
+    job = tmp_path / "job.yaml"
+    job.write_text(PS_JOB)
+    monkeypatch.setenv("SKETCHPS_JOB", str(job))
+    monkeypatch.setenv("SKETCHPS_INSECURE", "1")
+    return monkeypatch
+
+
+def ps_worker(env, rank="0"):
+    env.setenv("RANK", rank)
+    env.setenv("WORLD_SIZE", "2")
+    env.setenv("SKETCHPS_SERVERS", "127.0.0.1:1")  # never reached: every check below comes first
+    return sps.init()
+
+
+def single_peer(env, tmp_path, rounds=2):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    job = tmp_path / "one.yaml"
+    job.write_text(PS_JOB.replace("workers: 2", "workers: 1\nmode: decentralized").replace("rounds: 2", f"rounds: {rounds}"))
+    env.setenv("SKETCHPS_JOB", str(job))
+    env.setenv("RANK", "0")
+    env.setenv("SKETCHPS_LISTEN", f"127.0.0.1:{port}")
+    env.setenv("SKETCHPS_PEERS", f"127.0.0.1:{port}")
+    sps.init()
+    model = tiny_models.Mlp()
+    return model, sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), model)
+
+
+def sgd(model, **kw):
+    return torch.optim.SGD(model.parameters(), **{"lr": 0.05, "momentum": 0.9, **kw})
+
+
+def test_init_without_rank_names_the_variable(env):
+    with pytest.raises(ConfigError, match="RANK: not set"):
+        sps.init()
+
+
+def test_init_with_a_rank_that_is_not_a_number(env):
+    env.setenv("RANK", "one")
+    with pytest.raises(ConfigError, match="RANK: 'one' is not a non-negative integer"):
+        sps.init()
+
+
+def test_world_size_must_equal_the_jobs_workers(env):
+    env.setenv("RANK", "0")
+    env.setenv("WORLD_SIZE", "3")
+    with pytest.raises(ConfigError, match="WORLD_SIZE: 3 disagrees with the job's workers: 2"):
+        sps.init()
+
+
+def test_ps_mode_needs_the_servers(env):
+    env.setenv("RANK", "1")
+    with pytest.raises(ConfigError, match="SKETCHPS_SERVERS: not set"):
+        sps.init()
+
+
+def test_a_bad_job_key_is_named(env, tmp_path):
+    env.setenv("RANK", "0")
+    with pytest.raises(ConfigError, match="scheme.density"):
+        sps.init(overrides=["scheme.density=2"])
+
+
+def test_optimizer_before_init(env):
+    model = tiny_models.Mlp()
+    with pytest.raises(OrderError, match="init"):
+        sps.DistributedOptimizer(sgd(model), model)
+
+
+def test_only_sgd(env):
+    ps_worker(env)
+    model = tiny_models.Mlp()
+    with pytest.raises(ConfigError, match="Adam is not supported"):
+        sps.DistributedOptimizer(torch.optim.Adam(model.parameters()), model)
+
+
+def test_hyperparameters_must_equal_the_jobs(env):
+    ps_worker(env)
+    model = tiny_models.Mlp()
+    with pytest.raises(ConfigError, match="optimizer.lr: the job has 0.05, torch.optim.SGD 0.1"):
+        sps.DistributedOptimizer(sgd(model, lr=0.1), model)
+    with pytest.raises(ConfigError, match="scheme.name: the job has topk"):
+        sps.DistributedOptimizer(sgd(model), model, scheme="gs_sgd")
+
+
+def test_the_optimizer_must_hold_every_trainable_parameter(env):
+    ps_worker(env)
+    model = tiny_models.Mlp()
+    with pytest.raises(ConfigError, match="fc3.weight"):
+        sps.DistributedOptimizer(torch.optim.SGD(list(model.parameters())[:4], lr=0.05, momentum=0.9), model)
+
+
+def test_a_model_with_buffers_is_refused(env):
+    ps_worker(env)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 10), nn.BatchNorm1d(10))
+    with pytest.raises(ConfigError, match="buffer '2.running_mean'"):
+        sps.DistributedOptimizer(sgd(model), model)
+
+
+def test_a_model_other_than_the_jobs(env):
+    ps_worker(env)
+    model = tiny_models.FrozenStem()
+    with pytest.raises(ModelMismatchError, match="parameter 0: the model has 'hidden.weight' \\[48, 64\\], "
+                                                 "the job 'fc1.weight' \\[256, 784\\]"):
+        sps.DistributedOptimizer(sgd(model), model)
+
+
+def test_calls_out_of_order(env, tmp_path):
+    model, opt = single_peer(env, tmp_path, rounds=2)
+    with pytest.raises(OrderError, match="evaluate: no round has run yet"):
+        opt.evaluate(1, 2, 0.5)
+    for _ in range(2):
+        opt.zero_grad()
+        model(torch.zeros(4, 1, 28, 28)).sum().backward()
+        stats = opt.step()
+        assert stats["workers"] == 1 and stats["dense_bytes"] == 4 * 235146
+        assert "loss" not in stats  # none given
+    assert opt.done
+    with pytest.raises(OrderError, match="the job's 2 rounds are done"):
+        opt.step()
+    opt.finish()
+    with pytest.raises(OrderError, match="after finish"):
+        opt.evaluate(1, 2, 0.5)
+
+
+def test_a_gradient_set_to_none_and_a_changed_learning_rate(env, tmp_path):
+    model, opt = single_peer(env, tmp_path)
+    model.fc2.bias.grad = None
+    with pytest.raises(OrderError, match="'fc2.bias' .grad is undefined"):
+        opt.step()
+    opt.zero_grad()
+    opt.param_groups[0]["lr"] = 0.01
+    with pytest.raises(ConfigError, match="optimizer.lr: changed"):
+        opt.step()
+
+
+def test_parameters_become_views_of_the_flat_buffers(env, tmp_path):
+    model, opt = single_peer(env, tmp_path)
+    flat = opt.flat_parameters
+    assert flat.numel() == 235146
+    assert model.fc1.weight.data_ptr() == flat.data_ptr()
+    assert model.fc3.bias.grad.data_ptr() == opt.flat_gradients.data_ptr() + 4 * (235146 - 10)

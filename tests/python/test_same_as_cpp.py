@@ -1,0 +1,28 @@
+"""The Python path computes what sketchps-worker computes: the same job and seeds, once with the C++
+workers and once with tests/python/scripts/train.py (the built-in mlp defined in Python, started from
+the C++ worker's initial weights), give bitwise equal weights after every round."""
+import torch
+
+from conftest import SCRIPT, records, run, summary
+from sketchps.export import state_dict_from_checkpoints
+
+
+def test_python_workers_equal_cpp_workers_bit_for_bit(tmp_path):
+    cpp, _ = run(tmp_path, "cpp")
+    py, _ = run(tmp_path, "python", "--script", SCRIPT, "--", "--model", "mlp", "--cpp-init")
+    for rank in (0, 1):
+        a, b = records(cpp, rank), records(py, rank)
+        assert len(a) == len(b) == 24
+        assert [r["checksum"] for r in a] == [r["checksum"] for r in b]
+        assert len({r["checksum"] for r in a}) == 24  # the weights move every round
+        assert [r["bytes_up"] for r in a] == [r["bytes_up"] for r in b]
+        assert [r["loss"] for r in a] == [r["loss"] for r in b]
+    assert summary(py)["final_test_accuracy"] == summary(cpp)["final_test_accuracy"]
+    rounds_cpp, weights_cpp = state_dict_from_checkpoints(str(cpp / "job.yaml"), str(cpp / "checkpoints"))
+    rounds_py, weights_py = state_dict_from_checkpoints(str(py / "job.yaml"), str(py / "checkpoints"))
+    assert rounds_cpp == rounds_py == 24
+    assert list(weights_cpp) == list(weights_py) == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight",
+                                                     "fc3.bias"]
+    for name in weights_cpp:
+        assert torch.equal(weights_cpp[name], weights_py[name]), name
+

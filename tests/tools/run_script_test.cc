@@ -1,0 +1,91 @@
+// The --script launcher's helpers (tools/run_script.h). DescribeScript runs /bin/sh as the
+// "interpreter", so these tests need no Python.
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tools/run_script.h"
+
+using namespace sketchps::tools;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool Has(const std::vector<std::string>& env, const std::string& entry) {
+  return std::find(env.begin(), env.end(), entry) != env.end();
+}
+
+ScriptOptions ShellScript(const std::string& body) {
+  const fs::path path = fs::temp_directory_path() / ("sketchps-describe-" + std::to_string(::getpid()) + ".sh");
+  std::ofstream(path) << body;
+  ScriptOptions script;
+  script.path = path.string();
+  script.python = "/bin/sh";
+  script.python_path = "/pkg";
+  return script;
+}
+
+}  // namespace
+
+TEST_CASE("ScriptEnv gives a ps worker its rank, job, servers and identity", "[run_script]") {
+  ScriptOptions script;
+  script.python_path = "/pkg";
+  ScriptWorker w{1, 4, "/run/job.yaml", "/run/worker-1.jsonl"};
+  w.servers = "127.0.0.1:5,127.0.0.1:6";
+  w.tls_dir = "/run/tls";
+  const auto env = ScriptEnv(script, w);
+  for (const char* e : {"RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=4", "SKETCHPS_JOB=/run/job.yaml",
+                        "SKETCHPS_METRICS_OUT=/run/worker-1.jsonl", "SKETCHPS_SERVERS=127.0.0.1:5,127.0.0.1:6",
+                        "SKETCHPS_TLS_DIR=/run/tls"}) {
+    CHECK(Has(env, e));
+  }
+  CHECK_FALSE(Has(env, "SKETCHPS_INSECURE=1"));
+  CHECK(std::any_of(env.begin(), env.end(), [](const std::string& e) { return e.rfind("PYTHONPATH=/pkg", 0) == 0; }));
+}
+
+TEST_CASE("ScriptEnv gives a decentralized worker its Peer service and the peers file", "[run_script]") {
+  ScriptWorker w{0, 2, "/j", "/m"};
+  w.listen = "127.0.0.1:0";
+  w.port_file = "/run/worker-0.port";
+  w.peers_file = "/run/peers.txt";
+  w.peer_timeout_seconds = 7;
+  const auto env = ScriptEnv(ScriptOptions{}, w);
+  for (const char* e : {"SKETCHPS_LISTEN=127.0.0.1:0", "SKETCHPS_PORT_FILE=/run/worker-0.port",
+                        "SKETCHPS_PEERS_FILE=/run/peers.txt", "SKETCHPS_INSECURE=1", "SKETCHPS_PEER_TIMEOUT_SECONDS=7"}) {
+    CHECK(Has(env, e));
+  }
+  CHECK(std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.rfind("SKETCHPS_SERVERS=", 0) == 0; }));
+}
+
+TEST_CASE("ScriptArgv runs the script with its arguments", "[run_script]") {
+  ScriptOptions script{"train.py", {"--epochs", "2"}, "/usr/bin/python3", ""};
+  CHECK(ScriptArgv(script) == std::vector<std::string>{"/usr/bin/python3", "train.py", "--epochs", "2"});
+}
+
+TEST_CASE("DescribeScript returns the keys the script writes", "[run_script]") {
+  auto script = ShellScript("test \"$RANK\" = 0 && test \"$WORLD_SIZE\" = 3 && grep -q '^workers: 3' \"$SKETCHPS_JOB\" &&\n"
+                            "printf 'model=custom\\nlayers=[[\"w\", [2]]]\\n\\n' > \"$SKETCHPS_DESCRIBE\"\n");
+  auto keys = DescribeScript(script, "workers: 3\n", 3);
+  fs::remove(script.path);
+  REQUIRE(keys.ok());
+  CHECK(*keys == std::vector<std::string>{"model=custom", "layers=[[\"w\", [2]]]"});
+}
+
+TEST_CASE("DescribeScript names a script that fails or writes nothing", "[run_script]") {
+  auto failing = DescribeScript(ShellScript("echo no model here; exit 3\n"), "", 1);
+  REQUIRE_FALSE(failing.ok());
+  const std::string message(failing.status().message());
+  CHECK(message.find("failed with exit code 3") != std::string::npos);
+  CHECK(message.find("no model here") != std::string::npos);
+  auto silent = DescribeScript(ShellScript("exit 0\n"), "", 1);
+  fs::remove(ShellScript("").path);
+  REQUIRE_FALSE(silent.ok());
+  CHECK(std::string(silent.status().message()).find("wrote nothing") != std::string::npos);
+  ScriptOptions missing;
+  missing.path = "/nonexistent/train.py";
+  CHECK(std::string(DescribeScript(missing, "", 1).status().message()) == "--script /nonexistent/train.py: cannot read the file");
+}

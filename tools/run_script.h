@@ -1,0 +1,54 @@
+// `sketchps run --script train.py -- ARGS`: the job's workers are the user's Python training script
+// (python/sketchps, docs/pytorch.md) instead of sketchps-worker; servers, run directory, progress,
+// summary.json and --kill stay as tools/run.h describes.
+//
+// Before anything starts, the script runs once with SKETCHPS_DESCRIBE set: sketchps.torch then writes
+// the job keys the script defines (its model's layout as model: custom and layers unless the job's
+// model already has that layout, its SGD settings, the scheme and density it asks for) and exits 0.
+// Those keys become --set overrides, so job.yaml in the run directory is the job the script trains.
+// Each worker then runs `python SCRIPT ARGS...` with the environment of ScriptEnv.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace sketchps::tools {
+
+struct ScriptOptions {
+  std::string path;                       // "" : the workers are sketchps-worker
+  std::vector<std::string> args;          // after `--`
+  std::string python = "/usr/bin/python3";
+  std::string python_path;                // folder holding the sketchps package ("" : <build>/python)
+};
+
+// Where worker `rank` is and how it reaches the others.
+struct ScriptWorker {
+  std::uint32_t rank = 0;
+  std::uint32_t workers = 1;
+  std::string job_path;        // the run's job.yaml
+  std::string metrics_out;
+  std::string servers;         // ps: comma-separated, shard order
+  std::string listen;          // decentralized: this worker's Peer service, its port file, the peers
+  std::string port_file;
+  std::string peers_file;
+  std::string tls_dir;         // "" : --insecure
+  double peer_timeout_seconds = 0;  // > 0: overrides the job's
+};
+
+// The overrides the script defines (above). `job_yaml`: the effective job spec so far. Errors name
+// the script and show the end of its output when it fails or writes nothing.
+absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& script, const std::string& job_yaml,
+                                                        std::uint32_t workers);
+
+std::vector<std::string> ScriptArgv(const ScriptOptions& script);
+// PYTHONPATH with the package's folder first (script.python_path, else <build>/python).
+std::string PackagePythonPath(const ScriptOptions& script);
+// RANK, LOCAL_RANK, WORLD_SIZE, SKETCHPS_JOB, SKETCHPS_METRICS_OUT, SKETCHPS_SERVERS or
+// SKETCHPS_LISTEN + SKETCHPS_PORT_FILE + SKETCHPS_PEERS_FILE, SKETCHPS_TLS_DIR or SKETCHPS_INSECURE=1,
+// SKETCHPS_PEER_TIMEOUT_SECONDS, PYTHONPATH (the package first).
+std::vector<std::string> ScriptEnv(const ScriptOptions& script, const ScriptWorker& worker);
+
+}  // namespace sketchps::tools

@@ -1,0 +1,211 @@
+#include "worker/session.h"
+
+#include <algorithm>
+#include <fstream>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/checksum.h"
+#include "common/status.h"
+#include "worker/peer_transport.h"
+#include "worker/ps_transport.h"
+
+namespace sketchps::worker {
+namespace {
+
+double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+
+std::string Describe(const Layer& l) { return absl::StrCat("'", l.name, "' [", absl::StrJoin(l.shape, ", "), "]"); }
+
+}  // namespace
+
+absl::Status JsonLinesLog::Open(const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  auto out = std::make_unique<std::ofstream>(path, std::ios::app);
+  if (!*out) return absl::InvalidArgumentError(absl::StrCat("--metrics-out ", path, ": cannot open for writing"));
+  out_ = std::move(out);
+  return absl::OkStatus();
+}
+
+void JsonLinesLog::Write(const nlohmann::json& record) {
+  if (out_) *out_ << record.dump() << "\n" << std::flush;
+}
+
+absl::Status CheckLayout(const LayerTable& model, const LayerTable& job) {
+  const auto& a = model.layers;
+  const auto& b = job.layers;
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i < a.size() && i < b.size() && a[i].name == b[i].name && a[i].shape == b[i].shape) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model's parameters differ from the job's layout at parameter ", i, ": the model has ",
+        i < a.size() ? Describe(a[i]) : "no more parameters", ", the job ", i < b.size() ? Describe(b[i]) : "no more"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double correct, double samples,
+                           double loss_sum, double seconds, bool final) {
+  if (samples <= 0) return absl::InternalError(absl::StrCat("round ", round, ": the evaluation covered no sample"));
+  record["test_accuracy"] = correct / samples;
+  record["test_loss"] = loss_sum / samples;
+  record["test_round"] = round;
+  record["test_samples"] = static_cast<std::uint64_t>(samples);
+  record["eval_s"] = seconds;
+  if (final) record["final"] = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, const LayerTable& layers,
+                                                         const float* params) {
+  std::unique_ptr<Session> s(new Session(options));
+  SKETCHPS_RETURN_IF_ERROR(s->CheckOptions());
+  if (options.job.layout.layers.empty()) {
+    return absl::InvalidArgumentError("layers: the job (model: custom) does not give the model's layout "
+                                      "(`sketchps run --script` adds it; docs/pytorch.md)");
+  }
+  SKETCHPS_RETURN_IF_ERROR(CheckLayout(layers, options.job.layout));
+  s->layers_ = layers;
+  if (options.job.decentralized()) {
+    s->o_.job.fingerprint["initial_weights"] = WeightsChecksum({params, layers.dim()});
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(s->shards_, MakeShardMap(layers, options.job.servers));
+  SKETCHPS_ASSIGN_OR_RETURN(s->plan_, RoundPlan::Initial(options.job, options.rank));
+  s->optimizer_ = options.job.optimizer;
+  SKETCHPS_RETURN_IF_ERROR(s->StartTransport());
+  SKETCHPS_ASSIGN_OR_RETURN(s->replica_, s->MakeReplica());
+  return s;
+}
+
+bool Session::can_regroup() const {
+  return o_.job.decentralized() && o_.job.peer.on_failure == OnPeerFailure::kRegroup;
+}
+
+absl::Status Session::CheckOptions() const {
+  if (!o_.job.decentralized() && o_.servers.size() != o_.job.servers) {
+    return absl::InvalidArgumentError(absl::StrCat("--servers: ", o_.servers.size(), " addresses for a job with servers: ",
+                                                   o_.job.servers));
+  }
+  if (o_.rank >= o_.job.workers) {
+    return absl::InvalidArgumentError(absl::StrCat("--rank: ", o_.rank, " is not in [0, workers = ", o_.job.workers, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Replica>> Session::MakeReplica() const {
+  return Replica::Create(ReplicaOptions{plan_.rank, plan_.workers, shards_, layers_, o_.job.scheme.make,
+                                        o_.job.scheme.density, o_.job.scheme.global_momentum, optimizer_, o_.job.train.seed});
+}
+
+absl::Status Session::StartTransport() {
+  if (o_.job.decentralized()) {
+    PeerOptions peers;
+    peers.job_id = o_.job.job_id;
+    peers.rank = o_.rank;
+    peers.num_workers = o_.job.workers;
+    peers.listen = o_.listen;
+    peers.peers = o_.peers;
+    peers.port_file = o_.port_file;
+    peers.peers_file = o_.peers_file;
+    peers.patience = o_.patience;
+    peers.peer_timeout = o_.peer_timeout;
+    peers.regroup = can_regroup();
+    peers.tls = o_.tls;
+    peers.fingerprint = o_.job.fingerprint;
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(peers, shards_));
+  } else {
+    ClientOptions client;
+    client.job_id = o_.job.job_id;
+    client.worker_id = o_.rank;
+    client.num_workers = o_.job.workers;
+    client.servers = o_.servers;
+    client.rpc_timeout = o_.rpc_timeout;
+    client.patience = o_.patience;
+    client.tls = o_.tls;
+    client.fingerprint = o_.job.fingerprint;
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(std::move(client)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::uint64_t> Session::Join(float* params) {
+  return transport_->Start(layers_, shards_, params, *replica_);
+}
+
+ShardRun Session::RunShard(std::uint32_t shard, std::uint64_t round, const float* grads, float* params) {
+  ShardRun run;
+  const absl::Time start = absl::Now();
+  run.outcome = replica_->RunShard(shard, transport_->aggregator(), RoundInfo{round, plan_.EpochOf(round)}, grads, params);
+  run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return run;
+}
+
+absl::StatusOr<nlohmann::json> Session::Step(std::uint64_t round, float loss, const float* grads, float* params,
+                                             absl::Duration compute) {
+  if (round >= plan_.last_round) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round, ": the job has ", plan_.last_round, " rounds"));
+  }
+  const absl::Time now = absl::Now();
+  RoundRuns runs{now - compute, now, transport_->counters(), {}};
+  std::vector<std::future<ShardRun>> threads;
+  for (std::uint32_t s = 0; s < num_shards(); ++s) {
+    threads.push_back(std::async(std::launch::async, [=, this] { return RunShard(s, round, grads, params); }));
+  }
+  for (auto& t : threads) runs.shards.push_back(t.get());
+  return Complete(round, loss, std::move(runs), params);
+}
+
+absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss, RoundRuns runs, const float* params) {
+  const absl::Time end = absl::Now();
+  const absl::Time start = runs.start, computed = runs.computed;
+  const TransportCounters& before = runs.before;
+  std::vector<absl::StatusOr<RoundOutcome>> outcomes;
+  for (auto& r : runs.shards) outcomes.push_back(std::move(r.outcome));
+  SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, replica_->Combine(std::move(outcomes)));
+  SKETCHPS_RETURN_IF_ERROR(transport_->CheckReplica(round, shards_, params));
+  const TransportCounters after = transport_->counters();
+  double communicate = 0, local = 0;
+  for (std::size_t i = 0; i < after.seconds.size() && i < runs.shards.size(); ++i) {
+    const double rpc = after.seconds[i] - before.seconds[i];
+    communicate = std::max(communicate, rpc);
+    local = std::max(local, std::max(0.0, runs.shards[i].seconds - rpc));
+  }
+  const bool raw = after.counts_raw;
+  return nlohmann::json{{"round", round},
+                        {"round_start", UnixSeconds(start)},
+                        {"time", UnixSeconds(end)},
+                        {"epoch", plan_.EpochOf(round)},
+                        {"loss", loss},
+                        {"bytes_up", raw ? after.raw_up - before.raw_up : out.traffic.bytes_up},
+                        {"bytes_down", raw ? after.raw_down - before.raw_down : out.traffic.bytes_down},
+                        {"wire_up", after.wire_up - before.wire_up},
+                        {"wire_down", after.wire_down - before.wire_down},
+                        {"dense_bytes", 4 * dim()},
+                        {"selected", out.selected},
+                        {"skipped", out.skipped},
+                        {"compute_s", absl::ToDoubleSeconds(computed - start)},
+                        {"exchange_s", absl::ToDoubleSeconds(end - computed)},
+                        {"compress_s", local},
+                        {"communicate_s", communicate},
+                        {"workers", plan_.workers},
+                        {"checksum", absl::StrFormat("%016x", WeightsChecksum({params, dim()}))}};
+}
+
+absl::StatusOr<std::vector<float>> Session::SumOverWorkers(std::uint64_t round, std::vector<float> values) {
+  return sketchps::SumOverWorkers(transport_->aggregator(), round, std::move(values));
+}
+
+absl::StatusOr<Regrouped> Session::Regroup(const absl::Status& failure, std::uint64_t round) {
+  SKETCHPS_ASSIGN_OR_RETURN(Regrouped g, transport_->Regroup(failure, round));
+  SKETCHPS_ASSIGN_OR_RETURN(plan_, plan_.Continue(o_.job, g.round, g.workers, g.rank));
+  const double scale = static_cast<double>(g.workers) / o_.job.workers;
+  optimizer_.lr.base_lr = o_.job.optimizer.lr.base_lr * scale;
+  optimizer_.lr.min_lr = o_.job.optimizer.lr.min_lr * scale;
+  SKETCHPS_ASSIGN_OR_RETURN(replica_, MakeReplica());
+  return g;
+}
+
+absl::Status Session::Finish(std::uint64_t rounds_applied) { return transport_->Finish(rounds_applied); }
+
+}  // namespace sketchps::worker

@@ -1,0 +1,141 @@
+// Session: one worker's part in a job, without the model: the transport of the job's mode, the
+// Replica (a scheme and a replicated optimizer per shard), the data plan and the per-round record.
+// The C++ training loop (trainer.h) and the Python package (python/, docs/pytorch.md) both run their
+// rounds through it, so both compute the same bits for the same gradients.
+//
+//   auto session = Session::Create(options, layers, params);   // layers must equal job.layout
+//   round = session->Join(params);                       // may overwrite params (the servers' copy)
+//   loop: record = session->Step(round, loss, grads, params);   // every shard, then the checks
+//
+// Contract:
+// - params and grads are the whole flat vector (layers.dim() floats), owned by the caller, and must
+//   stay valid while a call runs. Step writes G_t into params (every shard's range).
+// - The record is the JSON line of trainer.h (round, epoch, loss, bytes, phase times, checksum, ...).
+// - Rounds run in order from Join's answer to plan().last_round; the caller keeps count.
+// - Errors: InvalidArgument for configuration problems (naming the option or key),
+//   FailedPrecondition "replica diverged" when the replica differs from the servers' master copy,
+//   the transport's errors otherwise.
+// - Not thread-safe, except RunShard for different shards at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/tls.h"
+#include "engine/replica.h"
+#include "job/job_spec.h"
+#include "worker/round_plan.h"
+#include "worker/transport.h"
+
+namespace sketchps::worker {
+
+struct SessionOptions {
+  JobSpec job;
+  std::uint32_t rank = 0;
+  std::vector<std::string> servers;               // ps: by shard id; size must equal job.servers
+  std::string listen;                             // decentralized: this worker's Peer service
+  std::vector<std::string> peers;                 // decentralized: every rank's address, by rank
+  std::string port_file;                          // decentralized: write the Peer service's port here
+  std::string peers_file;                         // decentralized, no `peers`: wait for this list
+  absl::Duration patience = absl::Seconds(120);   // how long a shard may stay unreachable
+  absl::Duration rpc_timeout = absl::Seconds(20);
+  absl::Duration peer_timeout = absl::Seconds(60);  // decentralized: a silent peer fails the round
+  TlsConfig tls;                                  // common/tls.h; this worker is worker-<rank>
+};
+
+// One shard's part of a round, as its thread saw it.
+struct ShardRun {
+  absl::StatusOr<RoundOutcome> outcome = absl::UnknownError("not run");
+  double seconds = 0;  // from the shard's start (its gradients complete) to its end
+};
+
+// A round's exchange as the shards' threads saw it: when its compute began and ended, the transport's
+// counters at its start, and every shard's run.
+struct RoundRuns {
+  absl::Time start;
+  absl::Time computed;
+  TransportCounters before;
+  std::vector<ShardRun> shards;
+};
+
+// Appends JSON lines to a file ("" : nowhere).
+class JsonLinesLog {
+ public:
+  absl::Status Open(const std::string& path);
+  void Write(const nlohmann::json& record);
+
+ private:
+  std::unique_ptr<std::ostream> out_;
+};
+
+// OK when a model's layout equals the job's; else InvalidArgument describing the first difference:
+// which parameter, its name and shape on both sides.
+absl::Status CheckLayout(const LayerTable& model, const LayerTable& job);
+
+// Adds an evaluation summed over the workers (accuracy = correct / samples) to round `round`'s
+// record, as trainer.h describes (test_accuracy, test_loss, test_round, test_samples, eval_s, final).
+// Internal error when samples <= 0.
+absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double correct, double samples,
+                           double loss_sum, double seconds, bool final);
+
+class Session {
+ public:
+  // `params`: this worker's initial weights (layers.dim() floats). In decentralized mode their
+  // checksum joins the job fingerprint the peers compare before the first round, so ranks whose
+  // models start differently fail with "job fingerprint: ... differs ... in initial_weights" (in ps
+  // mode the servers compare the initial weights themselves).
+  static absl::StatusOr<std::unique_ptr<Session>> Create(const SessionOptions& options, const LayerTable& layers,
+                                                         const float* params);
+
+  // Agrees on the starting point with the servers (or peers); may overwrite params. Returns the first
+  // round to run. Once, before any round.
+  absl::StatusOr<std::uint64_t> Join(float* params);
+
+  // A whole round: every shard on a thread of its own, then Complete. `compute`: how long the
+  // caller's forward and backward took (the record's compute_s).
+  absl::StatusOr<nlohmann::json> Step(std::uint64_t round, float loss, const float* grads, float* params,
+                                      absl::Duration compute = absl::ZeroDuration());
+  // One shard's part of round `round` (different shards may run at once).
+  ShardRun RunShard(std::uint32_t shard, std::uint64_t round, const float* grads, float* params);
+  // After every shard's run of `round`: their totals, the replica check and the round's record.
+  absl::StatusOr<nlohmann::json> Complete(std::uint64_t round, float loss, RoundRuns runs, const float* params);
+
+  // The elementwise sum of every worker's values after round `round` (engine/aggregator.h).
+  absl::StatusOr<std::vector<float>> SumOverWorkers(std::uint64_t round, std::vector<float> values);
+  // Decentralized, peer.on_failure: regroup: agrees on the survivors after `failure` in `round` and
+  // rebuilds the plan, learning rate and replica for them (weights and momentum are the caller's).
+  absl::StatusOr<Regrouped> Regroup(const absl::Status& failure, std::uint64_t round);
+  // After the last round: tells the servers this worker is done (best effort).
+  absl::Status Finish(std::uint64_t rounds_applied);
+
+  bool can_regroup() const;
+  const JobSpec& job() const { return o_.job; }
+  const RoundPlan& plan() const { return plan_; }
+  const ShardMap& shards() const { return shards_; }
+  Replica& replica() { return *replica_; }
+  std::uint32_t num_shards() const { return replica_->num_shards(); }
+  std::uint64_t dim() const { return layers_.dim(); }
+  TransportCounters counters() const { return transport_->counters(); }
+
+ private:
+  explicit Session(SessionOptions options) : o_(std::move(options)) {}
+  absl::Status CheckOptions() const;
+  absl::Status StartTransport();
+  absl::StatusOr<std::unique_ptr<Replica>> MakeReplica() const;
+
+  SessionOptions o_;
+  LayerTable layers_;
+  ShardMap shards_;
+  RoundPlan plan_;
+  OptimizerConfig optimizer_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Replica> replica_;
+};
+
+}  // namespace sketchps::worker
