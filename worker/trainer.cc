@@ -217,9 +217,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   spdlog::info("worker {}/{}: {} ({} parameters), scheme {}, rounds {}..{}{}", o_.rank, o_.job.workers, o_.job.model,
                model_->flat().dim(), o_.job.scheme.name, start_round_, plan().last_round,
                o_.overlap ? ", shards start as their gradients complete" : "");
-  if (start_round_ >= plan_.last_round) {
+  if (start_round_ >= plan().last_round) {
     spdlog::warn("the shards already hold round {} of {}: nothing left to train (a finished job's checkpoints?)",
-                 start_round_, plan_.last_round);
+                 start_round_, plan().last_round);
   }
   summary_.first_round = start_round_;
   summary_.weights_checksum = WeightsChecksum({model_->flat().params(), model_->flat().dim()});
