@@ -4,12 +4,14 @@
 //   compare one job in both modes with one process killed, side by side (tools/compare.h)
 //   report  a markdown table of run directories' summaries (tools/report.h)
 //   bench   benchmark the compression primitives (bench/primitives.h)
+//   loadgen traffic of every scheme against the number of workers P (bench/loadgen.h)
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/loadgen.h"
 #include "bench/primitives.h"
 #include "bench/report.h"
 #include "common/version.h"
@@ -99,6 +101,8 @@ int main(int argc, char** argv) {
   AddRunCommand(app, run_options);
   HealthOptions health_options;
   AddHealthCommand(app, health_options);
+  sketchps::bench::LoadgenOptions loadgen_options;
+  sketchps::bench::AddLoadgenCommand(app, loadgen_options);
   sketchps::tools::CompareOptions compare_options;
   CLI::App* compare = app.add_subcommand("compare", "Run one job in ps and decentralized mode, kill one process in each, compare");
   sketchps::AddJobFlags(*compare, compare_options.job);
@@ -114,6 +118,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("bench")) return RunBench(bench_options, json);
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
+  if (app.got_subcommand("loadgen")) return sketchps::bench::RunLoadgen(loadgen_options);
   if (app.got_subcommand("compare")) return sketchps::tools::CompareModes(compare_options);
   if (app.got_subcommand("report")) {
     auto table = sketchps::tools::MarkdownReport(report_dirs);
