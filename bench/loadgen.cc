@@ -217,7 +217,7 @@ class ConfigRun {
   // workers after the barrier.
   enum class Next { kJoined, kBeforeRound, kAfterRound };
   Next next_ = Next::kJoined;
-  std::uint64_t round_ = 0;
+  std::atomic<std::uint64_t> round_{0};  // rounds completed (read by the watchdog)
   Clock::time_point round_start_;
   std::vector<double> round_seconds_;
   bool stop_ = false;
@@ -457,13 +457,13 @@ void ConfigRun::OnBarrier() noexcept {
         break;
       case Next::kAfterRound: {
         const double dt = Seconds(Clock::now() - round_start_);
-        const bool timed = round_ >= spec_.warmup_rounds;
+        const bool timed = round_.load() >= spec_.warmup_rounds;
         if (timed) round_seconds_.push_back(dt);
-        ++round_;
-        if (round_ == spec_.warmup_rounds) Snapshot(true);
-        if (round_ == total) Snapshot(false);
-        Progress(absl::StrFormat("round %d/%d%s %.3f s", round_, total, timed ? "" : " (warm-up)", dt));
-        if (round_ < total && synthetic_) synthetic_->BeginRound(round_);
+        const std::uint64_t completed = ++round_;
+        if (completed == spec_.warmup_rounds) Snapshot(true);
+        if (completed == total) Snapshot(false);
+        Progress(absl::StrFormat("round %d/%d%s %.3f s", completed, total, timed ? "" : " (warm-up)", dt));
+        if (completed < total && synthetic_) synthetic_->BeginRound(completed);
         next_ = Next::kBeforeRound;
         break;
       }
@@ -535,21 +535,24 @@ absl::StatusOr<Measurement> ConfigRun::Run() {
     });
   }
   bool servers_stopped = false;
+  std::optional<Clock::time_point> stop_asked;
   while (done.load() < spec_.workers) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (const std::string sig = PendingTerminationSignal(); !sig.empty() && !interrupted_.load()) {
       interrupted_.store(1);
       Fail(absl::CancelledError(absl::StrCat("interrupted by ", sig)));
+      stop_asked = Clock::now();
     }
     if (Clock::now() > deadline && !deadline_passed_.load()) {
       deadline_passed_.store(true);
       Fail(absl::DeadlineExceededError(absl::StrFormat(
-          "configuration timed out after %.0f s at round %d of %d (--timeout-seconds); stopping at the next round boundary",
-          spec_.timeout_seconds, round_, total)));
+          "configuration timed out after %.0f s with %d of %d rounds done (--timeout-seconds); stopped at the next "
+          "round boundary",
+          spec_.timeout_seconds, round_.load(), total)));
+      stop_asked = Clock::now();
     }
     // A round that does not end within a minute of the stop: stop the servers so that it fails.
-    if ((deadline_passed_.load() || interrupted_.load()) && !servers_stopped &&
-        Clock::now() > deadline + std::chrono::seconds(60)) {
+    if (stop_asked && !servers_stopped && Clock::now() > *stop_asked + std::chrono::seconds(60)) {
       StopServers();
       servers_stopped = true;
     }
@@ -816,7 +819,11 @@ int RunSingle(const LoadgenOptions& o) {
   if (status.ok()) {
     ConfigSpec spec = SpecOf(o, *layers, parts[0], parts[1], workers);
     spec.server_bin = server.ok() ? *server : "";
-    spec.work_dir = o.work_dir.empty() ? fs::temp_directory_path().string() : o.work_dir;
+    spec.work_dir = o.work_dir;
+    if (spec.work_dir.empty()) {
+      std::string tmpl = (fs::temp_directory_path() / "sketchps-loadgen-XXXXXX").string();
+      spec.work_dir = mkdtemp(tmpl.data()) != nullptr ? tmpl : fs::temp_directory_path().string();
+    }
     spec.progress = [](const std::string& line) { std::fprintf(stderr, "loadgen: %s\n", line.c_str()); };
     auto m = RunConfiguration(spec);
     if (m.ok()) {

@@ -16,14 +16,19 @@ and plots (matplotlib, Agg; PNG and SVG):
 --doc replaces the block between the markers BEGIN_MARK and END_MARK in the given markdown file with
 the measured tables, the fitted models, the extrapolation, the crossovers and the merge figures.
 
-Forms (y: bytes per worker per round in one direction, P workers, q = k/d per shard = the density):
+Forms (y: bytes per worker per round in one direction, P workers, d parameters, q = the fraction
+of d one worker selects per round, measured):
     const    y = c                                  the payload or result does not depend on P
     inverse  y = a + b / P                          ScaleCom up: the leader's index set once per round
-    union    y = a + b (1 - (1 - q)^(alpha P))      the union of P top-k sets: P independent random
-                                                    k-sets of d cover d (1 - (1 - q)^P); alpha < 1 when
-                                                    the workers' sets overlap (alpha P = the effective
-                                                    number of independent sets); b = bytes of a full
-                                                    union (d entries), a = the rest of the direction
+    union    y = w · 8 d (1 - (1 - q)^(alpha P^beta))
+                                                    the union of P top-k sets, fitted on the raw bytes
+                                                    (8 per entry: u32 index + f32 value; the union can
+                                                    never exceed d entries). P independent random sets
+                                                    of q d entries cover d (1 - (1 - q)^P); overlapping
+                                                    sets cover as many as n_eff = alpha P^beta
+                                                    independent ones. w = wire / raw bytes, measured
+                                                    (delta-varint indices: ~5 of the 8 raw bytes)
+    union1   the same with beta = 1                 (the textbook form, reported as a check)
     log2     y = a log2(P) + b                      recursive doubling: log2 P partial states each way
     linear   y = a (P - 1) + b                      all-gather: P - 1 payloads forwarded each way
     power    y = a P^beta                           (reported next to union as a model-free check)
@@ -93,8 +98,9 @@ class Fit:
             return f"{k['c']:.4g}"
         if self.form == "inverse":
             return f"{k['a']:.4g} + {k['b']:.4g}/P"
-        if self.form == "union":
-            return f"{k['a']:.4g} + {k['b']:.4g}·(1 − (1 − {k['q']:.3g})^({k['alpha']:.3g}·P))"
+        if self.form in ("union", "union1"):
+            return (f"{k['w']:.3f}·8d·(1 − (1 − {k['q']:.4f})^({k['alpha']:.3g}·P^{k['beta']:.3f})), "
+                    f"d = {k['d']:,}")
         if self.form == "log2":
             return f"{k['a']:.4g}·log2 P + {k['b']:.4g}"
         if self.form == "linear":
@@ -145,57 +151,32 @@ def fit_power(p, y):
     return Fit("power", {"a": a, "beta": float(beta)}, lambda q: a * q ** beta, p, y)
 
 
-def union_shape(p, q, alpha):
-    return 1.0 - np.power(1.0 - q, alpha * np.asarray(p, dtype=float))
+def union_bytes(p, d, q, alpha, beta):
+    """Raw bytes of the union of the P workers' selections: 8 per entry, d (1 - (1 - q)^(alpha P^beta))."""
+    return 8.0 * d * (1.0 - np.power(1.0 - q, alpha * np.power(np.asarray(p, dtype=float), beta)))
 
 
-def fit_union(p, y, q):
-    """y = a + b (1 - (1 - q)^(alpha P)): alpha by a profile search, (a, b) by linear least squares."""
+def fit_union(p, y_wire, y_raw, d, q, free_beta=True):
+    """The union form: n_eff = log(1 - raw / 8d) / log(1 - q) effective independent selections,
+    log n_eff = log alpha + beta log P (least squares; beta = 1 for union1); w = the geometric mean
+    of wire / raw."""
     p = np.asarray(p, dtype=float)
-    best = None
-    for alpha in np.logspace(-4, 2, 1201):
-        g = union_shape(p, q, alpha)
-        a, b = _relative_lstsq([np.ones_like(p), g], y)
-        if a < 0 or b <= 0:
-            continue
-        err = float(np.sum(((a + b * g - y) / y) ** 2))
-        if best is None or err < best[0]:
-            best = (err, float(alpha), float(a), float(b))
-    if best is None:  # no admissible fit: fall back to a pure union term
-        alpha = 1.0
-        g = union_shape(p, q, alpha)
-        b = float(_relative_lstsq([g], y)[0])
-        best = (0.0, alpha, 0.0, b)
-    # Refine alpha around the grid optimum (golden section on the log scale).
-    lo, hi = math.log(best[1]) - 0.02, math.log(best[1]) + 0.02
-
-    def err_at(la):
-        g = union_shape(p, q, math.exp(la))
-        a, b = _relative_lstsq([np.ones_like(p), g], y)
-        return float(np.sum(((a + b * g - y) / y) ** 2)), float(a), float(b)
-
-    phi = (math.sqrt(5) - 1) / 2
-    for _ in range(60):
-        m1, m2 = hi - phi * (hi - lo), lo + phi * (hi - lo)
-        if err_at(m1)[0] < err_at(m2)[0]:
-            hi = m2
-        else:
-            lo = m1
-    la = 0.5 * (lo + hi)
-    err, a, b = err_at(la)
-    alpha = math.exp(la)
-    if not (a >= 0 and b > 0 and err <= best[0] + 1e-15):
-        _, alpha, a, b = best
-    return Fit("union", {"a": a, "b": b, "alpha": alpha, "q": q},
-               lambda x: a + b * union_shape(x, q, alpha), p, y)
+    frac = np.clip(np.asarray(y_raw, dtype=float) / (8.0 * d), 1e-12, 1 - 1e-12)
+    n_eff = np.log1p(-frac) / math.log1p(-q)
+    if free_beta:
+        beta, log_alpha = np.polyfit(np.log(p), np.log(n_eff), 1)
+    else:
+        beta, log_alpha = 1.0, float(np.mean(np.log(n_eff) - np.log(p)))
+    alpha, beta = float(math.exp(log_alpha)), float(beta)
+    w = float(np.exp(np.mean(np.log(np.asarray(y_wire, dtype=float) / np.asarray(y_raw, dtype=float)))))
+    params = {"alpha": alpha, "beta": beta, "q": float(q), "d": int(d), "w": w}
+    return Fit("union" if free_beta else "union1", params, lambda x: w * union_bytes(x, d, q, alpha, beta), p, y_wire)
 
 
 FITTERS = {"const": fit_const, "inverse": fit_inverse, "log2": fit_log2, "linear": fit_linear, "power": fit_power}
 
 
-def fit_form(form, p, y, q=None):
-    if form == "union":
-        return fit_union(p, y, q)
+def fit_form(form, p, y):
     return FITTERS[form](p, y)
 
 
@@ -225,8 +206,8 @@ def series(results, mode, scheme, metric):
     return [p for p, _ in pts], [r["per_worker_per_round"][metric] for _, r in pts], [r for _, r in pts]
 
 
-def model_all(results, density, metric_prefix="wire"):
-    """Fits per (mode, scheme): {'up': Fit, 'down': Fit, 'power_down': Fit?, 'points': ...}."""
+def model_all(results, metric_prefix="wire"):
+    """Fits per (mode, scheme): {'up': Fit, 'down': Fit, checks, 'p', points, 'records'}."""
     models = {}
     for mode in ("ps", "decentralized"):
         for scheme in ORDER:
@@ -235,14 +216,19 @@ def model_all(results, density, metric_prefix="wire"):
                 continue
             _, down, _ = series(results, mode, scheme, f"{metric_prefix}_down")
             fu, fd = forms_for(mode, scheme)
-            m = {"p": p, "up_points": up, "down_points": down, "records": recs,
-                 "up": fit_form(fu, p, up, density), "down": fit_form(fd, p, down, density)}
+            m = {"p": p, "up_points": up, "down_points": down, "records": recs, "up": fit_form(fu, p, up)}
             if fd == "union":
-                m["power_down"] = fit_power(p, down)
+                _, raw_down, _ = series(results, mode, scheme, "raw_down")
+                d = int(recs[0]["dim"])
+                q = float(np.mean([r["per_worker_per_round"]["selected"] for r in recs])) / d
+                m["down"] = fit_union(p, down, raw_down, d, q)
+                m["checks"] = [fit_union(p, down, raw_down, d, q, free_beta=False), fit_power(p, down)]
+            else:
+                m["down"] = fit_form(fd, p, down)
             if mode == "ps":
                 s = max(1, int(recs[0].get("servers", 1)))
-                ratios = [r["busiest_server_link_bytes_per_round"] * s / (pp * max(u, d))
-                          for pp, u, d, r in zip(p, up, down, recs) if r["busiest_server_link_bytes_per_round"] > 0]
+                ratios = [r["busiest_server_link_bytes_per_round"] * s / (pp * max(u, dn))
+                          for pp, u, dn, r in zip(p, up, down, recs) if r["busiest_server_link_bytes_per_round"] > 0]
                 m["servers"] = s
                 m["link_imbalance"] = float(np.mean(ratios)) if ratios else 1.0
             models[(mode, scheme)] = m
@@ -394,9 +380,8 @@ def fit_table(models, p_max):
             f = m[d]
             lines.append(f"| {mode} | {scheme} | {d} | {f.form} | {f.formula()} | {f.r2_log:.4f} | "
                          f"{f.max_rel_residual:.1%} | {human(float(f(64)))} | {human(float(f(p_max)))} |")
-        if "power_down" in m:
-            f = m["power_down"]
-            lines.append(f"| {mode} | {scheme} | down (check) | power | {f.formula()} | {f.r2_log:.4f} | "
+        for f in m.get("checks", []):
+            lines.append(f"| {mode} | {scheme} | down (check) | {f.form} | {f.formula()} | {f.r2_log:.4f} | "
                          f"{f.max_rel_residual:.1%} | {human(float(f(64)))} | {human(float(f(p_max)))} |")
     return "\n".join(lines)
 
@@ -516,12 +501,11 @@ def main(argv=None):
     meta, results = load(args.results)
     if not results:
         raise SystemExit("no results in the input")
-    density = float(meta.get("options", {}).get("density", 0.01))
-    models = model_all(results, density)
+    models = model_all(results)
     rows = crossovers(models, args.extrapolate)
     images = plot(models, meta, args.img_dir, args.extrapolate) if args.img_dir else []
     fits = {f"{mode}/{scheme}": {"up": m["up"].to_json(), "down": m["down"].to_json(),
-                                 **({"power_down": m["power_down"].to_json()} if "power_down" in m else {}),
+                                 **({"down_checks": [f.to_json() for f in m["checks"]]} if "checks" in m else {}),
                                  **({"link_imbalance": m["link_imbalance"]} if mode == "ps" else {}),
                                  "total_at_64": float(total(m, 64)),
                                  f"total_at_{args.extrapolate}": float(total(m, args.extrapolate))}

@@ -47,25 +47,36 @@ class Fits(unittest.TestCase):
         self.assertAlmostEqual(f.params["a"], 17616, delta=1e-3)
         self.assertAlmostEqual(f.params["b"], 17616, delta=1e-3)
 
-    def test_union_recovers_alpha_and_amplitude(self):
-        q, a, b, alpha = 0.01, 11700.0, 1.5e6, 0.55
-        y = a + b * (1 - (1 - q) ** (alpha * P))
-        f = model.fit_union(P, y, q)
-        self.assertAlmostEqual(f.params["alpha"], alpha, delta=alpha * 1e-3)
-        self.assertAlmostEqual(f.params["b"], b, delta=b * 1e-3)
-        self.assertAlmostEqual(f.params["a"], a, delta=a * 1e-2)
-        self.assertLess(f.max_rel_residual, 1e-4)
-        # Saturation: at P = 1024 the union covers almost everything: a + b (1 - 0.99^563).
-        self.assertAlmostEqual(float(f(1024)), a + b * (1 - 0.99 ** (alpha * 1024)), delta=b * 1e-3)
+    def test_union_recovers_alpha_beta_and_wire_ratio(self):
+        d, q, alpha, beta, w = 220234, 0.01, 1.2, 0.87, 0.625
+        raw = 8 * d * (1 - (1 - q) ** (alpha * P ** beta))
+        f = model.fit_union(P, w * raw, raw, d, q)
+        self.assertAlmostEqual(f.params["alpha"], alpha, delta=1e-9)
+        self.assertAlmostEqual(f.params["beta"], beta, delta=1e-9)
+        self.assertAlmostEqual(f.params["w"], w, delta=1e-12)
+        self.assertLess(f.max_rel_residual, 1e-9)
+        # The union never exceeds d entries: at P = 1024, n_eff = 1.2 * 1024^0.87 = 495 sets cover 99.3%.
+        self.assertAlmostEqual(float(f(1024)), w * 8 * d * (1 - 0.99 ** (alpha * 1024 ** beta)), delta=1.0)
+        self.assertLess(float(f(10 ** 6)), w * 8 * d * (1 + 1e-12))
+        # The textbook form (beta = 1) cannot follow these points: its residuals show it.
+        f1 = model.fit_union(P, w * raw, raw, d, q, free_beta=False)
+        self.assertEqual(f1.params["beta"], 1.0)
+        self.assertGreater(f1.max_rel_residual, 0.05)
+
+    def test_union_of_independent_sets_has_alpha_and_beta_1(self):
+        # P independent random q d-sets: E|union| = d (1 - (1 - q)^P) exactly alpha = beta = 1.
+        d, q = 100000, 0.02
+        raw = 8 * d * (1 - (1 - q) ** P)
+        f = model.fit_union(P, raw, raw, d, q)
+        self.assertAlmostEqual(f.params["alpha"], 1.0, delta=1e-9)
+        self.assertAlmostEqual(f.params["beta"], 1.0, delta=1e-9)
 
     def test_union_with_noise_stays_close(self):
         rng = np.random.default_rng(3)
-        q, a, b, alpha = 0.01, 8000.0, 2.0e6, 0.7
-        y = (a + b * (1 - (1 - q) ** (alpha * P))) * (1 + 0.01 * rng.standard_normal(len(P)))
-        f = model.fit_union(P, y, q)
-        # With 1% noise on five points alpha and b trade off against each other; alpha stays within
-        # 25% and the curve within the noise over the measured range.
-        self.assertLess(abs(f.params["alpha"] / alpha - 1), 0.25)
+        d, q, alpha, beta = 220234, 0.01, 1.0, 0.8
+        raw = 8 * d * (1 - (1 - q) ** (alpha * P ** beta)) * (1 + 0.01 * rng.standard_normal(len(P)))
+        f = model.fit_union(P, 0.6 * raw, raw, d, q)
+        self.assertLess(abs(f.params["beta"] - beta), 0.05)
         self.assertLess(f.max_rel_residual, 0.03)
 
     def test_power(self):
@@ -104,10 +115,12 @@ class Crossover(unittest.TestCase):
         self.assertEqual(model.crossover(lambda x: 1.0 + 0 * x, lambda x: 2.0 + 0 * x), 2)
 
 
-def record(mode, scheme, p, up, down, servers=2):
+def record(mode, scheme, p, up, down, servers=2, raw_down=None, selected=2202.34):  # q = 0.01
     return {"mode": mode, "scheme": scheme, "workers": p, "servers": servers, "rounds_per_second": 10.0,
+            "dim": 220234,
             "busiest_server_link_bytes_per_round": p * max(up, down) / servers if mode == "ps" else 0.0,
-            "per_worker_per_round": {"wire_up": up, "wire_down": down, "raw_up": up, "raw_down": down},
+            "per_worker_per_round": {"wire_up": up, "wire_down": down, "raw_up": up,
+                                     "raw_down": down if raw_down is None else raw_down, "selected": selected},
             "shards": [{"merges_per_second": 40.0, "reduce_read_bytes_per_second": 1e6,
                         "reduce_read_fraction_of_stream": 0.001}]}
 
@@ -116,8 +129,8 @@ class Command(unittest.TestCase):
     def test_end_to_end(self):
         results = []
         for p in [4, 8, 16, 32, 64]:
-            union = 2e6 * (1 - 0.99 ** (0.5 * p))
-            results.append(record("ps", "topk", p, 12000, 10000 + union))
+            union = 8 * 220234 * (1 - 0.99 ** (0.5 * p))  # raw bytes; wire: 5 of every 8
+            results.append(record("ps", "topk", p, 12000, 0.625 * union, raw_down=union))
             results.append(record("ps", "gs_sgd", p, 160000, 106000))
             results.append(record("decentralized", "topk", p, 12000 * (p - 1), 12000 * (p - 1)))
             results.append(record("decentralized", "gs_sgd", p, 230000 * math.log2(p), 230000 * math.log2(p)))
@@ -140,18 +153,25 @@ class Command(unittest.TestCase):
                 for ext in ["png", "svg"]:
                     path = os.path.join(tmp, "img", f"{name}.{ext}")
                     self.assertTrue(os.path.getsize(path) > 1000, path)
-            text = open(md).read()
+            with open(md) as f:
+                text = f.read()
             self.assertIn("before", text)
             self.assertIn("after", text)
             self.assertNotIn("\nold\n", text)
             self.assertEqual(text.count(model.BEGIN_MARK), 1)
-            out = json.load(open(fits))
-            self.assertAlmostEqual(out["fits"]["ps/topk"]["down"]["params"]["alpha"], 0.5, delta=5e-3)
+            with open(fits) as f:
+                out = json.load(f)
+            down = out["fits"]["ps/topk"]["down"]["params"]
+            self.assertAlmostEqual(down["alpha"], 0.5, delta=1e-6)
+            self.assertAlmostEqual(down["beta"], 1.0, delta=1e-6)
+            self.assertAlmostEqual(down["w"], 0.625, delta=1e-9)
             self.assertAlmostEqual(out["fits"]["decentralized/gs_sgd"]["up"]["params"]["a"], 230000, delta=1)
-            # PS: topk's total 12000 + 10000 + 2e6 (1 - 0.99^(P/2)) passes gs_sgd's 266000 where the union
-            # reaches 244000 bytes: P = 2 ln(1 - 0.122) / ln(0.99) = 25.9, so from P = 26 on.
+            # PS: topk's 12000 + 0.625 * 8 * 220234 (1 - 0.99^(P/2)) reaches gs_sgd's 266000 at P = 52.2.
             ps = [r for r in out["crossovers"] if r["mode"] == "ps" and r["other"] == "topk"][0]
-            self.assertEqual(ps["per_worker"], 26)
+            expected = next(x for x in range(2, 1025)
+                            if 12000 + 0.625 * 8 * 220234 * (1 - 0.99 ** (x / 2)) >= 266000)
+            self.assertEqual(expected, 53)
+            self.assertEqual(ps["per_worker"], expected)
             # Decentralized: 460000 log2 P <= 24000 (P - 1) from P = 138 on.
             dec = [r for r in out["crossovers"] if r["mode"] == "decentralized" and r["other"] == "topk"][0]
             expected = next(x for x in range(2, 1025) if 460000 * math.log2(x) <= 24000 * (x - 1))
