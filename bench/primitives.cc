@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/workspace.h"
+#include "bench/yardstick.h"
 #include "common/status.h"
 #include "kernels/vector_ops.h"
 
@@ -45,28 +46,72 @@ absl::StatusOr<double> TimeMedian(Workspace& ws, int repeats, const std::functio
   return Median(std::move(times));
 }
 
-absl::StatusOr<double> StreamPassSeconds(Workspace& ws) {
-  return TimeMedian(ws, ws.options.repeats, nullptr, [&]() -> absl::Status {
+// The yardstick and SumAbs (the previous yardstick) as two result rows, the yardstick first.
+absl::StatusOr<std::vector<BenchResult>> StreamPassRows(Workspace& ws) {
+  SKETCHPS_ASSIGN_OR_RETURN(const double pass, TimeMedian(ws, ws.options.repeats, nullptr, [&]() -> absl::Status {
+    return BandwidthSum(ws.grad.data(), ws.d, ws.exec).status();
+  }));
+  SKETCHPS_ASSIGN_OR_RETURN(const double sum_abs, TimeMedian(ws, ws.options.repeats, nullptr, [&]() -> absl::Status {
     return kernels::SumAbs(ws.grad.data(), ws.d, ws.exec).status();
-  });
+  }));
+  std::vector<BenchResult> rows(2);
+  rows[0].method = kStreamPassRow;
+  rows[0].seconds = pass;
+  rows[1].method = kSumAbsRow;
+  rows[1].seconds = sum_abs;
+  for (auto& r : rows) {
+    r.d = ws.d;
+    r.density_target = ws.options.density;
+    r.stream_pass_seconds = pass;
+    r.stream_pass_gbps = static_cast<double>(ws.d * sizeof(float)) / pass * 1e-9;
+    r.ratio_to_stream_pass = r.seconds / pass;
+    r.bytes_out = 0;
+  }
+  return rows;
 }
 
-absl::StatusOr<BenchResult> RunMethod(const Method& method, Workspace& ws, double stream_seconds) {
+absl::StatusOr<BenchResult> RunMethod(const Method& method, Workspace& ws, const BenchResult& pass) {
   Outcome outcome;
   SKETCHPS_ASSIGN_OR_RETURN(const double seconds, TimeMedian(ws, ws.options.repeats, method.prepare, [&]() -> absl::Status {
     SKETCHPS_ASSIGN_OR_RETURN(outcome, method.run(ws));
     return absl::OkStatus();
   }));
-  BenchResult r;
+  BenchResult r = pass;
   r.method = method.name;
-  r.d = ws.d;
-  r.density_target = ws.options.density;
   r.density_achieved = static_cast<double>(outcome.selected) / static_cast<double>(ws.d);
   r.seconds = seconds;
-  r.stream_pass_seconds = stream_seconds;
-  r.ratio_to_stream_pass = seconds / stream_seconds;
+  r.ratio_to_stream_pass = seconds / pass.stream_pass_seconds;
   r.bytes_out = outcome.bytes_out;
   return r;
+}
+
+bool Selected(const BenchOptions& options, const std::string& name) {
+  const auto& m = options.methods;
+  return m.empty() || std::find(m.begin(), m.end(), name) != m.end();
+}
+
+// Every selected method at gradient length d, after the two stream-pass rows.
+absl::Status RunOneLength(const BenchOptions& options, std::uint64_t d,
+                          const std::function<void(const std::string&)>& say,
+                          std::vector<BenchResult>& results) {
+  BenchOptions one = options;
+  one.d = {d};
+  say(absl::StrFormat("d = %d: generating Student-t3 gradient entries (seed %d)", d, options.seed));
+  Workspace ws(one, d, HeavyTailedGradient(d, options.seed));
+  say(absl::StrFormat("backend %s, %d-way parallel; timing the stream pass", kernels::BackendName(),
+                      kernels::BackendParallelism()));
+  SKETCHPS_ASSIGN_OR_RETURN(auto pass_rows, StreamPassRows(ws));
+  const BenchResult pass = pass_rows.front();
+  results.insert(results.end(), pass_rows.begin(), pass_rows.end());
+  const std::size_t total = options.methods.empty() ? Methods().size() : options.methods.size();
+  std::size_t done = 0;
+  for (const auto& method : Methods()) {
+    if (!Selected(options, method.name)) continue;
+    say(absl::StrFormat("d = %d [%d/%d] %s", d, ++done, total, method.name));
+    SKETCHPS_ASSIGN_OR_RETURN(auto result, RunMethod(method, ws, pass));
+    results.push_back(std::move(result));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -81,8 +126,11 @@ const std::vector<std::string>& AllMethods() {
 }
 
 absl::Status ValidateOptions(const BenchOptions& o) {
-  if (o.d == 0 || o.d >= (std::uint64_t{1} << 32)) {
-    return absl::InvalidArgumentError(absl::StrCat("--d must be in [1, 2^32), got ", o.d));
+  if (o.d.empty()) return absl::InvalidArgumentError("--d needs at least one value");
+  for (const std::uint64_t d : o.d) {
+    if (d == 0 || d >= (std::uint64_t{1} << 32)) {
+      return absl::InvalidArgumentError(absl::StrCat("--d must be in [1, 2^32), got ", d));
+    }
   }
   if (!(o.density > 0.0 && o.density <= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat("--density must be in (0, 1], got ", o.density));
@@ -103,35 +151,21 @@ absl::StatusOr<std::vector<BenchResult>> RunBenchmarks(const BenchOptions& optio
                                                        const std::function<void(const std::string&)>& progress) {
   SKETCHPS_RETURN_IF_ERROR(ValidateOptions(options));
   auto say = [&](const std::string& line) { if (progress) progress(line); };
-  say(absl::StrFormat("generating %d Student-t3 gradient entries (seed %d)", options.d, options.seed));
-  Workspace ws(options, HeavyTailedGradient(options.d, options.seed));
-  say(absl::StrFormat("backend %s, %d-way parallel; timing the streaming pass", kernels::BackendName(),
-                      kernels::BackendParallelism()));
-  SKETCHPS_ASSIGN_OR_RETURN(const double stream_seconds, StreamPassSeconds(ws));
   std::vector<BenchResult> results;
-  for (const auto& method : Methods()) {
-    if (!options.methods.empty() &&
-        std::find(options.methods.begin(), options.methods.end(), method.name) == options.methods.end()) {
-      continue;
-    }
-    say(absl::StrFormat("[%d/%d] %s", results.size() + 1,
-                        options.methods.empty() ? Methods().size() : options.methods.size(), method.name));
-    SKETCHPS_ASSIGN_OR_RETURN(auto result, RunMethod(method, ws, stream_seconds));
-    results.push_back(std::move(result));
-  }
+  for (const std::uint64_t d : options.d) SKETCHPS_RETURN_IF_ERROR(RunOneLength(options, d, say, results));
   return results;
 }
 
-Workspace::Workspace(const BenchOptions& o, std::vector<float> host_gradient)
+Workspace::Workspace(const BenchOptions& o, std::uint64_t length, std::vector<float> host_gradient)
     : options(o),
-      d(o.d),
-      k(std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.density * static_cast<double>(o.d)))),
+      d(length),
+      k(std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.density * static_cast<double>(length)))),
       sketch_cols(o.sketch_cols ? o.sketch_cols : static_cast<std::uint32_t>(std::min<std::uint64_t>(10 * k, 1u << 30))),
       exec{nullptr, &scratch},
       grad(host_gradient),
-      out_idx(o.d),
-      out_val(o.d) {
-  auto h = CountSketchHash::Create({o.sketch_rows, sketch_cols, o.seed, o.d});
+      out_idx(length),
+      out_val(length) {
+  auto h = CountSketchHash::Create({o.sketch_rows, sketch_cols, o.seed, length});
   if (h.ok()) hash = *h;  // ValidateOptions checked rows; a bad cols count fails in the sketch methods
   table = kernels::DeviceArray<float>(hash.cells());
   other_table = kernels::DeviceArray<float>(hash.cells());

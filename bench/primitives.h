@@ -4,8 +4,11 @@
 // distribution (Student-t, 3 degrees of freedom; real gradients are heavy-tailed) and reports the
 // median time over `repeats` runs, the bytes the primitive would put on the wire, and the density
 // it achieved against the target. Every time is also expressed as a ratio to one streaming pass
-// over the same vector (sum of |g|) measured in the same run, so figures from noisy, shared
-// machines stay comparable.
+// over the same vector measured in the same run (the yardstick: a read-only sum at memory
+// bandwidth, bench/yardstick.h), so figures from noisy, shared machines stay comparable. Two extra
+// rows per d report the yardstick itself ("stream_pass", with its GB/s) and kernels::SumAbs
+// ("sum_abs", the yardstick before 2026-11-25, which ran at a fraction of the bandwidth). Several
+// values of d run one after another (a sweep), each with its own vector and yardstick.
 //
 // Not thread-safe; runs on the calling thread with the kernel backend's own parallelism.
 #pragma once
@@ -20,7 +23,7 @@
 namespace sketchps::bench {
 
 struct BenchOptions {
-  std::uint64_t d = 25'600'000;        // gradient length (ResNet-50 has 25.6M parameters)
+  std::vector<std::uint64_t> d = {25'600'000};  // gradient lengths (ResNet-50 has 25.6M parameters)
   double density = 0.001;              // target density k/d for selections; k for sketches
   std::vector<std::string> methods;    // empty: all of AllMethods()
   int repeats = 5;                     // timed runs per method (median reported)
@@ -35,10 +38,15 @@ struct BenchResult {
   double density_target = 0;
   double density_achieved = 0;
   double seconds = 0;               // median of repeats
-  double stream_pass_seconds = 0;   // median time of sum(|g|) over the same vector
+  double stream_pass_seconds = 0;   // median time of the yardstick over the same vector
+  double stream_pass_gbps = 0;      // the yardstick's read bandwidth, 4·d bytes / stream_pass_seconds
   double ratio_to_stream_pass = 0;
   std::uint64_t bytes_out = 0;      // what the primitive's output costs on the wire (raw encodings)
 };
+
+// The rows every run reports first for each d, besides the methods.
+inline constexpr const char* kStreamPassRow = "stream_pass";
+inline constexpr const char* kSumAbsRow = "sum_abs";
 
 // Names accepted in BenchOptions::methods, in report order.
 const std::vector<std::string>& AllMethods();

@@ -9,10 +9,12 @@
 
 namespace sketchps::bench {
 
-// One JSON object per result with the keys of BenchResult (method, d, density_target, ...).
+// One JSON object per result with the keys of BenchResult (method, d, density_target, ...,
+// stream_pass_gbps), the rows "stream_pass" and "sum_abs" included.
 nlohmann::json ToJson(const std::vector<BenchResult>& results);
 
-// A table with one row per method, times in milliseconds.
+// A table with one row per method and d, times in milliseconds and per entry, and after the rows
+// of each d a line with the stream pass's time and bandwidth.
 std::string ToTable(const std::vector<BenchResult>& results);
 
 }  // namespace sketchps::bench

@@ -15,7 +15,8 @@ namespace sketchps::bench {
 
 // Device buffers sized once for the largest method, so timed runs never allocate.
 struct Workspace {
-  Workspace(const BenchOptions& options, std::vector<float> host_gradient);
+  // The buffers for one gradient of the given length (one of options.d).
+  Workspace(const BenchOptions& options, std::uint64_t length, std::vector<float> host_gradient);
 
   BenchOptions options;
   std::uint64_t d;

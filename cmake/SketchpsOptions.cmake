@@ -9,6 +9,13 @@ if(SKETCHPS_SANITIZE)
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${SKETCHPS_SANITIZE} -fno-omit-frame-pointer>)
   target_link_options(sketchps_sanitizers INTERFACE -fsanitize=${SKETCHPS_SANITIZE})
 endif()
+# Fuzzing: libFuzzer's coverage instrumentation in every library (the harnesses link the fuzzer).
+if(SKETCHPS_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "SKETCHPS_FUZZ needs clang (libFuzzer); use the `fuzz` preset (clang++-14)")
+  endif()
+  target_compile_options(sketchps_sanitizers INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+endif()
 
 # sketchps_add_library(name [sources...]): a static library in the current folder,
 # aliased sketchps::name, that sees the repository root as its include root

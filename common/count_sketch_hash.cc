@@ -65,4 +65,8 @@ absl::StatusOr<CountSketchHash> CountSketchHash::Create(const CountSketchParams&
   return hash;
 }
 
+std::uint64_t SketchSeed(std::uint64_t job_seed, std::uint32_t shard_id) {
+  return SplitMix64(SplitMix64(job_seed) ^ (0xD1B54A32D192ED03ull * (std::uint64_t{shard_id} + 1)));
+}
+
 }  // namespace sketchps

@@ -289,4 +289,8 @@ SKETCHPS_HD inline float CountSketchLowerMedian(const float* v, std::size_t stri
 static_assert(std::is_trivially_copyable_v<CountSketchHash>, "passed by value into device functors");
 static_assert(sizeof(CountSketchHash) < 3200, "must leave room in a CUDA kernel parameter block (4 KB)");
 
+// The hash seed of one shard's sketches: the job seed mixed with the shard id (splitmix64), so all
+// workers of a shard agree and shards differ (the sketch schemes and `sketchps bench --input`).
+std::uint64_t SketchSeed(std::uint64_t job_seed, std::uint32_t shard_id);
+
 }  // namespace sketchps

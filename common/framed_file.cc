@@ -63,11 +63,16 @@ void SyncDir(const fs::path& dir) {
 
 }  // namespace
 
-absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], const std::string& payload) {
+std::string FrameBytes(const char (&magic)[8], const std::string& payload) {
   std::string bytes(magic, sizeof(magic));
   PutLe(bytes, payload.size(), 8);
   PutLe(bytes, Crc(payload.data(), payload.size()), 4);
   bytes += payload;
+  return bytes;
+}
+
+absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], const std::string& payload) {
+  const std::string bytes = FrameBytes(magic, payload);
   const std::string tmp = path + ".tmp";
   SKETCHPS_RETURN_IF_ERROR(WriteAllAndSync(tmp, bytes));
   std::error_code ec;
@@ -81,15 +86,20 @@ absl::StatusOr<std::string> ReadFramedFile(const std::string& path, const char (
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return UnframeBytes(std::move(bytes), magic, max_payload, path);
+}
+
+absl::StatusOr<std::string> UnframeBytes(std::string bytes, const char (&magic)[8], std::uint64_t max_payload,
+                                         const std::string& name) {
   if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), magic, sizeof(magic)) != 0) {
-    return absl::DataLossError(absl::StrCat(path, ": not a ", std::string(magic, sizeof(magic)), " file (bad magic or too short)"));
+    return absl::DataLossError(absl::StrCat(name, ": not a ", std::string(magic, sizeof(magic)), " file (bad magic or too short)"));
   }
   const std::uint64_t length = GetLe(bytes, 8, 8);
   if (length > max_payload || bytes.size() != kHeaderBytes + length) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated or padded (header says ", length, " payload bytes, file has ",
+    return absl::DataLossError(absl::StrCat(name, ": truncated or padded (header says ", length, " payload bytes, file has ",
                                             bytes.size() - kHeaderBytes, ")"));
   }
-  if (Crc(bytes.data() + kHeaderBytes, length) != GetLe(bytes, 16, 4)) return absl::DataLossError(absl::StrCat(path, ": CRC mismatch"));
+  if (Crc(bytes.data() + kHeaderBytes, length) != GetLe(bytes, 16, 4)) return absl::DataLossError(absl::StrCat(name, ": CRC mismatch"));
   bytes.erase(0, kHeaderBytes);
   return bytes;
 }

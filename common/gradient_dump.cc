@@ -11,8 +11,28 @@
 namespace sketchps {
 namespace {
 
-constexpr char kMagic[8] = {'S', 'K', 'P', 'S', 'G', 'R', 'D', '1'};
 constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 34;
+
+absl::StatusOr<GradientDump> ParsePayload(const std::string& payload, const std::string& path) {
+  v1::GradientDump msg;
+  if (!msg.ParseFromString(payload)) return absl::DataLossError(absl::StrCat(path, ": payload does not parse"));
+  GradientDump dump;
+  dump.job_id = msg.job_id();
+  dump.model = msg.model();
+  dump.worker_id = msg.worker_id();
+  dump.num_workers = msg.num_workers();
+  dump.round = msg.round();
+  auto layers = LayersFromProto(msg.layers(), "layers");
+  if (!layers.ok()) return absl::DataLossError(absl::StrCat(path, ": ", layers.status().message()));
+  dump.layers = *std::move(layers);
+  auto values = ParseF32Bytes(msg.values(), dump.layers.dim(), "values", /*allow_nonfinite=*/true);
+  if (!values.ok()) return absl::DataLossError(absl::StrCat(path, ": ", values.status().message()));
+  dump.values = *std::move(values);
+  if (dump.worker_id >= dump.num_workers) {
+    return absl::DataLossError(absl::StrCat(path, ": worker_id ", dump.worker_id, " >= num_workers ", dump.num_workers));
+  }
+  return dump;
+}
 
 }  // namespace
 
@@ -34,29 +54,17 @@ absl::Status WriteGradientDump(const std::string& path, const GradientDump& dump
   msg.set_values(F32Bytes(dump.values));
   std::string payload;
   if (!msg.SerializeToString(&payload)) return absl::InternalError("gradient dump does not serialize");
-  return WriteFramedFile(path, kMagic, payload);
+  return WriteFramedFile(path, kGradientDumpMagic, payload);
 }
 
 absl::StatusOr<GradientDump> ReadGradientDump(const std::string& path) {
-  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, ReadFramedFile(path, kMagic, kMaxPayloadBytes));
-  v1::GradientDump msg;
-  if (!msg.ParseFromString(payload)) return absl::DataLossError(absl::StrCat(path, ": payload does not parse"));
-  GradientDump dump;
-  dump.job_id = msg.job_id();
-  dump.model = msg.model();
-  dump.worker_id = msg.worker_id();
-  dump.num_workers = msg.num_workers();
-  dump.round = msg.round();
-  auto layers = LayersFromProto(msg.layers(), "layers");
-  if (!layers.ok()) return absl::DataLossError(absl::StrCat(path, ": ", layers.status().message()));
-  dump.layers = *std::move(layers);
-  auto values = ParseF32Bytes(msg.values(), dump.layers.dim(), "values", /*allow_nonfinite=*/true);
-  if (!values.ok()) return absl::DataLossError(absl::StrCat(path, ": ", values.status().message()));
-  dump.values = *std::move(values);
-  if (dump.worker_id >= dump.num_workers) {
-    return absl::DataLossError(absl::StrCat(path, ": worker_id ", dump.worker_id, " >= num_workers ", dump.num_workers));
-  }
-  return dump;
+  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, ReadFramedFile(path, kGradientDumpMagic, kMaxPayloadBytes));
+  return ParsePayload(payload, path);
+}
+
+absl::StatusOr<GradientDump> ParseGradientDumpBytes(std::string bytes, const std::string& name) {
+  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, UnframeBytes(std::move(bytes), kGradientDumpMagic, kMaxPayloadBytes, name));
+  return ParsePayload(payload, name);
 }
 
 }  // namespace sketchps

@@ -17,6 +17,8 @@
 
 namespace sketchps {
 
+inline constexpr char kGradientDumpMagic[8] = {'S', 'K', 'P', 'S', 'G', 'R', 'D', '1'};
+
 struct GradientDump {
   std::string job_id;
   std::string model;
@@ -30,6 +32,8 @@ struct GradientDump {
 // Writes `dump` (values.size() must equal layers.dim()) atomically to `path`.
 absl::Status WriteGradientDump(const std::string& path, const GradientDump& dump);
 absl::StatusOr<GradientDump> ReadGradientDump(const std::string& path);
+// The same checks on a file's bytes in memory (`name` stands for the path in errors).
+absl::StatusOr<GradientDump> ParseGradientDumpBytes(std::string bytes, const std::string& name);
 // The file name a worker uses: "grad-r<round, 8 digits>-w<worker>.skgd".
 std::string GradientDumpName(std::uint64_t round, std::uint32_t worker);
 

@@ -45,15 +45,18 @@ void ConfigureServer(grpc::ServerBuilder& builder, const ServerOptions& options)
   }
 }
 
-std::shared_ptr<grpc::Channel> MakeClientChannel(const std::string& address, int max_message_bytes) {
+std::shared_ptr<grpc::Channel> MakeClientChannel(const std::string& address, int max_message_bytes,
+                                                 const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+                                                 const std::string& identity) {
   grpc::ChannelArguments args;
+  if (!identity.empty()) args.SetSslTargetNameOverride(identity);
   args.SetMaxReceiveMessageSize(max_message_bytes);
   args.SetMaxSendMessageSize(max_message_bytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 Backoff::Backoff(absl::Duration initial, absl::Duration max, absl::Duration patience)

@@ -5,7 +5,8 @@
 //                                   a non-OK status never leaves with an empty message.
 //   ConfigureServer(builder, opts)  message limits, keepalive policy, stream cap, handshake timeout,
 //                                   memory quota, exclusive port.
-//   MakeClientChannel(address, ..)  message limits, 10 s keepalive pings (servers accept one every
+//   MakeClientChannel(address, ..)  credentials and the peer's expected identity (common/tls.h),
+//                                   message limits, 10 s keepalive pings (servers accept one every
 //                                   5 s), reconnect backoff from 100 ms capped at 1 s, so a restarted
 //                                   process is reached within about a second. Callers make their
 //                                   RPCs wait-for-ready under a deadline rather than fail fast.
@@ -43,7 +44,11 @@ struct ServerOptions {
 // and SO_REUSEPORT off, so that a second process cannot bind the same port.
 void ConfigureServer(grpc::ServerBuilder& builder, const ServerOptions& options);
 
-std::shared_ptr<grpc::Channel> MakeClientChannel(const std::string& address, int max_message_bytes);
+// A channel to `address` with `credentials` (common/tls.h MakeChannelCredentials). With TLS the
+// server must prove `identity` ("server-1", "worker-3"), whatever the network address is.
+std::shared_ptr<grpc::Channel> MakeClientChannel(const std::string& address, int max_message_bytes,
+                                                 const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+                                                 const std::string& identity);
 
 // Exponential backoff with a patience budget:
 //   Backoff backoff(absl::Milliseconds(50), absl::Seconds(1), patience);

@@ -4,8 +4,9 @@
 #   2. every rendered object against Kubernetes' schemas, strictly (validate/k8s.mjs);
 #   3. every compose file against the compose-spec schema (validate/compose.mjs);
 #   4. the Dockerfiles through a linter and the project's rules (validate/dockerfile.mjs);
-#   5. the deployment rules of RELIABILITY.md 8.8 and the agreement of job spec, replica counts and
-#      addresses (validate/policy.py).
+#   5. the deployment rules of RELIABILITY.md 8.8 (as the daemons now work: mutual TLS, shards that
+#      end with the job) and the agreement of S and P everywhere they appear (validate/policy.py; it
+#      runs the containers' commands with stand-ins for the daemons, validate/podsim.py).
 # Every step runs even if an earlier one failed; exit 1 if any failed, 0 if all passed, 2 on a
 # setup problem. Usage: deploy/validate.sh [--deploy-dir DIR]  (DIR: the deploy/ tree to check,
 # default this script's folder; tests/deploy validates mutated copies this way).

@@ -33,8 +33,10 @@ class Aggregator {
 // counts; user metrics), run on shard 0.
 inline constexpr std::uint32_t kAuxPhase = 15;
 
-// The elementwise sum of every worker's `values` (all workers call it with the same length and
-// `round`, the next round to run: every round before it is complete). The values travel as float32.
+// The elementwise sum of every worker's `values`: phase kAuxPhase of `round`, the round every worker
+// has just completed (so it orders after that round's phases and before the next round's, in the
+// servers' tables and the peers' mailboxes alike). All workers call it with the same length and
+// round. The values travel as float32.
 // Errors: the aggregator's; InvalidArgument when the workers' lengths differ.
 absl::StatusOr<std::vector<float>> SumOverWorkers(Aggregator& aggregator, std::uint64_t round, std::vector<float> values);
 

@@ -47,8 +47,10 @@ absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
   return absl::OkStatus();
 }
 
-absl::Status PhaseTable::CheckOrder(const PhaseKey& key) const {
+absl::Status PhaseTable::CheckOrder(const PhaseKey& key, bool auxiliary) const {
   if (!options_.first_round) return absl::OkStatus();
+  // An auxiliary phase applies nothing: it may belong to the last applied round.
+  if (auxiliary && key.round + 1 == applied_) return absl::OkStatus();
   if (key.round < applied_) {
     return absl::FailedPreconditionError(absl::StrCat("round ", key.round, " ", kAppliedMarker, " (", applied_,
                                                       " rounds applied): phase ", key.phase, " cannot be opened"));
@@ -111,7 +113,7 @@ absl::StatusOr<std::optional<PhaseTable::Work>> PhaseTable::Store(const PhaseKey
   if (it != entries_.end() && (it->second.done || it->second.reducing)) {
     return std::nullopt;  // every worker has contributed (or the result was seeded): a retry
   }
-  SKETCHPS_RETURN_IF_ERROR(CheckOrder(key));
+  SKETCHPS_RETURN_IF_ERROR(CheckOrder(key, contribution.spec.auxiliary));
   if (key.phase > 0 && !contribution.spec.auxiliary && PreviousResult(key) == nullptr) {
     return ReplayRoundError(key.round, key.phase);
   }

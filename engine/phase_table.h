@@ -28,7 +28,8 @@
 //   - with options.first_round set (a table in front of a master copy), rounds are applied in order:
 //     a phase of a round that was already applied, other than a retry of one of its completed
 //     phases, is FailedPrecondition (IsRoundApplied: applied rounds are immutable), and a phase of a
-//     round beyond the next one to apply is FailedPrecondition (IsRoundAhead).
+//     round beyond the next one to apply is FailedPrecondition (IsRoundAhead). An auxiliary phase
+//     (engine/aggregator.h) may also belong to the last applied round.
 // A reduction or final hook that fails anyway fails its phase: every waiter receives that error.
 // Await() waits until the result exists or the deadline passes (DeadlineExceeded). Subscribe() is the
 // non-blocking form for asynchronous servers: the callback runs once, with the result or the phase's
@@ -144,7 +145,7 @@ class PhaseTable {
   static void Notify(Calls calls);
   absl::StatusOr<std::optional<Work>> Store(const PhaseKey& key, std::uint32_t worker, Contribution contribution,
                                             Calls& dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckOrder(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckOrder(const PhaseKey& key, bool auxiliary) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Admit(const PhaseKey& key, const Entry& entry, const Contribution& contribution) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const PhaseResult* PreviousResult(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

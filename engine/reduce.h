@@ -1,4 +1,4 @@
-// Reducer: the four phase reductions of schemes/phase.h over one shard's range, shared by the
+// Reducer: the four phase reductions of engine/phase.h over one shard's range, shared by the
 // in-process aggregator, the parameter server and the peer collectives. It names no method.
 //
 // Contributions arrive in worker-id order and are summed in that order, so a given set of payloads

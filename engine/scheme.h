@@ -11,7 +11,7 @@
 // the same phases. Contribute(p) receives the result of phase p-1 (nullptr for p = 0). Finish
 // turns the last result into the averaged aggregate and updates the worker's state (error
 // feedback, momentum masking, stage counters). The replicated optimizer then applies the aggregate
-// (schemes/optimizer.h).
+// (engine/optimizer.h).
 //
 // Common behaviour, implemented once in SchemeBase:
 //   - dense warm-up: rounds < warmup_rounds send the scheme's compression input densely;

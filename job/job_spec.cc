@@ -8,6 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/config_reader.h"
+#include "job/model_layout.h"
+#include <xxhash.h>
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 
 namespace sketchps {
@@ -27,7 +30,11 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
     }
     chain.push_back(next);
   }
-  chain.back()[keys.back()] = YAML::Load(assignment.substr(eq + 1));
+  try {
+    chain.back()[keys.back()] = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("override '", assignment, "': ", e.what()));
+  }
   return absl::OkStatus();
 }
 
@@ -106,6 +113,27 @@ absl::Status Validate(const JobSpec& j) {
 
 const char* ModeName(Mode mode) { return mode == Mode::kDecentralized ? "decentralized" : "ps"; }
 
+Fingerprint JobFingerprint(const JobSpec& j, const YAML::Node& root) {
+  auto hash = [](const std::string& text) { return XXH3_64bits(text.data(), text.size()); };
+  const auto& o = j.optimizer;
+  const std::string lr = absl::StrCat(static_cast<int>(o.lr.kind), ",", o.lr.base_lr, ",", o.lr.warmup_epochs, ",",
+                                      o.lr.warmup_start_factor, ",", absl::StrJoin(o.lr.milestones, ";"), ",", o.lr.gamma,
+                                      ",", o.lr.min_lr);
+  YAML::Emitter scheme;
+  scheme << root["scheme"];
+  return Fingerprint{{"mode", hash(ModeName(j.mode))},
+                     {"workers", hash(absl::StrCat(j.workers))},
+                     {"servers", hash(absl::StrCat(j.servers))},
+                     {"model", hash(j.model)},
+                     {"data.batch_size", hash(absl::StrCat(j.data.batch_size))},
+                     {"data.train_samples", hash(absl::StrCat(j.data.train_samples))},
+                     {"train.epochs", hash(absl::StrCat(j.train.epochs))},
+                     {"train.rounds", hash(absl::StrCat(j.train.rounds))},
+                     {"train.seed", hash(absl::StrCat(j.train.seed))},
+                     {"optimizer", hash(absl::StrCat(lr, "|", o.momentum, ",", o.nesterov, ",", o.weight_decay))},
+                     {"scheme", hash(scheme.c_str())}};
+}
+
 double JobSpec::rounds_per_epoch() const {
   return std::max(1.0, std::floor(static_cast<double>(data.train_samples) / (static_cast<double>(workers) * data.batch_size)));
 }
@@ -130,8 +158,10 @@ scheme: {name: gs_sgd, density: 0.01}
   return yaml;
 }
 
-absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
-                                     const std::vector<std::string>& overrides) {
+namespace {
+
+absl::StatusOr<JobSpec> ParseJobSpecOrThrow(const std::string& yaml_text, const std::string& source,
+                                            const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -158,8 +188,23 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
   SKETCHPS_RETURN_IF_ERROR(ReadSections(r, job));
   SKETCHPS_RETURN_IF_ERROR(r.Finish());
   SKETCHPS_RETURN_IF_ERROR(Validate(job));
+  SKETCHPS_ASSIGN_OR_RETURN(job.layout, ModelLayout(job.model));
   job.effective_yaml = YAML::Dump(root);
+  job.fingerprint = JobFingerprint(job, root);
   return job;
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
+                                     const std::vector<std::string>& overrides) {
+  // yaml-cpp reports problems by throwing (also from node access on a document of the wrong shape):
+  // none may leave as an exception.
+  try {
+    return ParseJobSpecOrThrow(yaml_text, source, overrides);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", e.what()));
+  }
 }
 
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path, const std::vector<std::string>& overrides) {

@@ -25,6 +25,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/optimizer.h"
+#include "common/fingerprint.h"
+#include "common/layout.h"
 #include "schemes/registry.h"
 
 namespace sketchps {
@@ -78,6 +80,8 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   PeerSpec peer;
   std::string effective_yaml;         // the spec after overrides, for logs and run directories
+  LayerTable layout;                  // the model's parameter layout (job/model_layout.h)
+  Fingerprint fingerprint;            // JobFingerprint(*this), set by ParseJobSpec
 
   // Rounds per epoch: train_samples / (workers * batch_size), at least 1.
   double rounds_per_epoch() const;
@@ -85,6 +89,11 @@ struct JobSpec {
   std::uint64_t total_rounds() const;
   bool decentralized() const { return mode == Mode::kDecentralized; }
 };
+
+// A hash per key whose value changes what a job computes: mode, workers, servers, model,
+// data.batch_size, data.train_samples, train.epochs, train.rounds, train.seed, optimizer, scheme
+// (its section as written). Not job_id, paths, checkpoints, evaluation or peer timeouts.
+Fingerprint JobFingerprint(const JobSpec& job, const YAML::Node& root);
 
 // The embedded default job (gs-SGD, CNN, Fashion-MNIST, 4 workers, 2 servers, one epoch).
 const std::string& DefaultJobSpecYaml();

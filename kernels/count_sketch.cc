@@ -4,9 +4,10 @@
 // entry with atomicAdd. CPU, one work item per OpenMP thread sketches its input slice into its own
 // table (item 0 into the caller's, the others into scratch copies added afterwards in thread
 // order; CAS-loop atomics cost several plain adds), rows outer, dense kPolynomial61 input hashed in
-// SIMD lanes (internal/poly_lanes.h). Estimation and recovery: internal/sketch_estimate.h and
-// internal/sketch_recover.h. Loops hash a batch first and then touch the table, so that many cache
-// misses are in flight.
+// SIMD lanes (internal/poly_lanes.h); for rows of 12 MiB or more each work item bins its updates
+// by column range instead (internal/sketch_binning.h, sketch_bins.h: same additions, same order).
+// Estimation and recovery: internal/sketch_estimate.h and internal/sketch_recover.h. Loops hash a
+// batch first and then touch the table, so that many cache misses are in flight.
 #include "kernels/count_sketch.h"
 
 #include <thrust/count.h>
@@ -23,6 +24,8 @@
 #include "common/status.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/poly_lanes.h"
+#include "kernels/internal/sketch_binning.h"
+#include "kernels/internal/sketch_bins.h"
 #include "kernels/internal/sketch_cursor.h"
 #include "kernels/internal/sketch_estimate.h"
 #include "kernels/internal/sketch_recover.h"
@@ -32,6 +35,8 @@ namespace sketchps::kernels {
 namespace {
 
 using internal::AllIndices;
+using internal::BinPlan;
+using internal::SketchBinning;
 using internal::Cursor;
 using internal::DenseSource;
 using internal::ListedIndices;
@@ -78,12 +83,15 @@ struct AtomicAccumulate {
 };
 
 #if !SKETCHPS_KERNELS_CUDA  // the CPU strategy
+using internal::BinRecord;
+
 constexpr std::size_t kChunk = std::size_t{1} << 20;         // entries per rows-outer sweep (4 MiB, in LLC)
 constexpr std::size_t kBatch = 256;                          // entries hashed before their adds
 constexpr std::size_t kCopyRatio = 2;                        // copies if copy cells <= 2·entries·rows
 constexpr std::size_t kMaxCopyBytes = std::size_t{1} << 29;  // and at most 512 MiB of copies
 
-// Work item `part` of `parts`: its slice of the entries into its own table.
+// Work item `part` of `parts`: its slice of the entries into its own table, binned when plan.bins > 0
+// (internal/sketch_bins.h; the same additions per cell in the same order).
 template <class Family, class Source>
 struct SliceAccumulate {
   Source src;
@@ -92,6 +100,9 @@ struct SliceAccumulate {
   float* table;   // item 0 adds here
   float* copies;  // item p > 0 zeroes copies[(p − 1)·cells, p·cells) and adds there
   CountSketchHash hash;
+  BinPlan plan;
+  BinRecord* lists;     // plan.bins > 0: bins·capacity records per item
+  std::uint32_t* fill;  // and PaddedCounters(bins) counters per item
   SKETCHPS_HD void operator()(std::size_t part) const {
     float* out = table;
     if (part > 0) {
@@ -100,6 +111,11 @@ struct SliceAccumulate {
     }
     const std::size_t lo = count * part / parts;
     const std::size_t hi = count * (part + 1) / parts;
+    if (plan.bins > 0) {
+      internal::BinnedAccumulate<Family>(src, lo, hi, kChunk, hash, plan, out, lists + part * plan.bins * plan.capacity,
+                                         fill + part * internal::PaddedCounters(plan.bins));
+      return;
+    }
     for (std::size_t base = lo; base < hi; base += kChunk) {
       const std::size_t end = base + kChunk < hi ? base + kChunk : hi;
       for (std::uint32_t j = 0; j < hash.rows(); ++j) {
@@ -147,7 +163,7 @@ struct AddCopies {
 // d_table += S(entries of src), with the backend's strategy (file comment).
 template <class Family, class Source>
 void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& hash, float* d_table,
-                const Exec& exec) {
+                const Exec& exec, [[maybe_unused]] const SketchBinning& binning) {
   if (count == 0) return;
   thrust::counting_iterator<std::size_t> first(0);
 #if SKETCHPS_KERNELS_CUDA
@@ -161,8 +177,14 @@ void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& ha
     return;
   }
   ScratchArray<float> copies(*exec.scratch, copy_cells);
+  BinPlan plan = internal::PlanAccumulateBins(hash, count / parts, binning);
+  const std::size_t list_bytes = parts * plan.bins * plan.capacity * sizeof(BinRecord);
+  if (binning.mode == SketchBinning::Mode::kAuto && list_bytes > kMaxCopyBytes) plan = BinPlan{};  // as for copies
+  ScratchArray<BinRecord> lists(*exec.scratch, parts * plan.bins * plan.capacity);
+  ScratchArray<std::uint32_t> fill(*exec.scratch, parts * internal::PaddedCounters(plan.bins));
   thrust::for_each(Policy(exec), first, first + parts,
-                   SliceAccumulate<Family, Source>{src, count, parts, d_table, copies.data(), hash});
+                   SliceAccumulate<Family, Source>{src, count, parts, d_table, copies.data(), hash, plan, lists.data(),
+                                                   fill.data()});
   if (parts > 1) {
     thrust::for_each(Policy(exec), first, first + hash.cells(),
                      AddCopies{d_table, copies.data(), hash.cells(), parts - 1});
@@ -218,21 +240,12 @@ absl::Status CheckIndices(const std::uint32_t* d_idx, std::size_t count, const C
 
 absl::Status SketchAccumulate(const float* d_x, std::size_t n, const CountSketchHash& hash, float* d_table,
                               const Exec& exec) {
-  constexpr const char* kFn = "SketchAccumulate";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_x, n, "d_x", kFn));
-  WithFamily(hash, [&](auto family) { Accumulate(family, DenseSource{d_x}, n, hash, d_table, exec); });
-  return absl::OkStatus();
+  return internal::SketchAccumulateWith(d_x, n, hash, d_table, exec, SketchBinning{});
 }
 
 absl::Status SketchAccumulateSparse(const std::uint32_t* d_idx, const float* d_val, std::size_t count,
                                     const CountSketchHash& hash, float* d_table, const Exec& exec) {
-  constexpr const char* kFn = "SketchAccumulateSparse";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_val, count, "d_val", kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckIndices(d_idx, count, hash, exec, kFn));
-  WithFamily(hash, [&](auto family) { Accumulate(family, SparseSource{d_idx, d_val}, count, hash, d_table, exec); });
-  return absl::OkStatus();
+  return internal::SketchAccumulateSparseWith(d_idx, d_val, count, hash, d_table, exec, SketchBinning{});
 }
 
 absl::Status SketchMerge(float* d_dst, const float* d_src, std::size_t cells, const Exec& exec) {
@@ -257,23 +270,13 @@ absl::Status SketchEstimate(const float* d_table, const CountSketchHash& hash, c
 
 absl::Status SketchEstimateAll(const float* d_table, const CountSketchHash& hash, std::size_t n, float* d_est,
                                const Exec& exec) {
-  constexpr const char* kFn = "SketchEstimateAll";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_est, n, "d_est", kFn));
-  if (n > 0) internal::EstimateInto(AllIndices{}, n, d_table, hash, StoreEstimates{d_est}, exec);
-  return absl::OkStatus();
+  return internal::SketchEstimateAllWith(d_table, hash, n, d_est, exec, SketchBinning{});
 }
 
 absl::StatusOr<std::size_t> SketchRecover(const float* d_table, const CountSketchHash& hash, std::size_t n,
                                           std::size_t k, std::uint32_t* d_out_idx, float* d_out_est,
                                           const Exec& exec) {
-  constexpr const char* kFn = "SketchRecover";
-  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
-  k = std::min(k, n);
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_idx, k, "d_out_idx", kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_est, k, "d_out_est", kFn));
-  if (k == 0) return std::size_t{0};
-  return internal::RecoverTopK(d_table, hash, n, k, d_out_idx, d_out_est, exec);
+  return internal::SketchRecoverWith(d_table, hash, n, k, d_out_idx, d_out_est, exec, SketchBinning{});
 }
 
 absl::StatusOr<double> SketchL2Estimate(const float* d_table, std::uint32_t rows, std::uint32_t cols,
@@ -295,3 +298,50 @@ absl::StatusOr<double> SketchL2Estimate(const float* d_table, std::uint32_t rows
 }
 
 }  // namespace sketchps::kernels
+
+namespace sketchps::kernels::internal {
+
+absl::Status SketchAccumulateWith(const float* d_x, std::size_t n, const CountSketchHash& hash, float* d_table,
+                                  const Exec& exec, const SketchBinning& binning) {
+  constexpr const char* kFn = "SketchAccumulate";
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_x, n, "d_x", kFn));
+  WithFamily(hash, [&](auto family) { Accumulate(family, DenseSource{d_x}, n, hash, d_table, exec, binning); });
+  return absl::OkStatus();
+}
+
+absl::Status SketchAccumulateSparseWith(const std::uint32_t* d_idx, const float* d_val, std::size_t count,
+                                        const CountSketchHash& hash, float* d_table, const Exec& exec,
+                                        const SketchBinning& binning) {
+  constexpr const char* kFn = "SketchAccumulateSparse";
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_val, count, "d_val", kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckIndices(d_idx, count, hash, exec, kFn));
+  WithFamily(hash, [&](auto family) {
+    Accumulate(family, SparseSource{d_idx, d_val}, count, hash, d_table, exec, binning);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status SketchEstimateAllWith(const float* d_table, const CountSketchHash& hash, std::size_t n, float* d_est,
+                                   const Exec& exec, const SketchBinning& binning) {
+  constexpr const char* kFn = "SketchEstimateAll";
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_est, n, "d_est", kFn));
+  if (n > 0) EstimateInto(AllIndices{}, n, d_table, hash, StoreEstimates{d_est}, exec, binning);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::size_t> SketchRecoverWith(const float* d_table, const CountSketchHash& hash, std::size_t n,
+                                              std::size_t k, std::uint32_t* d_out_idx, float* d_out_est,
+                                              const Exec& exec, const SketchBinning& binning) {
+  constexpr const char* kFn = "SketchRecover";
+  SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
+  k = std::min(k, n);
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_idx, k, "d_out_idx", kFn));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_est, k, "d_out_est", kFn));
+  if (k == 0) return std::size_t{0};
+  return RecoverTopK(d_table, hash, n, k, d_out_idx, d_out_est, exec, binning);
+}
+
+}  // namespace sketchps::kernels::internal

@@ -14,6 +14,9 @@
 //     thread count), falling back to atomic adds when private tables would cost more than they
 //     save. Results agree to float rounding; integer-valued inputs of moderate size are exact.
 //     Where nodes must agree bit for bit, exchange and merge tables instead of re-accumulating.
+//   - The CPU backend's large-table orders (below) change when an addition happens, never which
+//     additions a cell receives or their order: binned and direct tables are bit-identical for the
+//     same thread count, and estimates are the same in either order.
 //
 // Conventions: coordinates are uint32 indices in [0, hash.dim()); inputs are expected finite;
 // estimate ties and the top-k order follow kernels/select.h (|value| descending, index ascending).
@@ -27,7 +30,14 @@
 // all-coordinate estimates (SketchEstimateAll, SketchRecover) hash kPolynomial61 in 8 interleaved
 // SIMD lanes by additions only (kernels/internal/poly_lanes.h), a batch of entries before touching
 // the table; kSplitMix64 and listed coordinates are hashed one entry at a time. The random table
-// accesses (the row is 1 MB at the bench's c = 256k) then cost about as much as the hashing.
+// accesses then cost about as much as the hashing while a row fits in the L2 cache (the row is 1 MB
+// at the bench's c = 256k). For larger tables the CPU backend changes the order of its table
+// accesses (kernels/internal/sketch_binning.h): SketchEstimateAll and SketchRecover read one row at
+// a time for items of up to 256K coordinates (tables of 2 MiB or more; `rows` floats per coordinate
+// of an item per thread from the scratch, at most 8 MiB), and accumulation bins its updates by
+// column range once rows reach 12 MiB (c >= 3·2^20; bin lists of about two rows per thread from the
+// scratch). Both keep results bit-identical. Between 2 MiB and 12 MiB rows the accumulation's cost
+// per entry still grows with c: about 2x from c = 256k to c = 1M (docs/benchmarks.md).
 #pragma once
 
 #include <cstddef>

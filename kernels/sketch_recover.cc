@@ -79,14 +79,15 @@ void EmitTop(const std::uint32_t* d_idx, const float* d_val, std::size_t count, 
 // One estimation pass keeping |estimate| >= tau in `capacity` slots per work item, then the top k of
 // those. Returns false (nothing written) when that would not be exact.
 bool RecoverAbove(const float* d_table, const CountSketchHash& hash, std::size_t n, std::size_t k, float tau,
-                  std::size_t capacity, std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec) {
-  const std::size_t items = EstimateItemCount(n);
+                  std::size_t capacity, std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec,
+                  const SketchBinning& binning) {
+  const std::size_t items = EstimateItemCount(n, EstimateItemSize(hash, n, binning));
   ScratchArray<std::uint32_t> counts(*exec.scratch, items), offsets(*exec.scratch, items);
   ScratchArray<std::uint32_t> slot_idx(*exec.scratch, items * capacity);
   ScratchArray<float> slot_val(*exec.scratch, items * capacity);
   thrust::fill(Policy(exec), counts.data(), counts.data() + items, 0u);
   EstimateInto(AllIndices{}, n, d_table, hash, KeepAtLeast{tau, capacity, slot_idx.data(), slot_val.data(), counts.data()},
-               exec);
+               exec, binning);
   const std::uint32_t most = thrust::reduce(Policy(exec), counts.data(), counts.data() + items, 0u, thrust::maximum<std::uint32_t>());
   const std::size_t total = thrust::reduce(Policy(exec), counts.data(), counts.data() + items, std::uint64_t{0});
   if (most > capacity || total < k) return false;
@@ -104,19 +105,21 @@ bool RecoverAbove(const float* d_table, const CountSketchHash& hash, std::size_t
 }  // namespace
 
 absl::StatusOr<std::size_t> RecoverTopK(const float* d_table, const CountSketchHash& hash, std::size_t n,
-                                        std::size_t k, std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec) {
+                                        std::size_t k, std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec,
+                                        const SketchBinning& binning) {
   if (k * 4 < n) {
     const std::size_t m = std::min(n, kSample);
     const double expected = static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
     const auto rank = static_cast<std::size_t>(std::ceil(expected + 4.0 * std::sqrt(expected) + 8.0));
     SKETCHPS_ASSIGN_OR_RETURN(const float tau, SampledThreshold(d_table, hash, n, m, rank, exec));
     // Slots: four times the expected candidates of an item, plus slack for small items.
-    const double per_item = static_cast<double>(rank) / static_cast<double>(m) * static_cast<double>(kEstimateItem);
-    const std::size_t capacity = std::min(kEstimateItem, static_cast<std::size_t>(4.0 * per_item) + 64);
-    if (tau > 0.0f && RecoverAbove(d_table, hash, n, k, tau, capacity, d_out_idx, d_out_est, exec)) return k;
+    const std::size_t item = EstimateItemSize(hash, n, binning);
+    const double per_item = static_cast<double>(rank) / static_cast<double>(m) * static_cast<double>(item);
+    const std::size_t capacity = std::min(item, static_cast<std::size_t>(4.0 * per_item) + 64);
+    if (tau > 0.0f && RecoverAbove(d_table, hash, n, k, tau, capacity, d_out_idx, d_out_est, exec, binning)) return k;
   }
   ScratchArray<float> est(*exec.scratch, n);
-  EstimateInto(AllIndices{}, n, d_table, hash, StoreEstimates{est.data()}, exec);
+  EstimateInto(AllIndices{}, n, d_table, hash, StoreEstimates{est.data()}, exec, binning);
   return TopK(est.data(), n, k, d_out_idx, d_out_est, exec);
 }
 

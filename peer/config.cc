@@ -18,7 +18,14 @@ absl::Status ValidatePeerConfig(const PeerConfig& c) {
   }
   if (c.peer_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("peer.peer_timeout: must be > 0");
   if (c.max_message_bytes <= 0) return absl::InvalidArgumentError("peer.max_message_bytes: must be > 0");
+  if (!c.identities.empty() && c.identities.size() != c.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("peer.identities: ", c.identities.size(), " for ", c.num_workers, " workers"));
+  }
   return absl::OkStatus();
+}
+
+std::string PeerConfig::ExpectedName(std::uint32_t rank) const {
+  return tls.insecure ? std::string() : Identity{Identity::Role::kWorker, IdentityOf(rank)}.Name();
 }
 
 }  // namespace sketchps::peer

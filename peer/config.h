@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/fingerprint.h"
+#include "common/tls.h"
 
 namespace sketchps::peer {
 
@@ -27,6 +29,17 @@ struct PeerConfig {
   // naming it. It must cover the spread of the workers' compute times within a round.
   absl::Duration peer_timeout = absl::Seconds(60);
   int max_message_bytes = 256 << 20;
+  TlsConfig tls;  // common/tls.h: mutual TLS with worker identities, or insecure
+  // The certificate identity of each rank of this epoch ("worker-<identities[r]>"): a regroup
+  // renumbers ranks but certificates keep the rank a worker had when the job started. Empty: rank r
+  // is worker-r.
+  std::vector<std::uint32_t> identities;
+  Fingerprint fingerprint;  // the job's (common/fingerprint.h); peers compare it at start
+
+  // The identity index of `rank` (identities[rank], or rank itself).
+  std::uint32_t IdentityOf(std::uint32_t rank) const { return identities.empty() ? rank : identities.at(rank); }
+  // The TLS identity a channel to `rank` must reach ("worker-<IdentityOf(rank)>"; "" when insecure).
+  std::string ExpectedName(std::uint32_t rank) const;
 };
 
 // InvalidArgument naming the field ("peer.rank: 4 is not in [0, 4)").

@@ -37,26 +37,38 @@ bool Mailbox::Stale(const Box& box, std::pair<std::uint64_t, std::uint32_t> phas
   return phase == box.current && std::find(box.taken.begin(), box.taken.end(), step) != box.taken.end();
 }
 
-absl::Status Mailbox::Put(const PhaseRef& ref, std::uint32_t step, Letter letter) {
+absl::Status Mailbox::Put(const PhaseRef& ref, std::uint32_t step, Letter letter, std::size_t sender_cap) {
   absl::MutexLock lock(&mu_);
   Box& box = boxes_.at(ref.shard);
   const auto phase = std::make_pair(ref.round, ref.phase);
   if (Stale(box, phase, step) || box.letters.count({phase, step}) > 0) return absl::OkStatus();
+  if (TooFarAhead(box, ref.round)) {
+    return absl::UnavailableError(absl::StrCat("header.round: ", ref.round, " is more than one round ahead of this rank's ",
+                                               box.current.first, "; retry later"));
+  }
   if (box.letters.size() >= max_letters_) {
     return absl::ResourceExhaustedError(
         absl::StrCat("mailbox of shard ", ref.shard, " is full (", max_letters_, " letters); retry"));
+  }
+  const auto held = std::count_if(box.letters.begin(), box.letters.end(),
+                                  [&](const auto& kv) { return kv.second.sender == letter.sender; });
+  if (static_cast<std::size_t>(held) >= sender_cap) {
+    return absl::ResourceExhaustedError(absl::StrCat("mailbox of shard ", ref.shard, ": rank ", letter.sender, " already holds ",
+                                                     held, " letters (at most ", sender_cap, "); retry"));
   }
   box.letters.emplace(StepKey{phase, step}, std::move(letter));
   return absl::OkStatus();
 }
 
-void Mailbox::Abort(const PhaseRef& ref, absl::Status why) {
+bool Mailbox::Abort(const PhaseRef& ref, absl::Status why) {
   absl::MutexLock lock(&mu_);
   Box& box = boxes_.at(ref.shard);
   const auto phase = std::make_pair(ref.round, ref.phase);
-  if (box.begun && phase < box.current) return;
-  if (box.aborts.size() >= max_letters_) return;  // bounded; a flood of notices is dropped
+  if (box.begun && phase < box.current) return false;
+  if (TooFarAhead(box, ref.round)) return false;
+  if (box.aborts.size() >= max_letters_) return false;  // bounded; a flood of notices is dropped
   box.aborts.emplace(phase, std::move(why));
+  return true;
 }
 
 void Mailbox::Begin(const PhaseRef& ref) {

@@ -7,6 +7,11 @@
 //   - at most `max_letters` letters per shard are held; a Put beyond that is ResourceExhausted (the
 //     sender retries). A peer can be at most one phase ahead (every collective needs every rank's
 //     contribution), so 2 * NumSteps letters per shard is enough;
+//   - one sender holds at most `sender_cap` letters of a shard (ResourceExhausted beyond), so one
+//     peer cannot fill the mailbox and starve the others;
+//   - once the local rank has begun a phase, letters and abort notices of a round more than one
+//     round ahead of it are refused (Unavailable, not stored): no peer can be that far ahead, and
+//     such letters would otherwise sit in the mailbox until that round;
 //   - a letter may carry a rejection (the payload failed validation): Take returns that error, so
 //     the local phase fails at once instead of waiting for a message it refused;
 //   - Abort(key) marks a phase abandoned by a peer: a Take on it returns that status (IsPeerAbort).
@@ -49,8 +54,9 @@ class Mailbox {
  public:
   Mailbox(std::uint32_t num_shards, std::size_t max_letters);
 
-  absl::Status Put(const PhaseRef& ref, std::uint32_t step, Letter letter);
-  void Abort(const PhaseRef& ref, absl::Status why);
+  absl::Status Put(const PhaseRef& ref, std::uint32_t step, Letter letter, std::size_t sender_cap);
+  // Dropped (returns false) when it is out of the round window or the notices are at their bound.
+  bool Abort(const PhaseRef& ref, absl::Status why);
   // The local rank enters `ref`: letters and aborts of older phases of that shard are dropped.
   void Begin(const PhaseRef& ref);
   absl::StatusOr<Letter> Take(const PhaseRef& ref, std::uint32_t step, absl::Time deadline);
@@ -68,6 +74,7 @@ class Mailbox {
   };
 
   bool Stale(const Box& box, std::pair<std::uint64_t, std::uint32_t> phase, std::uint32_t step) const;
+  static bool TooFarAhead(const Box& box, std::uint64_t round) { return box.begun && round > box.current.first + 1; }
 
   const std::size_t max_letters_;
   mutable absl::Mutex mu_;

@@ -1,5 +1,5 @@
 // Partial: what a rank holds while a peer collective runs (peer/schedule.h gives the steps), and how
-// two partial states combine. One collective per reduction (schemes/phase.h):
+// two partial states combine. One collective per reduction (engine/phase.h):
 //
 //   kSum       kDenseSum, kSketchRecover: one summed payload (DenseValues or SketchTable) plus the
 //              number of contributors; combine(low, high) = low + high elementwise, in that order;

@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
   if (peers.size() != c.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("peers: ", peers.size(), " addresses for ", c.num_workers, " workers"));
   }
+  SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(c.tls));
   std::unique_ptr<PeerAggregator> agg(new PeerAggregator(std::move(endpoint)));
   for (std::uint32_t r = 0; r < peers.size(); ++r) {
     if (peers[r].find(':') == std::string::npos) {
@@ -55,7 +56,7 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
     }
     PeerLink link{peers[r], nullptr};
     if (r != c.rank) {
-      auto channel = MakeClientChannel(peers[r], c.max_message_bytes);
+      auto channel = MakeClientChannel(peers[r], c.max_message_bytes, credentials, c.ExpectedName(r));
       channel->GetState(/*try_to_connect=*/true);  // connect early: abort notices do not wait
       link.stub = v1::Peer::NewStub(channel);
     }
@@ -66,6 +67,22 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
 }
 
 PeerAggregator::PeerAggregator(std::shared_ptr<Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
+
+absl::Status PeerAggregator::CheckPeers(absl::Duration timeout) {
+  for (std::uint32_t r = 0; r < links_.size(); ++r) {
+    if (links_[r].stub == nullptr) continue;  // this rank
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    ctx.set_wait_for_ready(true);
+    v1::ProbeRequest request;
+    request.set_job_id(config().job_id);
+    v1::ProbeResponse response;
+    const absl::Status st = FromGrpcStatus(links_[r].stub->Probe(&ctx, request, &response));
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat(Name(r), ": ", st.message()));
+    SKETCHPS_RETURN_IF_ERROR(CheckFingerprint(config().fingerprint, FingerprintFromProto(response.fingerprint()), Name(r)));
+  }
+  return absl::OkStatus();
+}
 PeerAggregator::~PeerAggregator() = default;
 
 std::string PeerAggregator::Name(std::uint32_t rank) const {

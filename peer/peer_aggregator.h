@@ -76,6 +76,11 @@ class PeerAggregator final : public Aggregator {
   // Safe to call at any time (counters are atomic per shard).
   PeerCounters counters() const;
 
+  // Probes every other rank (waiting up to `timeout` for it to listen) and compares its job
+  // fingerprint with this rank's: FailedPrecondition naming the rank and the keys that differ,
+  // Unavailable naming a rank that never answered.
+  absl::Status CheckPeers(absl::Duration timeout);
+
  private:
   struct ShardState;
   struct PeerLink {

@@ -27,10 +27,16 @@ absl::Status Regrouper::Arm(RegroupConfig config) {
   if (config.rank >= config.peers.size()) {
     return absl::InvalidArgumentError(absl::StrCat("regroup: rank ", config.rank, " is not in [0, ", config.peers.size(), ")"));
   }
+  if (!config.identities.empty() && config.identities.size() != config.peers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("regroup: ", config.identities.size(), " identities for ", config.peers.size(), " ranks"));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(config.tls));
   std::vector<std::shared_ptr<v1::Peer::Stub>> stubs;
   for (std::uint32_t r = 0; r < config.peers.size(); ++r) {
+    const std::uint32_t id = config.identities.empty() ? r : config.identities[r];
+    const std::string name = config.tls.insecure ? "" : Identity{Identity::Role::kWorker, id}.Name();
     stubs.push_back(r == config.rank ? nullptr : std::shared_ptr<v1::Peer::Stub>(v1::Peer::NewStub(
-                                                     MakeClientChannel(config.peers[r], kMaxMessageBytes))));
+                                                     MakeClientChannel(config.peers[r], kMaxMessageBytes, credentials, name))));
   }
   absl::MutexLock lock(&mu_);
   config_ = std::move(config);
@@ -60,11 +66,15 @@ absl::Status Regrouper::Check(const v1::RegroupRequest& r) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RegroupPlan> Regrouper::Handle(const v1::RegroupRequest& request) {
+absl::StatusOr<RegroupPlan> Regrouper::Handle(const v1::RegroupRequest& request, const std::optional<Identity>& caller) {
   const std::uint64_t epoch = request.epoch();
   {
     absl::MutexLock lock(&mu_);
     SKETCHPS_RETURN_IF_ERROR(Check(request));
+    if (caller) {
+      const std::uint32_t id = config_.identities.empty() ? request.rank() : config_.identities[request.rank()];
+      SKETCHPS_RETURN_IF_ERROR(CheckWorker(caller, id, "rank"));
+    }
     Collection& c = collections_[epoch];
     if (c.decision) return AnswerFor(c, epoch, request.rank());
     c.asked[request.rank()] = request.next_round();
@@ -102,7 +112,7 @@ void Regrouper::Collect(std::uint64_t epoch) {
         if (!c.asked.contains(r) && !c.dead.contains(r)) missing.push_back(r);
       }
       if (missing.empty() || absl::Now() >= deadline) {
-        c.decision = Decide(c);
+        c.decision = DecideRegroup(config_.epoch, config_.peers.size(), c.asked);
         return;
       }
     }
@@ -120,25 +130,47 @@ void Regrouper::Collect(std::uint64_t epoch) {
   }
 }
 
-absl::StatusOr<RegroupPlan> Regrouper::Decide(const Collection& c) const {
-  const std::size_t n = config_.peers.size();
+absl::StatusOr<RegroupPlan> DecideRegroup(std::uint64_t failed_epoch, std::size_t num_ranks,
+                                          const std::map<std::uint32_t, std::uint64_t>& asked) {
   RegroupPlan plan;
-  plan.epoch = config_.epoch + 1;
+  plan.epoch = failed_epoch + 1;
   std::uint64_t lo = ~0ull, hi = 0;
-  for (const auto& [rank, next] : c.asked) {
+  for (const auto& [rank, next] : asked) {
     plan.members.push_back(rank);
     lo = std::min(lo, next);
     hi = std::max(hi, next);
   }
-  const std::string who = absl::StrCat("ranks [", absl::StrJoin(plan.members, ", "), "] of the ", n,
-                                       " workers of epoch ", config_.epoch, " asked to go on");
-  if (2 * plan.members.size() <= n) {
+  const std::string who = absl::StrCat("ranks [", absl::StrJoin(plan.members, ", "), "] of the ", num_ranks,
+                                       " workers of epoch ", failed_epoch, " asked to go on");
+  if (2 * plan.members.size() <= num_ranks) {
     return absl::FailedPreconditionError(absl::StrCat("regroup: only ", who, "; going on needs a strict majority"));
   }
   if (hi > lo + 1) {
     return absl::FailedPreconditionError(absl::StrCat("regroup: ", who, " but their next rounds span ", lo, "..", hi));
   }
   plan.round = lo;
+  return plan;
+}
+
+absl::StatusOr<RegroupPlan> PlanFromResponse(const v1::RegroupResponse& response, const v1::RegroupRequest& request,
+                                             std::size_t num_ranks) {
+  const auto bad = [](const std::string& what) { return absl::InvalidArgumentError(absl::StrCat("regroup answer: ", what)); };
+  if (response.epoch() != request.epoch() + 1) {
+    return bad(absl::StrCat("epoch: ", response.epoch(), " is not the failed epoch ", request.epoch(), " + 1"));
+  }
+  RegroupPlan plan{response.epoch(), {response.members().begin(), response.members().end()}, response.round()};
+  for (std::size_t i = 0; i < plan.members.size(); ++i) {
+    if (plan.members[i] >= num_ranks) return bad(absl::StrCat("members[", i, "]: ", plan.members[i], " >= ", num_ranks, " ranks"));
+    if (i > 0 && plan.members[i] <= plan.members[i - 1]) return bad(absl::StrCat("members[", i, "]: not ascending"));
+  }
+  if (2 * plan.members.size() <= num_ranks) {
+    return bad(absl::StrCat("members: ", plan.members.size(), " of ", num_ranks, " ranks are not a strict majority"));
+  }
+  if (!plan.RankOf(request.rank())) return bad(absl::StrCat("members: rank ", request.rank(), " (the asker) is missing"));
+  // The decided round is the members' lowest next_round, at most one below the asker's.
+  if (plan.round > request.next_round() || plan.round + 1 < request.next_round()) {
+    return bad(absl::StrCat("round: ", plan.round, " is not the asker's next round ", request.next_round(), " or the one before"));
+  }
   return plan;
 }
 
@@ -203,10 +235,8 @@ absl::StatusOr<RegroupPlan> Regrouper::Ask(std::uint64_t next_round) {
       continue;
     }
     if (!s.ok()) return FromGrpcStatus(s);
-    RegroupPlan plan{response.epoch(), {response.members().begin(), response.members().end()}, response.round()};
-    if (!std::is_sorted(plan.members.begin(), plan.members.end()) || !plan.RankOf(request.rank())) {
-      return absl::InternalError(absl::StrCat("regroup: coordinator rank ", c, " answered a plan without this rank"));
-    }
+    auto plan = PlanFromResponse(response, request, n);
+    if (!plan.ok()) return absl::Status(plan.status().code(), absl::StrCat("coordinator rank ", c, ": ", plan.status().message()));
     return plan;
   }
   return absl::InternalError("regroup: unreachable");

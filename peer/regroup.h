@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "sketchps/v1/peer.grpc.pb.h"
 
 namespace sketchps::peer {
@@ -49,6 +50,8 @@ struct RegroupConfig {
   std::uint32_t rank = 0;             // its rank in that epoch
   std::vector<std::string> peers;     // every rank's Peer address in that epoch
   absl::Duration window = absl::Seconds(30);  // how long a coordinator waits for silent ranks
+  TlsConfig tls;                      // as the epoch's PeerConfig
+  std::vector<std::uint32_t> identities;  // as PeerConfig::identities
 };
 
 struct RegroupPlan {
@@ -59,6 +62,17 @@ struct RegroupPlan {
   std::optional<std::uint32_t> RankOf(std::uint32_t old_rank) const;
 };
 
+// The decision rules, without the network (pure; Regrouper uses them):
+// DecideRegroup: the plan for `asked` (rank -> next_round) of the failed epoch's num_ranks ranks, or
+// FailedPrecondition (no strict majority, next rounds more than one apart).
+absl::StatusOr<RegroupPlan> DecideRegroup(std::uint64_t failed_epoch, std::size_t num_ranks,
+                                          const std::map<std::uint32_t, std::uint64_t>& asked);
+// PlanFromResponse: a survivor's check of the coordinator's answer to `request` (an epoch of
+// num_ranks ranks): epoch + 1, members ascending, in range, a strict majority that includes the
+// asker, round = the asker's next_round or the one before. InvalidArgument naming the field.
+absl::StatusOr<RegroupPlan> PlanFromResponse(const v1::RegroupResponse& response, const v1::RegroupRequest& request,
+                                             std::size_t num_ranks);
+
 class Regrouper {
  public:
   Regrouper() = default;
@@ -68,7 +82,9 @@ class Regrouper {
   // Enters `config.epoch`: earlier collections are forgotten. InvalidArgument for a bad config.
   absl::Status Arm(RegroupConfig config);
   // Coordinator side of one request. Blocks until the decision.
-  absl::StatusOr<RegroupPlan> Handle(const v1::RegroupRequest& request);
+  // `caller`: the identity the request came with (common/tls.h); a rank other than its own is
+  // PermissionDenied.
+  absl::StatusOr<RegroupPlan> Handle(const v1::RegroupRequest& request, const std::optional<Identity>& caller = std::nullopt);
   // Survivor side: the decision for this worker's failed epoch (see the protocol above).
   absl::StatusOr<RegroupPlan> Ask(std::uint64_t next_round);
   // The armed epoch (0 before Arm).
@@ -84,7 +100,6 @@ class Regrouper {
 
   absl::Status Check(const v1::RegroupRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Collect(std::uint64_t epoch);
-  absl::StatusOr<RegroupPlan> Decide(const Collection& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static absl::StatusOr<RegroupPlan> AnswerFor(const Collection& c, std::uint64_t epoch, std::uint32_t rank);
   bool Probe(std::uint32_t rank);
 

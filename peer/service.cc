@@ -43,9 +43,19 @@ absl::Status FileAbort(Endpoint& e, const PhaseRef& ref, const v1::ExchangeReque
     return Invalid("abort_code", absl::StrCat(r.abort_code(), " is not a status code"));
   }
   const std::string why = r.abort_message().substr(0, kMaxAbortMessage);
-  e.mailbox.Abort(ref, PeerAbortStatus(static_cast<absl::StatusCode>(r.abort_code()),
+  (void)e.mailbox.Abort(ref, PeerAbortStatus(static_cast<absl::StatusCode>(r.abort_code()),
                                        absl::StrCat("rank ", r.header().worker_id(), " abandoned the phase: ", why)));
   return absl::OkStatus();
+}
+
+// A sender is at most one phase ahead of this rank, so it holds at most two phases' worth of the
+// steps in which this rank hears from it.
+std::size_t SenderCap(const PeerConfig& c, std::uint32_t sender) {
+  std::size_t steps = 0;
+  for (std::uint32_t s = 0; s < NumSteps(c.num_workers); ++s) {
+    if (StepOf(c.num_workers, c.rank, s).recv_from == sender) ++steps;
+  }
+  return 2 * steps;
 }
 
 absl::StatusOr<Letter> Open(const PeerConfig& c, const v1::ExchangeRequest& r) {
@@ -66,31 +76,38 @@ absl::StatusOr<Letter> Open(const PeerConfig& c, const v1::ExchangeRequest& r) {
 Endpoint::Endpoint(PeerConfig c)
     : config(std::move(c)), mailbox(static_cast<std::uint32_t>(config.range_lengths.size()), 2 * NumSteps(config.num_workers) + 2) {}
 
-absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r) {
+absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r, const std::optional<Identity>& caller) {
   const PeerConfig& c = e.config;
   SKETCHPS_RETURN_IF_ERROR(CheckHeader(c, r.header()));
+  SKETCHPS_RETURN_IF_ERROR(CheckWorker(caller, c.IdentityOf(r.header().worker_id()), "header.worker_id"));
   const PhaseRef ref{r.header().shard_id(), r.header().round(), r.header().phase()};
   if (r.abort_code() != 0) return FileAbort(e, ref, r);
   const std::uint32_t sender = r.header().worker_id();
   if (r.step() >= NumSteps(c.num_workers) || StepOf(c.num_workers, c.rank, r.step()).recv_from != sender) {
     return Invalid("step", absl::StrCat("rank ", sender, " does not send to rank ", c.rank, " at step ", r.step()));
   }
+  const std::size_t cap = SenderCap(c, sender);
   auto letter = Open(c, r);
-  if (letter.ok()) return e.mailbox.Put(ref, r.step(), *std::move(letter));
+  if (letter.ok()) return e.mailbox.Put(ref, r.step(), *std::move(letter), cap);
   Letter refused;
   refused.sender = sender;
   refused.rejected = absl::Status(letter.status().code(),
                                   absl::StrCat("invalid step ", r.step(), ": ", letter.status().message()));
-  (void)e.mailbox.Put(ref, r.step(), std::move(refused));
+  (void)e.mailbox.Put(ref, r.step(), std::move(refused), cap);
   return letter.status();
 }
 
-grpc::Status PeerService::Exchange(grpc::ServerContext*, const v1::ExchangeRequest* request, v1::ExchangeResponse*) {
-  return ToGrpcStatus(Receive(*endpoint(), *request));
+grpc::Status PeerService::Exchange(grpc::ServerContext* context, const v1::ExchangeRequest* request, v1::ExchangeResponse*) {
+  auto caller = CallerIdentity(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  return ToGrpcStatus(Receive(*endpoint(), *request, *caller));
 }
 
-grpc::Status PeerService::Regroup(grpc::ServerContext*, const v1::RegroupRequest* request, v1::RegroupResponse* response) {
-  auto plan = regrouper_.Handle(*request);
+grpc::Status PeerService::Regroup(grpc::ServerContext* context, const v1::RegroupRequest* request,
+                                  v1::RegroupResponse* response) {
+  auto caller = CallerIdentity(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  auto plan = regrouper_.Handle(*request, *caller);
   if (!plan.ok()) return ToGrpcStatus(plan.status());
   response->set_epoch(plan->epoch);
   response->set_round(plan->round);
@@ -98,13 +115,15 @@ grpc::Status PeerService::Regroup(grpc::ServerContext*, const v1::RegroupRequest
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Probe(grpc::ServerContext*, const v1::ProbeRequest* request, v1::ProbeResponse* response) {
+grpc::Status PeerService::Probe(grpc::ServerContext* context, const v1::ProbeRequest* request, v1::ProbeResponse* response) {
+  if (auto caller = CallerIdentity(*context); !caller.ok()) return ToGrpcStatus(caller.status());
   const std::shared_ptr<Endpoint> e = endpoint();
   if (request->job_id() != e->config.job_id) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat("job_id: '", request->job_id(), "' is not this job ('", e->config.job_id, "')"));
   }
   response->set_epoch(e->config.epoch);
+  FingerprintToProto(e->config.fingerprint, response->mutable_fingerprint());
   return grpc::Status::OK;
 }
 
@@ -121,9 +140,10 @@ void PeerService::Reset(std::shared_ptr<Endpoint> endpoint) {
 absl::StatusOr<std::unique_ptr<PeerServer>> PeerServer::Start(const std::string& listen, PeerConfig config) {
   SKETCHPS_RETURN_IF_ERROR(ValidatePeerConfig(config));
   const int max_bytes = config.max_message_bytes;
+  SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(config.tls));
   std::unique_ptr<PeerServer> server(new PeerServer(std::make_shared<Endpoint>(std::move(config))));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(listen, credentials, &server->port_);
   ServerOptions options;
   options.max_message_bytes = max_bytes;
   ConfigureServer(builder, options);

@@ -12,6 +12,8 @@
 //   INVALID_ARGUMENT     bad spec or partial state (wire.h): stored as a rejected letter, so the
 //                        local phase fails at once with the same error naming the sender;
 //   RESOURCE_EXHAUSTED   the mailbox is full (retry).
+//   PERMISSION_DENIED    the caller's certificate is not the sender's identity (a forged letter or
+//                        abort notice);
 // Abort notices (abort_code set) are filed for their phase. Thread-safe.
 #pragma once
 
@@ -36,7 +38,10 @@ struct Endpoint {
   Mailbox mailbox;
 };
 
-absl::Status Receive(Endpoint& endpoint, const v1::ExchangeRequest& request);
+// `caller`: the identity the request came with (common/tls.h): it must be the sender's
+// (PERMISSION_DENIED otherwise, checked before anything is stored); nullopt on a plaintext channel.
+absl::Status Receive(Endpoint& endpoint, const v1::ExchangeRequest& request,
+                     const std::optional<Identity>& caller = std::nullopt);
 
 class PeerService final : public v1::Peer::Service {
  public:

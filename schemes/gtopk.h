@@ -19,7 +19,7 @@
 // Choices where the paper and code are silent:
 //   - The PS shard computes the exact global top-k of the summed union; unlike the reference's tree
 //     merge nothing is dropped at intermediate merges, so §4.2's "lost contribution" caveat is absent.
-//   - A global sum that cancels to exactly 0 drops out of the result (schemes/reduce.h); its index is
+//   - A global sum that cancels to exactly 0 drops out of the result (engine/reduce.h); its index is
 //     then not in I_glob and every worker puts its own value back (nothing was applied there).
 //   - A worker that skipped the round (NaN/Inf guard) keeps its state; the others' fix-up is unchanged.
 #pragma once

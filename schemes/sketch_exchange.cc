@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/fp16.h"
-#include "common/splitmix.h"
 #include "common/status.h"
 #include "kernels/count_sketch.h"
 #include "kernels/sparse.h"
@@ -65,10 +64,6 @@ std::uint32_t SketchSizing::ColsFor(std::uint64_t k) const {
   const std::uint64_t limit = kMaxSketchCells / std::max<std::uint32_t>(rows, 1);
   const double wanted = cols > 0 ? static_cast<double>(cols) : std::ceil(cols_factor * static_cast<double>(k));
   return static_cast<std::uint32_t>(std::clamp<double>(wanted, 1.0, static_cast<double>(limit)));
-}
-
-std::uint64_t SketchSeed(std::uint64_t job_seed, std::uint32_t shard_id) {
-  return SplitMix64(SplitMix64(job_seed) ^ (0xD1B54A32D192ED03ull * (std::uint64_t{shard_id} + 1)));
 }
 
 SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& sizing)

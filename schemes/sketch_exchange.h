@@ -65,8 +65,6 @@ struct SketchSizing {
   std::uint32_t ColsFor(std::uint64_t k) const;
 };
 
-// The hash seed of one shard: the job seed mixed with the shard id (splitmix64).
-std::uint64_t SketchSeed(std::uint64_t job_seed, std::uint32_t shard_id);
 
 class SketchExchange {
  public:

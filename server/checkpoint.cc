@@ -12,7 +12,6 @@ namespace sketchps::server {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr char kMagic[8] = {'S', 'K', 'P', 'S', 'C', 'K', 'P', '1'};
 constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 34;  // 16 GiB: far above any shard
 
 std::string FileName(std::uint32_t shard, std::uint64_t round) {
@@ -36,13 +35,21 @@ std::vector<fs::path> ShardFiles(const std::string& dir, std::uint32_t shard) {
 absl::Status CheckContent(const v1::ShardCheckpoint& c) {
   if (c.range_hi() < c.range_lo()) return absl::DataLossError("range_hi < range_lo");
   const std::uint64_t n = c.range_hi() - c.range_lo();
-  if (c.weights().size() != n * 4) {
+  // Compared by division: n * 4 wraps for a hostile range.
+  if (c.weights().size() % 4 != 0 || c.weights().size() / 4 != n) {
     return absl::DataLossError(absl::StrCat("weights hold ", c.weights().size(), " bytes, range needs ", n * 4));
   }
-  if (!c.velocity().empty() && c.velocity().size() != n * 4) {
+  if (!c.velocity().empty() && (c.velocity().size() % 4 != 0 || c.velocity().size() / 4 != n)) {
     return absl::DataLossError(absl::StrCat("velocity holds ", c.velocity().size(), " bytes, range needs ", n * 4));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointPayload(const std::string& payload, const std::string& name) {
+  v1::ShardCheckpoint c;
+  if (!c.ParseFromString(payload)) return absl::DataLossError(absl::StrCat(name, ": payload does not parse"));
+  if (auto st = CheckContent(c); !st.ok()) return absl::DataLossError(absl::StrCat(name, ": ", st.message()));
+  return c;
 }
 
 }  // namespace
@@ -54,18 +61,20 @@ absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& 
   std::string payload;
   if (!checkpoint.SerializeToString(&payload)) return absl::InternalError("checkpoint does not serialize");
   const fs::path final_path = fs::path(dir) / FileName(checkpoint.shard_id(), checkpoint.rounds_applied());
-  SKETCHPS_RETURN_IF_ERROR(WriteFramedFile(final_path.string(), kMagic, payload));
+  SKETCHPS_RETURN_IF_ERROR(WriteFramedFile(final_path.string(), kCheckpointMagic, payload));
   const auto files = ShardFiles(dir, checkpoint.shard_id());
   for (std::size_t i = static_cast<std::size_t>(std::max(keep, 1)); i < files.size(); ++i) fs::remove(files[i], ec);
   return absl::OkStatus();
 }
 
 absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path) {
-  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, ReadFramedFile(path, kMagic, kMaxPayloadBytes));
-  v1::ShardCheckpoint c;
-  if (!c.ParseFromString(payload)) return absl::DataLossError(absl::StrCat(path, ": payload does not parse"));
-  if (auto st = CheckContent(c); !st.ok()) return absl::DataLossError(absl::StrCat(path, ": ", st.message()));
-  return c;
+  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, ReadFramedFile(path, kCheckpointMagic, kMaxPayloadBytes));
+  return ParseCheckpointPayload(payload, path);
+}
+
+absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointBytes(std::string bytes, const std::string& name) {
+  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, UnframeBytes(std::move(bytes), kCheckpointMagic, kMaxPayloadBytes, name));
+  return ParseCheckpointPayload(payload, name);
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id) {

@@ -22,6 +22,8 @@
 
 namespace sketchps::server {
 
+inline constexpr char kCheckpointMagic[8] = {'S', 'K', 'P', 'S', 'C', 'K', 'P', '1'};
+
 absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& checkpoint, int keep = 2);
 
 struct LoadedCheckpoint {
@@ -34,5 +36,7 @@ absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::s
 
 // Validates one file's framing and content; the error names the file and the problem.
 absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path);
+// The same checks on a file's bytes in memory (`name` stands for the path in errors).
+absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointBytes(std::string bytes, const std::string& name);
 
 }  // namespace sketchps::server

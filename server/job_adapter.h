@@ -12,8 +12,8 @@ namespace sketchps::server {
 
 inline HostOptions HostOptionsFor(const JobSpec& job, std::uint32_t shard_id, const std::string& checkpoint_dir) {
   HostOptions options;
-  options.job = ShardJob{job.job_id, job.workers, job.servers, job.optimizer, job.scheme.global_momentum,
-                         job.rounds_per_epoch()};
+  options.job = ShardJob{job.job_id,     job.workers, job.servers, job.optimizer, job.scheme.global_momentum,
+                         job.rounds_per_epoch(), job.layout, job.fingerprint};
   options.shard_id = shard_id;
   options.checkpoint_dir = checkpoint_dir;
   options.checkpoint_every = job.checkpoint.every_rounds;

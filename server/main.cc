@@ -6,9 +6,13 @@
 // Shard id: --shard, else env SKETCHPS_SHARD, else the trailing "-N" of the hostname (a StatefulSet
 // ordinal). Serves sketchps.v1.ParameterServer and grpc.health.v1.Health on --listen (service ""
 // for readiness, "liveness" for liveness).
-// SIGTERM/SIGINT: readiness turns NOT_SERVING (liveness stays SERVING until exit), new phases are refused, phases in flight finish (up to
-// --grace-seconds), a checkpoint is written, exit 0.
-// Exit codes: 0 stopped by a signal; 1 runtime failure (cannot listen, ...); 2 bad configuration.
+// The shard exits 0 once every worker has left the job (Leave). SIGTERM/SIGINT: readiness turns
+// NOT_SERVING (liveness stays SERVING until exit), new phases are refused, phases in flight finish
+// (up to --grace-seconds), a checkpoint is written, exit 128 + the signal (143 for SIGTERM), so a
+// supervisor can tell a stopped shard from a finished job. No call from any worker for
+// --idle-exit-seconds (the workers failed or left while this shard was down): exit 4.
+// Exit codes: 0 job finished; 1 runtime failure (cannot listen, final checkpoint failed, ...);
+// 2 bad configuration or an unusable checkpoint; 4 idle; 130/143 stopped by SIGINT/SIGTERM.
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,6 +28,8 @@
 #include "common/cli.h"
 #include "job/job_spec.h"
 #include "common/grpc_edge.h"
+#include "engine/phase.h"
+#include "common/rendezvous_file.h"
 #include "server/job_adapter.h"
 #include "server/metrics.h"
 #include "server/service.h"
@@ -34,6 +40,8 @@ namespace {
 
 using namespace sketchps;
 
+constexpr int kExitIdle = 4;
+
 struct Flags {
   JobFlags job;
   std::optional<std::uint32_t> shard;
@@ -41,9 +49,12 @@ struct Flags {
   std::string metrics_listen;
   std::string checkpoint_dir;
   std::string port_file;
+  std::string health_listen;
+  TlsFlags tls;
   double max_wait_seconds = 30;
   double grace_seconds = 10;
-  int max_message_mb = 256;
+  double idle_exit_seconds = 3600;
+  int max_message_mb = 0;
 };
 
 // The trailing "-N" of the hostname, as in a StatefulSet pod "sketchps-server-1".
@@ -57,14 +68,14 @@ std::optional<std::uint32_t> OrdinalFromHostname() {
   return n;
 }
 
-bool WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port << "\n";
-    if (!out) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+// The largest legal message for this shard: a sketch table of kSketchCellsPerElement float32 cells per
+// element of its range is the largest payload a push may carry (the decoders refuse more), a Join
+// with weights, momentum and a result is smaller; plus 64 KiB for headers and framing.
+int MaxMessageBytes(const JobSpec& job, std::uint32_t shard) {
+  auto map = MakeShardMap(job.layout, job.servers);
+  const std::uint64_t n = map.ok() && shard < map->ranges.size() ? map->ranges[shard].size() : job.layout.dim();
+  const std::uint64_t bytes = 4 * kSketchCellsPerElement * n + (64 << 10);
+  return static_cast<int>(std::min<std::uint64_t>(bytes, std::uint64_t{2047} << 20));
 }
 
 int Run(const Flags& flags, std::uint32_t shard_id) {
@@ -81,18 +92,33 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("cannot start shard {}: {}", shard_id, std::string(host.status().message()));
     return 2;
   }
-  server::ParameterServerService service(**host, absl::Seconds(flags.max_wait_seconds));
+  auto tls = ResolveTls(flags.tls, Identity{Identity::Role::kServer, shard_id});
+  auto credentials = tls.ok() ? MakeServerCredentials(*tls) : tls.status();
+  if (!credentials.ok()) {
+    spdlog::error("{}", std::string(credentials.status().message()));
+    return 2;
+  }
+  server::ParameterServerService service(**host, absl::Seconds(flags.max_wait_seconds), !tls->insecure);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  int port = 0, health_port = 0;
+  builder.AddListeningPort(flags.listen, *credentials, &port);
+  // Kubernetes' gRPC probes speak plaintext: a second port serves them. The data calls on it are
+  // refused (UNAUTHENTICATED) when the server runs with TLS.
+  if (!flags.health_listen.empty()) {
+    builder.AddListeningPort(flags.health_listen, grpc::InsecureServerCredentials(), &health_port);
+  }
   ServerOptions server_options;
-  server_options.max_message_bytes = flags.max_message_mb << 20;
+  server_options.max_message_bytes = flags.max_message_mb > 0 ? flags.max_message_mb << 20 : MaxMessageBytes(*job, shard_id);
+  server_options.memory_quota_bytes = std::max<std::size_t>(std::size_t{64} << 20, 8 * std::size_t(server_options.max_message_bytes));
   ConfigureServer(builder, server_options);
+  spdlog::info("messages up to {} bytes (--max-message-mb), open files limit {}", server_options.max_message_bytes,
+               RaiseFileLimit());
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
-  if (!grpc_server || port == 0) {
-    spdlog::error("--listen {}: cannot listen (address in use or invalid)", flags.listen);
+  if (!grpc_server || port == 0 || (!flags.health_listen.empty() && health_port == 0)) {
+    spdlog::error("--listen {} / --health-listen {}: cannot listen (address in use or invalid)", flags.listen,
+                  flags.health_listen);
     return 1;
   }
   // Health: "" (readiness: NOT_SERVING from SIGTERM on) and "liveness" (SERVING until the process
@@ -107,19 +133,34 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     }
     endpoint = std::move(*served);
   }
-  if (!flags.port_file.empty() && !WritePortFile(flags.port_file, port)) {
+  if (!flags.port_file.empty() && !WriteFileAtomically(flags.port_file, absl::StrCat(port, "\n")).ok()) {
     spdlog::error("--port-file {}: cannot write", flags.port_file);
     return 1;
   }
-  spdlog::info("shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {}{}; {}; {}", shard_id,
+  spdlog::info("shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {} ({}){}{}; {}; {}", shard_id,
                job->servers, job->job_id, job->model, job->workers, job->scheme.name, port,
-               endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin(),
-               (*host)->AssemblyStatus());
+               tls->insecure ? "plaintext, no identities: --insecure" : "mutual TLS as server-" + std::to_string(shard_id),
+               health_port ? absl::StrCat(", health on plaintext port ", health_port) : "",
+               endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin(), (*host)->AssemblyStatus());
   spdlog::info("checkpoints: {}", options.checkpoint_dir.empty()
                                       ? std::string("off (no checkpoint.dir / --checkpoint-dir)")
                                       : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds"));
 
-  const std::string signal = WaitForTerminationSignal();
+  std::string signal;
+  int exit_code = 0;
+  while ((signal = PendingTerminationSignal()).empty()) {
+    if ((*host)->job_done()) {
+      signal = "every worker has finished the job";
+      break;
+    }
+    if (flags.idle_exit_seconds > 0 && (*host)->idle() > absl::Seconds(flags.idle_exit_seconds)) {
+      signal = absl::StrCat("no worker has called for ", flags.idle_exit_seconds, " s (--idle-exit-seconds)");
+      exit_code = kExitIdle;
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  if (exit_code == 0 && !(*host)->job_done()) exit_code = TerminationExitCode(signal);
   spdlog::info("{}: stopping: refusing new phases, finishing the {} in flight", signal, (*host)->in_flight());
   grpc_server->GetHealthCheckService()->SetServingStatus("", false);
   (*host)->BeginShutdown();
@@ -130,8 +171,8 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("final checkpoint failed: {}", std::string(st.message()));
     return 1;
   }
-  spdlog::info("stopped after {} rounds", (*host)->rounds_applied());
-  return 0;
+  spdlog::info("stopped after {} rounds (exit code {})", (*host)->rounds_applied(), exit_code);
+  return exit_code;
 }
 
 }  // namespace
@@ -144,6 +185,9 @@ int main(int argc, char** argv) {
   app.add_option("--shard", flags.shard, "Shard id (env SKETCHPS_SHARD; default: the hostname's -N suffix)")
       ->envname("SKETCHPS_SHARD");
   app.add_option("--listen", flags.listen, "gRPC address (ParameterServer and grpc.health.v1)")->capture_default_str();
+  app.add_option("--health-listen", flags.health_listen,
+                 "A plaintext port for grpc.health.v1 only (Kubernetes probes), e.g. 0.0.0.0:7071");
+  AddTlsFlags(app, flags.tls);
   app.add_option("--metrics-listen", flags.metrics_listen, "Prometheus /metrics address (empty: off)");
   app.add_option("--checkpoint-dir", flags.checkpoint_dir, "Checkpoint directory (overrides checkpoint.dir)");
   app.add_option("--port-file", flags.port_file, "Write the bound gRPC port here once serving");
@@ -151,9 +195,13 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--grace-seconds", flags.grace_seconds, "On SIGTERM, how long phases in flight may finish")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-message-mb", flags.max_message_mb, "Largest gRPC message accepted")->capture_default_str()
-      ->check(CLI::Range(1, 2047));
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--idle-exit-seconds", flags.idle_exit_seconds,
+                 "Exit (code 4) when no worker has called for this long; 0: never")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--max-message-mb", flags.max_message_mb,
+                 "Largest gRPC message accepted (default 0: the largest legal payload of this shard, plus a margin)")
+      ->capture_default_str()->check(CLI::Range(0, 2047));
+  if (auto code = ParseCommandLine(app, argc, argv)) return *code;
   if (!flags.shard) flags.shard = OrdinalFromHostname();
   ConfigureLogging(flags.job, absl::StrCat("server ", flags.shard ? std::to_string(*flags.shard) : "?"));
   if (!flags.shard) {

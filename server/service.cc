@@ -9,15 +9,29 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/grpc_edge.h"
+#include "common/status.h"
 
 namespace sketchps::server {
 namespace {
+
+// Parses the raw request; INVALID_ARGUMENT naming the message when the bytes are not one.
+template <class Request>
+absl::StatusOr<Request> Parse(const grpc::ByteBuffer* raw) {
+  grpc::ByteBuffer copy(*raw);  // Deserialize consumes its buffer; the slices are shared, not copied
+  Request request;
+  const std::size_t bytes = raw->Length();
+  if (!grpc::SerializationTraits<Request>::Deserialize(&copy, &request).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request: ", bytes, " bytes do not parse as ", Request::descriptor()->full_name()));
+  }
+  return request;
+}
 
 // One unary call that is finished exactly once: by its result, or by an alarm at its deadline.
 template <class Response>
 class OnceCall : public std::enable_shared_from_this<OnceCall<Response>> {
  public:
-  OnceCall(grpc::ServerUnaryReactor* reactor, Response* response) : reactor_(reactor), response_(response) {}
+  OnceCall(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response) : reactor_(reactor), response_(response) {}
 
   // Arms the alarm: at `deadline` the call ends with DEADLINE_EXCEEDED and `why()` as its message.
   void ArmDeadline(absl::Time deadline, std::function<std::string()> why) {
@@ -28,21 +42,22 @@ class OnceCall : public std::enable_shared_from_this<OnceCall<Response>> {
 
   void Finish(absl::StatusOr<Response> result, bool from_alarm = false) {
     grpc::ServerUnaryReactor* reactor = nullptr;
+    grpc::Status status = ToGrpcStatus(result.status());
     {
       absl::MutexLock lock(&mu_);
       std::swap(reactor, reactor_);
       if (reactor == nullptr) return;  // already finished
-      if (result.ok()) *response_ = *std::move(result);
+      bool own = false;
+      if (result.ok()) status = grpc::SerializationTraits<Response>::Serialize(*result, response_, &own);
     }
     if (!from_alarm) alarm_.Cancel();
-    reactor->Finish(ToGrpcStatus(result.status()));
+    reactor->Finish(status);
   }
-
 
  private:
   absl::Mutex mu_;
   grpc::ServerUnaryReactor* reactor_ ABSL_GUARDED_BY(mu_);  // null once finished
-  Response* const response_;
+  grpc::ByteBuffer* const response_;
   grpc::Alarm alarm_;
 };
 
@@ -55,35 +70,72 @@ absl::Time Deadline(const grpc::CallbackServerContext* ctx, absl::Duration max_w
 
 }  // namespace
 
-grpc::ServerUnaryReactor* ParameterServerService::Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
-                                                       v1::JoinResponse* response) {
+absl::StatusOr<std::optional<Identity>> ParameterServerService::Caller(const grpc::CallbackServerContext& ctx) const {
+  SKETCHPS_ASSIGN_OR_RETURN(auto caller, CallerIdentity(ctx));
+  if (require_identity_ && !caller) {
+    return absl::UnauthenticatedError("this server requires TLS with a client certificate (this port serves health checks only)");
+  }
+  return caller;
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::Join(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                       grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto call = std::make_shared<OnceCall<v1::JoinResponse>>(reactor, response);
+  auto caller = Caller(*ctx);
+  auto request = Parse<v1::JoinRequest>(raw);
+  if (!caller.ok() || !request.ok()) {
+    call->Finish(caller.ok() ? request.status() : caller.status());
+    return reactor;
+  }
   call->ArmDeadline(Deadline(ctx, max_wait_), [this] { return absl::StrCat("Join not answered in time: ", host_.AssemblyStatus()); });
-  host_.Join(*request, [call](absl::StatusOr<v1::JoinResponse> r) { call->Finish(std::move(r)); });
+  host_.Join(*request, *caller, [call](absl::StatusOr<v1::JoinResponse> r) { call->Finish(std::move(r)); });
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* ctx,
-                                                           const v1::PushPullRequest* request,
-                                                           v1::PushPullResponse* response) {
+grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                           grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto call = std::make_shared<OnceCall<v1::PushPullResponse>>(reactor, response);
+  auto caller = Caller(*ctx);
+  auto request = Parse<v1::PushPullRequest>(raw);
+  if (!caller.ok() || !request.ok()) {
+    call->Finish(caller.ok() ? request.status() : caller.status());
+    return reactor;
+  }
   const auto& h = request->payload().header();
   call->ArmDeadline(Deadline(ctx, max_wait_), [round = h.round(), phase = h.phase()] {
     return absl::StrCat("round ", round, " phase ", phase, " did not complete before the deadline (retry: pushes are idempotent)");
   });
-  host_.PushPull(*request, [call](absl::StatusOr<v1::PushPullResponse> r) { call->Finish(std::move(r)); });
+  host_.PushPull(*request, *caller, [call](absl::StatusOr<v1::PushPullResponse> r) { call->Finish(std::move(r)); });
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::GetWeights(grpc::CallbackServerContext* ctx,
-                                                             const v1::GetWeightsRequest* request,
-                                                             v1::GetWeightsResponse* response) {
+grpc::ServerUnaryReactor* ParameterServerService::GetWeights(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                             grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  auto result = host_.GetWeights(*request);
-  if (result.ok()) *response = *std::move(result);
-  reactor->Finish(ToGrpcStatus(result.status()));
+  auto call = std::make_shared<OnceCall<v1::GetWeightsResponse>>(reactor, response);
+  auto caller = Caller(*ctx);
+  auto request = Parse<v1::GetWeightsRequest>(raw);
+  if (!caller.ok() || !request.ok()) {
+    call->Finish(caller.ok() ? request.status() : caller.status());
+    return reactor;
+  }
+  call->Finish(host_.GetWeights(*request, *caller));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::Leave(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                        grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto call = std::make_shared<OnceCall<v1::LeaveResponse>>(reactor, response);
+  auto caller = Caller(*ctx);
+  auto request = Parse<v1::LeaveRequest>(raw);
+  if (!caller.ok() || !request.ok()) {
+    call->Finish(caller.ok() ? request.status() : caller.status());
+    return reactor;
+  }
+  call->Finish(host_.Leave(*request, *caller));
   return reactor;
 }
 

@@ -4,6 +4,13 @@
 // or with DEADLINE_EXCEEDED when the client's deadline or --max-wait-seconds passes first (an alarm),
 // whichever comes first; a late result is then dropped. Join works the same way while the shard
 // assembles its state. absl codes map 1:1 onto gRPC codes (common/grpc_edge.h).
+//
+// The methods take the raw request bytes and parse them here, so that a body that does not parse
+// is INVALID_ARGUMENT naming the message ("request: 37 bytes do not parse as
+// sketchps.v1.PushPullRequest") rather than gRPC's INTERNAL with an empty message.
+//
+// With require_identity (the server runs with TLS), a call without a client certificate (the
+// plaintext health port) is UNAUTHENTICATED; the caller's identity goes to the host.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -14,20 +21,30 @@
 
 namespace sketchps::server {
 
-class ParameterServerService final : public v1::ParameterServer::CallbackService {
- public:
-  ParameterServerService(ShardHost& host, absl::Duration max_wait) : host_(host), max_wait_(max_wait) {}
+using RawParameterServer = v1::ParameterServer::WithRawCallbackMethod_Join<v1::ParameterServer::WithRawCallbackMethod_PushPull<
+    v1::ParameterServer::WithRawCallbackMethod_GetWeights<v1::ParameterServer::WithRawCallbackMethod_Leave<
+        v1::ParameterServer::Service>>>>;
 
-  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
-                                 v1::JoinResponse* response) override;
-  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* ctx, const v1::PushPullRequest* request,
-                                     v1::PushPullResponse* response) override;
-  grpc::ServerUnaryReactor* GetWeights(grpc::CallbackServerContext* ctx, const v1::GetWeightsRequest* request,
-                                       v1::GetWeightsResponse* response) override;
+class ParameterServerService final : public RawParameterServer {
+ public:
+  ParameterServerService(ShardHost& host, absl::Duration max_wait, bool require_identity = false)
+      : host_(host), max_wait_(max_wait), require_identity_(require_identity) {}
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetWeights(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
 
  private:
+  absl::StatusOr<std::optional<Identity>> Caller(const grpc::CallbackServerContext& ctx) const;
+
   ShardHost& host_;
   const absl::Duration max_wait_;
+  const bool require_identity_;
 };
 
 }  // namespace sketchps::server

@@ -48,6 +48,13 @@ ShardHost::ShardHost(HostOptions options, ServerMetrics* metrics) : options_(std
       });
 }
 
+void ShardHost::MarkCall() { last_call_ns_.store(absl::ToUnixNanos(absl::Now())); }
+
+absl::Duration ShardHost::idle() const {
+  if (in_flight_.load() > 0) return absl::ZeroDuration();
+  return absl::Now() - absl::FromUnixNanos(last_call_ns_.load());
+}
+
 ShardHost::~ShardHost() {
   std::shared_ptr<Shard> shard = this->shard();
   if (shard) shard->Drain();  // no strand task may run once the host is gone
@@ -106,11 +113,16 @@ absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
     return Invalid("worker_id", absl::StrCat(r.worker_id(), " is not in [0, ", options_.job.workers, ")"));
   }
   if (r.shard_id() != options_.shard_id) return Invalid("shard_id", absl::StrCat(r.shard_id(), " sent to shard ", options_.shard_id));
+  SKETCHPS_RETURN_IF_ERROR(
+      CheckFingerprint(options_.job.fingerprint, FingerprintFromProto(r.fingerprint()), absl::StrCat("worker ", r.worker_id())));
   Offer offer;
   offer.worker = r.worker_id();
   offer.rounds_applied = r.rounds_applied();
   offer.checksum = r.weights_checksum();
   SKETCHPS_ASSIGN_OR_RETURN(offer.layers, LayersFromProto(r.layers()));
+  if (!options_.job.layout.layers.empty() && !SameLayers(offer.layers, options_.job.layout)) {
+    return Precondition("layers", "differ from the job's model layout (another model, or another version of it?)");
+  }
   SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(offer.layers, options_.job.servers));
   const std::uint64_t n = map.ranges[options_.shard_id].size();
   SKETCHPS_ASSIGN_OR_RETURN(offer.weights, ParseF32Bytes(r.weights(), n, "weights"));
@@ -127,7 +139,9 @@ absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
   return offer;
 }
 
-void ShardHost::Join(const v1::JoinRequest& request, JoinReply reply) {
+void ShardHost::Join(const v1::JoinRequest& request, const std::optional<Identity>& caller, JoinReply reply) {
+  MarkCall();
+  if (auto st = CheckWorker(caller, request.worker_id(), "worker_id"); !st.ok()) return reply(st);
   auto offer = DecodeOffer(request);
   if (!offer.ok()) return reply(offer.status());
   std::vector<std::pair<JoinReply, absl::StatusOr<v1::JoinResponse>>> replies;
@@ -274,7 +288,8 @@ absl::StatusOr<PhaseKey> ShardHost::Admit(const v1::PushPullRequest& request, Sh
   return key;
 }
 
-void ShardHost::PushPull(const v1::PushPullRequest& request, PushReply reply) {
+void ShardHost::PushPull(const v1::PushPullRequest& request, const std::optional<Identity>& caller, PushReply reply) {
+  MarkCall();
   in_flight_.fetch_add(1);
   PushReply done = [this, reply = std::move(reply)](absl::StatusOr<v1::PushPullResponse> response) {
     if (metrics_ && !response.ok()) metrics_->CountPush(ServerMetrics::Push::kRejected);
@@ -282,6 +297,9 @@ void ShardHost::PushPull(const v1::PushPullRequest& request, PushReply reply) {
     in_flight_.fetch_sub(1);
   };
   if (auto st = CheckHeader(request.payload().header()); !st.ok()) return done(st);
+  if (auto st = CheckWorker(caller, request.payload().header().worker_id(), "payload.header.worker_id"); !st.ok()) {
+    return done(st);
+  }
   std::shared_ptr<Shard> shard = this->shard();
   if (!shard) {
     return done(Precondition("shard", absl::StrCat("this shard is assembling its state (it started or restarted): ",
@@ -347,7 +365,12 @@ bool ShardHost::FirstArrival(const PhaseKey& key, absl::Time now) {
   return first_arrival_.try_emplace(key, now).second;
 }
 
-absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeightsRequest& request) {
+absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeightsRequest& request,
+                                                             const std::optional<Identity>& caller) {
+  MarkCall();
+  if (caller && caller->role != Identity::Role::kWorker) {
+    return absl::PermissionDeniedError(absl::StrCat("GetWeights: ", caller->Name(), " is not a worker of this job"));
+  }
   if (request.job_id() != options_.job.job_id) {
     return Precondition("job_id", absl::StrCat("'", request.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
   }
@@ -362,6 +385,38 @@ absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeight
   response.set_weights(F32Bytes(s.weights));
   response.set_weights_checksum(s.checksum);
   return response;
+}
+
+absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& request, const std::optional<Identity>& caller) {
+  MarkCall();
+  if (request.job_id() != options_.job.job_id) {
+    return Precondition("job_id", absl::StrCat("'", request.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
+  }
+  if (request.worker_id() >= options_.job.workers) {
+    return Invalid("worker_id", absl::StrCat(request.worker_id(), " is not in [0, ", options_.job.workers, ")"));
+  }
+  if (request.shard_id() != options_.shard_id) {
+    return Invalid("shard_id", absl::StrCat(request.shard_id(), " sent to shard ", options_.shard_id));
+  }
+  SKETCHPS_RETURN_IF_ERROR(CheckWorker(caller, request.worker_id(), "worker_id"));
+  absl::MutexLock lock(&mu_);
+  if (!shard_) return Precondition("shard", "a shard without state has no job to leave");
+  if (request.rounds_applied() != shard_->rounds_applied()) {
+    return Precondition("rounds_applied", absl::StrCat(request.rounds_applied(), " != this shard's ", shard_->rounds_applied(),
+                                                       ": the worker has not finished the job this shard holds"));
+  }
+  if (left_.insert(request.worker_id()).second) {
+    spdlog::info("shard {}: worker {} finished the job ({} of {} workers)", options_.shard_id, request.worker_id(),
+                 left_.size(), options_.job.workers);
+  }
+  v1::LeaveResponse response;
+  response.set_workers_left(static_cast<std::uint32_t>(left_.size()));
+  return response;
+}
+
+bool ShardHost::job_done() const {
+  absl::MutexLock lock(&mu_);
+  return left_.size() == options_.job.workers;
 }
 
 void ShardHost::OnApplied(const AppliedRound& round) {

@@ -25,6 +25,7 @@
 //     Every `checkpoint_every` rounds the strand takes a snapshot of the master copy before the
 //     round's result is published and hands it to the CheckpointWriter, which writes it on its own
 //     thread; what is not yet on disk when the process dies, assembly recovers from the workers.
+//   - Leave(): a worker has finished the job; once all have, job_done() (the daemon exits 0).
 //   - BeginShutdown(): new phases are refused (UNAVAILABLE), phases that already have contributions
 //     still complete; then CheckpointNow() saves the current state.
 // Thread-safe. Callbacks run on gRPC's or the strand's threads and must not block.
@@ -36,13 +37,16 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/fingerprint.h"
 #include "common/layout.h"
+#include "common/tls.h"
 #include "engine/optimizer.h"
 #include "engine/shard.h"
 #include "server/assembly.h"
@@ -63,6 +67,8 @@ struct ShardJob {
   OptimizerConfig optimizer;
   bool global_momentum = true;
   double rounds_per_epoch = 1.0;
+  LayerTable layout;          // the model's (empty: taken from the workers' offers, tests)
+  Fingerprint fingerprint;    // the job's; a Join whose fingerprint differs is refused
 };
 
 struct HostOptions {
@@ -82,9 +88,17 @@ class ShardHost {
   // Each reply runs exactly once (possibly before the call returns).
   using JoinReply = std::function<void(absl::StatusOr<v1::JoinResponse>)>;
   using PushReply = std::function<void(absl::StatusOr<v1::PushPullResponse>)>;
-  void Join(const v1::JoinRequest& request, JoinReply reply);
-  void PushPull(const v1::PushPullRequest& request, PushReply reply);
-  absl::StatusOr<v1::GetWeightsResponse> GetWeights(const v1::GetWeightsRequest& request);
+  // `caller` is the identity the request came with (common/tls.h; nullopt without TLS): a worker
+  // may only join and push as itself, and only workers may read the weights (PERMISSION_DENIED).
+  void Join(const v1::JoinRequest& request, const std::optional<Identity>& caller, JoinReply reply);
+  void PushPull(const v1::PushPullRequest& request, const std::optional<Identity>& caller, PushReply reply);
+  absl::StatusOr<v1::GetWeightsResponse> GetWeights(const v1::GetWeightsRequest& request,
+                                                    const std::optional<Identity>& caller);
+
+  // Records that a worker has finished (idempotent); `caller` as for Join. Once every worker has
+  // left, job_done() turns true (the daemon then shuts down as on SIGTERM and exits 0).
+  absl::StatusOr<v1::LeaveResponse> Leave(const v1::LeaveRequest& request, const std::optional<Identity>& caller);
+  bool job_done() const;
 
   // Why a waiting Join has not been answered yet ("waiting for workers 2, 3 to join: 2 of 4 ...").
   std::string AssemblyStatus() const;
@@ -92,6 +106,8 @@ class ShardHost {
   void BeginShutdown();
   // PushPull calls currently inside the host (waiting for their phase included).
   int in_flight() const { return in_flight_.load(); }
+  // Time since the last call of any kind began (zero while a PushPull is inside); from Open on.
+  absl::Duration idle() const;
   // Waits for the strand and the writer, then writes a checkpoint of the current state (no-op
   // without a directory or a shard).
   absl::Status CheckpointNow();
@@ -134,6 +150,7 @@ class ShardHost {
   // The encoded body of `key`'s result (encoded once, shared by every response).
   absl::StatusOr<std::shared_ptr<const v1::Payload>> EncodedResult(const PhaseKey& key, const PhaseResult& result);
   bool FirstArrival(const PhaseKey& key, absl::Time now);
+  void MarkCall();
 
   // Constant after construction.
   const HostOptions options_;
@@ -142,11 +159,13 @@ class ShardHost {
   std::optional<ShardState> restored_;  // the checkpoint's state, until assembly
   std::atomic<bool> closing_{false};
   std::atomic<int> in_flight_{0};
+  std::atomic<std::int64_t> last_call_ns_{absl::ToUnixNanos(absl::Now())};
 
   mutable absl::Mutex mu_;
   std::shared_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);
   LayerTable layers_ ABSL_GUARDED_BY(mu_);
   std::map<std::uint32_t, PendingJoin> joining_ ABSL_GUARDED_BY(mu_);  // by worker, while assembling
+  std::set<std::uint32_t> left_ ABSL_GUARDED_BY(mu_);  // workers that have finished the job
 
   // Lock order: mu_ before results_mu_ and arrivals_mu_.
   absl::Mutex results_mu_;

@@ -16,6 +16,7 @@
 #include "bench/report.h"
 #include "common/version.h"
 #include "kernels/backend.h"
+#include "tools/certs.h"
 #include "tools/compare.h"
 #include "tools/health.h"
 #include "tools/report.h"
@@ -25,7 +26,9 @@ namespace {
 
 void AddBenchCommand(CLI::App& app, sketchps::bench::BenchOptions& options, bool& json) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmark the compression primitives on a heavy-tailed gradient");
-  bench->add_option("--d", options.d, "Gradient length")->capture_default_str();
+  bench->add_option("--d", options.d, "Gradient length; several (comma-separated) run one after another")
+      ->delimiter(',')
+      ->capture_default_str();
   bench->add_option("--density", options.density, "Target density k/d")->capture_default_str();
   bench->add_option("--methods", options.methods, "Comma-separated subset of: " + [] {
     std::string all;
@@ -69,9 +72,20 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
                   "Decentralized mode: a peer silent this long is declared dead (default: the job's peer.timeout_seconds)")
       ->check(CLI::PositiveNumber);
   run->add_flag("!--no-progress", options.progress, "No live progress line");
+  run->add_flag("--insecure", options.insecure, "Plaintext connections without identities (default: mutual TLS, "
+                "with certificates made in <out>/tls)");
   run->add_option("--dump-gradients", options.dump_rounds,
                   "Workers write their gradients of these rounds (comma-separated) to <out>/gradients")
       ->delimiter(',');
+}
+
+void AddCertsCommand(CLI::App& app, sketchps::tools::CertsOptions& options) {
+  CLI::App* certs = app.add_subcommand("certs", "Make a CA and the certificates of every worker and server (mutual TLS)");
+  certs->add_option("--out", options.out, "Folder for ca.pem/.key, worker-<r>.pem/.key, server-<s>.pem/.key")->required();
+  certs->add_option("--workers", options.workers, "Worker identities worker-0 .. worker-(N-1)")->capture_default_str();
+  certs->add_option("--servers", options.servers, "Server identities server-0 .. server-(N-1)")->capture_default_str();
+  certs->add_option("--days", options.days, "Validity in days")->capture_default_str();
+  certs->add_flag("--new-ca", options.new_ca, "Make a new CA even when the folder holds one (rotation)");
 }
 
 struct HealthOptions {
@@ -103,6 +117,8 @@ int main(int argc, char** argv) {
   AddHealthCommand(app, health_options);
   sketchps::bench::LoadgenOptions loadgen_options;
   sketchps::bench::AddLoadgenCommand(app, loadgen_options);
+  sketchps::tools::CertsOptions certs_options;
+  AddCertsCommand(app, certs_options);
   sketchps::tools::CompareOptions compare_options;
   CLI::App* compare = app.add_subcommand("compare", "Run one job in ps and decentralized mode, kill one process in each, compare");
   sketchps::AddJobFlags(*compare, compare_options.job);
@@ -127,6 +143,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     std::cout << *table;
+    return 0;
+  }
+  if (app.got_subcommand("certs")) {
+    if (auto st = sketchps::tools::MakeCerts(certs_options); !st.ok()) {
+      std::fprintf(stderr, "sketchps certs: %s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "sketchps certs: %s holds the CA and %u worker and %u server certificates\n",
+                 certs_options.out.c_str(), certs_options.workers, certs_options.servers);
     return 0;
   }
   if (app.got_subcommand("health")) {

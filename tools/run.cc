@@ -1,7 +1,5 @@
 #include "tools/run.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -19,8 +17,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/rendezvous_file.h"
 #include "common/status.h"
 #include "job/job_spec.h"
+#include "tools/certs.h"
 #include "tools/process.h"
 #include "tools/progress.h"
 #include "tools/summary.h"
@@ -28,21 +28,6 @@
 namespace sketchps::tools {
 namespace fs = std::filesystem;
 namespace {
-
-// A currently free loopback TCP port (the kernel picks it; closed again before the server binds it).
-absl::StatusOr<int> FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  if (!ok) return absl::InternalError("cannot find a free loopback port");
-  return ntohs(addr.sin_port);
-}
 
 absl::StatusOr<std::string> FindBinary(const std::string& bin_dir, const std::string& name, const std::string& folder) {
   std::vector<fs::path> candidates;
@@ -90,8 +75,11 @@ class Launch {
  private:
   bool decentralized() const { return job_.decentralized(); }
   std::vector<std::string> ServerArgv(std::uint32_t s) const;
+  std::vector<std::string> TlsArgs() const;
   absl::Status StartServer(std::uint32_t s);
   absl::Status WaitReady(std::uint32_t s);
+  absl::StatusOr<int> WaitForPort(Child& child, const fs::path& port_file);
+  absl::Status PublishPeers();
   int Failed(Child& child, int status);
   void InjectFaults(std::uint64_t rounds_done);
   void ShowProgress(bool final);
@@ -133,21 +121,29 @@ absl::Status Launch::Prepare() {
   fs::create_directories(out_ / "checkpoints", ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--out ", out_.string(), ": ", ec.message()));
   std::ofstream(out_ / "job.yaml") << job_.effective_yaml;
-  const std::uint32_t listeners = decentralized() ? job_.workers : job_.servers;
-  for (std::uint32_t i = 0; i < listeners; ++i) {
-    SKETCHPS_ASSIGN_OR_RETURN(int port, FreePort());
-    ports_.push_back(port);
+  if (!options_.insecure) {
+    SKETCHPS_RETURN_IF_ERROR(MakeCerts(CertsOptions{(out_ / "tls").string(), job_.workers, job_.servers, 30, true}));
   }
+  // Every listener binds port 0 and reports the port it got: no port chosen in advance can be taken
+  // by another process meanwhile. A restarted server binds the port it had.
+  ports_.assign(decentralized() ? job_.workers : job_.servers, 0);
   progress_.emplace(job_.total_rounds(), job_.rounds_per_epoch());
   follower_.emplace((out_ / "worker-0.jsonl").string());
   return absl::OkStatus();
 }
 
+std::vector<std::string> Launch::TlsArgs() const {
+  if (options_.insecure) return {"--insecure"};
+  return {"--tls-dir", (out_ / "tls").string()};
+}
+
 std::vector<std::string> Launch::ServerArgv(std::uint32_t s) const {
-  return {server_bin_, "--job", (out_ / "job.yaml").string(), "--shard", std::to_string(s), "--listen",
+  std::vector<std::string> argv{server_bin_, "--job", (out_ / "job.yaml").string(), "--shard", std::to_string(s), "--listen",
           absl::StrCat("127.0.0.1:", ports_[s]), "--port-file", (out_ / absl::StrCat("server-", s, ".port")).string(),
           "--checkpoint-dir", job_.checkpoint.dir.empty() ? (out_ / "checkpoints").string() : job_.checkpoint.dir,
           "--log-level", options_.job.log_level};
+  for (auto& a : TlsArgs()) argv.push_back(std::move(a));
+  return argv;
 }
 
 absl::Status Launch::StartServer(std::uint32_t s) {
@@ -162,18 +158,35 @@ absl::Status Launch::StartServer(std::uint32_t s) {
   return absl::OkStatus();
 }
 
-absl::Status Launch::WaitReady(std::uint32_t s) {
-  const fs::path port_file = out_ / absl::StrCat("server-", s, ".port");
+absl::StatusOr<int> Launch::WaitForPort(Child& child, const fs::path& port_file) {
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (!fs::exists(port_file)) {
-    if (auto status = servers_[s].Poll()) {
-      return absl::UnavailableError(absl::StrCat("server ", s, " exited with code ", *status, " before serving; last log lines:\n",
-                                                 servers_[s].LogTail(10)));
+    if (auto status = child.Poll()) {
+      return absl::UnavailableError(absl::StrCat(child.name(), " exited with code ", *status, " before listening; last log lines:\n",
+                                                 child.LogTail(10)));
     }
-    if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat("server ", s, " not serving after 60 s"));
+    if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(child.name(), " not listening after 60 s"));
     absl::SleepFor(absl::Milliseconds(20));
   }
+  std::ifstream in(port_file);
+  int port = 0;
+  if (!(in >> port) || port <= 0) return absl::InternalError(absl::StrCat(port_file.string(), ": no port in it"));
+  return port;
+}
+
+absl::Status Launch::WaitReady(std::uint32_t s) {
+  SKETCHPS_ASSIGN_OR_RETURN(ports_[s], WaitForPort(servers_[s], out_ / absl::StrCat("server-", s, ".port")));
   return absl::OkStatus();
+}
+
+// Decentralized mode: once every worker's Peer service reports its port, every worker gets the list.
+absl::Status Launch::PublishPeers() {
+  std::vector<std::string> addresses;
+  for (std::uint32_t r = 0; r < job_.workers; ++r) {
+    SKETCHPS_ASSIGN_OR_RETURN(ports_[r], WaitForPort(workers_[r], out_ / absl::StrCat("worker-", r, ".port")));
+    addresses.push_back(absl::StrCat("127.0.0.1:", ports_[r]));
+  }
+  return WriteFileAtomically((out_ / "peers.txt").string(), absl::StrJoin(addresses, ",") + "\n");
 }
 
 absl::Status Launch::StartServers() {
@@ -193,12 +206,14 @@ absl::Status Launch::StartWorkers() {
                                   "--world-size", std::to_string(job_.workers), "--metrics-out",
                                   (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
                                   std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
+    for (auto& a : TlsArgs()) argv.push_back(std::move(a));
     if (!options_.dump_rounds.empty()) {
       argv.insert(argv.end(), {"--dump-gradients", absl::StrJoin(options_.dump_rounds, ","), "--dump-dir",
                                (out_ / "gradients").string()});
     }
     if (decentralized()) {
-      argv.insert(argv.end(), {"--listen", addresses[r], "--peers", absl::StrJoin(addresses, ",")});
+      argv.insert(argv.end(), {"--listen", "127.0.0.1:0", "--port-file", (out_ / absl::StrCat("worker-", r, ".port")).string(),
+                               "--peers-file", (out_ / "peers.txt").string()});
       if (options_.peer_timeout_seconds > 0) {
         argv.insert(argv.end(), {"--peer-timeout-seconds", absl::StrCat(options_.peer_timeout_seconds)});
       }
@@ -210,6 +225,7 @@ absl::Status Launch::StartWorkers() {
                                                         ChildEnv(options_.worker_threads)));
     workers_.push_back(std::move(child));
   }
+  if (decentralized()) SKETCHPS_RETURN_IF_ERROR(PublishPeers());
   std::fprintf(stderr, "run: %u workers training %s with %s for %llu rounds (%.2f epochs); logs in %s\n", job_.workers,
                job_.model.c_str(), job_.scheme.name.c_str(), static_cast<unsigned long long>(job_.total_rounds()),
                static_cast<double>(job_.total_rounds()) / job_.rounds_per_epoch(), out_.c_str());
@@ -271,7 +287,8 @@ int Launch::Monitor() {
       return 130;
     }
     for (auto& s : servers_) {
-      if (auto status = s.Poll()) return Failed(s, *status);
+      // A shard exits 0 by itself once every worker has left the job (Leave).
+      if (auto status = s.Poll(); status && *status != 0) return Failed(s, *status);
     }
     bool all_done = true;
     for (std::uint32_t r = 0; r < workers_.size(); ++r) {
@@ -297,8 +314,9 @@ void Launch::StopAll() {
 
 absl::Status Launch::Finish() {
   for (auto& s : servers_) {
-    // SIGTERM: the server drains, checkpoints and exits 0; anything else is a failure of the run.
-    if (const int status = s.Stop(absl::Seconds(15)); status != 0) {
+    // Servers exit 0 by themselves once every worker has left; one still running is stopped with
+    // SIGTERM, drains, checkpoints and exits 143. Anything else is a failure of the run.
+    if (const int status = s.Stop(absl::Seconds(15)); status != 0 && status != 143) {
       return absl::InternalError(absl::StrCat(s.name(), " did not stop cleanly on SIGTERM (exit code ", status,
                                               "); last log lines:\n", s.LogTail(10)));
     }

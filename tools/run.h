@@ -8,6 +8,8 @@
 //   metrics.jsonl         the reporting rank's per-round metrics (a copy, at the end; rank 0 unless
 //                         it was killed, tools/summary.h)
 //   checkpoints/          the servers' checkpoints
+//   tls/                  the job's CA and every process's certificate (`sketchps certs`); every
+//                         connection, loopback included, is mutual TLS unless --insecure
 //   gradients/            with --dump-gradients: every worker's gradient of those rounds
 //                         (common/gradient_dump.h; `sketchps bench --input` reads them)
 //   summary.json          tools/summary.h
@@ -53,6 +55,7 @@ struct RunOptions {
   double peer_timeout_seconds = 0;  // decentralized mode: > 0 overrides the job's peer.timeout_seconds
   bool progress = true;      // live progress (a redrawn line on a terminal, else a line every 10%)
   std::vector<std::uint64_t> dump_rounds;  // workers write their gradients of these rounds to <out>/gradients
+  bool insecure = false;     // plaintext; default: mutual TLS with certificates made in <out>/tls
 };
 
 // Returns the process exit code: 0 success, 1 a process failed, 2 bad options, 130 interrupted.

@@ -11,7 +11,8 @@
 //
 // Rank: --rank, else env RANK, else JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). World size:
 // --world-size, else env WORLD_SIZE, else the job's `workers` (they must agree). Servers: --servers,
-// else env SKETCHPS_SERVERS (comma-separated, in shard order). Peers: --peers, else env
+// else env SKETCHPS_SERVERS (comma-separated in shard order, or one address with "{shard}" in it,
+// expanded for every shard: "sketchps-server-{shard}.sketchps-server:7070"). Peers: --peers, else env
 // SKETCHPS_PEERS (every rank's Peer address, in rank order); --listen, else env SKETCHPS_LISTEN.
 // Exit codes: 0 trained; 1 runtime failure (e.g. servers unreachable for --patience-seconds);
 // 2 bad configuration; 3 this replica diverged from the servers' master copy.
@@ -23,10 +24,12 @@
 
 #include <ATen/Parallel.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/cli.h"
+#include "common/status.h"
 #include "job/job_spec.h"
 #include "spdlog/spdlog.h"
 #include "worker/trainer.h"
@@ -43,20 +46,29 @@ struct Flags {
   std::string metrics_out;
   std::string listen = "0.0.0.0:7080";
   std::string peers;
+  std::string port_file;
+  std::string peers_file;
   std::optional<double> peer_timeout_seconds;  // else the job's peer.timeout_seconds
   double patience_seconds = 120;
   double rpc_timeout_seconds = 20;
   int threads = 1;
+  TlsFlags tls;
   bool no_overlap = false;
   std::vector<std::uint64_t> dump_rounds;
   std::string dump_dir;
 };
 
-std::optional<std::uint32_t> EnvUint(const char* name) {
-  const char* v = std::getenv(name);
-  std::uint32_t n = 0;
-  if (v == nullptr || !absl::SimpleAtoi(v, &n)) return std::nullopt;
-  return n;
+// --rank, else RANK, else JOB_COMPLETION_INDEX; --world-size, else WORLD_SIZE. Variables that are set
+// must hold a non-negative integer.
+absl::Status RankFromEnvironment(Flags& flags) {
+  for (const char* name : {"RANK", "JOB_COMPLETION_INDEX"}) {
+    SKETCHPS_ASSIGN_OR_RETURN(auto value, EnvUint32(name));
+    if (!flags.rank) flags.rank = value;
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(auto world, EnvUint32("WORLD_SIZE"));
+  if (!flags.world_size) flags.world_size = world;
+  if (!flags.rank) return absl::InvalidArgumentError("--rank: not given and neither RANK nor JOB_COMPLETION_INDEX is set");
+  return absl::OkStatus();
 }
 
 int Run(Flags& flags) {
@@ -72,21 +84,39 @@ int Run(Flags& flags) {
   worker::TrainerOptions options;
   options.job = *job;
   options.rank = *flags.rank;
-  options.servers = absl::StrSplit(flags.servers, ',', absl::SkipEmpty());
+  if (!job->decentralized()) {
+    auto servers = ServerAddresses(flags.servers, job->servers);
+    if (!servers.ok()) {
+      spdlog::error("{}", std::string(servers.status().message()));
+      return 2;
+    }
+    options.servers = *std::move(servers);
+  }
   options.listen = flags.listen;
   options.peers = absl::StrSplit(flags.peers, ',', absl::SkipEmpty());
+  options.port_file = flags.port_file;
+  options.peers_file = flags.peers_file;
   options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job->peer.timeout_seconds));
   options.metrics_out = flags.metrics_out;
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
   options.overlap = !flags.no_overlap;
+  auto tls = ResolveTls(flags.tls, Identity{Identity::Role::kWorker, *flags.rank});
+  if (!tls.ok()) {
+    spdlog::error("{}", std::string(tls.status().message()));
+    return 2;
+  }
+  options.tls = *tls;
   options.dump_rounds = {flags.dump_rounds.begin(), flags.dump_rounds.end()};
   options.dump_dir = flags.dump_dir;
   auto summary = worker::Train(options);
   if (!summary.ok()) {
     spdlog::error("training failed: {}", std::string(summary.status().message()));
     if (worker::IsReplicaDivergence(summary.status())) return 3;
-    return summary.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    // Configuration problems are permanent (exit 2: a Kubernetes Job does not retry them).
+    const bool config = summary.status().code() == absl::StatusCode::kInvalidArgument ||
+                        absl::StrContains(summary.status().message(), "job fingerprint");
+    return config ? 2 : 1;
   }
   spdlog::info("done: {} rounds from round {}{}", summary->rounds, summary->first_round,
                summary->final_test_accuracy ? absl::StrFormat(", final test accuracy %.4f", *summary->final_test_accuracy) : "");
@@ -102,12 +132,16 @@ int main(int argc, char** argv) {
   AddJobFlags(app, flags.job);
   app.add_option("--rank", flags.rank, "This worker's rank (env RANK or JOB_COMPLETION_INDEX)");
   app.add_option("--world-size", flags.world_size, "Number of workers (env WORLD_SIZE; must equal the job's)");
-  app.add_option("--servers", flags.servers, "Server addresses host:port, comma-separated, in shard order")
+  app.add_option("--servers", flags.servers, "Server addresses host:port, comma-separated in shard order, or one with {shard} in it (ps-{shard}.ps:7070)")
       ->envname("SKETCHPS_SERVERS");
   app.add_option("--listen", flags.listen, "Decentralized mode: this worker's Peer service address")
       ->envname("SKETCHPS_LISTEN")->capture_default_str();
   app.add_option("--peers", flags.peers, "Decentralized mode: every rank's Peer address, comma-separated, in rank order")
       ->envname("SKETCHPS_PEERS");
+  app.add_option("--port-file", flags.port_file, "Decentralized mode: write the port the Peer service got here "
+                 "(with --listen HOST:0)");
+  app.add_option("--peers-file", flags.peers_file, "Decentralized mode, instead of --peers: wait for this file "
+                 "(every rank's address, comma-separated, in rank order)");
   app.add_option("--peer-timeout-seconds", flags.peer_timeout_seconds,
                  "Decentralized mode: a peer silent this long fails the round (default: the job's peer.timeout_seconds)")
       ->check(CLI::PositiveNumber);
@@ -116,21 +150,21 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--rpc-timeout-seconds", flags.rpc_timeout_seconds, "Deadline of one RPC attempt")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  AddTlsFlags(app, flags.tls);
   app.add_flag("--no-overlap", flags.no_overlap,
                "Start every shard's round after backward instead of as soon as its gradients exist");
   app.add_option("--dump-gradients", flags.dump_rounds, "Write this worker's gradient of these rounds (comma-separated) "
                  "to --dump-dir, for `sketchps bench --input`")->delimiter(',');
   app.add_option("--dump-dir", flags.dump_dir, "Folder for --dump-gradients files");
   app.add_option("--threads", flags.threads, "Threads for libtorch and the kernels")->capture_default_str()->check(CLI::Range(1, 256));
-  CLI11_PARSE(app, argc, argv);
-  if (!flags.rank) flags.rank = EnvUint("RANK");
-  if (!flags.rank) flags.rank = EnvUint("JOB_COMPLETION_INDEX");
-  if (!flags.world_size) flags.world_size = EnvUint("WORLD_SIZE");
-  ConfigureLogging(flags.job, flags.rank ? "worker " + std::to_string(*flags.rank) : "worker ?");
-  if (!flags.rank) {
-    spdlog::error("--rank: not given and neither RANK nor JOB_COMPLETION_INDEX is set");
+  if (auto code = ParseCommandLine(app, argc, argv)) return *code;
+  ConfigureLogging(flags.job, "worker ?");
+  if (auto st = RankFromEnvironment(flags); !st.ok()) {
+    spdlog::error("{}", std::string(st.message()));
     return 2;
   }
+  ConfigureLogging(flags.job, "worker " + std::to_string(*flags.rank));
+  spdlog::debug("open files limit {}", RaiseFileLimit());
   // Forward and backward allocate and free the same activation buffers every round. glibc returns
   // large blocks to the kernel (mmap / trim) and takes them back at the next round: hundreds of
   // thousands of page faults per epoch. Keep freed memory in the process instead.

@@ -1,6 +1,9 @@
 #include "worker/peer_transport.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/rendezvous_file.h"
 #include "common/status.h"
 #include "peer/peer_aggregator.h"
 #include "peer/service.h"
@@ -14,20 +17,25 @@ constexpr absl::Duration kRegroupSlack = absl::Seconds(10);  // window = peer_ti
 class PeerTransport final : public Transport {
  public:
   PeerTransport(std::unique_ptr<peer::PeerServer> server, peer::PeerConfig config, std::vector<std::string> peers,
-                bool regroup)
-      : server_(std::move(server)), config_(std::move(config)), peers_(std::move(peers)), regroup_(regroup) {}
+                bool regroup, absl::Duration patience)
+      : server_(std::move(server)), config_(std::move(config)), peers_(std::move(peers)), regroup_(regroup), patience_(patience) {}
   ~PeerTransport() override { server_->Shutdown(); }
 
   // Arms the regrouper and builds the aggregator for config_ and peers_.
   absl::Status Enter() {
-    SKETCHPS_RETURN_IF_ERROR(server_->regrouper().Arm(
-        peer::RegroupConfig{config_.job_id, config_.epoch, config_.rank, peers_, config_.peer_timeout + kRegroupSlack}));
+    SKETCHPS_RETURN_IF_ERROR(server_->regrouper().Arm(peer::RegroupConfig{config_.job_id, config_.epoch, config_.rank, peers_,
+                                                                          config_.peer_timeout + kRegroupSlack, config_.tls,
+                                                                          config_.identities}));
     aggregator_.reset();
     SKETCHPS_ASSIGN_OR_RETURN(aggregator_, peer::PeerAggregator::Create(server_->endpoint(), peers_));
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::uint64_t> Start(const LayerTable&, const ShardMap&, float*, Replica&) override { return 0; }
+  // Every peer must run the same job: their fingerprints are compared before the first round.
+  absl::StatusOr<std::uint64_t> Start(const LayerTable&, const ShardMap&, float*, Replica&) override {
+    SKETCHPS_RETURN_IF_ERROR(aggregator_->CheckPeers(patience_));
+    return 0;
+  }
   Aggregator& aggregator() override { return *aggregator_; }
   absl::Status CheckReplica(std::uint64_t, const ShardMap&, const float*) override { return absl::OkStatus(); }
 
@@ -37,8 +45,13 @@ class PeerTransport final : public Transport {
                  std::string(failure.message()), config_.epoch);
     SKETCHPS_ASSIGN_OR_RETURN(peer::RegroupPlan plan, server_->regrouper().Ask(next_round));
     std::vector<std::string> peers;
-    for (std::uint32_t m : plan.members) peers.push_back(peers_.at(m));
+    std::vector<std::uint32_t> identities;  // certificates keep the ranks of the job's start
+    for (std::uint32_t m : plan.members) {
+      peers.push_back(peers_.at(m));
+      identities.push_back(config_.IdentityOf(m));
+    }
     const std::uint32_t lost = static_cast<std::uint32_t>(peers_.size() - peers.size());
+    config_.identities = std::move(identities);
     config_.epoch = plan.epoch;
     config_.rank = *plan.RankOf(config_.rank);
     config_.num_workers = static_cast<std::uint32_t>(peers.size());
@@ -60,13 +73,17 @@ class PeerTransport final : public Transport {
   peer::PeerConfig config_;
   std::vector<std::string> peers_;
   const bool regroup_;
+  const absl::Duration patience_;
   std::unique_ptr<peer::PeerAggregator> aggregator_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, const ShardMap& shards) {
-  if (o.peers.size() != o.num_workers) {
+  if (o.peers.empty() == o.peers_file.empty()) {
+    return absl::InvalidArgumentError("--peers / --peers-file: give exactly one of them");
+  }
+  if (!o.peers.empty() && o.peers.size() != o.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("--peers: ", o.peers.size(), " addresses for ", o.num_workers, " workers"));
   }
   peer::PeerConfig config;
@@ -75,9 +92,21 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
   config.num_workers = o.num_workers;
   for (const auto& r : shards.ranges) config.range_lengths.push_back(r.size());
   config.peer_timeout = o.peer_timeout;
+  config.tls = o.tls;
+  config.fingerprint = o.fingerprint;
   SKETCHPS_ASSIGN_OR_RETURN(auto server, peer::PeerServer::Start(o.listen, config));
   spdlog::info("peer service of rank {} listening on port {}", o.rank, server->port());
-  auto transport = std::make_unique<PeerTransport>(std::move(server), config, o.peers, o.regroup);
+  std::vector<std::string> peers = o.peers;
+  if (!o.port_file.empty()) SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(server->port(), "\n")));
+  if (peers.empty()) {
+    SKETCHPS_ASSIGN_OR_RETURN(const std::string list, WaitForFile(o.peers_file, o.patience));
+    peers = absl::StrSplit(absl::StripAsciiWhitespace(list), ',', absl::SkipEmpty());
+    if (peers.size() != o.num_workers) {
+      return absl::InvalidArgumentError(absl::StrCat("--peers-file ", o.peers_file, ": ", peers.size(), " addresses for ",
+                                                     o.num_workers, " workers"));
+    }
+  }
+  auto transport = std::make_unique<PeerTransport>(std::move(server), config, std::move(peers), o.regroup, o.patience);
   SKETCHPS_RETURN_IF_ERROR(transport->Enter());
   return std::unique_ptr<Transport>(std::move(transport));
 }

@@ -27,14 +27,18 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
   if (options.worker_id >= options.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("--rank ", options.worker_id, " is not in [0, ", options.num_workers, ")"));
   }
+  SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(options.tls));
   std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
-  for (const auto& address : client->options_.servers) {
+  const auto& o = client->options_;
+  for (std::uint32_t s = 0; s < o.servers.size(); ++s) {
+    const std::string& address = o.servers[s];
     if (address.find(':') == std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat("--servers: '", address, "' is not host:port"));
     }
+    const std::string identity = o.tls.insecure ? "" : Identity{Identity::Role::kServer, s}.Name();
     ShardLink link;
     link.address = address;
-    link.stub = v1::ParameterServer::NewStub(MakeClientChannel(address, client->options_.max_message_bytes));
+    link.stub = v1::ParameterServer::NewStub(MakeClientChannel(address, o.max_message_bytes, credentials, identity));
     client->links_.push_back(std::move(link));
   }
   return client;
@@ -86,6 +90,7 @@ absl::StatusOr<v1::JoinResponse> PsClient::Join(std::uint32_t shard, std::uint64
   request.set_rounds_applied(rounds_applied);
   request.set_velocity(F32Bytes(replica.velocity));
   request.set_weights_checksum(WeightsChecksum(replica.weights));
+  FingerprintToProto(options_.fingerprint, request.mutable_fingerprint());
   if (rounds_applied > 0) {
     *request.mutable_last_result() = link.last_final;
     request.set_last_result_contributors(link.last_contributors);
@@ -108,6 +113,17 @@ absl::StatusOr<v1::GetWeightsResponse> PsClient::GetWeights(std::uint32_t shard)
     return links_[shard].stub->GetWeights(&ctx, request, &response);
   }));
   return response;
+}
+
+absl::Status PsClient::Leave(std::uint32_t shard, std::uint64_t rounds_applied) {
+  if (shard >= links_.size()) return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
+  v1::LeaveRequest request;
+  request.set_job_id(options_.job_id);
+  request.set_worker_id(options_.worker_id);
+  request.set_shard_id(shard);
+  request.set_rounds_applied(rounds_applied);
+  v1::LeaveResponse response;
+  return WithRetries(shard, "Leave", [&](grpc::ClientContext& ctx) { return links_[shard].stub->Leave(&ctx, request, &response); });
 }
 
 void PsClient::set_range_length(std::uint32_t shard, std::uint64_t length) { links_.at(shard).range_len = length; }

@@ -29,7 +29,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/fingerprint.h"
 #include "common/layout.h"
+#include "common/tls.h"
 #include "engine/aggregator.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 
@@ -43,6 +45,8 @@ struct ClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(20);   // one attempt
   absl::Duration patience = absl::Seconds(120);     // continuous failure before giving up
   int max_message_bytes = 256 << 20;
+  TlsConfig tls;                                    // common/tls.h: shard s must prove server-<s>
+  Fingerprint fingerprint;                          // the job's, sent with every Join
 };
 
 // A worker's replica of one shard's range, as offered in a Join.
@@ -76,11 +80,14 @@ class PsClient final : public Aggregator {
   // restarted. Call before the first Join.
   void SetReplica(LayerTable layers, OfferFn offer);
   absl::StatusOr<v1::GetWeightsResponse> GetWeights(std::uint32_t shard);
+  // Tells `shard` this worker has finished the job with `rounds_applied` rounds.
+  absl::Status Leave(std::uint32_t shard, std::uint64_t rounds_applied);
 
   absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round,
                                                               std::uint32_t phase, Contribution contribution) override;
   std::uint32_t worker_id() const override { return options_.worker_id; }
   std::uint32_t num_workers() const override { return options_.num_workers; }
+  std::uint32_t num_shards() const { return static_cast<std::uint32_t>(links_.size()); }
 
   // The server's report for the last final phase on `shard`.
   FinalReport last_final(std::uint32_t shard) const;

@@ -77,6 +77,14 @@ class PsTransport final : public Transport {
     return absl::OkStatus();
   }
 
+  absl::Status Finish(std::uint64_t rounds_applied) override {
+    absl::Status first;
+    for (std::uint32_t s = 0; s < client_->num_shards(); ++s) {
+      if (auto st = client_->Leave(s, rounds_applied); !st.ok() && first.ok()) first = st;
+    }
+    return first;
+  }
+
   TransportCounters counters() const override {
     const ClientCounters c = client_->counters();
     return TransportCounters{c.wire_up, c.wire_down, false, 0, 0, c.rpc_seconds};

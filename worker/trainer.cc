@@ -133,12 +133,31 @@ absl::StatusOr<std::unique_ptr<Replica>> Trainer::MakeReplica() const {
 
 absl::Status Trainer::StartTransport() {
   if (o_.job.decentralized()) {
-    SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(PeerOptions{o_.job.job_id, o_.rank, o_.job.workers, o_.listen, o_.peers,
-                                                                 o_.peer_timeout, can_regroup()},
-                                                     shards_));
+    PeerOptions peers;
+    peers.job_id = o_.job.job_id;
+    peers.rank = o_.rank;
+    peers.num_workers = o_.job.workers;
+    peers.listen = o_.listen;
+    peers.peers = o_.peers;
+    peers.port_file = o_.port_file;
+    peers.peers_file = o_.peers_file;
+    peers.patience = o_.patience;
+    peers.peer_timeout = o_.peer_timeout;
+    peers.regroup = can_regroup();
+    peers.tls = o_.tls;
+    peers.fingerprint = o_.job.fingerprint;
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(peers, shards_));
   } else {
-    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(ClientOptions{o_.job.job_id, o_.rank, o_.job.workers,
-                                                                                o_.servers, o_.rpc_timeout, o_.patience}));
+    ClientOptions client;
+    client.job_id = o_.job.job_id;
+    client.worker_id = o_.rank;
+    client.num_workers = o_.job.workers;
+    client.servers = o_.servers;
+    client.rpc_timeout = o_.rpc_timeout;
+    client.patience = o_.patience;
+    client.tls = o_.tls;
+    client.fingerprint = o_.job.fingerprint;
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(std::move(client)));
   }
   return absl::OkStatus();
 }
@@ -269,8 +288,7 @@ absl::Status Trainer::Evaluate(std::uint64_t round, bool final, nlohmann::json& 
   const absl::Time start = absl::Now();
   const std::uint64_t samples = final ? 0 : o_.job.train.eval_samples;
   SKETCHPS_ASSIGN_OR_RETURN(EvalCounts mine, EvaluateShare(*model_, test_, samples, plan_.rank, plan_.workers));
-  // The next round is the auxiliary phase's round: every round up to this one is complete everywhere.
-  SKETCHPS_ASSIGN_OR_RETURN(auto sums, SumOverWorkers(transport_->aggregator(), round + 1, mine.ToVector()));
+  SKETCHPS_ASSIGN_OR_RETURN(auto sums, SumOverWorkers(transport_->aggregator(), round, mine.ToVector()));
   const EvalCounts all = EvalCounts::FromVector(sums);
   if (all.samples <= 0) return absl::InternalError(absl::StrCat("round ", round, ": the evaluation covered no sample"));
   record["test_accuracy"] = all.correct / all.samples;
@@ -365,6 +383,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     log_.Write(*record);
     ++summary_.rounds;
     ++round;
+  }
+  if (auto st = transport_->Finish(round); !st.ok()) {
+    spdlog::warn("could not tell every shard this worker has finished: {}", std::string(st.message()));
   }
   const auto& p = model_->flat();
   summary_.final_workers = plan_.workers;

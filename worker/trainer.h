@@ -43,6 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "job/job_spec.h"
 
 namespace sketchps::worker {
@@ -53,6 +54,8 @@ struct TrainerOptions {
   std::vector<std::string> servers;               // ps: by shard id; size must equal job.servers
   std::string listen;                             // decentralized: this worker's Peer service
   std::vector<std::string> peers;                 // decentralized: every rank's address, by rank
+  std::string port_file;                          // decentralized: write the Peer service's port here
+  std::string peers_file;                         // decentralized, no `peers`: wait for this list
   std::string metrics_out;                        // JSON lines, one per round ("" = none)
   absl::Duration patience = absl::Seconds(120);   // how long a shard may stay unreachable
   absl::Duration rpc_timeout = absl::Seconds(20);
@@ -61,6 +64,7 @@ struct TrainerOptions {
   bool overlap = true;                            // start a shard's round as soon as its gradients exist
   std::set<std::uint64_t> dump_rounds;            // write this worker's gradient of these rounds ...
   std::string dump_dir;                           // ... into this folder (common/gradient_dump.h)
+  TlsConfig tls;                                  // common/tls.h; this worker is worker-<rank>
 };
 
 struct TrainSummary {

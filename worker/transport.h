@@ -19,7 +19,7 @@ struct TransportCounters {
   std::uint64_t wire_down = 0;  // serialized bytes it received
   // Raw payload bytes sent and received, when the transport's traffic differs from the phase
   // payloads themselves (the peers' collectives forward partial sums); else the trainer counts the
-  // phase payloads (schemes/round.h).
+  // phase payloads (engine/round.h).
   bool counts_raw = false;
   std::uint64_t raw_up = 0, raw_down = 0;
   std::vector<double> seconds;  // per shard: wall time inside the transport's calls
@@ -51,6 +51,9 @@ class Transport {
   // membership and switches to it. Returns `failure` itself when this transport does not regroup
   // (parameter servers, peer.on_failure: stop, or a failure other than a lost peer).
   virtual absl::StatusOr<Regrouped> Regroup(const absl::Status& failure, std::uint64_t next_round) { return failure; }
+  // After the job's last round (and evaluation), with this worker's rounds: tells the aggregation side
+  // the worker is done (parameter servers exit once every worker has). Best effort for the caller.
+  virtual absl::Status Finish(std::uint64_t rounds_applied) { return absl::OkStatus(); }
   // Cumulative within one membership; call between rounds.
   virtual TransportCounters counters() const = 0;
 };

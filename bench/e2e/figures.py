@@ -21,8 +21,8 @@ All times are unix seconds on the one machine clock (every host is a namespace o
   rank 0 evaluates on a background thread (nothing in the loop waits for it).
 - **final eval**: rank 0's last round `time` → the last worker's exit (the final evaluation on all
   10,000 test images, then exit).
-- **wall**: launch → the last process's exit, servers included (they get SIGTERM once the workers
-  are done).
+- **wall**: launch → the last process's exit, servers included (they exit by themselves once every
+  worker has left).
 - **CPU s**: user + system CPU seconds of every process of the run (servers included), from the
   rusage of `os.wait4`.
 - **accuracy**: `test_accuracy` of a `{"event": "final_eval"}` record (rank 0's, else any rank's),

@@ -4,8 +4,12 @@
 For each --bandwidth (tc rate such as 100mbit, or none), one netns_run.Network of hosts server-0..
 and worker-0.. is made and each system runs on it in turn (never two at once): sketchps in each
 --mode for each of --schemes (S servers + P workers from one job YAML, --set overrides passed
-through), then DDP dense and DDP fp16 (P ranks of ddp_train.py on the same job). Progress goes to
-stderr. Outputs in --out: job.yaml, one folder of logs and metrics per run, results.json,
+through), then DDP dense and DDP fp16 (P ranks of ddp_train.py on the same job). The daemons run with mutual
+TLS, as deployed: `sketchps certs` makes a CA and the certificates of every worker and shard once
+per harness run, in --out/certs, and every daemon gets --tls-dir (--insecure: plaintext instead).
+The shards exit by themselves once every worker has left; a shard that fails, or is still running
+--server-exit-wait seconds after the last worker, fails the run. Progress goes to
+stderr. Outputs in --out: job.yaml, certs/, one folder of logs and metrics per run, results.json,
 table.md, accuracy-<bandwidth>.png/.svg; --write-doc also rewrites the generated block of a
 Markdown file (plots copied to img/ beside it). The performance targets (targets.py) are printed
 with PASS/MISS; a MISS never fails the run.
@@ -23,6 +27,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,7 +45,8 @@ from procs import RunFailure  # noqa: E402
 from systems import Context, System, run_system, say  # noqa: E402
 
 SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "sdagc", "sidco", "scalecom"]
-BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker"}
+BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker",
+            "sketchps": "tools/sketchps"}
 BANDWIDTH = re.compile(r"^\d+(\.\d+)?[kmgt]?(bit|bps)$", re.I)
 
 
@@ -54,9 +60,12 @@ def comma_list(value: str) -> list[str]:
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description="sketchps against PyTorch DDP on emulated hosts (see the module doc)")
-    ap.add_argument("--bin-dir", default=str(REPO / "build/ci"), help="build folder (server/sketchps-server, worker/sketchps-worker) or a folder holding both")
+    ap.add_argument("--bin-dir", default=str(REPO / "build/ci"),
+                    help="build folder (server/sketchps-server, worker/sketchps-worker, tools/sketchps) or a folder holding them")
     ap.add_argument("--bin", action="append", default=[], metavar="NAME=PATH",
-                    help="a binary's path, NAME sketchps-server or sketchps-worker (overrides --bin-dir)")
+                    help="a binary's path, NAME sketchps-server, sketchps-worker or sketchps (overrides --bin-dir)")
+    ap.add_argument("--insecure", action="store_true",
+                    help="run the daemons in plaintext (--insecure) instead of mutual TLS; no certificates, no sketchps binary")
     ap.add_argument("--schemes", default="gs_sgd", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}")
     ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
     ap.add_argument("--ddp", default="dense,fp16", help="DDP variants, comma-separated: dense, fp16 (none: no DDP)")
@@ -64,6 +73,8 @@ def parse_args(argv):
                     help="link cap, tc syntax (100mbit) or none; repeatable (default 100mbit)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="job override (both daemons, DDP)")
     ap.add_argument("--timeout", type=float, default=1800, help="limit per system run, seconds")
+    ap.add_argument("--server-exit-wait", type=float, default=30,
+                    help="seconds the shards get to exit by themselves after the last worker (else the run fails)")
     ap.add_argument("--progress-every", type=float, default=5, help="seconds between progress lines")
     ap.add_argument("--out", default=str(REPO / "runs" / time.strftime("e2e-%Y%m%d-%H%M%S")), help="output folder")
     ap.add_argument("--write-doc", metavar="FILE.md", help="write the results into this Markdown file's generated block")
@@ -73,15 +84,18 @@ def parse_args(argv):
 
 
 def binaries(args) -> dict[str, str]:
+    """The daemons, and `sketchps` (for the certificates) unless --insecure."""
+    needed = [n for n in BINARIES if n != "sketchps" or not args.insecure]
     paths = {}
-    for name, rel in BINARIES.items():  # the build layout, else every binary in the folder itself
-        layout, flat = Path(args.bin_dir) / rel, Path(args.bin_dir) / name
+    for name in needed:  # the build layout, else every binary in the folder itself
+        layout, flat = Path(args.bin_dir) / BINARIES[name], Path(args.bin_dir) / name
         paths[name] = flat if not layout.exists() and flat.exists() else layout
     for spec in args.bin:
         name, eq, path = spec.partition("=")
         if not eq or name not in BINARIES:
-            raise UsageError(f"--bin {spec!r}: expected sketchps-server=PATH or sketchps-worker=PATH")
-        paths[name] = Path(path)
+            raise UsageError(f"--bin {spec!r}: expected sketchps-server=PATH, sketchps-worker=PATH or sketchps=PATH")
+        if name in needed:
+            paths[name] = Path(path)
     for name, path in paths.items():
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise UsageError(f"{name}: no executable at {path} (--bin-dir / --bin; build: bash scripts/build.sh ci)")
@@ -123,8 +137,19 @@ def check_args(args):
     systems = plan_systems(args)
     job = jobspec.make_job(args.set)
     ddp_args = jobspec.ddp_args(job) if any(s.kind == "ddp" for s in systems) else []
-    bins = binaries(args) if any(s.kind == "sketchps" for s in systems) else {n: "" for n in BINARIES}
+    bins = binaries(args) if any(s.kind == "sketchps" for s in systems) else {}
     return bandwidths, systems, job, ddp_args, bins
+
+
+def make_certs(bins: dict[str, str], out: Path, workers: int, servers: int) -> Path:
+    """A new CA and the certificates of every worker and shard, in out/certs; RunFailure if it fails."""
+    certs = out / "certs"
+    argv = [bins["sketchps"], "certs", "--out", str(certs), "--workers", str(workers), "--servers", str(servers), "--new-ca"]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RunFailure(f"`{' '.join(argv)}` exited {proc.returncode}: {(proc.stdout + proc.stderr).strip()}")
+    say(f"certificates of {workers} worker(s) and {servers} shard(s) in {certs}")
+    return certs
 
 
 def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: Path, rows: list[dict]) -> None:
@@ -213,14 +238,18 @@ def main(argv=None) -> int:
     job_path.write_text(jobspec.dump(job))
     results = {"machine": describe.machine(argv if argv is not None else sys.argv[1:]), "job": job,
                "systems": [s.name for s in systems], "bandwidths": bandwidths}
-    ctx_args = dict(server_bin=bins["sketchps-server"], worker_bin=bins["sketchps-worker"],
+    results["transport"] = "plaintext (--insecure)" if args.insecure else "mutual TLS"
+    ctx_args = dict(server_bin=bins.get("sketchps-server", ""), worker_bin=bins.get("sketchps-worker", ""),
                     ddp_script=str(HERE / "ddp_train.py"), job_path=job_path, overrides=args.set, ddp_args=ddp_args,
                     workers=int(job["workers"]), servers=int(job["servers"]), rounds=jobspec.total_rounds(job),
-                    timeout=args.timeout, progress_every=args.progress_every)
+                    timeout=args.timeout, progress_every=args.progress_every, tls_args=["--insecure"],
+                    server_exit_wait=args.server_exit_wait)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     rows: list[dict] = []
     try:
+        if bins and not args.insecure:
+            ctx_args["tls_args"] = ["--tls-dir", str(make_certs(bins, out, ctx_args["workers"], ctx_args["servers"]))]
         for i, bw in enumerate(bandwidths):
             run_bandwidth(i, bw, systems, ctx_args, out, rows)
     except (RunFailure, figures.MetricsError) as e:

@@ -7,16 +7,18 @@ Systems: "sketchps <scheme>" (mode ps: S sketchps-server hosts + P sketchps-work
 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE.
 
 run_system(system, ctx, folder) launches one run and returns its record: the launch time of the
-first process, per-process start/end/exit/CPU, the metrics file of every rank. Servers start first;
-workers start once every server's --port-file exists. When the workers have all exited 0, the
-servers get SIGTERM and must exit 0 (they drain). A worker that exits non-zero, a server that dies
-early, or the per-run timeout raise RunFailure naming the process with its log tail; whatever was
-started is always killed before run_system returns or raises.
+first process, per-process start/end/exit/CPU, the metrics file of every rank. Both daemons get
+ctx.tls_args (--tls-dir with the harness's certificates, or --insecure). Servers start first;
+workers start once every server's --port-file exists. Each server exits 0 by itself once every
+worker has left (possibly before the last worker process has ended); when the workers have all
+exited 0, every server must have exited 0 within ctx.server_exit_wait seconds. A worker that exits
+non-zero, a server that exits non-zero or is still running then, or the per-run timeout raise
+RunFailure naming the process with its log tail; whatever was started is always killed before
+run_system returns or raises.
 """
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -52,6 +54,8 @@ class Context:
     rounds: int
     timeout: float
     progress_every: float = 5.0
+    tls_args: list[str] = field(default_factory=lambda: ["--insecure"])  # or ["--tls-dir", DIR]
+    server_exit_wait: float = 30.0  # seconds a server gets to exit by itself after the last worker
     port_base: int = 29500
     runs: int = field(default=0)  # systems run so far on this network (fresh DDP port each time)
 
@@ -61,7 +65,7 @@ def say(msg: str) -> None:
 
 
 def sketchps_common(system: System, ctx: Context) -> list[str]:
-    args = ["--job", str(ctx.job_path)]
+    args = ["--job", str(ctx.job_path), *ctx.tls_args]
     for kv in [*ctx.overrides, f"scheme.name={system.scheme}", f"mode={system.mode}"]:
         args += ["--set", kv]
     return args
@@ -134,8 +138,8 @@ def wait_for_workers(procs: Procs, system: System, ctx: Context, folder: Path, t
         for p in procs.poll():
             if p.role == "worker" and p.rc != 0:
                 raise RunFailure(f"{system.name} ({ctx.bandwidth}): {p.name} exited {p.rc}\n{procs.tail(p)}")
-            if p.role == "server":
-                raise RunFailure(f"{system.name} ({ctx.bandwidth}): {p.name} stopped (exit {p.rc}) while the "
+            if p.role == "server" and p.rc != 0:
+                raise RunFailure(f"{system.name} ({ctx.bandwidth}): {p.name} exited {p.rc} while the "
                                  f"workers still ran\n{procs.tail(p)}")
         now = time.monotonic()
         if now > deadline:
@@ -149,16 +153,17 @@ def wait_for_workers(procs: Procs, system: System, ctx: Context, folder: Path, t
         time.sleep(0.1)
 
 
-def stop_servers(procs: Procs, system: System, ctx: Context) -> None:
-    servers = procs.running("server")
-    for s in servers:
-        procs.signal(s, signal.SIGTERM)
-    if not procs.wait(servers, 30):
+def wait_for_servers(procs: Procs, system: System, ctx: Context) -> None:
+    """The shards end with the job: each exits 0 once every worker has left."""
+    servers = procs.of_role("server")
+    if not procs.wait(servers, ctx.server_exit_wait):
         names = ", ".join(s.name for s in servers if s.rc is None)
-        raise RunFailure(f"{system.name} ({ctx.bandwidth}): {names} still running 30 s after SIGTERM")
-    for s in procs.of_role("server"):
+        raise RunFailure(f"{system.name} ({ctx.bandwidth}): {names} still running {ctx.server_exit_wait:.0f} s after the "
+                         f"last worker exited (a shard exits once every worker has left)\n"
+                         + "\n".join(procs.tail(s) for s in servers if s.rc is None))
+    for s in servers:
         if s.rc != 0:
-            raise RunFailure(f"{system.name} ({ctx.bandwidth}): {s.name} exited {s.rc} after SIGTERM (expected 0)\n"
+            raise RunFailure(f"{system.name} ({ctx.bandwidth}): {s.name} exited {s.rc} at the end of the job (expected 0)\n"
                              f"{procs.tail(s)}")
 
 
@@ -175,7 +180,7 @@ def run_system(system: System, ctx: Context, folder: Path) -> dict:
             servers = start_servers(procs, system, ctx, folder) if system.mode == "ps" else []
             start_sketchps_workers(procs, system, ctx, folder, servers)
         wait_for_workers(procs, system, ctx, folder, t0)
-        stop_servers(procs, system, ctx)
+        wait_for_servers(procs, system, ctx)
     finally:
         procs.kill_all()
         ctx.runs += 1

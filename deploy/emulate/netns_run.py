@@ -12,16 +12,23 @@ What it emulates of `docker compose up`:
   - the environment, bind mounts (container paths in arguments and env values are rewritten to the
     host paths) and named volumes (a folder per volume under the run folder);
   - depends_on: service_healthy waits for the dependency's healthcheck command to pass, run in the
-    dependency's namespace with its interval, timeout, retries and start_period.
-With --check-probes FILE (Kubernetes manifests), the gRPC probes of its StatefulSets are also run
-against every shard (`sketchps health 127.0.0.1:PORT --service NAME`) once the shards are healthy,
-so a probe asking for a health service name the daemon does not serve fails here, not in a cluster.
+    dependency's namespace with its interval, timeout, retries and start_period;
+    service_completed_successfully runs the dependency to completion first (a one-shot service such
+    as `certs`), and it must exit 0.
+With --check-probes FILE (Kubernetes manifests), the gRPC probes of its workloads (the shards' Job
+or StatefulSet) are also run against every shard (`sketchps health 127.0.0.1:PORT --service NAME`)
+once the shards are healthy, so a probe asking for a health service name or a port the daemon does
+not serve fails here, not in a cluster.
 What it does not: restart policies (any failure fails the run), users, read-only roots, limits.
 
-The run passes when every service that no other service depends on (the workers) exits 0, every
-one of them logged the same "final weights checksum <hex>", no long-running service (the shards)
-died early, and each shard exits 0 after SIGTERM within its stop_grace_period. Anything else, a
-hard timeout included, fails it (exit 1). If namespaces cannot be created it fails too, loudly:
+Three kinds of services: one-shot (others wait for them to complete), long-running (others wait for
+them to start or be healthy: the shards) and jobs (nothing depends on them: the workers). The run
+passes when every one-shot service exits 0, every job exits 0 and all of them logged the same
+"final weights checksum <hex>", and no long-running service fails: each exits 0 by itself (a shard
+does once every worker has left) within --exit-wait seconds after the last job, and one still
+running then is stopped with SIGTERM and must drain and exit 0 within its stop_grace_period
+(--require-self-exit: it fails the run instead). Anything else, a hard timeout included, fails it
+(exit 1). If namespaces cannot be created it fails too, loudly:
 this test never passes without having run. Exit 2: bad usage or configuration.
 
 Cleanup is always attempted (also on SIGINT/SIGTERM): it kills only the processes it started,
@@ -51,6 +58,7 @@ BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "wor
 DAEMONS = ("sketchps-server", "sketchps-worker")
 CHECKSUM = re.compile(r"final weights checksum ([0-9a-fA-F]+)")
 SUBNET = "10.213.0"
+WORKLOADS = ("Job", "StatefulSet", "Deployment")
 
 
 class RunError(Exception):
@@ -126,8 +134,10 @@ class Runner:
         self.services = services
         self.order = topology.start_order(services)
         needed = {d for s in services.values() for d in s.depends_on}
+        shots = topology.one_shot(services)
+        self.one_shot = [s for s in self.order if s in shots]
         self.jobs = [s for s in self.order if s not in needed]
-        self.long_running = [s for s in self.order if s in needed]
+        self.long_running = [s for s in self.order if s in needed and s not in shots]
         self.run_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="sketchps-emulate-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -249,28 +259,37 @@ class Runner:
             if condition == "service_healthy" and dep not in self.healthy:
                 self.check_health(dep)
                 self.healthy.add(dep)
-            elif condition == "service_completed_successfully":
+            elif condition == topology.COMPLETED:
                 while dep not in self.exit:
                     self.poll()
                     if time.monotonic() > self.deadline:
-                        raise RunError(f"timeout waiting for {dep} to complete")
-                    time.sleep(0.2)
+                        raise RunError(f"timeout after {self.args.timeout:.0f} s waiting for {dep} to complete\n{self.tail(dep)}")
+                    time.sleep(0.1)
                 if self.exit[dep] != 0:
-                    raise RunError(f"{dep} exited {self.exit[dep]}; {name} depends on its success")
+                    raise RunError(f"{dep} exited {self.exit[dep]}; {name} waits for it to complete successfully\n"
+                                   f"{self.tail(dep)}")
 
     def grpc_probes(self) -> list[tuple[str, int, str]]:
-        """(probe kind, port, service name) of every gRPC probe of the StatefulSets in --check-probes."""
+        """(probe kind, port, service name) of every gRPC probe of the workloads (Job, StatefulSet,
+        Deployment) in --check-probes; a named port is resolved through the container's ports."""
         probes = []
         for doc in yaml.safe_load_all(Path(self.args.check_probes).read_text()):
-            if not doc or doc.get("kind") != "StatefulSet":
+            if not doc or doc.get("kind") not in WORKLOADS:
                 continue
             for c in doc["spec"]["template"]["spec"].get("containers") or []:
+                named = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
                 for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
                     grpc = (c.get(kind) or {}).get("grpc")
                     if grpc:
-                        probes.append((kind, int(grpc["port"]), grpc.get("service", "")))
+                        port = grpc.get("port")
+                        if not isinstance(port, int):
+                            port = named.get(port)
+                        if port is None:
+                            raise RunError(f"--check-probes: {doc['kind']}/{doc['metadata']['name']} {kind}: port "
+                                           f"{grpc.get('port')!r} is not a declared containerPort")
+                        probes.append((kind, int(port), grpc.get("service", "")))
         if not probes:
-            raise RunError(f"--check-probes {self.args.check_probes}: no gRPC probes in any StatefulSet")
+            raise RunError(f"--check-probes {self.args.check_probes}: no gRPC probes in any workload")
         return probes
 
     def check_probes(self):
@@ -287,7 +306,7 @@ class Runner:
 
     def run(self) -> None:
         log(f"run folder {self.run_dir}; services in start order: {', '.join(self.order)}; "
-            f"must finish: {', '.join(self.jobs)}")
+            f"run to completion first: {', '.join(self.one_shot) or 'none'}; must finish: {', '.join(self.jobs)}")
         self.net.create()
         probes_checked = not self.args.check_probes
         for name in self.order:
@@ -301,6 +320,7 @@ class Runner:
                 probes_checked = True
             self.start(name)
         last_report = time.monotonic()
+        noted = set()
         while not all(j in self.exit for j in self.jobs):
             time.sleep(0.2)
             self.poll()
@@ -308,8 +328,12 @@ class Runner:
                 if self.exit.get(name, 0) != 0:
                     raise RunError(f"{name} exited {self.exit[name]}\n{self.tail(name)}")
             for name in self.long_running:
-                if name in self.exit:
-                    raise RunError(f"{name} stopped (exit {self.exit[name]}) while the workers still ran\n{self.tail(name)}")
+                if self.exit.get(name, 0) != 0:
+                    raise RunError(f"{name} exited {self.exit[name]} while the workers still ran\n{self.tail(name)}")
+                still = [j for j in self.jobs if j not in self.exit]
+                if name in self.exit and name not in noted and still:  # exit 0: every worker has left, the last end
+                    noted.add(name)
+                    log(f"{name} exited 0 while {', '.join(still)} still ran")
             now = time.monotonic()
             if now > self.deadline:
                 raise RunError(f"timeout after {self.args.timeout} s; still running: "
@@ -318,13 +342,30 @@ class Runner:
                 last_report = now
                 log(f"{now - min(self.started.values()):.0f} s: running "
                     f"{', '.join(j for j in self.jobs if j not in self.exit)}")
-        self.stop_long_running()
+        self.finish_long_running()
         self.check_checksums()
 
-    def stop_long_running(self):
+    def finish_long_running(self):
+        """The shards end with the job: each should exit 0 by itself within --exit-wait seconds; one
+        still running then is drained with SIGTERM (or fails the run with --require-self-exit)."""
+        until = time.monotonic() + self.args.exit_wait
+        while any(n not in self.exit for n in self.long_running) and time.monotonic() < until:
+            time.sleep(0.1)
+            self.poll()
         for name in self.long_running:
+            if name in self.exit:
+                if self.exit[name] != 0:
+                    raise RunError(f"{name} exited {self.exit[name]} at the end of the job (expected 0)\n{self.tail(name)}")
+                log(f"{name} exited 0 by itself at the end of the job")
+        running = [n for n in self.long_running if n not in self.exit]
+        if running and self.args.require_self_exit:
+            raise RunError(f"{', '.join(running)} still running {self.args.exit_wait:.0f} s after the workers finished "
+                           f"(--require-self-exit: a shard exits once every worker has left)\n"
+                           + "\n".join(self.tail(n) for n in running))
+        for name in running:
+            log(f"{name} still running {self.args.exit_wait:.0f} s after the workers finished: SIGTERM")
             self.procs[name].send_signal(signal.SIGTERM)
-        for name in self.long_running:
+        for name in running:
             grace = topology.parse_duration(self.services[name].raw.get("stop_grace_period", "10s"), name)
             try:
                 code = self.procs[name].wait(timeout=grace)
@@ -370,7 +411,11 @@ def parse_args(argv):
     ap.add_argument("--bandwidth", help="cap every link, tc rate syntax (e.g. 100mbit)")
     ap.add_argument("--timeout", type=float, default=600, help="hard limit for the whole run, seconds")
     ap.add_argument("--health-deadline", type=float, help="cap on each wait for a healthcheck, seconds")
-    ap.add_argument("--check-probes", metavar="K8S.yaml", help="also run these StatefulSets' gRPC probes on the shards")
+    ap.add_argument("--check-probes", metavar="K8S.yaml", help="also run the gRPC probes of these workloads on the shards")
+    ap.add_argument("--exit-wait", type=float, default=30,
+                    help="seconds the shards get to exit by themselves after the last worker, before SIGTERM")
+    ap.add_argument("--require-self-exit", action="store_true",
+                    help="fail when a shard is still running --exit-wait seconds after the last worker")
     ap.add_argument("--log-dir", help="folder for logs and volumes (default: a new temporary folder)")
     return ap.parse_args(argv)
 

@@ -4,7 +4,8 @@ For each service: the argv the container runs (entrypoint + command; an entrypoi
 does not give is taken from the ENTRYPOINT of the service's Dockerfile build target, following
 FROM <stage> chains), its environment, its mounts (bind sources resolved against the compose file's
 folder), depends_on with conditions, the healthcheck (argv, interval, timeout, retries,
-start_period; None when disabled or absent) and the restart policy. ${VAR}, ${VAR:-default},
+start_period; None when disabled or absent) and the restart policy. one_shot() names the services
+that others wait for to complete (service_completed_successfully), start_order() a start order. ${VAR}, ${VAR:-default},
 ${VAR-default}, ${VAR:?message} and $$ are interpolated from the given environment.
 
 Used by deploy/emulate/netns_run.py (to run the services) and deploy/validate/policy.py (to check
@@ -282,6 +283,27 @@ def load(compose_file: str | Path, env: dict[str, str] | None = None) -> dict[st
             raw=raw,
         )
     return services
+
+
+COMPLETED = "service_completed_successfully"
+HEALTHY = "service_healthy"
+
+
+def one_shot(services: dict[str, Service]) -> set[str]:
+    """Services that others wait for to complete (depends_on condition service_completed_successfully),
+    such as a step that makes certificates: they run to completion, exit 0, and only then do their
+    dependents start. A service waited for both to complete and to be healthy (or started) is an error."""
+    waited = {}
+    for s in services.values():
+        for dep, condition in s.depends_on.items():
+            waited.setdefault(dep, set()).add(condition)
+    shots = {d for d, conditions in waited.items() if COMPLETED in conditions}
+    for d in sorted(shots):
+        if waited[d] != {COMPLETED}:
+            others = sorted(waited[d] - {COMPLETED})
+            raise TopologyError(f"services.{d}: waited for with {COMPLETED} and with {', '.join(others)}: "
+                                "a service either runs to completion or keeps running")
+    return shots
 
 
 def start_order(services: dict[str, Service]) -> list[str]:

@@ -88,4 +88,14 @@ struct Cursor<Family, Input, false> {
   SKETCHPS_HD void Next() {}
 };
 
+// est[t] = the lower median of vals[j·stride + t] over rows j, for t < m.
+SKETCHPS_HD inline void StridedMedians(const float* vals, std::size_t stride, std::uint32_t rows, std::size_t m,
+                                       float* est) {
+  if (rows == 5) {  // the default: a constant row count lets the host compiler vectorize the loop
+    for (std::size_t t = 0; t < m; ++t) est[t] = sketchps::CountSketchLowerMedian(vals + t, stride, 5);
+    return;
+  }
+  for (std::size_t t = 0; t < m; ++t) est[t] = sketchps::CountSketchLowerMedian(vals + t, stride, rows);
+}
+
 }  // namespace sketchps::kernels::internal

@@ -7,7 +7,9 @@
 //   sink(item, t0, est, m)   with est[0..m) the estimates of entries t0, t0 + 1, ..., t0 + m − 1,
 // in increasing t0. CUDA: one coordinate per item. CPU: 64K coordinates per item, and for the
 // kPolynomial61 family over all coordinates the rows are hashed by interleaved SIMD walks
-// (internal/poly_lanes.h) that carry their state from block to block.
+// (internal/poly_lanes.h) that carry their state from block to block. CPU, all coordinates of a
+// table beyond L2: rows outer (internal/sketch_binning.h), items of EstimateItemSize coordinates,
+// each row's cells read for the whole item into an item-sized array before the medians.
 #pragma once
 
 #include <thrust/for_each.h>
@@ -18,6 +20,9 @@
 #include <type_traits>
 
 #include "kernels/internal/poly_lanes.h"
+#include "kernels/internal/scratch_array.h"
+#include "kernels/internal/sketch_binning.h"
+#include "kernels/internal/sketch_bins.h"
 #include "kernels/internal/sketch_cursor.h"
 
 namespace sketchps::kernels::internal {
@@ -32,11 +37,7 @@ constexpr std::size_t kEstimateItem = std::size_t{1} << 16;
 
 // The lower median of vals[j·kEstimateBlock + t] over rows j, for t < m.
 SKETCHPS_HD inline void BlockMedians(const float* vals, std::uint32_t rows, std::size_t m, float* est) {
-  if (rows == 5) {  // the default: a constant row count lets the host compiler vectorize the loop
-    for (std::size_t t = 0; t < m; ++t) est[t] = sketchps::CountSketchLowerMedian(vals + t, kEstimateBlock, 5);
-    return;
-  }
-  for (std::size_t t = 0; t < m; ++t) est[t] = sketchps::CountSketchLowerMedian(vals + t, kEstimateBlock, rows);
+  StridedMedians(vals, kEstimateBlock, rows, m, est);
 }
 
 template <class Family, class Indices, class Sink>
@@ -142,15 +143,52 @@ struct KeepAtLeast {
   }
 };
 
-// Number of work items for `count` entries.
-inline std::size_t EstimateItemCount(std::size_t count) { return (count + kEstimateItem - 1) / kEstimateItem; }
+// Coordinates per work item when EstimateInto covers all of [0, count) (AllIndices) with `binning`;
+// kEstimateItem for listed indices.
+inline std::size_t EstimateItemSize(const CountSketchHash& hash, std::size_t count, const SketchBinning& binning) {
+#if SKETCHPS_KERNELS_CUDA
+  return kEstimateItem;
+#else
+  const std::size_t item = PlanRowsOuterItem(hash, count, binning);
+  return item > 0 ? item : kEstimateItem;
+#endif
+}
 
-// Runs every work item of the estimation of index(t), t < count, with the given sink.
+// Number of work items for `count` entries.
+inline std::size_t EstimateItemCount(std::size_t count, std::size_t item = kEstimateItem) {
+  return (count + item - 1) / item;
+}
+
+#if !SKETCHPS_KERNELS_CUDA
+// The rows-outer estimation (internal/sketch_bins.h) over items of `item` coordinates, one Thrust
+// work item per thread.
+template <class Family, class Sink>
+void RunRowsOuterEstimate(std::size_t count, std::size_t item, const float* d_table, const CountSketchHash& hash,
+                          Sink sink, const Exec& exec) {
+  const std::size_t items = EstimateItemCount(count, item);
+  std::size_t parts = static_cast<std::size_t>(BackendParallelism() > 1 ? BackendParallelism() : 1);
+  parts = parts < items ? parts : items;
+  ScratchArray<float> vals(*exec.scratch, parts * hash.rows() * item);
+  thrust::counting_iterator<std::size_t> first(0);
+  using Functor = RowsOuterEstimate<Family, Sink, kEstimateBlock>;
+  thrust::for_each(Policy(exec), first, first + parts, Functor{count, parts, item, d_table, hash, sink, vals.data()});
+}
+#endif
+
+// Runs every work item of the estimation of index(t), t < count, with the given sink: rows outer
+// over EstimateItemSize(hash, count, binning) coordinates per item when that plans it (CPU,
+// AllIndices), else EstimateItems over kEstimateItem.
 template <class Indices, class Sink>
 void EstimateInto(Indices index, std::size_t count, const float* d_table, const CountSketchHash& hash, Sink sink,
-                  const Exec& exec) {
+                  const Exec& exec, const SketchBinning& binning = {}) {
   thrust::counting_iterator<std::size_t> first(0);
   WithFamily(hash, [&](auto family) {
+#if !SKETCHPS_KERNELS_CUDA
+    if constexpr (std::is_same_v<Indices, AllIndices>) {
+      const std::size_t item = PlanRowsOuterItem(hash, count, binning);
+      if (item > 0) return RunRowsOuterEstimate<decltype(family)>(count, item, d_table, hash, sink, exec);
+    }
+#endif
     using Functor = EstimateItems<decltype(family), Indices, Sink>;
     thrust::for_each(Policy(exec), first, first + EstimateItemCount(count), Functor{index, count, d_table, hash, sink});
   });

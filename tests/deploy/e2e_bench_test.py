@@ -19,6 +19,7 @@ import figures  # noqa: E402
 import job as jobspec  # noqa: E402
 import report  # noqa: E402
 import run  # noqa: E402
+import systems  # noqa: E402
 import targets  # noqa: E402
 
 
@@ -235,6 +236,28 @@ class OptionsTest(unittest.TestCase):
         args = run.parse_args(["--bin-dir", "/nonexistent"])
         with self.assertRaisesRegex(run.UsageError, "sketchps-server: no executable at /nonexistent/server/sketchps-server"):
             run.binaries(args)
+
+    def test_sketchps_needed_for_the_certificates_unless_insecure(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in ("sketchps-server", "sketchps-worker"):
+                (Path(tmp) / name).write_text("#!/bin/sh\n")
+                (Path(tmp) / name).chmod(0o755)
+            with self.assertRaisesRegex(run.UsageError, f"sketchps: no executable at {tmp}/tools/sketchps"):
+                run.binaries(run.parse_args(["--bin-dir", tmp]))
+            self.assertEqual(sorted(run.binaries(run.parse_args(["--bin-dir", tmp, "--insecure"]))),
+                             ["sketchps-server", "sketchps-worker"])
+            (Path(tmp) / "sketchps").write_text("#!/bin/sh\n")
+            (Path(tmp) / "sketchps").chmod(0o755)
+            self.assertEqual(run.binaries(run.parse_args(["--bin-dir", tmp]))["sketchps"], f"{tmp}/sketchps")
+
+    def test_daemons_get_the_tls_arguments(self):
+        ctx = systems.Context(net=None, bandwidth="none", server_bin="s", worker_bin="w", ddp_script="", job_path=Path("j"),
+                              overrides=["a=1"], ddp_args=[], workers=4, servers=2, rounds=3, timeout=1,
+                              tls_args=["--tls-dir", "/c"])
+        args = systems.sketchps_common(systems.System("sketchps topk", "sketchps", "topk"), ctx)
+        self.assertEqual(args[:4], ["--job", "j", "--tls-dir", "/c"])
+        ctx.tls_args = ["--insecure"]
+        self.assertIn("--insecure", systems.sketchps_common(systems.System("sketchps topk", "sketchps", "topk"), ctx))
 
 
 class DdpScriptTest(unittest.TestCase):

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Smoke test of the end-to-end benchmark with the real daemons: bench/e2e/run.sh runs a 12-round
-job (evaluations every 6 rounds) for sketchps gs_sgd and DDP dense on 100mbit links, then this
-checks that results.json, table.md and the accuracy plot (PNG and SVG) exist, that each system
-completed its 12 rounds with every process exiting 0, an accuracy in [0, 1], CPU > 0 and a
-positive train loop, and that no namespace is left behind.
+job (evaluations every 6 rounds) for sketchps gs_sgd and DDP dense on 100mbit links, the daemons
+with mutual TLS (certificates from `sketchps certs`), then this checks that results.json, table.md
+and the accuracy plot (PNG and SVG) exist, that each system completed its 12 rounds with every
+process exiting 0 (the shards by themselves, at the end of the job), that the sketchps daemons ran
+with --tls-dir, an accuracy in [0, 1], CPU > 0 and a positive train loop, and that no namespace is
+left behind.
 
-  e2e_smoke.py --server PATH --worker PATH --out DIR
+  e2e_smoke.py --server PATH --worker PATH --sketchps PATH --out DIR
 Exit 0 when all holds, 1 otherwise (what failed is printed). Needs root.
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ ROUNDS = 12
 
 def run_harness(args) -> list[str]:
     argv = ["bash", str(RUN), "--bin", f"sketchps-server={args.server}", "--bin", f"sketchps-worker={args.worker}",
-            "--schemes", "gs_sgd", "--ddp", "dense", "--bandwidth", "100mbit", "--set", f"train.rounds={ROUNDS}",
+            "--bin", f"sketchps={args.sketchps}", "--schemes", "gs_sgd", "--ddp", "dense", "--bandwidth", "100mbit", "--set", f"train.rounds={ROUNDS}",
             "--set", "train.eval_every_rounds=6", "--timeout", "200", "--out", args.out]
     print("e2e_smoke: " + " ".join(argv), flush=True)
     try:
@@ -69,6 +71,10 @@ def check_row(row: dict) -> list[str]:
     bad = [f"{p['name']} exit {p['exit']}" for p in row["procs"] if p["exit"] != 0]
     if bad:
         problems.append(f"{name}: {', '.join(bad)}")
+    if row["kind"] == "sketchps":
+        plain = [p["name"] for p in row["procs"] if "--tls-dir" not in p["argv"]]
+        if plain:
+            problems.append(f"{name}: {', '.join(plain)} ran without --tls-dir (mutual TLS)")
     return problems
 
 
@@ -76,6 +82,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description="smoke test of bench/e2e (see the module doc)")
     ap.add_argument("--server", required=True)
     ap.add_argument("--worker", required=True)
+    ap.add_argument("--sketchps", required=True, help="the front end, for `sketchps certs`")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     problems = run_harness(args) or check_outputs(Path(args.out))

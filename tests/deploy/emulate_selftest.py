@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Shows that deploy/emulate/run.sh passes a healthy run and fails each broken one, using the
 stand-in daemons of tests/deploy/fake_build (no C++ build needed). Cases: a good run with a
-bandwidth cap and the Kubernetes probes; a probe naming a health service the shard does not serve;
-diverged replicas; a worker that cannot reach a shard; a shard that never becomes
-healthy; `ip netns add` failing; binaries missing. Prints one line per case and a closing
-"N passed, M failed"; exits 1 if any case did not behave. Needs root (network namespaces).
+bandwidth cap, the Kubernetes probes and --require-self-exit (the one-shot `certs` service runs
+first, the shards exit by themselves once every worker has left); a shard that does not exit by
+itself, drained by SIGTERM (passes) or failing --require-self-exit; a shard failing at the end;
+the certificates step failing; a daemon without its TLS folder; a healthcheck on the TLS port; a
+probe naming a health service the shard does not serve, and one on the TLS port; diverged
+replicas; a worker that cannot reach a shard; a shard that never becomes healthy; `ip netns add`
+failing; binaries missing. Prints one line per case and a closing "N passed, M failed"; exits 1 if
+any case did not behave. Needs root (network namespaces).
 """
 from __future__ import annotations
 
@@ -20,22 +24,49 @@ REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "deploy/emulate/run.sh"
 FAKE = Path(__file__).resolve().parent / "fake_build"
 
+COMPOSE = "compose/docker-compose.yml"
+SERVERS_YAML = "k8s/base/servers.yaml"
 WORKER1_ENV = '      RANK: "1"\n'
-PROBES = "{deploy}/k8s/base/servers.yaml"
-# (name, compose edits [(old, new)], extra run.sh args, fake `ip` on PATH, expected exit, expected text)
-# "{deploy}" in an argument is the copy of deploy/ the case runs on.
+SHARD1_ENV = '      SKETCHPS_SHARD: "1"\n'
+PROBES = "{deploy}/" + SERVERS_YAML
+
+
+def shard1(env: str) -> list[tuple[str, str, str]]:
+    """An environment line added to server-1."""
+    return [(COMPOSE, SHARD1_ENV, SHARD1_ENV + f"      {env}\n")]
+
+
+# (name, edits [(file under deploy/, old, new)], extra run.sh args, fake `ip` on PATH, expected exit,
+#  expected text). "{deploy}" in an argument is the copy of deploy/ the case runs on.
 CASES = [
-    ("good run, 100mbit links, k8s probes", [], ["--bandwidth", "100mbit", "--check-probes", PROBES], False, 0,
+    ("good run, 100mbit links, k8s probes, shards exit by themselves", [],
+     ["--bandwidth", "100mbit", "--check-probes", PROBES, "--require-self-exit"], False, 0,
      "same final weights checksum"),
-    ("k8s probe asks an unserved health service", [('      SKETCHPS_SHARD: "1"\n', '      SKETCHPS_SHARD: "1"\n      FAKE_HEALTH_SERVICES: "other"\n')],
-     ["--check-probes", PROBES], False, 1, "Kubernetes livenessProbe (grpc port 7070, service liveness) on server-1 fails"),
-    ("diverged replicas", [(WORKER1_ENV, WORKER1_ENV + '      FAKE_CHECKSUM_SALT: "x"\n')], [], False, 1, "replicas differ"),
-    ("unreachable shard", [('"--patience-seconds=300"', '"--patience-seconds=3"'),
-                           ('      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7070',
+    ("shard ignores Leave: drained by SIGTERM", shard1('FAKE_IGNORE_LEAVE: "1"'), ["--exit-wait", "2"], False, 0,
+     "server-1 stopped cleanly after SIGTERM"),
+    ("shard ignores Leave with --require-self-exit", shard1('FAKE_IGNORE_LEAVE: "1"'),
+     ["--exit-wait", "2", "--require-self-exit"], False, 1, "server-1 still running 2 s after the workers finished"),
+    ("shard fails at the end of the job", shard1('FAKE_DONE_EXIT: "3"'), [], False, 1, "server-1 exited 3"),
+    ("certificates step fails", [(COMPOSE, '    entrypoint: ["sketchps", "certs"]\n',
+                                  '    entrypoint: ["sketchps", "certs"]\n    environment: {FAKE_CERTS_FAIL: "1"}\n')],
+     [], False, 1, "certs exited 1; server-0 waits for it to complete successfully"),
+    ("daemons without their TLS folder", [(COMPOSE, "    SKETCHPS_TLS_DIR: /certs\n", "")], [], False, 1,
+     "server-0 exited 2 before it became healthy"),
+    ("healthcheck on the TLS port", [(COMPOSE, '"health", "127.0.0.1:7071"', '"health", "127.0.0.1:7070"')],
+     ["--health-deadline", "4"], False, 1, "server-0 did not become healthy"),
+    ("k8s probe asks an unserved health service", shard1('FAKE_HEALTH_SERVICES: "other"'),
+     ["--check-probes", PROBES], False, 1, "Kubernetes livenessProbe (grpc port 7071, service liveness) on server-1 fails"),
+    ("k8s probe on the TLS port", [(SERVERS_YAML, "          readinessProbe:\n            grpc:\n              port: 7071",
+                                    "          readinessProbe:\n            grpc:\n              port: 7070")],
+     ["--check-probes", PROBES], False, 1, "Kubernetes readinessProbe (grpc port 7070, service (overall)) on server-0 fails"),
+    ("diverged replicas", [(COMPOSE, WORKER1_ENV, WORKER1_ENV + '      FAKE_CHECKSUM_SALT: "x"\n')], [], False, 1,
+     "replicas differ"),
+    ("unreachable shard", [(COMPOSE, '"--patience-seconds=300"', '"--patience-seconds=3"'),
+                           (COMPOSE, '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7070',
                             '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7999')],
      [], False, 1, "worker-1 exited 1"),
-    ("shard never healthy", [('      SKETCHPS_SHARD: "1"\n', '      SKETCHPS_SHARD: "1"\n      FAKE_UNHEALTHY: "1"\n')],
-     ["--health-deadline", "4"], False, 1, "server-1 did not become healthy"),
+    ("shard never healthy", shard1('FAKE_UNHEALTHY: "1"'), ["--health-deadline", "4"], False, 1,
+     "server-1 did not become healthy"),
     ("no network namespaces", [], [], True, 1, "cannot create network namespaces"),
     ("binaries missing", [], ["--build-dir", "/nonexistent"], False, 2, "no executable at /nonexistent"),
 ]
@@ -45,14 +76,13 @@ def run_case(case) -> tuple[bool, str]:
     name, edits, extra, fake_ip, want_rc, expect = case
     with tempfile.TemporaryDirectory(prefix="sketchps-emu-case-") as tmp:
         copy = Path(tmp) / "deploy"
-        shutil.copytree(REPO / "deploy", copy, ignore=shutil.ignore_patterns("node_modules"))
-        compose = copy / "compose/docker-compose.yml"
-        text = compose.read_text()
-        for old, new in edits:
+        shutil.copytree(REPO / "deploy", copy, ignore=shutil.ignore_patterns("node_modules", "__pycache__"))
+        compose = copy / COMPOSE
+        for rel, old, new in edits:
+            text = (copy / rel).read_text()
             if old not in text:
-                return False, f"edit target not in docker-compose.yml (update the case): {old!r}"
-            text = text.replace(old, new)
-        compose.write_text(text)
+                return False, f"edit target not in {rel} (update the case): {old!r}"
+            (copy / rel).write_text(text.replace(old, new))
         env = dict(os.environ)
         if fake_ip:
             bindir = Path(tmp) / "bin"
@@ -70,8 +100,14 @@ def run_case(case) -> tuple[bool, str]:
         return False, f"output lacks {expect!r}\n{out}"
     leftovers = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
                  if n.startswith("sps")]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if str(FAKE).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                leftovers.append(f"process {pid}")
+        except OSError:
+            pass
     if leftovers:
-        return False, f"namespaces left behind: {leftovers}"
+        return False, f"left behind: {leftovers}"
     return True, ""
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Shows that deploy/validate.sh can fail: each case breaks one thing in a copy of deploy/ and
 asserts that the validator exits 1 and names the problem. A baseline case checks that the
-unmodified copy passes, so a failure is the mutation's doing. Prints one line per case and a
+unmodified copy passes, so a failure is the mutation's doing, and a change the validator must
+accept (the scale changed in its one place) checks that S and P propagate. Prints one line per case and a
 closing "N passed, M failed"; exits 1 if any case did not behave.
 
 Usage: validate_mutations.py [--only NAME]   (run from anywhere; finds deploy/ next to tests/)
@@ -18,18 +19,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 
-# (name, file under deploy/, text to find, replacement, what the output must contain)
+# (name, file under deploy/, text to find, replacement, what the output must contain[, exit code]);
+# the exit code is 1 (rejected) unless given: 0 marks a change the validator must accept.
 CASES = [
-    ("baseline", None, None, None, "all checks passed"),
+    ("baseline", None, None, None, "all checks passed", 0),
     ("k8s unknown field", "k8s/base/servers.yaml",
-     "  podManagementPolicy: Parallel", "  podManagementPolicy: Parallel\n  replica: 3",
-     "'\"replica\"' does not exist in type 'StatefulSetSpec'"),
+     "  completionMode: Indexed\n", "  completionMode: Indexed\n  replica: 3\n",
+     "'\"replica\"' does not exist in type 'JobSpec'"),
     ("k8s wrong type", "k8s/base/workers.yaml",
      "  backoffLimit: 6", "  backoffLimit: six", "backoffLimit must be integer"),
     ("k8s bad probe port", "k8s/base/servers.yaml",
-     "          readinessProbe:\n            grpc:\n              port: 7070",
      "          readinessProbe:\n            grpc:\n              port: 7071",
-     "readinessProbe.grpc.port 7071 is not a declared containerPort"),
+     "          readinessProbe:\n            grpc:\n              port: 7072",
+     "readinessProbe.grpc.port 7072 is not a declared containerPort"),
     ("k8s liveness = readiness", "k8s/base/servers.yaml",
      "              service: liveness\n", "", "ask the same gRPC service name"),
     ("k8s no permanent exit code 3", "k8s/base/workers.yaml",
@@ -39,15 +41,78 @@ CASES = [
     ("k8s network policy open", "k8s/base/network-policy.yaml",
      "      ports:\n        - port: 7070", "    - from:\n        - namespaceSelector: {}\n      ports:\n        - port: 7070",
      "to the shards' gRPC port"),
-    ("k8s replicas vs job spec", "k8s/base/job.yaml", "workers: 2", "workers: 3", "!= workers 3 in job.yaml"),
     ("kustomize broken", "k8s/overlays/gpu/kustomization.yaml", "path: worker-gpu.yaml", "path: missing.yaml",
      "overlay gpu does not build"),
+    # The daemons end with the job: the shards are an Indexed Job whose stopped pods are replaced.
+    ("k8s shards as a StatefulSet", "k8s/base/servers.yaml",
+     "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: sketchps-server",
+     "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: sketchps-server",
+     "restarts a pod that exited at the end of the job forever"),
+    ("k8s drained shard completes its index", "k8s/base/servers.yaml",
+     '          command: ["/bin/sh", "/etc/sketchps/launch/server.sh"]\n', "",
+     "exits 0 when the shard is stopped with SIGTERM"),
+    ("k8s shard id not from the completion index", "k8s/base/servers.yaml",
+     "            - name: SKETCHPS_SHARD\n              valueFrom:\n                fieldRef:\n"
+     "                  fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']\n",
+     '            - name: SKETCHPS_SHARD\n              value: "0"\n', "the pod of completion index 1 runs shard 0"),
+    ("k8s no permanent exit code for the shards", "k8s/base/servers.yaml",
+     "          values: [2]", "          values: [1]", "does not FailJob on exit codes [2]"),
+    ("k8s PDB that blocks every drain", "k8s/base/servers.yaml", "            sizeLimit: 256Mi\n",
+     "            sizeLimit: 256Mi\n---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n"
+     "  name: sketchps-server\nspec:\n  maxUnavailable: 1\n  selector:\n    matchLabels:\n"
+     "      app.kubernetes.io/name: sketchps\n      app.kubernetes.io/component: server\n",
+     "the budget allows no eviction at all"),
+    # TLS: certificates from Secrets the manifests mount but do not define.
+    ("k8s certificate Secret defined in the base", "k8s/base/kustomization.yaml", "configMapGenerator:\n",
+     "secretGenerator:\n  - name: sketchps-worker-certs\n    literals: [ca.pem=x]\n    options: {disableNameSuffixHash: true}\n"
+     "configMapGenerator:\n", "the daemons read their certificates from this Secret"),
+    ("k8s placeholder Secret", "k8s/base/kustomization.yaml", "configMapGenerator:\n",
+     "secretGenerator:\n  - name: sketchps-token\n    literals: [token=]\n    options: {disableNameSuffixHash: true}\n"
+     "configMapGenerator:\n", "placeholder Secret (empty values)"),
+    ("k8s worker without the certificates", "k8s/base/workers.yaml",
+     "            - name: certs\n              mountPath: /certs\n              readOnly: true\n", "",
+     "the TLS folder /certs is not the mount of a Secret volume"),
+    ("k8s shard without a TLS folder", "k8s/base/servers.yaml",
+     "            - name: SKETCHPS_TLS_DIR\n              value: /certs\n", "", "no TLS folder"),
+    ("k8s shard runs --insecure", "k8s/base/servers.yaml",
+     "            - --listen=0.0.0.0:7070\n", "            - --listen=0.0.0.0:7070\n            - --insecure\n",
+     "runs --insecure"),
+    ("k8s certificates writable", "k8s/base/servers.yaml",
+     "              mountPath: /certs\n              readOnly: true\n", "              mountPath: /certs\n",
+     "the certificates' volume certs is not mounted readOnly"),
+    ("k8s certificates unreadable", "k8s/base/workers.yaml",
+     "        fsGroup: 10001             # group of the Secret's files (mode 0440)\n", "",
+     "are not readable by the pod's user"),
+    ("k8s probe on the TLS port", "k8s/base/servers.yaml",
+     "          livenessProbe:\n            grpc:\n              port: 7071",
+     "          livenessProbe:\n            grpc:\n              port: 7070",
+     "livenessProbe.grpc.port 7070 is not the plaintext health port"),
+    # S and P: one setting, agreed on everywhere.
+    ("k8s scale changed in its one place", "k8s/base/kustomization.yaml",
+     "      - workers=2\n      - servers=2\n", "      - workers=5\n      - servers=4\n", "all checks passed", 0),
+    ("k8s overlay sets the scale without the component", "k8s/overlays/example/kustomization.yaml",
+     "  - ../../components/scale\n", "", "the one setting says servers 3, workers 4"),
+    ("k8s setting not carried into the shard Job", "k8s/components/scale/kustomization.yaml",
+     "          - spec.completions\n          - spec.parallelism\n", "",
+     "the one setting says servers 3, workers 4, but the Jobs run S = 2"),
+    ("k8s WORLD_SIZE by hand", "k8s/base/workers.yaml",
+     "              value: $(SKETCHPS_WORKER_COUNT)", '              value: "3"', "WORLD_SIZE 3 != P = 2"),
+    ("k8s server list port", "k8s/base/workers.yaml",
+     '            - name: SKETCHPS_SERVER_PORT\n              value: "7070"',
+     '            - name: SKETCHPS_SERVER_PORT\n              value: "7071"',
+     "servers 'sketchps-server-0.sketchps-server:7071,sketchps-server-1.sketchps-server:7071'"),
+    ("k8s shard not told the number of workers", "k8s/base/servers.yaml",
+     "            - --set=workers=$(SKETCHPS_WORKER_COUNT)\n", "",
+     "the shard runs with workers 2, servers 3"),
+    # compose
     ("compose unknown key", "compose/docker-compose.yml",
      "  server-1:\n", "  server-1:\n    imagee: nope\n", "must NOT have additional properties ('imagee')"),
     ("compose missing healthcheck", "compose/docker-compose.yml",
-     "  healthcheck:\n    test: [\"CMD\", \"sketchps\", \"health\", \"127.0.0.1:7070\"]\n"
+     "  healthcheck:\n    test: [\"CMD\", \"sketchps\", \"health\", \"127.0.0.1:7071\"]\n"
      "    interval: 2s\n    timeout: 2s\n    retries: 30\n    start_period: 120s\n", "",
      "server-0: no healthcheck"),
+    ("compose healthcheck on the TLS port", "compose/docker-compose.yml",
+     '"health", "127.0.0.1:7071"', '"health", "127.0.0.1:7070"', "does not run `sketchps health HOST:7071`"),
     ("compose worker not waiting for health", "compose/docker-compose.yml",
      "server-1: {condition: service_healthy}", "server-1: {condition: service_started}",
      "does not depend on server-1 with condition service_healthy"),
@@ -55,6 +120,20 @@ CASES = [
      "      RANK: \"1\"\n      WORLD_SIZE: \"2\"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7070",
      "      RANK: \"1\"\n      WORLD_SIZE: \"2\"\n      SKETCHPS_SERVERS: server-1:7070,server-0:7070",
      "worker-1: servers 'server-1:7070,server-0:7070' != 'server-0:7070,server-1:7070'"),
+    ("compose services vs job spec", "k8s/base/job.yaml", "workers: 2", "workers: 3", "worker services != workers 3 in"),
+    ("compose certificates for too few workers", "compose/docker-compose.yml",
+     '"--workers", "2"', '"--workers", "1"', "certs --workers 1 != 2"),
+    ("compose shard without the certificates volume", "compose/docker-compose.yml",
+     "      - certs:/certs:ro\n      - checkpoints-0:", "      - checkpoints-0:",
+     "server-0: the TLS folder /certs is not the volume certs"),
+    ("compose daemons do not wait for the certificates", "compose/docker-compose.yml",
+     "    certs: {condition: service_completed_successfully}\n\nx-sketchps-worker",
+     "    certs: {condition: service_started}\n\nx-sketchps-worker", "service_completed_successfully"),
+    ("compose insecure", "compose/docker-compose.yml",
+     "    SKETCHPS_TLS_DIR: /certs\n", "    SKETCHPS_INSECURE: \"1\"\n", "runs --insecure"),
+    ("compose one-shot service restarting", "compose/docker-compose.yml",
+     '    restart: "no"                 # one-shot', "    restart: on-failure          # one-shot",
+     "a one-shot service (others wait for it to complete) must be"),
     ("dockerfile root user", "docker/Dockerfile.cpu", "USER 10001:10001", "USER 0", "USER is root"),
     ("dockerfile unpinned base", "docker/Dockerfile.cuda", "debian:12.11-slim", "debian", "is not pinned to a tag"),
     ("dockerfile syntax", "docker/Dockerfile.cpu", "EXPOSE 7071", "EXPOSE seven", "Invalid containerPort"),
@@ -62,10 +141,11 @@ CASES = [
 
 
 def run_case(case, validator: Path) -> tuple[bool, str]:
-    name, rel, old, new, expect = case
+    name, rel, old, new, expect = case[:5]
+    want_rc = case[5] if len(case) > 5 else 1
     with tempfile.TemporaryDirectory(prefix="sketchps-mutant-") as tmp:
         copy = Path(tmp) / "deploy"
-        shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("node_modules"))
+        shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("node_modules", "__pycache__"))
         if rel is not None:
             f = copy / rel
             text = f.read_text()
@@ -75,7 +155,6 @@ def run_case(case, validator: Path) -> tuple[bool, str]:
         proc = subprocess.run(["bash", str(validator), "--deploy-dir", str(copy)],
                               capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
-    want_rc = 0 if rel is None else 1
     if proc.returncode != want_rc:
         return False, f"exit {proc.returncode}, expected {want_rc}\n{out}"
     if expect not in out:

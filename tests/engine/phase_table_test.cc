@@ -200,7 +200,14 @@ TEST_CASE("With a first round, applied rounds are closed and later rounds wait t
   CHECK(table.rounds_applied() == 4);
   CHECK(table.Submit({3, 0}, 0, Dense(9)).ok());  // a retry of a completed phase: acknowledged
   CHECK(IsRoundApplied(table.Submit({3, 1}, 0, Dense(9))));  // a phase round 3 never had: refused
-  CHECK(calls == 1);
+  Contribution aux = Dense(5);
+  aux.spec.final_phase = false;
+  aux.spec.auxiliary = true;
+  REQUIRE(table.Submit({3, 15}, 0, aux).ok());  // an auxiliary phase of the last applied round
+  REQUIRE(table.Await({3, 15}, absl::Now() + absl::Seconds(5)).ok());
+  CHECK(IsRoundApplied(table.Submit({2, 15}, 0, aux)));  // ... but not of an older one
+  CHECK(table.rounds_applied() == 4);
+  CHECK(calls == 2);
 }
 
 TEST_CASE("On a strand, reductions run off the submitting threads and results arrive in order", "[phase_table]") {

@@ -31,7 +31,7 @@ struct Group {
       servers.push_back(*std::move(server));
     }
     for (std::uint32_t r = 0; r < p; ++r) {
-      REQUIRE(servers[r]->regrouper().Arm(RegroupConfig{"regroup", 0, r, peers, window}).ok());
+      REQUIRE(servers[r]->regrouper().Arm(RegroupConfig{"regroup", 0, r, peers, window, {}, {}}).ok());
     }
   }
   void Kill(std::uint32_t r) { servers[r]->Shutdown(absl::ZeroDuration()); }
@@ -121,5 +121,5 @@ TEST_CASE("Regroup requests for another job, epoch or rank are refused", "[peer]
   CHECK_THAT(Message(plan.status()), Catch::StartsWith("rank: 9"));
   Regrouper unarmed;
   CHECK(unarmed.Ask(0).status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(unarmed.Arm(RegroupConfig{"x", 0, 2, {"a:1", "b:2"}, absl::Seconds(1)}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(unarmed.Arm(RegroupConfig{"x", 0, 2, {"a:1", "b:2"}, absl::Seconds(1), {}, {}}).code() == absl::StatusCode::kInvalidArgument);
 }

@@ -77,23 +77,30 @@ absl::StatusOr<T> Get(std::future<absl::StatusOr<T>>& f) {
   return f.get();
 }
 
-std::future<absl::StatusOr<v1::JoinResponse>> JoinLater(ShardHost& host, v1::JoinRequest r) {
-  return Later<v1::JoinResponse>([&host, r](auto reply) { host.Join(r, std::move(reply)); });
+// `caller`: the identity the call came with (nullopt: a plaintext channel, no identity checks).
+std::future<absl::StatusOr<v1::JoinResponse>> JoinLater(ShardHost& host, v1::JoinRequest r,
+                                                        std::optional<Identity> caller = std::nullopt) {
+  return Later<v1::JoinResponse>([&host, r, caller](auto reply) { host.Join(r, caller, std::move(reply)); });
 }
-std::future<absl::StatusOr<v1::PushPullResponse>> PushLater(ShardHost& host, v1::PushPullRequest r) {
-  return Later<v1::PushPullResponse>([&host, r](auto reply) { host.PushPull(r, std::move(reply)); });
+std::future<absl::StatusOr<v1::PushPullResponse>> PushLater(ShardHost& host, v1::PushPullRequest r,
+                                                            std::optional<Identity> caller = std::nullopt) {
+  return Later<v1::PushPullResponse>([&host, r, caller](auto reply) { host.PushPull(r, caller, std::move(reply)); });
 }
-absl::StatusOr<v1::JoinResponse> JoinNow(ShardHost& host, v1::JoinRequest r) {
-  auto f = JoinLater(host, std::move(r));
+absl::StatusOr<v1::JoinResponse> JoinNow(ShardHost& host, v1::JoinRequest r, std::optional<Identity> caller = std::nullopt) {
+  auto f = JoinLater(host, std::move(r), caller);
   return Get(f);
 }
-absl::StatusOr<v1::PushPullResponse> PushNow(ShardHost& host, v1::PushPullRequest r) {
-  auto f = PushLater(host, std::move(r));
+absl::StatusOr<v1::PushPullResponse> PushNow(ShardHost& host, v1::PushPullRequest r,
+                                             std::optional<Identity> caller = std::nullopt) {
+  auto f = PushLater(host, std::move(r), caller);
   return Get(f);
 }
 
+Identity Worker(std::uint32_t r) { return Identity{Identity::Role::kWorker, r}; }
+
 std::unique_ptr<ShardHost> OpenHost(ServerMetrics* metrics, const std::string& dir = "", std::uint64_t every = 1) {
   HostOptions options = HostOptionsFor(TestJob(), 0, dir);
+  options.job.layout = Layers();  // the tests' model: one layer of kDim
   options.checkpoint_every = every;
   auto host = ShardHost::Open(options, metrics);
   REQUIRE(host.ok());
@@ -174,8 +181,12 @@ TEST_CASE("A starting shard answers Joins once every worker offered, and refuses
 
   auto other_layers = JoinRequest(1);
   LayersToProto(MakeLayerTable({{"a", {4}}, {"b", {4}}}), other_layers.mutable_layers());
-  auto [a, b] = JoinBoth(*host, JoinRequest(0), other_layers);
-  ExpectRejected(b.status(), absl::StatusCode::kFailedPrecondition, "layers");
+  ExpectRejected(JoinNow(*host, other_layers).status(), absl::StatusCode::kFailedPrecondition,
+                 "layers: differ from the job's model layout");
+  auto other_job = JoinRequest(1);
+  (*other_job.mutable_fingerprint())["scheme"] = 42;
+  ExpectRejected(JoinNow(*host, other_job).status(), absl::StatusCode::kFailedPrecondition,
+                 "job fingerprint: worker 1's job differs from this one's in");
 
   auto [c, d] = JoinBoth(*host, JoinRequest(0), JoinRequest(1));
   REQUIRE(c.ok());
@@ -185,7 +196,7 @@ TEST_CASE("A starting shard answers Joins once every worker offered, and refuses
   CHECK(*ParseF32Bytes(d->weights(), kDim, "w") == Initial());
   // A serving shard answers a (re)joining worker at once, and refuses another layout.
   REQUIRE(JoinNow(*host, JoinRequest(1)).ok());
-  ExpectRejected(JoinNow(*host, other_layers).status(), absl::StatusCode::kInvalidArgument, "layers");
+  ExpectRejected(JoinNow(*host, other_layers).status(), absl::StatusCode::kFailedPrecondition, "layers");
 }
 
 TEST_CASE("ShardHost rejects every malformed push, then still completes the round once", "[shard_host]") {
@@ -400,4 +411,34 @@ TEST_CASE("Shutdown refuses new phases and finishes the one in flight", "[shard_
   CHECK(Get(waiting).ok());
   ExpectRejected(PushNow(*host, Push(0, 1, g)).status(), absl::StatusCode::kUnavailable, "shutting down");
   CHECK(host->rounds_applied() == 1);
+}
+
+TEST_CASE("A worker identity can only join, push and read as itself", "[shard_host][identity]") {
+  auto host = OpenHost(nullptr);
+  // Worker 1's certificate cannot join as worker 0 (e.g. to define the state) ...
+  auto forged_join = JoinNow(*host, JoinRequest(0), Worker(1));
+  ExpectRejected(forged_join.status(), absl::StatusCode::kPermissionDenied, "worker-1 cannot speak for worker 0");
+  CHECK_THAT(host->AssemblyStatus(), Catch::Contains("waiting for worker(s) 0, 1"));  // nothing was stored
+  auto a = JoinLater(*host, JoinRequest(0), Worker(0));
+  auto b = JoinLater(*host, JoinRequest(1), Worker(1));
+  REQUIRE(Get(a).ok());
+  REQUIRE(Get(b).ok());
+  // ... nor push as worker 0: refused, and worker 0's own push is then used.
+  const std::vector<float> g(kDim, 1.0f), forged_g(kDim, 100.0f);
+  ExpectRejected(PushNow(*host, Push(0, 0, forged_g), Worker(1)).status(), absl::StatusCode::kPermissionDenied,
+                 "payload.header.worker_id");
+  auto first = PushLater(*host, Push(0, 0, g), Worker(0));
+  auto second = PushNow(*host, Push(1, 0, g), Worker(1));
+  REQUIRE(second.ok());
+  REQUIRE(Get(first).ok());
+  std::vector<float> want = Initial();
+  for (auto& w : want) w -= 1.0f;  // lr 1, mean gradient 1: worker 1's forged 100 was never used
+  CHECK(second->weights_checksum() == WeightsChecksum(want));
+  v1::GetWeightsRequest read;
+  read.set_job_id("t");
+  read.set_shard_id(0);
+  CHECK(host->GetWeights(read, Worker(1)).ok());
+  CHECK(host->GetWeights(read, std::nullopt).ok());
+  ExpectRejected(host->GetWeights(read, Identity{Identity::Role::kServer, 1}).status(), absl::StatusCode::kPermissionDenied,
+                 "server-1 is not a worker");
 }

@@ -10,6 +10,8 @@
 #include <numeric>
 #include <vector>
 
+#include "common/layout_proto.h"
+#include "job/model_layout.h"
 #include "worker/evaluate.h"
 #include "worker/fashion_mnist.h"
 #include "worker/flat_model.h"
@@ -186,6 +188,12 @@ TEST_CASE("MakeModel: names, parameter counts and output shapes", "[worker][mode
     CHECK(model.module().named_buffers().size() == 0);
   }
   CHECK(MustCreate("resnet", 1).flat().dim() >= 1'000'000);
+  // The layouts the servers know without libtorch (job/model_layout.h) are exactly the models'.
+  for (const auto& name : ModelNames()) {
+    const auto layout = sketchps::ModelLayout(name);
+    REQUIRE(layout.ok());
+    CHECK(sketchps::SameLayers(*layout, MustCreate(name, 1).flat().layers()));
+  }
 
   const auto unknown = MakeModel("vgg", 1);
   CHECK(unknown.status().code() == absl::StatusCode::kInvalidArgument);

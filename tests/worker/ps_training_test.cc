@@ -134,10 +134,13 @@ TEST_CASE("Every scheme keeps replicas equal to the master copy and sends what i
           const double raw_down = rec["bytes_down"], wire_down = rec["wire_down"];
           INFO(name << " rank " << rank << " round " << rec["round"] << ": up " << raw_up << " raw / " << wire_up
                     << " wire, down " << raw_down << " / " << wire_down);
-          CHECK(wire_up >= raw_up);
-          CHECK(wire_up <= 1.05 * raw_up);  // headers and framing: about 45 bytes per message
-          CHECK(wire_down >= raw_down);
-          CHECK(wire_down <= 1.05 * raw_down);
+          // The promise is the raw arrays (u32 indices, f32 values); the wire codes indices delta +
+          // varint and exact-in-half sketch tables as f16, so it may send less, never more than the
+          // promise plus headers and framing (about 45 bytes per message).
+          CHECK(wire_up <= 1.05 * raw_up + 128);
+          CHECK(wire_down <= 1.05 * raw_down + 128);
+          CHECK(wire_up > 0);
+          CHECK(wire_down > 0);
         }
       }
     }

@@ -1,0 +1,42 @@
+#include "common/fingerprint.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace sketchps {
+
+std::vector<std::string> DiffKeys(const Fingerprint& a, const Fingerprint& b) {
+  std::vector<std::string> keys;
+  for (const auto& [key, hash] : a) {
+    auto it = b.find(key);
+    if (it == b.end() || it->second != hash) keys.push_back(key);
+  }
+  for (const auto& [key, hash] : b) {
+    if (!a.contains(key)) keys.push_back(key);
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+absl::Status CheckFingerprint(const Fingerprint& mine, const Fingerprint& theirs, const std::string& who) {
+  if (theirs.empty()) return absl::OkStatus();
+  const auto keys = DiffKeys(mine, theirs);
+  if (keys.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("job fingerprint: ", who, "'s job differs from this one's in ",
+                                                    absl::StrJoin(keys, ", "), " (the same job file everywhere?)"));
+}
+
+Fingerprint FingerprintFromProto(const google::protobuf::Map<std::string, std::uint64_t>& in) {
+  Fingerprint out;
+  for (const auto& [key, hash] : in) out[key] = hash;
+  return out;
+}
+
+void FingerprintToProto(const Fingerprint& in, google::protobuf::Map<std::string, std::uint64_t>* out) {
+  out->clear();
+  for (const auto& [key, hash] : in) (*out)[key] = hash;
+}
+
+}  // namespace sketchps

@@ -1,0 +1,99 @@
+// The gRPC adapter of a shard: request bodies that do not parse get INVALID_ARGUMENT naming the
+// message (not gRPC's INTERNAL with an empty message), and no status leaves without a message.
+#include <catch2/catch.hpp>
+#include <future>
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "common/grpc_edge.h"
+#include "job/job_spec.h"
+#include "server/job_adapter.h"
+#include "server/service.h"
+#include "server/shard_host.h"
+
+using namespace sketchps;
+
+namespace {
+
+// The job's options with the tests' model: one layer of 4 values.
+server::HostOptions TestHostOptions(const JobSpec& job) {
+  server::HostOptions options = server::HostOptionsFor(job, 0, "");
+  options.job.layout = MakeLayerTable({{"w", {4}}});
+  return options;
+}
+
+grpc::Status RawCall(const std::string& address, const std::string& method, const std::string& body) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  grpc::Slice slice(body);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&done](grpc::Status s) { done.set_value(s); });
+  return done.get_future().get();
+}
+
+}  // namespace
+
+TEST_CASE("Bodies that do not parse are INVALID_ARGUMENT naming the message, on every method", "[grpc][server]") {
+  auto job = ParseJobSpec(DefaultJobSpecYaml(), "t", {"job_id=t", "workers=2", "servers=1"});
+  REQUIRE(job.ok());
+  auto host = server::ShardHost::Open(TestHostOptions(*job), nullptr);
+  REQUIRE(host.ok());
+  server::ParameterServerService service(**host, absl::Seconds(5));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  ConfigureServer(builder, ServerOptions{});
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  REQUIRE(server != nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const std::string garbage("\x0a\xff\xff\xff\xff\x0f\x01", 7);  // a length prefix far beyond the body
+  for (const auto& [method, message] : std::vector<std::pair<std::string, std::string>>{
+           {"Join", "sketchps.v1.JoinRequest"},
+           {"PushPull", "sketchps.v1.PushPullRequest"},
+           {"GetWeights", "sketchps.v1.GetWeightsRequest"},
+           {"Leave", "sketchps.v1.LeaveRequest"}}) {
+    const auto status = RawCall(address, "/sketchps.v1.ParameterServer/" + method, garbage);
+    INFO(method << ": " << status.error_message());
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(status.error_message(), Catch::Contains("7 bytes do not parse as " + message));
+  }
+  // A body that parses but names no job: a precise error, never an empty one.
+  const auto empty = RawCall(address, "/sketchps.v1.ParameterServer/GetWeights", "");
+  CHECK(empty.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK_THAT(empty.error_message(), Catch::Contains("job_id"));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+TEST_CASE("Statuses never leave without a message", "[grpc]") {
+  CHECK(ToGrpcStatus(absl::InternalError("")).error_message() == "INTERNAL (no detail)");
+  CHECK(ToGrpcStatus(absl::InvalidArgumentError("x: bad")).error_message() == "x: bad");
+  CHECK(FromGrpcStatus(grpc::Status(grpc::StatusCode::INTERNAL, "")).message() == "gRPC status 13 without a message");
+  CHECK(ToGrpcStatus(absl::OkStatus()).ok());
+}
+
+TEST_CASE("Binding is exclusive: a second server on a port in use fails to start", "[grpc]") {
+  // gRPC refuses to start a server with no service, so each one carries an (unused) generic service.
+  grpc::CallbackGenericService first_service, second_service;
+  grpc::ServerBuilder first;
+  first.RegisterCallbackGenericService(&first_service);
+  int port = 0;
+  first.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  ConfigureServer(first, ServerOptions{});
+  auto running = first.BuildAndStart();
+  REQUIRE(running != nullptr);
+  REQUIRE(port > 0);
+  grpc::ServerBuilder second;
+  second.RegisterCallbackGenericService(&second_service);
+  int second_port = 0;
+  second.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(), &second_port);
+  ConfigureServer(second, ServerOptions{});
+  auto duplicate = second.BuildAndStart();
+  CHECK((duplicate == nullptr || second_port == 0));
+  running->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
