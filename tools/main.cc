@@ -4,16 +4,17 @@
 //   compare one job in both modes with one process killed, side by side (tools/compare.h)
 //   report  a markdown table of run directories' summaries (tools/report.h)
 //   bench   benchmark the compression primitives (bench/primitives.h)
-//   loadgen traffic of every scheme against the number of workers P (bench/loadgen.h)
+//   loadgen traffic of every scheme against the number of workers P (bench/loadgen/loadgen.h)
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "bench/loadgen.h"
+#include "bench/loadgen/loadgen.h"
 #include "bench/primitives.h"
 #include "bench/report.h"
+#include "common/cli.h"
 #include "common/version.h"
 #include "kernels/backend.h"
 #include "tools/certs.h"
@@ -131,7 +132,8 @@ int main(int argc, char** argv) {
   app.add_subcommand("report", "Markdown table of run directories (their summary.json)")
       ->add_option("run_dirs", report_dirs, "Run directories written by `sketchps run`")
       ->required();
-  CLI11_PARSE(app, argc, argv);
+  // Bad flags and values exit 2 with CLI11's message, as the daemons do (common/cli.h).
+  if (auto code = sketchps::ParseCommandLine(app, argc, argv)) return *code;
   if (app.got_subcommand("bench")) return RunBench(bench_options, json);
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
   if (app.got_subcommand("loadgen")) return sketchps::bench::RunLoadgen(loadgen_options);

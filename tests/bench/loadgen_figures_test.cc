@@ -1,4 +1,4 @@
-// The loadgen's figures from counters (bench/loadgen_figures.h) against hand-computed values, and its
+// The loadgen's figures from counters (bench/loadgen/figures.h) against hand-computed values, and its
 // Prometheus reader and /metrics scrape against a literal exposition and a stand-in HTTP server.
 #include <catch2/catch.hpp>
 
@@ -10,7 +10,8 @@
 #include <string>
 #include <thread>
 
-#include "bench/loadgen_figures.h"
+#include "bench/loadgen/figures.h"
+#include "bench/loadgen/metrics_scrape.h"
 
 namespace sketchps::bench {
 namespace {

@@ -1,4 +1,4 @@
-// The load generator's synthetic gradients (bench/loadgen_synth.h) against independent references:
+// The load generator's synthetic gradients (bench/loadgen/synth.h) against independent references:
 // the Student-t(3) CDF in closed form, a full-sort top-k union, the union of independent random
 // k-sets, and the calibration target (union of 4 workers' top-k sets ~2.8 k per shard at density
 // 0.01 on the default job's layout).
@@ -10,12 +10,14 @@
 #include <set>
 #include <vector>
 
-#include "bench/loadgen.h"
-#include "bench/loadgen_synth.h"
+#include "bench/loadgen/synth.h"
 #include "common/layout.h"
+#include "job/model_layout.h"
 
 namespace sketchps::bench {
 namespace {
+
+LayerTable FlatLayers(std::uint64_t dim) { return MakeLayerTable({{"flat", {static_cast<std::int64_t>(dim)}}}); }
 
 // F(t) of Student's t with 3 degrees of freedom.
 double T3Cdf(double t) {
@@ -112,8 +114,9 @@ TEST_CASE("TopKUnionPerShard equals a full-sort reference") {
 TEST_CASE("The default correlation reproduces the real gradients' union at P 4 and density 0.01") {
   // The default job's CNN, 2 shards: k = 1,101 per shard. Real dumps give 2.5 k .. 3.0 k (mean
   // 2.78 k over rounds 10, 100, 300); the generator is calibrated to 2.8 k.
-  const ShardMap shards = *MakeShardMap(CnnLayers(), 2);
-  SyntheticGradients gen(SyntheticOptions{kCnnDim, kDefaultCorrelation, 1});
+  const LayerTable cnn = *ModelLayout("cnn");
+  const ShardMap shards = *MakeShardMap(cnn, 2);
+  SyntheticGradients gen(SyntheticOptions{cnn.dim(), kDefaultCorrelation, 1});
   double sum = 0;
   int n = 0;
   for (std::uint64_t round = 0; round < 2; ++round) {
@@ -129,15 +132,6 @@ TEST_CASE("The default correlation reproduces the real gradients' union at P 4 a
   const auto curve = UnionCurve({0.2, 0.5, 0.8}, shards, 4, 0.01, 1, 1);
   CHECK(curve[0].union_over_k > curve[1].union_over_k);
   CHECK(curve[1].union_over_k > curve[2].union_over_k);
-}
-
-TEST_CASE("The CNN layout has the default job's 220,234 parameters") {
-  const LayerTable cnn = CnnLayers();
-  CHECK(cnn.dim() == 220234);
-  CHECK(cnn.layers.size() == 8);
-  // conv1 3x3x1x32 + 32, conv2 3x3x32x64 + 64, fc1 3136x64 + 64, fc2 64x10 + 10.
-  CHECK(cnn.layers[4].numel == 3136u * 64u);
-  CHECK(FlatLayers(77).dim() == 77);
 }
 
 }  // namespace

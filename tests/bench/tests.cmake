@@ -1,7 +1,8 @@
-# tests/bench: the load generator (bench/loadgen.h) and its scaling model (bench/scaling/model.py).
+# tests/bench: the load generator (bench/loadgen/) and its scaling model (bench/scaling/model.py).
 # Included from tests/CMakeLists.txt (this file runs in that directory's scope).
 #   bench/<Catch test name>    sketchps_bench_tests: synthetic gradients, figures, Prometheus
-#                              reader, and short real runs against two sketchps-server processes
+#                              reader, option checks, counter assembly, and short real runs against
+#                              two sketchps-server processes (byte counts against the schemes' formulas)
 #   bench/scaling_model        model.py's fits and crossovers on synthetic data with known parameters
 sketchps_add_test_suite(bench sketchps::loadgen)
 if(TARGET sketchps_bench_tests)

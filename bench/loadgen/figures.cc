@@ -1,20 +1,8 @@
-#include "bench/loadgen_figures.h"
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include "bench/loadgen/figures.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <sstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 
 namespace sketchps::bench {
 
@@ -124,88 +112,6 @@ nlohmann::json ToJson(const Measurement& m, const Figures& f) {
       {"phases", f.phases},
       {"stream_bytes_per_second", m.stream_bytes_per_second},
       {"shards", shards}};
-}
-
-absl::StatusOr<double> PrometheusValue(const std::string& text, const std::string& name,
-                                       const std::map<std::string, std::string>& labels) {
-  bool found = false;
-  double sum = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
-    const std::size_t name_end = line.find_first_of("{ \t");
-    if (name_end == absl::string_view::npos || line.substr(0, name_end) != name) continue;
-    std::map<std::string, std::string> have;
-    absl::string_view rest = line.substr(name_end);
-    if (!rest.empty() && rest[0] == '{') {
-      const std::size_t close = rest.find('}');
-      if (close == absl::string_view::npos) continue;
-      for (absl::string_view pair : absl::StrSplit(rest.substr(1, close - 1), ',', absl::SkipEmpty())) {
-        const std::size_t eq = pair.find('=');
-        if (eq == absl::string_view::npos) continue;
-        absl::string_view value = absl::StripAsciiWhitespace(pair.substr(eq + 1));
-        if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
-        have[std::string(absl::StripAsciiWhitespace(pair.substr(0, eq)))] = std::string(value);
-      }
-      rest = rest.substr(close + 1);
-    }
-    bool match = true;
-    for (const auto& [k, v] : labels) {
-      auto it = have.find(k);
-      if (it == have.end() || it->second != v) match = false;
-    }
-    if (!match) continue;
-    std::vector<absl::string_view> fields = absl::StrSplit(absl::StripAsciiWhitespace(rest), absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    double value = 0;
-    if (fields.empty() || !absl::SimpleAtod(fields[0], &value)) continue;
-    sum += value;
-    found = true;
-  }
-  if (!found) return absl::NotFoundError(absl::StrCat("metric ", name, " not in the exposition"));
-  return sum;
-}
-
-absl::StatusOr<std::string> ScrapeMetrics(int port, int timeout_ms) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
-  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return absl::UnavailableError(absl::StrCat("metrics on 127.0.0.1:", port, ": connect: ", std::strerror(errno)));
-  }
-  const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
-    return absl::UnavailableError(absl::StrCat("metrics on 127.0.0.1:", port, ": send failed"));
-  }
-  std::string response;
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::DeadlineExceededError(absl::StrCat("metrics on 127.0.0.1:", port, ": read: ", std::strerror(errno)));
-    }
-    response.append(buf, static_cast<std::size_t>(n));
-  }
-  const std::size_t body = response.find("\r\n\r\n");
-  if (body == std::string::npos || response.rfind("HTTP/1.", 0) != 0) {
-    return absl::DataLossError(absl::StrCat("metrics on 127.0.0.1:", port, ": not an HTTP response"));
-  }
-  const std::size_t sp = response.find(' ');
-  if (sp == std::string::npos || response.compare(sp + 1, 3, "200") != 0) {
-    return absl::UnavailableError(absl::StrCat("metrics on 127.0.0.1:", port, ": ", response.substr(0, response.find('\r'))));
-  }
-  return response.substr(body + 4);
 }
 
 }  // namespace sketchps::bench

@@ -1,4 +1,4 @@
-// The load generator's measurements and the figures derived from them (bench/loadgen.h).
+// The load generator's measurements and the figures derived from them (bench/loadgen/loadgen.h).
 //
 // A Measurement holds counter deltas over the timed rounds of one configuration (mode, scheme, P):
 // per worker the transport's wire and raw bytes and the scheme's payload bytes, per shard and phase
@@ -20,8 +20,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,18 +79,11 @@ struct Figures {
   std::vector<std::vector<double>> payload_per_worker_per_phase;  // [shard][phase], raw bytes
 };
 
-// Errors: InvalidArgument when rounds, seconds or workers are 0, or the per-worker data is missing.
+// Pure functions of their arguments. Errors: InvalidArgument when rounds, seconds or workers are 0,
+// or the per-worker data is missing.
 absl::StatusOr<Figures> Derive(const Measurement& m);
 
 // The measurement and its figures as one JSON record (the loadgen's results[] entries).
 nlohmann::json ToJson(const Measurement& m, const Figures& f);
-
-// Prometheus text exposition: the sum of the samples of metric `name` whose labels include every
-// pair of `labels` (e.g. {{"shard", "0"}}). NotFound when no sample matches.
-absl::StatusOr<double> PrometheusValue(const std::string& text, const std::string& name,
-                                       const std::map<std::string, std::string>& labels = {});
-
-// GET http://127.0.0.1:<port>/metrics (HTTP/1.0, `timeout_ms` for connect and read); the body.
-absl::StatusOr<std::string> ScrapeMetrics(int port, int timeout_ms = 5000);
 
 }  // namespace sketchps::bench

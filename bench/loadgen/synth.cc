@@ -1,4 +1,4 @@
-#include "bench/loadgen_synth.h"
+#include "bench/loadgen/synth.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Synthetic gradients for the load generator (`sketchps loadgen`, bench/loadgen.h): P workers' flat
+// Synthetic gradients for the load generator (`sketchps loadgen`, bench/loadgen/loadgen.h): P workers' flat
 // gradients with a controlled overlap of their heavy hitters, without a model.
 //
 // Worker w's gradient in round t, element i:
