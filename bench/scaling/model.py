@@ -94,20 +94,28 @@ class Fit:
 
     def formula(self):
         k = self.params
+
+        def plus(b):
+            return f"+ {b:.4g}" if b >= 0 else f"− {-b:.4g}"
+
         if self.form == "const":
             return f"{k['c']:.4g}"
         if self.form == "inverse":
-            return f"{k['a']:.4g} + {k['b']:.4g}/P"
+            return f"{k['a']:.4g} {plus(k['b'])}/P"
         if self.form in ("union", "union1"):
             return (f"{k['w']:.3f}·8d·(1 − (1 − {k['q']:.4f})^({k['alpha']:.3g}·P^{k['beta']:.3f})), "
                     f"d = {k['d']:,}")
         if self.form == "log2":
-            return f"{k['a']:.4g}·log2 P + {k['b']:.4g}"
+            return f"{k['a']:.4g}·log2 P {plus(k['b'])}"
         if self.form == "linear":
-            return f"{k['a']:.4g}·(P − 1) + {k['b']:.4g}"
+            return f"{k['a']:.4g}·(P − 1) {plus(k['b'])}"
         if self.form == "power":
             return f"{k['a']:.4g}·P^{k['beta']:.3f}"
         return "?"
+
+    def r2_cell(self):
+        """R² on the log scale, or – for a constant (a constant explains none of the variance by definition)."""
+        return "–" if self.form == "const" else f"{self.r2_log:.4f}"
 
     def to_json(self):
         return {"form": self.form, "params": self.params, "formula": self.formula(), "r2_log": self.r2_log,
@@ -378,10 +386,10 @@ def fit_table(models, p_max):
     for (mode, scheme), m in models.items():
         for d in ("up", "down"):
             f = m[d]
-            lines.append(f"| {mode} | {scheme} | {d} | {f.form} | {f.formula()} | {f.r2_log:.4f} | "
+            lines.append(f"| {mode} | {scheme} | {d} | {f.form} | {f.formula()} | {f.r2_cell()} | "
                          f"{f.max_rel_residual:.1%} | {human(float(f(64)))} | {human(float(f(p_max)))} |")
         for f in m.get("checks", []):
-            lines.append(f"| {mode} | {scheme} | down (check) | {f.form} | {f.formula()} | {f.r2_log:.4f} | "
+            lines.append(f"| {mode} | {scheme} | down (check) | {f.form} | {f.formula()} | {f.r2_cell()} | "
                          f"{f.max_rel_residual:.1%} | {human(float(f(64)))} | {human(float(f(p_max)))} |")
     return "\n".join(lines)
 
@@ -420,7 +428,8 @@ def merge_table(results, meta):
     stream = meta.get("stream", {})
     bw1 = stream.get("bytes_per_second_1_thread", 0)
     ps_list = sorted({p for (m, _, p) in results if m == "ps"})
-    lines = [f"Yardstick: one streaming pass (vectorized Σ|x| over {stream.get('floats', 0) * 4 / 1e6:.0f} MB) "
+    lines = [f"Yardstick: one streaming pass (bench/yardstick.h: a read-only vectorized sum over "
+             f"{stream.get('floats', 0) * 4 / 2 ** 20:.0f} MiB) "
              f"reads {bw1 / 1e9:.2f} GB/s on one thread, {stream.get('bytes_per_second_all_threads', 0) / 1e9:.2f} GB/s "
              "on all threads (the servers run one thread each).\n",
              "Per shard (shard 0): payloads merged per second · bytes the reductions read per second · that as a share "
