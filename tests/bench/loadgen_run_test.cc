@@ -2,7 +2,7 @@
 // and 8 synthetic workers (ps), or P in-process peers (decentralized), 1 warm-up and 3 timed rounds
 // each. The byte figures are checked against each scheme's documented per-phase formulas (scheme
 // headers, engine/phase.h RawPayloadBytes: u32 indices and f32 values, 4 bytes each) and against
-// the servers' own /metrics. No timing is asserted.
+// the servers' own /metrics. No timing is asserted. Tagged [processes]: they start daemons.
 //
 // Layout: the default job's CNN (the servers take the layer table from the job's model), d =
 // 220,234 over 2 shards, density 0.01: k = KOfRange(0.01, shard length) per shard.
@@ -103,7 +103,7 @@ void CheckServersAgree(const Figures& f, std::uint32_t workers) {
   CHECK(f.busiest_link == Approx(std::max({f.server_in[0], f.server_in[1], f.server_out[0], f.server_out[1]})));
 }
 
-TEST_CASE("loadgen ps dense sends 4 d bytes up and down per worker per round") {
+TEST_CASE("loadgen ps dense sends 4 d bytes up and down per worker per round", "[processes]") {
   for (std::uint32_t p : {4u, 8u}) {
     const Figures f = Run("ps", "dense", p);
     CHECK(f.raw_up == Approx(4.0 * kDim));
@@ -118,7 +118,7 @@ TEST_CASE("loadgen ps dense sends 4 d bytes up and down per worker per round") {
   }
 }
 
-TEST_CASE("loadgen ps topk sends 8 k up and receives the union of the workers' sets") {
+TEST_CASE("loadgen ps topk sends 8 k up and receives the union of the workers' sets", "[processes]") {
   const Figures f4 = Run("ps", "topk", 4);
   const Figures f8 = Run("ps", "topk", 8);
   for (const auto* f : {&f4, &f8}) {
@@ -136,7 +136,7 @@ TEST_CASE("loadgen ps topk sends 8 k up and receives the union of the workers' s
   CHECK(f4.wire_up < f4.raw_up);
 }
 
-TEST_CASE("loadgen ps gs_sgd sends the sketch and the candidates' values, constant in P") {
+TEST_CASE("loadgen ps gs_sgd sends the sketch and the candidates' values, constant in P", "[processes]") {
   // f32 table (raw = wire size), defaults otherwise: r = 5, c = 4 k, K = 8 k candidates, all kept.
   // Up per shard: 4 r c + 4 K; down: the candidate set (4 K) and the exact sums at every candidate (8 K).
   const double r = 5;
@@ -154,7 +154,7 @@ TEST_CASE("loadgen ps gs_sgd sends the sketch and the candidates' values, consta
   }
 }
 
-TEST_CASE("loadgen ps scalecom: the leader's index set once, k values from every worker") {
+TEST_CASE("loadgen ps scalecom: the leader's index set once, k values from every worker", "[processes]") {
   // Per shard and round: the leader sends 4 k (index set), every worker 4 k values; over rounds
   // with distinct leaders the mean per worker is 4 k / P + 4 k. Down: the set (4 k) and the sums (8 k).
   const std::uint32_t p = 4;
@@ -165,7 +165,7 @@ TEST_CASE("loadgen ps scalecom: the leader's index set once, k values from every
   CheckServersAgree(f, p);
 }
 
-TEST_CASE("loadgen decentralized dense and gtopk_tree grow with log2 P") {
+TEST_CASE("loadgen decentralized dense and gtopk_tree grow with log2 P", "[processes]") {
   // Recursive doubling: each rank sends log2 P partial states per collective (power-of-two P):
   // dense 4 d each, the gTop-k tree k kept entries (8 k bytes) per shard each.
   for (std::uint32_t p : {4u, 8u}) {
@@ -180,7 +180,7 @@ TEST_CASE("loadgen decentralized dense and gtopk_tree grow with log2 P") {
   }
 }
 
-TEST_CASE("loadgen stops the servers of a configuration that times out") {
+TEST_CASE("loadgen stops the servers of a configuration that times out", "[processes]") {
   ConfigSpec spec;
   spec.mode = "ps";
   spec.scheme = "topk";
