@@ -176,7 +176,7 @@ absl::Status CheckOptions(const InputOptions& o) {
   if (!(o.density > 0 && o.density <= 1)) return absl::InvalidArgumentError("--density: must be in (0, 1]");
   if (o.servers < 1) return absl::InvalidArgumentError("--servers: must be >= 1");
   if (o.rows.empty() || o.cols_factors.empty() || o.p2s.empty()) {
-    return absl::InvalidArgumentError("--sketch-rows / --cols-factors / --p2: each needs at least one value");
+    return absl::InvalidArgumentError("--rows / --cols-factors / --p2: each needs at least one value");
   }
   return absl::OkStatus();
 }

@@ -29,7 +29,7 @@ struct BenchOptions {
   int repeats = 5;                     // timed runs per method (median reported)
   std::uint64_t seed = 1;              // data and hash seed
   std::uint32_t sketch_rows = 5;
-  std::uint32_t sketch_cols = 0;       // 0: 10 * k, the sizing ALGORITHMS.md recommends
+  std::uint32_t sketch_cols = 0;       // 0: 10 * k, CSVec's usual sizing
 };
 
 struct BenchResult {

@@ -2,6 +2,12 @@
 add_library(sketchps_warnings INTERFACE)
 target_compile_options(sketchps_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-unused-parameter>)
+# clang checks the lock annotations (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED, ...) and fails
+# the build on a violation; CI builds the `fuzz` preset with clang, so every push is checked.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  target_compile_options(sketchps_warnings INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety -Werror=thread-safety>)
+endif()
 
 add_library(sketchps_sanitizers INTERFACE)
 if(SKETCHPS_SANITIZE)

@@ -1,4 +1,4 @@
-// Count Sketch hash families (ALGORITHMS.md §1.3 and Project decision 3).
+// Count Sketch hash families (docs/methods.md, decision 3).
 //
 // A sketch with parameters (rows r, cols c, seed, dim d, family) maps coordinate i in [0, d) of
 // row j to a bucket h_j(i) in [0, c) and a sign s_j(i) in {−1, +1}. Two families:

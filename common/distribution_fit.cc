@@ -15,7 +15,7 @@
 namespace sketchps {
 namespace {
 
-// Below this |ξ| the generalized Pareto is treated as exponential (ALGORITHMS.md §9.3 guard).
+// Below this |ξ| the generalized Pareto is treated as exponential (docs/methods.md, decision 6).
 constexpr double kExponentialShape = 1e-12;
 // Below this s = ln(mean) - mean(ln y) the gamma shape (about 1 / 2s) is beyond 5e11: a degenerate sample.
 constexpr double kMinGammaLogGap = 1e-12;

@@ -12,7 +12,7 @@
 //
 // The gamma threshold uses the EXACT inverse of the regularized upper incomplete gamma function
 // (boost::math::gamma_q_inv), never the closed-form approximation -β (ln q + ln Γ(α)), which is only
-// accurate near α = 1 (ALGORITHMS.md §9.3, Appendix A.2).
+// accurate near α = 1 (docs/methods.md, decision 6).
 //
 // Fits are scale-equivariant: multiplying every sample by c > 0 multiplies the scale parameter (and the
 // threshold) by c and leaves the shape unchanged, so callers need not normalise their data.

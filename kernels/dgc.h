@@ -1,4 +1,4 @@
-// DGC's sampled-threshold selection (ALGORITHMS.md §3.1 step 3), following the reference code
+// DGC's sampled-threshold selection (docs/methods.md, dgc), following the reference code
 // (synxlin/deep-gradient-compression `dgc/compression.py` `_sparsify`).
 //
 // Given the importance |v| of one tensor (n entries) and a density δ:
@@ -44,7 +44,7 @@
 
 namespace sketchps::kernels {
 
-// Selection options; defaults are the reference code's (configs/dgc/__init__.py, ALGORITHMS.md §3.3).
+// Selection options; defaults are the reference code's (configs/dgc/__init__.py).
 // Momentum and momentum masking belong to the DGC scheme's memory, not to selection.
 struct DgcSelectOptions {
   double compress_ratio = 0.001;       // δ, in (0, 1]

@@ -1,4 +1,4 @@
-// SDAGC per-layer thresholds (ALGORITHMS.md §8 and Project decision 5; a reconstruction: the paper's
+// SDAGC per-layer thresholds (docs/methods.md, sdagc and decision 5; a reconstruction: the paper's
 // exact formula is not public).
 //
 // For layer l of the flat vector a (the worker's accumulated, momentum-corrected vector), the

@@ -1,4 +1,4 @@
-// SIDCo threshold estimation (Abdelmoniem et al., MLSys 2021; ALGORITHMS.md §9 and Project decision 6).
+// SIDCo threshold estimation (Abdelmoniem et al., MLSys 2021; docs/methods.md, sidco and decision 6).
 //
 // A SidcoEstimator turns a vector x (one shard's error-feedback-corrected gradient) into a threshold
 // η such that about density·n entries have |x| > η. It fits a sparsity-inducing distribution to the
@@ -22,7 +22,7 @@
 //   - A stage whose exceedance set has fewer than 2 entries, or is degenerate for the fit (all equal),
 //     ends the refinement; the estimate is the previous stage's threshold (SidcoEstimate::stages).
 //     A first stage whose magnitudes are all equal uses the exponential fit (P and GP cannot fit it).
-//   - Stage adaptation (stage_mode = kAdaptive) is a direction-searching rule in the spirit of §9.5's
+//   - Stage adaptation (stage_mode = kAdaptive) is a direction-searching rule in the spirit of the paper's
 //     mode -2 (the direction is learned from the observed response, blocked steps search the other
 //     side), which does not stick at M = 1 on heavy tails: see SidcoAdaptState and Record().
 //
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<double>> SidcoStageRatios(double tail, double first_r
 //      A step is blocked when it leaves the clamp [1, SidcoMaxStages] or leads to an M whose remembered
 //      error (at most adapt_memory windows old) is no smaller than the current one; a blocked step is
 //      tried in the other direction instead, and when both are blocked M stays. So heavy-tailed
-//      feedback at M = 1 moves on to M = 2 rather than sticking (the §9.5 caution), a count that is
+//      feedback at M = 1 moves on to M = 2 rather than sticking (the paper's caution), a count that is
 //      not monotone in M is still searched, and M settles where its neighbours are known to be worse.
 struct SidcoAdaptState {
   int stages = 1;                // M used by the next Estimate()

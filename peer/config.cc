@@ -1,5 +1,7 @@
 #include "peer/config.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/payload.h"
 
@@ -17,7 +19,7 @@ absl::Status ValidatePeerConfig(const PeerConfig& c) {
     }
   }
   if (c.peer_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("peer.peer_timeout: must be > 0");
-  if (c.max_message_bytes <= 0) return absl::InvalidArgumentError("peer.max_message_bytes: must be > 0");
+  if (c.max_message_bytes < 0) return absl::InvalidArgumentError("peer.max_message_bytes: must be >= 0");
   if (!c.identities.empty() && c.identities.size() != c.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("peer.identities: ", c.identities.size(), " for ", c.num_workers, " workers"));
   }
@@ -26,6 +28,14 @@ absl::Status ValidatePeerConfig(const PeerConfig& c) {
 
 std::string PeerConfig::ExpectedName(std::uint32_t rank) const {
   return tls.insecure ? std::string() : Identity{Identity::Role::kWorker, IdentityOf(rank)}.Name();
+}
+
+int PeerConfig::MessageLimit() const {
+  if (max_message_bytes > 0) return max_message_bytes;
+  std::uint64_t longest = 0;
+  for (std::uint64_t n : range_lengths) longest = std::max(longest, n);
+  const std::uint64_t bytes = (16 * std::uint64_t{num_workers} + 32) * longest + (64 << 10);
+  return static_cast<int>(std::min<std::uint64_t>(bytes, std::uint64_t{2047} << 20));
 }
 
 }  // namespace sketchps::peer

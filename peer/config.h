@@ -28,7 +28,8 @@ struct PeerConfig {
   // waits for (plus 0.5 s per step index). A peer silent for longer fails the phase with UNAVAILABLE
   // naming it. It must cover the spread of the workers' compute times within a round.
   absl::Duration peer_timeout = absl::Seconds(60);
-  int max_message_bytes = 256 << 20;
+  // Largest gRPC message sent or accepted; 0: MaxLetterBytes() (derived from the ranges and P).
+  int max_message_bytes = 0;
   TlsConfig tls;  // common/tls.h: mutual TLS with worker identities, or insecure
   // The certificate identity of each rank of this epoch ("worker-<identities[r]>"): a regroup
   // renumbers ranks but certificates keep the rank a worker had when the job started. Empty: rank r
@@ -40,6 +41,10 @@ struct PeerConfig {
   std::uint32_t IdentityOf(std::uint32_t rank) const { return identities.empty() ? rank : identities.at(rank); }
   // The TLS identity a channel to `rank` must reach ("worker-<IdentityOf(rank)>"; "" when insecure).
   std::string ExpectedName(std::uint32_t rank) const;
+  // max_message_bytes when set, else the largest legal letter: every rank's contribution to the
+  // largest range as sparse entries (at most 16 bytes each) plus a sketch table of 8 float32 cells
+  // per element, plus 64 KiB of framing, at most 2047 MiB.
+  int MessageLimit() const;
 };
 
 // InvalidArgument naming the field ("peer.rank: 4 is not in [0, 4)").

@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shar
     }
     PeerLink link{peers[r], nullptr};
     if (r != c.rank) {
-      auto channel = MakeClientChannel(peers[r], c.max_message_bytes, credentials, c.ExpectedName(r));
+      auto channel = MakeClientChannel(peers[r], c.MessageLimit(), credentials, c.ExpectedName(r));
       channel->GetState(/*try_to_connect=*/true);  // connect early: abort notices do not wait
       link.stub = v1::Peer::NewStub(channel);
     }

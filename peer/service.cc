@@ -139,7 +139,7 @@ void PeerService::Reset(std::shared_ptr<Endpoint> endpoint) {
 
 absl::StatusOr<std::unique_ptr<PeerServer>> PeerServer::Start(const std::string& listen, PeerConfig config) {
   SKETCHPS_RETURN_IF_ERROR(ValidatePeerConfig(config));
-  const int max_bytes = config.max_message_bytes;
+  const int max_bytes = config.MessageLimit();
   SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(config.tls));
   std::unique_ptr<PeerServer> server(new PeerServer(std::make_shared<Endpoint>(std::move(config))));
   grpc::ServerBuilder builder;

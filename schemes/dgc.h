@@ -1,4 +1,4 @@
-// DGC — Deep Gradient Compression (Lin et al., ICLR 2018; ALGORITHMS.md §3), parameter-server mode.
+// DGC — Deep Gradient Compression (Lin et al., ICLR 2018; docs/methods.md, dgc), parameter-server mode.
 //
 // State (schemes/local_momentum.h): the momentum u and the accumulated vector v, dim floats each.
 // Each round, on the worker's gradient g over its shard range of dim entries:
@@ -18,7 +18,7 @@
 // but keep u: warm-up is momentum SGD.
 //
 // Density: δ = ctx.k / ctx.dim, i.e. the job's scheme.density (DGC's compress_ratio, 0.001 in its
-// code). Sparsity warm-up (§3.2, the reference code's rule), e = ⌊epoch⌋:
+// code). Sparsity warm-up (the reference code's rule), e = ⌊epoch⌋:
 //   e < warmup_epochs:  δ_e = warmup_densities[e] if given, else max(c^(e+1), δ), c = δ^(1/(W+1))
 //   otherwise:          δ_e = δ
 // The default W = 4 reproduces the paper's 0.25, 0.0625, 0.0156, 0.004, then 0.001 for δ = 0.001.
@@ -39,7 +39,7 @@
 //     a large vector is compressed rather than sent whole; real biases and BN vectors are far smaller;
 //   - an empty layer table means one compressed layer over the whole range;
 //   - weight decay is the replicated optimizer's (on w), not DGC's separate local-momentum term;
-//   - at density 1 with masking, u is zeroed every round: plain SGD without momentum (§3.5 "gotcha");
+//   - at density 1 with masking, u is zeroed every round: plain SGD without momentum (a known pitfall of masking);
 //     with momentum_masking = false, DGC at density 1 is momentum SGD.
 #pragma once
 

@@ -1,6 +1,6 @@
-// gs-SGD, global-sketching SGD (ALGORITHMS.md §7, Project decision 4), parameter-server mode.
+// gs-SGD, global-sketching SGD (docs/methods.md, gs_sgd and decision 4), parameter-server mode.
 // The project's flagship method; the paper's algorithm is not public, so this is the project's
-// reconstruction (UNCONFIRMED in ALGORITHMS.md §13.1).
+// reconstruction (docs/methods.md, decision 4).
 //
 // Worker state: the error-feedback residual e (dim floats). Each compressed round, per shard range
 // of d entries with k kept entries, K = min(p2 * k, d) candidates:
@@ -14,16 +14,16 @@
 //   G_t = (sum over workers, restricted to the kept set) / contributors      (MeanAggregate)
 //   e = a with the entries in G_t's index set zeroed: at the kept indices exactly what was sent is
 //       removed (sent + residual == a, bitwise); candidates that were not kept stay in e.
-// The replicated optimizer applies global momentum to G_t (uses_global_momentum() == true; option
-// (B) of §7 step 1, the project default). Dense warm-up rounds send a whole and reset e to 0.
+// The replicated optimizer applies global momentum to G_t (uses_global_momentum() == true; the
+// project default, decision 2). Dense warm-up rounds send a whole and reset e to 0.
 //
-// Hyperparameters (scheme.gs_sgd): rows (5), cols_factor (10), cols (0: ceil(cols_factor * k)),
-// p2 (2). Sketch sizing, hashing and seeding: schemes/sketch_exchange.h. selected() reports |G_t|,
+// Hyperparameters (scheme.gs_sgd): rows (5), cols_factor (4), cols (0: ceil(cols_factor * k)),
+// p2 (8), keep (candidates), table (f16); docs/methods.md "Sketch sizing". Sketch sizing, hashing and seeding: schemes/sketch_exchange.h. selected() reports |G_t|,
 // the entries the round took from this worker's residual.
 //
-// Choices where the paper is silent: PS topology (shards sum the sketch tables; the decentralized
-// recursive-doubling collective is not part of this scheme); a second, exact value round with
-// p2 = 2 by default; no learning rate inside the residual; one fixed hash per shard for the run.
+// Choices where the paper is silent: the topology is the aggregator's (shards sum the sketch tables;
+// in decentralized mode the peers sum them by recursive doubling, peer/); a second, exact value
+// round at p2 * k candidates; no learning rate inside the residual; one fixed hash per shard for the run.
 #pragma once
 
 #include <cstdint>

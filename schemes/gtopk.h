@@ -1,4 +1,4 @@
-// gTop-k S-SGD (Shi et al., ICDCS/IJCAI 2019; ALGORITHMS.md §4, Project decision 8), parameter-server
+// gTop-k S-SGD (Shi et al., ICDCS/IJCAI 2019; docs/methods.md, gtopk and decision 8), parameter-server
 // mode.
 //
 // Per round, worker i (error feedback on the worker, global momentum in the replicated optimizer):
@@ -6,8 +6,8 @@
 //      the worker sends (I_i, a[I_i]) and provisionally sets e = a - sent (e[I_i] = 0).
 //   2. One phase, kSparseSum with keep = k: the shard sums the P local selections on their union and
 //      keeps the global top-k of the sums (I_glob, ties by smaller index). G_t = that sum / contributors,
-//      i.e. G[I_glob] = V_glob / P as in the reference code (§4.2 step 3).
-//   3. Residual fix-up (§4.2 step 4): the values this worker sent at indices that did NOT survive into
+//      i.e. G[I_glob] = V_glob / P as in the reference code.
+//   3. Residual fix-up: the values this worker sent at indices that did NOT survive into
 //      I_glob go back into its residual, e[I_i \ I_glob] += a[I_i \ I_glob] (onto zeros, so exactly
 //      e_new + a ⊙ (mask_local ∧ mask_global) == a).
 // State: the residual e (dim floats, saved as "residual"). Hyperparameters: k (from the job's density,
@@ -18,7 +18,7 @@
 //
 // Choices where the paper and code are silent:
 //   - The PS shard computes the exact global top-k of the summed union; unlike the reference's tree
-//     merge nothing is dropped at intermediate merges, so §4.2's "lost contribution" caveat is absent.
+//     merge nothing is dropped at intermediate merges, so the reference's "lost contribution" caveat is absent.
 //   - A global sum that cancels to exactly 0 drops out of the result (engine/reduce.h); its index is
 //     then not in I_glob and every worker puts its own value back (nothing was applied there).
 //   - A worker that skipped the round (NaN/Inf guard) keeps its state; the others' fix-up is unchanged.

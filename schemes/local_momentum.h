@@ -1,4 +1,4 @@
-// Local momentum correction with masking and local gradient clipping (ALGORITHMS.md §1.2, §3.1):
+// Local momentum correction with masking and local gradient clipping (docs/methods.md, dgc):
 // the worker-side state DGC, SDAGC ("momentum compensation") and Sketched-SGD share.
 //
 // State over one range of `dim` floats (device memory): the momentum u and the accumulated

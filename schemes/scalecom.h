@@ -1,4 +1,4 @@
-// ScaleCom (Chen et al., NeurIPS 2020; ALGORITHMS.md §10, Project decision 7), parameter-server mode:
+// ScaleCom (Chen et al., NeurIPS 2020; docs/methods.md, scalecom and decision 7), parameter-server mode:
 // cyclic local top-k (CLT-k) with low-pass-filtered error feedback and global momentum.
 //
 // Per round t, every worker j (P = ctx.num_workers, leader ℓ = t mod P):
@@ -9,7 +9,7 @@
 //   Phase 1, kDenseSum at_previous_indices: every worker sends DenseValues p_j[I] (|I| floats, in I's
 //     order). The result is the SparseVector of Σ_j p_j[I] on I, so G_t = mean_j CLT-k(p_j), which equals
 //     CLT-k(mean_j p_j) (the shared mask makes compression commute with summation).
-//   Memory (low-pass filter, §10.2): m_j <- (1 - β)·m_j + β·(p_j - CLT-k(p_j)). β = 1 is standard error
+//   Memory (low-pass filter): m_j <- (1 - β)·m_j + β·(p_j - CLT-k(p_j)). β = 1 is standard error
 //     feedback (then m_j = p_j with p_j[I] = 0, exactly); β < 1 intentionally breaks EF conservation.
 // State: the memory m (dim floats, saved as "memory"); p is a per-round buffer. Hyperparameters: k
 // (ctx.k, from the job's density), β (ScaleComConfig::beta, default 1.0), the common dense warm-up.
@@ -17,7 +17,7 @@
 // others) plus 4·|I| per worker in phase 1; down 4·|I| (phase 0) + 8·|I| (phase 1 result, a
 // SparseVector); |I| = min(k, dim). Independent of P (no index union: the pull stays k entries).
 //
-// Choices where the paper is silent (ALGORITHMS.md §10.5 lists them as UNCONFIRMED):
+// Choices where the paper is silent (docs/methods.md, decision 7):
 //   - β defaults to 1.0 (decision 7); momentum is global (the replicated optimizer).
 //   - The leader schedule uses the global round number t (warm-up rounds included), ℓ = t mod P.
 //   - Top-k is over the whole shard range (no chunk-wise selection); no layer is excluded.

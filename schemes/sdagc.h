@@ -1,4 +1,4 @@
-// SDAGC — Standard Deviation based Adaptive Gradient Compression (ALGORITHMS.md §8, Project
+// SDAGC — Standard Deviation based Adaptive Gradient Compression (docs/methods.md, sdagc and
 // decision 5). No public code or full text exists: this is the project's reconstruction.
 //
 // State (schemes/local_momentum.h): the momentum u and the accumulated vector v (dim floats each),

@@ -1,4 +1,4 @@
-// SIDCo (Abdelmoniem et al., MLSys 2021; ALGORITHMS.md §9, Project decision 6): threshold
+// SIDCo (Abdelmoniem et al., MLSys 2021; docs/methods.md, sidco and decision 6): threshold
 // sparsification with a fitted sparsity-inducing distribution, error feedback and global momentum.
 //
 // Per round, worker i:

@@ -1,5 +1,5 @@
-// The sketch -> candidates -> exact values protocol shared by gs-SGD (ALGORITHMS.md §7, Project
-// decision 4) and Sketched-SGD (§5). The schemes differ only in the vector x they feed it (gs-SGD:
+// The sketch -> candidates -> exact values protocol shared by gs-SGD (docs/methods.md, decision 4)
+// and Sketched-SGD. The schemes differ only in the vector x they feed it (gs-SGD:
 // a = e + g; Sketched-SGD: the momentum-corrected accumulator v) and in their state updates.
 //
 // Per shard range of d entries, with k = min(ctx.k, d) (at least 1) and K = min(p2 * k, d):

@@ -1,7 +1,7 @@
-// Sketched-SGD (Ivkin et al., NeurIPS 2019; ALGORITHMS.md §5), parameter-server mode.
+// Sketched-SGD (Ivkin et al., NeurIPS 2019; docs/methods.md, sketched_sgd), parameter-server mode.
 //
 // Worker state: the momentum u and the accumulator v (dim floats each; local momentum correction,
-// §1.2). Each compressed round, per shard range of d entries with k kept entries and
+// docs/methods.md, decision 2). Each compressed round, per shard range of d entries with k kept entries and
 // K = min(p2 * k, d) candidates:
 //   u = m u + g;  v = v + u                      (learning rate on the final update, the code default)
 //   p2 > 0:  phase 0  kSketchRecover, keep K     send S(v), an r x c Count Sketch     4rc bytes up
@@ -15,14 +15,14 @@
 // The optimizer runs with momentum 0 (uses_global_momentum() == false): w = w - lr * G_t.
 //
 // Hyperparameters (scheme.sketched_sgd): rows (5), cols_factor (4), cols (0: ceil(cols_factor * k)),
-// p2 (2), keep (top_k), table (f16), momentum m (0.9, the local momentum coefficient). Sketch sizing, hashing and seeding:
+// p2 (8), keep (candidates), table (f16), momentum m (0.9, the local momentum coefficient). Sketch sizing, hashing and seeding:
 // schemes/sketch_exchange.h. selected() reports |G_t|, the entries the round took from v.
 //
 // Choices where the paper and code are silent or that differ from the reference code:
 //   - the local momentum correction is implemented here (a few kernel calls), not in a shared
 //     schemes/local_momentum.h (another branch may add one; this one does not depend on it);
 //   - every coordinate of the range is sketched (no uncompressed biases / small layers), no p1
-//     truncation, no fp16 transfer, p2 is not capped at P (the code asserts p2 <= P);
+//     truncation, the table travels as f16 by default, p2 is not capped at P (the code asserts p2 <= P);
 //   - gradients are the workers' mean gradients and G_t a mean (the code sums and scales the lr);
 //   - weight decay, if any, is the replicated optimizer's (applied to w), not added to g;
 //   - a dense warm-up round sends v whole and zeroes v but keeps u, so warm-up is momentum SGD;

@@ -10,7 +10,7 @@ PACKAGES=(
   catch2 libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libboost-dev zlib1g-dev libyaml-cpp-dev
   libfp16-dev libxxhash-dev prometheus-cpp-dev libssl-dev
   python3 python3-yaml iproute2 python3-torch python3-matplotlib
-  clang-14 libclang-rt-14-dev libomp-14-dev
+  clang-14 clang-format-14 libclang-rt-14-dev libomp-14-dev
   libtorch-dev dataset-fashion-mnist
 )
 # Thrust comes with the CUDA toolkit (CCCL); without the toolkit, Debian's copy serves the CPU build.

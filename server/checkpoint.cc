@@ -1,6 +1,8 @@
 #include "server/checkpoint.h"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +33,25 @@ std::vector<fs::path> ShardFiles(const std::string& dir, std::uint32_t shard) {
   std::sort(files.rbegin(), files.rend());  // zero-padded round numbers sort lexically
   return files;
 }
+
+}  // namespace
+
+std::map<std::uint32_t, std::uint64_t> NewestCheckpointRounds(const std::string& dir) {
+  std::map<std::uint32_t, std::uint64_t> newest;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".ckpt") continue;
+    std::uint32_t shard = 0;
+    std::uint64_t round = 0;
+    const std::string name = e.path().filename().string();
+    if (std::sscanf(name.c_str(), "shard-%" SCNu32 "-round-%" SCNu64 ".ckpt", &shard, &round) != 2 || name != FileName(shard, round)) continue;
+    auto [it, inserted] = newest.emplace(shard, round);
+    if (!inserted) it->second = std::max(it->second, round);
+  }
+  return newest;
+}
+
+namespace {
 
 absl::Status CheckContent(const v1::ShardCheckpoint& c) {
   if (c.range_hi() < c.range_lo()) return absl::DataLossError("range_hi < range_lo");

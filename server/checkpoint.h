@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ struct LoadedCheckpoint {
 };
 
 absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id);
+
+// The newest round of each shard's checkpoint files in `dir` (shard -> round), from the file names
+// alone (the files are not read, so not validated). Empty when the directory is missing or holds
+// none.
+std::map<std::uint32_t, std::uint64_t> NewestCheckpointRounds(const std::string& dir);
 
 // Validates one file's framing and content; the error names the file and the problem.
 absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path);

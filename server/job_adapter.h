@@ -3,8 +3,13 @@
 // is linked by sketchps-server's main and the tests.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
+#include "common/grpc_edge.h"
+#include "common/layout.h"
+#include "engine/phase.h"
 #include "job/job_spec.h"
 #include "server/shard_host.h"
 
@@ -17,6 +22,26 @@ inline HostOptions HostOptionsFor(const JobSpec& job, std::uint32_t shard_id, co
   options.shard_id = shard_id;
   options.checkpoint_dir = checkpoint_dir;
   options.checkpoint_every = job.checkpoint.every_rounds;
+  return options;
+}
+
+// The largest legal message for this shard: a sketch table of kSketchCellsPerElement float32 cells
+// per element of its range is the largest payload a push may carry (the decoders refuse more); a Join
+// with weights, momentum and a result is smaller. Plus 64 KiB for headers and framing, at most
+// 2047 MiB (gRPC's int limit).
+inline int MaxMessageBytes(const JobSpec& job, std::uint32_t shard) {
+  auto map = MakeShardMap(job.layout, job.servers);
+  const std::uint64_t n = map.ok() && shard < map->ranges.size() ? map->ranges[shard].size() : job.layout.dim();
+  const std::uint64_t bytes = 4 * kSketchCellsPerElement * n + (64 << 10);
+  return static_cast<int>(std::min<std::uint64_t>(bytes, std::uint64_t{2047} << 20));
+}
+
+// The gRPC limits of shard `shard_id`: messages up to MaxMessageBytes (or max_message_mb MiB when
+// > 0, the daemon's --max-message-mb), and a memory quota of 8 such messages, at least 64 MiB.
+inline ServerOptions ServerOptionsFor(const JobSpec& job, std::uint32_t shard_id, int max_message_mb) {
+  ServerOptions options;
+  options.max_message_bytes = max_message_mb > 0 ? std::min(max_message_mb, 2047) << 20 : MaxMessageBytes(job, shard_id);
+  options.memory_quota_bytes = std::max<std::size_t>(std::size_t{64} << 20, 8 * std::size_t(options.max_message_bytes));
   return options;
 }
 

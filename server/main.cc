@@ -68,16 +68,6 @@ std::optional<std::uint32_t> OrdinalFromHostname() {
   return n;
 }
 
-// The largest legal message for this shard: a sketch table of kSketchCellsPerElement float32 cells per
-// element of its range is the largest payload a push may carry (the decoders refuse more), a Join
-// with weights, momentum and a result is smaller; plus 64 KiB for headers and framing.
-int MaxMessageBytes(const JobSpec& job, std::uint32_t shard) {
-  auto map = MakeShardMap(job.layout, job.servers);
-  const std::uint64_t n = map.ok() && shard < map->ranges.size() ? map->ranges[shard].size() : job.layout.dim();
-  const std::uint64_t bytes = 4 * kSketchCellsPerElement * n + (64 << 10);
-  return static_cast<int>(std::min<std::uint64_t>(bytes, std::uint64_t{2047} << 20));
-}
-
 int Run(const Flags& flags, std::uint32_t shard_id) {
   auto job = LoadJobSpec(flags.job.job_path, flags.job.overrides);
   if (!job.ok()) {
@@ -108,9 +98,7 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
   if (!flags.health_listen.empty()) {
     builder.AddListeningPort(flags.health_listen, grpc::InsecureServerCredentials(), &health_port);
   }
-  ServerOptions server_options;
-  server_options.max_message_bytes = flags.max_message_mb > 0 ? flags.max_message_mb << 20 : MaxMessageBytes(*job, shard_id);
-  server_options.memory_quota_bytes = std::max<std::size_t>(std::size_t{64} << 20, 8 * std::size_t(server_options.max_message_bytes));
+  const ServerOptions server_options = server::ServerOptionsFor(*job, shard_id, flags.max_message_mb);
   ConfigureServer(builder, server_options);
   spdlog::info("messages up to {} bytes (--max-message-mb), open files limit {}", server_options.max_message_bytes,
                RaiseFileLimit());

@@ -1,9 +1,6 @@
 #include "server/metrics.h"
 
-#include <exception>
-
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -77,22 +74,8 @@ void ServerMetrics::CountCheckpoint(bool ok, double seconds) {
 
 std::string ServerMetrics::Text() const { return prometheus::TextSerializer().Serialize(registry_->Collect()); }
 
-MetricsEndpoint::MetricsEndpoint() = default;
-MetricsEndpoint::MetricsEndpoint(MetricsEndpoint&&) noexcept = default;
-MetricsEndpoint& MetricsEndpoint::operator=(MetricsEndpoint&&) noexcept = default;
-MetricsEndpoint::~MetricsEndpoint() = default;
-
 absl::StatusOr<MetricsEndpoint> ServeMetrics(const std::string& address, const ServerMetrics& metrics) {
-  MetricsEndpoint endpoint;
-  try {
-    endpoint.exposer = std::make_unique<prometheus::Exposer>(address);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("--metrics-listen ", address, ": cannot serve metrics: ", e.what()));
-  }
-  endpoint.exposer->RegisterCollectable(metrics.registry());
-  const auto ports = endpoint.exposer->GetListeningPorts();
-  endpoint.port = ports.empty() ? 0 : ports.front();
-  return endpoint;
+  return ServeMetricsAt("--metrics-listen", address, {metrics.registry(), StandardMetrics("server")});
 }
 
 }  // namespace sketchps::server

@@ -9,7 +9,8 @@
 //   sketchps_rounds_refused_total           counter    rounds whose sum or update was not finite
 //   sketchps_checkpoints_total{outcome}     counter    written | failed
 //   sketchps_checkpoint_seconds             histogram  time to write (incl. fsync) one checkpoint
-// Thread-safe (prometheus-cpp metrics are).
+// /metrics also serves sketchps_build_info{role="server"} and the process families
+// (common/metrics_http.h). Thread-safe (prometheus-cpp metrics are).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/metrics_http.h"
 
 namespace prometheus {
 class Counter;
@@ -27,6 +29,8 @@ class Registry;
 }  // namespace prometheus
 
 namespace sketchps::server {
+
+using sketchps::MetricsEndpoint;
 
 class ServerMetrics {
  public:
@@ -62,16 +66,9 @@ class ServerMetrics {
   prometheus::Histogram* checkpoint_seconds_;
 };
 
-// Serves `metrics` at http://<address>/metrics ("host:port"; port 0 picks a free one). The exposer
-// stops when the returned object is destroyed. InvalidArgument/Unavailable when it cannot bind.
-struct MetricsEndpoint {
-  std::unique_ptr<prometheus::Exposer> exposer;
-  int port = 0;
-  MetricsEndpoint();
-  MetricsEndpoint(MetricsEndpoint&&) noexcept;
-  MetricsEndpoint& operator=(MetricsEndpoint&&) noexcept;
-  ~MetricsEndpoint();
-};
+// Serves `metrics`, the build and the process families at http://<address>/metrics ("host:port";
+// port 0 picks a free one) until the endpoint is destroyed. Unavailable naming --metrics-listen when
+// it cannot bind.
 absl::StatusOr<MetricsEndpoint> ServeMetrics(const std::string& address, const ServerMetrics& metrics);
 
 }  // namespace sketchps::server

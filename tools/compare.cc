@@ -30,8 +30,19 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Rank 0's records: throughput before the kill, bytes, and the longest gap after it.
-nlohmann::json Measure(const fs::path& dir, const std::string& mode, int code, std::uint64_t total_rounds) {
+// Every rank's records (a rank without a file has none).
+std::vector<std::vector<nlohmann::json>> AllRecords(const fs::path& dir, std::uint32_t workers) {
+  std::vector<std::vector<nlohmann::json>> out(workers);
+  for (std::uint32_t r = 0; r < workers; ++r) {
+    if (auto records = ReadJsonLines((dir / absl::StrCat("worker-", r, ".jsonl")).string()); records.ok()) out[r] = *records;
+  }
+  return out;
+}
+
+// Rank 0's records: throughput before the kill and the longest gap after it; every rank's for the
+// bytes (the definition of summary.json, tools/summary.h Traffic).
+nlohmann::json Measure(const fs::path& dir, const std::string& mode, int code, std::uint64_t total_rounds,
+                       std::uint32_t workers) {
   auto records = ReadJsonLines((dir / "worker-0.jsonl").string());
   const auto faults = ReadJson(dir / "faults.json");
   nlohmann::json row{{"mode", mode}, {"exit_code", code}};
@@ -41,13 +52,11 @@ nlohmann::json Measure(const fs::path& dir, const std::string& mode, int code, s
   }
   const double kill_at = faults["kills"][0]["at"].get<double>();
   std::vector<double> gaps_before;
-  double up = 0, down = 0, gap_across = 0, first_t = (*records)[0]["time"], last_before = first_t;
+  double gap_across = 0, first_t = (*records)[0]["time"], last_before = first_t;
   std::uint64_t before = 0, redone = 0;
   for (std::size_t i = 0; i < records->size(); ++i) {
     const auto& r = (*records)[i];
     if (r.contains("regroup")) redone += r["regroup"].value("rounds_redone", 0ull);
-    up += r["wire_up"].get<double>();
-    down += r["wire_down"].get<double>();
     const double t = r["time"];
     if (i > 0) {
       const double gap = t - (*records)[i - 1]["time"].get<double>();
@@ -66,8 +75,13 @@ nlohmann::json Measure(const fs::path& dir, const std::string& mode, int code, s
   row["kill"] = faults["kills"][0]["process"];
   row["killed_after_round"] = faults["kills"][0]["rank0_rounds"];
   row["rounds_per_second_before_kill"] = last_before > first_t ? static_cast<double>(before - 1) / (last_before - first_t) : 0.0;
-  row["bytes_up_per_worker_per_round"] = up / static_cast<double>(records->size());
-  row["bytes_down_per_worker_per_round"] = down / static_cast<double>(records->size());
+  const auto traffic = TrafficPerWorkerPerRound(AllRecords(dir, workers));
+  if (!traffic.ok()) {
+    row["error"] = std::string(traffic.status().message());
+    return row;
+  }
+  row["bytes_up_per_worker_per_round"] = traffic->wire_up;
+  row["bytes_down_per_worker_per_round"] = traffic->wire_down;
   row["rounds_completed"] = records->size();
   if (faults.contains("first_failure")) {
     row["rounds_lost"] = total_rounds - std::min<std::uint64_t>(total_rounds, records->size());
@@ -143,7 +157,7 @@ int CompareModes(const CompareOptions& options) {
     const int code = RunJob(run);
     // A peer kill stops the decentralized run only when the job says so (peer.on_failure: stop).
     as_described &= mode == "ps" || job->peer.on_failure == OnPeerFailure::kRegroup ? code == 0 : code == 1;
-    rows.push_back(Measure(run.out, mode, code, job->total_rounds()));
+    rows.push_back(Measure(run.out, mode, code, job->total_rounds(), job->workers));
   }
   const std::string table = Markdown(rows);
   std::ofstream(fs::path(options.out) / "compare.md") << table;

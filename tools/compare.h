@@ -4,7 +4,7 @@
 // survivors detect the dead peer within the peer timeout, regroup and go on with P - 1, or stop
 // with peer.on_failure: stop). Writes <out>/{ps,decentralized}/ (run directories) and
 // <out>/compare.md, <out>/compare.json with, per mode: rounds per second before the kill, bytes per
-// worker per round, seconds from the kill to recovery (rank 0's round gap across the kill minus
+// worker per round (summary.json's quantity: tools/summary.h Traffic, over every rank), seconds from the kill to recovery (rank 0's round gap across the kill minus
 // the median round time before it) or to detection (a stopped run: the first survivor's exit), rounds lost
 // (work thrown away: rounds rolled back by a regroup; rounds never run by a stopped run), the
 // workers at the end and the final test accuracy or the failure.

@@ -2,7 +2,8 @@
 //   run     train a job with S servers and P workers on this machine (tools/run.h)
 //   health  check a server's grpc.health.v1 status (tools/health.h)
 //   compare one job in both modes with one process killed, side by side (tools/compare.h)
-//   report  a markdown table of run directories' summaries (tools/report.h)
+//   report  a markdown table of run directories' summaries (tools/report.h); --plot PREFIX draws
+//           their test accuracy against time, rounds and bytes (tools/plot.h)
 //   bench   benchmark the compression primitives (bench/primitives.h)
 //   loadgen traffic of every scheme against the number of workers P (bench/loadgen/loadgen.h)
 #include <cstdio>
@@ -12,7 +13,9 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/loadgen/loadgen.h"
+#include "bench/input_bench.h"
 #include "bench/primitives.h"
+#include "common/cli.h"
 #include "bench/report.h"
 #include "common/cli.h"
 #include "common/version.h"
@@ -20,12 +23,31 @@
 #include "tools/certs.h"
 #include "tools/compare.h"
 #include "tools/health.h"
+#include "tools/plot.h"
 #include "tools/report.h"
 #include "tools/run.h"
 
 namespace {
 
-void AddBenchCommand(CLI::App& app, sketchps::bench::BenchOptions& options, bool& json) {
+struct BenchFlags {
+  sketchps::bench::BenchOptions synthetic;
+  sketchps::bench::InputOptions input;  // used when --input is given
+  bool json = false;
+};
+
+// --input: real gradients dumped by the workers (bench/input_bench.h) instead of synthetic ones.
+void AddInputOptions(CLI::App& bench, sketchps::bench::InputOptions& input) {
+  bench.add_option("--input", input.files, "Gradient dumps (`sketchps run --dump-gradients`): selection density and "
+                                           "sketch recall on real gradients instead of timings on a synthetic one");
+  bench.add_option("--servers", input.servers, "--input: shards the layout is split into")->capture_default_str();
+  bench.add_option("--rows", input.rows, "--input: sketch row counts to try")->delimiter(',')->capture_default_str();
+  bench.add_option("--cols-factors", input.cols_factors, "--input: sketch columns per kept entry to try")
+      ->delimiter(',')->capture_default_str();
+  bench.add_option("--p2", input.p2s, "--input: candidates per kept entry to try")->delimiter(',')->capture_default_str();
+}
+
+void AddBenchCommand(CLI::App& app, BenchFlags& flags) {
+  sketchps::bench::BenchOptions& options = flags.synthetic;
   CLI::App* bench = app.add_subcommand("bench", "Benchmark the compression primitives on a heavy-tailed gradient");
   bench->add_option("--d", options.d, "Gradient length; several (comma-separated) run one after another")
       ->delimiter(',')
@@ -40,10 +62,27 @@ void AddBenchCommand(CLI::App& app, sketchps::bench::BenchOptions& options, bool
   bench->add_option("--seed", options.seed, "Data and hash seed")->capture_default_str();
   bench->add_option("--sketch-rows", options.sketch_rows, "Count Sketch rows")->capture_default_str();
   bench->add_option("--sketch-cols", options.sketch_cols, "Count Sketch columns (0: 10*k)")->capture_default_str();
-  bench->add_flag("--json", json, "Print results as a JSON list instead of a table");
+  bench->add_flag("--json", flags.json, "Print results as a JSON list instead of a table");
+  AddInputOptions(*bench, flags.input);
 }
 
-int RunBench(const sketchps::bench::BenchOptions& options, bool json) {
+int RunInputBench(sketchps::bench::InputOptions input, const sketchps::bench::BenchOptions& synthetic) {
+  input.density = synthetic.density;
+  input.seed = synthetic.seed;
+  auto progress = [](const std::string& line) { std::fprintf(stderr, "bench: %s\n", line.c_str()); };
+  auto report = sketchps::bench::RunInputBenchmarks(input, progress);
+  if (!report.ok()) {
+    std::fprintf(stderr, "sketchps bench: %s\n", std::string(report.status().message()).c_str());
+    return 2;
+  }
+  std::cout << sketchps::bench::InputReportMarkdown(*report);
+  return 0;
+}
+
+int RunBench(const BenchFlags& flags) {
+  if (!flags.input.files.empty()) return RunInputBench(flags.input, flags.synthetic);
+  const sketchps::bench::BenchOptions& options = flags.synthetic;
+  const bool json = flags.json;
   auto progress = [](const std::string& line) { std::fprintf(stderr, "bench: %s\n", line.c_str()); };
   auto results = sketchps::bench::RunBenchmarks(options, progress);
   if (!results.ok()) {
@@ -78,6 +117,37 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
   run->add_option("--dump-gradients", options.dump_rounds,
                   "Workers write their gradients of these rounds (comma-separated) to <out>/gradients")
       ->delimiter(',');
+  run->add_flag("--resume", options.resume, "Continue the run in --out from its checkpoints (ps mode); without it a "
+                "run directory that holds a previous run is refused");
+  run->add_flag("!--no-plot", options.plots, "Do not draw accuracy.png / accuracy.svg");
+}
+
+struct ReportOptions {
+  std::vector<std::string> run_dirs;
+  std::string plot;
+};
+
+void AddReportCommand(CLI::App& app, ReportOptions& options) {
+  CLI::App* report = app.add_subcommand("report", "Markdown table of run directories (their summary.json)");
+  report->add_option("run_dirs", options.run_dirs, "Run directories written by `sketchps run`")->required();
+  report->add_option("--plot", options.plot, "Also draw test accuracy against wall time, rounds and bytes, every run "
+                     "side by side, into PLOT.png and PLOT.svg (python3 with matplotlib)");
+}
+
+int Report(const ReportOptions& options) {
+  auto table = sketchps::tools::MarkdownReport(options.run_dirs);
+  if (!table.ok()) {
+    std::fprintf(stderr, "sketchps report: %s\n", std::string(table.status().message()).c_str());
+    return 2;
+  }
+  std::cout << *table;
+  if (options.plot.empty()) return 0;
+  if (auto st = sketchps::tools::WritePlots(options.run_dirs, options.plot); !st.ok()) {
+    std::fprintf(stderr, "sketchps report: %s\n", std::string(st.message()).c_str());
+    return st.code() == absl::StatusCode::kInternal ? 1 : 2;
+  }
+  std::fprintf(stderr, "sketchps report: wrote %s.png and %s.svg\n", options.plot.c_str(), options.plot.c_str());
+  return 0;
 }
 
 void AddCertsCommand(CLI::App& app, sketchps::tools::CertsOptions& options) {
@@ -109,9 +179,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("sketchps ") + sketchps::Version() + " (" +
                                         sketchps::kernels::BackendName() + " kernels)");
   app.require_subcommand(1);
-  sketchps::bench::BenchOptions bench_options;
-  bool json = false;
-  AddBenchCommand(app, bench_options, json);
+  BenchFlags bench_flags;
+  AddBenchCommand(app, bench_flags);
   sketchps::tools::RunOptions run_options;
   AddRunCommand(app, run_options);
   HealthOptions health_options;
@@ -128,25 +197,15 @@ int main(int argc, char** argv) {
   compare->add_option("--peer-timeout-seconds", compare_options.peer_timeout_seconds,
                       "Decentralized mode: a peer silent this long is declared dead")->capture_default_str();
   compare->add_option("--bin-dir", compare_options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
-  std::vector<std::string> report_dirs;
-  app.add_subcommand("report", "Markdown table of run directories (their summary.json)")
-      ->add_option("run_dirs", report_dirs, "Run directories written by `sketchps run`")
-      ->required();
-  // Bad flags and values exit 2 with CLI11's message, as the daemons do (common/cli.h).
+  ReportOptions report_options;
+  AddReportCommand(app, report_options);
+  // A bad flag or value exits 2 (CLI11's own codes 104-109 would read as runtime failures).
   if (auto code = sketchps::ParseCommandLine(app, argc, argv)) return *code;
-  if (app.got_subcommand("bench")) return RunBench(bench_options, json);
+  if (app.got_subcommand("bench")) return RunBench(bench_flags);
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
   if (app.got_subcommand("loadgen")) return sketchps::bench::RunLoadgen(loadgen_options);
   if (app.got_subcommand("compare")) return sketchps::tools::CompareModes(compare_options);
-  if (app.got_subcommand("report")) {
-    auto table = sketchps::tools::MarkdownReport(report_dirs);
-    if (!table.ok()) {
-      std::fprintf(stderr, "sketchps report: %s\n", std::string(table.status().message()).c_str());
-      return 2;
-    }
-    std::cout << *table;
-    return 0;
-  }
+  if (app.got_subcommand("report")) return Report(report_options);
   if (app.got_subcommand("certs")) {
     if (auto st = sketchps::tools::MakeCerts(certs_options); !st.ok()) {
       std::fprintf(stderr, "sketchps certs: %s\n", std::string(st.message()).c_str());

@@ -1,11 +1,51 @@
 #include "tools/progress.h"
 
+#include <sys/ioctl.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace sketchps::tools {
+namespace {
+
+constexpr std::size_t kRateWindow = 32;  // records the rate is measured over
+constexpr int kBarWidth = 10;
+
+struct Segment {
+  std::string text;
+  int priority;  // 0 always shown; higher numbers are dropped first
+};
+
+// Keeps the segments that fit in `width` (joined by one space), most important first, in their order.
+std::string Fit(const std::vector<Segment>& segments, std::size_t width) {
+  std::vector<bool> keep(segments.size(), false);
+  std::size_t used = 0;
+  for (int priority = 0; priority <= 9; ++priority) {
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      if (segments[i].priority != priority || segments[i].text.empty()) continue;
+      const std::size_t cost = segments[i].text.size() + (used > 0 ? 1 : 0);
+      if (used + cost <= width || priority == 0) {
+        keep[i] = true;
+        used += cost;
+      }
+    }
+  }
+  std::string out;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    if (keep[i]) absl::StrAppend(&out, out.empty() ? "" : " ", segments[i].text);
+  }
+  return out.size() > width ? out.substr(0, width) : out;
+}
+
+std::string Megabytes(double bytes) { return absl::StrFormat("%.1fMB", bytes / 1e6); }
+
+}  // namespace
 
 std::vector<nlohmann::json> JsonLinesFollower::ReadNew() {
   std::vector<nlohmann::json> out;
@@ -23,23 +63,84 @@ std::vector<nlohmann::json> JsonLinesFollower::ReadNew() {
 }
 
 void Progress::Add(const nlohmann::json& r) {
+  ++records_;
   rounds_ = std::max<std::uint64_t>(rounds_, r.value("round", 0ull) + 1);
   loss_ = r.value("loss", loss_);
   wire_up_ += r.value("wire_up", 0.0);
   wire_down_ += r.value("wire_down", 0.0);
   dense_ += r.value("dense_bytes", 0.0);
-  if (r.contains("test_accuracy")) accuracy_ = r["test_accuracy"].get<double>();
+  if (r.contains("test_accuracy") && r["test_accuracy"].is_number()) {
+    accuracy_ = r["test_accuracy"].get<double>();
+    accuracy_round_ = r.value("test_round", r.value("round", 0ull)) + 1;
+  }
+  if (r.contains("time") && r["time"].is_number()) {
+    times_.push_back(r["time"].get<double>());
+    if (times_.size() > kRateWindow) times_.pop_front();
+  }
 }
 
-std::string Progress::Line(int bar_width) const {
-  const double frac = total_ > 0 ? std::min(1.0, static_cast<double>(rounds_) / static_cast<double>(total_)) : 0.0;
-  const int filled = static_cast<int>(frac * bar_width);
-  std::string bar = "[" + std::string(filled, '#') + std::string(bar_width - filled, '.') + "]";
-  auto ratio = [&](double sent) { return sent > 0 ? dense_ / sent : 0.0; };
-  return absl::StrFormat("%s %5d/%d rounds  epoch %.2f  loss %.3f  acc %s  up %.1f MB  down %.1f MB  ratio %.0fx up / %.0fx down",
-                         bar, rounds_, total_, static_cast<double>(rounds_) / rpe_, loss_,
-                         accuracy_ ? absl::StrFormat("%.1f%%", 100 * *accuracy_) : std::string("-"), wire_up_ / 1e6,
-                         wire_down_ / 1e6, ratio(wire_up_), ratio(wire_down_));
+double Progress::RoundsPerSecond() const {
+  if (times_.size() < 2) return 0;
+  const double span = times_.back() - times_.front();
+  return span > 0 ? static_cast<double>(times_.size() - 1) / span : 0;
+}
+
+std::optional<double> Progress::EtaSeconds() const {
+  const double rate = RoundsPerSecond();
+  if (rate <= 0) return std::nullopt;
+  return static_cast<double>(plan_.total_rounds - std::min(rounds_, plan_.total_rounds)) / rate;
+}
+
+std::string Progress::Waiting() const {
+  if (!status_.empty()) return status_;
+  if (rounds_ >= plan_.total_rounds) return "";
+  const std::uint64_t next = rounds_ + 1;  // the round in progress, counted from 1
+  if (next == plan_.total_rounds) {
+    return absl::StrCat("last round + final evaluation on ", plan_.test_samples, " test images");
+  }
+  if (plan_.eval_every_rounds > 0 && next % plan_.eval_every_rounds == 0) {
+    const std::uint64_t images = plan_.eval_samples > 0 ? std::min(plan_.eval_samples, plan_.test_samples) : plan_.test_samples;
+    return absl::StrCat("round ", next, " + evaluation on ", images, " test images");
+  }
+  return "";
+}
+
+std::string Progress::Line(std::size_t width) const {
+  const double frac = plan_.total_rounds > 0 ? std::min(1.0, static_cast<double>(rounds_) / static_cast<double>(plan_.total_rounds)) : 0.0;
+  const int filled = static_cast<int>(frac * kBarWidth);
+  const std::string waiting = Waiting();
+  std::vector<Segment> s{{absl::StrCat(rounds_, "/", plan_.total_rounds), 0},
+                         {"[" + std::string(filled, '#') + std::string(kBarWidth - filled, '.') + "]", 6}};
+  if (records_ > 0) {
+    const double rate = RoundsPerSecond();
+    const auto eta = EtaSeconds();
+    s.push_back({rate > 0 ? absl::StrFormat("%.2f r/s", rate) : "", 1});
+    s.push_back({eta ? "ETA " + FormatDuration(*eta) : "", 1});
+  }
+  if (!waiting.empty()) s.push_back({"waiting: " + waiting, 0});
+  if (records_ > 0) {
+    auto ratio = [&](double sent) { return sent > 0 ? dense_ / sent : 0.0; };
+    s.push_back({absl::StrFormat("loss %.3f", loss_), 2});
+    s.push_back({accuracy_ ? absl::StrFormat("acc %.1f%%@r%d", 100 * *accuracy_, accuracy_round_) : "", 3});
+    s.push_back({absl::StrCat("up ", Megabytes(wire_up_), " down ", Megabytes(wire_down_)), 4});
+    s.push_back({absl::StrFormat("%.0fx/%.0fx", ratio(wire_up_), ratio(wire_down_)), 7});
+  }
+  return Fit(s, width);
+}
+
+std::string FormatDuration(double seconds) {
+  const auto total = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+  if (total < 60) return absl::StrCat(total, "s");
+  if (total < 3600) return absl::StrFormat("%dm%02ds", total / 60, total % 60);
+  return absl::StrFormat("%dh%02dm", total / 3600, (total % 3600) / 60);
+}
+
+std::size_t TerminalWidth(int fd) {
+  winsize size{};
+  if (ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  std::size_t columns = 0;
+  if (const char* env = std::getenv("COLUMNS"); env != nullptr && absl::SimpleAtoi(env, &columns) && columns > 0) return columns;
+  return 80;
 }
 
 }  // namespace sketchps::tools

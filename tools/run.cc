@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +22,9 @@
 #include "common/status.h"
 #include "job/job_spec.h"
 #include "tools/certs.h"
+#include "tools/plot.h"
+#include "tools/preflight.h"
+#include "tools/previous_run.h"
 #include "tools/process.h"
 #include "tools/progress.h"
 #include "tools/summary.h"
@@ -52,6 +56,8 @@ std::vector<std::string> ChildEnv(int threads) {
   return {absl::StrCat("OMP_NUM_THREADS=", threads), "OMP_WAIT_POLICY=PASSIVE"};
 }
 
+constexpr std::size_t kLogLineWidth = 160;  // progress lines when stderr is not a terminal
+
 double UnixSeconds() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
 
 std::string DefaultOutDir(const std::string& job_id) {
@@ -71,9 +77,12 @@ class Launch {
   void StopAll();
   // faults.json, when a process was killed or failed.
   void WriteFaults() const;
+  // accuracy.png / .svg in the run directory; a failure is a warning.
+  void WritePlots() const;
 
  private:
   bool decentralized() const { return job_.decentralized(); }
+  fs::path CheckpointDir() const { return job_.checkpoint.dir.empty() ? out_ / "checkpoints" : fs::path(job_.checkpoint.dir); }
   std::vector<std::string> ServerArgv(std::uint32_t s) const;
   std::vector<std::string> TlsArgs() const;
   absl::Status StartServer(std::uint32_t s);
@@ -98,6 +107,7 @@ class Launch {
   std::optional<JsonLinesFollower> follower_;
   absl::Time start_ = absl::Now(), workers_start_, workers_end_;
   absl::Time last_print_ = absl::InfinitePast();
+  worker::DatasetSizes data_;
   std::uint64_t printed_decile_ = 0;
   bool tty_ = isatty(STDERR_FILENO) == 1;
 };
@@ -114,9 +124,15 @@ absl::Status Launch::Prepare() {
     kills_.push_back(spec);
   }
   kill_done_.assign(kills_.size(), false);
+  SKETCHPS_ASSIGN_OR_RETURN(data_, CheckJobRunnable(job_));
   SKETCHPS_ASSIGN_OR_RETURN(server_bin_, FindBinary(options_.bin_dir, "sketchps-server", "server"));
   SKETCHPS_ASSIGN_OR_RETURN(worker_bin_, FindBinary(options_.bin_dir, "sketchps-worker", "worker"));
   out_ = options_.out.empty() ? DefaultOutDir(job_.job_id) : options_.out;
+  SKETCHPS_ASSIGN_OR_RETURN(const auto resumed, CheckPreviousRun(out_, CheckpointDir(), job_, options_.resume));
+  if (resumed) {
+    std::fprintf(stderr, "run: resuming from the checkpoints in %s: round %llu of %llu\n", CheckpointDir().c_str(),
+                 static_cast<unsigned long long>(*resumed), static_cast<unsigned long long>(job_.total_rounds()));
+  }
   std::error_code ec;
   fs::create_directories(out_ / "checkpoints", ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--out ", out_.string(), ": ", ec.message()));
@@ -127,7 +143,7 @@ absl::Status Launch::Prepare() {
   // Every listener binds port 0 and reports the port it got: no port chosen in advance can be taken
   // by another process meanwhile. A restarted server binds the port it had.
   ports_.assign(decentralized() ? job_.workers : job_.servers, 0);
-  progress_.emplace(job_.total_rounds(), job_.rounds_per_epoch());
+  progress_.emplace(ProgressPlan{job_.total_rounds(), job_.train.eval_every_rounds, job_.train.eval_samples, data_.test});
   follower_.emplace((out_ / "worker-0.jsonl").string());
   return absl::OkStatus();
 }
@@ -140,7 +156,7 @@ std::vector<std::string> Launch::TlsArgs() const {
 std::vector<std::string> Launch::ServerArgv(std::uint32_t s) const {
   std::vector<std::string> argv{server_bin_, "--job", (out_ / "job.yaml").string(), "--shard", std::to_string(s), "--listen",
           absl::StrCat("127.0.0.1:", ports_[s]), "--port-file", (out_ / absl::StrCat("server-", s, ".port")).string(),
-          "--checkpoint-dir", job_.checkpoint.dir.empty() ? (out_ / "checkpoints").string() : job_.checkpoint.dir,
+          "--checkpoint-dir", CheckpointDir().string(),
           "--log-level", options_.job.log_level};
   for (auto& a : TlsArgs()) argv.push_back(std::move(a));
   return argv;
@@ -225,6 +241,8 @@ absl::Status Launch::StartWorkers() {
                                                         ChildEnv(options_.worker_threads)));
     workers_.push_back(std::move(child));
   }
+  progress_->SetStatus(absl::StrCat(job_.workers, " workers starting (loading data, ",
+                                    decentralized() ? "reaching their peers)" : "joining the servers)"));
   if (decentralized()) SKETCHPS_RETURN_IF_ERROR(PublishPeers());
   std::fprintf(stderr, "run: %u workers training %s with %s for %llu rounds (%.2f epochs); logs in %s\n", job_.workers,
                job_.model.c_str(), job_.scheme.name.c_str(), static_cast<unsigned long long>(job_.total_rounds()),
@@ -264,17 +282,28 @@ void Launch::InjectFaults(std::uint64_t rounds_done) {
 }
 
 void Launch::ShowProgress(bool final) {
-  for (const auto& r : follower_->ReadNew()) progress_->Add(r);
+  for (const auto& r : follower_->ReadNew()) {
+    progress_->Add(r);
+    // A record of this run (a resumed run's file starts with the earlier ones) ends the start-up.
+    if (r.value("time", 0.0) >= absl::ToDoubleSeconds(workers_start_ - absl::UnixEpoch())) progress_->SetStatus("");
+  }
+  if (final) {
+    progress_->SetStatus("");
+  } else if (progress_->rounds_done() >= job_.total_rounds()) {
+    progress_->SetStatus("workers leaving the job");
+  }
   if (!options_.progress) return;
   const std::uint64_t decile = job_.total_rounds() > 0 ? progress_->rounds_done() * 10 / job_.total_rounds() : 0;
   if (tty_) {
+    // Redrawn in place, one column short of the terminal's width so that it never wraps.
     if (final || absl::Now() - last_print_ > absl::Milliseconds(250)) {
-      std::fprintf(stderr, "\r%s", progress_->Line().c_str());
+      const std::size_t width = std::max<std::size_t>(20, TerminalWidth(STDERR_FILENO) - 1);
+      std::fprintf(stderr, "\r%s\x1b[K", progress_->Line(width).c_str());
       last_print_ = absl::Now();
     }
     if (final) std::fprintf(stderr, "\n");
   } else if (final || decile > printed_decile_ || absl::Now() - last_print_ > absl::Seconds(30)) {
-    std::fprintf(stderr, "%s\n", progress_->Line().c_str());
+    std::fprintf(stderr, "%s\n", progress_->Line(kLogLineWidth).c_str());
     printed_decile_ = decile;
     last_print_ = absl::Now();
   }
@@ -328,17 +357,40 @@ absl::Status Launch::Finish() {
   }
   const fs::path reporter = out_ / absl::StrCat("worker-", ReportingRank(metrics), ".jsonl");
   fs::copy_file(reporter, out_ / "metrics.jsonl", fs::copy_options::overwrite_existing);
-  const RunFacts facts{job_.scheme.name, job_.model, job_.workers, decentralized() ? 0u : job_.servers,
-                       job_.scheme.density, job_.rounds_per_epoch(),
-                       absl::ToDoubleSeconds(absl::Now() - start_), absl::ToDoubleSeconds(workers_end_ - workers_start_)};
+  RunFacts facts;
+  facts.scheme = job_.scheme.name;
+  facts.model = job_.model;
+  facts.workers = job_.workers;
+  facts.servers = decentralized() ? 0u : job_.servers;
+  facts.density = job_.scheme.density;
+  facts.rounds_per_epoch = job_.rounds_per_epoch();
+  facts.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  facts.train_seconds = absl::ToDoubleSeconds(workers_end_ - workers_start_);
+  facts.job_id = job_.job_id;
+  facts.mode = ModeName(job_.mode);
+  facts.learning_rate = job_.optimizer.lr.base_lr;
+  facts.momentum = job_.optimizer.momentum;
+  facts.batch_size = job_.data.batch_size;
+  facts.faults = faults_;
+  if (decentralized()) {
+    facts.peer = {{"timeout_seconds", options_.peer_timeout_seconds > 0 ? options_.peer_timeout_seconds : job_.peer.timeout_seconds},
+                  {"on_failure", job_.peer.on_failure == OnPeerFailure::kRegroup ? "regroup" : "stop"}};
+  }
   SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json summary, Summarize(facts, metrics));
   std::ofstream(out_ / "summary.json") << summary.dump(2) << "\n";
   std::fprintf(stderr, "run: done in %.1f s: test accuracy %s, %.0f bytes up and %.0f down per worker per round (%.1fx / %.1fx less than dense)\n",
                facts.wall_seconds, summary["final_test_accuracy"].dump().c_str(),
                summary["bytes_up_per_worker_per_round"].get<double>(), summary["bytes_down_per_worker_per_round"].get<double>(),
                summary["compression_ratio_up"].get<double>(), summary["compression_ratio_down"].get<double>());
+  if (options_.plots) WritePlots();
   std::printf("%s\n", (out_ / "summary.json").c_str());
   return absl::OkStatus();
+}
+
+void Launch::WritePlots() const {
+  if (auto st = tools::WritePlots({out_.string()}, (out_ / "accuracy").string()); !st.ok()) {
+    std::fprintf(stderr, "run: no accuracy plots: %s\n", std::string(st.message()).c_str());
+  }
 }
 
 }  // namespace

@@ -13,6 +13,19 @@
 //   gradients/            with --dump-gradients: every worker's gradient of those rounds
 //                         (common/gradient_dump.h; `sketchps bench --input` reads them)
 //   summary.json          tools/summary.h
+//   accuracy.png, accuracy.svg   test accuracy against wall time, rounds and bytes (tools/plot.h),
+//                         when python3 with matplotlib is there (else a warning) and not --no-plot
+// Before any process starts the whole job is checked (tools/preflight.h): a job that cannot run
+// exits 2 with the key named.
+//
+// A run directory that holds a previous run (its summary.json or worker metrics, or checkpoints in
+// the checkpoint folder: <out>/checkpoints, or the job's checkpoint.dir) is refused (exit 2) unless
+// --resume is given. With --resume (ps mode only) the servers start from their newest checkpoints:
+// the launcher says from which round, keeps the workers' records of the rounds before it, and
+// refuses (exit 2) when every shard's checkpoint already holds the job's last round (nothing to
+// train) or when the shards' newest checkpoints are at different rounds. Workers restart with empty
+// compression state (error-feedback residuals are not checkpointed).
+//
 // Any process that fails stops the run: everything is stopped and the failing process is named with
 // the last lines of its log. Ctrl-C (SIGINT) or SIGTERM stops everything too.
 //
@@ -56,6 +69,8 @@ struct RunOptions {
   bool progress = true;      // live progress (a redrawn line on a terminal, else a line every 10%)
   std::vector<std::uint64_t> dump_rounds;  // workers write their gradients of these rounds to <out>/gradients
   bool insecure = false;     // plaintext; default: mutual TLS with certificates made in <out>/tls
+  bool resume = false;       // continue a previous run in `out` from its checkpoints (see above)
+  bool plots = true;         // write accuracy.png / .svg at the end
 };
 
 // Returns the process exit code: 0 success, 1 a process failed, 2 bad options, 130 interrupted.

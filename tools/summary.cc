@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/version.h"
 
 namespace sketchps::tools {
 namespace {
@@ -12,30 +13,35 @@ namespace {
 constexpr const char* kSummed[] = {"wire_up", "wire_down", "bytes_up", "bytes_down", "compute_s", "compress_s",
                                    "communicate_s"};
 
-struct Totals {
-  double wire_up = 0, wire_down = 0, bytes_up = 0, bytes_down = 0, compute = 0, compress = 0, communicate = 0;
-  std::uint64_t rounds = 0;
-};
-
-absl::StatusOr<Totals> Sum(const std::vector<nlohmann::json>& records, std::uint32_t rank) {
-  Totals t;
+// Every summed field of every record of `rank` is a number.
+absl::Status CheckFields(const std::vector<nlohmann::json>& records, std::uint32_t rank) {
   for (std::size_t i = 0; i < records.size(); ++i) {
     for (const char* key : kSummed) {
       if (!records[i].contains(key) || !records[i][key].is_number()) {
         return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " record ", i, ": missing numeric '", key, "'"));
       }
     }
-    const auto& r = records[i];
-    t.wire_up += r["wire_up"].get<double>();
-    t.wire_down += r["wire_down"].get<double>();
-    t.bytes_up += r["bytes_up"].get<double>();
-    t.bytes_down += r["bytes_down"].get<double>();
-    t.compute += r["compute_s"].get<double>();
-    t.compress += r["compress_s"].get<double>();
-    t.communicate += r["communicate_s"].get<double>();
   }
-  t.rounds = records.size();
-  return t;
+  return absl::OkStatus();
+}
+
+double Total(const std::vector<std::vector<nlohmann::json>>& metrics, const char* key) {
+  double total = 0;
+  for (const auto& records : metrics) {
+    for (const auto& r : records) total += r[key].get<double>();
+  }
+  return total;
+}
+
+nlohmann::json FinalAccuracy(const std::vector<nlohmann::json>& records, int& evaluations) {
+  nlohmann::json accuracy = nullptr;
+  evaluations = 0;
+  for (const auto& r : records) {
+    if (!r.contains("test_accuracy")) continue;
+    accuracy = r["test_accuracy"];
+    ++evaluations;
+  }
+  return accuracy;
 }
 
 }  // namespace
@@ -68,57 +74,75 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& pat
   return out;
 }
 
+double WireBytes(const nlohmann::json& record) {
+  auto get = [&](const char* key) { return record.contains(key) && record[key].is_number() ? record[key].get<double>() : 0.0; };
+  return get("wire_up") + get("wire_down");
+}
+
+absl::StatusOr<Traffic> TrafficPerWorkerPerRound(const std::vector<std::vector<nlohmann::json>>& metrics) {
+  Traffic t;
+  for (std::uint32_t rank = 0; rank < metrics.size(); ++rank) {
+    SKETCHPS_RETURN_IF_ERROR(CheckFields(metrics[rank], rank));
+    t.worker_rounds += static_cast<double>(metrics[rank].size());
+  }
+  if (t.worker_rounds == 0) return absl::InvalidArgumentError("no worker recorded a round");
+  t.wire_up = Total(metrics, "wire_up") / t.worker_rounds;
+  t.wire_down = Total(metrics, "wire_down") / t.worker_rounds;
+  t.raw_up = Total(metrics, "bytes_up") / t.worker_rounds;
+  t.raw_down = Total(metrics, "bytes_down") / t.worker_rounds;
+  return t;
+}
+
 absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts, const std::vector<std::vector<nlohmann::json>>& metrics) {
   if (metrics.empty()) return absl::InvalidArgumentError("no worker metrics");
-  Totals all;
-  double dense_bytes = 0;
+  std::uint64_t rounds = 0;
   for (std::uint32_t rank = 0; rank < metrics.size(); ++rank) {
     if (metrics[rank].empty()) return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " recorded no rounds"));
-    SKETCHPS_ASSIGN_OR_RETURN(Totals t, Sum(metrics[rank], rank));
-    all.wire_up += t.wire_up;
-    all.wire_down += t.wire_down;
-    all.bytes_up += t.bytes_up;
-    all.bytes_down += t.bytes_down;
-    all.compute += t.compute;
-    all.compress += t.compress;
-    all.communicate += t.communicate;
-    all.rounds = std::max(all.rounds, t.rounds);
-    dense_bytes = metrics[rank].back().value("dense_bytes", 0.0);
+    rounds = std::max<std::uint64_t>(rounds, metrics[rank].size());
   }
-  double worker_rounds = 0;
-  for (const auto& m : metrics) worker_rounds += static_cast<double>(m.size());
-  const double workers = static_cast<double>(metrics.size());
+  SKETCHPS_ASSIGN_OR_RETURN(const Traffic traffic, TrafficPerWorkerPerRound(metrics));
   const std::uint32_t reporter = ReportingRank(metrics);
-  nlohmann::json accuracy = nullptr;
-  for (const auto& r : metrics[reporter]) {
-    if (r.contains("test_accuracy")) accuracy = r["test_accuracy"];
-  }
-  auto per = [&](double total) { return total / worker_rounds; };
+  const nlohmann::json& last = metrics[reporter].back();
+  const double dense_bytes = last.value("dense_bytes", 0.0);
+  const double workers = static_cast<double>(metrics.size());
+  int evaluations = 0;
+  const nlohmann::json accuracy = FinalAccuracy(metrics[reporter], evaluations);
   auto ratio = [&](double bytes) { return bytes > 0 ? dense_bytes / bytes : 0.0; };
-  return nlohmann::json{
+  nlohmann::json s{
+      {"job_id", facts.job_id},
+      {"mode", facts.mode},
+      {"version", Version()},
       {"scheme", facts.scheme},
       {"model", facts.model},
       {"workers", facts.workers},
       {"servers", facts.servers},
       {"density", facts.density},
-      {"rounds", all.rounds},
-      {"epochs", static_cast<double>(all.rounds) / facts.rounds_per_epoch},
+      {"learning_rate", facts.learning_rate},
+      {"momentum", facts.momentum},
+      {"batch_size", facts.batch_size},
+      {"rounds", rounds},
+      {"epochs", static_cast<double>(rounds) / facts.rounds_per_epoch},
+      {"workers_at_end", last.value("workers", facts.workers)},
       {"final_test_accuracy", accuracy},
+      {"evaluations", evaluations},
       {"wall_seconds", facts.wall_seconds},
-      {"rounds_per_second", facts.train_seconds > 0 ? static_cast<double>(all.rounds) / facts.train_seconds : 0.0},
-      {"bytes_up_per_worker_per_round", per(all.wire_up)},
-      {"bytes_down_per_worker_per_round", per(all.wire_down)},
-      {"raw_bytes_up_per_worker_per_round", per(all.bytes_up)},
-      {"raw_bytes_down_per_worker_per_round", per(all.bytes_down)},
+      {"rounds_per_second", facts.train_seconds > 0 ? static_cast<double>(rounds) / facts.train_seconds : 0.0},
+      {"bytes_up_per_worker_per_round", traffic.wire_up},
+      {"bytes_down_per_worker_per_round", traffic.wire_down},
+      {"raw_bytes_up_per_worker_per_round", traffic.raw_up},
+      {"raw_bytes_down_per_worker_per_round", traffic.raw_down},
       {"dense_bytes_per_round", dense_bytes},
-      {"compression_ratio_up", ratio(per(all.wire_up))},
-      {"compression_ratio_down", ratio(per(all.wire_down))},
-      {"compute_seconds", all.compute / workers},
-      {"compress_seconds", all.compress / workers},
-      {"communicate_seconds", all.communicate / workers},
-      {"final_weights_checksum", metrics[reporter].back().value("checksum", "")},
+      {"compression_ratio_up", ratio(traffic.wire_up)},
+      {"compression_ratio_down", ratio(traffic.wire_down)},
+      {"compute_seconds", Total(metrics, "compute_s") / workers},
+      {"compress_seconds", Total(metrics, "compress_s") / workers},
+      {"communicate_seconds", Total(metrics, "communicate_s") / workers},
+      {"final_weights_checksum", last.value("checksum", "")},
       {"reporting_rank", reporter},
+      {"faults", facts.faults.is_object() ? facts.faults : nlohmann::json::object()},
   };
+  if (!facts.peer.is_null()) s["peer"] = facts.peer;
+  return s;
 }
 
 }  // namespace sketchps::tools

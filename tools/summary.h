@@ -1,14 +1,23 @@
 // summary.json of a run directory, from the workers' per-round metrics (worker/trainer.h lists the
 // fields of each JSON line).
 //
-// Keys: scheme, model, workers, servers, density, rounds, epochs, final_test_accuracy (the
-// reporting rank's last evaluation; null when none), wall_seconds, rounds_per_second, bytes_up_per_worker_per_round and
-// bytes_down_per_worker_per_round (serialized gRPC bytes, mean over workers and rounds),
-// raw_bytes_up_per_worker_per_round / raw_bytes_down_... (payload arrays only),
-// dense_bytes_per_round (4 d), compression_ratio_up / _down (dense bytes over wire bytes),
-// compute_seconds, compress_seconds, communicate_seconds (per worker: the mean over workers of
-// each worker's total), final_weights_checksum (the reporting rank's, hex; every replica's is
-// checked equal to the servers' every round), reporting_rank.
+// Keys:
+//   job_id, mode ("ps" or "decentralized"), version (of sketchps), scheme, model, workers,
+//   servers (0 in decentralized mode: there are none), density, learning_rate (optimizer.lr, the
+//   base rate), momentum, batch_size (per worker), peer (decentralized mode only: timeout_seconds,
+//   on_failure);
+//   rounds, epochs, workers_at_end (the reporting rank's last round; fewer than workers after a
+//   regroup), final_test_accuracy (the reporting rank's last evaluation; null when none),
+//   evaluations (how many of its records carry one), wall_seconds, rounds_per_second;
+//   bytes_up_per_worker_per_round and bytes_down_per_worker_per_round (serialized gRPC bytes, mean
+//   over every worker's rounds: Traffic below), raw_bytes_up_per_worker_per_round / raw_bytes_down_...
+//   (payload arrays only), dense_bytes_per_round (4 d), compression_ratio_up / _down (dense bytes
+//   over wire bytes);
+//   compute_seconds, compress_seconds, communicate_seconds (per worker: the mean over workers of
+//   each worker's total);
+//   final_weights_checksum (the reporting rank's, hex; every replica's is checked equal to the
+//   servers' every round), reporting_rank;
+//   faults: faults.json of the run (tools/run.h: kills and the first failure), {} when none.
 // The reporting rank is the lowest rank among those whose last record has the highest round: rank 0
 // unless it was killed (a decentralized job goes on without it; its new rank 0 evaluates).
 #pragma once
@@ -27,11 +36,18 @@ struct RunFacts {
   std::string scheme;
   std::string model;
   std::uint32_t workers = 0;
-  std::uint32_t servers = 0;
+  std::uint32_t servers = 0;    // 0 in decentralized mode
   double density = 0;
   double rounds_per_epoch = 1;
   double wall_seconds = 0;      // the whole run, start to finish
   double train_seconds = 0;     // from the workers' start to the last worker's exit
+  std::string job_id;
+  std::string mode = "ps";
+  double learning_rate = 0;
+  double momentum = 0;
+  std::uint32_t batch_size = 0;
+  nlohmann::json peer = nullptr;                        // decentralized mode: {timeout_seconds, on_failure}
+  nlohmann::json faults = nlohmann::json::object();     // faults.json
 };
 
 // Reads one JSON object per line; errors name "<file>:<line>".
@@ -39,6 +55,19 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& pat
 
 // The reporting rank of `metrics` (see above).
 std::uint32_t ReportingRank(const std::vector<std::vector<nlohmann::json>>& metrics);
+
+// The one definition of a run's traffic: the sums over every rank's records of wire_up, wire_down
+// (serialized messages) and bytes_up, bytes_down (payload arrays), divided by the number of
+// records (worker-rounds). summary.json, `sketchps compare` and the plots use it.
+struct Traffic {
+  double wire_up = 0, wire_down = 0, raw_up = 0, raw_down = 0;
+  double worker_rounds = 0;
+};
+// metrics[r] holds rank r's records. InvalidArgument when a record lacks a field (named), or when
+// there is no record at all.
+absl::StatusOr<Traffic> TrafficPerWorkerPerRound(const std::vector<std::vector<nlohmann::json>>& metrics);
+// The bytes one record says its worker sent and received: wire_up + wire_down (0 when absent).
+double WireBytes(const nlohmann::json& record);
 
 // metrics[r] holds rank r's records. InvalidArgument when a rank has no records or a record lacks a
 // field (named).

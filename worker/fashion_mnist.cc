@@ -15,80 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "worker/idx_file.h"
 #include "worker/rng.h"
 
 namespace sketchps::worker {
 namespace {
-
-constexpr std::uint32_t kImagesMagic = 0x00000803;  // unsigned byte, 3 dimensions
-constexpr std::uint32_t kLabelsMagic = 0x00000801;  // unsigned byte, 1 dimension
-
-struct GzCloser {
-  void operator()(gzFile_s* f) const { gzclose(f); }
-};
-using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
-
-absl::StatusOr<GzFile> OpenGz(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  if (std::filesystem::is_directory(status)) return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
-  errno = 0;
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", errno != 0 ? std::strerror(errno) : "out of memory"));
-  }
-  gzbuffer(f, 1 << 17);
-  return GzFile(f);
-}
-
-std::string GzMessage(gzFile f) {
-  int code = Z_OK;
-  const char* msg = gzerror(f, &code);
-  return code == Z_OK || msg == nullptr ? std::string() : absl::StrCat(" (zlib: ", msg, ")");
-}
-
-// Appends up to n bytes to `out`, growing it only as data arrives (a corrupt header count cannot
-// make us allocate more than the file holds). Returns the number of bytes read; fewer than n means
-// the stream ended. DataLoss on a gzip error.
-absl::StatusOr<std::uint64_t> ReadBytes(gzFile f, const std::string& path, std::uint64_t n, std::vector<std::uint8_t>& out) {
-  std::uint64_t total = 0;
-  while (total < n) {
-    const auto chunk = static_cast<unsigned>(std::min<std::uint64_t>(n - total, 1u << 20));
-    const std::size_t old = out.size();
-    out.resize(old + chunk);
-    const int got = gzread(f, out.data() + old, chunk);
-    if (got < 0) return absl::DataLossError(absl::StrCat(path, ": corrupt gzip data", GzMessage(f)));
-    out.resize(old + static_cast<std::size_t>(got));
-    total += static_cast<std::uint64_t>(got);
-    if (static_cast<unsigned>(got) < chunk) break;
-  }
-  return total;
-}
-
-std::uint32_t BigEndian32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | std::uint32_t{p[3]};
-}
-
-// Reads the header: the magic (checked against `magic`) and its dimensions.
-absl::StatusOr<std::vector<std::uint32_t>> ReadHeader(gzFile f, const std::string& path, std::uint32_t magic) {
-  std::vector<std::uint8_t> bytes;
-  SKETCHPS_ASSIGN_OR_RETURN(auto got, ReadBytes(f, path, 4, bytes));
-  if (got < 4) return absl::DataLossError(absl::StrCat(path, ": truncated: ", got, " bytes, no IDX header", GzMessage(f)));
-  const std::uint32_t found = BigEndian32(bytes.data());
-  if (found != magic) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: bad magic 0x%08x, expected 0x%08x (IDX unsigned byte, %d dimension%s)",
-                                                      path, found, magic, magic & 0xff, (magic & 0xff) == 1 ? "" : "s"));
-  }
-  const std::uint32_t ndims = magic & 0xff;
-  bytes.clear();
-  SKETCHPS_ASSIGN_OR_RETURN(got, ReadBytes(f, path, 4 * ndims, bytes));
-  if (got < 4 * ndims) return absl::DataLossError(absl::StrCat(path, ": truncated IDX header", GzMessage(f)));
-  std::vector<std::uint32_t> dims(ndims);
-  for (std::uint32_t i = 0; i < ndims; ++i) dims[i] = BigEndian32(bytes.data() + 4 * i);
-  if (dims[0] == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": item count is 0"));
-  return dims;
-}
 
 // Reads exactly `n` payload bytes of `what`, then checks the stream ends cleanly.
 absl::StatusOr<std::vector<std::uint8_t>> ReadPayload(gzFile f, const std::string& path, std::uint64_t n,
@@ -146,8 +77,8 @@ absl::StatusOr<Dataset> LoadIdxPair(const std::string& images_path, const std::s
 }
 
 absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, Split split) {
-  const std::string prefix = (std::filesystem::path(dir) / (split == Split::kTrain ? "train" : "t10k")).string();
-  return LoadIdxPair(prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz");
+  const IdxPaths paths = FashionMnistPaths(dir, split == Split::kTrain);
+  return LoadIdxPair(paths.images, paths.labels);
 }
 
 absl::StatusOr<std::vector<std::uint64_t>> Shard(std::uint64_t n, std::uint32_t rank, std::uint32_t world) {

@@ -2,7 +2,8 @@
 //
 //   parameter-server mode (job mode: ps):
 //   sketchps-worker --job job.yaml --rank 0 --world-size 4 --servers host0:7070,host1:7070
-//                   [--metrics-out FILE] [--patience-seconds 120] [--threads 1] [--set key=value]...
+//                   [--metrics-out FILE] [--metrics-listen HOST:PORT] [--patience-seconds 120] [--threads 1]
+//                   [--set key=value]...
 //   decentralized mode (job mode: decentralized, or --set mode=decentralized):
 //   sketchps-worker --job job.yaml --rank 0 --world-size 4 --listen 0.0.0.0:7080
 //                   --peers host0:7080,host1:7080,host2:7080,host3:7080 [--peer-timeout-seconds S]
@@ -29,10 +30,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/cli.h"
+#include "common/metrics_http.h"
 #include "common/status.h"
 #include "job/job_spec.h"
 #include "spdlog/spdlog.h"
 #include "worker/trainer.h"
+#include "worker/worker_metrics.h"
 
 namespace {
 
@@ -44,6 +47,7 @@ struct Flags {
   std::optional<std::uint32_t> world_size;
   std::string servers;
   std::string metrics_out;
+  std::string metrics_listen;
   std::string listen = "0.0.0.0:7080";
   std::string peers;
   std::string port_file;
@@ -109,6 +113,18 @@ int Run(Flags& flags) {
   options.tls = *tls;
   options.dump_rounds = {flags.dump_rounds.begin(), flags.dump_rounds.end()};
   options.dump_dir = flags.dump_dir;
+  worker::WorkerMetrics metrics(*flags.rank);
+  std::optional<MetricsEndpoint> endpoint;
+  if (!flags.metrics_listen.empty()) {
+    auto served = worker::ServeWorkerMetrics(flags.metrics_listen, metrics);
+    if (!served.ok()) {
+      spdlog::error("{}", std::string(served.status().message()));
+      return 1;
+    }
+    endpoint = std::move(*served);
+    spdlog::info("metrics on port {}", endpoint->port);
+  }
+  options.metrics = &metrics;
   auto summary = worker::Train(options);
   if (!summary.ok()) {
     spdlog::error("training failed: {}", std::string(summary.status().message()));
@@ -146,6 +162,7 @@ int main(int argc, char** argv) {
                  "Decentralized mode: a peer silent this long fails the round (default: the job's peer.timeout_seconds)")
       ->check(CLI::PositiveNumber);
   app.add_option("--metrics-out", flags.metrics_out, "Append one JSON line per round to this file");
+  app.add_option("--metrics-listen", flags.metrics_listen, "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
   app.add_option("--patience-seconds", flags.patience_seconds, "Give up when a server stays unreachable this long")
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--rpc-timeout-seconds", flags.rpc_timeout_seconds, "Deadline of one RPC attempt")

@@ -27,6 +27,7 @@
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
 #include "worker/round_plan.h"
+#include "worker/worker_metrics.h"
 
 namespace sketchps::worker {
 namespace {
@@ -357,6 +358,10 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   spdlog::info("worker {}/{}: {} ({} parameters), scheme {}, rounds {}..{}{}", o_.rank, o_.job.workers, o_.job.model,
                model_->flat().dim(), o_.job.scheme.name, start_round_, plan_.last_round,
                o_.overlap ? ", shards start as their gradients complete" : "");
+  if (start_round_ >= plan_.last_round) {
+    spdlog::warn("the shards already hold round {} of {}: nothing left to train (a finished job's checkpoints?)",
+                 start_round_, plan_.last_round);
+  }
   summary_.first_round = start_round_;
   summary_.weights_checksum = WeightsChecksum({model_->flat().params(), model_->flat().dim()});
   std::uint64_t round = start_round_;
@@ -381,6 +386,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       spdlog::info("round {}/{} loss {:.4f}", round + 1, plan_.last_round, (*record)["loss"].get<double>());
     }
     log_.Write(*record);
+    if (o_.metrics) o_.metrics->ObserveRound(*record);
     ++summary_.rounds;
     ++round;
   }

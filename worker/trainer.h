@@ -48,6 +48,8 @@
 
 namespace sketchps::worker {
 
+class WorkerMetrics;  // worker/worker_metrics.h
+
 struct TrainerOptions {
   JobSpec job;
   std::uint32_t rank = 0;
@@ -65,6 +67,7 @@ struct TrainerOptions {
   std::set<std::uint64_t> dump_rounds;            // write this worker's gradient of these rounds ...
   std::string dump_dir;                           // ... into this folder (common/gradient_dump.h)
   TlsConfig tls;                                  // common/tls.h; this worker is worker-<rank>
+  WorkerMetrics* metrics = nullptr;               // not owned; sees every round's record (may be null)
 };
 
 struct TrainSummary {

@@ -16,9 +16,9 @@ All times are unix seconds on the one machine clock (every host is a namespace o
 - **start-up**: launch → rank 0's first `round_start` (the forward pass of round 0 begins):
   process start, data loading, model set-up, joining the servers / the process group.
 - **train loop**: rank 0's first `round_start` → rank 0's last round `time` (the end of its last
-  exchange / optimizer step). DDP evaluates synchronously, so its intermediate evaluations are in
-  its train loop (their total is **evals in loop**, the sum of rank 0's `eval_s`); sketchps'
-  rank 0 evaluates on a background thread (nothing in the loop waits for it).
+  exchange / optimizer step). Both systems evaluate between rounds, sharded over the ranks, so the
+  intermediate evaluations are in the train loop (their total is **evals in loop**, the sum of
+  rank 0's `eval_s`).
 - **final eval**: rank 0's last round `time` → the last worker's exit (the final evaluation on all
   10,000 test images, then exit).
 - **wall**: launch → the last process's exit, servers included (they exit by themselves once every

@@ -32,6 +32,18 @@ import sys
 import time
 from pathlib import Path
 
+
+
+def _early_signal(signum, _frame):
+    """Until main() installs on_signal: nothing has started yet, so there is nothing to clean up."""
+    print(f"e2e: FAILED: interrupted by signal {signum} (before any run started)", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+# The imports below (matplotlib, numpy) take seconds on a loaded machine: a SIGTERM meanwhile must
+# still end the harness with exit 1, as documented, not kill it.
+signal.signal(signal.SIGINT, _early_signal)
+signal.signal(signal.SIGTERM, _early_signal)
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "deploy/emulate"))

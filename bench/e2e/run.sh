@@ -5,6 +5,8 @@
 #   sudo bash bench/e2e/run.sh --bin-dir build/ci --bandwidth 100mbit --bandwidth none --out runs/e2e
 # Exit 2 (with the missing package named) when something is missing: bash scripts/setup.sh installs it.
 set -euo pipefail
+trap 'echo "e2e: FAILED: interrupted by signal 15 (before any run started)" >&2; exit 1' TERM
+trap 'echo "e2e: FAILED: interrupted by signal 2 (before any run started)" >&2; exit 1' INT
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ $(id -u) -ne 0 ]]; then
   echo "e2e: must run as root (network namespaces); not skipping" >&2

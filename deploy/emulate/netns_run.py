@@ -10,7 +10,9 @@ What it emulates of `docker compose up`:
   - each service's command as the image would run it (topology.py: entrypoint from the compose file
     or the Dockerfile target, then `command`), with the binaries taken from a build folder;
   - the environment, bind mounts (container paths in arguments and env values are rewritten to the
-    host paths) and named volumes (a folder per volume under the run folder);
+    host paths) and named volumes (a folder per volume under the run folder, emptied when the run
+    starts, as after `docker compose down -v`: a --log-dir used again must not resume the job from
+    the last run's checkpoints);
   - depends_on: service_healthy waits for the dependency's healthcheck command to pass, run in the
     dependency's namespace with its interval, timeout, retries and start_period;
     service_completed_successfully runs the dependency to completion first (a one-shot service such
@@ -19,15 +21,28 @@ With --check-probes FILE (Kubernetes manifests), the gRPC probes of its workload
 or StatefulSet) are also run against every shard (`sketchps health 127.0.0.1:PORT --service NAME`)
 once the shards are healthy, so a probe asking for a health service name or a port the daemon does
 not serve fails here, not in a cluster.
-What it does not: restart policies (any failure fails the run), users, read-only roots, limits.
+What it does not: restart policies (any failure fails the run; only a --kill restarts, below), users,
+read-only roots, limits.
+
+Fault injection: --kill SERVICE@ROUND (repeatable) sends SIGKILL to that long-running service (a
+shard) once it has applied ROUND rounds, then starts it again at once in the same namespace with the
+same command, environment and volumes, as a restart policy would (its tmpfs folders are emptied,
+its named volumes, hence its checkpoints, are kept). The rounds are the shard's own
+sketchps_rounds_applied gauge, read from the metrics port its log names ("metrics on port N", the
+`--metrics-listen` of its command) by a thread in its namespace every --kill-poll seconds (0.05), so
+the kill lands at ROUND or shortly after. SERVICE@Ns kills N seconds after the first worker (job) started
+instead (for daemons without metrics). The service's log continues in the same file after a
+"# restarted" line. A kill that has not happened when the last job ends fails the run. With
+--expect-log SERVICE=REGEX (repeatable) the run passes only if the log of that service's last start
+(after its last restart) matches REGEX, e.g. where a restarted shard took its state from.
 
 Three kinds of services: one-shot (others wait for them to complete), long-running (others wait for
 them to start or be healthy: the shards) and jobs (nothing depends on them: the workers). The run
 passes when every one-shot service exits 0, every job exits 0 and all of them logged the same
 "final weights checksum <hex>", and no long-running service fails: each exits 0 by itself (a shard
 does once every worker has left) within --exit-wait seconds after the last job, and one still
-running then is stopped with SIGTERM and must drain and exit 0 within its stop_grace_period
-(--require-self-exit: it fails the run instead). Anything else, a hard timeout included, fails it
+running then is stopped with SIGTERM and must drain and exit 143 (128 + SIGTERM, as the shard
+does) within its stop_grace_period (--require-self-exit: it fails the run instead). Anything else, a hard timeout included, fails it
 (exit 1). If namespaces cannot be created it fails too, loudly:
 this test never passes without having run. Exit 2: bad usage or configuration.
 
@@ -37,7 +52,9 @@ deletes its namespaces and its /etc/netns/<ns> folders. Needs root, iproute2 and
 from __future__ import annotations
 
 import argparse
+import ctypes
 import fnmatch
+import http.client
 import os
 import re
 import shutil
@@ -45,6 +62,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -59,6 +77,67 @@ DAEMONS = ("sketchps-server", "sketchps-worker")
 CHECKSUM = re.compile(r"final weights checksum ([0-9a-fA-F]+)")
 SUBNET = "10.213.0"
 WORKLOADS = ("Job", "StatefulSet", "Deployment")
+STOPPED_BY_SIGTERM = 128 + signal.SIGTERM   # a shard's exit code after a SIGTERM drain (0: the job is over)
+METRICS_PORT = re.compile(r"metrics on port (\d+)")
+ROUNDS_APPLIED = re.compile(r"^sketchps_rounds_applied(?:\{[^}]*\})? (\S+)$", re.M)
+RESTARTED = "# restarted"
+CLONE_NEWNET = 0x40000000
+
+
+class Kill:
+    """One --kill SERVICE@ROUND or SERVICE@Ns."""
+
+    def __init__(self, spec: str):
+        self.spec = spec
+        self.service, _, at = spec.rpartition("@")
+        m = re.fullmatch(r"(\d+)(s?)", at)
+        if not self.service or not m:
+            raise topology.TopologyError(f"--kill {spec!r}: expected SERVICE@ROUND or SERVICE@SECONDSs")
+        self.at = int(m.group(1))
+        self.seconds = bool(m.group(2))
+        self.done = False
+
+    def __str__(self):
+        return self.spec
+
+
+class RoundWatch(threading.Thread):
+    """Reads a shard's sketchps_rounds_applied from its metrics port every `interval` seconds, from a
+    thread that has joined the shard's network namespace (setns applies to the calling thread only)."""
+
+    def __init__(self, ns: str, port: int, interval: float):
+        super().__init__(daemon=True)
+        self.ns, self.port, self.interval = ns, port, interval
+        self.rounds: int | None = None
+        self.error = "no scrape yet"
+        self.stopped = threading.Event()
+
+    def run(self):
+        try:
+            fd = os.open(f"/run/netns/{self.ns}", os.O_RDONLY)
+        except OSError as e:
+            self.error = f"/run/netns/{self.ns}: {e}"
+            return
+        try:
+            if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+                self.error = f"setns {self.ns}: {os.strerror(ctypes.get_errno())}"
+                return
+        finally:
+            os.close(fd)
+        while not self.stopped.wait(self.interval):
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/metrics")
+                text = conn.getresponse().read().decode(errors="replace")
+                conn.close()
+            except (OSError, http.client.HTTPException) as e:
+                self.error = f"127.0.0.1:{self.port}/metrics: {e}"
+                continue
+            found = ROUNDS_APPLIED.search(text)
+            if found:
+                self.rounds = int(float(found.group(1)))
+            else:
+                self.error = f"127.0.0.1:{self.port}/metrics: no sketchps_rounds_applied"
 
 
 class RunError(Exception):
@@ -146,6 +225,23 @@ class Runner:
         self.healthy: set[str] = set()     # compose re-checks; once is enough for a start order
         self.net = Network(f"{os.getpid() % 100000:05d}", self.order, args.bandwidth)
         self.deadline = time.monotonic() + args.timeout
+        self.kills = [Kill(k) for k in args.kill]
+        self.restarts: dict[str, int] = {}
+        self.watches: dict[str, RoundWatch] = {}
+        self.expect_logs = []
+        for spec in args.expect_log:
+            name, _, regex = spec.partition("=")
+            if name not in services or not regex:
+                raise topology.TopologyError(f"--expect-log {spec!r}: expected SERVICE=REGEX, SERVICE from the "
+                                             "compose file")
+            try:
+                self.expect_logs.append((name, re.compile(regex)))
+            except re.error as e:
+                raise topology.TopologyError(f"--expect-log {spec!r}: bad regular expression: {e}")
+        for k in self.kills:
+            if k.service not in self.long_running:
+                raise topology.TopologyError(f"--kill {k}: {k.service!r} is not a long-running service "
+                                             f"(those are: {', '.join(self.long_running) or 'none'})")
 
     # --- command lines -------------------------------------------------------------------------
     def binary(self, name: str) -> str:
@@ -199,16 +295,71 @@ class Runner:
         return env
 
     # --- processes -----------------------------------------------------------------------------
-    def start(self, name: str):
+    def start(self, name: str, restart: str = ""):
         s = self.services[name]
         argv = self.argv(s, s.argv)
-        out = open(self.run_dir / f"{name}.log", "w")
+        out = open(self.run_dir / f"{name}.log", "a" if restart else "w")
+        out.write(f"{RESTARTED} {restart}\n" if restart else "")
         out.write(f"# {' '.join(argv)}\n")
         out.flush()
         self.procs[name] = subprocess.Popen(["ip", "netns", "exec", self.net.ns[name], *argv], env=self.environment(s),
                                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.started[name] = time.monotonic()
         log(f"started {name} ({self.net.addr[name]}): {' '.join(argv)}")
+
+    def current_log(self, name: str) -> str:
+        """The log of the service's last start (after its last restart line)."""
+        path = self.run_dir / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        at = text.rfind("\n" + RESTARTED)
+        return text if at < 0 else text[at + 1:]
+
+    def rounds_applied(self, name: str) -> int | None:
+        """The shard's sketchps_rounds_applied as last scraped; None while not known yet. Fails the run
+        when the shard names no metrics port within a minute of its start."""
+        watch = self.watches.get(name)
+        if watch is None:
+            m = METRICS_PORT.search(self.current_log(name))
+            if not m:
+                if time.monotonic() - self.started[name] > 60:
+                    raise RunError(f"--kill: {name} has logged no 'metrics on port N' in 60 s, so its rounds cannot be "
+                                   f"read (give it --metrics-listen, or kill at SECONDSs)\n{self.tail(name)}")
+                return None
+            watch = self.watches[name] = RoundWatch(self.net.ns[name], int(m.group(1)), self.args.kill_poll)
+            watch.start()
+        return watch.rounds
+
+    def stop_watch(self, name: str):
+        watch = self.watches.pop(name, None)
+        if watch:
+            watch.stopped.set()
+            watch.join(timeout=5)
+
+    def inject_faults(self):
+        """Carries out each --kill whose point has come: SIGKILL, then the same start again."""
+        now = time.monotonic()
+        for k in self.kills:
+            if k.done or k.service in self.exit:
+                continue
+            if k.seconds:
+                reached = now - min(self.started[j] for j in self.jobs) >= k.at
+                where = f"{now - min(self.started[j] for j in self.jobs):.1f} s after the first worker started"
+            else:
+                rounds = self.rounds_applied(k.service)
+                reached = rounds is not None and rounds >= k.at
+                where = f"at round {rounds}"
+            if not reached:
+                continue
+            self.stop_watch(k.service)
+            p = self.procs[k.service]
+            p.send_signal(signal.SIGKILL)
+            code = p.wait()
+            k.done = True
+            self.restarts[k.service] = self.restarts.get(k.service, 0) + 1
+            log(f"--kill {k}: SIGKILL {k.service} {where} (exit {code}); starting it again, same command and volumes")
+            # A restarted container gets empty tmpfs mounts; its volumes persist.
+            shutil.rmtree(self.run_dir / f"tmpfs/{k.service}", ignore_errors=True)
+            self.start(k.service, restart=f"after SIGKILL {where} (--kill {k})")
 
     def poll(self):
         for name, p in self.procs.items():
@@ -307,6 +458,8 @@ class Runner:
     def run(self) -> None:
         log(f"run folder {self.run_dir}; services in start order: {', '.join(self.order)}; "
             f"run to completion first: {', '.join(self.one_shot) or 'none'}; must finish: {', '.join(self.jobs)}")
+        for stale in ("volumes", "tmpfs"):  # an earlier run's, in a --log-dir used again
+            shutil.rmtree(self.run_dir / stale, ignore_errors=True)
         self.net.create()
         probes_checked = not self.args.check_probes
         for name in self.order:
@@ -322,7 +475,8 @@ class Runner:
         last_report = time.monotonic()
         noted = set()
         while not all(j in self.exit for j in self.jobs):
-            time.sleep(0.2)
+            time.sleep(min(0.2, self.args.kill_poll) if any(not k.done for k in self.kills) else 0.2)
+            self.inject_faults()
             self.poll()
             for name in self.jobs:
                 if self.exit.get(name, 0) != 0:
@@ -342,8 +496,15 @@ class Runner:
                 last_report = now
                 log(f"{now - min(self.started.values()):.0f} s: running "
                     f"{', '.join(j for j in self.jobs if j not in self.exit)}")
+        missed = [k for k in self.kills if not k.done]
+        if missed:
+            seen = "; ".join(f"{k.service} last read at round {self.watches[k.service].rounds} "
+                             f"({self.watches[k.service].error})" for k in missed if k.service in self.watches)
+            raise RunError(f"--kill {', '.join(map(str, missed))} did not happen: the job ended first (or the shard "
+                           f"exited by itself before){'; ' + seen if seen else ''}")
         self.finish_long_running()
         self.check_checksums()
+        self.check_logs()
 
     def finish_long_running(self):
         """The shards end with the job: each should exit 0 by itself within --exit-wait seconds; one
@@ -372,9 +533,10 @@ class Runner:
             except subprocess.TimeoutExpired:
                 raise RunError(f"{name} did not exit within its stop_grace_period ({grace:.0f} s) after SIGTERM\n{self.tail(name)}")
             self.exit[name] = code
-            if code != 0:
-                raise RunError(f"{name} exited {code} after SIGTERM (expected 0: checkpoint, then exit)\n{self.tail(name)}")
-            log(f"{name} stopped cleanly after SIGTERM")
+            if code != STOPPED_BY_SIGTERM:
+                raise RunError(f"{name} exited {code} after SIGTERM (expected {STOPPED_BY_SIGTERM}: drain, checkpoint, "
+                               f"then exit 128 + SIGTERM)\n{self.tail(name)}")
+            log(f"{name} stopped cleanly after SIGTERM (exit {code})")
 
     def check_checksums(self):
         sums = {}
@@ -387,7 +549,17 @@ class Runner:
             raise RunError("replicas differ: " + ", ".join(f"{n}={c}" for n, c in sums.items()))
         log(f"all {len(sums)} workers exited 0 with the same final weights checksum {next(iter(sums.values()))}")
 
+    def check_logs(self):
+        for name, regex in self.expect_logs:
+            which = "since its restart" if self.restarts.get(name) else "(it was not restarted)"
+            if not regex.search(self.current_log(name)):
+                raise RunError(f"--expect-log: the log of {name} {which} does not match {regex.pattern!r}\n"
+                               f"{self.tail(name, 40)}")
+            log(f"--expect-log: {name} logged {regex.search(self.current_log(name)).group(0)!r} {which}")
+
     def cleanup(self):
+        for name in list(self.watches):
+            self.stop_watch(name)
         for name, p in self.procs.items():
             if p.poll() is None:
                 p.terminate()
@@ -416,6 +588,12 @@ def parse_args(argv):
                     help="seconds the shards get to exit by themselves after the last worker, before SIGTERM")
     ap.add_argument("--require-self-exit", action="store_true",
                     help="fail when a shard is still running --exit-wait seconds after the last worker")
+    ap.add_argument("--kill", action="append", default=[], metavar="SERVICE@ROUND",
+                    help="SIGKILL that long-running service once it has applied ROUND rounds (SERVICE@Ns: N seconds "
+                         "after the first worker started), then start it again with the same command and volumes")
+    ap.add_argument("--kill-poll", type=float, default=0.05, help="seconds between the round scrapes of --kill")
+    ap.add_argument("--expect-log", action="append", default=[], metavar="SERVICE=REGEX",
+                    help="fail unless the log of SERVICE's last start matches REGEX")
     ap.add_argument("--log-dir", help="folder for logs and volumes (default: a new temporary folder)")
     return ap.parse_args(argv)
 

@@ -13,8 +13,8 @@ stand-ins for the daemons.
     written to a temporary folder (their mount paths rewritten in the arguments), and stand-ins for
     sketchps-server and sketchps-worker on PATH that record the argv and environment they get; with
     stop_after set, the stand-in then waits, the container's main process gets SIGTERM (as the
-    kubelet sends it) and the stand-in drains and exits 0 like the real shard. Returns what the
-    daemon got and the container's exit code.
+    kubelet sends it) and the stand-in drains and exits 143 (128 + SIGTERM) like the real shard.
+    Returns what the daemon got and the container's exit code.
 Secrets are not read (they are not in the manifests); a secretKeyRef resolves to "<secret>".
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ out = os.environ["PODSIM_RECORD"]
 rec = {"argv": [os.path.basename(sys.argv[0])] + sys.argv[1:], "env": {k: v for k, v in os.environ.items() if not k.startswith("PODSIM_")}}
 open(out + ".tmp", "w").write(json.dumps(rec)); os.rename(out + ".tmp", out)
 if os.environ.get("PODSIM_WAIT"):
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # drain, then exit 0 like the real shard
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # drain, then exit 128 + SIGTERM like the real shard
     time.sleep(30)
     sys.exit(1)
 '''

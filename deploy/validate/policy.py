@@ -5,16 +5,19 @@ shards that end with the job), and that the pieces agree, on rendered Kubernetes
 OBJECT: message"), 0 when there is none, 2 on bad usage.
 
 The daemons' effective flags and environment are worked out as the kubelet would (podsim.py: env
-with $(VAR) expansion and the completion index, the container's command run with stand-ins for the
-daemons), so the checks see what a daemon would get, launch scripts included.
+with $(VAR) expansion and the completion index, the container's command (or the image's
+entrypoint) run with stand-ins for the daemons), so the checks see what a daemon would get.
 
 Kubernetes (per rendered overlay):
   - shards: an Indexed Job (a StatefulSet or Deployment would restart a shard that exited at the end
     of the job forever), completions = parallelism = S, restartPolicy Never, a podFailurePolicy that
-    fails the Job on exit code 2 and ignores DisruptionTarget, a subdomain naming a headless Service;
-    shard i gets shard id i (SKETCHPS_SHARD / --shard from the completion index, or the hostname);
-    a shard stopped by SIGTERM (it drains and exits 0) must not exit 0 from its container, or the
-    Job would count its index as complete and never replace it;
+    fails the Job on exit codes 2 (bad configuration) and 4 (idle) and ignores DisruptionTarget, a
+    subdomain naming a headless Service; shard i gets shard id i (SKETCHPS_SHARD / --shard from the
+    completion index, or the hostname); a shard stopped by SIGTERM (it drains and exits 143) must
+    not exit 0 from its container, or the Job would count its index as complete and never replace
+    it, nor with a code the Job fails on; the shards' --idle-exit-seconds (default 3600) is 0 or at
+    least twice the workers' --patience-seconds (default 120): a worker can wait that long for
+    another shard, and then be replaced, without calling this one;
   - shard probes: startup, readiness and liveness; every gRPC probe on a declared containerPort
     that is the plaintext --health-listen port (the --listen port speaks TLS, which the kubelet's
     probes do not); liveness and readiness ask different gRPC service names;
@@ -33,7 +36,8 @@ Kubernetes (per rendered overlay):
   - S and P agree everywhere: the one setting (ConfigMap sketchps-scale), the Jobs' completions and
     parallelism, each daemon's effective
     `workers`/`servers` (--set, else job.yaml), the workers' WORLD_SIZE, and the server list the
-    workers get (the S stable names <server Job>-<i>.<its subdomain>:<gRPC port>, in shard order);
+    workers get (the S stable names <server Job>-<i>.<its subdomain>:<gRPC port>, in shard order;
+    a comma-separated list, or one address with {shard} in it, expanded as the worker does);
   - every pod: runAsNonRoot, no host namespaces; every container: readOnlyRootFilesystem, no
     privilege escalation, capabilities drop ALL, cpu and memory requests and limits; images tagged;
   - a NetworkPolicy admits the shards' gRPC port from worker pods only.
@@ -41,13 +45,16 @@ Compose:
   - every service declares a healthcheck; a shard's runs `sketchps health` on its plaintext port
     (--health-listen when TLS is on, else --listen);
   - workers depend on every shard with condition service_healthy; restart is on-failure[:N], except
-    for one-shot services (others wait for them with service_completed_successfully): "no";
+    for one-shot services (others wait for them with service_completed_successfully): "no"; the
+    daemons' is bounded, on-failure:N (compose restarts on any non-zero exit, and 2, a worker's 3
+    and a shard's 4 are permanent); the shards' --idle-exit-seconds against the workers'
+    --patience-seconds as in Kubernetes;
   - services run as a numeric non-root user, read-only, with cap_drop ALL;
   - TLS: a one-shot `sketchps certs` service writes into a named volume; every daemon waits for it
     to complete successfully, mounts that volume read-only at its TLS folder, and does not run
     --insecure; certs --workers/--servers are P and S;
   - the mounted job file agrees with the number of shard and worker services, their SKETCHPS_SHARD
-    and RANK values, WORLD_SIZE and SKETCHPS_SERVERS.
+    and RANK values, WORLD_SIZE and SKETCHPS_SERVERS (a list, or a {shard} address).
 """
 from __future__ import annotations
 
@@ -65,7 +72,9 @@ import topology  # noqa: E402
 
 CHECKPOINT_SECONDS = 10        # RELIABILITY.md C5: a shard checkpoints and exits within 10 s of SIGTERM
 WORKER_EXIT_CODES = {2, 3}     # 2 bad configuration, 3 replica/server checksum mismatch
-SERVER_EXIT_CODES = {2}        # 2 bad configuration (job, flags, certificates)
+SERVER_EXIT_CODES = {2, 4}     # 2 bad configuration (job, flags, certificates), 4 idle (no worker called)
+IDLE_EXIT_SECONDS = 3600.0     # sketchps-server --idle-exit-seconds default (0: never)
+PATIENCE_SECONDS = 120.0       # sketchps-worker --patience-seconds default
 SERVER_BINARY, WORKER_BINARY = "sketchps-server", "sketchps-worker"
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE|CREDENTIAL|(^|_)KEY($|_)", re.I)
 WORKLOADS = ("Job", "StatefulSet", "Deployment", "DaemonSet", "ReplicaSet")
@@ -109,6 +118,34 @@ def set_values(args: list[str]) -> dict[str, str]:
             k, v = kv.split("=", 1)
             out[k.strip()] = v.strip()
     return out
+
+
+def server_addresses(value: str | None, servers: int) -> list[str]:
+    """The addresses a worker makes of --servers / SKETCHPS_SERVERS (ServerAddresses, common/cli.h):
+    comma-separated in shard order, or one address with {shard} in it, expanded for 0 .. servers-1."""
+    out = [a for a in str(value or "").split(",") if a]
+    if len(out) == 1 and "{shard}" in out[0]:
+        out = [out[0].replace("{shard}", str(s)) for s in range(servers)]
+    return out
+
+
+def seconds(value: str | None, default: float) -> float | None:
+    try:
+        return default if value is None else float(value)
+    except ValueError:
+        return None
+
+
+def check_idle_exit(src: str, owner: str, idle_flag: str | None, patience_flags: list[str | None], r: Report):
+    """A shard that hears from no worker for --idle-exit-seconds exits 4, which fails the job; a
+    worker may spend its --patience-seconds on another shard (and then be replaced) meanwhile."""
+    idle = seconds(idle_flag, IDLE_EXIT_SECONDS)
+    patience = max((p for p in (seconds(f, PATIENCE_SECONDS) for f in patience_flags) if p is not None), default=None)
+    if idle is None or patience is None or idle == 0:
+        return
+    if idle < 2 * patience:
+        r.add(src, owner, f"--idle-exit-seconds {idle:g} < 2 x the workers' --patience-seconds {patience:g}: a shard "
+              "would exit 4 (permanent) while the workers still wait for another shard")
 
 
 def truthy(value: str | None) -> bool:
@@ -199,6 +236,16 @@ def check_probes(src: str, owner: str, container: dict, health_port: int | None,
         r.add(src, where, "liveness and readiness probes ask the same gRPC service name: a draining shard would be killed")
 
 
+def failjob_codes(spec: dict) -> set[int]:
+    """Exit codes a Job's podFailurePolicy fails the Job on (FailJob, operator In)."""
+    failed = set()
+    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
+        ec = rule.get("onExitCodes") or {}
+        if rule.get("action") == "FailJob" and ec.get("operator") == "In":
+            failed |= set(ec.get("values") or [])
+    return failed
+
+
 def check_indexed_job(src: str, job: dict, services: list[dict], codes: set[int], role: str, r: Report):
     owner, spec = name_of(job), job["spec"]
     pod = spec["template"]["spec"]
@@ -210,11 +257,7 @@ def check_indexed_job(src: str, job: dict, services: list[dict], codes: set[int]
     if pod.get("restartPolicy") != "Never":
         r.add(src, owner, "restartPolicy is not Never (podFailurePolicy needs it)")
     rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
-    failed = set()
-    for rule in rules:
-        ec = rule.get("onExitCodes") or {}
-        if rule.get("action") == "FailJob" and ec.get("operator") == "In":
-            failed |= set(ec.get("values") or [])
+    failed = failjob_codes(spec)
     if not codes <= failed:
         r.add(src, owner, f"podFailurePolicy does not FailJob on exit codes {sorted(codes - failed)}")
     if not any(rule.get("action") == "Ignore" and any(c.get("type") == "DisruptionTarget" for c in rule.get("onPodConditions") or [])
@@ -367,12 +410,15 @@ def check_server_job(src, job, objects, by_kind, services, worker_jobs, r):
         health = port_of(flag_value(sim.argv[1:], "--health-listen"))
         listen = port_of(flag_value(sim.argv[1:], "--listen") or "0.0.0.0:7070")
         check_probes(src, owner, c, health, listen, r)
-        # Kubernetes stops the shard: it drains and exits 0, and the container must not.
+        # Kubernetes stops the shard: it drains and exits 143, which the container must pass on.
         stopped = simulate(src, job, c, 0, objects, r, stop_after=True)
         if stopped is not None and stopped.exit_code == 0:
             r.add(src, f"{owner} container {c.get('name')}", "exits 0 when the shard is stopped with SIGTERM (the shard "
-                  "drains and exits 0): the Job would count its index as complete and never replace it; run the shard "
-                  "through a command that turns that into a failure (launch/server.sh)")
+                  "drains and exits 143): the Job would count its index as complete and never replace it; run "
+                  "sketchps-server as the container's process (the image's entrypoint), or pass its exit code on")
+        elif stopped is not None and stopped.exit_code in failjob_codes(spec):
+            r.add(src, f"{owner} container {c.get('name')}", f"exits {stopped.exit_code} when the shard is stopped with "
+                  "SIGTERM: the podFailurePolicy fails the whole Job on that code, before it looks at DisruptionTarget")
 
 
 def check_scale_and_tls(src, server_job, worker_job, objects, job_spec, secret_names, r):
@@ -392,6 +438,7 @@ def check_scale_and_tls(src, server_job, worker_job, objects, job_spec, secret_n
     grpc_port = next((p["containerPort"] for c in server_pod.get("containers") or []
                       for p in c.get("ports") or [] if p.get("name") == "grpc"), None)
     expected = ",".join(f"{server_job['metadata']['name']}-{i}.{server_pod.get('subdomain')}:{grpc_port}" for i in range(s_count))
+    idle_flags = []
     for index in sorted({0, s_count - 1}):
         for d in daemons_of(src, server_job, objects, index, r):
             w, s = effective_scale(d, job_spec)
@@ -405,10 +452,13 @@ def check_scale_and_tls(src, server_job, worker_job, objects, job_spec, secret_n
                 r.add(src, d.owner, f"the pod of completion index {index} runs shard {shard} (SKETCHPS_SHARD / --shard "
                       "must come from the completion index)")
             if index == 0:
+                idle_flags.append((d.owner, d.flag("--idle-exit-seconds")))
                 check_tls(src, d, [f"server-{i}" for i in range(s_count)], secret_names, r)
                 if d.flag("--tls-dir", "SKETCHPS_TLS_DIR") and port_of(d.flag("--health-listen")) is None:
                     r.add(src, d.owner, "no --health-listen: with TLS the gRPC port cannot answer the kubelet's probes")
+    patience = []
     for d in daemons_of(src, worker_job, objects, 0, r):
+        patience.append(d.flag("--patience-seconds"))
         w, s = effective_scale(d, job_spec)
         if (w, s) != (P, S):
             r.add(src, d.owner, f"the worker runs with workers {w}, servers {s} (--set, else job.yaml) but the Jobs have "
@@ -417,9 +467,13 @@ def check_scale_and_tls(src, server_job, worker_job, objects, job_spec, secret_n
         if ws is not None and ws != P:
             r.add(src, d.owner, f"WORLD_SIZE {ws} != P = {P} (the worker Job's completions)")
         srv = d.flag("--servers", "SKETCHPS_SERVERS")
-        if srv != expected:
-            r.add(src, d.owner, f"servers '{srv}' != '{expected}' (shard i is pod <shard Job>-i of its subdomain)")
+        got = ",".join(server_addresses(srv, s_count))
+        if got != expected:
+            shown = f"'{srv}'" + (f" (expanded: '{got}')" if got != srv else "")
+            r.add(src, d.owner, f"servers {shown} != '{expected}' (shard i is pod <shard Job>-i of its subdomain)")
         check_tls(src, d, [f"worker-{i}" for i in range(p_count)], secret_names, r)
+    for owner, idle in idle_flags:
+        check_idle_exit(src, owner, idle, patience or [None], r)
 
 
 def check_secrets(src: str, secrets: list[dict], mounted: dict[str, set], r: Report):
@@ -475,6 +529,9 @@ def check_compose(src: str, compose_file: str, r: Report):
                 r.add(src, name, f"restart is {s.restart!r}: a one-shot service (others wait for it to complete) must be \"no\"")
         elif not re.fullmatch(r"on-failure(:\d+)?", s.restart or ""):
             r.add(src, name, f"restart is {s.restart!r}, not on-failure[:N]")
+        elif (name in servers or name in workers) and not re.fullmatch(r"on-failure:[1-9][0-9]*", s.restart):
+            r.add(src, name, f"restart is {s.restart!r} without a limit: compose restarts on every non-zero exit, "
+                  "and 2 (bad configuration), a worker's 3 and a shard's 4 (idle) are permanent; use on-failure:N")
         user = str(s.raw.get("user", ""))
         if not re.fullmatch(r"[1-9][0-9]*(:[0-9]+)?", user):
             r.add(src, name, f"user {user!r} is not a numeric non-root uid")
@@ -502,6 +559,9 @@ def check_compose(src: str, compose_file: str, r: Report):
         for server in servers:
             if s.depends_on.get(server) != topology.HEALTHY:
                 r.add(src, name, f"does not depend on {server} with condition service_healthy")
+    for name, s in servers.items():
+        check_idle_exit(src, name, flag_value(s.argv, "--idle-exit-seconds"),
+                        [flag_value(w.argv, "--patience-seconds") for w in workers.values()] or [None], r)
     check_compose_tls(src, servers, workers, certs, r)
     check_compose_job_spec(src, servers, workers, certs, shard_of, r)
 
@@ -568,8 +628,10 @@ def check_compose_job_spec(src, servers, workers, certs, shard_of, r):
         if str(ws) != str(n_workers):
             r.add(src, name, f"WORLD_SIZE {ws} != workers {n_workers} in {host}")
         srv = w.environment.get("SKETCHPS_SERVERS") or flag_value(w.argv, "--servers")
-        if srv != expected:
-            r.add(src, name, f"servers '{srv}' != '{expected}' (ordered by SKETCHPS_SHARD)")
+        got = ",".join(server_addresses(srv, n_servers))
+        if got != expected:
+            shown = f"'{srv}'" + (f" (expanded: '{got}')" if got != srv else "")
+            r.add(src, name, f"servers {shown} != '{expected}' (ordered by SKETCHPS_SHARD)")
 
 
 def main() -> int:

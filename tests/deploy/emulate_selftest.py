@@ -2,12 +2,17 @@
 """Shows that deploy/emulate/run.sh passes a healthy run and fails each broken one, using the
 stand-in daemons of tests/deploy/fake_build (no C++ build needed). Cases: a good run with a
 bandwidth cap, the Kubernetes probes and --require-self-exit (the one-shot `certs` service runs
-first, the shards exit by themselves once every worker has left); a shard that does not exit by
-itself, drained by SIGTERM (passes) or failing --require-self-exit; a shard failing at the end;
+first, the shards exit by themselves once every worker has left, the workers expand the
+server-{shard} address); a shard that does not exit by itself, drained by SIGTERM (passes with
+exit 143, fails with 0) or failing --require-self-exit; a shard failing at the end; a worker
+given fewer server addresses than the job's shards;
 the certificates step failing; a daemon without its TLS folder; a healthcheck on the TLS port; a
 probe naming a health service the shard does not serve, and one on the TLS port; diverged
 replicas; a worker that cannot reach a shard; a shard that never becomes healthy; `ip netns add`
-failing; binaries missing. Prints one line per case and a closing "N passed, M failed"; exits 1 if
+failing; binaries missing. --kill: a shard killed at a round (read from its metrics port) or after
+some seconds while the workers train, restarted on its checkpoint volume (--expect-log finds
+"resumed from its checkpoint" in its log since the restart); --expect-log failing on a shard that
+was not restarted; a kill the job never reaches; a kill of a worker (bad usage). Prints one line per case and a closing "N passed, M failed"; exits 1 if
 any case did not behave. Needs root (network namespaces).
 """
 from __future__ import annotations
@@ -26,6 +31,7 @@ FAKE = Path(__file__).resolve().parent / "fake_build"
 
 COMPOSE = "compose/docker-compose.yml"
 SERVERS_YAML = "k8s/base/servers.yaml"
+WORKER0_ENV = '      RANK: "0"\n'
 WORKER1_ENV = '      RANK: "1"\n'
 SHARD1_ENV = '      SKETCHPS_SHARD: "1"\n'
 PROBES = "{deploy}/" + SERVERS_YAML
@@ -36,14 +42,21 @@ def shard1(env: str) -> list[tuple[str, str, str]]:
     return [(COMPOSE, SHARD1_ENV, SHARD1_ENV + f"      {env}\n")]
 
 
+# The workers "train" 3 s between their first and last requests, so a shard can be killed meanwhile.
+TRAIN = [(COMPOSE, env, env + '      FAKE_TRAIN_SECONDS: "3"\n') for env in (WORKER0_ENV, WORKER1_ENV)]
+RESUMED = "server-1=resumed from its checkpoint"
+
+
 # (name, edits [(file under deploy/, old, new)], extra run.sh args, fake `ip` on PATH, expected exit,
 #  expected text). "{deploy}" in an argument is the copy of deploy/ the case runs on.
 CASES = [
     ("good run, 100mbit links, k8s probes, shards exit by themselves", [],
      ["--bandwidth", "100mbit", "--check-probes", PROBES, "--require-self-exit"], False, 0,
      "same final weights checksum"),
-    ("shard ignores Leave: drained by SIGTERM", shard1('FAKE_IGNORE_LEAVE: "1"'), ["--exit-wait", "2"], False, 0,
-     "server-1 stopped cleanly after SIGTERM"),
+    ("shard ignores Leave: drained by SIGTERM, exit 143", shard1('FAKE_IGNORE_LEAVE: "1"'), ["--exit-wait", "2"], False, 0,
+     "server-1 stopped cleanly after SIGTERM (exit 143)"),
+    ("shard exits 0 after SIGTERM", shard1('FAKE_IGNORE_LEAVE: "1"\n      FAKE_TERM_EXIT: "0"'), ["--exit-wait", "2"],
+     False, 1, "server-1 exited 0 after SIGTERM (expected 143"),
     ("shard ignores Leave with --require-self-exit", shard1('FAKE_IGNORE_LEAVE: "1"'),
      ["--exit-wait", "2", "--require-self-exit"], False, 1, "server-1 still running 2 s after the workers finished"),
     ("shard fails at the end of the job", shard1('FAKE_DONE_EXIT: "3"'), [], False, 1, "server-1 exited 3"),
@@ -62,11 +75,24 @@ CASES = [
     ("diverged replicas", [(COMPOSE, WORKER1_ENV, WORKER1_ENV + '      FAKE_CHECKSUM_SALT: "x"\n')], [], False, 1,
      "replicas differ"),
     ("unreachable shard", [(COMPOSE, '"--patience-seconds=300"', '"--patience-seconds=3"'),
-                           (COMPOSE, '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7070',
+                           (COMPOSE, '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: "server-{shard}:7070"',
                             '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7999')],
      [], False, 1, "worker-1 exited 1"),
+    ("worker given one address for two shards", [(COMPOSE, '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: "server-{shard}:7070"',
+                                            '      RANK: "1"\n      WORLD_SIZE: "2"\n      SKETCHPS_SERVERS: server-0:7070')],
+     [], False, 1, "worker-1 exited 2"),
     ("shard never healthy", shard1('FAKE_UNHEALTHY: "1"'), ["--health-deadline", "4"], False, 1,
      "server-1 did not become healthy"),
+    ("--kill a shard at round 5: restarted on its checkpoint volume", TRAIN,
+     ["--kill", "server-1@5", "--expect-log", RESUMED, "--require-self-exit"], False, 0,
+     "--expect-log: server-1 logged 'resumed from its checkpoint' since its restart"),
+    ("--kill a shard after 1 s: restarted", TRAIN, ["--kill", "server-1@1s", "--expect-log", RESUMED], False, 0,
+     "s after the first worker started (exit -9); starting it again"),
+    ("--expect-log on a shard that was not restarted", [], ["--expect-log", RESUMED], False, 1,
+     "the log of server-1 (it was not restarted) does not match"),
+    ("--kill the job never reaches", [], ["--kill", "server-1@100000"], False, 1,
+     "--kill server-1@100000 did not happen: the job ended first"),
+    ("--kill a worker", [], ["--kill", "worker-0@5"], False, 2, "'worker-0' is not a long-running service"),
     ("no network namespaces", [], [], True, 1, "cannot create network namespaces"),
     ("binaries missing", [], ["--build-dir", "/nonexistent"], False, 2, "no executable at /nonexistent"),
 ]

@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
-"""Tests of the scripts behind the Kubernetes manifests (no cluster needed):
+"""Tests of what the Kubernetes manifests run besides the manifests themselves (no cluster needed):
 
-  - deploy/k8s/base/launch/worker.sh: SKETCHPS_SERVERS is the S stable names in shard order, the
-    arguments reach sketchps-worker unchanged, a missing or bad SKETCHPS_SERVER_COUNT is refused;
-  - deploy/k8s/base/launch/server.sh with a stand-in shard: its own exit code passes through (0 at
-    the end of the job, 2, ...), a SIGTERM reaches the shard, and a shard that then drains and exits
-    0 makes the script exit 143 (so the Job recreates the index); a failure after SIGTERM stays;
-    with --server PATH also with the real sketchps-server;
+  - with --server PATH, the real sketchps-server as the shard containers run it (the image's
+    entrypoint, no wrapper): a SIGTERM makes it drain and exit 143, also as PID 1 of its own PID
+    namespace with the signal coming from outside (as the container runtime sends it); no call for
+    --idle-exit-seconds makes it exit 4 and bad usage 2;
+  - exactly 2 and 4 are the codes on which the shard Job's podFailurePolicy
+    (deploy/k8s/base/servers.yaml) fails the Job, 143 not;
   - deploy/k8s/make-certs.py on the example overlay (S = 3, P = 4), with the stand-in `sketchps`
     of tests/deploy/fake_build and, with --sketchps PATH, the real one: the overlay's Namespace,
     then one Secret per role with exactly ca.pem and that role's certificates and keys, never
@@ -30,21 +29,10 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-LAUNCH = REPO / "deploy/k8s/base/launch"
+SERVERS_YAML = REPO / "deploy/k8s/base/servers.yaml"
 MAKE_CERTS = REPO / "deploy/k8s/make-certs.py"
 EXAMPLE = REPO / "deploy/k8s/overlays/example"
 FAKE_SKETCHPS = Path(__file__).resolve().parent / "fake_build/tools/sketchps"
-
-STUB_WORKER = '#!/bin/sh\nprintf "%s\\n" "SERVERS=$SKETCHPS_SERVERS" "$@"\n'
-STUB_SERVER = """#!/bin/sh
-echo started > "$STUB_DIR/started"
-case "$STUB_MODE" in
-  exit0) exit 0 ;;
-  exit2) exit 2 ;;
-esac
-trap 'echo TERM > "$STUB_DIR/got-term"; sleep 0.3; exit "${STUB_TERM_RC:-0}"' TERM
-while :; do sleep 0.05; done
-"""
 
 
 class Failed(Exception):
@@ -56,97 +44,99 @@ def expect(cond: bool, what: str):
         raise Failed(what)
 
 
-def stubs(tmp: Path) -> Path:
-    bindir = tmp / "bin"
-    bindir.mkdir(exist_ok=True)
-    for name, text in (("sketchps-worker", STUB_WORKER), ("sketchps-server", STUB_SERVER)):
-        (bindir / name).write_text(text)
-        (bindir / name).chmod(0o755)
-    return bindir
+def shard_argv(server: str, tmp: Path, *extra: str) -> list[str]:
+    return [server, "--insecure", "--shard=0", "--listen=127.0.0.1:0", f"--port-file={tmp / 'port'}",
+            f"--checkpoint-dir={tmp}", "--set=model=mlp", *extra]
 
 
-def worker_sh(env: dict, *args: str) -> subprocess.CompletedProcess:
+def stop(proc: subprocess.Popen):
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def wait_for_port(proc: subprocess.Popen, tmp: Path):
+    deadline = time.monotonic() + 30
+    while not (tmp / "port").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    expect((tmp / "port").exists(), f"the real shard did not start (exit {proc.poll()})")
+
+
+def test_server_sigterm(server: str):
     with tempfile.TemporaryDirectory() as tmp:
-        bindir = stubs(Path(tmp))
-        return subprocess.run(["/bin/sh", str(LAUNCH / "worker.sh"), *args], capture_output=True, text=True,
-                              env={"PATH": f"{bindir}:/usr/bin:/bin", **env}, timeout=10)
-
-
-def test_worker_list():
-    p = worker_sh({"SKETCHPS_SERVER_COUNT": "3"}, "--job=/j.yaml", "--set=workers=4")
-    expect(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
-    lines = p.stdout.splitlines()
-    want = ",".join(f"sketchps-server-{s}.sketchps-server:7070" for s in range(3))
-    expect(lines == [f"SERVERS={want}", "--job=/j.yaml", "--set=workers=4"], f"got {lines}")
-    p = worker_sh({"SKETCHPS_SERVER_COUNT": "1", "SKETCHPS_SERVER_JOB": "ps", "SKETCHPS_SERVER_PORT": "9"})
-    expect(p.stdout.splitlines() == ["SERVERS=ps-0.ps:9"], f"got {p.stdout!r}")
-
-
-def test_worker_refuses():
-    p = worker_sh({})
-    expect(p.returncode != 0 and "SKETCHPS_SERVER_COUNT" in p.stderr, f"unset: exit {p.returncode} {p.stderr!r}")
-    p = worker_sh({"SKETCHPS_SERVER_COUNT": "two"})
-    expect(p.returncode == 2 and "is not a number" in p.stderr, f"'two': exit {p.returncode} {p.stderr!r}")
-
-
-def server_sh(tmp: Path, env: dict, term_after: float | None, server: str | None = None, args=()) -> tuple[int, str]:
-    bindir = stubs(tmp)
-    path = f"{Path(server).parent}:/usr/bin:/bin" if server else f"{bindir}:/usr/bin:/bin"
-    proc = subprocess.Popen(["/bin/sh", str(LAUNCH / "server.sh"), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={"PATH": path, "STUB_DIR": str(tmp), **env},
-                            start_new_session=True)
-    try:
-        if term_after is not None:
-            time.sleep(term_after)
+        tmp = Path(tmp)
+        proc = subprocess.Popen(shard_argv(server, tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                cwd=tmp)
+        try:
+            wait_for_port(proc, tmp)
             proc.send_signal(signal.SIGTERM)   # the kubelet signals the container's main process
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return proc.returncode, out
-
-
-def test_server_exit_codes():
-    for mode, want in (("exit0", 0), ("exit2", 2)):
-        with tempfile.TemporaryDirectory() as tmp:
-            rc, out = server_sh(Path(tmp), {"STUB_MODE": mode}, None)
-            expect(rc == want, f"{mode}: exit {rc}, expected {want}: {out}")
-
-
-def test_server_drained_by_sigterm():
-    with tempfile.TemporaryDirectory() as tmp:
-        rc, out = server_sh(Path(tmp), {}, 0.5)
-        expect((Path(tmp) / "got-term").exists(), "the shard did not get SIGTERM")
-        expect(rc == 143 and "exiting 143" in out, f"exit {rc}, expected 143: {out}")
-    with tempfile.TemporaryDirectory() as tmp:
-        rc, out = server_sh(Path(tmp), {"STUB_TERM_RC": "1"}, 0.5)
-        expect(rc == 1, f"a shard failing after SIGTERM: exit {rc}, expected 1: {out}")
-
-
-def test_server_real(server: str):
-    with tempfile.TemporaryDirectory() as tmp:
-        port = Path(tmp) / "port"
-        argv = ["--insecure", "--shard=0", "--listen=127.0.0.1:0", f"--port-file={port}", "--set=model=mlp"]
-        bindir = stubs(Path(tmp))
-        proc = subprocess.Popen(["/bin/sh", str(LAUNCH / "server.sh"), *argv], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                env={"PATH": f"{Path(server).parent}:{bindir}:/usr/bin:/bin"})
-        try:
-            deadline = time.monotonic() + 30
-            while not port.exists() and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            expect(port.exists(), f"the real shard did not start (exit {proc.poll()})")
-            proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=30)
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            stop(proc)
         expect("SIGTERM: stopping" in out, f"the real shard did not drain: {out}")
         expect(proc.returncode == 143, f"exit {proc.returncode}, expected 143: {out}")
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def test_server_sigterm_as_pid1(server: str):
+    """PID 1 of a namespace gets no signal it has no handler for, unless the signal is blocked and
+    waited for, as the shard does: the case a wrapper script used to be needed for."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        ns = ["unshare", "--pid", "--fork", "--kill-child"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
+        proc = subprocess.Popen(ns + shard_argv(server, tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, cwd=tmp)
+        try:
+            wait_for_port(proc, tmp)
+            kids = children(proc.pid)
+            expect(len(kids) == 1, f"unshare has children {kids}, expected the shard only")
+            status = Path(f"/proc/{kids[0]}/status").read_text()
+            nspid = next((line.split()[-1] for line in status.splitlines() if line.startswith("NSpid:")), None)
+            expect(nspid == "1", f"the shard is not PID 1 of its namespace (NSpid {nspid})")
+            os.kill(kids[0], signal.SIGTERM)   # from outside the namespace, as the container runtime
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            stop(proc)
+        expect("SIGTERM: stopping" in out, f"the shard as PID 1 did not drain on SIGTERM: {out}")
+        expect(proc.returncode == 143, f"the shard as PID 1: exit {proc.returncode}, expected 143: {out}")
+
+
+def failjob_codes() -> set[int]:
+    job = next(d for d in yaml.safe_load_all(SERVERS_YAML.read_text()) if d and d.get("kind") == "Job")
+    codes = set()
+    for rule in job["spec"]["podFailurePolicy"]["rules"]:
+        if rule.get("action") == "FailJob" and (rule.get("onExitCodes") or {}).get("operator") == "In":
+            codes |= set(rule["onExitCodes"]["values"])
+    return codes
+
+
+def test_server_permanent_codes(server: str):
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        t0 = time.monotonic()
+        idle = subprocess.run(shard_argv(server, tmp, "--idle-exit-seconds=1"), capture_output=True, text=True,
+                              timeout=60, cwd=tmp)
+        took = time.monotonic() - t0
+        out = idle.stdout + idle.stderr
+        expect(idle.returncode == 4 and "--idle-exit-seconds" in out, f"idle shard: exit {idle.returncode}: {out}")
+        expect(took >= 1, f"the idle shard exited after {took:.2f} s, before --idle-exit-seconds=1")
+        bad = subprocess.run(shard_argv(server, tmp, "--set=model=nope"), capture_output=True, text=True, timeout=60,
+                             cwd=tmp)
+        expect(bad.returncode == 2, f"bad job spec: exit {bad.returncode}: {bad.stdout}{bad.stderr}")
+    test_failjob_codes()
+
+
+def test_failjob_codes():
+    codes = failjob_codes()
+    expect(codes == {2, 4}, f"{SERVERS_YAML.relative_to(REPO)}: FailJob on {sorted(codes)}, the shard's permanent "
+           "exit codes are 2 (bad configuration) and 4 (idle)")
+    expect(143 not in codes and 0 not in codes, "a drained shard (143) must be replaced, not fail the Job")
 
 
 def kubectl() -> str:
@@ -203,20 +193,21 @@ def test_make_certs_failures():
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--server", help="also run launch/server.sh with this sketchps-server")
+    ap.add_argument("--server", help="also run this sketchps-server as the shard containers do")
     ap.add_argument("--sketchps", help="also run make-certs.py with this sketchps")
     args = ap.parse_args()
     # The validators (deploy/node_modules) are installed by deploy/validate.sh.
     if not (REPO / "deploy/node_modules/kubernetes-models").is_dir():
         subprocess.run(["bash", str(REPO / "deploy/validate.sh")], check=False, stdout=subprocess.DEVNULL)
-    cases = [("worker.sh: server list and arguments", test_worker_list),
-             ("worker.sh: refuses a missing or bad S", test_worker_refuses),
-             ("server.sh: exit codes pass through", test_server_exit_codes),
-             ("server.sh: a shard drained by SIGTERM exits 143", test_server_drained_by_sigterm),
+    cases = [("servers.yaml: FailJob on exit 2 and 4 only (143 is replaced)", test_failjob_codes),
              ("make-certs.py with the stand-in sketchps", lambda: test_make_certs(FAKE_SKETCHPS)),
              ("make-certs.py failures are named", test_make_certs_failures)]
     if args.server:
-        cases.append(("server.sh with the real sketchps-server", lambda: test_server_real(args.server)))
+        cases += [("sketchps-server drained by SIGTERM exits 143", lambda: test_server_sigterm(args.server)),
+                  ("sketchps-server as PID 1 of its namespace: SIGTERM, drain, 143",
+                   lambda: test_server_sigterm_as_pid1(args.server)),
+                  ("sketchps-server exits 4 idle, 2 on bad usage: the shard Job's FailJob codes",
+                   lambda: test_server_permanent_codes(args.server))]
     if args.sketchps:
         cases.append(("make-certs.py with the real sketchps", lambda: test_make_certs(Path(args.sketchps))))
     passed = failed = 0

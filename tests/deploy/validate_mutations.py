@@ -19,6 +19,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 
+SHARD_NO_COMMAND = "          # No command: the image's entrypoint sketchps-server runs as PID 1 and gets the SIGTERM.\n"
+SHARD_WRAPPER = ("          command:\n            - /bin/sh\n            - -c\n"
+                 "            - trap 'kill -TERM $pid; wait $pid; exit {rc}' TERM; sketchps-server \"$@\" & pid=$!; wait $pid\n"
+                 "            - sketchps-server\n")
+WORKER_SERVERS = '              value: "sketchps-server-{shard}.sketchps-server:7070"\n'
+
 # (name, file under deploy/, text to find, replacement, what the output must contain[, exit code]);
 # the exit code is 1 (rejected) unless given: 0 marks a change the validator must accept.
 CASES = [
@@ -48,15 +54,23 @@ CASES = [
      "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: sketchps-server",
      "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: sketchps-server",
      "restarts a pod that exited at the end of the job forever"),
-    ("k8s drained shard completes its index", "k8s/base/servers.yaml",
-     '          command: ["/bin/sh", "/etc/sketchps/launch/server.sh"]\n', "",
-     "exits 0 when the shard is stopped with SIGTERM"),
+    # The shard runs as the container's process and exits 143 after a SIGTERM drain; a wrapper
+    # that turns that into 0 completes the index, one that turns it into 2 fails the Job.
+    ("k8s drained shard completes its index", "k8s/base/servers.yaml", SHARD_NO_COMMAND,
+     SHARD_WRAPPER.format(rc=0), "exits 0 when the shard is stopped with SIGTERM"),
+    ("k8s drained shard fails the Job", "k8s/base/servers.yaml", SHARD_NO_COMMAND,
+     SHARD_WRAPPER.format(rc=2), "exits 2 when the shard is stopped with SIGTERM: the podFailurePolicy fails"),
     ("k8s shard id not from the completion index", "k8s/base/servers.yaml",
      "            - name: SKETCHPS_SHARD\n              valueFrom:\n                fieldRef:\n"
      "                  fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']\n",
      '            - name: SKETCHPS_SHARD\n              value: "0"\n', "the pod of completion index 1 runs shard 0"),
     ("k8s no permanent exit code for the shards", "k8s/base/servers.yaml",
-     "          values: [2]", "          values: [1]", "does not FailJob on exit codes [2]"),
+     "          values: [2, 4]", "          values: [1]", "does not FailJob on exit codes [2, 4]"),
+    ("k8s idle shard retried", "k8s/base/servers.yaml",
+     "          values: [2, 4]", "          values: [2]", "does not FailJob on exit codes [4]"),
+    ("k8s shard idle exit within the workers' patience", "k8s/base/servers.yaml",
+     "--idle-exit-seconds=3600", "--idle-exit-seconds=900",
+     "--idle-exit-seconds 900 < 2 x the workers' --patience-seconds 600"),
     ("k8s PDB that blocks every drain", "k8s/base/servers.yaml", "            sizeLimit: 256Mi\n",
      "            sizeLimit: 256Mi\n---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n"
      "  name: sketchps-server\nspec:\n  maxUnavailable: 1\n  selector:\n    matchLabels:\n"
@@ -97,10 +111,18 @@ CASES = [
      "the one setting says servers 3, workers 4, but the Jobs run S = 2"),
     ("k8s WORLD_SIZE by hand", "k8s/base/workers.yaml",
      "              value: $(SKETCHPS_WORKER_COUNT)", '              value: "3"', "WORLD_SIZE 3 != P = 2"),
-    ("k8s server list port", "k8s/base/workers.yaml",
-     '            - name: SKETCHPS_SERVER_PORT\n              value: "7070"',
-     '            - name: SKETCHPS_SERVER_PORT\n              value: "7071"',
-     "servers 'sketchps-server-0.sketchps-server:7071,sketchps-server-1.sketchps-server:7071'"),
+    ("k8s server list port", "k8s/base/workers.yaml", WORKER_SERVERS, WORKER_SERVERS.replace(":7070", ":7071"),
+     "servers 'sketchps-server-{shard}.sketchps-server:7071' (expanded: "
+     "'sketchps-server-0.sketchps-server:7071,sketchps-server-1.sketchps-server:7071')"),
+    ("k8s server address without {shard}", "k8s/base/workers.yaml", WORKER_SERVERS,
+     WORKER_SERVERS.replace("{shard}", "0"), "servers 'sketchps-server-0.sketchps-server:7070' != "
+     "'sketchps-server-0.sketchps-server:7070,sketchps-server-1.sketchps-server:7070'"),
+    # A list spelled out for the base's S = 2 does not follow the one setting (example: S = 3).
+    ("k8s server list spelled out", "k8s/base/workers.yaml", WORKER_SERVERS,
+     WORKER_SERVERS.replace("sketchps-server-{shard}.sketchps-server:7070",
+                            "sketchps-server-0.sketchps-server:7070,sketchps-server-1.sketchps-server:7070"),
+     "!= 'sketchps-server-0.sketchps-server:7070,sketchps-server-1.sketchps-server:7070,"
+     "sketchps-server-2.sketchps-server:7070'"),
     ("k8s shard not told the number of workers", "k8s/base/servers.yaml",
      "            - --set=workers=$(SKETCHPS_WORKER_COUNT)\n", "",
      "the shard runs with workers 2, servers 3"),
@@ -117,9 +139,19 @@ CASES = [
      "server-1: {condition: service_healthy}", "server-1: {condition: service_started}",
      "does not depend on server-1 with condition service_healthy"),
     ("compose wrong server list", "compose/docker-compose.yml",
-     "      RANK: \"1\"\n      WORLD_SIZE: \"2\"\n      SKETCHPS_SERVERS: server-0:7070,server-1:7070",
+     "      RANK: \"1\"\n      WORLD_SIZE: \"2\"\n      SKETCHPS_SERVERS: \"server-{shard}:7070\"",
      "      RANK: \"1\"\n      WORLD_SIZE: \"2\"\n      SKETCHPS_SERVERS: server-1:7070,server-0:7070",
      "worker-1: servers 'server-1:7070,server-0:7070' != 'server-0:7070,server-1:7070'"),
+    ("compose server address pattern", "compose/docker-compose.yml",
+     "      RANK: \"1\"\n      WORLD_SIZE: \"2\"\n      SKETCHPS_SERVERS: \"server-{shard}:7070\"",
+     "      RANK: \"1\"\n      WORLD_SIZE: \"2\"\n      SKETCHPS_SERVERS: \"shard-{shard}:7070\"",
+     "worker-1: servers 'shard-{shard}:7070' (expanded: 'shard-0:7070,shard-1:7070') != 'server-0:7070,server-1:7070'"),
+    ("compose shard restarts without a limit", "compose/docker-compose.yml",
+     '  restart: "on-failure:3"\n  stop_grace_period: 60s', "  restart: on-failure\n  stop_grace_period: 60s",
+     "server-0: restart is 'on-failure' without a limit"),
+    ("compose shard idle exit within the workers' patience", "compose/docker-compose.yml",
+     '"--idle-exit-seconds=3600"', '"--idle-exit-seconds=500"',
+     "--idle-exit-seconds 500 < 2 x the workers' --patience-seconds 300"),
     ("compose services vs job spec", "k8s/base/job.yaml", "workers: 2", "workers: 3", "worker services != workers 3 in"),
     ("compose certificates for too few workers", "compose/docker-compose.yml",
      '"--workers", "2"', '"--workers", "1"', "certs --workers 1 != 2"),

@@ -1,4 +1,4 @@
-// Count Sketch kernels against naive host references (ALGORITHMS.md §1.3 unit tests 1-8).
+// Count Sketch kernels against naive host references (docs/methods.md, decision 3).
 #include "kernels/count_sketch.h"
 
 #include <catch2/catch.hpp>

@@ -59,7 +59,7 @@ TEST_CASE("Adaptation on light-tailed feedback adds stages until the target is m
 
 TEST_CASE("Adaptation on heavy-tailed feedback does not stick at M = 1", "[sidco]") {
   auto est = Adaptive(0.001);
-  // Student-t3 with the exponential fit (ALGORITHMS.md §9.5): more stages select FEWER entries. The
+  // Student-t3 with the exponential fit: more stages select FEWER entries. The
   // reference's mode -1 would keep asking for M - 1 at M = 1 forever.
   const std::map<int, double> t3 = {{1, 4.53}, {2, 3.44}, {3, 1.23}, {4, 0.71}, {5, 0.5}};
   const auto trace = Script(est, [&](int m) { return t3.at(m); }, 8);

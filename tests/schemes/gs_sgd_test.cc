@@ -1,4 +1,4 @@
-// gs-SGD (ALGORITHMS.md §7, Project decision 4): the aggregate against naive host references
+// gs-SGD (docs/methods.md, gs_sgd and decision 4): the aggregate against naive host references
 // (exact global top-k when the sketch is collision-free; top-p2k estimates then exact top-k with
 // collisions), error-feedback conservation, bytes per phase, density 1 == dense, convergence,
 // replicas, the NaN guard, warm-up, state round trip and configuration errors.

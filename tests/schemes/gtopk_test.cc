@@ -33,7 +33,7 @@ ManualRound RunManual(std::vector<std::unique_ptr<Scheme>>& schemes, std::uint64
 
 std::vector<float> Residual(const Scheme& s) { return s.SaveState().arrays.at("residual"); }
 
-// e_new + a ⊙ (mask_local ∧ mask_global) == a, bitwise (ALGORITHMS.md §4.5).
+// e_new + a ⊙ (mask_local ∧ mask_global) == a, bitwise .
 void CheckResidualInvariant(const std::vector<float>& residual, const std::vector<float>& a,
                             const std::vector<std::uint32_t>& local, const std::vector<std::uint32_t>& global) {
   std::vector<float> total = residual;

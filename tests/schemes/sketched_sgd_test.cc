@@ -1,4 +1,4 @@
-// Sketched-SGD (ALGORITHMS.md §5): the aggregate against naive host references of the local
+// Sketched-SGD (docs/methods.md, sketched_sgd): the aggregate against naive host references of the local
 // momentum correction (exact global top-k of the summed v when the sketch is collision-free; top
 // p2*k estimates then exact top-k with collisions), masking of u and v, bytes per phase, density 1
 // == dense without momentum, convergence, replicas, the NaN guard, warm-up, state and configuration.

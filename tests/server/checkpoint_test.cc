@@ -100,3 +100,16 @@ TEST_CASE("Checkpoint errors name the file and the problem", "[checkpoint]") {
   WriteAll(dir.path / "file", "x");
   CHECK(server::WriteCheckpoint((dir.path / "file" / "sub").string(), Make(1)).code() == absl::StatusCode::kUnavailable);
 }
+
+TEST_CASE("NewestCheckpointRounds reads each shard's newest round from the file names", "[checkpoint]") {
+  TempDir dir;
+  CHECK(server::NewestCheckpointRounds((dir.path / "missing").string()).empty());
+  for (std::uint64_t r : {3, 12}) REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(r, /*shard=*/1)).ok());
+  REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(1000000000000 - 1, /*shard=*/0)).ok());
+  WriteAll(dir.path / "shard-2-round-7.ckpt", "not the checkpoint naming (12 digits)");
+  WriteAll(dir.path / "shard-3-round-000000000009.tmp", "not a checkpoint");
+  const auto rounds = server::NewestCheckpointRounds(dir.path.string());
+  REQUIRE(rounds.size() == 2);
+  CHECK(rounds.at(0) == 999999999999ull);
+  CHECK(rounds.at(1) == 12);
+}

@@ -97,3 +97,34 @@ TEST_CASE("Binding is exclusive: a second server on a port in use fails to start
   CHECK((duplicate == nullptr || second_port == 0));
   running->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
+
+TEST_CASE("The message limit follows the job: a body above the shard's largest payload is refused unread", "[grpc][server]") {
+  auto job = ParseJobSpec(DefaultJobSpecYaml(), "t", {"job_id=t", "workers=2", "servers=1"});
+  REQUIRE(job.ok());
+  job->layout = MakeLayerTable({{"w", {1000}}});
+  // 1000 elements: a sketch of 8 float32 cells per element plus 64 KiB of framing.
+  const ServerOptions limits = server::ServerOptionsFor(*job, 0, 0);
+  CHECK(limits.max_message_bytes == 4 * 8 * 1000 + (64 << 10));
+  CHECK(limits.memory_quota_bytes == std::size_t{64} << 20);
+  CHECK(server::ServerOptionsFor(*job, 0, 3).max_message_bytes == 3 << 20);  // --max-message-mb
+  CHECK(server::ServerOptionsFor(*job, 0, 5000).max_message_bytes == 2047 << 20);
+
+  auto host = server::ShardHost::Open(server::HostOptionsFor(*job, 0, ""), nullptr);
+  REQUIRE(host.ok());
+  server::ParameterServerService service(**host, absl::Seconds(5));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  ConfigureServer(builder, limits);
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  REQUIRE(server != nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const std::string big(limits.max_message_bytes + 1, '\0');
+  const auto refused = RawCall(address, "/sketchps.v1.ParameterServer/PushPull", big);
+  CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Just under the limit the body reaches the handler (which names what is wrong with it).
+  const auto read = RawCall(address, "/sketchps.v1.ParameterServer/PushPull", std::string(limits.max_message_bytes - 64, '\0'));
+  CHECK(read.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}

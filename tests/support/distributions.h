@@ -12,7 +12,7 @@
 
 namespace sketchps::testing {
 
-// The synthetic "gradient" shapes the SIDCo tests use (ALGORITHMS.md Appendix A.1).
+// The synthetic "gradient" shapes the SIDCo tests use .
 enum class Shape { kLaplace, kGaussian, kStudentT3 };
 
 inline const char* ShapeName(Shape s) {

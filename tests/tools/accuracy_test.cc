@@ -25,6 +25,7 @@ void ExpectTrains(const std::string& scheme, int rounds) {
   RunOptions o;
   o.out = dir.string();
   o.progress = false;
+  o.plots = false;
   o.job.log_level = "warn";
   o.job.overrides = {"scheme.name=" + scheme, "train.rounds=" + std::to_string(rounds), "train.eval_every_rounds=0", "job_id=acc-" + scheme};
   REQUIRE(RunJob(o) == 0);

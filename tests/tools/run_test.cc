@@ -1,11 +1,20 @@
 // `sketchps run` end to end: real sketchps-server and sketchps-worker processes on loopback.
 //   - a server killed with SIGKILL mid-run and restarted with the same flags: the run completes and
 //     its final weights equal an uninterrupted run's, bitwise;
-//   - a worker that cannot start (bad data path) stops the run with its name and log lines;
+//   - a worker that fails stops the run with its name and log lines;
+//   - a job that cannot run, or a run directory that holds a previous run, is refused before any
+//     process starts; --resume continues a run from its checkpoints;
+//   - every evaluation lands in metrics.jsonl under the round it evaluated, and the run draws them;
+//   - bad flags exit 2, in the front end and in both daemons;
 //   - decentralized mode: a peer killed mid-run, the survivors regroup and finish with equal
 //     replicas (or stop, with peer.on_failure: stop).
+#include <sys/wait.h>
+
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
+#include <regex>
+#include <set>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -13,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/compare.h"
+#include "tools/process.h"
 #include "tools/run.h"
 
 using namespace sketchps::tools;
@@ -38,7 +48,25 @@ RunOptions Options(const fs::path& dir, std::vector<std::string> overrides) {
   o.progress = false;
   o.job.log_level = "warn";
   o.job.overrides = std::move(overrides);
+  o.plots = false;
   return o;
+}
+
+// The build tree's binary `name` in `folder` (tests/ is its sibling).
+fs::path Binary(const std::string& folder, const std::string& name) {
+  return fs::path(SelfExecutable()).parent_path().parent_path() / folder / name;
+}
+
+std::vector<nlohmann::json> JsonLines(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+std::string ReadText(const fs::path& file) {
+  std::ifstream in(file);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 }  // namespace
@@ -58,6 +86,10 @@ TEST_CASE("A server killed mid-run catches up and ends with an uninterrupted run
   faulty.job.log_level = "info";  // the restart logs where its state came from at info
   REQUIRE(RunJob(faulty) == 0);
   const auto a = ReadSummary(clean), b = ReadSummary(killed);
+  CHECK(a["job_id"] == "kill-test");
+  CHECK(a["mode"] == "ps");
+  CHECK(a["faults"].empty());
+  CHECK(b["faults"]["kills"][0]["process"] == "server 1");
   CHECK(a["rounds"] == 40);
   CHECK(b["rounds"] == 40);
   CHECK(!a["final_weights_checksum"].get<std::string>().empty());
@@ -70,12 +102,107 @@ TEST_CASE("A server killed mid-run catches up and ends with an uninterrupted run
 }
 
 TEST_CASE("A failing worker stops the run with a non-zero exit", "[run][processes]") {
-  const fs::path dir = RunDir("bad-data");
-  const auto code = RunJob(Options(dir, {"model=mlp", "workers=2", "servers=1", "train.rounds=5",
-                                         "data.path=/nonexistent", "job_id=bad-data"}));
-  CHECK(code == 1);
+  const fs::path dir = RunDir("failing-worker");
+  // The real server, and a worker that fails at once.
+  const fs::path bin = dir.parent_path() / "fake-bin";
+  fs::create_directories(bin);
+  fs::create_symlink(Binary("server", "sketchps-server"), bin / "sketchps-server");
+  std::ofstream(bin / "sketchps-worker") << "#!/bin/sh\necho 'fails on purpose' >&2\nexit 1\n";
+  fs::permissions(bin / "sketchps-worker", fs::perms::owner_all);
+  RunOptions o = Options(dir, {"model=mlp", "workers=2", "servers=1", "train.rounds=5", "job_id=failing"});
+  o.bin_dir = bin.string();
+  CHECK(RunJob(o) == 1);
   CHECK(!fs::exists(dir / "summary.json"));
+  std::ifstream in(dir / "faults.json");
+  REQUIRE(in.good());
+  const auto faults = nlohmann::json::parse(in);
+  CHECK_THAT(faults["first_failure"]["process"].get<std::string>(), Catch::StartsWith("worker "));
+  CHECK_THAT(faults["first_failure"]["log_tail"].get<std::string>(), Catch::Contains("fails on purpose"));
   fs::remove_all(dir.parent_path());
+}
+
+TEST_CASE("A job that cannot run is refused before any process starts", "[run][processes]") {
+  for (const std::string bad : {"data.path=/nonexistent", "model=resnet50", "data.train_samples=70000"}) {
+    INFO(bad);
+    const fs::path dir = RunDir("refused");
+    CHECK(RunJob(Options(dir, {"model=mlp", "workers=2", "servers=1", "train.rounds=5", bad})) == 2);
+    CHECK(!fs::exists(dir / "server-0.log"));
+    CHECK(!fs::exists(dir / "worker-0.log"));
+  }
+  fs::remove_all(RunDir("refused").parent_path());
+}
+
+TEST_CASE("A run directory with a previous run is refused, or resumed from its checkpoints with --resume", "[run][processes]") {
+  const std::vector<std::string> job{"model=mlp", "workers=2", "servers=1", "scheme.name=dense", "train.rounds=10",
+                                     "train.eval_every_rounds=0", "checkpoint.every_rounds=4", "job_id=resume"};
+  const fs::path dir = RunDir("resume");
+  REQUIRE(RunJob(Options(dir, job)) == 0);
+  const auto first = ReadSummary(dir);
+  CHECK(RunJob(Options(dir, job)) == 2);  // not silently 0 rounds
+  RunOptions resume = Options(dir, job);
+  resume.resume = true;
+  CHECK(RunJob(resume) == 2);  // the checkpoints hold round 10 of 10: nothing to train
+  RunOptions elsewhere = Options(RunDir("resume-empty"), job);
+  elsewhere.resume = true;
+  CHECK(RunJob(elsewhere) == 2);  // nothing to resume
+  // Without the final checkpoint the newest holds round 8: two rounds are left.
+  for (const auto& e : fs::directory_iterator(dir / "checkpoints")) {
+    if (e.path().filename().string().find("-round-000000000010") != std::string::npos) fs::remove(e.path());
+  }
+  REQUIRE(RunJob(resume) == 0);
+  const auto second = ReadSummary(dir);
+  CHECK(second["rounds"] == 10);
+  CHECK(second["final_weights_checksum"] == first["final_weights_checksum"]);  // dense keeps no worker state
+  std::vector<int> rounds;
+  for (const auto& r : JsonLines(dir / "worker-0.jsonl")) rounds.push_back(r["round"].get<int>());
+  CHECK(rounds == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  fs::remove_all(dir.parent_path());
+}
+
+TEST_CASE("Every evaluation lands in metrics.jsonl under the round it evaluated, and the run draws them", "[run][processes]") {
+  const fs::path dir = RunDir("evaluations");
+  RunOptions o = Options(dir, {"model=mlp", "workers=2", "servers=1", "train.rounds=12", "train.eval_every_rounds=5",
+                               "train.eval_samples=500", "job_id=evals"});
+  o.job.log_level = "info";  // the workers log each evaluation at info
+  o.plots = true;
+  REQUIRE(RunJob(o) == 0);
+  std::set<int> recorded;
+  for (const auto& r : JsonLines(dir / "metrics.jsonl")) {
+    if (!r.contains("test_accuracy")) continue;
+    CHECK(r["test_round"] == r["round"]);
+    recorded.insert(r["round"].get<int>());
+  }
+  CHECK(recorded == std::set<int>{4, 9, 11});
+  // Independent of the records: what the worker logged ("round <r + 1> test accuracy ...").
+  std::set<int> logged;
+  const std::string log = ReadText(dir / "worker-0.log");
+  const std::regex evaluation(R"(\] round (\d+) test accuracy )");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), evaluation); it != std::sregex_iterator(); ++it) {
+    logged.insert(std::stoi((*it)[1]) - 1);
+  }
+  CHECK(logged == recorded);
+  const auto summary = ReadSummary(dir);
+  CHECK(summary["evaluations"] == 3);
+  CHECK(fs::exists(dir / "accuracy.png"));
+  CHECK(fs::exists(dir / "accuracy.svg"));
+  fs::remove_all(dir.parent_path());
+}
+
+TEST_CASE("Bad flags exit 2 in the front end and both daemons", "[run][processes]") {
+  auto code = [](const fs::path& binary, const std::string& args) {
+    const std::string command = binary.string() + " " + args + " >/dev/null 2>&1";
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  const fs::path sketchps = Binary("tools", "sketchps");
+  CHECK(code(sketchps, "--version") == 0);
+  CHECK(code(sketchps, "run --worker-threads many") == 2);
+  CHECK(code(sketchps, "run --mode neither") == 2);
+  CHECK(code(sketchps, "report") == 2);
+  CHECK(code(sketchps, "no-such-command") == 2);
+  CHECK(code(sketchps, "run --set model=resnet50 --out /nonexistent-dir/x") == 2);
+  CHECK(code(Binary("server", "sketchps-server"), "--max-wait-seconds -1") == 2);
+  CHECK(code(Binary("worker", "sketchps-worker"), "--threads 0") == 2);
 }
 
 TEST_CASE("sketchps run in decentralized mode trains with workers only and equal replicas", "[run][processes]") {
@@ -86,6 +213,8 @@ TEST_CASE("sketchps run in decentralized mode trains with workers only and equal
   const auto summary = ReadSummary(dir);
   CHECK(summary["rounds"] == 12);
   CHECK(summary["servers"] == 0);
+  CHECK(summary["mode"] == "decentralized");
+  CHECK(summary["peer"]["on_failure"] == "regroup");
   CHECK(!fs::exists(dir / "server-0.log"));
   std::vector<std::string> checksums;
   for (int r = 0; r < 3; ++r) {
@@ -193,5 +322,10 @@ TEST_CASE("sketchps compare kills a shard and a peer and reports both outcomes",
   // the dead rank (peer/regroup.h), plus scheduling noise.
   CHECK(rows[1]["seconds_to_recover"].get<double>() < 3 + 3 + 2 + 5);
   CHECK(fs::exists(dir / "compare.md"));
+  // The byte columns are summary.json's quantity, for the same run.
+  const auto ps = ReadSummary(dir / "ps");
+  CHECK(rows[0]["bytes_up_per_worker_per_round"].get<double>() == Approx(ps["bytes_up_per_worker_per_round"].get<double>()));
+  CHECK(rows[0]["bytes_down_per_worker_per_round"].get<double>() ==
+        Approx(ps["bytes_down_per_worker_per_round"].get<double>()));
   fs::remove_all(dir.parent_path());
 }

@@ -1,5 +1,5 @@
-// The launcher's pieces without processes: --kill parsing, the run summary, following a growing
-// metrics file, the progress line.
+// The launcher's pieces without processes: --kill parsing, the run summary and its traffic, following
+// a growing metrics file, the progress line, the report table.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -14,10 +14,25 @@ using namespace sketchps::tools;
 
 namespace {
 
-nlohmann::json Record(int round, double up, double down, double compute) {
+nlohmann::json Record(int round, double up, double down, double compute = 1.0) {
   return {{"round", round},   {"loss", 1.0 / (round + 1)}, {"wire_up", up},       {"wire_down", down},
           {"bytes_up", up - 10}, {"bytes_down", down - 10}, {"dense_bytes", 4000.0}, {"compute_s", compute},
           {"compress_s", 0.5},  {"communicate_s", 0.25},     {"checksum", "00ff"}};
+}
+
+// The facts of a run; the other fields keep their defaults.
+RunFacts Facts(std::string scheme, std::uint32_t workers, std::uint32_t servers, double rounds_per_epoch, double wall,
+               double train) {
+  RunFacts f;
+  f.scheme = std::move(scheme);
+  f.model = "cnn";
+  f.workers = workers;
+  f.servers = servers;
+  f.density = 0.01;
+  f.rounds_per_epoch = rounds_per_epoch;
+  f.wall_seconds = wall;
+  f.train_seconds = train;
+  return f;
 }
 
 }  // namespace
@@ -41,7 +56,13 @@ TEST_CASE("Kill specs parse or name the problem", "[tools]") {
 }
 
 TEST_CASE("Summarize averages bytes over workers and rounds and sums time per worker", "[tools]") {
-  const RunFacts facts{"topk", "cnn", 2, 1, 0.01, 10.0, 12.0, 8.0};
+  RunFacts facts = Facts("topk", 2, 1, 10.0, 12.0, 8.0);
+  facts.job_id = "job-a";
+  facts.learning_rate = 0.05;
+  facts.momentum = 0.9;
+  facts.batch_size = 32;
+  facts.faults = nlohmann::json::object();
+  facts.faults["kills"] = nlohmann::json::array({nlohmann::json{{"process", "server 1"}}});
   std::vector<std::vector<nlohmann::json>> metrics{{Record(0, 100, 400, 1.0), Record(1, 300, 400, 1.0)},
                                                    {Record(0, 200, 400, 3.0), Record(1, 200, 400, 3.0)}};
   metrics[0][1]["test_accuracy"] = 0.75;
@@ -61,6 +82,16 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   CHECK((*s)["final_weights_checksum"] == "00ff");
   CHECK((*s)["reporting_rank"] == 0);
   for (const char* key : {"scheme", "workers", "servers", "wall_seconds", "compress_seconds"}) CHECK(s->contains(key));
+  CHECK((*s)["job_id"] == "job-a");
+  CHECK((*s)["mode"] == "ps");
+  CHECK(!(*s)["version"].get<std::string>().empty());
+  CHECK((*s)["learning_rate"].get<double>() == Approx(0.05));
+  CHECK((*s)["momentum"].get<double>() == Approx(0.9));
+  CHECK((*s)["batch_size"] == 32);
+  CHECK((*s)["faults"]["kills"][0]["process"] == "server 1");
+  CHECK((*s)["evaluations"] == 1);
+  CHECK((*s)["workers_at_end"] == 2);  // the records carry no "workers": the job's
+  CHECK(!s->contains("peer"));
 
   // Rank 0 killed after its first round: rank 1 finished and reports accuracy and checksum.
   auto killed = metrics;
@@ -81,6 +112,42 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   CHECK(!Summarize(facts, {{}}).ok());
 }
 
+TEST_CASE("A decentralized summary says so and names its peer settings", "[tools]") {
+  RunFacts facts = Facts("scalecom", 3, 0, 10.0, 1.0, 1.0);
+  facts.mode = "decentralized";
+  facts.peer = {{"timeout_seconds", 3.0}, {"on_failure", "regroup"}};
+  auto last = Record(1, 10, 10);
+  last["workers"] = 2;
+  auto s = Summarize(facts, {{Record(0, 10, 10)}, {Record(0, 10, 10), last}, {Record(0, 10, 10), last}});
+  REQUIRE(s.ok());
+  CHECK((*s)["mode"] == "decentralized");
+  CHECK((*s)["servers"] == 0);
+  CHECK((*s)["peer"]["on_failure"] == "regroup");
+  CHECK((*s)["reporting_rank"] == 1);
+  CHECK((*s)["workers_at_end"] == 2);
+  CHECK((*s)["faults"].is_object());
+  CHECK((*s)["final_test_accuracy"].is_null());
+}
+
+TEST_CASE("Traffic is the mean over every worker's rounds, as summary.json reports it", "[tools]") {
+  // Rank 0 ran 3 rounds, rank 1 was killed after 1: (100 + 200 + 300 + 1000) / 4 records.
+  const std::vector<std::vector<nlohmann::json>> metrics{{Record(0, 100, 50), Record(1, 200, 50), Record(2, 300, 50)},
+                                                         {Record(0, 1000, 50)}};
+  auto t = TrafficPerWorkerPerRound(metrics);
+  REQUIRE(t.ok());
+  CHECK(t->wire_up == Approx(400.0));
+  CHECK(t->wire_down == Approx(50.0));
+  CHECK(t->raw_up == Approx(390.0));
+  CHECK(t->worker_rounds == 4);
+  CHECK(WireBytes(Record(0, 100, 50)) == Approx(150.0));
+  CHECK(WireBytes(nlohmann::json{{"round", 0}}) == 0);
+  CHECK(TrafficPerWorkerPerRound({{}, {}}).status().code() == absl::StatusCode::kInvalidArgument);
+  const RunFacts facts = Facts("topk", 2, 1, 10.0, 12.0, 8.0);
+  auto s = Summarize(facts, metrics);
+  REQUIRE(s.ok());
+  CHECK((*s)["bytes_up_per_worker_per_round"].get<double>() == Approx(t->wire_up));
+}
+
 TEST_CASE("JsonLinesFollower returns complete lines once, and Progress renders them", "[tools]") {
   const auto path = std::filesystem::temp_directory_path() / ("sketchps-follow-" + std::to_string(::getpid()));
   std::ofstream out(path);
@@ -96,19 +163,63 @@ TEST_CASE("JsonLinesFollower returns complete lines once, and Progress renders t
   CHECK(second[0]["round"] == 1);
   CHECK(follower.ReadNew().empty());
 
-  Progress progress(4, 2.0);
+  Progress progress(ProgressPlan{4, 0, 0, 10000});
   progress.Add(first[0]);
   progress.Add(second[0]);
-  const std::string line = progress.Line(8);
-  CHECK_THAT(line, Catch::Contains("[####....]") && Catch::Contains("2/4 rounds") && Catch::Contains("epoch 1.00") &&
-                       Catch::Contains("acc 80.0%") && Catch::Contains("ratio 40x up"));
+  const std::string line = progress.Line(200);
+  CHECK_THAT(line, Catch::Contains("2/4 [#####.....]") && Catch::Contains("acc 80.0%@r2") && Catch::Contains("40x/20x") &&
+                       Catch::Contains("up 0.0MB down 0.0MB"));
   std::filesystem::remove(path);
+}
+
+namespace {
+
+nlohmann::json Timed(int round, double time) {
+  auto r = Record(round, 1e6, 2e6);
+  r["time"] = time;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("The progress line shows rate and ETA, names what it waits for and fits the width", "[tools]") {
+  Progress progress(ProgressPlan{100, 10, 2000, 10000});
+  progress.SetStatus("4 workers starting");
+  const std::string before = progress.Line(80);
+  CHECK(before == "0/100 [..........] waiting: 4 workers starting");  // no zeros before the first round
+  progress.SetStatus("");
+  for (int r = 0; r < 5; ++r) progress.Add(Timed(r, 1000.0 + 0.5 * r));  // 2 rounds per second
+  CHECK(progress.RoundsPerSecond() == Approx(2.0));
+  REQUIRE(progress.EtaSeconds());
+  CHECK(*progress.EtaSeconds() == Approx(47.5));  // 95 rounds left
+  CHECK(progress.Waiting().empty());  // round 6 has no evaluation
+  const std::string full = progress.Line(200);
+  CHECK_THAT(full, Catch::Contains("5/100") && Catch::Contains("2.00 r/s") && Catch::Contains("ETA 48s") &&
+                       Catch::Contains("loss 0.200") && Catch::Contains("up 5.0MB down 10.0MB"));
+  for (int r = 5; r < 9; ++r) progress.Add(Timed(r, 1000.0 + 0.5 * r));
+  CHECK(progress.Waiting() == "round 10 + evaluation on 2000 test images");
+  for (int r = 9; r < 99; ++r) progress.Add(Timed(r, 1000.0 + 0.5 * r));
+  CHECK(progress.Waiting() == "last round + final evaluation on 10000 test images");
+  for (std::size_t width : {40, 60, 80, 120}) {
+    INFO(width);
+    const std::string line = progress.Line(width);
+    CHECK(line.size() <= width);
+    CHECK_THAT(line, Catch::StartsWith("99/100"));
+  }
+  CHECK_THAT(progress.Line(80), Catch::Contains("waiting: last round + final evaluation"));
+  CHECK(FormatDuration(0.4) == "0s");
+  CHECK(FormatDuration(59) == "59s");
+  CHECK(FormatDuration(185) == "3m05s");
+  CHECK(FormatDuration(3720) == "1h02m");
 }
 
 TEST_CASE("MarkdownReport writes one row per run and names a missing summary", "[tools]") {
   const auto dir = std::filesystem::temp_directory_path() / ("sketchps-report-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "a");
   std::ofstream(dir / "a" / "summary.json") << nlohmann::json{{"scheme", "topk"},
+                                                              {"mode", "ps"},
+                                                              {"workers", 4},
+                                                              {"servers", 2},
                                                               {"epochs", 1.0},
                                                               {"final_test_accuracy", 0.8512},
                                                               {"bytes_up_per_worker_per_round", 1000.0},
@@ -120,9 +231,17 @@ TEST_CASE("MarkdownReport writes one row per run and names a missing summary", "
                                                               {"compress_seconds", 1.0},
                                                               {"communicate_seconds", 2.0}}
                                                                  .dump();
-  auto table = MarkdownReport({(dir / "a").string()});
+  std::filesystem::create_directories(dir / "d");
+  std::ofstream(dir / "d" / "summary.json") << nlohmann::json{{"scheme", "topk"}, {"mode", "decentralized"}, {"workers", 4},
+                                                              {"workers_at_end", 3}, {"servers", 0}}
+                                                                 .dump();
+  std::filesystem::create_directories(dir / "old");
+  std::ofstream(dir / "old" / "summary.json") << nlohmann::json{{"scheme", "dense"}}.dump();
+  auto table = MarkdownReport({(dir / "a").string(), (dir / "d").string(), (dir / "old").string()});
   REQUIRE(table.ok());
-  CHECK_THAT(*table, Catch::Contains("| topk | 1.00 | 85.12% | 1000 | 2000 | 88.0x | 44.0x | 2.50 | 25 / 25 / 50 |"));
+  CHECK_THAT(*table, Catch::Contains("| topk | ps | 4 / 2 | 1.00 | 85.12% | 1000 | 2000 | 88.0x | 44.0x | 2.50 | 25 / 25 / 50 |"));
+  CHECK_THAT(*table, Catch::Contains("| topk | decentralized | 4→3 / - | 0.00 | - |"));
+  CHECK_THAT(*table, Catch::Contains("| dense | - | - | 0.00 | - |"));
   auto missing = MarkdownReport({(dir / "a").string(), (dir / "b").string()});
   CHECK(missing.status().code() == absl::StatusCode::kNotFound);
   CHECK_THAT(std::string(missing.status().message()), Catch::Contains("b/summary.json"));

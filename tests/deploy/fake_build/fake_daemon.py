@@ -17,13 +17,22 @@ gRPC; the role is the name this file is run under (symlinks in server/, worker/,
                    finished; once every worker of the job (`workers:` of the job file, or
                    --set workers=N) has left, it logs "every worker has finished the job" and exits
                    0 (FAKE_DONE_EXIT=N: exits N; FAKE_IGNORE_LEAVE=1: keeps running). SIGTERM:
-                   writes a checkpoint, exits 0.
+                   writes a checkpoint, exits 143 (128 + SIGTERM; FAKE_TERM_EXIT=N: exits N).
+                   The first "weights" request also writes the checkpoint (shard-<shard>.ckpt in
+                   --checkpoint-dir); at start it logs "resumed from its checkpoint" if that file
+                   exists, else "no checkpoint". --metrics-listen: plain HTTP, any path answers
+                   "sketchps_rounds_applied N", N growing by FAKE_ROUNDS_PER_SECOND (10) from
+                   the first "weights" request; the start line names "metrics on port P".
                    Exit 2 if the job file is unreadable.
   sketchps-worker  the same TLS rule for worker-<rank>; connects to every server of
-                   --servers/SKETCHPS_SERVERS, retrying until --patience-seconds (then exit 1),
+                   --servers/SKETCHPS_SERVERS (comma-separated, or one address with {shard} in it,
+                   expanded for the job's `servers:` or --set servers=N, exit 2 if the count is
+                   not that), retrying until --patience-seconds (then exit 1),
                    logs "final weights checksum <hex>" over the servers' digests (plus
                    FAKE_CHECKSUM_SALT, to fake diverged replicas), tells every server it leaves
-                   (FAKE_NO_LEAVE=1: it does not), exit 0.
+                   (FAKE_NO_LEAVE=1: it does not), exit 0. FAKE_TRAIN_SECONDS=T: after the first
+                   digests it "trains" T seconds, then asks every server again (the same retries),
+                   so a shard can be killed and restarted meanwhile.
   sketchps health HOST:PORT [--service NAME]   plaintext; exit 0 only if the answer is SERVING.
 """
 import hashlib
@@ -107,6 +116,9 @@ class Server:
         self.digest = hashlib.sha256(text + self.shard.encode()).hexdigest()[:16]
         self.ca = tls(args, f"server-{self.shard}", "sketchps-server")
         self.left: set[str] = set()
+        self.first_ask: float | None = None   # the first "weights" request: the fake rounds start
+        self.checkpoint = flag(args, "--checkpoint-dir")
+        self.finished = False   # every worker has left (and FAKE_IGNORE_LEAVE is not set)
         self.done = threading.Event()
         self.lock = threading.Lock()
 
@@ -128,6 +140,10 @@ class Server:
         if req[:1] == ["health"]:
             return self.health(req)
         if req == ["weights"]:
+            with self.lock:
+                if self.first_ask is None:
+                    self.first_ask = time.monotonic()
+                    self.write_checkpoint()
             return self.digest
         if req[:1] == ["leave"] and len(req) == 2:
             with self.lock:
@@ -135,9 +151,32 @@ class Server:
                 log("sketchps-server", f"shard {self.shard}: worker {req[1]} finished the job "
                     f"({len(self.left)} of {self.workers} workers)")
                 if len(self.left) >= self.workers and not os.environ.get("FAKE_IGNORE_LEAVE"):
+                    self.finished = True
                     self.done.set()
             return "OK"
         return "UNKNOWN_REQUEST"
+
+    def write_checkpoint(self):
+        if self.checkpoint:
+            open(os.path.join(self.checkpoint, f"shard-{self.shard}.ckpt"), "w").write(self.digest)
+
+    def rounds(self) -> int:
+        if self.first_ask is None:
+            return 0
+        return int((time.monotonic() - self.first_ask) * float(os.environ.get("FAKE_ROUNDS_PER_SECOND", "10")))
+
+    def serve_metrics(self, sock):
+        while True:
+            conn, _ = sock.accept()
+            try:
+                conn.settimeout(5)
+                conn.recv(4096)
+                body = f"# TYPE sketchps_rounds_applied gauge\nsketchps_rounds_applied {self.rounds()}\n"
+                conn.sendall(f"HTTP/1.0 200 OK\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+            except OSError:
+                pass
+            finally:
+                conn.close()
 
     def serve(self, sock, health_port):
         while True:
@@ -158,40 +197,73 @@ class Server:
             host, port = address.rsplit(":", 1)
             sock = socket.create_server((host, int(port)))
             threading.Thread(target=self.serve, args=(sock, health_port), daemon=True).start()
+        metrics = ""
+        if flag(self.args, "--metrics-listen"):
+            host, port = flag(self.args, "--metrics-listen").rsplit(":", 1)
+            sock = socket.create_server((host, int(port)))
+            threading.Thread(target=self.serve_metrics, args=(sock,), daemon=True).start()
+            metrics = f", metrics on port {sock.getsockname()[1]}"
         signal.signal(signal.SIGTERM, lambda *_: self.done.set())
+        resumed = self.checkpoint and os.path.exists(os.path.join(self.checkpoint, f"shard-{self.shard}.ckpt"))
         log("sketchps-server", f"shard {self.shard} listening on {', '.join(a for a, _ in listeners)} "
-            f"({'mutual TLS' if self.ca else 'plaintext: --insecure'})")
+            f"({'mutual TLS' if self.ca else 'plaintext: --insecure'}){metrics}; "
+            f"{'resumed from its checkpoint' if resumed else 'no checkpoint'}")
         while not self.done.wait(0.1):
             pass
-        why = "every worker has finished the job" if len(self.left) >= self.workers else "SIGTERM"
-        ckpt = flag(self.args, "--checkpoint-dir")
-        if ckpt:
-            open(os.path.join(ckpt, f"shard-{self.shard}.ckpt"), "w").write(self.digest)
+        why = "every worker has finished the job" if self.finished else "SIGTERM"
+        self.write_checkpoint()
         log("sketchps-server", f"{why}: checkpoint written, exiting")
-        return int(os.environ.get("FAKE_DONE_EXIT", "0")) if why != "SIGTERM" else 0
+        if why == "SIGTERM":
+            return int(os.environ.get("FAKE_TERM_EXIT", "143"))
+        return int(os.environ.get("FAKE_DONE_EXIT", "0"))
+
+
+def job_servers(args) -> int:
+    job = flag(args, "--job", os.environ.get("SKETCHPS_JOB"))
+    try:
+        m = re.search(rb"^servers:\s*(\d+)", open(job, "rb").read(), re.M)
+    except (OSError, TypeError):
+        m = None
+    return int(overrides(args).get("servers") or (m.group(1) if m else 2))
 
 
 def worker(args):
-    servers = flag(args, "--servers", os.environ.get("SKETCHPS_SERVERS", "")).split(",")
+    servers = [s for s in flag(args, "--servers", os.environ.get("SKETCHPS_SERVERS", "")).split(",") if s]
     rank = flag(args, "--rank", os.environ.get("RANK", os.environ.get("JOB_COMPLETION_INDEX")))
+    count = job_servers(args)
+    if len(servers) == 1 and "{shard}" in servers[0]:
+        servers = [servers[0].replace("{shard}", str(s)) for s in range(count)]
+    if len(servers) != count:
+        log(f"sketchps-worker {rank}", f"--servers: {len(servers)} addresses for a job with servers: {count}")
+        return 2
     ca = tls(args, f"worker-{rank}", "sketchps-worker")
     creds = f" from=worker-{rank} ca={ca}" if ca else ""
     timeout = float(flag(args, "--patience-seconds", "120"))
-    parts = []
-    for srv in servers:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                answer = ask(srv, "weights" + creds)
-                if answer == "UNAUTHENTICATED":
-                    raise OSError(f"{srv}: handshake refused (UNAUTHENTICATED)")
-                parts.append(answer)
-                break
-            except OSError as e:
-                if time.monotonic() > deadline:
-                    log(f"sketchps-worker {rank}", f"server {srv} unreachable for {timeout:.0f} s: {e}")
-                    return 1
-                time.sleep(0.5)
+
+    def digests():
+        parts = []
+        for srv in servers:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    answer = ask(srv, "weights" + creds)
+                    if answer == "UNAUTHENTICATED":
+                        raise OSError(f"{srv}: handshake refused (UNAUTHENTICATED)")
+                    parts.append(answer)
+                    break
+                except OSError as e:
+                    if time.monotonic() > deadline:
+                        log(f"sketchps-worker {rank}", f"server {srv} unreachable for {timeout:.0f} s: {e}")
+                        return None
+                    time.sleep(0.5)
+        return parts
+
+    parts = digests()
+    if parts is not None and os.environ.get("FAKE_TRAIN_SECONDS"):
+        time.sleep(float(os.environ["FAKE_TRAIN_SECONDS"]))
+        parts = digests()
+    if parts is None:
+        return 1
     salt = os.environ.get("FAKE_CHECKSUM_SALT", "")
     checksum = hashlib.sha256((''.join(parts) + salt).encode()).hexdigest()[:16]
     if not os.environ.get("FAKE_NO_LEAVE"):

@@ -1,0 +1,43 @@
+// The checks `sketchps run` makes before it starts any process (tools/preflight.h).
+#include "tools/preflight.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+using namespace sketchps;
+
+namespace {
+
+absl::StatusOr<worker::DatasetSizes> Check(const std::vector<std::string>& overrides) {
+  auto job = LoadJobSpec("", overrides);
+  REQUIRE(job.ok());
+  return tools::CheckJobRunnable(*job);
+}
+
+void RequireRefused(const std::vector<std::string>& overrides, const std::string& key) {
+  INFO(overrides.back());
+  auto checked = Check(overrides);
+  REQUIRE(!checked.ok());
+  CHECK_THAT(std::string(checked.status().message()), Catch::StartsWith(key));
+}
+
+}  // namespace
+
+TEST_CASE("A runnable job passes the preflight with the data set's sizes", "[tools]") {
+  auto sizes = Check({"model=mlp", "workers=2", "servers=2"});
+  REQUIRE(sizes.ok());
+  CHECK(sizes->train == 60000);
+  CHECK(sizes->test == 10000);
+}
+
+TEST_CASE("A job that cannot run is refused before any process starts, naming the key", "[tools]") {
+  RequireRefused({"data.path=/nonexistent"}, "data.path: /nonexistent/train-images-idx3-ubyte.gz");
+  RequireRefused({"data.path=/usr/share"}, "data.path: ");
+  RequireRefused({"data.train_samples=70000"}, "data.train_samples: 70000 > the 60000 samples");
+  RequireRefused({"workers=4", "data.batch_size=32", "data.train_samples=100"}, "data.train_samples: 100 < ");
+  // An unknown model is caught when the job is read, before the preflight.
+  auto job = LoadJobSpec("", {"model=resnet50"});
+  REQUIRE(!job.ok());
+  CHECK_THAT(std::string(job.status().message()), Catch::StartsWith("model: unknown model 'resnet50'"));
+}

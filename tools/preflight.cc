@@ -1,0 +1,29 @@
+#include "tools/preflight.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/layout.h"
+#include "common/status.h"
+#include "engine/replica.h"
+#include "worker/round_plan.h"
+
+namespace sketchps::tools {
+namespace {
+
+absl::Status Prefixed(const absl::Status& status, const std::string& key) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(key, ": ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job) {
+  auto shards = MakeShardMap(job.layout, job.servers);
+  SKETCHPS_RETURN_IF_ERROR(Prefixed(shards.status(), absl::StrCat("servers (", job.servers, " shards of model ", job.model, ")")));
+  SKETCHPS_RETURN_IF_ERROR(worker::RoundPlan::Initial(job, 0).status());
+  ReplicaOptions replica{0, job.workers, *shards, job.layout, job.scheme.make, job.scheme.density, job.scheme.global_momentum,
+                         job.optimizer, job.train.seed, /*parallel_shards=*/false};
+  SKETCHPS_RETURN_IF_ERROR(Prefixed(Replica::Create(replica).status(), absl::StrCat("scheme (", job.scheme.name, " on ", job.model, ")")));
+  return worker::CheckFashionMnist(job);
+}
+
+}  // namespace sketchps::tools

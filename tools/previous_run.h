@@ -1,0 +1,26 @@
+// A run directory that already holds a run (tools/run.h): refused, or resumed with --resume.
+//
+// A previous run is any of: checkpoints in the checkpoint folder (server/checkpoint.h file names),
+// <out>/summary.json, <out>/worker-0.jsonl. Without --resume such a directory is refused (rerunning
+// would otherwise load the finished checkpoints and train 0 rounds). With --resume, in ps mode,
+// every shard needs a checkpoint and all of them must be at the same round, below the job's last;
+// the workers' records of the rounds from there on are dropped (they will be run again) and the
+// previous summary, metrics.jsonl and faults.json are removed.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "job/job_spec.h"
+
+namespace sketchps::tools {
+
+// nullopt: nothing to resume, go on (a fresh directory). A round: the run resumes there (the
+// records are trimmed). InvalidArgument naming --out or --resume otherwise.
+absl::StatusOr<std::optional<std::uint64_t>> CheckPreviousRun(const std::filesystem::path& out,
+                                                               const std::filesystem::path& checkpoint_dir,
+                                                               const JobSpec& job, bool resume);
+
+}  // namespace sketchps::tools
