@@ -7,16 +7,19 @@
 //           their test accuracy against time, rounds and bytes (tools/plot.h)
 //   bench   benchmark the compression primitives (bench/primitives.h)
 //   export  a run's checkpoints as a PyTorch state_dict file (tools/export.h)
+//   loadgen traffic of every scheme against the number of workers P (bench/loadgen/loadgen.h)
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/loadgen/loadgen.h"
 #include "bench/input_bench.h"
 #include "bench/primitives.h"
 #include "common/cli.h"
 #include "bench/report.h"
+#include "common/cli.h"
 #include "common/version.h"
 #include "kernels/backend.h"
 #include "tools/certs.h"
@@ -189,6 +192,8 @@ int main(int argc, char** argv) {
   AddRunCommand(app, run_options);
   HealthOptions health_options;
   AddHealthCommand(app, health_options);
+  sketchps::bench::LoadgenOptions loadgen_options;
+  sketchps::bench::AddLoadgenCommand(app, loadgen_options);
   sketchps::tools::CertsOptions certs_options;
   AddCertsCommand(app, certs_options);
   sketchps::tools::CompareOptions compare_options;
@@ -211,6 +216,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("export")) return sketchps::tools::ExportModel(export_python, exporter->remaining());
   if (app.got_subcommand("bench")) return RunBench(bench_flags);
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
+  if (app.got_subcommand("loadgen")) return sketchps::bench::RunLoadgen(loadgen_options);
   if (app.got_subcommand("compare")) return sketchps::tools::CompareModes(compare_options);
   if (app.got_subcommand("report")) return Report(report_options);
   if (app.got_subcommand("certs")) {
