@@ -41,7 +41,8 @@ absl::StatusOr<std::vector<Round>> LoadRounds(const std::vector<std::string>& fi
       r.round = dump.round;
       r.layers = dump.layers;
     } else if (!SameLayers(r.layers, dump.layers)) {
-      return absl::InvalidArgumentError(absl::StrCat(f, ": its layout differs from the other dumps of round ", dump.round));
+      return absl::InvalidArgumentError(
+          absl::StrCat(f, ": its layout differs from the other dumps of round ", dump.round));
     }
     r.grads.push_back(std::move(dump.values));
   }
@@ -63,8 +64,8 @@ absl::StatusOr<double> Density(Device& dev, const std::string& method, const std
   kernels::DeviceArray<float> val(n);
   std::size_t count = 0;
   if (method == "topk") {
-    SKETCHPS_ASSIGN_OR_RETURN(count, kernels::TopK(d_x.data(), n, std::max<std::size_t>(1, density * n), idx.data(),
-                                                   val.data(), dev.exec));
+    SKETCHPS_ASSIGN_OR_RETURN(
+        count, kernels::TopK(d_x.data(), n, std::max<std::size_t>(1, density * n), idx.data(), val.data(), dev.exec));
   } else if (method == "dgc") {
     kernels::DgcSelectOptions o;
     o.compress_ratio = density;
@@ -76,8 +77,10 @@ absl::StatusOr<double> Density(Device& dev, const std::string& method, const std
     for (const auto& l : layers.layers) segments.push_back({l.offset, l.numel});
     SKETCHPS_ASSIGN_OR_RETURN(auto tau, kernels::SdagcThresholds(d_x.data(), n, segments, lambda, dev.exec));
     std::vector<kernels::ThresholdSegment> with_tau;
-    for (std::size_t i = 0; i < segments.size(); ++i) with_tau.push_back({segments[i].offset, segments[i].size, tau[i]});
-    SKETCHPS_ASSIGN_OR_RETURN(count, kernels::ThresholdSelectSegments(d_x.data(), n, with_tau, n, idx.data(), val.data(), dev.exec));
+    for (std::size_t i = 0; i < segments.size(); ++i)
+      with_tau.push_back({segments[i].offset, segments[i].size, tau[i]});
+    SKETCHPS_ASSIGN_OR_RETURN(
+        count, kernels::ThresholdSelectSegments(d_x.data(), n, with_tau, n, idx.data(), val.data(), dev.exec));
   } else {
     kernels::SidcoOptions o;
     o.variant = method == "sidco_e"   ? kernels::SidcoVariant::kExponential
@@ -88,7 +91,8 @@ absl::StatusOr<double> Density(Device& dev, const std::string& method, const std
     o.stages = method == "sidco_e" ? 1 : 2;
     SKETCHPS_ASSIGN_OR_RETURN(auto estimator, kernels::SidcoEstimator::Create(o));
     SKETCHPS_ASSIGN_OR_RETURN(auto estimate, estimator.Estimate(d_x.data(), n, dev.exec));
-    SKETCHPS_ASSIGN_OR_RETURN(count, kernels::ThresholdSelect(d_x.data(), n, estimate.threshold, n, idx.data(), val.data(), dev.exec));
+    SKETCHPS_ASSIGN_OR_RETURN(
+        count, kernels::ThresholdSelect(d_x.data(), n, estimate.threshold, n, idx.data(), val.data(), dev.exec));
   }
   return static_cast<double>(count) / static_cast<double>(n);
 }
@@ -98,7 +102,8 @@ absl::StatusOr<std::vector<std::uint32_t>> TopIndices(Device& dev, const std::ve
   kernels::DeviceArray<float> d_x(x);
   kernels::DeviceArray<std::uint32_t> idx(k);
   kernels::DeviceArray<float> val(k);
-  SKETCHPS_ASSIGN_OR_RETURN(std::size_t count, kernels::TopK(d_x.data(), x.size(), k, idx.data(), val.data(), dev.exec));
+  SKETCHPS_ASSIGN_OR_RETURN(std::size_t count,
+                            kernels::TopK(d_x.data(), x.size(), k, idx.data(), val.data(), dev.exec));
   std::vector<std::uint32_t> out = idx.ToHost(count);
   std::sort(out.begin(), out.end());
   return out;
@@ -163,8 +168,7 @@ absl::Status MeasureRecall(Device& dev, const InputOptions& o, std::uint64_t rou
         out.push_back(RecallRow{round, shard, static_cast<std::uint32_t>(xs.size()), rows, cf, p2, k, K,
                                 static_cast<double>(hash.cells()) / static_cast<double>(n),
                                 static_cast<double>(Overlap(truth, cand)) / static_cast<double>(k),
-                                best_energy > 0 ? SumSquares(sum, cand) / best_energy : 1.0,
-                                2 * hash.cells() + 4 * K});
+                                best_energy > 0 ? SumSquares(sum, cand) / best_energy : 1.0, 2 * hash.cells() + 4 * K});
       }
     }
   }
@@ -194,7 +198,9 @@ absl::StatusOr<InputReport> RunInputBenchmarks(const InputOptions& o,
     SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(r.layers, o.servers));
     for (std::uint32_t s = 0; s < map.ranges.size(); ++s) {
       const auto& range = map.ranges[s];
-      if (progress) progress(absl::StrCat("round ", r.round, ", shard ", s, ": ", r.grads.size(), " workers, ", range.size(), " entries"));
+      if (progress)
+        progress(absl::StrCat("round ", r.round, ", shard ", s, ": ", r.grads.size(), " workers, ", range.size(),
+                              " entries"));
       std::vector<std::vector<float>> xs;
       for (const auto& g : r.grads) xs.emplace_back(g.begin() + range.lo, g.begin() + range.hi);
       const LayerTable layers = ClipLayers(r.layers, range.lo, range.hi);
@@ -228,8 +234,10 @@ std::string InputReportMarkdown(const InputReport& report) {
   }
   std::map<std::tuple<std::uint32_t, double, std::uint32_t>, std::vector<const RecallRow*>> by_config;
   for (const auto& row : report.recall) by_config[{row.rows, row.cols_factor, row.p2}].push_back(&row);
-  out += "\n| rows | cols | candidates | cells / element | recall of top-k | energy of the top-K | up bytes per worker per shard |\n"
-         "|---|---|---|---|---|---|---|\n";
+  out +=
+      "\n| rows | cols | candidates | cells / element | recall of top-k | energy of the top-K | up bytes per worker "
+      "per shard |\n"
+      "|---|---|---|---|---|---|---|\n";
   for (const auto& [config, rows] : by_config) {
     double recall = 0, energy = 0, cells = 0, bytes = 0;
     for (const auto* r : rows) {

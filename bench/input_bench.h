@@ -29,13 +29,13 @@
 namespace sketchps::bench {
 
 struct InputOptions {
-  std::vector<std::string> files;                 // gradient dumps; several rounds may be mixed
-  std::uint32_t servers = 2;                      // shards of the layout
+  std::vector<std::string> files;  // gradient dumps; several rounds may be mixed
+  std::uint32_t servers = 2;       // shards of the layout
   double density = 0.01;
   std::vector<std::uint32_t> rows = {3, 5};
   std::vector<double> cols_factors = {1, 2, 4, 10};
   std::vector<std::uint32_t> p2s = {2, 4, 8};
-  std::uint64_t seed = 1;                         // the job seed (train.seed): the sketch hashes
+  std::uint64_t seed = 1;  // the job seed (train.seed): the sketch hashes
 };
 
 struct SelectionRow {

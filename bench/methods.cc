@@ -58,8 +58,8 @@ absl::StatusOr<Outcome> RunRecover(Workspace& ws) {
 }
 
 absl::StatusOr<Outcome> RunTopK(Workspace& ws) {
-  SKETCHPS_ASSIGN_OR_RETURN(auto count, kernels::TopK(ws.grad.data(), ws.d, ws.k, ws.out_idx.data(),
-                                                      ws.out_val.data(), ws.exec));
+  SKETCHPS_ASSIGN_OR_RETURN(auto count,
+                            kernels::TopK(ws.grad.data(), ws.d, ws.k, ws.out_idx.data(), ws.out_val.data(), ws.exec));
   return Selection(count);
 }
 
@@ -96,8 +96,9 @@ absl::StatusOr<Outcome> RunSdagc(Workspace& ws) {
   SKETCHPS_ASSIGN_OR_RETURN(auto tau, kernels::SdagcThresholds(ws.grad.data(), ws.d, layers, lambda, ws.exec));
   std::vector<kernels::ThresholdSegment> segments;
   for (std::size_t l = 0; l < layers.size(); ++l) segments.push_back({layers[l].offset, layers[l].size, tau[l]});
-  SKETCHPS_ASSIGN_OR_RETURN(auto total, kernels::ThresholdSelectSegments(ws.grad.data(), ws.d, segments, ws.d,
-                                                                         ws.out_idx.data(), ws.out_val.data(), ws.exec));
+  SKETCHPS_ASSIGN_OR_RETURN(auto total,
+                            kernels::ThresholdSelectSegments(ws.grad.data(), ws.d, segments, ws.d, ws.out_idx.data(),
+                                                             ws.out_val.data(), ws.exec));
   return Selection(total);
 }
 

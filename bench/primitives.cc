@@ -49,11 +49,11 @@ absl::StatusOr<double> TimeMedian(Workspace& ws, int repeats, const std::functio
 // The yardstick and SumAbs (the previous yardstick) as two result rows, the yardstick first.
 absl::StatusOr<std::vector<BenchResult>> StreamPassRows(Workspace& ws) {
   SKETCHPS_ASSIGN_OR_RETURN(const double pass, TimeMedian(ws, ws.options.repeats, nullptr, [&]() -> absl::Status {
-    return BandwidthSum(ws.grad.data(), ws.d, ws.exec).status();
-  }));
+                              return BandwidthSum(ws.grad.data(), ws.d, ws.exec).status();
+                            }));
   SKETCHPS_ASSIGN_OR_RETURN(const double sum_abs, TimeMedian(ws, ws.options.repeats, nullptr, [&]() -> absl::Status {
-    return kernels::SumAbs(ws.grad.data(), ws.d, ws.exec).status();
-  }));
+                              return kernels::SumAbs(ws.grad.data(), ws.d, ws.exec).status();
+                            }));
   std::vector<BenchResult> rows(2);
   rows[0].method = kStreamPassRow;
   rows[0].seconds = pass;
@@ -72,10 +72,11 @@ absl::StatusOr<std::vector<BenchResult>> StreamPassRows(Workspace& ws) {
 
 absl::StatusOr<BenchResult> RunMethod(const Method& method, Workspace& ws, const BenchResult& pass) {
   Outcome outcome;
-  SKETCHPS_ASSIGN_OR_RETURN(const double seconds, TimeMedian(ws, ws.options.repeats, method.prepare, [&]() -> absl::Status {
-    SKETCHPS_ASSIGN_OR_RETURN(outcome, method.run(ws));
-    return absl::OkStatus();
-  }));
+  SKETCHPS_ASSIGN_OR_RETURN(const double seconds,
+                            TimeMedian(ws, ws.options.repeats, method.prepare, [&]() -> absl::Status {
+                              SKETCHPS_ASSIGN_OR_RETURN(outcome, method.run(ws));
+                              return absl::OkStatus();
+                            }));
   BenchResult r = pass;
   r.method = method.name;
   r.density_achieved = static_cast<double>(outcome.selected) / static_cast<double>(ws.d);
@@ -92,8 +93,7 @@ bool Selected(const BenchOptions& options, const std::string& name) {
 
 // Every selected method at gradient length d, after the two stream-pass rows.
 absl::Status RunOneLength(const BenchOptions& options, std::uint64_t d,
-                          const std::function<void(const std::string&)>& say,
-                          std::vector<BenchResult>& results) {
+                          const std::function<void(const std::string&)>& say, std::vector<BenchResult>& results) {
   BenchOptions one = options;
   one.d = {d};
   say(absl::StrFormat("d = %d: generating Student-t3 gradient entries (seed %d)", d, options.seed));
@@ -150,7 +150,9 @@ absl::Status ValidateOptions(const BenchOptions& o) {
 absl::StatusOr<std::vector<BenchResult>> RunBenchmarks(const BenchOptions& options,
                                                        const std::function<void(const std::string&)>& progress) {
   SKETCHPS_RETURN_IF_ERROR(ValidateOptions(options));
-  auto say = [&](const std::string& line) { if (progress) progress(line); };
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
   std::vector<BenchResult> results;
   for (const std::uint64_t d : options.d) SKETCHPS_RETURN_IF_ERROR(RunOneLength(options, d, say, results));
   return results;
@@ -160,7 +162,8 @@ Workspace::Workspace(const BenchOptions& o, std::uint64_t length, std::vector<fl
     : options(o),
       d(length),
       k(std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.density * static_cast<double>(length)))),
-      sketch_cols(o.sketch_cols ? o.sketch_cols : static_cast<std::uint32_t>(std::min<std::uint64_t>(10 * k, 1u << 30))),
+      sketch_cols(o.sketch_cols ? o.sketch_cols
+                                : static_cast<std::uint32_t>(std::min<std::uint64_t>(10 * k, 1u << 30))),
       exec{nullptr, &scratch},
       grad(host_gradient),
       out_idx(length),

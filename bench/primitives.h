@@ -24,12 +24,12 @@ namespace sketchps::bench {
 
 struct BenchOptions {
   std::vector<std::uint64_t> d = {25'600'000};  // gradient lengths (ResNet-50 has 25.6M parameters)
-  double density = 0.001;              // target density k/d for selections; k for sketches
-  std::vector<std::string> methods;    // empty: all of AllMethods()
-  int repeats = 5;                     // timed runs per method (median reported)
-  std::uint64_t seed = 1;              // data and hash seed
+  double density = 0.001;                       // target density k/d for selections; k for sketches
+  std::vector<std::string> methods;             // empty: all of AllMethods()
+  int repeats = 5;                              // timed runs per method (median reported)
+  std::uint64_t seed = 1;                       // data and hash seed
   std::uint32_t sketch_rows = 5;
-  std::uint32_t sketch_cols = 0;       // 0: 10 * k, CSVec's usual sizing
+  std::uint32_t sketch_cols = 0;  // 0: 10 * k, CSVec's usual sizing
 };
 
 struct BenchResult {
@@ -37,11 +37,11 @@ struct BenchResult {
   std::uint64_t d = 0;
   double density_target = 0;
   double density_achieved = 0;
-  double seconds = 0;               // median of repeats
-  double stream_pass_seconds = 0;   // median time of the yardstick over the same vector
-  double stream_pass_gbps = 0;      // the yardstick's read bandwidth, 4·d bytes / stream_pass_seconds
+  double seconds = 0;              // median of repeats
+  double stream_pass_seconds = 0;  // median time of the yardstick over the same vector
+  double stream_pass_gbps = 0;     // the yardstick's read bandwidth, 4·d bytes / stream_pass_seconds
   double ratio_to_stream_pass = 0;
-  std::uint64_t bytes_out = 0;      // what the primitive's output costs on the wire (raw encodings)
+  std::uint64_t bytes_out = 0;  // what the primitive's output costs on the wire (raw encodings)
 };
 
 // The rows every run reports first for each d, besides the methods.

@@ -20,15 +20,15 @@ struct Workspace {
 
   BenchOptions options;
   std::uint64_t d;
-  std::uint64_t k;               // density * d, at least 1
-  std::uint32_t sketch_cols;     // options.sketch_cols or 10 * k
+  std::uint64_t k;            // density * d, at least 1
+  std::uint32_t sketch_cols;  // options.sketch_cols or 10 * k
   kernels::Scratch scratch;
   kernels::Exec exec;
   kernels::DeviceArray<float> grad;
-  kernels::DeviceArray<std::uint32_t> out_idx;   // capacity d
-  kernels::DeviceArray<float> out_val;           // capacity d
-  CountSketchHash hash;                          // (sketch_rows, sketch_cols, seed, d)
-  kernels::DeviceArray<float> table;             // sketch tables, rows x cols
+  kernels::DeviceArray<std::uint32_t> out_idx;  // capacity d
+  kernels::DeviceArray<float> out_val;          // capacity d
+  CountSketchHash hash;                         // (sketch_rows, sketch_cols, seed, d)
+  kernels::DeviceArray<float> table;            // sketch tables, rows x cols
   kernels::DeviceArray<float> other_table;
 };
 

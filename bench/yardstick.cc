@@ -19,8 +19,7 @@ using Floats16 = float __attribute__((vector_size(64)));
 
 // Σ x[0..n): float sums over blocks of kBlock elements (4 independent accumulators, so that the
 // add latency never limits the loads), added in double.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-double SliceSum(const float* x, std::size_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) double SliceSum(const float* x, std::size_t n) {
   constexpr std::size_t kBlock = 16384;
   double total = 0.0;
   for (std::size_t lo = 0; lo < n; lo += kBlock) {

@@ -57,8 +57,9 @@ absl::StatusOr<TlsConfig> ResolveTls(const TlsFlags& flags, const Identity& self
   }
   if (flags.insecure) return TlsConfig{true, "", "", ""};
   if (flags.dir.empty()) {
-    return absl::InvalidArgumentError("--tls-dir: no certificates given (make them with `sketchps certs`), "
-                                      "or pass --insecure to run without TLS on a trusted network");
+    return absl::InvalidArgumentError(
+        "--tls-dir: no certificates given (make them with `sketchps certs`), "
+        "or pass --insecure to run without TLS on a trusted network");
   }
   return TlsConfig::FromDir(flags.dir, self);
 }
@@ -137,11 +138,12 @@ absl::StatusOr<std::vector<std::string>> ServerAddresses(const std::string& flag
   if (out.size() == 1 && absl::StrContains(out[0], "{shard}")) {
     const std::string pattern = out[0];
     out.clear();
-    for (std::uint32_t s = 0; s < servers; ++s) out.push_back(absl::StrReplaceAll(pattern, {{"{shard}", absl::StrCat(s)}}));
+    for (std::uint32_t s = 0; s < servers; ++s)
+      out.push_back(absl::StrReplaceAll(pattern, {{"{shard}", absl::StrCat(s)}}));
   }
   if (out.size() != servers) {
-    return absl::InvalidArgumentError(absl::StrCat("--servers: ", out.size(), " addresses for a job with servers: ", servers,
-                                                   " (give one per shard, or one with {shard} in it)"));
+    return absl::InvalidArgumentError(absl::StrCat("--servers: ", out.size(), " addresses for a job with servers: ",
+                                                   servers, " (give one per shard, or one with {shard} in it)"));
   }
   return out;
 }

@@ -224,20 +224,13 @@ bool ExactInHalf(std::span<const float> values) {
 WireBytes MeasureWireBytes(const v1::Payload& payload) {
   WireBytes bytes;
   switch (payload.body_case()) {
-    case v1::Payload::kDense:
-      bytes.arrays = payload.dense().values().size();
-      break;
+    case v1::Payload::kDense: bytes.arrays = payload.dense().values().size(); break;
     case v1::Payload::kSparse:
       bytes.arrays = payload.sparse().indices().size() + payload.sparse().values().size();
       break;
-    case v1::Payload::kSketch:
-      bytes.arrays = payload.sketch().table().size();
-      break;
-    case v1::Payload::kIndexSet:
-      bytes.arrays = payload.index_set().indices().size();
-      break;
-    case v1::Payload::BODY_NOT_SET:
-      break;
+    case v1::Payload::kSketch: bytes.arrays = payload.sketch().table().size(); break;
+    case v1::Payload::kIndexSet: bytes.arrays = payload.index_set().indices().size(); break;
+    case v1::Payload::BODY_NOT_SET: break;
   }
   if (payload.has_header()) {
     const std::size_t h = payload.header().ByteSizeLong();

@@ -127,7 +127,8 @@ std::uint64_t ValueArrayBytes(std::uint64_t count, ValueEncoding value_encoding)
 std::uint64_t IndexArrayBytes(std::span<const std::uint32_t> idx, IndexEncoding index_encoding);
 
 // Bytes of a sketch table field: rows * cols * 4 (kF32) or * 2 (kF16).
-std::uint64_t SketchArrayBytes(std::uint32_t rows, std::uint32_t cols, ValueEncoding value_encoding = ValueEncoding::kF32);
+std::uint64_t SketchArrayBytes(std::uint32_t rows, std::uint32_t cols,
+                               ValueEncoding value_encoding = ValueEncoding::kF32);
 
 // Whether every value is finite and exactly representable in binary16 (so kF16 is lossless).
 bool ExactInHalf(std::span<const float> values);

@@ -27,23 +27,17 @@ constexpr std::uint64_t kMaxVarint32Bytes = 5;
 
 absl::StatusOr<IndexEncoding> ParseIndexEncoding(absl::string_view field, int value) {
   switch (value) {
-    case v1::INDEX_RAW_U32:
-      return IndexEncoding::kRawU32;
-    case v1::INDEX_DELTA_VARINT:
-      return IndexEncoding::kDeltaVarint;
-    default:
-      return Invalid(field, "unknown enum value ", value);
+    case v1::INDEX_RAW_U32: return IndexEncoding::kRawU32;
+    case v1::INDEX_DELTA_VARINT: return IndexEncoding::kDeltaVarint;
+    default: return Invalid(field, "unknown enum value ", value);
   }
 }
 
 absl::StatusOr<ValueEncoding> ParseValueEncoding(absl::string_view field, int value) {
   switch (value) {
-    case v1::VALUE_F32:
-      return ValueEncoding::kF32;
-    case v1::VALUE_F16:
-      return ValueEncoding::kF16;
-    default:
-      return Invalid(field, "unknown enum value ", value);
+    case v1::VALUE_F32: return ValueEncoding::kF32;
+    case v1::VALUE_F16: return ValueEncoding::kF16;
+    default: return Invalid(field, "unknown enum value ", value);
   }
 }
 
@@ -127,8 +121,7 @@ absl::Status CheckIncreasingBelow(absl::string_view field, std::span<const std::
 
 // Sizes were checked: count <= limits.max_count and the byte length matches the encoding.
 absl::StatusOr<std::vector<std::uint32_t>> ReadIndices(absl::string_view field, const std::string& bytes,
-                                                       std::uint64_t count, std::uint64_t dim,
-                                                       IndexEncoding encoding) {
+                                                       std::uint64_t count, std::uint64_t dim, IndexEncoding encoding) {
   std::vector<std::uint32_t> idx(count);
   if (encoding == IndexEncoding::kRawU32) {
     codec_internal::LoadLE32(bytes.data(), idx.size(), idx.data());
@@ -212,8 +205,7 @@ absl::StatusOr<SketchTable> DecodeSketch(const v1::SketchPayload& in, const Deco
   out.cols = in.cols();
   out.seed = in.seed();
   out.dim = in.dim();
-  SKETCHPS_ASSIGN_OR_RETURN(out.table,
-                            ReadValues("sketch.table", in.table(), cells, venc, limits.allow_nonfinite));
+  SKETCHPS_ASSIGN_OR_RETURN(out.table, ReadValues("sketch.table", in.table(), cells, venc, limits.allow_nonfinite));
   return out;
 }
 
@@ -232,18 +224,10 @@ absl::StatusOr<IndexSet> DecodeIndexSet(const v1::IndexSetPayload& in, const Dec
 absl::StatusOr<DecodedPayload> DecodePayload(const v1::Payload& in, const DecodeLimits& limits) {
   absl::StatusOr<PayloadBody> body;
   switch (in.body_case()) {
-    case v1::Payload::kDense:
-      body = AsBody(DecodeDense(in.dense(), limits));
-      break;
-    case v1::Payload::kSparse:
-      body = AsBody(DecodeSparse(in.sparse(), limits));
-      break;
-    case v1::Payload::kSketch:
-      body = AsBody(DecodeSketch(in.sketch(), limits));
-      break;
-    case v1::Payload::kIndexSet:
-      body = AsBody(DecodeIndexSet(in.index_set(), limits));
-      break;
+    case v1::Payload::kDense: body = AsBody(DecodeDense(in.dense(), limits)); break;
+    case v1::Payload::kSparse: body = AsBody(DecodeSparse(in.sparse(), limits)); break;
+    case v1::Payload::kSketch: body = AsBody(DecodeSketch(in.sketch(), limits)); break;
+    case v1::Payload::kIndexSet: body = AsBody(DecodeIndexSet(in.index_set(), limits)); break;
     case v1::Payload::BODY_NOT_SET:
       return Invalid("payload.body", "empty oneof (expected one of dense, sparse, sketch, index_set)");
   }

@@ -78,8 +78,7 @@ inline void StoreLE16(std::uint16_t v, char* dst) {
 
 // Reads one 16-bit little-endian value.
 inline std::uint16_t LoadLE16(const char* src) {
-  return static_cast<std::uint16_t>(static_cast<unsigned char>(src[0]) |
-                                    (static_cast<unsigned char>(src[1]) << 8));
+  return static_cast<std::uint16_t>(static_cast<unsigned char>(src[0]) | (static_cast<unsigned char>(src[1]) << 8));
 }
 
 }  // namespace sketchps::codec_internal

@@ -67,7 +67,8 @@ bool ConfigReader::Has(const std::string& key) {
 
 absl::Status ConfigReader::Finish() const {
   if (!node_ || node_.IsNull()) return absl::OkStatus();
-  if (!node_.IsMap()) return absl::InvalidArgumentError(absl::StrCat(path_.empty() ? "config" : path_, ": expected a mapping"));
+  if (!node_.IsMap())
+    return absl::InvalidArgumentError(absl::StrCat(path_.empty() ? "config" : path_, ": expected a mapping"));
   for (const auto& kv : node_) {
     const std::string key = kv.first.Scalar();
     if (!known_.count(key)) {

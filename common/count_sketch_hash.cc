@@ -26,9 +26,9 @@ absl::Status CountSketchParams::Validate() const {
   }
   if (cols < 1) return absl::InvalidArgumentError("CountSketchParams.cols = 0; need at least one column");
   if (Cells() > kMaxSketchCells) {
-    return absl::InvalidArgumentError(absl::StrCat("CountSketchParams.cols = ", cols, " with rows = ", rows,
-                                                   " gives ", Cells(), " table cells, above the limit of ",
-                                                   kMaxSketchCells, " (1 GiB of float32)"));
+    return absl::InvalidArgumentError(absl::StrCat("CountSketchParams.cols = ", cols, " with rows = ", rows, " gives ",
+                                                   Cells(), " table cells, above the limit of ", kMaxSketchCells,
+                                                   " (1 GiB of float32)"));
   }
   if (family != CountSketchFamily::kPolynomial61 && family != CountSketchFamily::kSplitMix64) {
     return absl::InvalidArgumentError(absl::StrCat("CountSketchParams.family = ", static_cast<std::uint32_t>(family),
@@ -41,9 +41,7 @@ absl::Status CountSketchParams::Validate() const {
   return absl::OkStatus();
 }
 
-std::uint64_t CountSketchRowSeed(std::uint64_t seed, std::uint32_t row) {
-  return SplitMix64(seed ^ SplitMix64(row));
-}
+std::uint64_t CountSketchRowSeed(std::uint64_t seed, std::uint32_t row) { return SplitMix64(seed ^ SplitMix64(row)); }
 
 absl::StatusOr<CountSketchHash> CountSketchHash::Create(const CountSketchParams& params) {
   if (absl::Status status = params.Validate(); !status.ok()) return status;

@@ -59,15 +59,15 @@ inline constexpr std::uint64_t kMaxSketchCells = std::uint64_t{1} << 28;
 inline constexpr std::uint64_t kMaxSketchDim = std::uint64_t{1} << 32;
 
 enum class CountSketchFamily : std::uint32_t {
-  kPolynomial61 = 0,   // specified family: 2-universal buckets, 4-wise independent signs
-  kSplitMix64 = 1,     // fast family: one splitmix64 output per (row, coordinate)
+  kPolynomial61 = 0,  // specified family: 2-universal buckets, 4-wise independent signs
+  kSplitMix64 = 1,    // fast family: one splitmix64 output per (row, coordinate)
 };
 
 struct CountSketchParams {
-  std::uint32_t rows = 5;   // r, independent hash rows, in [1, kMaxSketchRows]
-  std::uint32_t cols = 0;   // c, buckets per row, >= 1, rows·cols <= kMaxSketchCells
-  std::uint64_t seed = 0;   // shared by every node that must produce compatible sketches
-  std::uint64_t dim = 0;    // d, length of the sketched vector, < kMaxSketchDim (0 is an empty vector)
+  std::uint32_t rows = 5;  // r, independent hash rows, in [1, kMaxSketchRows]
+  std::uint32_t cols = 0;  // c, buckets per row, >= 1, rows·cols <= kMaxSketchCells
+  std::uint64_t seed = 0;  // shared by every node that must produce compatible sketches
+  std::uint64_t dim = 0;   // d, length of the sketched vector, < kMaxSketchDim (0 is an empty vector)
   CountSketchFamily family = CountSketchFamily::kPolynomial61;
 
   // OK, or InvalidArgument naming the offending field ("rows", "cols", "dim", "family").
@@ -154,9 +154,7 @@ struct CountSketchPolyRow {
   }
   SKETCHPS_HD bool Positive(std::uint32_t i) const { return (Cubic(i) & 1u) != 0; }
   // s(i)·v (exact sign flip).
-  SKETCHPS_HD float Signed(std::uint32_t i, float v) const {
-    return count_sketch_internal::ApplySign(Positive(i), v);
-  }
+  SKETCHPS_HD float Signed(std::uint32_t i, float v) const { return count_sketch_internal::ApplySign(Positive(i), v); }
 };
 
 // One row of kSplitMix64.
@@ -168,9 +166,7 @@ struct CountSketchMixRow {
     return static_cast<std::uint32_t>(((SplitMix64(key + i) >> 32) * cols) >> 32);
   }
   SKETCHPS_HD bool Positive(std::uint32_t i) const { return (SplitMix64(key + i) & 1u) != 0; }
-  SKETCHPS_HD float Signed(std::uint32_t i, float v) const {
-    return count_sketch_internal::ApplySign(Positive(i), v);
-  }
+  SKETCHPS_HD float Signed(std::uint32_t i, float v) const { return count_sketch_internal::ApplySign(Positive(i), v); }
 };
 
 // Walks a kPolynomial61 row over consecutive coordinates i0, i0 + 1, ... with additions only: the

@@ -138,14 +138,14 @@ absl::StatusOr<GammaFit> FitGamma(const SampleMoments& m, int newton_steps) {
     return absl::InvalidArgumentError(absl::StrCat("FitGamma: newton_steps = ", newton_steps, " is negative"));
   }
   if (!std::isfinite(m.sum_log)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FitGamma: moments.sum_log = ", m.sum_log, " (needs the log moment of a sample with every value > 0)"));
+    return absl::InvalidArgumentError(absl::StrCat("FitGamma: moments.sum_log = ", m.sum_log,
+                                                   " (needs the log moment of a sample with every value > 0)"));
   }
   const double mean = m.Mean();
   const double s = std::log(mean) - m.sum_log / static_cast<double>(m.count);
   if (!(s > kMinGammaLogGap)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FitGamma: s = ln(mean) - mean(ln y) = ", s, " (the samples are all equal or nearly so; shape unbounded)"));
+    return absl::InvalidArgumentError(absl::StrCat("FitGamma: s = ln(mean) - mean(ln y) = ", s,
+                                                   " (the samples are all equal or nearly so; shape unbounded)"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(double alpha, GammaShapeApproximation(s));
   // Newton on f(α) = ln α - ψ(α) - s, f'(α) = 1/α - ψ'(α) < 0; f is convex and decreasing, and the
@@ -178,8 +178,8 @@ absl::StatusOr<double> GammaTailThreshold(const GammaFit& fit, double q) {
   try {
     return fit.scale * boost::math::gamma_q_inv(fit.shape, q);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("GammaTailThreshold: boost::math::gamma_q_inv(", fit.shape, ", ", q,
-                                            ") failed: ", e.what()));
+    return absl::InternalError(
+        absl::StrCat("GammaTailThreshold: boost::math::gamma_q_inv(", fit.shape, ", ", q, ") failed: ", e.what()));
   }
 }
 

@@ -37,9 +37,9 @@ namespace sketchps {
 // says which it needs and rejects a NaN there.
 struct SampleMoments {
   std::uint64_t count = 0;
-  double sum = 0.0;      // Σ y
-  double sum_sq = 0.0;   // Σ y² (generalized Pareto)
-  double sum_log = 0.0;  // Σ ln y (gamma); -inf if some y == 0
+  double sum = 0.0;                                       // Σ y
+  double sum_sq = 0.0;                                    // Σ y² (generalized Pareto)
+  double sum_log = 0.0;                                   // Σ ln y (gamma); -inf if some y == 0
   double min = std::numeric_limits<double>::infinity();   // +inf when count == 0
   double max = -std::numeric_limits<double>::infinity();  // -inf when count == 0
 

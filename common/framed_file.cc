@@ -92,14 +92,16 @@ absl::StatusOr<std::string> ReadFramedFile(const std::string& path, const char (
 absl::StatusOr<std::string> UnframeBytes(std::string bytes, const char (&magic)[8], std::uint64_t max_payload,
                                          const std::string& name) {
   if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), magic, sizeof(magic)) != 0) {
-    return absl::DataLossError(absl::StrCat(name, ": not a ", std::string(magic, sizeof(magic)), " file (bad magic or too short)"));
+    return absl::DataLossError(
+        absl::StrCat(name, ": not a ", std::string(magic, sizeof(magic)), " file (bad magic or too short)"));
   }
   const std::uint64_t length = GetLe(bytes, 8, 8);
   if (length > max_payload || bytes.size() != kHeaderBytes + length) {
-    return absl::DataLossError(absl::StrCat(name, ": truncated or padded (header says ", length, " payload bytes, file has ",
-                                            bytes.size() - kHeaderBytes, ")"));
+    return absl::DataLossError(absl::StrCat(name, ": truncated or padded (header says ", length,
+                                            " payload bytes, file has ", bytes.size() - kHeaderBytes, ")"));
   }
-  if (Crc(bytes.data() + kHeaderBytes, length) != GetLe(bytes, 16, 4)) return absl::DataLossError(absl::StrCat(name, ": CRC mismatch"));
+  if (Crc(bytes.data() + kHeaderBytes, length) != GetLe(bytes, 16, 4))
+    return absl::DataLossError(absl::StrCat(name, ": CRC mismatch"));
   bytes.erase(0, kHeaderBytes);
   return bytes;
 }

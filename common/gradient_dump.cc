@@ -29,7 +29,8 @@ absl::StatusOr<GradientDump> ParsePayload(const std::string& payload, const std:
   if (!values.ok()) return absl::DataLossError(absl::StrCat(path, ": ", values.status().message()));
   dump.values = *std::move(values);
   if (dump.worker_id >= dump.num_workers) {
-    return absl::DataLossError(absl::StrCat(path, ": worker_id ", dump.worker_id, " >= num_workers ", dump.num_workers));
+    return absl::DataLossError(
+        absl::StrCat(path, ": worker_id ", dump.worker_id, " >= num_workers ", dump.num_workers));
   }
   return dump;
 }
@@ -42,7 +43,8 @@ std::string GradientDumpName(std::uint64_t round, std::uint32_t worker) {
 
 absl::Status WriteGradientDump(const std::string& path, const GradientDump& dump) {
   if (dump.values.size() != dump.layers.dim()) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient dump: ", dump.values.size(), " values for a layout of ", dump.layers.dim()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient dump: ", dump.values.size(), " values for a layout of ", dump.layers.dim()));
   }
   v1::GradientDump msg;
   msg.set_job_id(dump.job_id);
@@ -63,7 +65,8 @@ absl::StatusOr<GradientDump> ReadGradientDump(const std::string& path) {
 }
 
 absl::StatusOr<GradientDump> ParseGradientDumpBytes(std::string bytes, const std::string& name) {
-  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, UnframeBytes(std::move(bytes), kGradientDumpMagic, kMaxPayloadBytes, name));
+  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload,
+                            UnframeBytes(std::move(bytes), kGradientDumpMagic, kMaxPayloadBytes, name));
   return ParsePayload(payload, name);
 }
 

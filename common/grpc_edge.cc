@@ -18,7 +18,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   std::string message = status.error_message();
-  if (message.empty()) message = absl::StrCat("gRPC status ", static_cast<int>(status.error_code()), " without a message");
+  if (message.empty())
+    message = absl::StrCat("gRPC status ", static_cast<int>(status.error_code()), " without a message");
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
 }
 

@@ -32,10 +32,10 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 bool IsTransient(absl::StatusCode code);
 
 struct ServerOptions {
-  int max_message_bytes = 64 << 20;      // largest request or response accepted
-  int max_concurrent_streams = 256;      // per connection
+  int max_message_bytes = 64 << 20;                      // largest request or response accepted
+  int max_concurrent_streams = 256;                      // per connection
   absl::Duration handshake_timeout = absl::Seconds(10);  // connections that never finish it are closed
-  std::size_t memory_quota_bytes = 0;    // the server's resource quota (0: gRPC's default)
+  std::size_t memory_quota_bytes = 0;                    // the server's resource quota (0: gRPC's default)
 };
 
 // Applies `options` to `builder`: message size limits, GRPC_ARG_MAX_CONCURRENT_STREAMS, the

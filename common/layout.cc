@@ -69,11 +69,13 @@ absl::Status ValidateLayerTable(const LayerTable& table) {
     if (l.name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, "name is empty"));
     if (!names.insert(l.name).second) return absl::InvalidArgumentError(absl::StrCat(where, "duplicate name"));
     if (l.offset != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "offset ", l.offset, " but previous layer ends at ", expected));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "offset ", l.offset, " but previous layer ends at ", expected));
     }
     if (l.numel == 0) return absl::InvalidArgumentError(absl::StrCat(where, "numel is 0"));
     if (ShapeProduct(l.shape) != l.numel) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "shape product ", ShapeProduct(l.shape), " != numel ", l.numel));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "shape product ", ShapeProduct(l.shape), " != numel ", l.numel));
     }
     expected += l.numel;
   }
@@ -90,7 +92,8 @@ LayerTable ClipLayers(const LayerTable& table, std::uint64_t lo, std::uint64_t h
     const std::uint64_t b = std::min(l.offset + l.numel, hi);
     if (a >= b) continue;
     const bool whole = a == l.offset && b == l.offset + l.numel;
-    out.layers.push_back({l.name, a - lo, b - a, whole ? l.shape : std::vector<std::int64_t>{static_cast<std::int64_t>(b - a)}});
+    out.layers.push_back(
+        {l.name, a - lo, b - a, whole ? l.shape : std::vector<std::int64_t>{static_cast<std::int64_t>(b - a)}});
   }
   return out;
 }
@@ -98,7 +101,8 @@ LayerTable ClipLayers(const LayerTable& table, std::uint64_t lo, std::uint64_t h
 absl::StatusOr<ShardMap> MakeShardMap(const LayerTable& table, std::uint32_t shards) {
   const std::uint64_t d = table.dim();
   if (shards == 0) return absl::InvalidArgumentError("shards must be >= 1");
-  if (shards > d) return absl::InvalidArgumentError(absl::StrCat("shards (", shards, ") exceed the parameter count (", d, ")"));
+  if (shards > d)
+    return absl::InvalidArgumentError(absl::StrCat("shards (", shards, ") exceed the parameter count (", d, ")"));
   ShardMap map = EvenSplit(d, shards);
   SnapToLayers(table, map);  // keeps the even split when snapping would unbalance it
   return map;
@@ -111,7 +115,8 @@ std::vector<std::uint64_t> SplitProportionally(std::uint64_t total, const ShardM
   std::vector<std::pair<double, std::size_t>> remainders;
   std::uint64_t given = 0;
   for (std::size_t s = 0; s < map.ranges.size(); ++s) {
-    const double exact = static_cast<double>(total) * static_cast<double>(map.ranges[s].size()) / static_cast<double>(d);
+    const double exact =
+        static_cast<double>(total) * static_cast<double>(map.ranges[s].size()) / static_cast<double>(d);
     share[s] = static_cast<std::uint64_t>(exact);
     given += share[s];
     remainders.push_back({exact - static_cast<double>(share[s]), s});

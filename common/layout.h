@@ -19,9 +19,9 @@ namespace sketchps {
 
 struct Layer {
   std::string name;
-  std::uint64_t offset = 0;          // first element in the flat vector
+  std::uint64_t offset = 0;  // first element in the flat vector
   std::uint64_t numel = 0;
-  std::vector<std::int64_t> shape;   // product equals numel
+  std::vector<std::int64_t> shape;  // product equals numel
 };
 
 struct LayerTable {

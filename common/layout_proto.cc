@@ -25,7 +25,8 @@ absl::StatusOr<LayerTable> LayersFromProto(const google::protobuf::RepeatedPtrFi
   for (int i = 0; i < in.size(); ++i) {
     const auto& info = in[i];
     if (info.shape_size() > 8) {
-      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "].shape: ", info.shape_size(), " dimensions, at most 8"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "].shape: ", info.shape_size(), " dimensions, at most 8"));
     }
     table.layers.push_back(Layer{info.name(), info.offset(), info.numel(), {info.shape().begin(), info.shape().end()}});
   }

@@ -64,7 +64,8 @@ class Standard : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     using prometheus::MetricType;
-    prometheus::MetricFamily info = Family("sketchps_build_info", "Build of this process (value 1)", MetricType::Gauge, 1);
+    prometheus::MetricFamily info =
+        Family("sketchps_build_info", "Build of this process (value 1)", MetricType::Gauge, 1);
     info.metric[0].label = {{"role", role_}, {"version", Version()}};
     std::vector<prometheus::MetricFamily> out{std::move(info)};
     // stat fields (man 5 proc, numbered from 3 = state): utime 14, stime 15, starttime 22, vsize 23, rss 24.
@@ -73,9 +74,10 @@ class Standard : public prometheus::Collectable {
     const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
     if (f.size() > 21 && tick > 0) {
       try {
-        out.push_back(Family("process_cpu_seconds_total", "User and system CPU time spent in seconds", MetricType::Counter,
-                             (std::stod(f[11]) + std::stod(f[12])) / tick));
-        out.push_back(Family("process_virtual_memory_bytes", "Virtual memory size in bytes", MetricType::Gauge, std::stod(f[20])));
+        out.push_back(Family("process_cpu_seconds_total", "User and system CPU time spent in seconds",
+                             MetricType::Counter, (std::stod(f[11]) + std::stod(f[12])) / tick));
+        out.push_back(Family("process_virtual_memory_bytes", "Virtual memory size in bytes", MetricType::Gauge,
+                             std::stod(f[20])));
         out.push_back(Family("process_resident_memory_bytes", "Resident memory size in bytes", MetricType::Gauge,
                              std::stod(f[21]) * page));
         if (auto boot = BootTimeSeconds()) {
@@ -101,7 +103,9 @@ class Standard : public prometheus::Collectable {
 
 }  // namespace
 
-std::shared_ptr<prometheus::Collectable> StandardMetrics(const std::string& role) { return std::make_shared<Standard>(role); }
+std::shared_ptr<prometheus::Collectable> StandardMetrics(const std::string& role) {
+  return std::make_shared<Standard>(role);
+}
 
 std::string ExpositionText(const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables) {
   std::vector<prometheus::MetricFamily> families;

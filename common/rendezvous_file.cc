@@ -17,7 +17,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
     out << content;
     if (!out) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return absl::UnavailableError(absl::StrCat(path, ": cannot rename into place"));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return absl::UnavailableError(absl::StrCat(path, ": cannot rename into place"));
   return absl::OkStatus();
 }
 

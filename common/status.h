@@ -16,10 +16,10 @@
 #define SKETCHPS_STATUS_CONCAT_INNER(a, b) a##b
 #define SKETCHPS_STATUS_CONCAT(a, b) SKETCHPS_STATUS_CONCAT_INNER(a, b)
 
-#define SKETCHPS_RETURN_IF_ERROR(expr)                         \
-  do {                                                         \
-    ::absl::Status sketchps_status_ = (expr);                  \
-    if (!sketchps_status_.ok()) return sketchps_status_;       \
+#define SKETCHPS_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::absl::Status sketchps_status_ = (expr);            \
+    if (!sketchps_status_.ok()) return sketchps_status_; \
   } while (0)
 
 #define SKETCHPS_ASSIGN_OR_RETURN(lhs, rexpr) \

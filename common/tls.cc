@@ -17,7 +17,8 @@ namespace sketchps {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
-  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat("TLS: no ", what, " file given (or pass --insecure)"));
+  if (path.empty())
+    return absl::InvalidArgumentError(absl::StrCat("TLS: no ", what, " file given (or pass --insecure)"));
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("TLS ", what, " ", path, ": cannot read"));
   std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -55,7 +56,8 @@ absl::StatusOr<std::string> ReadCertificate(const std::string& path, const char*
   };
   if (X509_cmp_current_time(X509_get0_notBefore(cert.get())) > 0) {
     return absl::FailedPreconditionError(absl::StrCat("TLS ", what, " ", path, ": not valid before ",
-                                                      when(X509_get0_notBefore(cert.get())), " (is this host's clock right?)"));
+                                                      when(X509_get0_notBefore(cert.get())),
+                                                      " (is this host's clock right?)"));
   }
   if (X509_cmp_current_time(X509_get0_notAfter(cert.get())) < 0) {
     return absl::FailedPreconditionError(absl::StrCat("TLS ", what, " ", path, ": expired on ",
@@ -79,10 +81,12 @@ absl::StatusOr<Identity> ParseIdentity(absl::string_view name) {
     id.role = Identity::Role::kServer;
     number = name.substr(7);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a sketchps identity (worker-<rank> or server-<shard>)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not a sketchps identity (worker-<rank> or server-<shard>)"));
   }
   if (number.empty() || !absl::SimpleAtoi(number, &id.index) || absl::StrCat(id.index) != number) {
-    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a sketchps identity (worker-<rank> or server-<shard>)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not a sketchps identity (worker-<rank> or server-<shard>)"));
   }
   return id;
 }
@@ -119,7 +123,8 @@ absl::StatusOr<std::optional<Identity>> CallerIdentity(const grpc::ServerContext
     auto id = ParseIdentity(absl::string_view(name.data(), name.size()));
     if (id.ok()) return std::optional<Identity>(*id);
   }
-  return absl::PermissionDeniedError("the client's certificate names no sketchps identity (worker-<rank> or server-<shard>)");
+  return absl::PermissionDeniedError(
+      "the client's certificate names no sketchps identity (worker-<rank> or server-<shard>)");
 }
 
 absl::Status CheckWorker(const std::optional<Identity>& caller, std::uint32_t claimed, absl::string_view field) {

@@ -39,9 +39,9 @@ struct TlsConfig {
   // Plaintext, no identities. The daemons never rely on this default: they require --tls-dir or an
   // explicit --insecure (common/cli.h ResolveTls); in-process tests use plaintext.
   bool insecure = true;
-  std::string ca_file;     // PEM: the CA every peer's certificate must chain to
-  std::string cert_file;   // PEM: this process's certificate
-  std::string key_file;    // PEM: its private key
+  std::string ca_file;    // PEM: the CA every peer's certificate must chain to
+  std::string cert_file;  // PEM: this process's certificate
+  std::string key_file;   // PEM: its private key
 
   // ca.pem, <self>.pem and <self>.key in a folder made by `sketchps certs`.
   static TlsConfig FromDir(const std::string& dir, const Identity& self);

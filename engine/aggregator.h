@@ -38,6 +38,7 @@ inline constexpr std::uint32_t kAuxPhase = 15;
 // servers' tables and the peers' mailboxes alike). All workers call it with the same length and
 // round. The values travel as float32.
 // Errors: the aggregator's; InvalidArgument when the workers' lengths differ.
-absl::StatusOr<std::vector<float>> SumOverWorkers(Aggregator& aggregator, std::uint64_t round, std::vector<float> values);
+absl::StatusOr<std::vector<float>> SumOverWorkers(Aggregator& aggregator, std::uint64_t round,
+                                                  std::vector<float> values);
 
 }  // namespace sketchps

@@ -15,8 +15,7 @@ constexpr double kPi = 3.14159265358979323846;
 
 double AfterWarmup(const LrSchedule& s, double epoch) {
   switch (s.kind) {
-    case LrSchedule::Kind::kConstant:
-      return s.base_lr;
+    case LrSchedule::Kind::kConstant: return s.base_lr;
     case LrSchedule::Kind::kStep: {
       double lr = s.base_lr;
       for (double m : s.milestones) lr *= epoch >= m ? s.gamma : 1.0;
@@ -80,30 +79,33 @@ absl::Status Optimizer::Apply(const Aggregate& g, float* d_w, double epoch) {
   p.weight_decay = static_cast<float>(config_.weight_decay);
   p.nesterov = config_.nesterov && momentum_ > 0.0;
   return std::visit(
-      Overloaded{
-          [&](const DenseValues& dense) -> absl::Status {
-            if (dense.values.size() != dim_) {
-              return absl::InvalidArgumentError(absl::StrCat("aggregate has ", dense.values.size(), " values, expected ", dim_));
-            }
-            kernels::DeviceArray<float> d_g(dense.values);
-            return kernels::SgdDenseStep(d_w, velocity_.data(), d_g.data(), dim_, p, exec_);
-          },
-          [&](const SparseVector& sparse) -> absl::Status {
-            if (sparse.dim != dim_ || sparse.idx.size() != sparse.val.size()) {
-              return absl::InvalidArgumentError(absl::StrCat("sparse aggregate over ", sparse.dim, " entries, expected ", dim_));
-            }
-            if (idx_.size() < sparse.idx.size()) {
-              idx_ = kernels::DeviceArray<std::uint32_t>(sparse.idx.size());
-              val_ = kernels::DeviceArray<float>(sparse.idx.size());
-            }
-            idx_.FromHost(sparse.idx);
-            val_.FromHost(sparse.val);
-            const std::size_t count = sparse.idx.size();
-            if (dense_g_.size() == 0) return kernels::SgdSparseStep(d_w, dim_, idx_.data(), val_.data(), count, p.lr, exec_);
-            dense_g_.Zero();
-            SKETCHPS_RETURN_IF_ERROR(kernels::ScatterAdd(idx_.data(), val_.data(), count, dense_g_.data(), dim_, exec_));
-            return kernels::SgdDenseStep(d_w, velocity_.data(), dense_g_.data(), dim_, p, exec_);
-          }},
+      Overloaded{[&](const DenseValues& dense) -> absl::Status {
+                   if (dense.values.size() != dim_) {
+                     return absl::InvalidArgumentError(
+                         absl::StrCat("aggregate has ", dense.values.size(), " values, expected ", dim_));
+                   }
+                   kernels::DeviceArray<float> d_g(dense.values);
+                   return kernels::SgdDenseStep(d_w, velocity_.data(), d_g.data(), dim_, p, exec_);
+                 },
+                 [&](const SparseVector& sparse) -> absl::Status {
+                   if (sparse.dim != dim_ || sparse.idx.size() != sparse.val.size()) {
+                     return absl::InvalidArgumentError(
+                         absl::StrCat("sparse aggregate over ", sparse.dim, " entries, expected ", dim_));
+                   }
+                   if (idx_.size() < sparse.idx.size()) {
+                     idx_ = kernels::DeviceArray<std::uint32_t>(sparse.idx.size());
+                     val_ = kernels::DeviceArray<float>(sparse.idx.size());
+                   }
+                   idx_.FromHost(sparse.idx);
+                   val_.FromHost(sparse.val);
+                   const std::size_t count = sparse.idx.size();
+                   if (dense_g_.size() == 0)
+                     return kernels::SgdSparseStep(d_w, dim_, idx_.data(), val_.data(), count, p.lr, exec_);
+                   dense_g_.Zero();
+                   SKETCHPS_RETURN_IF_ERROR(
+                       kernels::ScatterAdd(idx_.data(), val_.data(), count, dense_g_.data(), dim_, exec_));
+                   return kernels::SgdDenseStep(d_w, velocity_.data(), dense_g_.data(), dim_, p, exec_);
+                 }},
       g);
 }
 

@@ -21,11 +21,11 @@ struct LrSchedule {
   enum class Kind { kConstant, kStep, kCosine };
   Kind kind = Kind::kConstant;
   double base_lr = 0.1;
-  double warmup_epochs = 0.0;         // linear ramp from warmup_start_factor * base_lr to base_lr
+  double warmup_epochs = 0.0;  // linear ramp from warmup_start_factor * base_lr to base_lr
   double warmup_start_factor = 1.0;
-  std::vector<double> milestones;     // kStep: epochs at which lr *= gamma
+  std::vector<double> milestones;  // kStep: epochs at which lr *= gamma
   double gamma = 0.1;
-  double total_epochs = 1.0;          // kCosine: lr reaches min_lr here
+  double total_epochs = 1.0;  // kCosine: lr reaches min_lr here
   double min_lr = 0.0;
 };
 

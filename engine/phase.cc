@@ -18,11 +18,10 @@ const char* ReductionName(Reduction r) {
 }
 
 const char* PayloadKindName(const PayloadValue& payload) {
-  return std::visit(Overloaded{[](const DenseValues&) { return "dense"; },
-                               [](const SparseVector&) { return "sparse"; },
-                               [](const SketchTable&) { return "sketch"; },
-                               [](const IndexSet&) { return "index_set"; }},
-                    payload);
+  return std::visit(
+      Overloaded{[](const DenseValues&) { return "dense"; }, [](const SparseVector&) { return "sparse"; },
+                 [](const SketchTable&) { return "sketch"; }, [](const IndexSet&) { return "index_set"; }},
+      payload);
 }
 
 std::uint64_t RawPayloadBytes(const PayloadValue& payload) {
@@ -51,11 +50,11 @@ bool AllFinite(const PayloadValue& payload) {
     }
     return true;
   };
-  return std::visit(Overloaded{[&](const DenseValues& p) { return finite(p.values); },
-                               [&](const SparseVector& p) { return finite(p.val); },
-                               [&](const SketchTable& p) { return finite(p.table); },
-                               [](const IndexSet&) { return true; }},
-                    payload);
+  return std::visit(
+      Overloaded{[&](const DenseValues& p) { return finite(p.values); },
+                 [&](const SparseVector& p) { return finite(p.val); },
+                 [&](const SketchTable& p) { return finite(p.table); }, [](const IndexSet&) { return true; }},
+      payload);
 }
 
 namespace {
@@ -71,7 +70,8 @@ void DivideBy(std::vector<float>& values, std::uint32_t contributors) {
 absl::StatusOr<Aggregate> MeanAggregate(const PhaseResult& result, std::uint64_t dim) {
   if (const auto* dense = std::get_if<DenseValues>(&result.value)) {
     if (dense->values.size() != dim) {
-      return absl::InvalidArgumentError(absl::StrCat("final dense result has ", dense->values.size(), " values, range has ", dim));
+      return absl::InvalidArgumentError(
+          absl::StrCat("final dense result has ", dense->values.size(), " values, range has ", dim));
     }
     DenseValues g = *dense;
     DivideBy(g.values, result.contributors);
@@ -79,7 +79,8 @@ absl::StatusOr<Aggregate> MeanAggregate(const PhaseResult& result, std::uint64_t
   }
   if (const auto* sparse = std::get_if<SparseVector>(&result.value)) {
     if (sparse->dim != dim) {
-      return absl::InvalidArgumentError(absl::StrCat("final sparse result over ", sparse->dim, " entries, range has ", dim));
+      return absl::InvalidArgumentError(
+          absl::StrCat("final sparse result over ", sparse->dim, " entries, range has ", dim));
     }
     SparseVector g = *sparse;
     DivideBy(g.val, result.contributors);

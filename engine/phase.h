@@ -47,10 +47,10 @@ const char* ReductionName(Reduction r);
 
 struct PhaseSpec {
   Reduction reduction = Reduction::kDenseSum;
-  std::uint64_t keep = 0;    // kSparseSum / indexed kDenseSum: 0 keeps all; kSketchRecover: candidates (> 0)
-  std::uint32_t leader = 0;  // kLeaderIndexSet: the worker whose set is taken
+  std::uint64_t keep = 0;            // kSparseSum / indexed kDenseSum: 0 keeps all; kSketchRecover: candidates (> 0)
+  std::uint32_t leader = 0;          // kLeaderIndexSet: the worker whose set is taken
   bool at_previous_indices = false;  // kDenseSum: values at the previous result's indices
-  bool final_phase = true;   // the round's last phase (its result yields G_t); set by SchemeBase
+  bool final_phase = true;           // the round's last phase (its result yields G_t); set by SchemeBase
   // An auxiliary phase (kAuxPhase, aggregator.h): a dense sum outside the scheme's phases; it needs
   // no previous phase and never ends a round.
   bool auxiliary = false;

@@ -15,13 +15,13 @@ constexpr char kAheadMarker[] = "is ahead";
 }  // namespace
 
 absl::Status ReplayRoundError(std::uint64_t round, std::uint32_t phase) {
-  return absl::FailedPreconditionError(absl::StrCat("round ", round, " phase ", phase,
-                                                    ": this shard holds no result of the previous phase; ",
-                                                    kReplayRoundMarker));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "round ", round, " phase ", phase, ": this shard holds no result of the previous phase; ", kReplayRoundMarker));
 }
 
 bool IsReplayRound(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kReplayRoundMarker);
+  return status.code() == absl::StatusCode::kFailedPrecondition &&
+         absl::StrContains(status.message(), kReplayRoundMarker);
 }
 
 bool IsRoundApplied(const absl::Status& status) {
@@ -41,8 +41,8 @@ PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_fi
 
 absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
   if (newest_round_ >= kRetainRounds && key.round < newest_round_ - kRetainRounds) {
-    return absl::FailedPreconditionError(absl::StrCat("round ", key.round, " is stale: the shard is at round ",
-                                                      newest_round_));
+    return absl::FailedPreconditionError(
+        absl::StrCat("round ", key.round, " is stale: the shard is at round ", newest_round_));
   }
   return absl::OkStatus();
 }
@@ -56,8 +56,8 @@ absl::Status PhaseTable::CheckOrder(const PhaseKey& key, bool auxiliary) const {
                                                       " rounds applied): phase ", key.phase, " cannot be opened"));
   }
   if (key.round > applied_) {
-    return absl::FailedPreconditionError(absl::StrCat("round ", key.round, " ", kAheadMarker, " of this shard, which holds ",
-                                                      applied_, " rounds"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("round ", key.round, " ", kAheadMarker, " of this shard, which holds ", applied_, " rounds"));
   }
   return absl::OkStatus();
 }
@@ -127,8 +127,8 @@ absl::StatusOr<std::optional<PhaseTable::Work>> PhaseTable::Store(const PhaseKey
     return std::nullopt;  // a retry: acknowledged, applied once
   }
   if (auto st = Admit(key, held, contribution); !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat("worker ", worker, " round ", key.round, " phase ", key.phase, ": ",
-                                                st.message()));
+    return absl::Status(
+        st.code(), absl::StrCat("worker ", worker, " round ", key.round, " phase ", key.phase, ": ", st.message()));
   }
   Entry& entry = entries_[key];
   if (entry.contributions.empty()) entry.contributions.resize(options_.num_workers);
@@ -167,8 +167,8 @@ void PhaseTable::Finish(Work work) {
     result = std::make_shared<const PhaseResult>(*std::move(reduced));
   }
   if (!result.ok()) {
-    result = absl::Status(result.status().code(), absl::StrCat("round ", work.key.round, " phase ", work.key.phase, ": ",
-                                                               result.status().message()));
+    result = absl::Status(result.status().code(), absl::StrCat("round ", work.key.round, " phase ", work.key.phase,
+                                                               ": ", result.status().message()));
   }
   Publish(work.key, std::move(result), spec.final_phase);
 }
@@ -224,8 +224,9 @@ void PhaseTable::Forget(std::uint64_t newest_round, Calls& calls) {
          entries_.begin()->first.round < newest_round - kRetainRounds) {
     const PhaseKey& old = entries_.begin()->first;
     for (auto& cb : entries_.begin()->second.waiters) {
-      calls.emplace_back(std::move(cb), absl::FailedPreconditionError(absl::StrCat(
-                                            "round ", old.round, " phase ", old.phase, " was abandoned: the shard moved on")));
+      calls.emplace_back(std::move(cb),
+                         absl::FailedPreconditionError(absl::StrCat("round ", old.round, " phase ", old.phase,
+                                                                    " was abandoned: the shard moved on")));
     }
     entries_.erase(entries_.begin());
   }
@@ -239,8 +240,8 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PhaseTable::Await(const Phase
     return (it != entries_.end() && it->second.done) || !CheckFresh(key).ok();
   };
   if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
-    return absl::DeadlineExceededError(absl::StrCat("round ", key.round, " phase ", key.phase,
-                                                    " did not complete before the deadline"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("round ", key.round, " phase ", key.phase, " did not complete before the deadline"));
   }
   if (auto st = CheckFresh(key); !st.ok()) return st;
   return Outcome(entries_.at(key));

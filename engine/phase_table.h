@@ -84,9 +84,9 @@ using AdmitFn = std::function<absl::Status(const PhaseSpec&, const PayloadValue&
 struct PhaseTableOptions {
   std::uint32_t num_workers = 1;
   ReduceFn reduce;
-  FinalFn on_final;               // optional
-  AdmitFn admit;                  // optional: without it every decodable payload is stored
-  Strand* strand = nullptr;       // where reductions run (nullptr: the last contributor's thread)
+  FinalFn on_final;          // optional
+  AdmitFn admit;             // optional: without it every decodable payload is stored
+  Strand* strand = nullptr;  // where reductions run (nullptr: the last contributor's thread)
   // Rounds applied before the table starts (a master copy's); unset: no round-order rules.
   std::optional<std::uint64_t> first_round;
 };

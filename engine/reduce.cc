@@ -19,7 +19,8 @@ absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentErro
 template <class T>
 absl::StatusOr<const T*> PayloadAs(const PayloadValue& payload, Reduction r) {
   const T* p = std::get_if<T>(&payload);
-  if (p == nullptr) return Invalid(absl::StrCat("payload: a ", PayloadKindName(payload), " payload in a ", ReductionName(r), " phase"));
+  if (p == nullptr)
+    return Invalid(absl::StrCat("payload: a ", PayloadKindName(payload), " payload in a ", ReductionName(r), " phase"));
   return p;
 }
 
@@ -62,7 +63,8 @@ absl::Status Reducer::AdmitDense(const PhaseSpec& spec, const DenseValues& p, co
   if (spec.at_previous_indices) {
     const std::vector<std::uint32_t>* indices = previous ? ResultIndices(*previous) : nullptr;
     if (indices == nullptr) return Invalid("spec.at_previous_indices: the previous phase has no index set");
-    if (n != indices->size()) return Invalid(absl::StrCat("dense.count: ", n, " != the ", indices->size(), " previous indices"));
+    if (n != indices->size())
+      return Invalid(absl::StrCat("dense.count: ", n, " != the ", indices->size(), " previous indices"));
     return absl::OkStatus();
   }
   if (spec.final_phase) return CheckDim(n, dim_, "dense.count");
@@ -82,8 +84,9 @@ absl::Status Reducer::AdmitSketch(const PhaseSpec& spec, const SketchTable& p, c
   SKETCHPS_RETURN_IF_ERROR(CheckFinite(p.table, "sketch.table"));
   const auto* other = first ? std::get_if<SketchTable>(first) : nullptr;
   if (other && (other->rows != p.rows || other->cols != p.cols || other->seed != p.seed)) {
-    return Invalid(absl::StrCat("sketch.rows/cols/seed: ", p.rows, " x ", p.cols, " seed ", p.seed, " differ from the other workers' ",
-                                other->rows, " x ", other->cols, " seed ", other->seed));
+    return Invalid(absl::StrCat("sketch.rows/cols/seed: ", p.rows, " x ", p.cols, " seed ", p.seed,
+                                " differ from the other workers' ", other->rows, " x ", other->cols, " seed ",
+                                other->seed));
   }
   return absl::OkStatus();
 }
@@ -168,17 +171,19 @@ std::vector<float> Reducer::DenseSum(const std::vector<const Contribution*>& in)
   return sum;
 }
 
-absl::StatusOr<PayloadValue> Reducer::IndexedSum(const std::vector<const Contribution*>& in, const PhaseResult* previous,
-                                                 std::uint64_t keep) {
+absl::StatusOr<PayloadValue> Reducer::IndexedSum(const std::vector<const Contribution*>& in,
+                                                 const PhaseResult* previous, std::uint64_t keep) {
   const std::vector<std::uint32_t>* indices = previous ? ResultIndices(*previous) : nullptr;
-  if (indices == nullptr) return absl::InvalidArgumentError("values at previous indices, but the previous phase has no index set");
+  if (indices == nullptr)
+    return absl::InvalidArgumentError("values at previous indices, but the previous phase has no index set");
   std::vector<float> sum = DenseSum(in);
   if (sum.empty()) sum.assign(indices->size(), 0.0f);  // every worker skipped
   std::vector<std::size_t> order(sum.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (keep > 0 && keep < order.size()) {
     // The `keep` largest sums by magnitude, ties by index (indices are increasing, so by position).
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return std::fabs(sum[a]) > std::fabs(sum[b]); });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return std::fabs(sum[a]) > std::fabs(sum[b]); });
     order.resize(keep);
     std::sort(order.begin(), order.end());
   }
@@ -205,7 +210,8 @@ absl::StatusOr<PayloadValue> Reducer::SparseSum(const std::vector<const Contribu
     SKETCHPS_ASSIGN_OR_RETURN(count, kernels::TopK(acc_.data(), dim_, keep, idx_.data(), val_.data(), exec_));
     SKETCHPS_RETURN_IF_ERROR(kernels::SortByIndex(idx_.data(), val_.data(), count, exec_));
   } else {
-    SKETCHPS_ASSIGN_OR_RETURN(count, kernels::ThresholdSelect(acc_.data(), dim_, 0.0f, dim_, idx_.data(), val_.data(), exec_));
+    SKETCHPS_ASSIGN_OR_RETURN(count,
+                              kernels::ThresholdSelect(acc_.data(), dim_, 0.0f, dim_, idx_.data(), val_.data(), exec_));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto out, Collect(count, /*drop_zeros=*/true));
   return PayloadValue{std::move(out)};

@@ -10,15 +10,17 @@ namespace sketchps {
 
 absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& options) {
   if (options.worker_id >= options.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("worker ", options.worker_id, " is not in [0, ", options.num_workers, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker ", options.worker_id, " is not in [0, ", options.num_workers, ")"));
   }
   if (!options.make_scheme) return absl::InvalidArgumentError("Replica: no scheme maker");
   std::unique_ptr<Replica> replica(new Replica(options));
   for (std::uint32_t s = 0; s < options.shards.ranges.size(); ++s) {
     const auto& r = options.shards.ranges[s];
-    const auto k = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(options.density * static_cast<double>(r.size())));
-    SchemeContext ctx{options.worker_id, options.num_workers, s, r.size(), ClipLayers(options.layers, r.lo, r.hi),
-                      k, options.seed};
+    const auto k =
+        std::max<std::uint64_t>(1, static_cast<std::uint64_t>(options.density * static_cast<double>(r.size())));
+    SchemeContext ctx{options.worker_id, options.num_workers, s, r.size(), ClipLayers(options.layers, r.lo, r.hi), k,
+                      options.seed};
     replica->schemes_.push_back(options.make_scheme(std::move(ctx)));
     replica->optimizers_.push_back(std::make_unique<Optimizer>(options.optimizer, r.size(), options.global_momentum));
   }

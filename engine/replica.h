@@ -28,19 +28,19 @@ struct ReplicaOptions {
   std::uint32_t worker_id = 0;
   std::uint32_t num_workers = 1;
   ShardMap shards;
-  LayerTable layers;              // the whole vector's layers
-  SchemeMaker make_scheme;       // BoundScheme::make (it sets the scheme's warm-up rounds)
-  double density = 0.01;          // k per shard = max(1, floor(density * range length))
+  LayerTable layers;        // the whole vector's layers
+  SchemeMaker make_scheme;  // BoundScheme::make (it sets the scheme's warm-up rounds)
+  double density = 0.01;    // k per shard = max(1, floor(density * range length))
   bool global_momentum = true;
   OptimizerConfig optimizer;
   std::uint64_t seed = 0;
-  bool parallel_shards = true;    // false: shards one after another on the calling thread
+  bool parallel_shards = true;  // false: shards one after another on the calling thread
 };
 
 struct ReplicaRound {
-  RoundTraffic traffic;           // raw payload bytes, summed over shards
-  std::uint64_t selected = 0;     // entries this worker sent, summed over shards
-  bool skipped = false;           // the worker's gradient was not finite (it contributed nothing)
+  RoundTraffic traffic;        // raw payload bytes, summed over shards
+  std::uint64_t selected = 0;  // entries this worker sent, summed over shards
+  bool skipped = false;        // the worker's gradient was not finite (it contributed nothing)
 };
 
 class Replica {

@@ -40,10 +40,10 @@ struct SchemeContext {
   std::uint32_t worker_id = 0;
   std::uint32_t num_workers = 1;
   std::uint32_t shard_id = 0;
-  std::uint64_t dim = 0;    // length of the range this instance compresses
-  LayerTable layers;        // the layers of the range, offsets relative to its start
-  std::uint64_t k = 0;      // entries to keep in this range (density x dim, split across shards)
-  std::uint64_t seed = 0;   // job seed: sketch hashing and sampling
+  std::uint64_t dim = 0;            // length of the range this instance compresses
+  LayerTable layers;                // the layers of the range, offsets relative to its start
+  std::uint64_t k = 0;              // entries to keep in this range (density x dim, split across shards)
+  std::uint64_t seed = 0;           // job seed: sketch hashing and sampling
   std::uint64_t warmup_rounds = 0;  // dense rounds before compression starts (every scheme)
 };
 

@@ -33,7 +33,8 @@ Shard::Shard(ShardOptions options)
     absl::MutexLock lock(&master_mu_);
     rounds_applied_ = options_.rounds_applied;
     checksum_ = WeightsChecksum(options_.initial_weights);
-    if (!options_.velocity.empty()) optimizer_.SetVelocity(options_.velocity).IgnoreError();  // sizes checked by callers
+    if (!options_.velocity.empty())
+      optimizer_.SetVelocity(options_.velocity).IgnoreError();  // sizes checked by callers
     if (options_.last) last_ = *options_.last;
   }
   if (options_.last) table_->Seed(options_.last->key, options_.last->result);
@@ -65,7 +66,8 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Shard::ApplyFinal(const Phase
   {
     absl::MutexLock lock(&master_mu_);
     if (key.round != rounds_applied_) {
-      return absl::FailedPreconditionError(absl::StrCat("round ", key.round, " cannot be applied after ", rounds_applied_, " rounds"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("round ", key.round, " cannot be applied after ", rounds_applied_, " rounds"));
     }
     SKETCHPS_ASSIGN_OR_RETURN(bool ok, TryApply(key, result));
     if (!ok) {
@@ -74,8 +76,9 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Shard::ApplyFinal(const Phase
       result = RefusedResult(Reduction::kSparseSum, dim_);
       SKETCHPS_ASSIGN_OR_RETURN(ok, TryApply(key, result));
       if (!ok) {
-        return absl::DataLossError(absl::StrCat("round ", key.round, ": the master copy would become non-finite even ",
-                                                "without this round's gradient (the momentum diverged); nothing was applied"));
+        return absl::DataLossError(
+            absl::StrCat("round ", key.round, ": the master copy would become non-finite even ",
+                         "without this round's gradient (the momentum diverged); nothing was applied"));
       }
     }
     ++rounds_applied_;

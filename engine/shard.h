@@ -69,7 +69,7 @@ struct ShardOptions {
   std::uint32_t num_workers = 1;
   std::vector<float> initial_weights;  // the range's weights; its size is the range length
   OptimizerConfig optimizer;
-  bool global_momentum = true;         // false for local-momentum schemes (optimizer momentum 0)
+  bool global_momentum = true;  // false for local-momentum schemes (optimizer momentum 0)
   double rounds_per_epoch = 1.0;
   // Restored state (a restart): rounds already in initial_weights, the momentum buffer (empty:
   // zeros) and the last round's final result (seeded into the table when set).
@@ -77,7 +77,7 @@ struct ShardOptions {
   std::vector<float> velocity;
   std::optional<FinalResult> last;
   std::function<void(const AppliedRound&)> on_applied;
-  bool own_strand = false;             // reduce, apply and publish on a strand of the shard's own
+  bool own_strand = false;  // reduce, apply and publish on a strand of the shard's own
 };
 
 class Shard {
@@ -102,7 +102,8 @@ class Shard {
  private:
   absl::StatusOr<std::shared_ptr<const PhaseResult>> ApplyFinal(const PhaseKey& key, PhaseResult result);
   // Applies `result` to the master copy; false (state unchanged) when the update would not be finite.
-  absl::StatusOr<bool> TryApply(const PhaseKey& key, const PhaseResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(master_mu_);
+  absl::StatusOr<bool> TryApply(const PhaseKey& key, const PhaseResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(master_mu_);
 
   const ShardOptions options_;
   const std::uint64_t dim_;

@@ -45,11 +45,13 @@ v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec) {
   return msg;
 }
 
-absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32_t num_workers, std::uint64_t range_len) {
+absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32_t num_workers,
+                                        std::uint64_t range_len) {
   PhaseSpec spec;
   SKETCHPS_ASSIGN_OR_RETURN(spec.reduction, FromProto(msg.reduction()));
   if (msg.leader() >= num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("spec.leader: ", msg.leader(), " is not a worker (", num_workers, " workers)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.leader: ", msg.leader(), " is not a worker (", num_workers, " workers)"));
   }
   if (msg.keep() > range_len) {
     return absl::InvalidArgumentError(absl::StrCat("spec.keep: ", msg.keep(), " exceeds the range length ", range_len));
@@ -60,7 +62,8 @@ absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32
   spec.final_phase = msg.final_phase();
   spec.auxiliary = msg.auxiliary();
   if (spec.auxiliary && (spec.final_phase || spec.reduction != Reduction::kDenseSum || spec.at_previous_indices)) {
-    return absl::InvalidArgumentError("spec.auxiliary: an auxiliary phase is a plain dense sum that never ends a round");
+    return absl::InvalidArgumentError(
+        "spec.auxiliary: an auxiliary phase is a plain dense sum that never ends a round");
   }
   return spec;
 }
@@ -70,7 +73,8 @@ absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out) {
       Overloaded{
           [&](const DenseValues& v) { return EncodeDense(v, ValueEncoding::kF32, out->mutable_dense()); },
           [&](const SparseVector& v) {
-            return EncodeSparse(v, EncodeOptions{IndexEncoding::kDeltaVarint, ValueEncoding::kF32}, out->mutable_sparse());
+            return EncodeSparse(v, EncodeOptions{IndexEncoding::kDeltaVarint, ValueEncoding::kF32},
+                                out->mutable_sparse());
           },
           [&](const SketchTable& v) {
             const auto encoding = ExactInHalf(v.table) ? ValueEncoding::kF16 : ValueEncoding::kF32;

@@ -26,7 +26,8 @@ bool IsRejoin(const absl::Status& status);
 v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec);
 // InvalidArgument naming the field ("spec.reduction", "spec.leader", "spec.keep") when the reduction
 // is unknown, leader >= num_workers or keep > range_len.
-absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32_t num_workers, std::uint64_t range_len);
+absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32_t num_workers,
+                                        std::uint64_t range_len);
 
 // Sets out's body (not its header) from `value`, losslessly: indices delta + varint coded, values
 // binary32, except sketch tables whose every cell is exact in binary16 (a scheme that rounded its
@@ -36,6 +37,5 @@ absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out);
 // range_len entries over dim <= range_len, sketch tables up to kSketchCellsPerElement * range_len
 // cells, finite values. No body: nullopt (a worker that skips the round).
 absl::StatusOr<std::optional<PayloadValue>> DecodeBody(const v1::Payload& in, std::uint64_t range_len);
-
 
 }  // namespace sketchps

@@ -41,10 +41,15 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
 absl::Status ReadSchedule(ConfigReader& r, LrSchedule& s) {
   std::string kind = "constant";
   SKETCHPS_RETURN_IF_ERROR(r.Get("schedule", kind));
-  if (kind == "constant") s.kind = LrSchedule::Kind::kConstant;
-  else if (kind == "step") s.kind = LrSchedule::Kind::kStep;
-  else if (kind == "cosine") s.kind = LrSchedule::Kind::kCosine;
-  else return absl::InvalidArgumentError(absl::StrCat(r.KeyPath("schedule"), ": '", kind, "' is not constant, step or cosine"));
+  if (kind == "constant")
+    s.kind = LrSchedule::Kind::kConstant;
+  else if (kind == "step")
+    s.kind = LrSchedule::Kind::kStep;
+  else if (kind == "cosine")
+    s.kind = LrSchedule::Kind::kCosine;
+  else
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.KeyPath("schedule"), ": '", kind, "' is not constant, step or cosine"));
   SKETCHPS_RETURN_IF_ERROR(r.Get("lr", s.base_lr));
   SKETCHPS_RETURN_IF_ERROR(r.Get("warmup_epochs", s.warmup_epochs));
   SKETCHPS_RETURN_IF_ERROR(r.Get("warmup_start_factor", s.warmup_start_factor));
@@ -68,8 +73,8 @@ absl::Status ReadOptimizer(ConfigReader& root, JobSpec& job) {
 
 absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader data, root.Child("data"));
-  SKETCHPS_RETURN_IF_ERROR(data.GetAll("path", job.data.path, "batch_size", job.data.batch_size, "train_samples",
-                                       job.data.train_samples));
+  SKETCHPS_RETURN_IF_ERROR(
+      data.GetAll("path", job.data.path, "batch_size", job.data.batch_size, "train_samples", job.data.train_samples));
   SKETCHPS_RETURN_IF_ERROR(data.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader train, root.Child("train"));
   SKETCHPS_RETURN_IF_ERROR(train.GetAll("epochs", job.train.epochs, "rounds", job.train.rounds, "eval_every_rounds",
@@ -97,7 +102,9 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
 }
 
 absl::Status Validate(const JobSpec& j) {
-  auto bad = [](const std::string& key, const std::string& why) { return absl::InvalidArgumentError(key + ": " + why); };
+  auto bad = [](const std::string& key, const std::string& why) {
+    return absl::InvalidArgumentError(key + ": " + why);
+  };
   if (j.job_id.empty()) return bad("job_id", "must not be empty");
   if (j.workers < 1 || j.workers > 1024) return bad("workers", "must be in [1, 1024]");
   if (j.servers < 1 || j.servers > 256) return bad("servers", "must be in [1, 256]");
@@ -105,7 +112,8 @@ absl::Status Validate(const JobSpec& j) {
   if (j.data.train_samples < 1) return bad("data.train_samples", "must be >= 1");
   if (!(j.train.epochs > 0) && j.train.rounds == 0) return bad("train.epochs", "must be > 0 (or set train.rounds)");
   if (j.checkpoint.every_rounds < 1) return bad("checkpoint.every_rounds", "must be >= 1");
-  if (!(j.peer.timeout_seconds > 0) || j.peer.timeout_seconds > 86400) return bad("peer.timeout_seconds", "must be in (0, 86400]");
+  if (!(j.peer.timeout_seconds > 0) || j.peer.timeout_seconds > 86400)
+    return bad("peer.timeout_seconds", "must be in (0, 86400]");
   return absl::OkStatus();
 }
 
@@ -117,25 +125,27 @@ Fingerprint JobFingerprint(const JobSpec& j, const YAML::Node& root) {
   auto hash = [](const std::string& text) { return XXH3_64bits(text.data(), text.size()); };
   const auto& o = j.optimizer;
   const std::string lr = absl::StrCat(static_cast<int>(o.lr.kind), ",", o.lr.base_lr, ",", o.lr.warmup_epochs, ",",
-                                      o.lr.warmup_start_factor, ",", absl::StrJoin(o.lr.milestones, ";"), ",", o.lr.gamma,
-                                      ",", o.lr.min_lr);
+                                      o.lr.warmup_start_factor, ",", absl::StrJoin(o.lr.milestones, ";"), ",",
+                                      o.lr.gamma, ",", o.lr.min_lr);
   YAML::Emitter scheme;
   scheme << root["scheme"];
-  return Fingerprint{{"mode", hash(ModeName(j.mode))},
-                     {"workers", hash(absl::StrCat(j.workers))},
-                     {"servers", hash(absl::StrCat(j.servers))},
-                     {"model", hash(j.model == kCustomModel ? absl::StrCat(j.model, "|", LayoutText(j.layout)) : j.model)},
-                     {"data.batch_size", hash(absl::StrCat(j.data.batch_size))},
-                     {"data.train_samples", hash(absl::StrCat(j.data.train_samples))},
-                     {"train.epochs", hash(absl::StrCat(j.train.epochs))},
-                     {"train.rounds", hash(absl::StrCat(j.train.rounds))},
-                     {"train.seed", hash(absl::StrCat(j.train.seed))},
-                     {"optimizer", hash(absl::StrCat(lr, "|", o.momentum, ",", o.nesterov, ",", o.weight_decay))},
-                     {"scheme", hash(scheme.c_str())}};
+  return Fingerprint{
+      {"mode", hash(ModeName(j.mode))},
+      {"workers", hash(absl::StrCat(j.workers))},
+      {"servers", hash(absl::StrCat(j.servers))},
+      {"model", hash(j.model == kCustomModel ? absl::StrCat(j.model, "|", LayoutText(j.layout)) : j.model)},
+      {"data.batch_size", hash(absl::StrCat(j.data.batch_size))},
+      {"data.train_samples", hash(absl::StrCat(j.data.train_samples))},
+      {"train.epochs", hash(absl::StrCat(j.train.epochs))},
+      {"train.rounds", hash(absl::StrCat(j.train.rounds))},
+      {"train.seed", hash(absl::StrCat(j.train.seed))},
+      {"optimizer", hash(absl::StrCat(lr, "|", o.momentum, ",", o.nesterov, ",", o.weight_decay))},
+      {"scheme", hash(scheme.c_str())}};
 }
 
 double JobSpec::rounds_per_epoch() const {
-  return std::max(1.0, std::floor(static_cast<double>(data.train_samples) / (static_cast<double>(workers) * data.batch_size)));
+  return std::max(
+      1.0, std::floor(static_cast<double>(data.train_samples) / (static_cast<double>(workers) * data.batch_size)));
 }
 
 std::uint64_t JobSpec::total_rounds() const {
@@ -194,7 +204,8 @@ absl::StatusOr<JobSpec> ParseJobSpecOrThrow(const std::string& yaml_text, const 
       SKETCHPS_ASSIGN_OR_RETURN(job.layout, CustomLayout(root["layers"], "layers"));
     }
   } else if (has_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("layers: only with model: custom (model ", job.model, " has its own layout)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layers: only with model: custom (model ", job.model, " has its own layout)"));
   } else {
     SKETCHPS_ASSIGN_OR_RETURN(job.layout, ModelLayout(job.model));
   }

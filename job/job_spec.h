@@ -34,7 +34,7 @@ namespace sketchps {
 
 struct DataSpec {
   std::string path = "/usr/share/datasets/fashion-mnist";
-  std::uint32_t batch_size = 32;      // per worker
+  std::uint32_t batch_size = 32;  // per worker
   std::uint64_t train_samples = 60000;
 };
 
@@ -44,14 +44,14 @@ struct DataSpec {
 // them); the evaluation after the last round always uses the whole test set.
 struct TrainSpec {
   double epochs = 1.0;
-  std::uint64_t rounds = 0;           // 0: derived from epochs
+  std::uint64_t rounds = 0;  // 0: derived from epochs
   std::uint64_t eval_every_rounds = 200;
   std::uint64_t eval_samples = 0;
   std::uint64_t seed = 1;
 };
 
 struct CheckpointSpec {
-  std::string dir;                    // empty: no checkpoints
+  std::string dir;  // empty: no checkpoints
   std::uint64_t every_rounds = 100;
 };
 
@@ -80,10 +80,10 @@ struct JobSpec {
   BoundScheme scheme;
   CheckpointSpec checkpoint;
   PeerSpec peer;
-  std::string effective_yaml;         // the spec after overrides, for logs and run directories
-  LayerTable layout;                  // the model's parameter layout (job/model_layout.h); empty for
-                                      // model: custom without layers
-  Fingerprint fingerprint;            // JobFingerprint(*this), set by ParseJobSpec
+  std::string effective_yaml;  // the spec after overrides, for logs and run directories
+  LayerTable layout;           // the model's parameter layout (job/model_layout.h); empty for
+                               // model: custom without layers
+  Fingerprint fingerprint;     // JobFingerprint(*this), set by ParseJobSpec
 
   // Rounds per epoch: train_samples / (workers * batch_size), at least 1.
   double rounds_per_epoch() const;

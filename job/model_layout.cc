@@ -101,7 +101,8 @@ absl::StatusOr<LayerTable> CustomLayout(const YAML::Node& layers, const std::str
     s.push_back({entry[0].Scalar(), dims});
   }
   LayerTable table = MakeLayerTable(s);
-  if (auto st = ValidateLayerTable(table); !st.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", st.message()));
+  if (auto st = ValidateLayerTable(table); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat(key, ": ", st.message()));
   return table;
 }
 

@@ -67,8 +67,8 @@ class Scratch {
 
 // Execution context of one kernel call.
 struct Exec {
-  void* stream = nullptr;       // cudaStream_t on the CUDA backend (nullptr: default stream)
-  Scratch* scratch = nullptr;   // required
+  void* stream = nullptr;      // cudaStream_t on the CUDA backend (nullptr: default stream)
+  Scratch* scratch = nullptr;  // required
 };
 
 // Raw backend memory operations (device memory on CUDA, host memory on CPU).

@@ -36,13 +36,13 @@ namespace {
 
 using internal::AllIndices;
 using internal::BinPlan;
-using internal::SketchBinning;
 using internal::Cursor;
 using internal::DenseSource;
 using internal::ListedIndices;
 using internal::Policy;
 using internal::PolyFamily;
 using internal::ScratchArray;
+using internal::SketchBinning;
 using internal::SparseSource;
 using internal::StoreEstimates;
 using internal::WithFamily;
@@ -162,8 +162,8 @@ struct AddCopies {
 
 // d_table += S(entries of src), with the backend's strategy (file comment).
 template <class Family, class Source>
-void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& hash, float* d_table,
-                const Exec& exec, [[maybe_unused]] const SketchBinning& binning) {
+void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& hash, float* d_table, const Exec& exec,
+                [[maybe_unused]] const SketchBinning& binning) {
   if (count == 0) return;
   thrust::counting_iterator<std::size_t> first(0);
 #if SKETCHPS_KERNELS_CUDA
@@ -224,8 +224,8 @@ absl::Status CheckCommon(const CountSketchHash& hash, const float* d_table, cons
   return CheckPointer(d_table, 1, "d_table", fn);
 }
 
-absl::Status CheckIndices(const std::uint32_t* d_idx, std::size_t count, const CountSketchHash& hash,
-                          const Exec& exec, const char* fn) {
+absl::Status CheckIndices(const std::uint32_t* d_idx, std::size_t count, const CountSketchHash& hash, const Exec& exec,
+                          const char* fn) {
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_idx, count, "d_idx", fn));
   if (count == 0) return absl::OkStatus();
   const auto bad = thrust::count_if(Policy(exec), d_idx, d_idx + count, AtLeast{hash.dim()});
@@ -274,8 +274,7 @@ absl::Status SketchEstimateAll(const float* d_table, const CountSketchHash& hash
 }
 
 absl::StatusOr<std::size_t> SketchRecover(const float* d_table, const CountSketchHash& hash, std::size_t n,
-                                          std::size_t k, std::uint32_t* d_out_idx, float* d_out_est,
-                                          const Exec& exec) {
+                                          std::size_t k, std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec) {
   return internal::SketchRecoverWith(d_table, hash, n, k, d_out_idx, d_out_est, exec, SketchBinning{});
 }
 
@@ -283,8 +282,8 @@ absl::StatusOr<double> SketchL2Estimate(const float* d_table, std::uint32_t rows
                                         const Exec& exec) {
   constexpr const char* kFn = "SketchL2Estimate";
   if (rows < 1 || rows > kMaxSketchRows || cols < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(kFn, ": need rows in [1, ", kMaxSketchRows, "] and cols >= 1, got rows = ",
-                                                   rows, ", cols = ", cols));
+    return absl::InvalidArgumentError(absl::StrCat(kFn, ": need rows in [1, ", kMaxSketchRows,
+                                                   "] and cols >= 1, got rows = ", rows, ", cols = ", cols));
   }
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_table, 1, "d_table", kFn));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(exec.scratch, 1, "exec.scratch", kFn));

@@ -52,8 +52,8 @@ namespace sketchps::kernels {
 
 // d_table += S(x) for the dense vector d_x[0..n), n <= hash.dim(). Zero entries leave the table
 // unchanged. On the CPU backend, up to one private table per extra thread comes from the scratch.
-absl::Status SketchAccumulate(const float* d_x, std::size_t n, const sketchps::CountSketchHash& hash,
-                              float* d_table, const Exec& exec);
+absl::Status SketchAccumulate(const float* d_x, std::size_t n, const sketchps::CountSketchHash& hash, float* d_table,
+                              const Exec& exec);
 
 // d_table += S(x) for the sparse vector x[d_idx[t]] = d_val[t], t < count. Indices must be below
 // hash.dim() (checked: InvalidArgument naming d_idx); duplicates add up; zero values are skipped.
@@ -66,12 +66,12 @@ absl::Status SketchMerge(float* d_dst, const float* d_src, std::size_t cells, co
 
 // d_out[t] = median over rows j of s_j(i)·T[j][h_j(i)] for i = d_idx[t], t < count (lower median for
 // even rows). Indices must be below hash.dim() (checked: InvalidArgument naming d_idx).
-absl::Status SketchEstimate(const float* d_table, const sketchps::CountSketchHash& hash,
-                            const std::uint32_t* d_idx, std::size_t count, float* d_out, const Exec& exec);
+absl::Status SketchEstimate(const float* d_table, const sketchps::CountSketchHash& hash, const std::uint32_t* d_idx,
+                            std::size_t count, float* d_out, const Exec& exec);
 
 // d_est[i] = the estimate of coordinate i for every i < n, n <= hash.dim().
-absl::Status SketchEstimateAll(const float* d_table, const sketchps::CountSketchHash& hash, std::size_t n,
-                               float* d_est, const Exec& exec);
+absl::Status SketchEstimateAll(const float* d_table, const sketchps::CountSketchHash& hash, std::size_t n, float* d_est,
+                               const Exec& exec);
 
 // Heavy-hitter recovery (CSVec unSketch(k)): estimates every coordinate i < n (n <= hash.dim()) and
 // writes the min(k, n) coordinates with the largest |estimate| to d_out_idx, their estimates to
@@ -79,14 +79,12 @@ absl::Status SketchEstimateAll(const float* d_table, const sketchps::CountSketch
 // Keeps only the coordinates above a threshold sampled from the estimates of 2^15 coordinates (about
 // 2k of them) in one estimation pass, and sorts those; falls back to kernels::TopK over an n-float
 // estimate array from the scratch when that could miss one (kernels/internal/sketch_recover.h).
-absl::StatusOr<std::size_t> SketchRecover(const float* d_table, const sketchps::CountSketchHash& hash,
-                                          std::size_t n, std::size_t k, std::uint32_t* d_out_idx,
-                                          float* d_out_est, const Exec& exec);
+absl::StatusOr<std::size_t> SketchRecover(const float* d_table, const sketchps::CountSketchHash& hash, std::size_t n,
+                                          std::size_t k, std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec);
 
 // The sketch's estimate of ||x||_2: sqrt(median over rows of sum_c T[j][c]^2) (lower median for even
 // rows), with squares summed in double in a fixed order (deterministic on every backend).
 // Errors: InvalidArgument when rows is not in [1, 64], cols is 0 or the table is null.
-absl::StatusOr<double> SketchL2Estimate(const float* d_table, std::uint32_t rows, std::uint32_t cols,
-                                        const Exec& exec);
+absl::StatusOr<double> SketchL2Estimate(const float* d_table, std::uint32_t rows, std::uint32_t cols, const Exec& exec);
 
 }  // namespace sketchps::kernels

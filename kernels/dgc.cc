@@ -117,7 +117,11 @@ struct WriteChunk {
 class ThresholdCounter {
  public:
   ThresholdCounter(const float* d_v, std::size_t n, float lower_step, const Exec& exec)
-      : d_v_(d_v), n_(n), chunks_((n + kChunk - 1) / kChunk), lower_step_(lower_step), exec_(exec),
+      : d_v_(d_v),
+        n_(n),
+        chunks_((n + kChunk - 1) / kChunk),
+        lower_step_(lower_step),
+        exec_(exec),
         packed_(*exec.scratch, chunks_) {}
 
   std::size_t Count(float tau) {
@@ -230,8 +234,8 @@ absl::Status CheckSelectArgs(const float* d_v, std::size_t n, std::uint32_t* d_o
         absl::StrCat("DgcSelect: capacity = ", capacity, " is below DgcCapacity = ", needed));
   }
   if (needed > 0 && (d_out_idx == nullptr || d_out_val == nullptr)) {
-    return absl::InvalidArgumentError(absl::StrCat("DgcSelect: ", d_out_idx == nullptr ? "d_out_idx" : "d_out_val",
-                                                   " is null"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DgcSelect: ", d_out_idx == nullptr ? "d_out_idx" : "d_out_val", " is null"));
   }
   return absl::OkStatus();
 }
@@ -239,8 +243,8 @@ absl::Status CheckSelectArgs(const float* d_v, std::size_t n, std::uint32_t* d_o
 absl::Status CheckRange(const char* field, double value, double lo, double hi, bool lo_open) {
   const bool ok = (lo_open ? value > lo : value >= lo) && value <= hi;
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("DgcSelectOptions.", field, " = ", value, " must be in ",
-                                                 lo_open ? "(" : "[", lo, ", ", hi, "]"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("DgcSelectOptions.", field, " = ", value, " must be in ", lo_open ? "(" : "[", lo, ", ", hi, "]"));
 }
 
 }  // namespace
@@ -283,7 +287,8 @@ absl::StatusOr<DgcPlan> PlanDgc(std::size_t n, const DgcSelectOptions& options) 
 absl::StatusOr<std::size_t> DgcCapacity(std::size_t n, const DgcSelectOptions& options) {
   SKETCHPS_ASSIGN_OR_RETURN(const DgcPlan plan, PlanDgc(n, options));
   if (options.truncate_to_k) return plan.target;
-  const auto upper = static_cast<std::size_t>(std::floor(options.compress_upper_bound * static_cast<double>(plan.target)));
+  const auto upper =
+      static_cast<std::size_t>(std::floor(options.compress_upper_bound * static_cast<double>(plan.target)));
   return std::max(plan.target, upper);
 }
 

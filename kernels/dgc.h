@@ -47,14 +47,14 @@ namespace sketchps::kernels {
 // Selection options; defaults are the reference code's (configs/dgc/__init__.py).
 // Momentum and momentum masking belong to the DGC scheme's memory, not to selection.
 struct DgcSelectOptions {
-  double compress_ratio = 0.001;       // δ, in (0, 1]
-  double sample_ratio = 0.01;          // sampled fraction, in (0, 1]; 1 samples everything
-  bool strided_sample = true;          // strided with a random start; false: uniform with replacement
-  double compress_upper_bound = 1.3;   // >= 1
-  double compress_lower_bound = 0.8;   // in (0, 1]
-  int max_adaptation_iters = 10;       // in [0, 1000]
-  bool resample = true;                // too many selected: exact top-k (true) or raise τ (false)
-  bool truncate_to_k = false;          // reference parity: keep only the first k selected indices
+  double compress_ratio = 0.001;      // δ, in (0, 1]
+  double sample_ratio = 0.01;         // sampled fraction, in (0, 1]; 1 samples everything
+  bool strided_sample = true;         // strided with a random start; false: uniform with replacement
+  double compress_upper_bound = 1.3;  // >= 1
+  double compress_lower_bound = 0.8;  // in (0, 1]
+  int max_adaptation_iters = 10;      // in [0, 1000]
+  bool resample = true;               // too many selected: exact top-k (true) or raise τ (false)
+  bool truncate_to_k = false;         // reference parity: keep only the first k selected indices
 };
 
 // OK, or InvalidArgument naming the first invalid field.

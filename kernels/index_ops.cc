@@ -32,8 +32,8 @@ absl::Status CheckArgs(const char* fn, const std::uint32_t* d_idx, std::size_t c
 absl::Status OffsetIndices(std::uint32_t* d_idx, std::size_t count, std::uint32_t offset, const Exec& exec) {
   if (auto st = CheckArgs("OffsetIndices", d_idx, count, exec); !st.ok()) return st;
   if (count == 0 || offset == 0) return absl::OkStatus();
-  const std::uint32_t max = thrust::reduce(Policy(exec), d_idx, d_idx + count, std::uint32_t{0},
-                                           thrust::maximum<std::uint32_t>());
+  const std::uint32_t max =
+      thrust::reduce(Policy(exec), d_idx, d_idx + count, std::uint32_t{0}, thrust::maximum<std::uint32_t>());
   if (std::uint64_t{max} + offset > kMaxIndex) {
     return absl::InvalidArgumentError(
         absl::StrCat("OffsetIndices: offset ", offset, " moves index ", max, " past 2^32 - 1"));

@@ -52,8 +52,8 @@ absl::Status SgdDenseStep(float* d_w, float* d_v, const float* d_g, std::size_t 
   return absl::OkStatus();
 }
 
-absl::Status SgdSparseStep(float* d_w, std::size_t n, const std::uint32_t* d_idx, const float* d_val,
-                           std::size_t count, float lr, const Exec& exec) {
+absl::Status SgdSparseStep(float* d_w, std::size_t n, const std::uint32_t* d_idx, const float* d_val, std::size_t count,
+                           float lr, const Exec& exec) {
   if (count == 0) return absl::OkStatus();
   if (d_w == nullptr || d_idx == nullptr || d_val == nullptr) {
     return absl::InvalidArgumentError("SgdSparseStep: null pointer");

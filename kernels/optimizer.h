@@ -13,8 +13,8 @@ namespace sketchps::kernels {
 
 struct SgdStepParams {
   float lr = 0.1f;
-  float momentum = 0.0f;       // 0 disables the velocity buffer
-  float weight_decay = 0.0f;   // L2 term added to the gradient: g + wd * w
+  float momentum = 0.0f;      // 0 disables the velocity buffer
+  float weight_decay = 0.0f;  // L2 term added to the gradient: g + wd * w
   bool nesterov = false;
 };
 
@@ -27,7 +27,7 @@ absl::Status SgdDenseStep(float* d_w, float* d_v, const float* d_g, std::size_t 
 
 // w[idx[i]] -= lr * val[i] for a sparse aggregate with unique indices; only valid without momentum
 // and weight decay (those touch every entry). InvalidArgument when an index is >= n.
-absl::Status SgdSparseStep(float* d_w, std::size_t n, const std::uint32_t* d_idx, const float* d_val,
-                           std::size_t count, float lr, const Exec& exec);
+absl::Status SgdSparseStep(float* d_w, std::size_t n, const std::uint32_t* d_idx, const float* d_val, std::size_t count,
+                           float lr, const Exec& exec);
 
 }  // namespace sketchps::kernels

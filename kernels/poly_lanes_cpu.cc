@@ -63,10 +63,11 @@ using Lanes32 = std::uint32_t __attribute__((vector_size(4 * kPolyLanes)));
 // For u in [1, 2^62 − 2]: a value in [1, p] congruent to u mod p (2^61 ≡ 1). Hence FOLD(x + y + 1) − 1
 // is (x + y) mod p for x, y < p, exactly, with no comparison. (A macro, not a function over Lanes64:
 // the calling convention of vector arguments would depend on the SIMD level.)
-#define SKETCHPS_FOLD_LANES(u) (((u) & kP) + ((u) >> 61))
+#define SKETCHPS_FOLD_LANES(u) (((u)&kP) + ((u) >> 61))
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void WalkPolyLanes(PolyLanes& lanes, std::size_t steps, std::uint32_t* bucket, std::uint32_t* sign_bit) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void WalkPolyLanes(PolyLanes& lanes, std::size_t steps,
+                                                                                std::uint32_t* bucket,
+                                                                                std::uint32_t* sign_bit) {
   Lanes64 line, buck, cubic, d1, d2;
   std::memcpy(&line, lanes.line, sizeof line);
   std::memcpy(&buck, lanes.bucket, sizeof buck);

@@ -32,9 +32,9 @@ namespace sketchps::kernels {
 inline constexpr double kSdagcDefaultLambdaFinal = 3.09;
 
 struct SdagcSchedule {
-  double lambda_initial = 1.0;                       // λ at epoch 0, > 0
-  double lambda_final = kSdagcDefaultLambdaFinal;    // λ after warm-up, > 0
-  double warmup_epochs = 4.0;                        // length of the ramp in epochs, >= 0 (0: no ramp)
+  double lambda_initial = 1.0;                     // λ at epoch 0, > 0
+  double lambda_final = kSdagcDefaultLambdaFinal;  // λ after warm-up, > 0
+  double warmup_epochs = 4.0;                      // length of the ramp in epochs, >= 0 (0: no ramp)
 };
 
 // OK, or InvalidArgument naming the field ("SdagcSchedule.lambda_final = ...").

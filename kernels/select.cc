@@ -90,14 +90,16 @@ void EmitTopK(const float* d_x, std::uint32_t* d_cidx, float* d_ckey, std::size_
 }
 
 // Splits sorted, disjoint segments into chunks that never cross a segment boundary.
-absl::StatusOr<std::vector<internal::ChunkSpec>> MakeChunks(const std::vector<ThresholdSegment>& segments, std::size_t n) {
+absl::StatusOr<std::vector<internal::ChunkSpec>> MakeChunks(const std::vector<ThresholdSegment>& segments,
+                                                            std::size_t n) {
   std::vector<internal::ChunkSpec> chunks;
   std::uint64_t previous_end = 0;
   for (std::size_t s = 0; s < segments.size(); ++s) {
     const auto& seg = segments[s];
     if (seg.offset < previous_end || seg.offset + seg.size > n) {
       return absl::InvalidArgumentError(absl::StrCat("ThresholdSelect: segment ", s, " [", seg.offset, ", ",
-                                                     seg.offset + seg.size, ") overlaps its predecessor or leaves [0, ", n, ")"));
+                                                     seg.offset + seg.size, ") overlaps its predecessor or leaves [0, ",
+                                                     n, ")"));
     }
     internal::AppendChunks(seg.offset, seg.size, seg.tau, chunks);
     previous_end = seg.offset + seg.size;
@@ -111,7 +113,10 @@ template <bool kInclusive>
 class ChunkedSelection {
  public:
   ChunkedSelection(const float* d_x, const std::vector<internal::ChunkSpec>& chunks, const Exec& exec)
-      : d_x_(d_x), n_chunks_(chunks.size()), exec_(exec), chunks_(*exec.scratch, chunks.size()),
+      : d_x_(d_x),
+        n_chunks_(chunks.size()),
+        exec_(exec),
+        chunks_(*exec.scratch, chunks.size()),
         counts_(*exec.scratch, chunks.size()) {
     CopyToDevice(chunks_.data(), chunks.data(), chunks.size() * sizeof(internal::ChunkSpec));
   }

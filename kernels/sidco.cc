@@ -24,8 +24,7 @@ bool InUnitOpen(double v) { return v > 0.0 && v < 1.0; }
 
 // The threshold keeping a fraction q of a sample with moments m, for the law `use_gamma` / `use_gp`
 // (else exponential).
-absl::StatusOr<double> FitThreshold(const SampleMoments& m, double q, bool use_gamma, bool use_gp,
-                                    int newton_steps) {
+absl::StatusOr<double> FitThreshold(const SampleMoments& m, double q, bool use_gamma, bool use_gp, int newton_steps) {
   if (use_gamma) {
     SKETCHPS_ASSIGN_OR_RETURN(const GammaFit fit, FitGamma(m, newton_steps));
     return GammaTailThreshold(fit, q);
@@ -222,7 +221,8 @@ absl::Status SidcoEstimator::SetState(const SidcoAdaptState& state) {
   };
   if (state.stages < 1 || state.stages > max_stages_) return bad("stages", state.stages);
   if (state.direction != 1 && state.direction != -1) return bad("direction", state.direction);
-  if (state.window_calls < 0 || state.window_calls >= options_.adapt_window) return bad("window_calls", state.window_calls);
+  if (state.window_calls < 0 || state.window_calls >= options_.adapt_window)
+    return bad("window_calls", state.window_calls);
   if (!std::isfinite(state.window_ratio_sum)) return bad("window_ratio_sum", state.window_ratio_sum);
   if (state.previous_stages < 0 || state.previous_stages > max_stages_) {
     return bad("previous_stages", state.previous_stages);

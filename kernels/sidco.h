@@ -56,13 +56,13 @@ struct SidcoOptions {
   double density = 0.001;           // target δ = selected / n, in (0, 1]
   double first_stage_ratio = 0.25;  // δ1 (reference FIRST_RATIO), in (0, 1)
   SidcoStageMode stage_mode = SidcoStageMode::kAdaptive;
-  int stages = 1;                   // kFixed: M in [1, 64]; kAdaptive: the initial M (clamped to the range)
-  double per_stage_ratio = 0.2;     // kPerStageRatio: q per later stage, in (0, 1) (reference i_ratio)
-  int adapt_window = 5;             // Q: calls per adaptation window (reference UPDATE_ITER), >= 1
-  double adapt_tolerance_up = 0.2;  // ε_up: a window mean above 1 + ε_up selects too many (RES_DIFF_UP), >= 0
+  int stages = 1;                     // kFixed: M in [1, 64]; kAdaptive: the initial M (clamped to the range)
+  double per_stage_ratio = 0.2;       // kPerStageRatio: q per later stage, in (0, 1) (reference i_ratio)
+  int adapt_window = 5;               // Q: calls per adaptation window (reference UPDATE_ITER), >= 1
+  double adapt_tolerance_up = 0.2;    // ε_up: a window mean above 1 + ε_up selects too many (RES_DIFF_UP), >= 0
   double adapt_tolerance_down = 0.2;  // ε_down: below 1 - ε_down too few (RES_DIFF_DOWN), in [0, 1)
-  int adapt_memory = 20;            // windows a per-M error record stays valid (0: no memory), >= 0
-  int gamma_newton_steps = 3;       // Newton steps on the gamma shape MLE (0: SIDCo's closed form), [0, 20]
+  int adapt_memory = 20;              // windows a per-M error record stays valid (0: no memory), >= 0
+  int gamma_newton_steps = 3;         // Newton steps on the gamma shape MLE (0: SIDCo's closed form), [0, 20]
 };
 
 // OK, or InvalidArgument naming the first bad field ("SidcoOptions.density = ...").
@@ -92,13 +92,13 @@ absl::StatusOr<std::vector<double>> SidcoStageRatios(double tail, double first_r
 //      feedback at M = 1 moves on to M = 2 rather than sticking (the paper's caution), a count that is
 //      not monotone in M is still searched, and M settles where its neighbours are known to be worse.
 struct SidcoAdaptState {
-  int stages = 1;                // M used by the next Estimate()
-  int direction = 1;             // +1 or -1, see rule 1
-  int window_calls = 0;          // calls recorded in the current window, < adapt_window
-  double window_ratio_sum = 0.0; // Σ achieved/target over those calls
-  std::uint64_t windows = 0;     // completed windows
-  int previous_stages = 0;       // M of the last completed window (0: none yet)
-  double previous_ratio = 0.0;   // its ē
+  int stages = 1;                 // M used by the next Estimate()
+  int direction = 1;              // +1 or -1, see rule 1
+  int window_calls = 0;           // calls recorded in the current window, < adapt_window
+  double window_ratio_sum = 0.0;  // Σ achieved/target over those calls
+  std::uint64_t windows = 0;      // completed windows
+  int previous_stages = 0;        // M of the last completed window (0: none yet)
+  double previous_ratio = 0.0;    // its ē
   // Indexed by M (size SidcoMaxStages + 1, index 0 unused): last |ē - 1| seen with M stages (negative:
   // never) and the window number it was seen in.
   std::vector<double> error_by_stages;
@@ -107,9 +107,9 @@ struct SidcoAdaptState {
 
 // The result of one estimate.
 struct SidcoEstimate {
-  float threshold = 0.0f;     // select the entries with |x| > threshold
-  int stages = 0;             // stages actually run (0: no fit was needed, threshold 0)
-  std::uint64_t nonzeros = 0; // nonzero entries of x
+  float threshold = 0.0f;      // select the entries with |x| > threshold
+  int stages = 0;              // stages actually run (0: no fit was needed, threshold 0)
+  std::uint64_t nonzeros = 0;  // nonzero entries of x
 };
 
 class SidcoEstimator {

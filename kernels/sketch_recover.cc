@@ -54,8 +54,8 @@ struct CompactSlots {
 };
 
 // |estimate| of rank `rank` (0-based, descending) among the estimates of a sample of m coordinates.
-absl::StatusOr<float> SampledThreshold(const float* d_table, const CountSketchHash& hash, std::size_t n,
-                                       std::size_t m, std::size_t rank, const Exec& exec) {
+absl::StatusOr<float> SampledThreshold(const float* d_table, const CountSketchHash& hash, std::size_t n, std::size_t m,
+                                       std::size_t rank, const Exec& exec) {
   ScratchArray<std::uint32_t> pos(*exec.scratch, m);
   ScratchArray<float> est(*exec.scratch, m);
   thrust::counting_iterator<std::uint64_t> first(0);
@@ -86,9 +86,10 @@ bool RecoverAbove(const float* d_table, const CountSketchHash& hash, std::size_t
   ScratchArray<std::uint32_t> slot_idx(*exec.scratch, items * capacity);
   ScratchArray<float> slot_val(*exec.scratch, items * capacity);
   thrust::fill(Policy(exec), counts.data(), counts.data() + items, 0u);
-  EstimateInto(AllIndices{}, n, d_table, hash, KeepAtLeast{tau, capacity, slot_idx.data(), slot_val.data(), counts.data()},
-               exec, binning);
-  const std::uint32_t most = thrust::reduce(Policy(exec), counts.data(), counts.data() + items, 0u, thrust::maximum<std::uint32_t>());
+  EstimateInto(AllIndices{}, n, d_table, hash,
+               KeepAtLeast{tau, capacity, slot_idx.data(), slot_val.data(), counts.data()}, exec, binning);
+  const std::uint32_t most =
+      thrust::reduce(Policy(exec), counts.data(), counts.data() + items, 0u, thrust::maximum<std::uint32_t>());
   const std::size_t total = thrust::reduce(Policy(exec), counts.data(), counts.data() + items, std::uint64_t{0});
   if (most > capacity || total < k) return false;
   thrust::exclusive_scan(Policy(exec), counts.data(), counts.data() + items, offsets.data());
@@ -104,8 +105,8 @@ bool RecoverAbove(const float* d_table, const CountSketchHash& hash, std::size_t
 
 }  // namespace
 
-absl::StatusOr<std::size_t> RecoverTopK(const float* d_table, const CountSketchHash& hash, std::size_t n,
-                                        std::size_t k, std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec,
+absl::StatusOr<std::size_t> RecoverTopK(const float* d_table, const CountSketchHash& hash, std::size_t n, std::size_t k,
+                                        std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec,
                                         const SketchBinning& binning) {
   if (k * 4 < n) {
     const std::size_t m = std::min(n, kSample);

@@ -168,13 +168,13 @@ absl::StatusOr<std::size_t> MergeSparse(const std::uint32_t* d_a_idx, const floa
   ScratchArray<float> merged_val(*exec.scratch, total);
   thrust::merge_by_key(Policy(exec), d_a_idx, d_a_idx + a_count, d_b_idx, d_b_idx + b_count, d_a_val, d_b_val,
                        merged_idx.data(), merged_val.data());
-  const auto ends = thrust::reduce_by_key(Policy(exec), merged_idx.data(), merged_idx.data() + total,
-                                          merged_val.data(), d_out_idx, d_out_val);
+  const auto ends = thrust::reduce_by_key(Policy(exec), merged_idx.data(), merged_idx.data() + total, merged_val.data(),
+                                          d_out_idx, d_out_val);
   return static_cast<std::size_t>(ends.first - d_out_idx);
 }
 
-absl::StatusOr<std::size_t> KeepTopK(const std::uint32_t* d_idx, const float* d_val, std::size_t count,
-                                     std::size_t k, std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
+absl::StatusOr<std::size_t> KeepTopK(const std::uint32_t* d_idx, const float* d_val, std::size_t count, std::size_t k,
+                                     std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
   constexpr const char* kFn = "KeepTopK";
   SKETCHPS_RETURN_IF_ERROR(CheckExec(kFn, exec));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_idx, "d_idx"));

@@ -67,8 +67,8 @@ absl::StatusOr<std::size_t> MergeSparse(const std::uint32_t* d_a_idx, const floa
 // position ascending; for index-sorted input (e.g. MergeSparse output) that is the project's
 // tie-break "|value| descending, then index ascending". Returns the number of entries written
 // (fewer than min(k, count) only when values are NaN, which are never kept).
-absl::StatusOr<std::size_t> KeepTopK(const std::uint32_t* d_idx, const float* d_val, std::size_t count,
-                                     std::size_t k, std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec);
+absl::StatusOr<std::size_t> KeepTopK(const std::uint32_t* d_idx, const float* d_val, std::size_t count, std::size_t k,
+                                     std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec);
 
 // The same selection as KeepTopK, reported per input position: d_keep[i] = 1 when entry i is among
 // the kept ones, else 0 (d_keep holds count bytes). gTop-k uses it to put the entries that did not

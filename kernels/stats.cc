@@ -76,8 +76,8 @@ struct ExceedanceTerm {
       const double keep = static_cast<double>(kept);  // a conversion, not a select: stays branch-free
       const double z = (static_cast<double>(a) - shift) * keep;
       const double far = kMinMax ? (1.0 - keep) * kFar : 0.0;
-      return Moments{static_cast<unsigned long long>(kept), z, kSq ? z * z : 0.0, kLog ? KeptLog(z, keep) : 0.0,
-                     z + far, z - far};
+      return Moments{static_cast<unsigned long long>(kept), z,       kSq ? z * z : 0.0,
+                     kLog ? KeptLog(z, keep) : 0.0,         z + far, z - far};
     }
     if (a <= eta) return EmptyMoments();
     const double z = static_cast<double>(a) - shift;
@@ -91,8 +91,8 @@ Moments ReduceExceedances(const float* d_x, std::size_t n, float eta, double shi
     return thrust::transform_reduce(Policy(exec), d_x, d_x + n, ExceedanceTerm<kFlags, true>{eta, shift},
                                     EmptyMoments(), MergeMoments<kFlags>{});
   }
-  return thrust::transform_reduce(Policy(exec), d_x, d_x + n, ExceedanceTerm<kFlags, false>{eta, shift},
-                                  EmptyMoments(), MergeMoments<kFlags>{});
+  return thrust::transform_reduce(Policy(exec), d_x, d_x + n, ExceedanceTerm<kFlags, false>{eta, shift}, EmptyMoments(),
+                                  MergeMoments<kFlags>{});
 }
 
 Moments DispatchExceedances(unsigned flags, const float* d_x, std::size_t n, float eta, double shift,
@@ -163,8 +163,8 @@ absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, f
   SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, exec, "ExceedanceStats"));
   if (std::isnan(eta)) return absl::InvalidArgumentError("ExceedanceStats: eta is NaN");
   const double shift = eta > 0.0f ? static_cast<double>(eta) : 0.0;
-  const unsigned flags = (moments.sum_sq ? kSumSqFlag : 0u) | (moments.sum_log ? kSumLogFlag : 0u) |
-                         (moments.min_max ? kMinMaxFlag : 0u);
+  const unsigned flags =
+      (moments.sum_sq ? kSumSqFlag : 0u) | (moments.sum_log ? kSumLogFlag : 0u) | (moments.min_max ? kMinMaxFlag : 0u);
   const Moments m = n > 0 ? DispatchExceedances(flags, d_x, n, eta, shift, exec) : EmptyMoments();
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   constexpr double kInf = std::numeric_limits<double>::infinity();

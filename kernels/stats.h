@@ -39,9 +39,9 @@ struct MomentSet {
 // The comparison is done in float, exactly as kernels::ThresholdSelect does, so "count" equals
 // CountAbove(d_x, n, eta) for finite inputs and eta >= 0; z is computed in double, so z > 0 for
 // every counted finite entry when eta >= 0. min/max are +inf/-inf when count == 0.
-// Cost on the CPU backend, in streaming passes (kernels::SumAbs, vector_ops.h): about 1.2-1.8 for eta <= 0 (a branch that
-// almost always keeps), about 1.8-2.6 for eta > 0 (branch-free, any fraction kept), depending on
-// `moments`; sum_log adds a log per kept entry.
+// Cost on the CPU backend, in streaming passes (kernels::SumAbs, vector_ops.h): about 1.2-1.8 for eta <= 0 (a branch
+// that almost always keeps), about 1.8-2.6 for eta > 0 (branch-free, any fraction kept), depending on `moments`;
+// sum_log adds a log per kept entry.
 absl::StatusOr<SampleMoments> ExceedanceStats(const float* d_x, std::size_t n, float eta, MomentSet moments,
                                               const Exec& exec);
 

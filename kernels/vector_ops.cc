@@ -94,7 +94,8 @@ absl::StatusOr<double> SumAbs(const float* d_x, std::size_t n, const Exec& exec)
   if (n == 0) return 0.0;
   const std::size_t chunks = (n + internal::kSelectChunk - 1) / internal::kSelectChunk;
   thrust::counting_iterator<std::size_t> first(0);
-  return thrust::transform_reduce(Policy(exec), first, first + chunks, ChunkAbsSum{d_x, n}, 0.0, thrust::plus<double>());
+  return thrust::transform_reduce(Policy(exec), first, first + chunks, ChunkAbsSum{d_x, n}, 0.0,
+                                  thrust::plus<double>());
 }
 
 absl::StatusOr<double> SumSquares(const float* d_x, std::size_t n, const Exec& exec) {

@@ -15,13 +15,15 @@ absl::Status ValidatePeerConfig(const PeerConfig& c) {
   if (c.range_lengths.empty()) return absl::InvalidArgumentError("peer.range_lengths: no shards");
   for (std::size_t s = 0; s < c.range_lengths.size(); ++s) {
     if (c.range_lengths[s] == 0 || c.range_lengths[s] > kMaxPayloadDim) {
-      return absl::InvalidArgumentError(absl::StrCat("peer.range_lengths[", s, "]: ", c.range_lengths[s], " is not in [1, 2^32)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("peer.range_lengths[", s, "]: ", c.range_lengths[s], " is not in [1, 2^32)"));
     }
   }
   if (c.peer_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("peer.peer_timeout: must be > 0");
   if (c.max_message_bytes < 0) return absl::InvalidArgumentError("peer.max_message_bytes: must be >= 0");
   if (!c.identities.empty() && c.identities.size() != c.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("peer.identities: ", c.identities.size(), " for ", c.num_workers, " workers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("peer.identities: ", c.identities.size(), " for ", c.num_workers, " workers"));
   }
   return absl::OkStatus();
 }

@@ -17,8 +17,8 @@ inline constexpr std::uint32_t kMaxPeerPhases = 16;  // phases per round (as the
 
 struct PeerConfig {
   std::string job_id;
-  std::uint64_t epoch = 0;              // bump on membership change: older messages are refused
-  std::uint32_t rank = 0;               // this worker, in [0, num_workers)
+  std::uint64_t epoch = 0;  // bump on membership change: older messages are refused
+  std::uint32_t rank = 0;   // this worker, in [0, num_workers)
   std::uint32_t num_workers = 1;
   std::vector<std::uint64_t> range_lengths;  // per shard of the flat vector (ShardMap sizes)
   // kSparseSum phases with keep > 0 (gTop-k) use the tree merge (log2 P merges of top-k sets)

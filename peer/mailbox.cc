@@ -43,8 +43,9 @@ absl::Status Mailbox::Put(const PhaseRef& ref, std::uint32_t step, Letter letter
   const auto phase = std::make_pair(ref.round, ref.phase);
   if (Stale(box, phase, step) || box.letters.count({phase, step}) > 0) return absl::OkStatus();
   if (TooFarAhead(box, ref.round)) {
-    return absl::UnavailableError(absl::StrCat("header.round: ", ref.round, " is more than one round ahead of this rank's ",
-                                               box.current.first, "; retry later"));
+    return absl::UnavailableError(absl::StrCat("header.round: ", ref.round,
+                                               " is more than one round ahead of this rank's ", box.current.first,
+                                               "; retry later"));
   }
   if (box.letters.size() >= max_letters_) {
     return absl::ResourceExhaustedError(
@@ -53,8 +54,9 @@ absl::Status Mailbox::Put(const PhaseRef& ref, std::uint32_t step, Letter letter
   const auto held = std::count_if(box.letters.begin(), box.letters.end(),
                                   [&](const auto& kv) { return kv.second.sender == letter.sender; });
   if (static_cast<std::size_t>(held) >= sender_cap) {
-    return absl::ResourceExhaustedError(absl::StrCat("mailbox of shard ", ref.shard, ": rank ", letter.sender, " already holds ",
-                                                     held, " letters (at most ", sender_cap, "); retry"));
+    return absl::ResourceExhaustedError(absl::StrCat("mailbox of shard ", ref.shard, ": rank ", letter.sender,
+                                                     " already holds ", held, " letters (at most ", sender_cap,
+                                                     "); retry"));
   }
   box.letters.emplace(StepKey{phase, step}, std::move(letter));
   return absl::OkStatus();

@@ -33,8 +33,9 @@ absl::Status AddPayload(PayloadValue& low, const PayloadValue& high) {
   const auto* b = std::get_if<SketchTable>(&high);
   if (a == nullptr || b == nullptr) return absl::InvalidArgumentError("sketch sum of a non-sketch payload");
   if (a->rows != b->rows || a->cols != b->cols || a->seed != b->seed || a->dim != b->dim) {
-    return absl::InvalidArgumentError(absl::StrCat("sketch.rows/cols/seed/dim ", b->rows, "/", b->cols, "/", b->seed, "/",
-                                                   b->dim, " != ", a->rows, "/", a->cols, "/", a->seed, "/", a->dim));
+    return absl::InvalidArgumentError(absl::StrCat("sketch.rows/cols/seed/dim ", b->rows, "/", b->cols, "/", b->seed,
+                                                   "/", b->dim, " != ", a->rows, "/", a->cols, "/", a->seed, "/",
+                                                   a->dim));
   }
   AddInto(a->table, b->table);
   return absl::OkStatus();
@@ -61,7 +62,8 @@ absl::StatusOr<Partial> CombineGather(Partial low, Partial high) {
   // Both lists are in rank order; merge them (the fold interleaves ranks: {0, 4} and {1, 5}).
   std::size_t i = 0, j = 0;
   while (i < low.items.size() || j < high.items.size()) {
-    const bool take_low = j == high.items.size() || (i < low.items.size() && low.items[i].origin < high.items[j].origin);
+    const bool take_low =
+        j == high.items.size() || (i < low.items.size() && low.items[i].origin < high.items[j].origin);
     out.items.push_back(std::move(take_low ? low.items[i++] : high.items[j++]));
   }
   return out;
@@ -164,7 +166,8 @@ absl::StatusOr<PhaseResult> FinishPartial(Collective c, const PhaseSpec& spec, P
   std::vector<Contribution> in;
   if (c == Collective::kGather) {
     if (state.items.size() != num_ranks) {
-      return absl::InternalError(absl::StrCat("all-gather ended with ", state.items.size(), " of ", num_ranks, " payloads"));
+      return absl::InternalError(
+          absl::StrCat("all-gather ended with ", state.items.size(), " of ", num_ranks, " payloads"));
     }
     for (auto& item : state.items) in.push_back(Contribution{spec, std::move(item.payload)});
   } else if (c == Collective::kLeader) {

@@ -41,12 +41,13 @@ struct PeerAggregator::ShardState {
 };
 
 absl::StatusOr<std::unique_ptr<PeerAggregator>> PeerAggregator::Create(std::shared_ptr<Endpoint> endpoint,
-                                                                      std::vector<std::string> peers) {
+                                                                       std::vector<std::string> peers) {
   if (endpoint == nullptr) return absl::InvalidArgumentError("peer aggregator: no endpoint");
   const PeerConfig& c = endpoint->config;
   SKETCHPS_RETURN_IF_ERROR(ValidatePeerConfig(c));
   if (peers.size() != c.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("peers: ", peers.size(), " addresses for ", c.num_workers, " workers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("peers: ", peers.size(), " addresses for ", c.num_workers, " workers"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(c.tls));
   std::unique_ptr<PeerAggregator> agg(new PeerAggregator(std::move(endpoint)));
@@ -79,7 +80,8 @@ absl::Status PeerAggregator::CheckPeers(absl::Duration timeout) {
     v1::ProbeResponse response;
     const absl::Status st = FromGrpcStatus(links_[r].stub->Probe(&ctx, request, &response));
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat(Name(r), ": ", st.message()));
-    SKETCHPS_RETURN_IF_ERROR(CheckFingerprint(config().fingerprint, FingerprintFromProto(response.fingerprint()), Name(r)));
+    SKETCHPS_RETURN_IF_ERROR(
+        CheckFingerprint(config().fingerprint, FingerprintFromProto(response.fingerprint()), Name(r)));
   }
   return absl::OkStatus();
 }
@@ -102,7 +104,8 @@ v1::ExchangeRequest PeerAggregator::Header(const PhaseRef& ref) const {
 }
 
 absl::StatusOr<std::shared_ptr<const PhaseResult>> PeerAggregator::RunPhase(std::uint32_t shard, std::uint64_t round,
-                                                                            std::uint32_t phase, Contribution contribution) {
+                                                                            std::uint32_t phase,
+                                                                            Contribution contribution) {
   if (shard >= shards_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, ": the job has ", shards_.size(), " shards"));
   }
@@ -112,16 +115,18 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PeerAggregator::RunPhase(std:
   auto result = RunCollective(st, ref, contribution);
   if (!result.ok()) {
     if (!IsPeerAbort(result.status())) AbortPeers(ref, result.status());
-    return absl::Status(result.status().code(), absl::StrCat("peer ", CollectiveName(CollectiveFor(contribution.spec, config().gtopk_tree)),
-                                                             " of shard ", shard, " round ", round, " phase ", phase,
-                                                             " on rank ", config().rank, ": ", result.status().message()));
+    return absl::Status(result.status().code(),
+                        absl::StrCat("peer ", CollectiveName(CollectiveFor(contribution.spec, config().gtopk_tree)),
+                                     " of shard ", shard, " round ", round, " phase ", phase, " on rank ",
+                                     config().rank, ": ", result.status().message()));
   }
   st.previous = std::make_shared<const PhaseResult>(*std::move(result));
   st.previous_ref = ref;
   return st.previous;
 }
 
-absl::StatusOr<PhaseResult> PeerAggregator::RunCollective(ShardState& st, const PhaseRef& ref, const Contribution& own) {
+absl::StatusOr<PhaseResult> PeerAggregator::RunCollective(ShardState& st, const PhaseRef& ref,
+                                                          const Contribution& own) {
   const PeerConfig& c = config();
   const Collective collective = CollectiveFor(own.spec, c.gtopk_tree);
   SKETCHPS_ASSIGN_OR_RETURN(Partial state, LeafPartial(collective, own, c.rank));
@@ -199,9 +204,9 @@ absl::StatusOr<Letter> PeerAggregator::Receive(ShardState& st, const PhaseRef& r
     return absl::Status(s.code(), absl::StrCat(Name(from), ": ", s.message()));
   }
   if (!(letter->spec == spec)) {
-    return absl::InvalidArgumentError(absl::StrCat(Name(from), " step ", step, ": spec (", ReductionName(letter->spec.reduction),
-                                                   ", keep ", letter->spec.keep, ") differs from this rank's (",
-                                                   ReductionName(spec.reduction), ", keep ", spec.keep, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        Name(from), " step ", step, ": spec (", ReductionName(letter->spec.reduction), ", keep ", letter->spec.keep,
+        ") differs from this rank's (", ReductionName(spec.reduction), ", keep ", spec.keep, ")"));
   }
   st.wire_down.fetch_add(letter->wire_bytes);
   st.raw_down.fetch_add(RawPartialBytes(letter->partial));
@@ -240,8 +245,9 @@ void PeerAggregator::AbortPeers(const PhaseRef& ref, const absl::Status& why) {
 PeerCounters PeerAggregator::counters() const {
   PeerCounters out;
   for (const auto& s : shards_) {
-    PeerShardCounters c{s->wire_up.load(), s->wire_down.load(), s->raw_up.load(), s->raw_down.load(), s->messages.load(),
-                        absl::ToDoubleSeconds(absl::Nanoseconds(s->nanos.load()))};
+    PeerShardCounters c{s->wire_up.load(),  s->wire_down.load(),
+                        s->raw_up.load(),   s->raw_down.load(),
+                        s->messages.load(), absl::ToDoubleSeconds(absl::Nanoseconds(s->nanos.load()))};
     out.wire_up += c.wire_up;
     out.wire_down += c.wire_down;
     out.raw_up += c.raw_up;

@@ -47,12 +47,12 @@
 namespace sketchps::peer {
 
 struct PeerShardCounters {
-  std::uint64_t wire_up = 0;     // serialized ExchangeRequest bytes sent (every attempt)
-  std::uint64_t wire_down = 0;   // serialized bytes of the steps received
-  std::uint64_t raw_up = 0;      // raw payload bytes of the partial states sent (RawPayloadBytes)
-  std::uint64_t raw_down = 0;    // raw payload bytes of the partial states received
-  std::uint64_t messages = 0;    // steps sent
-  double seconds = 0;            // wall time inside sends and waits
+  std::uint64_t wire_up = 0;    // serialized ExchangeRequest bytes sent (every attempt)
+  std::uint64_t wire_down = 0;  // serialized bytes of the steps received
+  std::uint64_t raw_up = 0;     // raw payload bytes of the partial states sent (RawPayloadBytes)
+  std::uint64_t raw_down = 0;   // raw payload bytes of the partial states received
+  std::uint64_t messages = 0;   // steps sent
+  double seconds = 0;           // wall time inside sends and waits
 };
 
 struct PeerCounters {

@@ -11,7 +11,7 @@
 namespace sketchps::peer {
 namespace {
 
-constexpr absl::Duration kPoll = absl::Milliseconds(100);  // how often a coordinator re-checks
+constexpr absl::Duration kPoll = absl::Milliseconds(100);   // how often a coordinator re-checks
 constexpr absl::Duration kAnswerMargin = absl::Seconds(5);  // beyond the window, for the answer to arrive
 constexpr int kMaxMessageBytes = 1 << 20;
 
@@ -25,18 +25,21 @@ std::optional<std::uint32_t> RegroupPlan::RankOf(std::uint32_t old_rank) const {
 
 absl::Status Regrouper::Arm(RegroupConfig config) {
   if (config.rank >= config.peers.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("regroup: rank ", config.rank, " is not in [0, ", config.peers.size(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("regroup: rank ", config.rank, " is not in [0, ", config.peers.size(), ")"));
   }
   if (!config.identities.empty() && config.identities.size() != config.peers.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("regroup: ", config.identities.size(), " identities for ", config.peers.size(), " ranks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("regroup: ", config.identities.size(), " identities for ", config.peers.size(), " ranks"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(config.tls));
   std::vector<std::shared_ptr<v1::Peer::Stub>> stubs;
   for (std::uint32_t r = 0; r < config.peers.size(); ++r) {
     const std::uint32_t id = config.identities.empty() ? r : config.identities[r];
     const std::string name = config.tls.insecure ? "" : Identity{Identity::Role::kWorker, id}.Name();
-    stubs.push_back(r == config.rank ? nullptr : std::shared_ptr<v1::Peer::Stub>(v1::Peer::NewStub(
-                                                     MakeClientChannel(config.peers[r], kMaxMessageBytes, credentials, name))));
+    stubs.push_back(r == config.rank ? nullptr
+                                     : std::shared_ptr<v1::Peer::Stub>(v1::Peer::NewStub(
+                                           MakeClientChannel(config.peers[r], kMaxMessageBytes, credentials, name))));
   }
   absl::MutexLock lock(&mu_);
   config_ = std::move(config);
@@ -53,7 +56,8 @@ std::uint64_t Regrouper::epoch() const {
 absl::Status Regrouper::Check(const v1::RegroupRequest& r) const {
   if (!armed_) return absl::FailedPreconditionError("regroup: this worker has not joined the job yet");
   if (r.job_id() != config_.job_id) {
-    return absl::FailedPreconditionError(absl::StrCat("job_id: '", r.job_id(), "' is not this job ('", config_.job_id, "')"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job_id: '", r.job_id(), "' is not this job ('", config_.job_id, "')"));
   }
   const auto old = collections_.find(r.epoch());
   if (r.epoch() != config_.epoch && (old == collections_.end() || !old->second.decision)) {
@@ -66,7 +70,8 @@ absl::Status Regrouper::Check(const v1::RegroupRequest& r) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RegroupPlan> Regrouper::Handle(const v1::RegroupRequest& request, const std::optional<Identity>& caller) {
+absl::StatusOr<RegroupPlan> Regrouper::Handle(const v1::RegroupRequest& request,
+                                              const std::optional<Identity>& caller) {
   const std::uint64_t epoch = request.epoch();
   {
     absl::MutexLock lock(&mu_);
@@ -154,22 +159,27 @@ absl::StatusOr<RegroupPlan> DecideRegroup(std::uint64_t failed_epoch, std::size_
 
 absl::StatusOr<RegroupPlan> PlanFromResponse(const v1::RegroupResponse& response, const v1::RegroupRequest& request,
                                              std::size_t num_ranks) {
-  const auto bad = [](const std::string& what) { return absl::InvalidArgumentError(absl::StrCat("regroup answer: ", what)); };
+  const auto bad = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("regroup answer: ", what));
+  };
   if (response.epoch() != request.epoch() + 1) {
     return bad(absl::StrCat("epoch: ", response.epoch(), " is not the failed epoch ", request.epoch(), " + 1"));
   }
   RegroupPlan plan{response.epoch(), {response.members().begin(), response.members().end()}, response.round()};
   for (std::size_t i = 0; i < plan.members.size(); ++i) {
-    if (plan.members[i] >= num_ranks) return bad(absl::StrCat("members[", i, "]: ", plan.members[i], " >= ", num_ranks, " ranks"));
+    if (plan.members[i] >= num_ranks)
+      return bad(absl::StrCat("members[", i, "]: ", plan.members[i], " >= ", num_ranks, " ranks"));
     if (i > 0 && plan.members[i] <= plan.members[i - 1]) return bad(absl::StrCat("members[", i, "]: not ascending"));
   }
   if (2 * plan.members.size() <= num_ranks) {
     return bad(absl::StrCat("members: ", plan.members.size(), " of ", num_ranks, " ranks are not a strict majority"));
   }
-  if (!plan.RankOf(request.rank())) return bad(absl::StrCat("members: rank ", request.rank(), " (the asker) is missing"));
+  if (!plan.RankOf(request.rank()))
+    return bad(absl::StrCat("members: rank ", request.rank(), " (the asker) is missing"));
   // The decided round is the members' lowest next_round, at most one below the asker's.
   if (plan.round > request.next_round() || plan.round + 1 < request.next_round()) {
-    return bad(absl::StrCat("round: ", plan.round, " is not the asker's next round ", request.next_round(), " or the one before"));
+    return bad(absl::StrCat("round: ", plan.round, " is not the asker's next round ", request.next_round(),
+                            " or the one before"));
   }
   return plan;
 }
@@ -236,7 +246,8 @@ absl::StatusOr<RegroupPlan> Regrouper::Ask(std::uint64_t next_round) {
     }
     if (!s.ok()) return FromGrpcStatus(s);
     auto plan = PlanFromResponse(response, request, n);
-    if (!plan.ok()) return absl::Status(plan.status().code(), absl::StrCat("coordinator rank ", c, ": ", plan.status().message()));
+    if (!plan.ok())
+      return absl::Status(plan.status().code(), absl::StrCat("coordinator rank ", c, ": ", plan.status().message()));
     return plan;
   }
   return absl::InternalError("regroup: unreachable");

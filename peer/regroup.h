@@ -46,12 +46,12 @@ inline constexpr absl::Duration kProbeTimeout = absl::Seconds(2);  // > the chan
 
 struct RegroupConfig {
   std::string job_id;
-  std::uint64_t epoch = 0;            // the membership epoch this worker is in
-  std::uint32_t rank = 0;             // its rank in that epoch
-  std::vector<std::string> peers;     // every rank's Peer address in that epoch
+  std::uint64_t epoch = 0;                    // the membership epoch this worker is in
+  std::uint32_t rank = 0;                     // its rank in that epoch
+  std::vector<std::string> peers;             // every rank's Peer address in that epoch
   absl::Duration window = absl::Seconds(30);  // how long a coordinator waits for silent ranks
-  TlsConfig tls;                      // as the epoch's PeerConfig
-  std::vector<std::uint32_t> identities;  // as PeerConfig::identities
+  TlsConfig tls;                              // as the epoch's PeerConfig
+  std::vector<std::uint32_t> identities;      // as PeerConfig::identities
 };
 
 struct RegroupPlan {
@@ -84,7 +84,8 @@ class Regrouper {
   // Coordinator side of one request. Blocks until the decision.
   // `caller`: the identity the request came with (common/tls.h); a rank other than its own is
   // PermissionDenied.
-  absl::StatusOr<RegroupPlan> Handle(const v1::RegroupRequest& request, const std::optional<Identity>& caller = std::nullopt);
+  absl::StatusOr<RegroupPlan> Handle(const v1::RegroupRequest& request,
+                                     const std::optional<Identity>& caller = std::nullopt);
   // Survivor side: the decision for this worker's failed epoch (see the protocol above).
   absl::StatusOr<RegroupPlan> Ask(std::uint64_t next_round);
   // The armed epoch (0 before Arm).

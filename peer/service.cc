@@ -18,18 +18,20 @@ absl::Status Invalid(const std::string& field, const std::string& what) {
 
 absl::Status CheckHeader(const PeerConfig& c, const v1::PayloadHeader& h) {
   if (h.job_id() != c.job_id) {
-    return absl::FailedPreconditionError(absl::StrCat("header.job_id: '", h.job_id(), "' is not this job ('", c.job_id, "')"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("header.job_id: '", h.job_id(), "' is not this job ('", c.job_id, "')"));
   }
   if (h.epoch() > c.epoch) {  // the sender regrouped first: retryable until this worker has too
-    return absl::UnavailableError(absl::StrCat("header.epoch: ", h.epoch(), " is ahead of this worker's epoch ", c.epoch,
-                                               " (it is still regrouping)"));
+    return absl::UnavailableError(absl::StrCat("header.epoch: ", h.epoch(), " is ahead of this worker's epoch ",
+                                               c.epoch, " (it is still regrouping)"));
   }
   if (h.epoch() != c.epoch) {
-    return absl::FailedPreconditionError(absl::StrCat("header.epoch: ", h.epoch(), " is not the current epoch ", c.epoch));
+    return absl::FailedPreconditionError(
+        absl::StrCat("header.epoch: ", h.epoch(), " is not the current epoch ", c.epoch));
   }
   if (h.worker_id() >= c.num_workers || h.worker_id() == c.rank) {
-    return Invalid("header.worker_id", absl::StrCat(h.worker_id(), " is not a peer of rank ", c.rank, " (", c.num_workers,
-                                                    " workers)"));
+    return Invalid("header.worker_id",
+                   absl::StrCat(h.worker_id(), " is not a peer of rank ", c.rank, " (", c.num_workers, " workers)"));
   }
   if (h.shard_id() >= c.range_lengths.size()) {
     return Invalid("header.shard_id", absl::StrCat(h.shard_id(), " >= ", c.range_lengths.size(), " shards"));
@@ -43,8 +45,9 @@ absl::Status FileAbort(Endpoint& e, const PhaseRef& ref, const v1::ExchangeReque
     return Invalid("abort_code", absl::StrCat(r.abort_code(), " is not a status code"));
   }
   const std::string why = r.abort_message().substr(0, kMaxAbortMessage);
-  (void)e.mailbox.Abort(ref, PeerAbortStatus(static_cast<absl::StatusCode>(r.abort_code()),
-                                       absl::StrCat("rank ", r.header().worker_id(), " abandoned the phase: ", why)));
+  (void)e.mailbox.Abort(ref,
+                        PeerAbortStatus(static_cast<absl::StatusCode>(r.abort_code()),
+                                        absl::StrCat("rank ", r.header().worker_id(), " abandoned the phase: ", why)));
   return absl::OkStatus();
 }
 
@@ -66,15 +69,16 @@ absl::StatusOr<Letter> Open(const PeerConfig& c, const v1::ExchangeRequest& r) {
   letter.wire_bytes = r.ByteSizeLong();
   SKETCHPS_ASSIGN_OR_RETURN(letter.spec, SpecFromProto(r.spec(), c.num_workers, range_len));
   const Collective collective = CollectiveFor(letter.spec, c.gtopk_tree);
-  SKETCHPS_ASSIGN_OR_RETURN(letter.partial, DecodePartial(r, collective, letter.spec,
-                                                          SentBlock(c.num_workers, sender, r.step()), range_len));
+  SKETCHPS_ASSIGN_OR_RETURN(
+      letter.partial, DecodePartial(r, collective, letter.spec, SentBlock(c.num_workers, sender, r.step()), range_len));
   return letter;
 }
 
 }  // namespace
 
 Endpoint::Endpoint(PeerConfig c)
-    : config(std::move(c)), mailbox(static_cast<std::uint32_t>(config.range_lengths.size()), 2 * NumSteps(config.num_workers) + 2) {}
+    : config(std::move(c)),
+      mailbox(static_cast<std::uint32_t>(config.range_lengths.size()), 2 * NumSteps(config.num_workers) + 2) {}
 
 absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r, const std::optional<Identity>& caller) {
   const PeerConfig& c = e.config;
@@ -91,13 +95,14 @@ absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r, const std::optio
   if (letter.ok()) return e.mailbox.Put(ref, r.step(), *std::move(letter), cap);
   Letter refused;
   refused.sender = sender;
-  refused.rejected = absl::Status(letter.status().code(),
-                                  absl::StrCat("invalid step ", r.step(), ": ", letter.status().message()));
+  refused.rejected =
+      absl::Status(letter.status().code(), absl::StrCat("invalid step ", r.step(), ": ", letter.status().message()));
   (void)e.mailbox.Put(ref, r.step(), std::move(refused), cap);
   return letter.status();
 }
 
-grpc::Status PeerService::Exchange(grpc::ServerContext* context, const v1::ExchangeRequest* request, v1::ExchangeResponse*) {
+grpc::Status PeerService::Exchange(grpc::ServerContext* context, const v1::ExchangeRequest* request,
+                                   v1::ExchangeResponse*) {
   auto caller = CallerIdentity(*context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   return ToGrpcStatus(Receive(*endpoint(), *request, *caller));
@@ -115,7 +120,8 @@ grpc::Status PeerService::Regroup(grpc::ServerContext* context, const v1::Regrou
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Probe(grpc::ServerContext* context, const v1::ProbeRequest* request, v1::ProbeResponse* response) {
+grpc::Status PeerService::Probe(grpc::ServerContext* context, const v1::ProbeRequest* request,
+                                v1::ProbeResponse* response) {
   if (auto caller = CallerIdentity(*context); !caller.ok()) return ToGrpcStatus(caller.status());
   const std::shared_ptr<Endpoint> e = endpoint();
   if (request->job_id() != e->config.job_id) {

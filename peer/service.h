@@ -50,7 +50,8 @@ class PeerService final : public v1::Peer::Service {
                         v1::ExchangeResponse* response) override;
   grpc::Status Regroup(grpc::ServerContext* context, const v1::RegroupRequest* request,
                        v1::RegroupResponse* response) override;
-  grpc::Status Probe(grpc::ServerContext* context, const v1::ProbeRequest* request, v1::ProbeResponse* response) override;
+  grpc::Status Probe(grpc::ServerContext* context, const v1::ProbeRequest* request,
+                     v1::ProbeResponse* response) override;
   Regrouper& regrouper() { return regrouper_; }
   std::shared_ptr<Endpoint> endpoint() const;
   void Reset(std::shared_ptr<Endpoint> endpoint);

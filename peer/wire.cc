@@ -30,8 +30,8 @@ absl::StatusOr<std::optional<PayloadValue>> DecodeItemPayload(const v1::PeerItem
   if (!*body) return std::optional<PayloadValue>();
   const PayloadValue& p = **body;
   if (std::string(PayloadKindName(p)) != ExpectedKind(spec.reduction)) {
-    return Invalid(i, absl::StrCat(".payload: ", PayloadKindName(p), " payload in a ", ReductionName(spec.reduction),
-                                   " phase"));
+    return Invalid(
+        i, absl::StrCat(".payload: ", PayloadKindName(p), " payload in a ", ReductionName(spec.reduction), " phase"));
   }
   if (auto dim = DimOf(p); dim && *dim != range_len) {
     return Invalid(i, absl::StrCat(".payload.", PayloadKindName(p), ".dim: ", *dim, " != range length ", range_len));
@@ -40,7 +40,8 @@ absl::StatusOr<std::optional<PayloadValue>> DecodeItemPayload(const v1::PeerItem
 }
 
 // The origins the items must carry, in order.
-std::vector<std::uint32_t> ExpectedOrigins(Collective c, const PhaseSpec& spec, const std::vector<std::uint32_t>& block) {
+std::vector<std::uint32_t> ExpectedOrigins(Collective c, const PhaseSpec& spec,
+                                           const std::vector<std::uint32_t>& block) {
   switch (c) {
     case Collective::kGather: return block;
     case Collective::kLeader:

@@ -103,8 +103,8 @@ class DgcScheme final : public LocalMomentumScheme {
  private:
   std::uint64_t LayerSeed(std::size_t layer) const {
     std::uint64_t h = SplitMix64(ctx().seed);
-    for (std::uint64_t x : {std::uint64_t{ctx().worker_id}, std::uint64_t{ctx().shard_id}, round().round,
-                            std::uint64_t{layer}}) {
+    for (std::uint64_t x :
+         {std::uint64_t{ctx().worker_id}, std::uint64_t{ctx().shard_id}, round().round, std::uint64_t{layer}}) {
       h = SplitMix64(h ^ x);
     }
     return h;
@@ -120,9 +120,9 @@ class DgcScheme final : public LocalMomentumScheme {
       const auto off32 = static_cast<std::uint32_t>(offset);
       std::uint64_t count = n;
       if (layers_[l].compressed) {
-        SKETCHPS_ASSIGN_OR_RETURN(const auto r, kernels::DgcSelect(v + offset, n, options, LayerSeed(l),
-                                                                    sel_.idx() + pos, sel_.val() + pos,
-                                                                    sel_.capacity() - pos, exec()));
+        SKETCHPS_ASSIGN_OR_RETURN(
+            const auto r, kernels::DgcSelect(v + offset, n, options, LayerSeed(l), sel_.idx() + pos, sel_.val() + pos,
+                                             sel_.capacity() - pos, exec()));
         count = r.count;
         SKETCHPS_RETURN_IF_ERROR(kernels::OffsetIndices(sel_.idx() + pos, count, off32, exec()));
       } else {
@@ -147,7 +147,8 @@ class DgcScheme final : public LocalMomentumScheme {
 
 absl::Status DgcConfig::Validate(const std::string& prefix) const {
   SKETCHPS_RETURN_IF_ERROR(momentum.Validate(prefix));
-  if (!(sample_ratio > 0.0 && sample_ratio <= 1.0)) return RangeError(prefix + ".sample_ratio", sample_ratio, "in (0, 1]");
+  if (!(sample_ratio > 0.0 && sample_ratio <= 1.0))
+    return RangeError(prefix + ".sample_ratio", sample_ratio, "in (0, 1]");
   if (!(compress_upper_bound >= 1.0 && compress_upper_bound <= 1e6)) {
     return RangeError(prefix + ".compress_upper_bound", compress_upper_bound, "in [1, 1e6]");
   }
@@ -171,12 +172,11 @@ absl::Status DgcConfig::Validate(const std::string& prefix) const {
 
 absl::Status DgcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
-      "sample_ratio", sample_ratio, "strided_sample", strided_sample,
-      "compress_upper_bound", compress_upper_bound, "compress_lower_bound", compress_lower_bound,
-      "max_adaptation_iters", max_adaptation_iters, "resample", resample,
-      "truncate_to_k", truncate_to_k, "warmup_epochs", warmup_epochs,
-      "warmup_densities", warmup_densities, "dense_max_numel", dense_max_numel));
+  SKETCHPS_RETURN_IF_ERROR(
+      section.GetAll("sample_ratio", sample_ratio, "strided_sample", strided_sample, "compress_upper_bound",
+                     compress_upper_bound, "compress_lower_bound", compress_lower_bound, "max_adaptation_iters",
+                     max_adaptation_iters, "resample", resample, "truncate_to_k", truncate_to_k, "warmup_epochs",
+                     warmup_epochs, "warmup_densities", warmup_densities, "dense_max_numel", dense_max_numel));
   return section.FinishAndValidate(*this);
 }
 

@@ -56,12 +56,12 @@
 namespace sketchps {
 
 struct DgcConfig {
-  LocalMomentumOptions momentum;          // momentum, nesterov, momentum_masking, clip_norm, clip_scope
-  double sample_ratio = 0.01;             // in (0, 1]
+  LocalMomentumOptions momentum;  // momentum, nesterov, momentum_masking, clip_norm, clip_scope
+  double sample_ratio = 0.01;     // in (0, 1]
   bool strided_sample = true;
-  double compress_upper_bound = 1.3;      // >= 1
-  double compress_lower_bound = 0.8;      // in (0, 1]
-  int max_adaptation_iters = 10;          // in [0, 1000]
+  double compress_upper_bound = 1.3;  // >= 1
+  double compress_lower_bound = 0.8;  // in (0, 1]
+  int max_adaptation_iters = 10;      // in [0, 1000]
   bool resample = true;
   bool truncate_to_k = false;             // reference parity (kernels/dgc.h)
   std::uint64_t warmup_epochs = 4;        // W: sparsity warm-up epochs (0: none)

@@ -17,17 +17,14 @@ namespace {
 
 class GsSgdScheme final : public SchemeBase {
  public:
-  GsSgdScheme(SchemeContext ctx, const GsSgdConfig& config)
-      : SchemeBase(ctx), sketch_(ctx, config), e_(ctx.dim) {
+  GsSgdScheme(SchemeContext ctx, const GsSgdConfig& config) : SchemeBase(ctx), sketch_(ctx, config), e_(ctx.dim) {
     e_.Zero();
   }
 
   const char* name() const override { return "gs_sgd"; }
   bool uses_global_momentum() const override { return true; }
   SchemeState SaveState() const override { return {{{"residual", e_.ToHost()}}, {}}; }
-  absl::Status RestoreState(const SchemeState& state) override {
-    return RestoreArray(state, name(), "residual", e_);
-  }
+  absl::Status RestoreState(const SchemeState& state) override { return RestoreArray(state, name(), "residual", e_); }
 
  protected:
   // a = e + g, in place in e.

@@ -18,8 +18,8 @@
 // project default, decision 2). Dense warm-up rounds send a whole and reset e to 0.
 //
 // Hyperparameters (scheme.gs_sgd): rows (5), cols_factor (4), cols (0: ceil(cols_factor * k)),
-// p2 (8), keep (candidates), table (f16); docs/methods.md "Sketch sizing". Sketch sizing, hashing and seeding: schemes/sketch_exchange.h. selected() reports |G_t|,
-// the entries the round took from this worker's residual.
+// p2 (8), keep (candidates), table (f16); docs/methods.md "Sketch sizing". Sketch sizing, hashing and seeding:
+// schemes/sketch_exchange.h. selected() reports |G_t|, the entries the round took from this worker's residual.
 //
 // Choices where the paper is silent: the topology is the aggregator's (shards sum the sketch tables;
 // in decentralized mode the peers sum them by recursive doubling, peer/); a second, exact value

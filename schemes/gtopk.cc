@@ -12,9 +12,7 @@ namespace sketchps {
 
 absl::Status GTopKConfig::Validate(const std::string&) const { return absl::OkStatus(); }
 
-absl::Status GTopKConfig::Read(ConfigReader& section) {
-  return section.FinishAndValidate(*this);
-}
+absl::Status GTopKConfig::Read(ConfigReader& section) { return section.FinishAndValidate(*this); }
 
 GTopKWorker::GTopKWorker(std::uint64_t dim, std::uint64_t k)
     : k_(std::min(k, dim)), ef_(dim), sel_(k_), back_idx_(k_), back_val_(k_) {}

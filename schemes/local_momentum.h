@@ -35,10 +35,10 @@ namespace sketchps {
 enum class ClipScope { kLayer, kGlobal };
 
 struct LocalMomentumOptions {
-  double momentum = 0.9;        // m, in [0, 1)
-  bool nesterov = false;        // u = m (u + g); v = v + u + g
-  bool masking = true;          // Take() zeroes u at the sent indices
-  double clip_norm = 0.0;       // C >= 0; 0 disables clipping (DGC's code default)
+  double momentum = 0.9;                     // m, in [0, 1)
+  bool nesterov = false;                     // u = m (u + g); v = v + u + g
+  bool masking = true;                       // Take() zeroes u at the sent indices
+  double clip_norm = 0.0;                    // C >= 0; 0 disables clipping (DGC's code default)
   ClipScope clip_scope = ClipScope::kLayer;  // "layer" (per-tensor, DGC's clip_grad_norm_) or "global"
 
   // Errors name the key under `prefix` ("scheme.dgc.momentum must be in [0, 1), got 1.5").
@@ -77,9 +77,9 @@ class LocalMomentum {
   absl::Status ComputeScales(const float* d_grad, const kernels::Exec& exec);
 
   const LocalMomentumOptions options_;
-  const double bound_;                     // C / sqrt(P)
+  const double bound_;  // C / sqrt(P)
   std::vector<kernels::Segment> layers_;
-  std::vector<double> scales_;             // per layer of layers_
+  std::vector<double> scales_;  // per layer of layers_
   kernels::DeviceArray<float> u_;
   kernels::DeviceArray<float> v_;
 };

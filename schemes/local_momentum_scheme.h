@@ -33,7 +33,9 @@ class LocalMomentumScheme : public SchemeBase {
   // the clipping scopes (LocalMomentum), `capacity` the most entries one round may select.
   LocalMomentumScheme(const SchemeContext& ctx, absl::Status init, std::vector<kernels::Segment> layers,
                       const LocalMomentumOptions& momentum, std::uint64_t capacity)
-      : SchemeBase(ctx), init_(std::move(init)), lm_(ctx.dim, std::move(layers), ctx.num_workers, momentum),
+      : SchemeBase(ctx),
+        init_(std::move(init)),
+        lm_(ctx.dim, std::move(layers), ctx.num_workers, momentum),
         sel_(capacity) {}
 
   // Fills sel_ from lm_.velocity() in index order and records the count with set_selected.

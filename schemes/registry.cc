@@ -65,7 +65,8 @@ absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme) {
   std::uint64_t warmup_rounds = 0;
   SKETCHPS_RETURN_IF_ERROR(scheme.Get("warmup_rounds", warmup_rounds));
   if (!(bound.density > 0.0 && bound.density <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(scheme.KeyPath("density"), " must be in (0, 1], got ", bound.density));
+    return absl::InvalidArgumentError(
+        absl::StrCat(scheme.KeyPath("density"), " must be in (0, 1], got ", bound.density));
   }
   const SchemeEntry* entry = nullptr;
   for (const auto& e : Schemes()) {

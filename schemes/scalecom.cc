@@ -29,7 +29,10 @@ namespace {
 class ScaleComScheme final : public SchemeBase {
  public:
   ScaleComScheme(SchemeContext ctx, const ScaleComConfig& config)
-      : SchemeBase(ctx), beta_(static_cast<float>(config.beta)), m_(ctx.dim), p_(ctx.dim),
+      : SchemeBase(ctx),
+        beta_(static_cast<float>(config.beta)),
+        m_(ctx.dim),
+        p_(ctx.dim),
         sel_(std::min(ctx.k, ctx.dim)) {
     m_.Zero();
   }

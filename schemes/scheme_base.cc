@@ -49,8 +49,8 @@ absl::StatusOr<Contribution> SchemeBase::Contribute(std::uint32_t phase, const P
 absl::StatusOr<Aggregate> SchemeBase::Finish(const PhaseResult& last) {
   results_.push_back(std::make_shared<const PhaseResult>(last));
   if (results_.size() != NumPhases()) {
-    return absl::FailedPreconditionError(absl::StrCat(name(), ": Finish after ", results_.size(), " of ",
-                                                      NumPhases(), " phases"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), ": Finish after ", results_.size(), " of ", NumPhases(), " phases"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto g, MeanAggregate(last, ctx_.dim));
   if (skipped_) return g;

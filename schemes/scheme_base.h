@@ -60,7 +60,7 @@ class SchemeBase : public Scheme {
   bool dense_round_ = false;
   bool skipped_ = false;
   std::uint64_t selected_ = 0;
-  const float* input_ = nullptr;   // this round's compression input (dense rounds send it whole)
+  const float* input_ = nullptr;  // this round's compression input (dense rounds send it whole)
   PhaseResults results_;
 };
 

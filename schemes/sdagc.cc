@@ -78,8 +78,8 @@ class SdagcScheme final : public LocalMomentumScheme {
     for (std::size_t l = 0; l < segments_.size(); ++l) {
       const auto [offset, n] = segments_[l];
       SKETCHPS_ASSIGN_OR_RETURN(std::size_t count,
-                                kernels::ThresholdSelect(v + offset, n, tau[l], sel_.capacity() - pos,
-                                                         sel_.idx() + pos, sel_.val() + pos, exec()));
+                                kernels::ThresholdSelect(v + offset, n, tau[l], sel_.capacity() - pos, sel_.idx() + pos,
+                                                         sel_.val() + pos, exec()));
       if (count < config_.min_per_layer) {
         SKETCHPS_ASSIGN_OR_RETURN(count, TopNonzero(v + offset, n, config_.min_per_layer, pos));
       }
@@ -127,9 +127,11 @@ absl::Status SdagcScheme::RestoreState(const SchemeState& state) {
 
 absl::Status SdagcConfig::Validate(const std::string& prefix) const {
   SKETCHPS_RETURN_IF_ERROR(momentum.Validate(prefix));
-  if (!FiniteAtLeast(lambda_initial, 0.0)) return RangeError(prefix + ".lambda_initial", lambda_initial, "finite and >= 0");
+  if (!FiniteAtLeast(lambda_initial, 0.0))
+    return RangeError(prefix + ".lambda_initial", lambda_initial, "finite and >= 0");
   if (!FiniteAtLeast(lambda_final, 0.0)) return RangeError(prefix + ".lambda_final", lambda_final, "finite and >= 0");
-  if (!FiniteAtLeast(warmup_epochs, 0.0)) return RangeError(prefix + ".warmup_epochs", warmup_epochs, "finite and >= 0");
+  if (!FiniteAtLeast(warmup_epochs, 0.0))
+    return RangeError(prefix + ".warmup_epochs", warmup_epochs, "finite and >= 0");
   if (!(target_density > 0.0 && target_density < 1.0)) {
     return RangeError(prefix + ".target_density", target_density, "in (0, 1)");
   }
@@ -148,10 +150,10 @@ absl::Status SdagcConfig::Validate(const std::string& prefix) const {
 
 absl::Status SdagcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
-      "lambda_initial", lambda_initial, "lambda_final", lambda_final, "warmup_epochs", warmup_epochs,
-      "closed_loop", closed_loop, "target_density", target_density, "gain", gain,
-      "min_lambda", min_lambda, "max_lambda", max_lambda, "min_per_layer", min_per_layer));
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll("lambda_initial", lambda_initial, "lambda_final", lambda_final,
+                                          "warmup_epochs", warmup_epochs, "closed_loop", closed_loop, "target_density",
+                                          target_density, "gain", gain, "min_lambda", min_lambda, "max_lambda",
+                                          max_lambda, "min_per_layer", min_per_layer));
   return section.FinishAndValidate(*this);
 }
 

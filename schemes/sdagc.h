@@ -66,14 +66,14 @@
 namespace sketchps {
 
 struct SdagcConfig {
-  LocalMomentumOptions momentum;   // momentum, nesterov, momentum_masking, clip_norm, clip_scope
-  double lambda_initial = 1.0;     // λ at epoch 0, finite and >= 0
-  double lambda_final = 3.09;      // λ after the warm-up, finite and >= 0
-  double warmup_epochs = 4.0;      // >= 0 (0: λ_final from the start)
-  bool closed_loop = false;        // after the warm-up, steer λ toward target_density
-  double target_density = 0.002;   // in (0, 1)
-  double gain = 0.1;               // in (0, 2]; see the closed-loop note above
-  double min_lambda = 0.5;         // 0 < min_lambda <= lambda_final <= max_lambda (closed loop)
+  LocalMomentumOptions momentum;  // momentum, nesterov, momentum_masking, clip_norm, clip_scope
+  double lambda_initial = 1.0;    // λ at epoch 0, finite and >= 0
+  double lambda_final = 3.09;     // λ after the warm-up, finite and >= 0
+  double warmup_epochs = 4.0;     // >= 0 (0: λ_final from the start)
+  bool closed_loop = false;       // after the warm-up, steer λ toward target_density
+  double target_density = 0.002;  // in (0, 1)
+  double gain = 0.1;              // in (0, 2]; see the closed-loop note above
+  double min_lambda = 0.5;        // 0 < min_lambda <= lambda_final <= max_lambda (closed loop)
   double max_lambda = 12.0;
   std::uint64_t min_per_layer = 1;  // a layer whose threshold selects fewer sends its largest nonzero |v|
 

@@ -18,18 +18,17 @@ using kernels::SidcoStageMode;
 using kernels::SidcoVariant;
 
 const std::map<std::string, SidcoVariant>& Variants() {
-  static const auto* m = new std::map<std::string, SidcoVariant>{
-      {"exponential", SidcoVariant::kExponential},
-      {"gpareto", SidcoVariant::kGeneralizedPareto},
-      {"gamma_gpareto", SidcoVariant::kGammaGeneralizedPareto}};
+  static const auto* m =
+      new std::map<std::string, SidcoVariant>{{"exponential", SidcoVariant::kExponential},
+                                              {"gpareto", SidcoVariant::kGeneralizedPareto},
+                                              {"gamma_gpareto", SidcoVariant::kGammaGeneralizedPareto}};
   return *m;
 }
 
 const std::map<std::string, SidcoStageMode>& StageModes() {
-  static const auto* m = new std::map<std::string, SidcoStageMode>{
-      {"adaptive", SidcoStageMode::kAdaptive},
-      {"fixed", SidcoStageMode::kFixed},
-      {"per_stage_ratio", SidcoStageMode::kPerStageRatio}};
+  static const auto* m = new std::map<std::string, SidcoStageMode>{{"adaptive", SidcoStageMode::kAdaptive},
+                                                                   {"fixed", SidcoStageMode::kFixed},
+                                                                   {"per_stage_ratio", SidcoStageMode::kPerStageRatio}};
   return *m;
 }
 
@@ -77,12 +76,11 @@ absl::Status SidcoConfig::Validate(const std::string& prefix) const {
 }
 
 absl::Status SidcoConfig::Read(ConfigReader& section) {
-  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
-      "variant", variant, "stage_mode", stage_mode, "stages", stages,
-      "first_stage_ratio", first_stage_ratio, "per_stage_ratio", per_stage_ratio,
-      "adapt_window", adapt_window, "adapt_tolerance_up", adapt_tolerance_up,
-      "adapt_tolerance_down", adapt_tolerance_down, "adapt_memory", adapt_memory,
-      "gamma_newton_steps", gamma_newton_steps));
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll("variant", variant, "stage_mode", stage_mode, "stages", stages,
+                                          "first_stage_ratio", first_stage_ratio, "per_stage_ratio", per_stage_ratio,
+                                          "adapt_window", adapt_window, "adapt_tolerance_up", adapt_tolerance_up,
+                                          "adapt_tolerance_down", adapt_tolerance_down, "adapt_memory", adapt_memory,
+                                          "gamma_newton_steps", gamma_newton_steps));
   return section.FinishAndValidate(*this);
 }
 
@@ -150,8 +148,7 @@ absl::StatusOr<kernels::SidcoAdaptState> LoadAdaptState(const SchemeState& state
 class SidcoScheme final : public SchemeBase {
  public:
   SidcoScheme(SchemeContext ctx, const SidcoConfig& config)
-      : SchemeBase(ctx), ef_(ctx.dim), sel_(ctx.dim),
-        estimator_(MakeEstimator(config, TargetDensity(ctx))) {}
+      : SchemeBase(ctx), ef_(ctx.dim), sel_(ctx.dim), estimator_(MakeEstimator(config, TargetDensity(ctx))) {}
 
   const char* name() const override { return "sidco"; }
   bool uses_global_momentum() const override { return true; }

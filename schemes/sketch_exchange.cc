@@ -31,8 +31,9 @@ absl::Status SketchSizing::Validate(const std::string& prefix) const {
     return KeyError(prefix, "cols_factor", absl::StrCat("must be a finite number > 0, got ", cols_factor));
   }
   if (cols > std::numeric_limits<std::uint32_t>::max() || std::uint64_t{rows} * cols > kMaxSketchCells) {
-    return KeyError(prefix, "cols",
-                    absl::StrCat(cols, " columns with ", rows, " rows exceed the ", kMaxSketchCells, "-cell table limit"));
+    return KeyError(
+        prefix, "cols",
+        absl::StrCat(cols, " columns with ", rows, " rows exceed the ", kMaxSketchCells, "-cell table limit"));
   }
   if (p2 > kMaxP2) return KeyError(prefix, "p2", absl::StrCat("must be in [0, ", kMaxP2, "], got ", p2));
   return absl::OkStatus();
@@ -41,14 +42,15 @@ absl::Status SketchSizing::Validate(const std::string& prefix) const {
 absl::Status SketchSizing::ReadFields(ConfigReader& section) {
   std::string keep_name = keep == Keep::kTopK ? "top_k" : "candidates";
   std::string table_name = table == Table::kF32 ? "f32" : "f16";
-  SKETCHPS_RETURN_IF_ERROR(section.GetAll("rows", rows, "cols_factor", cols_factor, "cols", cols, "p2", p2, "keep", keep_name,
-                                          "table", table_name));
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll("rows", rows, "cols_factor", cols_factor, "cols", cols, "p2", p2, "keep",
+                                          keep_name, "table", table_name));
   if (keep_name == "top_k") {
     keep = Keep::kTopK;
   } else if (keep_name == "candidates") {
     keep = Keep::kCandidates;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(section.KeyPath("keep"), ": '", keep_name, "' is not top_k or candidates"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(section.KeyPath("keep"), ": '", keep_name, "' is not top_k or candidates"));
   }
   if (table_name == "f32") {
     table = Table::kF32;
@@ -89,8 +91,8 @@ PhaseSpec SketchExchange::Spec(std::uint32_t phase) const {
   return spec;
 }
 
-absl::StatusOr<PayloadValue> SketchExchange::Payload(std::uint32_t phase, const PhaseResults& earlier,
-                                                     const float* d_x, const kernels::Exec& exec) {
+absl::StatusOr<PayloadValue> SketchExchange::Payload(std::uint32_t phase, const PhaseResults& earlier, const float* d_x,
+                                                     const kernels::Exec& exec) {
   SKETCHPS_RETURN_IF_ERROR(status_);
   if (phase == 0) return SketchPayload(d_x, exec);
   const std::vector<std::uint32_t>* indices = earlier.empty() ? nullptr : ResultIndices(*earlier[0]);
@@ -137,8 +139,8 @@ absl::Status RestoreArray(const SchemeState& state, const char* scheme, const ch
     return absl::InvalidArgumentError(absl::StrCat(scheme, ": state has no array '", name, "'"));
   }
   if (it->second.size() != dst.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(scheme, ": state array '", name, "' has ", it->second.size(),
-                                                   " values, expected ", dst.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(scheme, ": state array '", name, "' has ", it->second.size(), " values, expected ", dst.size()));
   }
   dst.FromHost(it->second);
   return absl::OkStatus();

@@ -50,10 +50,10 @@ struct SketchSizing {
   // Defaults (docs/methods.md "Sketch sizing", measured with `sketchps bench --input` on the default
   // job's gradients): c = 4k columns and K = 8k candidates, all kept. A sketch of c = 10k, as CSVec
   // users size it, is half a shard of the CNN: no compression at density 0.01.
-  std::uint32_t rows = 5;      // r, in [1, 64]; odd recommended (even: lower median)
-  double cols_factor = 4.0;    // c = ceil(cols_factor * k) when cols == 0; > 0
-  std::uint64_t cols = 0;      // explicit c (0: use cols_factor); rows * cols <= 2^28
-  std::uint32_t p2 = 8;        // candidates per kept entry, in [0, 1024]; 0: one phase, estimates
+  std::uint32_t rows = 5;    // r, in [1, 64]; odd recommended (even: lower median)
+  double cols_factor = 4.0;  // c = ceil(cols_factor * k) when cols == 0; > 0
+  std::uint64_t cols = 0;    // explicit c (0: use cols_factor); rows * cols <= 2^28
+  std::uint32_t p2 = 8;      // candidates per kept entry, in [0, 1024]; 0: one phase, estimates
   Keep keep = Keep::kCandidates;
   Table table = Table::kF16;
 
@@ -64,7 +64,6 @@ struct SketchSizing {
   // The number of columns for a range that keeps k entries.
   std::uint32_t ColsFor(std::uint64_t k) const;
 };
-
 
 class SketchExchange {
  public:

@@ -29,7 +29,11 @@ namespace {
 class SketchedSgdScheme final : public SchemeBase {
  public:
   SketchedSgdScheme(SchemeContext ctx, const SketchedSgdConfig& config)
-      : SchemeBase(ctx), sketch_(ctx, config), momentum_(static_cast<float>(config.momentum)), u_(ctx.dim), v_(ctx.dim) {
+      : SchemeBase(ctx),
+        sketch_(ctx, config),
+        momentum_(static_cast<float>(config.momentum)),
+        u_(ctx.dim),
+        v_(ctx.dim) {
     u_.Zero();
     v_.Zero();
   }

@@ -30,8 +30,9 @@ absl::Status CheckRounds(const std::vector<Offer>& offers, std::uint64_t w) {
   for (const Offer& o : offers) {
     const std::uint64_t r = o.rounds_applied;
     if (r != 0 && r != w && r + 1 != w) {
-      return Precondition(absl::StrCat("worker ", o.worker, " is at round ", r, " while the most advanced replica is at round ",
-                                       w, ": no synchronous worker can be that far behind"));
+      return Precondition(absl::StrCat("worker ", o.worker, " is at round ", r,
+                                       " while the most advanced replica is at round ", w,
+                                       ": no synchronous worker can be that far behind"));
     }
   }
   return absl::OkStatus();
@@ -49,8 +50,8 @@ absl::StatusOr<const Offer*> AgreeingOffers(const std::vector<Offer>& offers, st
     if (first == nullptr) {
       first = &o;
     } else if (o.checksum != first->checksum || o.velocity != first->velocity) {
-      return Precondition(absl::StrCat("workers ", first->worker, " and ", o.worker, " hold different replicas at round ", w,
-                                       " (replica diverged)"));
+      return Precondition(absl::StrCat("workers ", first->worker, " and ", o.worker,
+                                       " hold different replicas at round ", w, " (replica diverged)"));
     }
   }
   return first;
@@ -68,8 +69,10 @@ absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const s
   if (checkpoint && checkpoint->rounds_applied == w) {
     const std::uint64_t mine = WeightsChecksum(checkpoint->weights);
     if (best != nullptr && w > 0 && best->checksum != mine) {
-      return Precondition(absl::StrFormat("worker %d's replica at round %d differs from this shard's checkpoint "
-                                          "(%016x vs %016x): replica diverged", best->worker, w, best->checksum, mine));
+      return Precondition(
+          absl::StrFormat("worker %d's replica at round %d differs from this shard's checkpoint "
+                          "(%016x vs %016x): replica diverged",
+                          best->worker, w, best->checksum, mine));
     }
     ShardState state = *checkpoint;
     state.origin = absl::StrCat("its checkpoint of round ", w);
@@ -77,13 +80,15 @@ absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const s
   }
   if (best == nullptr) return Precondition(absl::StrCat("no offer holds round ", w));
   if (w > 0 && !best->last) {
-    return Precondition(absl::StrCat("last_result: worker ", best->worker, " offers round ", w, " without its final result"));
+    return Precondition(
+        absl::StrCat("last_result: worker ", best->worker, " offers round ", w, " without its final result"));
   }
   ShardState state{best->layers, w, best->weights, best->velocity, best->last, ""};
-  state.origin = w == 0 ? "the workers' initial weights (fresh start)"
-                        : absl::StrCat("worker ", best->worker, "'s replica at round ", w,
-                                       checkpoint ? absl::StrCat(" (its checkpoint held round ", checkpoint->rounds_applied, ")")
-                                                  : std::string(" (no checkpoint)"));
+  state.origin =
+      w == 0 ? "the workers' initial weights (fresh start)"
+             : absl::StrCat("worker ", best->worker, "'s replica at round ", w,
+                            checkpoint ? absl::StrCat(" (its checkpoint held round ", checkpoint->rounds_applied, ")")
+                                       : std::string(" (no checkpoint)"));
   return state;
 }
 

@@ -44,7 +44,9 @@ std::map<std::uint32_t, std::uint64_t> NewestCheckpointRounds(const std::string&
     std::uint32_t shard = 0;
     std::uint64_t round = 0;
     const std::string name = e.path().filename().string();
-    if (std::sscanf(name.c_str(), "shard-%" SCNu32 "-round-%" SCNu64 ".ckpt", &shard, &round) != 2 || name != FileName(shard, round)) continue;
+    if (std::sscanf(name.c_str(), "shard-%" SCNu32 "-round-%" SCNu64 ".ckpt", &shard, &round) != 2 ||
+        name != FileName(shard, round))
+      continue;
     auto [it, inserted] = newest.emplace(shard, round);
     if (!inserted) it->second = std::max(it->second, round);
   }
@@ -94,7 +96,8 @@ absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path) 
 }
 
 absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointBytes(std::string bytes, const std::string& name) {
-  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, UnframeBytes(std::move(bytes), kCheckpointMagic, kMaxPayloadBytes, name));
+  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload,
+                            UnframeBytes(std::move(bytes), kCheckpointMagic, kMaxPayloadBytes, name));
   return ParseCheckpointPayload(payload, name);
 }
 
@@ -103,7 +106,8 @@ absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::s
   for (const auto& file : ShardFiles(dir, shard_id)) {
     auto c = ReadCheckpointFile(file.string());
     if (c.ok() && (c->job_id() != job_id || c->shard_id() != shard_id)) {
-      c = absl::FailedPreconditionError(absl::StrCat(file.string(), ": belongs to job '", c->job_id(), "' shard ", c->shard_id()));
+      c = absl::FailedPreconditionError(
+          absl::StrCat(file.string(), ": belongs to job '", c->job_id(), "' shard ", c->shard_id()));
     }
     if (!c.ok()) {
       out.skipped.push_back(std::string(c.status().message()));
@@ -113,8 +117,9 @@ absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::s
     out.path = file.string();
     return out;
   }
-  return absl::NotFoundError(absl::StrCat(dir, ": no valid checkpoint of job '", job_id, "' shard ", shard_id,
-                                          out.skipped.empty() ? "" : absl::StrCat(" (", out.skipped.size(), " invalid files skipped)")));
+  return absl::NotFoundError(
+      absl::StrCat(dir, ": no valid checkpoint of job '", job_id, "' shard ", shard_id,
+                   out.skipped.empty() ? "" : absl::StrCat(" (", out.skipped.size(), " invalid files skipped)")));
 }
 
 }  // namespace sketchps::server

@@ -25,14 +25,15 @@ absl::StatusOr<CheckpointedModel> LoadCheckpointedModel(const std::string& dir, 
     }
     if (c.range_lo() != model.weights.size() || c.range_hi() < c.range_lo()) {
       return absl::FailedPreconditionError(absl::StrCat(loaded.path, ": range [", c.range_lo(), ", ", c.range_hi(),
-                                                        ") does not continue the shards before it at ", model.weights.size()));
+                                                        ") does not continue the shards before it at ",
+                                                        model.weights.size()));
     }
     SKETCHPS_ASSIGN_OR_RETURN(auto weights, ParseF32Bytes(c.weights(), c.range_hi() - c.range_lo(), loaded.path));
     model.weights.insert(model.weights.end(), weights.begin(), weights.end());
   }
   if (model.weights.size() != model.layers.dim()) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, ": the shards hold ", model.weights.size(), " of ",
-                                                      model.layers.dim(), " parameters"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, ": the shards hold ", model.weights.size(), " of ", model.layers.dim(), " parameters"));
   }
   return model;
 }

@@ -17,8 +17,9 @@ namespace sketchps::server {
 
 inline HostOptions HostOptionsFor(const JobSpec& job, std::uint32_t shard_id, const std::string& checkpoint_dir) {
   HostOptions options;
-  options.job = ShardJob{job.job_id,     job.workers, job.servers, job.optimizer, job.scheme.global_momentum,
-                         job.rounds_per_epoch(), job.layout, job.fingerprint};
+  options.job = ShardJob{
+      job.job_id, job.workers,    job.servers, job.optimizer, job.scheme.global_momentum, job.rounds_per_epoch(),
+      job.layout, job.fingerprint};
   options.shard_id = shard_id;
   options.checkpoint_dir = checkpoint_dir;
   options.checkpoint_every = job.checkpoint.every_rounds;
@@ -40,7 +41,8 @@ inline int MaxMessageBytes(const JobSpec& job, std::uint32_t shard) {
 // > 0, the daemon's --max-message-mb), and a memory quota of 8 such messages, at least 64 MiB.
 inline ServerOptions ServerOptionsFor(const JobSpec& job, std::uint32_t shard_id, int max_message_mb) {
   ServerOptions options;
-  options.max_message_bytes = max_message_mb > 0 ? std::min(max_message_mb, 2047) << 20 : MaxMessageBytes(job, shard_id);
+  options.max_message_bytes =
+      max_message_mb > 0 ? std::min(max_message_mb, 2047) << 20 : MaxMessageBytes(job, shard_id);
   options.memory_quota_bytes = std::max<std::size_t>(std::size_t{64} << 20, 8 * std::size_t(options.max_message_bytes));
   return options;
 }

@@ -129,14 +129,16 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("--port-file {}: cannot write", flags.port_file);
     return 1;
   }
-  spdlog::info("shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {} ({}){}{}; {}; {}", shard_id,
-               job->servers, job->job_id, job->model, job->workers, job->scheme.name, port,
-               tls->insecure ? "plaintext, no identities: --insecure" : "mutual TLS as server-" + std::to_string(shard_id),
-               health_port ? absl::StrCat(", health on plaintext port ", health_port) : "",
-               endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin(), (*host)->AssemblyStatus());
-  spdlog::info("checkpoints: {}", options.checkpoint_dir.empty()
-                                      ? std::string("off (no checkpoint.dir / --checkpoint-dir)")
-                                      : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds"));
+  spdlog::info(
+      "shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {} ({}){}{}; {}; {}", shard_id,
+      job->servers, job->job_id, job->model, job->workers, job->scheme.name, port,
+      tls->insecure ? "plaintext, no identities: --insecure" : "mutual TLS as server-" + std::to_string(shard_id),
+      health_port ? absl::StrCat(", health on plaintext port ", health_port) : "",
+      endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin(), (*host)->AssemblyStatus());
+  spdlog::info("checkpoints: {}",
+               options.checkpoint_dir.empty()
+                   ? std::string("off (no checkpoint.dir / --checkpoint-dir)")
+                   : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds"));
 
   std::string signal;
   int exit_code = 0;
@@ -183,16 +185,20 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", flags.metrics_listen, "Prometheus /metrics address (empty: off)");
   app.add_option("--checkpoint-dir", flags.checkpoint_dir, "Checkpoint directory (overrides checkpoint.dir)");
   app.add_option("--port-file", flags.port_file, "Write the bound gRPC port here once serving");
-  app.add_option("--max-wait-seconds", flags.max_wait_seconds, "Longest one PushPull waits for its phase")->capture_default_str()
+  app.add_option("--max-wait-seconds", flags.max_wait_seconds, "Longest one PushPull waits for its phase")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--grace-seconds", flags.grace_seconds, "On SIGTERM, how long phases in flight may finish")->capture_default_str()
+  app.add_option("--grace-seconds", flags.grace_seconds, "On SIGTERM, how long phases in flight may finish")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--idle-exit-seconds", flags.idle_exit_seconds,
                  "Exit (code 4) when no worker has called for this long; 0: never")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-message-mb", flags.max_message_mb,
                  "Largest gRPC message accepted (default 0: the largest legal payload of this shard, plus a margin)")
-      ->capture_default_str()->check(CLI::Range(0, 2047));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 2047));
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
   if (!flags.shard) flags.shard = OrdinalFromHostname();
   ConfigureLogging(flags.job, absl::StrCat("server ", flags.shard ? std::to_string(*flags.shard) : "?"));

@@ -20,29 +20,49 @@ prometheus::Histogram::BucketBoundaries SecondsBuckets() {
 ServerMetrics::ServerMetrics(std::uint32_t shard) : registry_(std::make_shared<prometheus::Registry>()) {
   const prometheus::Labels labels{{"shard", std::to_string(shard)}};
   auto& r = *registry_;
-  rounds_ = &prometheus::BuildGauge().Name("sketchps_rounds_applied").Help("Rounds in the master copy").Register(r).Add(labels);
+  rounds_ = &prometheus::BuildGauge()
+                 .Name("sketchps_rounds_applied")
+                 .Help("Rounds in the master copy")
+                 .Register(r)
+                 .Add(labels);
   refused_ = &prometheus::BuildCounter()
                   .Name("sketchps_rounds_refused_total")
                   .Help("Rounds applied without a gradient because their sum or update was not finite")
                   .Register(r)
                   .Add(labels);
-  bytes_in_ = &prometheus::BuildCounter().Name("sketchps_bytes_in_total").Help("Serialized PushPull request bytes")
-                   .Register(r).Add(labels);
-  bytes_out_ = &prometheus::BuildCounter().Name("sketchps_bytes_out_total").Help("Serialized PushPull response bytes")
-                    .Register(r).Add(labels);
-  auto& pushes = prometheus::BuildCounter().Name("sketchps_pushes_total").Help("PushPull requests by outcome").Register(r);
+  bytes_in_ = &prometheus::BuildCounter()
+                   .Name("sketchps_bytes_in_total")
+                   .Help("Serialized PushPull request bytes")
+                   .Register(r)
+                   .Add(labels);
+  bytes_out_ = &prometheus::BuildCounter()
+                    .Name("sketchps_bytes_out_total")
+                    .Help("Serialized PushPull response bytes")
+                    .Register(r)
+                    .Add(labels);
+  auto& pushes =
+      prometheus::BuildCounter().Name("sketchps_pushes_total").Help("PushPull requests by outcome").Register(r);
   accepted_ = &pushes.Add({{"shard", std::to_string(shard)}, {"outcome", "accepted"}});
   duplicate_ = &pushes.Add({{"shard", std::to_string(shard)}, {"outcome", "duplicate"}});
   rejected_ = &pushes.Add({{"shard", std::to_string(shard)}, {"outcome", "rejected"}});
-  phase_wait_ = &prometheus::BuildHistogram().Name("sketchps_phase_wait_seconds")
-                     .Help("Per PushPull: from arrival to the phase result").Register(r).Add(labels, SecondsBuckets());
-  straggler_wait_ = &prometheus::BuildHistogram().Name("sketchps_straggler_wait_seconds")
-                         .Help("Per phase: from the first contribution to the last").Register(r).Add(labels, SecondsBuckets());
+  phase_wait_ = &prometheus::BuildHistogram()
+                     .Name("sketchps_phase_wait_seconds")
+                     .Help("Per PushPull: from arrival to the phase result")
+                     .Register(r)
+                     .Add(labels, SecondsBuckets());
+  straggler_wait_ = &prometheus::BuildHistogram()
+                         .Name("sketchps_straggler_wait_seconds")
+                         .Help("Per phase: from the first contribution to the last")
+                         .Register(r)
+                         .Add(labels, SecondsBuckets());
   auto& ckpt = prometheus::BuildCounter().Name("sketchps_checkpoints_total").Help("Checkpoints by outcome").Register(r);
   checkpoints_ok_ = &ckpt.Add({{"shard", std::to_string(shard)}, {"outcome", "written"}});
   checkpoints_failed_ = &ckpt.Add({{"shard", std::to_string(shard)}, {"outcome", "failed"}});
-  checkpoint_seconds_ = &prometheus::BuildHistogram().Name("sketchps_checkpoint_seconds")
-                             .Help("Time to write one checkpoint, fsync included").Register(r).Add(labels, SecondsBuckets());
+  checkpoint_seconds_ = &prometheus::BuildHistogram()
+                             .Name("sketchps_checkpoint_seconds")
+                             .Help("Time to write one checkpoint, fsync included")
+                             .Register(r)
+                             .Add(labels, SecondsBuckets());
 }
 
 ServerMetrics::~ServerMetrics() = default;

@@ -73,7 +73,8 @@ absl::Time Deadline(const grpc::CallbackServerContext* ctx, absl::Duration max_w
 absl::StatusOr<std::optional<Identity>> ParameterServerService::Caller(const grpc::CallbackServerContext& ctx) const {
   SKETCHPS_ASSIGN_OR_RETURN(auto caller, CallerIdentity(ctx));
   if (require_identity_ && !caller) {
-    return absl::UnauthenticatedError("this server requires TLS with a client certificate (this port serves health checks only)");
+    return absl::UnauthenticatedError(
+        "this server requires TLS with a client certificate (this port serves health checks only)");
   }
   return caller;
 }
@@ -88,13 +89,14 @@ grpc::ServerUnaryReactor* ParameterServerService::Join(grpc::CallbackServerConte
     call->Finish(caller.ok() ? request.status() : caller.status());
     return reactor;
   }
-  call->ArmDeadline(Deadline(ctx, max_wait_), [this] { return absl::StrCat("Join not answered in time: ", host_.AssemblyStatus()); });
+  call->ArmDeadline(Deadline(ctx, max_wait_),
+                    [this] { return absl::StrCat("Join not answered in time: ", host_.AssemblyStatus()); });
   host_.Join(*request, *caller, [call](absl::StatusOr<v1::JoinResponse> r) { call->Finish(std::move(r)); });
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
-                                                           grpc::ByteBuffer* response) {
+grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* ctx,
+                                                           const grpc::ByteBuffer* raw, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto call = std::make_shared<OnceCall<v1::PushPullResponse>>(reactor, response);
   auto caller = Caller(*ctx);
@@ -105,14 +107,15 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   }
   const auto& h = request->payload().header();
   call->ArmDeadline(Deadline(ctx, max_wait_), [round = h.round(), phase = h.phase()] {
-    return absl::StrCat("round ", round, " phase ", phase, " did not complete before the deadline (retry: pushes are idempotent)");
+    return absl::StrCat("round ", round, " phase ", phase,
+                        " did not complete before the deadline (retry: pushes are idempotent)");
   });
   host_.PushPull(*request, *caller, [call](absl::StatusOr<v1::PushPullResponse> r) { call->Finish(std::move(r)); });
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::GetWeights(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
-                                                             grpc::ByteBuffer* response) {
+grpc::ServerUnaryReactor* ParameterServerService::GetWeights(grpc::CallbackServerContext* ctx,
+                                                             const grpc::ByteBuffer* raw, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto call = std::make_shared<OnceCall<v1::GetWeightsResponse>>(reactor, response);
   auto caller = Caller(*ctx);

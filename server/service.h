@@ -21,9 +21,9 @@
 
 namespace sketchps::server {
 
-using RawParameterServer = v1::ParameterServer::WithRawCallbackMethod_Join<v1::ParameterServer::WithRawCallbackMethod_PushPull<
-    v1::ParameterServer::WithRawCallbackMethod_GetWeights<v1::ParameterServer::WithRawCallbackMethod_Leave<
-        v1::ParameterServer::Service>>>>;
+using RawParameterServer = v1::ParameterServer::WithRawCallbackMethod_Join<
+    v1::ParameterServer::WithRawCallbackMethod_PushPull<v1::ParameterServer::WithRawCallbackMethod_GetWeights<
+        v1::ParameterServer::WithRawCallbackMethod_Leave<v1::ParameterServer::Service>>>>;
 
 class ParameterServerService final : public RawParameterServer {
  public:

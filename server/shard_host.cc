@@ -29,7 +29,8 @@ absl::StatusOr<FinalResult> DecodeFinal(const v1::Payload& payload, std::uint32_
   SKETCHPS_ASSIGN_OR_RETURN(auto body, DecodeBody(payload, range_len));
   if (!body) return Invalid(field, "has no body");
   const auto& h = payload.header();
-  if (h.phase() >= kMaxPhases) return Invalid(absl::StrCat(field, ".header.phase"), absl::StrCat(h.phase(), " >= ", kMaxPhases));
+  if (h.phase() >= kMaxPhases)
+    return Invalid(absl::StrCat(field, ".header.phase"), absl::StrCat(h.phase(), " >= ", kMaxPhases));
   return FinalResult{PhaseKey{h.round(), h.phase()},
                      std::make_shared<const PhaseResult>(PhaseResult{std::move(*body), contributors})};
 }
@@ -42,8 +43,10 @@ ShardHost::ShardHost(HostOptions options, ServerMetrics* metrics) : options_(std
       options_.checkpoint_dir, [this](const v1::ShardCheckpoint& c, const absl::Status& st, double seconds) {
         if (metrics_) metrics_->CountCheckpoint(st.ok(), seconds);
         if (!st.ok()) {
-          spdlog::error("shard {}: checkpoint of round {} failed (training continues; a restart recovers from the "
-                        "workers' replicas): {}", options_.shard_id, c.rounds_applied(), std::string(st.message()));
+          spdlog::error(
+              "shard {}: checkpoint of round {} failed (training continues; a restart recovers from the "
+              "workers' replicas): {}",
+              options_.shard_id, c.rounds_applied(), std::string(st.message()));
         }
       });
 }
@@ -62,7 +65,8 @@ ShardHost::~ShardHost() {
 
 absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Open(HostOptions options, ServerMetrics* metrics) {
   if (options.shard_id >= options.job.servers) {
-    return Invalid("--shard", absl::StrCat(options.shard_id, " is not a shard of this job (servers: ", options.job.servers, ")"));
+    return Invalid("--shard",
+                   absl::StrCat(options.shard_id, " is not a shard of this job (servers: ", options.job.servers, ")"));
   }
   if (options.checkpoint_every == 0) return Invalid("checkpoint.every_rounds", "must be >= 1");
   std::unique_ptr<ShardHost> host(new ShardHost(std::move(options), metrics));
@@ -72,7 +76,8 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Open(HostOptions options, 
   SKETCHPS_RETURN_IF_ERROR(loaded.status());
   for (const auto& skipped : loaded->skipped) spdlog::warn("skipped an invalid checkpoint: {}", skipped);
   auto restored = host->Restore(loaded->checkpoint);
-  if (!restored.ok()) return absl::Status(restored.status().code(), absl::StrCat(loaded->path, ": ", restored.status().message()));
+  if (!restored.ok())
+    return absl::Status(restored.status().code(), absl::StrCat(loaded->path, ": ", restored.status().message()));
   host->restored_ = *std::move(restored);
   host->origin_ = absl::StrCat("checkpoint of round ", loaded->checkpoint.rounds_applied(), " in ", loaded->path);
   return host;
@@ -83,8 +88,9 @@ absl::StatusOr<ShardState> ShardHost::Restore(const v1::ShardCheckpoint& c) {
   SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(layers, options_.job.servers));
   const ShardRange range = map.ranges[options_.shard_id];
   if (range.lo != c.range_lo() || range.hi != c.range_hi()) {
-    return Invalid("checkpoint.range", absl::StrCat("[", c.range_lo(), ", ", c.range_hi(), ") is not this shard's range [",
-                                                    range.lo, ", ", range.hi, ") for ", options_.job.servers, " servers"));
+    return Invalid("checkpoint.range",
+                   absl::StrCat("[", c.range_lo(), ", ", c.range_hi(), ") is not this shard's range [", range.lo, ", ",
+                                range.hi, ") for ", options_.job.servers, " servers"));
   }
   ShardState state;
   state.layers = std::move(layers);
@@ -95,8 +101,8 @@ absl::StatusOr<ShardState> ShardHost::Restore(const v1::ShardCheckpoint& c) {
   }
   if (c.rounds_applied() > 0) {
     if (!c.has_last_result()) return Invalid("checkpoint.last_result", "missing");
-    SKETCHPS_ASSIGN_OR_RETURN(state.last, DecodeFinal(c.last_result(), c.last_result_contributors(), range.size(),
-                                                      "checkpoint.last_result"));
+    SKETCHPS_ASSIGN_OR_RETURN(
+        state.last, DecodeFinal(c.last_result(), c.last_result_contributors(), range.size(), "checkpoint.last_result"));
     if (state.last->key.round + 1 != c.rounds_applied()) {
       return Invalid("checkpoint.last_result.header.round",
                      absl::StrCat(state.last->key.round, " is not the last applied round"));
@@ -107,14 +113,16 @@ absl::StatusOr<ShardState> ShardHost::Restore(const v1::ShardCheckpoint& c) {
 
 absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
   if (r.job_id() != options_.job.job_id) {
-    return Precondition("job_id", absl::StrCat("'", r.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
+    return Precondition("job_id",
+                        absl::StrCat("'", r.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
   }
   if (r.worker_id() >= options_.job.workers) {
     return Invalid("worker_id", absl::StrCat(r.worker_id(), " is not in [0, ", options_.job.workers, ")"));
   }
-  if (r.shard_id() != options_.shard_id) return Invalid("shard_id", absl::StrCat(r.shard_id(), " sent to shard ", options_.shard_id));
-  SKETCHPS_RETURN_IF_ERROR(
-      CheckFingerprint(options_.job.fingerprint, FingerprintFromProto(r.fingerprint()), absl::StrCat("worker ", r.worker_id())));
+  if (r.shard_id() != options_.shard_id)
+    return Invalid("shard_id", absl::StrCat(r.shard_id(), " sent to shard ", options_.shard_id));
+  SKETCHPS_RETURN_IF_ERROR(CheckFingerprint(options_.job.fingerprint, FingerprintFromProto(r.fingerprint()),
+                                            absl::StrCat("worker ", r.worker_id())));
   Offer offer;
   offer.worker = r.worker_id();
   offer.rounds_applied = r.rounds_applied();
@@ -130,10 +138,12 @@ absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
     SKETCHPS_ASSIGN_OR_RETURN(offer.velocity, ParseF32Bytes(r.velocity(), n, "velocity"));
   }
   if (r.rounds_applied() > 0) {
-    if (!r.has_last_result()) return Invalid("last_result", absl::StrCat("missing for a replica at round ", r.rounds_applied()));
+    if (!r.has_last_result())
+      return Invalid("last_result", absl::StrCat("missing for a replica at round ", r.rounds_applied()));
     SKETCHPS_ASSIGN_OR_RETURN(offer.last, DecodeFinal(r.last_result(), r.last_result_contributors(), n, "last_result"));
     if (offer.last->key.round + 1 != r.rounds_applied()) {
-      return Invalid("last_result.header.round", absl::StrCat(offer.last->key.round, " is not round ", r.rounds_applied() - 1));
+      return Invalid("last_result.header.round",
+                     absl::StrCat(offer.last->key.round, " is not round ", r.rounds_applied() - 1));
     }
   }
   return offer;
@@ -149,18 +159,23 @@ void ShardHost::Join(const v1::JoinRequest& request, const std::optional<Identit
     absl::MutexLock lock(&mu_);
     if (shard_) {
       if (!SameLayers(offer->layers, layers_)) {
-        replies.emplace_back(std::move(reply), Invalid("layers", "differ from the job's layer table (another model or configuration?)"));
+        replies.emplace_back(std::move(reply),
+                             Invalid("layers", "differ from the job's layer table (another model or configuration?)"));
       } else if (offer->rounds_applied > shard_->rounds_applied()) {
-        replies.emplace_back(std::move(reply), Precondition("rounds_applied", absl::StrCat(
-            offer->rounds_applied, " is ahead of this shard's ", shard_->rounds_applied(), " rounds")));
+        replies.emplace_back(
+            std::move(reply),
+            Precondition("rounds_applied", absl::StrCat(offer->rounds_applied, " is ahead of this shard's ",
+                                                        shard_->rounds_applied(), " rounds")));
       } else {
         replies.emplace_back(std::move(reply), StateResponse(*shard_));
-        spdlog::info("shard {}: worker {} joined at round {}", options_.shard_id, offer->worker, shard_->rounds_applied());
+        spdlog::info("shard {}: worker {} joined at round {}", options_.shard_id, offer->worker,
+                     shard_->rounds_applied());
       }
     } else {
       const std::uint32_t worker = offer->worker;
       if (auto old = joining_.find(worker); old != joining_.end()) {
-        replies.emplace_back(std::move(old->second.reply), absl::AbortedError("superseded by a newer Join of this worker"));
+        replies.emplace_back(std::move(old->second.reply),
+                             absl::AbortedError("superseded by a newer Join of this worker"));
       }
       joining_[worker] = PendingJoin{*std::move(offer), std::move(reply)};
       spdlog::info("shard {}: worker {} offered its replica at round {}; {}", options_.shard_id, worker,
@@ -170,10 +185,12 @@ void ShardHost::Join(const v1::JoinRequest& request, const std::optional<Identit
         for (auto& [w, p] : joining_) offers.push_back(p.offer);
         auto state = DecideState(offers, restored_);
         absl::Status served = state.ok() ? Serve(*std::move(state)) : state.status();
-        if (!served.ok()) spdlog::error("shard {}: cannot assemble its state: {}", options_.shard_id, std::string(served.message()));
+        if (!served.ok())
+          spdlog::error("shard {}: cannot assemble its state: {}", options_.shard_id, std::string(served.message()));
         for (auto& [w, p] : joining_) {
-          replies.emplace_back(std::move(p.reply), served.ok() ? absl::StatusOr<v1::JoinResponse>(StateResponse(*shard_))
-                                                               : absl::StatusOr<v1::JoinResponse>(served));
+          replies.emplace_back(std::move(p.reply), served.ok()
+                                                       ? absl::StatusOr<v1::JoinResponse>(StateResponse(*shard_))
+                                                       : absl::StatusOr<v1::JoinResponse>(served));
         }
         joining_.clear();
       }
@@ -254,11 +271,14 @@ std::uint64_t ShardHost::rounds_applied() const {
 
 absl::Status ShardHost::CheckHeader(const v1::PayloadHeader& h) const {
   if (h.job_id() != options_.job.job_id) {
-    return Precondition("payload.header.job_id", absl::StrCat("'", h.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
+    return Precondition("payload.header.job_id",
+                        absl::StrCat("'", h.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
   }
-  if (h.epoch() != 0) return Precondition("payload.header.epoch", absl::StrCat(h.epoch(), " is not the current epoch 0"));
+  if (h.epoch() != 0)
+    return Precondition("payload.header.epoch", absl::StrCat(h.epoch(), " is not the current epoch 0"));
   if (h.worker_id() >= options_.job.workers) {
-    return Invalid("payload.header.worker_id", absl::StrCat(h.worker_id(), " is not in [0, ", options_.job.workers, ")"));
+    return Invalid("payload.header.worker_id",
+                   absl::StrCat(h.worker_id(), " is not in [0, ", options_.job.workers, ")"));
   }
   if (h.shard_id() != options_.shard_id) {
     return Invalid("payload.header.shard_id", absl::StrCat(h.shard_id(), " sent to shard ", options_.shard_id));
@@ -279,7 +299,8 @@ absl::StatusOr<PhaseKey> ShardHost::Admit(const v1::PushPullRequest& request, Sh
   const absl::Time arrived = absl::Now();
   if (auto st = shard.table().Submit(key, h.worker_id(), Contribution{spec, std::move(body)}); !st.ok()) {
     if (IsRoundAhead(st)) {
-      return Precondition("payload.header.round", absl::StrCat(st.message(), " (it restarted from an older checkpoint?)"));
+      return Precondition("payload.header.round",
+                          absl::StrCat(st.message(), " (it restarted from an older checkpoint?)"));
     }
     return st;
   }
@@ -347,12 +368,14 @@ void ShardHost::Answer(const Asked& asked, Shard& shard, absl::StatusOr<std::sha
   reply(std::move(response));
 }
 
-absl::StatusOr<std::shared_ptr<const v1::Payload>> ShardHost::EncodedResult(const PhaseKey& key, const PhaseResult& result) {
+absl::StatusOr<std::shared_ptr<const v1::Payload>> ShardHost::EncodedResult(const PhaseKey& key,
+                                                                            const PhaseResult& result) {
   absl::MutexLock lock(&results_mu_);
   if (auto it = encoded_.find(key); it != encoded_.end()) return it->second;
   auto payload = std::make_shared<v1::Payload>();
   SKETCHPS_RETURN_IF_ERROR(EncodeBody(result.value, payload.get()));
-  while (!encoded_.empty() && encoded_.begin()->first.round + PhaseTable::kRetainRounds < key.round) encoded_.erase(encoded_.begin());
+  while (!encoded_.empty() && encoded_.begin()->first.round + PhaseTable::kRetainRounds < key.round)
+    encoded_.erase(encoded_.begin());
   encoded_.emplace(key, payload);
   return std::shared_ptr<const v1::Payload>(std::move(payload));
 }
@@ -372,7 +395,8 @@ absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeight
     return absl::PermissionDeniedError(absl::StrCat("GetWeights: ", caller->Name(), " is not a worker of this job"));
   }
   if (request.job_id() != options_.job.job_id) {
-    return Precondition("job_id", absl::StrCat("'", request.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
+    return Precondition("job_id",
+                        absl::StrCat("'", request.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
   }
   if (request.shard_id() != options_.shard_id) {
     return Invalid("shard_id", absl::StrCat(request.shard_id(), " sent to shard ", options_.shard_id));
@@ -387,10 +411,12 @@ absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeight
   return response;
 }
 
-absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& request, const std::optional<Identity>& caller) {
+absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& request,
+                                                   const std::optional<Identity>& caller) {
   MarkCall();
   if (request.job_id() != options_.job.job_id) {
-    return Precondition("job_id", absl::StrCat("'", request.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
+    return Precondition("job_id",
+                        absl::StrCat("'", request.job_id(), "' is not this server's job '", options_.job.job_id, "'"));
   }
   if (request.worker_id() >= options_.job.workers) {
     return Invalid("worker_id", absl::StrCat(request.worker_id(), " is not in [0, ", options_.job.workers, ")"));
@@ -402,8 +428,9 @@ absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& reque
   absl::MutexLock lock(&mu_);
   if (!shard_) return Precondition("shard", "a shard without state has no job to leave");
   if (request.rounds_applied() != shard_->rounds_applied()) {
-    return Precondition("rounds_applied", absl::StrCat(request.rounds_applied(), " != this shard's ", shard_->rounds_applied(),
-                                                       ": the worker has not finished the job this shard holds"));
+    return Precondition("rounds_applied",
+                        absl::StrCat(request.rounds_applied(), " != this shard's ", shard_->rounds_applied(),
+                                     ": the worker has not finished the job this shard holds"));
   }
   if (left_.insert(request.worker_id()).second) {
     spdlog::info("shard {}: worker {} finished the job ({} of {} workers)", options_.shard_id, request.worker_id(),
@@ -423,8 +450,8 @@ void ShardHost::OnApplied(const AppliedRound& round) {
   if (metrics_) metrics_->SetRoundsApplied(round.rounds_applied);
   if (round.refused) {
     if (metrics_) metrics_->CountRefusedRound();
-    spdlog::warn("shard {}: round {} refused (its sum or update was not finite): no gradient applied", options_.shard_id,
-                 round.last.key.round);
+    spdlog::warn("shard {}: round {} refused (its sum or update was not finite): no gradient applied",
+                 options_.shard_id, round.last.key.round);
   }
   {
     absl::MutexLock lock(&results_mu_);

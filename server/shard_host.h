@@ -67,15 +67,15 @@ struct ShardJob {
   OptimizerConfig optimizer;
   bool global_momentum = true;
   double rounds_per_epoch = 1.0;
-  LayerTable layout;          // the model's (empty: taken from the workers' offers, tests)
-  Fingerprint fingerprint;    // the job's; a Join whose fingerprint differs is refused
+  LayerTable layout;        // the model's (empty: taken from the workers' offers, tests)
+  Fingerprint fingerprint;  // the job's; a Join whose fingerprint differs is refused
 };
 
 struct HostOptions {
   ShardJob job;
   std::uint32_t shard_id = 0;
-  std::string checkpoint_dir;                     // empty: no checkpoints
-  std::uint64_t checkpoint_every = 100;           // rounds between checkpoints
+  std::string checkpoint_dir;            // empty: no checkpoints
+  std::uint64_t checkpoint_every = 100;  // rounds between checkpoints
 };
 
 class ShardHost {
@@ -165,7 +165,7 @@ class ShardHost {
   std::shared_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);
   LayerTable layers_ ABSL_GUARDED_BY(mu_);
   std::map<std::uint32_t, PendingJoin> joining_ ABSL_GUARDED_BY(mu_);  // by worker, while assembling
-  std::set<std::uint32_t> left_ ABSL_GUARDED_BY(mu_);  // workers that have finished the job
+  std::set<std::uint32_t> left_ ABSL_GUARDED_BY(mu_);                  // workers that have finished the job
 
   // Lock order: mu_ before results_mu_ and arrivals_mu_.
   absl::Mutex results_mu_;
@@ -175,7 +175,7 @@ class ShardHost {
   absl::Mutex arrivals_mu_;
   std::map<PhaseKey, absl::Time> first_arrival_ ABSL_GUARDED_BY(arrivals_mu_);  // recent phases only
 
-  v1::ShardCheckpoint template_;  // job, shard, range and layers; set by Serve before any checkpoint
+  v1::ShardCheckpoint template_;              // job, shard, range and layers; set by Serve before any checkpoint
   std::unique_ptr<CheckpointWriter> writer_;  // null without a checkpoint directory
 };
 

@@ -17,7 +17,8 @@ int main(int argc, char* argv[]) {
   data.warnings = static_cast<Catch::WarnAbout::What>(data.warnings | Catch::WarnAbout::NoTests);
   for (const auto& test : Catch::getAllTestCasesSorted(session.config())) {
     if (test.name.find_first_of(";[]") != std::string::npos) {
-      std::cerr << "test case name contains ';', '[' or ']' (CMake's test discovery would mangle it): " << test.name << "\n";
+      std::cerr << "test case name contains ';', '[' or ']' (CMake's test discovery would mangle it): " << test.name
+                << "\n";
       return 1;
     }
   }

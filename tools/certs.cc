@@ -67,13 +67,13 @@ absl::Status SetNameAndDates(X509* cert, const std::string& common_name, const C
   std::uint64_t serial = 0;
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&serial), sizeof(serial)) != 1) return Failed("random serial number");
   ASN1_INTEGER_set_uint64(X509_get_serialNumber(cert), serial >> 1);  // positive
-  X509_set_version(cert, 2);  // v3
+  X509_set_version(cert, 2);                                          // v3
   const long from = static_cast<long>(o.valid_from_days) * 86400;
   X509_gmtime_adj(X509_getm_notBefore(cert), from - 3600);  // an hour of clock skew
   X509_gmtime_adj(X509_getm_notAfter(cert), from + static_cast<long>(o.days) * 86400);
   X509_NAME* name = X509_get_subject_name(cert);
-  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(common_name.c_str()), -1,
-                                 -1, 0) != 1) {
+  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(common_name.c_str()),
+                                 -1, -1, 0) != 1) {
     return Failed("certificate subject");
   }
   return absl::OkStatus();
@@ -90,9 +90,11 @@ absl::StatusOr<Cert> MakeCert(const std::string& common_name, EVP_PKEY* key, X50
   const bool ca = issuer == nullptr;
   X509_set_issuer_name(cert.get(), ca ? X509_get_subject_name(cert.get()) : X509_get_subject_name(issuer));
   X509* signer = ca ? cert.get() : issuer;
-  SKETCHPS_RETURN_IF_ERROR(AddExtension(cert.get(), signer, NID_basic_constraints, ca ? "critical,CA:TRUE" : "critical,CA:FALSE"));
-  SKETCHPS_RETURN_IF_ERROR(AddExtension(cert.get(), signer, NID_key_usage,
-                                        ca ? "critical,keyCertSign,cRLSign" : "critical,digitalSignature,keyAgreement"));
+  SKETCHPS_RETURN_IF_ERROR(
+      AddExtension(cert.get(), signer, NID_basic_constraints, ca ? "critical,CA:TRUE" : "critical,CA:FALSE"));
+  SKETCHPS_RETURN_IF_ERROR(
+      AddExtension(cert.get(), signer, NID_key_usage,
+                   ca ? "critical,keyCertSign,cRLSign" : "critical,digitalSignature,keyAgreement"));
   SKETCHPS_RETURN_IF_ERROR(AddExtension(cert.get(), signer, NID_subject_key_identifier, "hash"));
   if (!ca) {
     SKETCHPS_RETURN_IF_ERROR(AddExtension(cert.get(), signer, NID_authority_key_identifier, "keyid:always"));
@@ -129,7 +131,8 @@ absl::Status WritePair(const fs::path& dir, const std::string& name, X509* cert,
   const fs::path key_path = dir / (name + ".key");
   {
     SKETCHPS_ASSIGN_OR_RETURN(File f, OpenPrivate(key_path));
-    if (PEM_write_PrivateKey(f.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) return Failed(key_path.string());
+    if (PEM_write_PrivateKey(f.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1)
+      return Failed(key_path.string());
   }
   SKETCHPS_ASSIGN_OR_RETURN(File f, Open(dir / (name + ".pem"), "w"));
   if (PEM_write_X509(f.get(), cert) != 1) return Failed((dir / (name + ".pem")).string());
@@ -146,7 +149,8 @@ absl::StatusOr<Ca> LoadOrMakeCa(const fs::path& dir, const CertsOptions& o) {
   if (!o.new_ca && fs::exists(pem) && fs::exists(key_path)) {
     File fc(std::fopen(pem.c_str(), "r")), fk(std::fopen(key_path.c_str(), "r"));
     if (!fc || !fk) return absl::UnavailableError(absl::StrCat(dir.string(), ": cannot read ca.pem / ca.key"));
-    Ca ca{Cert(PEM_read_X509(fc.get(), nullptr, nullptr, nullptr)), Key(PEM_read_PrivateKey(fk.get(), nullptr, nullptr, nullptr))};
+    Ca ca{Cert(PEM_read_X509(fc.get(), nullptr, nullptr, nullptr)),
+          Key(PEM_read_PrivateKey(fk.get(), nullptr, nullptr, nullptr))};
     if (!ca.cert || !ca.key) return Failed(absl::StrCat(dir.string(), ": ca.pem / ca.key do not parse"));
     if (X509_check_private_key(ca.cert.get(), ca.key.get()) != 1) {
       return absl::InvalidArgumentError(absl::StrCat(dir.string(), ": ca.key is not the key of ca.pem"));

@@ -23,12 +23,12 @@
 namespace sketchps::tools {
 
 struct CertsOptions {
-  std::string out;             // folder (created)
-  std::uint32_t workers = 0;   // worker-0 .. worker-(workers-1)
-  std::uint32_t servers = 0;   // server-0 .. server-(servers-1)
+  std::string out;            // folder (created)
+  std::uint32_t workers = 0;  // worker-0 .. worker-(workers-1)
+  std::uint32_t servers = 0;  // server-0 .. server-(servers-1)
   int days = 365;
-  bool new_ca = false;         // replace ca.pem/ca.key even when they exist
-  int valid_from_days = 0;     // validity starts this many days from now (tests: negative = expired)
+  bool new_ca = false;      // replace ca.pem/ca.key even when they exist
+  int valid_from_days = 0;  // validity starts this many days from now (tests: negative = expired)
 };
 
 absl::Status MakeCerts(const CertsOptions& options);

@@ -34,7 +34,8 @@ double Median(std::vector<double> v) {
 std::vector<std::vector<nlohmann::json>> AllRecords(const fs::path& dir, std::uint32_t workers) {
   std::vector<std::vector<nlohmann::json>> out(workers);
   for (std::uint32_t r = 0; r < workers; ++r) {
-    if (auto records = ReadJsonLines((dir / absl::StrCat("worker-", r, ".jsonl")).string()); records.ok()) out[r] = *records;
+    if (auto records = ReadJsonLines((dir / absl::StrCat("worker-", r, ".jsonl")).string()); records.ok())
+      out[r] = *records;
   }
   return out;
 }
@@ -74,7 +75,8 @@ nlohmann::json Measure(const fs::path& dir, const std::string& mode, int code, s
   const double round_time = Median(gaps_before);
   row["kill"] = faults["kills"][0]["process"];
   row["killed_after_round"] = faults["kills"][0]["rank0_rounds"];
-  row["rounds_per_second_before_kill"] = last_before > first_t ? static_cast<double>(before - 1) / (last_before - first_t) : 0.0;
+  row["rounds_per_second_before_kill"] =
+      last_before > first_t ? static_cast<double>(before - 1) / (last_before - first_t) : 0.0;
   const auto traffic = TrafficPerWorkerPerRound(AllRecords(dir, workers));
   if (!traffic.ok()) {
     row["error"] = std::string(traffic.status().message());
@@ -101,11 +103,13 @@ nlohmann::json Measure(const fs::path& dir, const std::string& mode, int code, s
 
 std::string Markdown(const std::vector<nlohmann::json>& rows) {
   std::string out =
-      "| mode | killed | rounds/s before | bytes up / worker / round | bytes down / worker / round | recovery | rounds lost | "
+      "| mode | killed | rounds/s before | bytes up / worker / round | bytes down / worker / round | recovery | rounds "
+      "lost | "
       "final test accuracy |\n|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : rows) {
     if (r.contains("error")) {
-      out += absl::StrFormat("| %s | - | - | - | - | %s | - | - |\n", r["mode"].get<std::string>(), r["error"].get<std::string>());
+      out += absl::StrFormat("| %s | - | - | - | - | %s | - | - |\n", r["mode"].get<std::string>(),
+                             r["error"].get<std::string>());
       continue;
     }
     std::string recovery;
@@ -117,12 +121,13 @@ std::string Markdown(const std::vector<nlohmann::json>& rows) {
     } else {
       recovery = absl::StrFormat("resumed in %.1f s", r["seconds_to_recover"].get<double>());
     }
-    out += absl::StrFormat("| %s | %s after round %d | %.2f | %.0f | %.0f | %s | %d | %s |\n", r["mode"].get<std::string>(),
-                           r["kill"].get<std::string>(), r["killed_after_round"].get<std::uint64_t>(),
-                           r["rounds_per_second_before_kill"].get<double>(), r["bytes_up_per_worker_per_round"].get<double>(),
-                           r["bytes_down_per_worker_per_round"].get<double>(), recovery, r["rounds_lost"].get<std::uint64_t>(),
-                           r["final_test_accuracy"].is_number() ? absl::StrFormat("%.2f%%", 100 * r["final_test_accuracy"].get<double>())
-                                                                : std::string("-"));
+    out += absl::StrFormat(
+        "| %s | %s after round %d | %.2f | %.0f | %.0f | %s | %d | %s |\n", r["mode"].get<std::string>(),
+        r["kill"].get<std::string>(), r["killed_after_round"].get<std::uint64_t>(),
+        r["rounds_per_second_before_kill"].get<double>(), r["bytes_up_per_worker_per_round"].get<double>(),
+        r["bytes_down_per_worker_per_round"].get<double>(), recovery, r["rounds_lost"].get<std::uint64_t>(),
+        r["final_test_accuracy"].is_number() ? absl::StrFormat("%.2f%%", 100 * r["final_test_accuracy"].get<double>())
+                                             : std::string("-"));
   }
   return out;
 }
@@ -137,7 +142,8 @@ int CompareModes(const CompareOptions& options) {
   }
   if (options.kill_round == 0 || options.kill_round >= job->total_rounds()) {
     std::fprintf(stderr, "sketchps compare: --kill-round %llu must be in [1, %llu)\n",
-                 static_cast<unsigned long long>(options.kill_round), static_cast<unsigned long long>(job->total_rounds()));
+                 static_cast<unsigned long long>(options.kill_round),
+                 static_cast<unsigned long long>(job->total_rounds()));
     return 2;
   }
   std::vector<nlohmann::json> rows;

@@ -4,10 +4,10 @@
 // survivors detect the dead peer within the peer timeout, regroup and go on with P - 1, or stop
 // with peer.on_failure: stop). Writes <out>/{ps,decentralized}/ (run directories) and
 // <out>/compare.md, <out>/compare.json with, per mode: rounds per second before the kill, bytes per
-// worker per round (summary.json's quantity: tools/summary.h Traffic, over every rank), seconds from the kill to recovery (rank 0's round gap across the kill minus
-// the median round time before it) or to detection (a stopped run: the first survivor's exit), rounds lost
-// (work thrown away: rounds rolled back by a regroup; rounds never run by a stopped run), the
-// workers at the end and the final test accuracy or the failure.
+// worker per round (summary.json's quantity: tools/summary.h Traffic, over every rank), seconds from the kill to
+// recovery (rank 0's round gap across the kill minus the median round time before it) or to detection (a stopped run:
+// the first survivor's exit), rounds lost (work thrown away: rounds rolled back by a regroup; rounds never run by a
+// stopped run), the workers at the end and the final test accuracy or the failure.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ namespace sketchps::tools {
 struct CompareOptions {
   JobFlags job;
   std::string out = "runs/compare";
-  std::uint64_t kill_round = 10;   // kill after rank 0 completed this many rounds
+  std::uint64_t kill_round = 10;     // kill after rank 0 completed this many rounds
   double peer_timeout_seconds = 10;  // decentralized detection bound (> 0 overrides the job's)
   std::string bin_dir;
 };

@@ -40,13 +40,17 @@ struct BenchFlags {
 
 // --input: real gradients dumped by the workers (bench/input_bench.h) instead of synthetic ones.
 void AddInputOptions(CLI::App& bench, sketchps::bench::InputOptions& input) {
-  bench.add_option("--input", input.files, "Gradient dumps (`sketchps run --dump-gradients`): selection density and "
-                                           "sketch recall on real gradients instead of timings on a synthetic one");
+  bench.add_option("--input", input.files,
+                   "Gradient dumps (`sketchps run --dump-gradients`): selection density and "
+                   "sketch recall on real gradients instead of timings on a synthetic one");
   bench.add_option("--servers", input.servers, "--input: shards the layout is split into")->capture_default_str();
   bench.add_option("--rows", input.rows, "--input: sketch row counts to try")->delimiter(',')->capture_default_str();
   bench.add_option("--cols-factors", input.cols_factors, "--input: sketch columns per kept entry to try")
-      ->delimiter(',')->capture_default_str();
-  bench.add_option("--p2", input.p2s, "--input: candidates per kept entry to try")->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
+  bench.add_option("--p2", input.p2s, "--input: candidates per kept entry to try")
+      ->delimiter(',')
+      ->capture_default_str();
 }
 
 void AddBenchCommand(CLI::App& app, BenchFlags& flags) {
@@ -56,11 +60,16 @@ void AddBenchCommand(CLI::App& app, BenchFlags& flags) {
       ->delimiter(',')
       ->capture_default_str();
   bench->add_option("--density", options.density, "Target density k/d")->capture_default_str();
-  bench->add_option("--methods", options.methods, "Comma-separated subset of: " + [] {
-    std::string all;
-    for (const auto& m : sketchps::bench::AllMethods()) all += (all.empty() ? "" : ",") + m;
-    return all;
-  }())->delimiter(',');
+  bench
+      ->add_option(
+          "--methods", options.methods,
+          "Comma-separated subset of: " +
+              [] {
+                std::string all;
+                for (const auto& m : sketchps::bench::AllMethods()) all += (all.empty() ? "" : ",") + m;
+                return all;
+              }())
+      ->delimiter(',');
   bench->add_option("--repeats", options.repeats, "Timed runs per method (median reported)")->capture_default_str();
   bench->add_option("--seed", options.seed, "Data and hash seed")->capture_default_str();
   bench->add_option("--sketch-rows", options.sketch_rows, "Count Sketch rows")->capture_default_str();
@@ -109,22 +118,28 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
       ->check(CLI::IsMember({"ps", "decentralized"}));
   run->add_option("--out", options.out, "Run directory (default runs/<job_id>-<time>)");
   run->add_option("--bin-dir", options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
-  run->add_option("--kill", options.kills, "Fault injection: server:<s>@<round> kills shard s after that round and restarts it; worker:<r>@<round> kills worker r for good");
+  run->add_option("--kill", options.kills,
+                  "Fault injection: server:<s>@<round> kills shard s after that round and restarts it; "
+                  "worker:<r>@<round> kills worker r for good");
   run->add_option("--worker-threads", options.worker_threads, "Threads per worker")->capture_default_str();
-  run->add_option("--peer-timeout-seconds", options.peer_timeout_seconds,
-                  "Decentralized mode: a peer silent this long is declared dead (default: the job's peer.timeout_seconds)")
+  run->add_option(
+         "--peer-timeout-seconds", options.peer_timeout_seconds,
+         "Decentralized mode: a peer silent this long is declared dead (default: the job's peer.timeout_seconds)")
       ->check(CLI::PositiveNumber);
   run->add_flag("!--no-progress", options.progress, "No live progress line");
-  run->add_flag("--insecure", options.insecure, "Plaintext connections without identities (default: mutual TLS, "
+  run->add_flag("--insecure", options.insecure,
+                "Plaintext connections without identities (default: mutual TLS, "
                 "with certificates made in <out>/tls)");
-  run->add_option("--script", options.script.path, "Workers run this Python training script (sketchps.torch; "
+  run->add_option("--script", options.script.path,
+                  "Workers run this Python training script (sketchps.torch; "
                   "arguments for it after --)");
   run->add_option("--python", options.script.python, "Python interpreter for --script")->capture_default_str();
   run->add_option("script_args", options.script.args, "Arguments of --script (after --)");
   run->add_option("--dump-gradients", options.dump_rounds,
                   "Workers write their gradients of these rounds (comma-separated) to <out>/gradients")
       ->delimiter(',');
-  run->add_flag("--resume", options.resume, "Continue the run in --out from its checkpoints (ps mode); without it a "
+  run->add_flag("--resume", options.resume,
+                "Continue the run in --out from its checkpoints (ps mode); without it a "
                 "run directory that holds a previous run is refused");
   run->add_flag("!--no-plot", options.plots, "Do not draw accuracy.png / accuracy.svg");
 }
@@ -137,7 +152,8 @@ struct ReportOptions {
 void AddReportCommand(CLI::App& app, ReportOptions& options) {
   CLI::App* report = app.add_subcommand("report", "Markdown table of run directories (their summary.json)");
   report->add_option("run_dirs", options.run_dirs, "Run directories written by `sketchps run`")->required();
-  report->add_option("--plot", options.plot, "Also draw test accuracy against wall time, rounds and bytes, every run "
+  report->add_option("--plot", options.plot,
+                     "Also draw test accuracy against wall time, rounds and bytes, every run "
                      "side by side, into PLOT.png and PLOT.svg (python3 with matplotlib)");
 }
 
@@ -158,8 +174,10 @@ int Report(const ReportOptions& options) {
 }
 
 void AddCertsCommand(CLI::App& app, sketchps::tools::CertsOptions& options) {
-  CLI::App* certs = app.add_subcommand("certs", "Make a CA and the certificates of every worker and server (mutual TLS)");
-  certs->add_option("--out", options.out, "Folder for ca.pem/.key, worker-<r>.pem/.key, server-<s>.pem/.key")->required();
+  CLI::App* certs =
+      app.add_subcommand("certs", "Make a CA and the certificates of every worker and server (mutual TLS)");
+  certs->add_option("--out", options.out, "Folder for ca.pem/.key, worker-<r>.pem/.key, server-<s>.pem/.key")
+      ->required();
   certs->add_option("--workers", options.workers, "Worker identities worker-0 .. worker-(N-1)")->capture_default_str();
   certs->add_option("--servers", options.servers, "Server identities server-0 .. server-(N-1)")->capture_default_str();
   certs->add_option("--days", options.days, "Validity in days")->capture_default_str();
@@ -197,18 +215,22 @@ int main(int argc, char** argv) {
   sketchps::tools::CertsOptions certs_options;
   AddCertsCommand(app, certs_options);
   sketchps::tools::CompareOptions compare_options;
-  CLI::App* compare = app.add_subcommand("compare", "Run one job in ps and decentralized mode, kill one process in each, compare");
+  CLI::App* compare =
+      app.add_subcommand("compare", "Run one job in ps and decentralized mode, kill one process in each, compare");
   sketchps::AddJobFlags(*compare, compare_options.job);
   compare->add_option("--out", compare_options.out, "Directory for both runs and compare.md")->capture_default_str();
   compare->add_option("--kill-round", compare_options.kill_round, "Kill after this many rounds")->capture_default_str();
-  compare->add_option("--peer-timeout-seconds", compare_options.peer_timeout_seconds,
-                      "Decentralized mode: a peer silent this long is declared dead")->capture_default_str();
+  compare
+      ->add_option("--peer-timeout-seconds", compare_options.peer_timeout_seconds,
+                   "Decentralized mode: a peer silent this long is declared dead")
+      ->capture_default_str();
   compare->add_option("--bin-dir", compare_options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
   ReportOptions report_options;
   AddReportCommand(app, report_options);
   sketchps::tools::ScriptOptions export_python;
-  CLI::App* exporter = app.add_subcommand("export", "A run's server checkpoints as a PyTorch state_dict file "
-                                                    "(RUN_DIR [--out F], or --job J --checkpoints DIR --out F)");
+  CLI::App* exporter = app.add_subcommand("export",
+                                          "A run's server checkpoints as a PyTorch state_dict file "
+                                          "(RUN_DIR [--out F], or --job J --checkpoints DIR --out F)");
   exporter->add_option("--python", export_python.python, "Python interpreter with torch")->capture_default_str();
   exporter->allow_extras();
   // A bad flag or value exits 2 (CLI11's own codes 104-109 would read as runtime failures).

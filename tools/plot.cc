@@ -37,8 +37,11 @@ std::string Label(const std::string& dir, const nlohmann::json& summary) {
 nlohmann::json ToJson(const std::vector<PlotSeries>& runs) {
   nlohmann::json out{{"runs", nlohmann::json::array()}};
   for (const auto& r : runs) {
-    out["runs"].push_back(
-        {{"label", r.label}, {"seconds", r.seconds}, {"rounds", r.rounds}, {"bytes", r.bytes}, {"accuracy", r.accuracy}});
+    out["runs"].push_back({{"label", r.label},
+                           {"seconds", r.seconds},
+                           {"rounds", r.rounds},
+                           {"bytes", r.bytes},
+                           {"accuracy", r.accuracy}});
   }
   return out;
 }
@@ -51,23 +54,26 @@ absl::Status RunScript(const nlohmann::json& data, const std::string& prefix) {
                                                       " is not executable (set SKETCHPS_PYTHON, or apt-get install "
                                                       "python3-matplotlib)"));
   }
-  const fs::path scratch = fs::temp_directory_path() / absl::StrCat("sketchps-plot-", getpid(), "-", absl::ToUnixNanos(absl::Now()));
+  const fs::path scratch =
+      fs::temp_directory_path() / absl::StrCat("sketchps-plot-", getpid(), "-", absl::ToUnixNanos(absl::Now()));
   std::error_code ec;
   fs::create_directories(scratch, ec);
   if (ec) return absl::InternalError(absl::StrCat(scratch.string(), ": ", ec.message()));
   std::ofstream(scratch / "plot_runs.py") << kPlotScript;
   std::ofstream(scratch / "data.json") << data.dump();
-  auto child = Child::Start("plot", {python, (scratch / "plot_runs.py").string(), (scratch / "data.json").string(), prefix},
-                            (scratch / "plot.log").string());
+  auto child =
+      Child::Start("plot", {python, (scratch / "plot_runs.py").string(), (scratch / "data.json").string(), prefix},
+                   (scratch / "plot.log").string());
   absl::Status status = child.status();
   if (child.ok()) {
     std::optional<int> code;
     while (!(code = child->Poll())) absl::SleepFor(absl::Milliseconds(20));
     if (*code == kExitNoMatplotlib) {
-      status = absl::FailedPreconditionError(absl::StrCat("plots need matplotlib for ", python, ": ", child->LogTail(2),
-                                                          " (or set SKETCHPS_PYTHON)"));
+      status = absl::FailedPreconditionError(
+          absl::StrCat("plots need matplotlib for ", python, ": ", child->LogTail(2), " (or set SKETCHPS_PYTHON)"));
     } else if (*code != 0) {
-      status = absl::InternalError(absl::StrCat("the plot script failed (exit code ", *code, "):\n", child->LogTail(8)));
+      status =
+          absl::InternalError(absl::StrCat("the plot script failed (exit code ", *code, "):\n", child->LogTail(8)));
     }
   }
   fs::remove_all(scratch, ec);

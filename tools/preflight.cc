@@ -18,11 +18,21 @@ absl::Status Prefixed(const absl::Status& status, const std::string& key) {
 
 absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job) {
   auto shards = MakeShardMap(job.layout, job.servers);
-  SKETCHPS_RETURN_IF_ERROR(Prefixed(shards.status(), absl::StrCat("servers (", job.servers, " shards of model ", job.model, ")")));
+  SKETCHPS_RETURN_IF_ERROR(
+      Prefixed(shards.status(), absl::StrCat("servers (", job.servers, " shards of model ", job.model, ")")));
   SKETCHPS_RETURN_IF_ERROR(worker::RoundPlan::Initial(job, 0).status());
-  ReplicaOptions replica{0, job.workers, *shards, job.layout, job.scheme.make, job.scheme.density, job.scheme.global_momentum,
-                         job.optimizer, job.train.seed, /*parallel_shards=*/false};
-  SKETCHPS_RETURN_IF_ERROR(Prefixed(Replica::Create(replica).status(), absl::StrCat("scheme (", job.scheme.name, " on ", job.model, ")")));
+  ReplicaOptions replica{0,
+                         job.workers,
+                         *shards,
+                         job.layout,
+                         job.scheme.make,
+                         job.scheme.density,
+                         job.scheme.global_momentum,
+                         job.optimizer,
+                         job.train.seed,
+                         /*parallel_shards=*/false};
+  SKETCHPS_RETURN_IF_ERROR(
+      Prefixed(Replica::Create(replica).status(), absl::StrCat("scheme (", job.scheme.name, " on ", job.model, ")")));
   return worker::CheckFashionMnist(job);
 }
 

@@ -22,7 +22,8 @@ absl::StatusOr<std::uint64_t> CommonRound(const std::map<std::uint32_t, std::uin
   std::set<std::uint64_t> distinct;
   for (std::uint32_t s = 0; s < servers; ++s) {
     const auto it = rounds.find(s);
-    if (it == rounds.end()) return absl::InvalidArgumentError(absl::StrCat("--resume: ", dir, " holds no checkpoint of shard ", s));
+    if (it == rounds.end())
+      return absl::InvalidArgumentError(absl::StrCat("--resume: ", dir, " holds no checkpoint of shard ", s));
     distinct.insert(it->second);
   }
   if (distinct.size() != 1) {
@@ -52,7 +53,7 @@ absl::Status Trim(const fs::path& out, std::uint32_t workers, std::uint64_t roun
 }  // namespace
 
 absl::StatusOr<std::optional<std::uint64_t>> CheckPreviousRun(const fs::path& out, const fs::path& checkpoint_dir,
-                                                               const JobSpec& job, bool resume) {
+                                                              const JobSpec& job, bool resume) {
   const std::string dir = checkpoint_dir.string();
   const auto rounds = server::NewestCheckpointRounds(dir);
   std::vector<std::string> found;
@@ -65,18 +66,21 @@ absl::StatusOr<std::optional<std::uint64_t>> CheckPreviousRun(const fs::path& ou
     return std::optional<std::uint64_t>();
   }
   if (!resume) {
-    return absl::InvalidArgumentError(absl::StrCat("--out ", out.string(), ": holds a previous run (", absl::StrJoin(found, ", "),
+    return absl::InvalidArgumentError(absl::StrCat("--out ", out.string(), ": holds a previous run (",
+                                                   absl::StrJoin(found, ", "),
                                                    "); pass --resume to continue it from its checkpoints, or choose "
                                                    "another --out"));
   }
   if (job.decentralized()) {
-    return absl::InvalidArgumentError("--resume: decentralized mode keeps no checkpoints, so there is nothing to resume "
-                                      "from; choose another --out");
+    return absl::InvalidArgumentError(
+        "--resume: decentralized mode keeps no checkpoints, so there is nothing to resume "
+        "from; choose another --out");
   }
   SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t round, CommonRound(rounds, dir, job.servers));
   if (round >= job.total_rounds()) {
-    return absl::InvalidArgumentError(absl::StrCat("--resume: the checkpoints in ", dir, " already hold round ", round, " of ",
-                                                   job.total_rounds(), ": the job is complete; choose another --out to "
+    return absl::InvalidArgumentError(absl::StrCat("--resume: the checkpoints in ", dir, " already hold round ", round,
+                                                   " of ", job.total_rounds(),
+                                                   ": the job is complete; choose another --out to "
                                                    "train again"));
   }
   SKETCHPS_RETURN_IF_ERROR(Trim(out, job.workers, round));

@@ -20,7 +20,7 @@ namespace sketchps::tools {
 // nullopt: nothing to resume, go on (a fresh directory). A round: the run resumes there (the
 // records are trimmed). InvalidArgument naming --out or --resume otherwise.
 absl::StatusOr<std::optional<std::uint64_t>> CheckPreviousRun(const std::filesystem::path& out,
-                                                               const std::filesystem::path& checkpoint_dir,
-                                                               const JobSpec& job, bool resume);
+                                                              const std::filesystem::path& checkpoint_dir,
+                                                              const JobSpec& job, bool resume);
 
 }  // namespace sketchps::tools

@@ -24,7 +24,8 @@ absl::StatusOr<Child> Child::Start(std::string name, std::vector<std::string> ar
     return absl::NotFoundError(absl::StrCat(name, ": ", argv[0], " is not an executable file (build it first)"));
   }
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return absl::InternalError(absl::StrCat(name, ": cannot open log ", log_path, ": ", std::strerror(errno)));
+  if (log_fd < 0)
+    return absl::InternalError(absl::StrCat(name, ": cannot open log ", log_path, ": ", std::strerror(errno)));
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);

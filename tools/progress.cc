@@ -99,14 +99,17 @@ std::string Progress::Waiting() const {
     return absl::StrCat("last round + final evaluation on ", plan_.test_samples, " test images");
   }
   if (plan_.eval_every_rounds > 0 && next % plan_.eval_every_rounds == 0) {
-    const std::uint64_t images = plan_.eval_samples > 0 ? std::min(plan_.eval_samples, plan_.test_samples) : plan_.test_samples;
+    const std::uint64_t images =
+        plan_.eval_samples > 0 ? std::min(plan_.eval_samples, plan_.test_samples) : plan_.test_samples;
     return absl::StrCat("round ", next, " + evaluation on ", images, " test images");
   }
   return "";
 }
 
 std::string Progress::Line(std::size_t width) const {
-  const double frac = plan_.total_rounds > 0 ? std::min(1.0, static_cast<double>(rounds_) / static_cast<double>(plan_.total_rounds)) : 0.0;
+  const double frac = plan_.total_rounds > 0
+                          ? std::min(1.0, static_cast<double>(rounds_) / static_cast<double>(plan_.total_rounds))
+                          : 0.0;
   const int filled = static_cast<int>(frac * kBarWidth);
   const std::string waiting = Waiting();
   std::vector<Segment> s{{absl::StrCat(rounds_, "/", plan_.total_rounds), 0},
@@ -139,7 +142,8 @@ std::size_t TerminalWidth(int fd) {
   winsize size{};
   if (ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
   std::size_t columns = 0;
-  if (const char* env = std::getenv("COLUMNS"); env != nullptr && absl::SimpleAtoi(env, &columns) && columns > 0) return columns;
+  if (const char* env = std::getenv("COLUMNS"); env != nullptr && absl::SimpleAtoi(env, &columns) && columns > 0)
+    return columns;
   return 80;
 }
 

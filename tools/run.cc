@@ -82,7 +82,9 @@ class Launch {
 
  private:
   bool decentralized() const { return job_.decentralized(); }
-  fs::path CheckpointDir() const { return job_.checkpoint.dir.empty() ? out_ / "checkpoints" : fs::path(job_.checkpoint.dir); }
+  fs::path CheckpointDir() const {
+    return job_.checkpoint.dir.empty() ? out_ / "checkpoints" : fs::path(job_.checkpoint.dir);
+  }
   std::vector<std::string> ServerArgv(std::uint32_t s) const;
   std::vector<std::string> WorkerArgv(std::uint32_t r, const std::vector<std::string>& addresses) const;
   ScriptWorker ScriptPlace(std::uint32_t r, const std::vector<std::string>& addresses) const;
@@ -118,7 +120,8 @@ absl::Status Launch::Prepare() {
   for (const auto& k : options_.kills) {
     SKETCHPS_ASSIGN_OR_RETURN(KillSpec spec, ParseKillSpec(k));
     const bool server = spec.role == "server";
-    if (server && decentralized()) return absl::InvalidArgumentError("--kill: decentralized mode has no servers to kill");
+    if (server && decentralized())
+      return absl::InvalidArgumentError("--kill: decentralized mode has no servers to kill");
     const std::uint32_t count = server ? job_.servers : job_.workers;
     if (spec.index >= count) {
       return absl::InvalidArgumentError(absl::StrCat("--kill ", k, ": the job has ", count, " ", spec.role, "s"));
@@ -145,7 +148,8 @@ absl::Status Launch::Prepare() {
   // Every listener binds port 0 and reports the port it got: no port chosen in advance can be taken
   // by another process meanwhile. A restarted server binds the port it had.
   ports_.assign(decentralized() ? job_.workers : job_.servers, 0);
-  progress_.emplace(ProgressPlan{job_.total_rounds(), job_.train.eval_every_rounds, job_.train.eval_samples, data_.test});
+  progress_.emplace(
+      ProgressPlan{job_.total_rounds(), job_.train.eval_every_rounds, job_.train.eval_samples, data_.test});
   follower_.emplace((out_ / "worker-0.jsonl").string());
   return absl::OkStatus();
 }
@@ -156,18 +160,28 @@ std::vector<std::string> Launch::TlsArgs() const {
 }
 
 std::vector<std::string> Launch::ServerArgv(std::uint32_t s) const {
-  std::vector<std::string> argv{server_bin_, "--job", (out_ / "job.yaml").string(), "--shard", std::to_string(s), "--listen",
-          absl::StrCat("127.0.0.1:", ports_[s]), "--port-file", (out_ / absl::StrCat("server-", s, ".port")).string(),
-          "--checkpoint-dir", CheckpointDir().string(),
-          "--log-level", options_.job.log_level};
+  std::vector<std::string> argv{server_bin_,
+                                "--job",
+                                (out_ / "job.yaml").string(),
+                                "--shard",
+                                std::to_string(s),
+                                "--listen",
+                                absl::StrCat("127.0.0.1:", ports_[s]),
+                                "--port-file",
+                                (out_ / absl::StrCat("server-", s, ".port")).string(),
+                                "--checkpoint-dir",
+                                CheckpointDir().string(),
+                                "--log-level",
+                                options_.job.log_level};
   for (auto& a : TlsArgs()) argv.push_back(std::move(a));
   return argv;
 }
 
 absl::Status Launch::StartServer(std::uint32_t s) {
   fs::remove(out_ / absl::StrCat("server-", s, ".port"));
-  SKETCHPS_ASSIGN_OR_RETURN(Child child, Child::Start(absl::StrCat("server ", s), ServerArgv(s),
-                                                      (out_ / absl::StrCat("server-", s, ".log")).string(), ChildEnv(1)));
+  SKETCHPS_ASSIGN_OR_RETURN(Child child,
+                            Child::Start(absl::StrCat("server ", s), ServerArgv(s),
+                                         (out_ / absl::StrCat("server-", s, ".log")).string(), ChildEnv(1)));
   if (s < servers_.size()) {
     servers_[s] = std::move(child);
   } else {
@@ -180,10 +194,11 @@ absl::StatusOr<int> Launch::WaitForPort(Child& child, const fs::path& port_file)
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (!fs::exists(port_file)) {
     if (auto status = child.Poll()) {
-      return absl::UnavailableError(absl::StrCat(child.name(), " exited with code ", *status, " before listening; last log lines:\n",
-                                                 child.LogTail(10)));
+      return absl::UnavailableError(absl::StrCat(child.name(), " exited with code ", *status,
+                                                 " before listening; last log lines:\n", child.LogTail(10)));
     }
-    if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(child.name(), " not listening after 60 s"));
+    if (absl::Now() > deadline)
+      return absl::DeadlineExceededError(absl::StrCat(child.name(), " not listening after 60 s"));
     absl::SleepFor(absl::Milliseconds(20));
   }
   std::ifstream in(port_file);
@@ -216,18 +231,28 @@ absl::Status Launch::StartServers() {
 }
 
 std::vector<std::string> Launch::WorkerArgv(std::uint32_t r, const std::vector<std::string>& addresses) const {
-  std::vector<std::string> argv{worker_bin_, "--job", (out_ / "job.yaml").string(), "--rank", std::to_string(r),
-                                "--world-size", std::to_string(job_.workers), "--metrics-out",
-                                (out_ / absl::StrCat("worker-", r, ".jsonl")).string(), "--threads",
-                                std::to_string(options_.worker_threads), "--log-level", options_.job.log_level};
+  std::vector<std::string> argv{worker_bin_,
+                                "--job",
+                                (out_ / "job.yaml").string(),
+                                "--rank",
+                                std::to_string(r),
+                                "--world-size",
+                                std::to_string(job_.workers),
+                                "--metrics-out",
+                                (out_ / absl::StrCat("worker-", r, ".jsonl")).string(),
+                                "--threads",
+                                std::to_string(options_.worker_threads),
+                                "--log-level",
+                                options_.job.log_level};
   for (auto& a : TlsArgs()) argv.push_back(std::move(a));
   if (!options_.dump_rounds.empty()) {
     argv.insert(argv.end(), {"--dump-gradients", absl::StrJoin(options_.dump_rounds, ","), "--dump-dir",
                              (out_ / "gradients").string()});
   }
   if (decentralized()) {
-    argv.insert(argv.end(), {"--listen", "127.0.0.1:0", "--port-file", (out_ / absl::StrCat("worker-", r, ".port")).string(),
-                             "--peers-file", (out_ / "peers.txt").string()});
+    argv.insert(argv.end(),
+                {"--listen", "127.0.0.1:0", "--port-file", (out_ / absl::StrCat("worker-", r, ".port")).string(),
+                 "--peers-file", (out_ / "peers.txt").string()});
     if (options_.peer_timeout_seconds > 0) {
       argv.insert(argv.end(), {"--peer-timeout-seconds", absl::StrCat(options_.peer_timeout_seconds)});
     }
@@ -278,8 +303,11 @@ absl::Status Launch::StartWorkers() {
 int Launch::Failed(Child& child, int status) {
   std::fprintf(stderr, "\nrun: %s exited with code %d; last log lines (%s):\n%s\n", child.name().c_str(), status,
                child.log_path().c_str(), child.LogTail(10).c_str());
-  faults_["first_failure"] = {{"process", child.name()}, {"code", status}, {"at", UnixSeconds()},
-                              {"rank0_rounds", progress_->rounds_done()}, {"log_tail", child.LogTail(5)}};
+  faults_["first_failure"] = {{"process", child.name()},
+                              {"code", status},
+                              {"at", UnixSeconds()},
+                              {"rank0_rounds", progress_->rounds_done()},
+                              {"log_tail", child.LogTail(5)}};
   return 1;
 }
 
@@ -398,15 +426,19 @@ absl::Status Launch::Finish() {
   facts.batch_size = job_.data.batch_size;
   facts.faults = faults_;
   if (decentralized()) {
-    facts.peer = {{"timeout_seconds", options_.peer_timeout_seconds > 0 ? options_.peer_timeout_seconds : job_.peer.timeout_seconds},
+    facts.peer = {{"timeout_seconds",
+                   options_.peer_timeout_seconds > 0 ? options_.peer_timeout_seconds : job_.peer.timeout_seconds},
                   {"on_failure", job_.peer.on_failure == OnPeerFailure::kRegroup ? "regroup" : "stop"}};
   }
   SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json summary, Summarize(facts, metrics));
   std::ofstream(out_ / "summary.json") << summary.dump(2) << "\n";
-  std::fprintf(stderr, "run: done in %.1f s: test accuracy %s, %.0f bytes up and %.0f down per worker per round (%.1fx / %.1fx less than dense)\n",
+  std::fprintf(stderr,
+               "run: done in %.1f s: test accuracy %s, %.0f bytes up and %.0f down per worker per round (%.1fx / %.1fx "
+               "less than dense)\n",
                facts.wall_seconds, summary["final_test_accuracy"].dump().c_str(),
-               summary["bytes_up_per_worker_per_round"].get<double>(), summary["bytes_down_per_worker_per_round"].get<double>(),
-               summary["compression_ratio_up"].get<double>(), summary["compression_ratio_down"].get<double>());
+               summary["bytes_up_per_worker_per_round"].get<double>(),
+               summary["bytes_down_per_worker_per_round"].get<double>(), summary["compression_ratio_up"].get<double>(),
+               summary["compression_ratio_down"].get<double>());
   if (options_.plots) WritePlots();
   std::printf("%s\n", (out_ / "summary.json").c_str());
   return absl::OkStatus();
@@ -426,7 +458,8 @@ absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text) {
   KillSpec spec;
   if (at.size() != 2 || who.size() != 2 || (who[0] != "server" && who[0] != "worker") ||
       !absl::SimpleAtoi(who[1], &spec.index) || !absl::SimpleAtoi(at[1], &spec.after_round)) {
-    return absl::InvalidArgumentError(absl::StrCat("--kill '", text, "': expected server:<index>@<round> or worker:<index>@<round>"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kill '", text, "': expected server:<index>@<round> or worker:<index>@<round>"));
   }
   spec.role = who[0];
   return spec;

@@ -53,7 +53,7 @@
 namespace sketchps::tools {
 
 struct KillSpec {
-  std::string role;          // "server" or "worker"
+  std::string role;  // "server" or "worker"
   std::uint32_t index = 0;
   std::uint64_t after_round = 0;
 };
@@ -61,18 +61,18 @@ struct KillSpec {
 absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text);
 
 struct RunOptions {
-  JobFlags job;              // --mode ps|decentralized is an override of the job's `mode`
-  std::string out;           // run directory ("" : runs/<job_id>-<time>)
-  std::string bin_dir;       // where sketchps-server / sketchps-worker are ("" : next to this binary)
+  JobFlags job;         // --mode ps|decentralized is an override of the job's `mode`
+  std::string out;      // run directory ("" : runs/<job_id>-<time>)
+  std::string bin_dir;  // where sketchps-server / sketchps-worker are ("" : next to this binary)
   std::vector<std::string> kills;
   int worker_threads = 1;
-  double peer_timeout_seconds = 0;  // decentralized mode: > 0 overrides the job's peer.timeout_seconds
-  bool progress = true;      // live progress (a redrawn line on a terminal, else a line every 10%)
+  double peer_timeout_seconds = 0;         // decentralized mode: > 0 overrides the job's peer.timeout_seconds
+  bool progress = true;                    // live progress (a redrawn line on a terminal, else a line every 10%)
   std::vector<std::uint64_t> dump_rounds;  // workers write their gradients of these rounds to <out>/gradients
-  bool insecure = false;     // plaintext; default: mutual TLS with certificates made in <out>/tls
-  bool resume = false;       // continue a previous run in `out` from its checkpoints (see above)
-  bool plots = true;         // write accuracy.png / .svg at the end
-  ScriptOptions script;      // --script: the workers run the user's Python script (tools/run_script.h)
+  bool insecure = false;                   // plaintext; default: mutual TLS with certificates made in <out>/tls
+  bool resume = false;                     // continue a previous run in `out` from its checkpoints (see above)
+  bool plots = true;                       // write accuracy.png / .svg at the end
+  ScriptOptions script;                    // --script: the workers run the user's Python script (tools/run_script.h)
 };
 
 // Returns the process exit code: 0 success, 1 a process failed, 2 bad options, 130 interrupted.

@@ -44,8 +44,8 @@ std::vector<std::string> ScriptArgv(const ScriptOptions& script) {
 }
 
 std::vector<std::string> ScriptEnv(const ScriptOptions& script, const ScriptWorker& w) {
-  std::vector<std::string> env{absl::StrCat("RANK=", w.rank), absl::StrCat("LOCAL_RANK=", w.rank),
-                               absl::StrCat("WORLD_SIZE=", w.workers), "SKETCHPS_JOB=" + w.job_path,
+  std::vector<std::string> env{absl::StrCat("RANK=", w.rank),           absl::StrCat("LOCAL_RANK=", w.rank),
+                               absl::StrCat("WORLD_SIZE=", w.workers),  "SKETCHPS_JOB=" + w.job_path,
                                "SKETCHPS_METRICS_OUT=" + w.metrics_out, "PYTHONPATH=" + PackagePythonPath(script)};
   if (!w.servers.empty()) env.push_back("SKETCHPS_SERVERS=" + w.servers);
   if (!w.listen.empty()) {
@@ -67,10 +67,13 @@ absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& scr
   const fs::path dir(dir_template);
   std::ofstream(dir / "job.yaml") << job_yaml;
   std::vector<std::string> env{"SKETCHPS_DESCRIBE=" + (dir / "keys.txt").string(),
-                               "SKETCHPS_JOB=" + (dir / "job.yaml").string(), "RANK=0",
-                               absl::StrCat("WORLD_SIZE=", workers), "PYTHONPATH=" + PackagePythonPath(script),
+                               "SKETCHPS_JOB=" + (dir / "job.yaml").string(),
+                               "RANK=0",
+                               absl::StrCat("WORLD_SIZE=", workers),
+                               "PYTHONPATH=" + PackagePythonPath(script),
                                "OMP_NUM_THREADS=1"};
-  SKETCHPS_ASSIGN_OR_RETURN(Child child, Child::Start("script", ScriptArgv(script), (dir / "describe.log").string(), env));
+  SKETCHPS_ASSIGN_OR_RETURN(Child child,
+                            Child::Start("script", ScriptArgv(script), (dir / "describe.log").string(), env));
   const absl::Time deadline = absl::Now() + absl::Minutes(5);
   std::optional<int> status;
   while (!(status = child.Poll()) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
@@ -80,11 +83,11 @@ absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& scr
   const std::string tail = child.LogTail(10);
   fs::remove_all(dir);
   if (*status != 0 || !wrote) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--script ", script.path, ": describing its model ", *status != 0 ? absl::StrCat("failed with exit code ", *status)
-                                                                        : "wrote nothing (does it make a "
-                                                                          "sketchps.torch.DistributedOptimizer?)",
-        "; last output lines:\n", tail));
+    return absl::InvalidArgumentError(absl::StrCat("--script ", script.path, ": describing its model ",
+                                                   *status != 0 ? absl::StrCat("failed with exit code ", *status)
+                                                                : "wrote nothing (does it make a "
+                                                                  "sketchps.torch.DistributedOptimizer?)",
+                                                   "; last output lines:\n", tail));
   }
   std::vector<std::string> overrides;
   for (absl::string_view line : absl::StrSplit(keys, '\n', absl::SkipWhitespace())) {

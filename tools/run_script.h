@@ -18,23 +18,23 @@
 namespace sketchps::tools {
 
 struct ScriptOptions {
-  std::string path;                       // "" : the workers are sketchps-worker
-  std::vector<std::string> args;          // after `--`
+  std::string path;               // "" : the workers are sketchps-worker
+  std::vector<std::string> args;  // after `--`
   std::string python = "/usr/bin/python3";
-  std::string python_path;                // folder holding the sketchps package ("" : <build>/python)
+  std::string python_path;  // folder holding the sketchps package ("" : <build>/python)
 };
 
 // Where worker `rank` is and how it reaches the others.
 struct ScriptWorker {
   std::uint32_t rank = 0;
   std::uint32_t workers = 1;
-  std::string job_path;        // the run's job.yaml
+  std::string job_path;  // the run's job.yaml
   std::string metrics_out;
-  std::string servers;         // ps: comma-separated, shard order
-  std::string listen;          // decentralized: this worker's Peer service, its port file, the peers
+  std::string servers;  // ps: comma-separated, shard order
+  std::string listen;   // decentralized: this worker's Peer service, its port file, the peers
   std::string port_file;
   std::string peers_file;
-  std::string tls_dir;         // "" : --insecure
+  std::string tls_dir;              // "" : --insecure
   double peer_timeout_seconds = 0;  // > 0: overrides the job's
 };
 

@@ -10,15 +10,16 @@
 namespace sketchps::tools {
 namespace {
 
-constexpr const char* kSummed[] = {"wire_up", "wire_down", "bytes_up", "bytes_down", "compute_s", "compress_s",
-                                   "communicate_s"};
+constexpr const char* kSummed[] = {"wire_up",   "wire_down",  "bytes_up",     "bytes_down",
+                                   "compute_s", "compress_s", "communicate_s"};
 
 // Every summed field of every record of `rank` is a number.
 absl::Status CheckFields(const std::vector<nlohmann::json>& records, std::uint32_t rank) {
   for (std::size_t i = 0; i < records.size(); ++i) {
     for (const char* key : kSummed) {
       if (!records[i].contains(key) || !records[i][key].is_number()) {
-        return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " record ", i, ": missing numeric '", key, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("worker ", rank, " record ", i, ": missing numeric '", key, "'"));
       }
     }
   }
@@ -68,14 +69,17 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& pat
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ":", n, ": not a JSON object"));
+    if (j.is_discarded() || !j.is_object())
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", n, ": not a JSON object"));
     out.push_back(std::move(j));
   }
   return out;
 }
 
 double WireBytes(const nlohmann::json& record) {
-  auto get = [&](const char* key) { return record.contains(key) && record[key].is_number() ? record[key].get<double>() : 0.0; };
+  auto get = [&](const char* key) {
+    return record.contains(key) && record[key].is_number() ? record[key].get<double>() : 0.0;
+  };
   return get("wire_up") + get("wire_down");
 }
 
@@ -93,7 +97,8 @@ absl::StatusOr<Traffic> TrafficPerWorkerPerRound(const std::vector<std::vector<n
   return t;
 }
 
-absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts, const std::vector<std::vector<nlohmann::json>>& metrics) {
+absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
+                                         const std::vector<std::vector<nlohmann::json>>& metrics) {
   if (metrics.empty()) return absl::InvalidArgumentError("no worker metrics");
   std::uint64_t rounds = 0;
   for (std::uint32_t rank = 0; rank < metrics.size(); ++rank) {

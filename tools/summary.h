@@ -36,18 +36,18 @@ struct RunFacts {
   std::string scheme;
   std::string model;
   std::uint32_t workers = 0;
-  std::uint32_t servers = 0;    // 0 in decentralized mode
+  std::uint32_t servers = 0;  // 0 in decentralized mode
   double density = 0;
   double rounds_per_epoch = 1;
-  double wall_seconds = 0;      // the whole run, start to finish
-  double train_seconds = 0;     // from the workers' start to the last worker's exit
+  double wall_seconds = 0;   // the whole run, start to finish
+  double train_seconds = 0;  // from the workers' start to the last worker's exit
   std::string job_id;
   std::string mode = "ps";
   double learning_rate = 0;
   double momentum = 0;
   std::uint32_t batch_size = 0;
-  nlohmann::json peer = nullptr;                        // decentralized mode: {timeout_seconds, on_failure}
-  nlohmann::json faults = nlohmann::json::object();     // faults.json
+  nlohmann::json peer = nullptr;                     // decentralized mode: {timeout_seconds, on_failure}
+  nlohmann::json faults = nlohmann::json::object();  // faults.json
 };
 
 // Reads one JSON object per line; errors name "<file>:<line>".
@@ -71,6 +71,7 @@ double WireBytes(const nlohmann::json& record);
 
 // metrics[r] holds rank r's records. InvalidArgument when a rank has no records or a record lacks a
 // field (named).
-absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts, const std::vector<std::vector<nlohmann::json>>& metrics);
+absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
+                                         const std::vector<std::vector<nlohmann::json>>& metrics);
 
 }  // namespace sketchps::tools

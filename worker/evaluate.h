@@ -18,10 +18,10 @@
 namespace sketchps::worker {
 
 struct EvalResult {
-  std::uint64_t count = 0;   // samples evaluated
-  std::uint64_t correct = 0; // argmax(logits) == label
-  double accuracy = 0.0;     // fraction of argmax(logits) == label, in [0, 1]
-  double mean_loss = 0.0;    // mean cross-entropy (natural log)
+  std::uint64_t count = 0;    // samples evaluated
+  std::uint64_t correct = 0;  // argmax(logits) == label
+  double accuracy = 0.0;      // fraction of argmax(logits) == label, in [0, 1]
+  double mean_loss = 0.0;     // mean cross-entropy (natural log)
 };
 
 // Evaluates the samples `indices` of `data`.

@@ -71,7 +71,8 @@ absl::StatusOr<Dataset> LoadIdxPair(const std::string& images_path, const std::s
   SKETCHPS_ASSIGN_OR_RETURN(data.labels, ReadLabels(labels_path));
   if (data.labels.size() != count) {
     return absl::InvalidArgumentError(absl::StrCat("image/label count mismatch: ", images_path, " has ", count,
-                                                   " images but ", labels_path, " has ", data.labels.size(), " labels"));
+                                                   " images but ", labels_path, " has ", data.labels.size(),
+                                                   " labels"));
   }
   return data;
 }
@@ -112,8 +113,8 @@ absl::StatusOr<std::span<const std::uint64_t>> BatchOrder::Of(const RoundPlan& p
   const std::uint64_t b = plan.batch;
   const std::uint64_t first = at.position + plan.rank * b;
   if (first + b > permutation_.size()) {
-    return absl::InternalError(absl::StrCat("round ", round, ": samples [", first, ", ", first + b, ") beyond the epoch's ",
-                                            permutation_.size()));
+    return absl::InternalError(absl::StrCat("round ", round, ": samples [", first, ", ", first + b,
+                                            ") beyond the epoch's ", permutation_.size()));
   }
   return std::span<const std::uint64_t>(permutation_).subspan(first, b);
 }
@@ -124,8 +125,8 @@ std::uint64_t StepsPerEpoch(std::uint64_t n, std::uint32_t world, std::uint64_t 
 }
 
 absl::StatusOr<std::span<const std::uint64_t>> StepIndices(std::span<const std::uint64_t> permutation,
-                                                           std::uint64_t step, std::uint32_t rank,
-                                                           std::uint32_t world, std::uint64_t batch) {
+                                                           std::uint64_t step, std::uint32_t rank, std::uint32_t world,
+                                                           std::uint64_t batch) {
   if (world == 0 || rank >= world) {
     return absl::InvalidArgumentError(absl::StrCat("StepIndices: rank ", rank, " is not in [0, world = ", world, ")"));
   }
@@ -142,7 +143,8 @@ absl::StatusOr<Batch> MakeBatch(const Dataset& data, std::span<const std::uint64
   if (indices.empty()) return absl::InvalidArgumentError("MakeBatch: no indices");
   for (std::size_t i = 0; i < indices.size(); ++i) {
     if (indices[i] >= data.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("MakeBatch: indices[", i, "] = ", indices[i], " >= dataset size ", data.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("MakeBatch: indices[", i, "] = ", indices[i], " >= dataset size ", data.size()));
     }
   }
   std::array<float, 256> lut;

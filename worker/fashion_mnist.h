@@ -73,8 +73,8 @@ std::uint64_t StepsPerEpoch(std::uint64_t n, std::uint32_t world, std::uint64_t 
 // Worker `rank`'s `batch` sample indices at `step` by the data order rule above: a view into
 // `permutation`. InvalidArgument when world == 0, rank >= world, batch == 0 or step >= StepsPerEpoch.
 absl::StatusOr<std::span<const std::uint64_t>> StepIndices(std::span<const std::uint64_t> permutation,
-                                                           std::uint64_t step, std::uint32_t rank,
-                                                           std::uint32_t world, std::uint64_t batch);
+                                                           std::uint64_t step, std::uint32_t rank, std::uint32_t world,
+                                                           std::uint64_t batch);
 
 // This worker's sample indices of each round under a plan: pi_e[position + rank*b + j], j in [0, b),
 // with pi_e = EpochPermutation(N, seed, e) of the round's data epoch. Keeps

@@ -31,7 +31,8 @@ absl::Status CheckParameter(const std::string& name, const at::Tensor& p) {
   };
   if (!p.defined()) return fail("is undefined");
   if (p.layout() != at::kStrided || !p.device().is_cpu()) return fail("is not a dense CPU tensor");
-  if (p.scalar_type() != at::kFloat) return fail(absl::StrCat("has dtype ", std::string(c10::toString(p.scalar_type())), ", expected float32"));
+  if (p.scalar_type() != at::kFloat)
+    return fail(absl::StrCat("has dtype ", std::string(c10::toString(p.scalar_type())), ", expected float32"));
   if (!p.requires_grad()) return fail("has requires_grad == false (frozen parameters are not supported)");
   if (p.numel() == 0) return fail("is empty");
   return absl::OkStatus();

@@ -17,7 +17,8 @@ absl::StatusOr<std::unique_ptr<GradientWatch>> GradientWatch::Create(FlatModel& 
   const auto& layers = model.layers().layers;
   const auto params = model.module().parameters(/*recurse=*/true);
   if (params.size() != layers.size()) {
-    return absl::InternalError(absl::StrCat("GradientWatch: ", params.size(), " parameters for ", layers.size(), " layers"));
+    return absl::InternalError(
+        absl::StrCat("GradientWatch: ", params.size(), " parameters for ", layers.size(), " layers"));
   }
   const auto n = static_cast<std::uint32_t>(shards.ranges.size());
   watch->params_of_shard_.assign(n, 0);
@@ -34,7 +35,8 @@ absl::StatusOr<std::unique_ptr<GradientWatch>> GradientWatch::Create(FlatModel& 
     watch->shards_of_param_.push_back(std::move(covered));
     auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
     if (accumulator == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("GradientWatch: parameter '", layers[i].name, "' has no gradient accumulator"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("GradientWatch: parameter '", layers[i].name, "' has no gradient accumulator"));
     }
     GradientWatch* self = watch.get();
     accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(

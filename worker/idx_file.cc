@@ -24,7 +24,8 @@ absl::StatusOr<GzFile> OpenGz(const std::string& path) {
   errno = 0;
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", errno != 0 ? std::strerror(errno) : "out of memory"));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", errno != 0 ? std::strerror(errno) : "out of memory"));
   }
   gzbuffer(f, 1 << 17);
   return GzFile(f);
@@ -39,7 +40,8 @@ std::string GzMessage(gzFile f) {
 // Appends up to n bytes to `out`, growing it only as data arrives (a corrupt header count cannot
 // make us allocate more than the file holds). Returns the number of bytes read; fewer than n means
 // the stream ended. DataLoss on a gzip error.
-absl::StatusOr<std::uint64_t> ReadBytes(gzFile f, const std::string& path, std::uint64_t n, std::vector<std::uint8_t>& out) {
+absl::StatusOr<std::uint64_t> ReadBytes(gzFile f, const std::string& path, std::uint64_t n,
+                                        std::vector<std::uint8_t>& out) {
   std::uint64_t total = 0;
   while (total < n) {
     const auto chunk = static_cast<unsigned>(std::min<std::uint64_t>(n - total, 1u << 20));
@@ -66,11 +68,13 @@ std::uint32_t BigEndian32(const std::uint8_t* p) {
 absl::StatusOr<std::vector<std::uint32_t>> ReadHeader(gzFile f, const std::string& path, std::uint32_t magic) {
   std::vector<std::uint8_t> bytes;
   SKETCHPS_ASSIGN_OR_RETURN(auto got, ReadBytes(f, path, 4, bytes));
-  if (got < 4) return absl::DataLossError(absl::StrCat(path, ": truncated: ", got, " bytes, no IDX header", GzMessage(f)));
+  if (got < 4)
+    return absl::DataLossError(absl::StrCat(path, ": truncated: ", got, " bytes, no IDX header", GzMessage(f)));
   const std::uint32_t found = BigEndian32(bytes.data());
   if (found != magic) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: bad magic 0x%08x, expected 0x%08x (IDX unsigned byte, %d dimension%s)",
-                                                      path, found, magic, magic & 0xff, (magic & 0xff) == 1 ? "" : "s"));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: bad magic 0x%08x, expected 0x%08x (IDX unsigned byte, %d dimension%s)", path, found, magic,
+                        magic & 0xff, (magic & 0xff) == 1 ? "" : "s"));
   }
   const std::uint32_t ndims = magic & 0xff;
   bytes.clear();
@@ -99,7 +103,8 @@ absl::StatusOr<DatasetSizes> CheckFashionMnist(const JobSpec& job) {
     const IdxPaths paths = FashionMnistPaths(job.data.path, train);
     auto images = ItemCount(paths.images, kImagesMagic);
     auto labels = images.ok() ? ItemCount(paths.labels, kLabelsMagic) : images;
-    if (!labels.ok()) return absl::Status(labels.status().code(), absl::StrCat("data.path: ", labels.status().message()));
+    if (!labels.ok())
+      return absl::Status(labels.status().code(), absl::StrCat("data.path: ", labels.status().message()));
     if (*images != *labels) {
       return absl::InvalidArgumentError(absl::StrCat("data.path: ", paths.images, " holds ", *images, " images but ",
                                                      paths.labels, " ", *labels, " labels"));

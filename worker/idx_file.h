@@ -39,7 +39,8 @@ std::string GzMessage(gzFile f);
 // Appends up to n bytes to `out`, growing it only as data arrives (a corrupt header count cannot
 // make us allocate more than the file holds). Returns the number of bytes read; fewer than n means
 // the stream ended. DataLoss on a gzip error.
-absl::StatusOr<std::uint64_t> ReadBytes(gzFile f, const std::string& path, std::uint64_t n, std::vector<std::uint8_t>& out);
+absl::StatusOr<std::uint64_t> ReadBytes(gzFile f, const std::string& path, std::uint64_t n,
+                                        std::vector<std::uint8_t>& out);
 // Reads the header: the magic (checked against `magic`) and its dimensions (the first, the item
 // count, is never 0).
 absl::StatusOr<std::vector<std::uint32_t>> ReadHeader(gzFile f, const std::string& path, std::uint32_t magic);

@@ -71,7 +71,8 @@ absl::Status RankFromEnvironment(Flags& flags) {
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto world, EnvUint32("WORLD_SIZE"));
   if (!flags.world_size) flags.world_size = world;
-  if (!flags.rank) return absl::InvalidArgumentError("--rank: not given and neither RANK nor JOB_COMPLETION_INDEX is set");
+  if (!flags.rank)
+    return absl::InvalidArgumentError("--rank: not given and neither RANK nor JOB_COMPLETION_INDEX is set");
   return absl::OkStatus();
 }
 
@@ -134,8 +135,9 @@ int Run(Flags& flags) {
                         absl::StrContains(summary.status().message(), "job fingerprint");
     return config ? 2 : 1;
   }
-  spdlog::info("done: {} rounds from round {}{}", summary->rounds, summary->first_round,
-               summary->final_test_accuracy ? absl::StrFormat(", final test accuracy %.4f", *summary->final_test_accuracy) : "");
+  spdlog::info(
+      "done: {} rounds from round {}{}", summary->rounds, summary->first_round,
+      summary->final_test_accuracy ? absl::StrFormat(", final test accuracy %.4f", *summary->final_test_accuracy) : "");
   spdlog::info("final weights checksum {:016x}", summary->weights_checksum);
   return 0;
 }
@@ -148,32 +150,46 @@ int main(int argc, char** argv) {
   AddJobFlags(app, flags.job);
   app.add_option("--rank", flags.rank, "This worker's rank (env RANK or JOB_COMPLETION_INDEX)");
   app.add_option("--world-size", flags.world_size, "Number of workers (env WORLD_SIZE; must equal the job's)");
-  app.add_option("--servers", flags.servers, "Server addresses host:port, comma-separated in shard order, or one with {shard} in it (ps-{shard}.ps:7070)")
+  app.add_option(
+         "--servers", flags.servers,
+         "Server addresses host:port, comma-separated in shard order, or one with {shard} in it (ps-{shard}.ps:7070)")
       ->envname("SKETCHPS_SERVERS");
   app.add_option("--listen", flags.listen, "Decentralized mode: this worker's Peer service address")
-      ->envname("SKETCHPS_LISTEN")->capture_default_str();
-  app.add_option("--peers", flags.peers, "Decentralized mode: every rank's Peer address, comma-separated, in rank order")
+      ->envname("SKETCHPS_LISTEN")
+      ->capture_default_str();
+  app.add_option("--peers", flags.peers,
+                 "Decentralized mode: every rank's Peer address, comma-separated, in rank order")
       ->envname("SKETCHPS_PEERS");
-  app.add_option("--port-file", flags.port_file, "Decentralized mode: write the port the Peer service got here "
+  app.add_option("--port-file", flags.port_file,
+                 "Decentralized mode: write the port the Peer service got here "
                  "(with --listen HOST:0)");
-  app.add_option("--peers-file", flags.peers_file, "Decentralized mode, instead of --peers: wait for this file "
+  app.add_option("--peers-file", flags.peers_file,
+                 "Decentralized mode, instead of --peers: wait for this file "
                  "(every rank's address, comma-separated, in rank order)");
-  app.add_option("--peer-timeout-seconds", flags.peer_timeout_seconds,
-                 "Decentralized mode: a peer silent this long fails the round (default: the job's peer.timeout_seconds)")
+  app.add_option(
+         "--peer-timeout-seconds", flags.peer_timeout_seconds,
+         "Decentralized mode: a peer silent this long fails the round (default: the job's peer.timeout_seconds)")
       ->check(CLI::PositiveNumber);
   app.add_option("--metrics-out", flags.metrics_out, "Append one JSON line per round to this file");
-  app.add_option("--metrics-listen", flags.metrics_listen, "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
+  app.add_option("--metrics-listen", flags.metrics_listen,
+                 "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
   app.add_option("--patience-seconds", flags.patience_seconds, "Give up when a server stays unreachable this long")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--rpc-timeout-seconds", flags.rpc_timeout_seconds, "Deadline of one RPC attempt")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   AddTlsFlags(app, flags.tls);
   app.add_flag("--no-overlap", flags.no_overlap,
                "Start every shard's round after backward instead of as soon as its gradients exist");
-  app.add_option("--dump-gradients", flags.dump_rounds, "Write this worker's gradient of these rounds (comma-separated) "
-                 "to --dump-dir, for `sketchps bench --input`")->delimiter(',');
+  app.add_option("--dump-gradients", flags.dump_rounds,
+                 "Write this worker's gradient of these rounds (comma-separated) "
+                 "to --dump-dir, for `sketchps bench --input`")
+      ->delimiter(',');
   app.add_option("--dump-dir", flags.dump_dir, "Folder for --dump-gradients files");
-  app.add_option("--threads", flags.threads, "Threads for libtorch and the kernels")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--threads", flags.threads, "Threads for libtorch and the kernels")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
   ConfigureLogging(flags.job, "worker ?");
   if (auto st = RankFromEnvironment(flags); !st.ok()) {

@@ -103,8 +103,8 @@ class ResNet : public NetBase {
     const std::int64_t widths[] = {32, 64, 128, 256};
     std::int64_t in = 32;
     for (int i = 0; i < 4; ++i) {  // 28 -> 28 -> 14 -> 7 -> 4
-      blocks_.push_back(register_module(absl::StrCat("block", i + 1),
-                                        std::make_shared<BasicBlock>(in, widths[i], i == 0 ? 1 : 2)));
+      blocks_.push_back(
+          register_module(absl::StrCat("block", i + 1), std::make_shared<BasicBlock>(in, widths[i], i == 0 ? 1 : 2)));
       in = widths[i];
     }
   }
@@ -141,7 +141,8 @@ absl::Status InitParameters(nn::Module& root, std::uint64_t seed) {
     at::Tensor* weight = own.find("weight");
     at::Tensor* bias = own.find("bias");
     if (own.size() != (weight != nullptr ? 1u : 0u) + (bias != nullptr ? 1u : 0u)) {
-      return absl::InternalError(absl::StrCat("InitParameters: module '", item.key(), "' has a parameter other than weight/bias"));
+      return absl::InternalError(
+          absl::StrCat("InitParameters: module '", item.key(), "' has a parameter other than weight/bias"));
     }
     if (weight != nullptr && weight->dim() >= 2) {  // linear or convolution
       const auto fan_in = weight->numel() / weight->size(0);
@@ -159,10 +160,12 @@ absl::Status InitParameters(nn::Module& root, std::uint64_t seed) {
 absl::Status CheckInput(const at::Tensor& x) {
   if (!x.defined()) return absl::InvalidArgumentError("model input is undefined");
   if (x.scalar_type() != at::kFloat) {
-    return absl::InvalidArgumentError(absl::StrCat("model input has dtype ", std::string(c10::toString(x.scalar_type())), ", expected float32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model input has dtype ", std::string(c10::toString(x.scalar_type())), ", expected float32"));
   }
   if (x.dim() != 4 || x.size(0) < 1 || x.size(1) != 1 || x.size(2) != 28 || x.size(3) != 28) {
-    return absl::InvalidArgumentError(absl::StrCat("model input has shape [", absl::StrJoin(x.sizes(), ","), "], expected [B,1,28,28]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model input has shape [", absl::StrJoin(x.sizes(), ","), "], expected [B,1,28,28]"));
   }
   return absl::OkStatus();
 }
@@ -180,7 +183,8 @@ absl::StatusOr<std::shared_ptr<torch::nn::Module>> MakeModel(const std::string& 
   } else if (name == "resnet") {
     net = std::make_shared<ResNet>();
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown model '", name, "'; valid names: ", absl::StrJoin(ModelNames(), ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown model '", name, "'; valid names: ", absl::StrJoin(ModelNames(), ", ")));
   }
   SKETCHPS_RETURN_IF_ERROR(InitParameters(*net, seed));
   return std::shared_ptr<torch::nn::Module>(std::move(net));

@@ -18,14 +18,18 @@ class PeerTransport final : public Transport {
  public:
   PeerTransport(std::unique_ptr<peer::PeerServer> server, peer::PeerConfig config, std::vector<std::string> peers,
                 bool regroup, absl::Duration patience)
-      : server_(std::move(server)), config_(std::move(config)), peers_(std::move(peers)), regroup_(regroup), patience_(patience) {}
+      : server_(std::move(server)),
+        config_(std::move(config)),
+        peers_(std::move(peers)),
+        regroup_(regroup),
+        patience_(patience) {}
   ~PeerTransport() override { server_->Shutdown(); }
 
   // Arms the regrouper and builds the aggregator for config_ and peers_.
   absl::Status Enter() {
-    SKETCHPS_RETURN_IF_ERROR(server_->regrouper().Arm(peer::RegroupConfig{config_.job_id, config_.epoch, config_.rank, peers_,
-                                                                          config_.peer_timeout + kRegroupSlack, config_.tls,
-                                                                          config_.identities}));
+    SKETCHPS_RETURN_IF_ERROR(server_->regrouper().Arm(peer::RegroupConfig{config_.job_id, config_.epoch, config_.rank,
+                                                                          peers_, config_.peer_timeout + kRegroupSlack,
+                                                                          config_.tls, config_.identities}));
     aggregator_.reset();
     SKETCHPS_ASSIGN_OR_RETURN(aggregator_, peer::PeerAggregator::Create(server_->endpoint(), peers_));
     return absl::OkStatus();
@@ -84,7 +88,8 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
     return absl::InvalidArgumentError("--peers / --peers-file: give exactly one of them");
   }
   if (!o.peers.empty() && o.peers.size() != o.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("--peers: ", o.peers.size(), " addresses for ", o.num_workers, " workers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--peers: ", o.peers.size(), " addresses for ", o.num_workers, " workers"));
   }
   peer::PeerConfig config;
   config.job_id = o.job_id;
@@ -97,13 +102,14 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
   SKETCHPS_ASSIGN_OR_RETURN(auto server, peer::PeerServer::Start(o.listen, config));
   spdlog::info("peer service of rank {} listening on port {}", o.rank, server->port());
   std::vector<std::string> peers = o.peers;
-  if (!o.port_file.empty()) SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(server->port(), "\n")));
+  if (!o.port_file.empty())
+    SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(server->port(), "\n")));
   if (peers.empty()) {
     SKETCHPS_ASSIGN_OR_RETURN(const std::string list, WaitForFile(o.peers_file, o.patience));
     peers = absl::StrSplit(absl::StripAsciiWhitespace(list), ',', absl::SkipEmpty());
     if (peers.size() != o.num_workers) {
-      return absl::InvalidArgumentError(absl::StrCat("--peers-file ", o.peers_file, ": ", peers.size(), " addresses for ",
-                                                     o.num_workers, " workers"));
+      return absl::InvalidArgumentError(absl::StrCat("--peers-file ", o.peers_file, ": ", peers.size(),
+                                                     " addresses for ", o.num_workers, " workers"));
     }
   }
   auto transport = std::make_unique<PeerTransport>(std::move(server), config, std::move(peers), o.regroup, o.patience);

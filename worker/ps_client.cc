@@ -25,7 +25,8 @@ bool Retryable(const absl::Status& s, bool join) {
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
   if (options.servers.empty()) return absl::InvalidArgumentError("--servers: no server addresses");
   if (options.worker_id >= options.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("--rank ", options.worker_id, " is not in [0, ", options.num_workers, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rank ", options.worker_id, " is not in [0, ", options.num_workers, ")"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(options.tls));
   std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
@@ -59,8 +60,9 @@ absl::Status PsClient::WithRetries(std::uint32_t shard, const char* what, Call c
     links_[shard].rpc_seconds += absl::ToDoubleSeconds(absl::Now() - t0);
     if (status.ok() || !Retryable(status, join)) return status;
     if (backoff.Expired()) {
-      return absl::UnavailableError(absl::StrCat(what, " to shard ", shard, " at ", links_[shard].address, ": no answer for ",
-                                                 absl::FormatDuration(options_.patience), " (last error: ", status.message(), ")"));
+      return absl::UnavailableError(absl::StrCat(what, " to shard ", shard, " at ", links_[shard].address,
+                                                 ": no answer for ", absl::FormatDuration(options_.patience),
+                                                 " (last error: ", status.message(), ")"));
     }
     spdlog::debug("{} to shard {}: attempt {} failed after {}: {}", what, shard, backoff.attempts() + 1,
                   absl::FormatDuration(absl::Now() - t0), status.ToString());
@@ -79,7 +81,8 @@ void PsClient::SetReplica(LayerTable layers, OfferFn offer) {
 
 absl::StatusOr<v1::JoinResponse> PsClient::Join(std::uint32_t shard, std::uint64_t rounds_applied,
                                                 const ReplicaOffer& replica) {
-  if (shard >= links_.size()) return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
+  if (shard >= links_.size())
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   ShardLink& link = links_[shard];
   v1::JoinRequest request;
   request.set_job_id(options_.job_id);
@@ -96,15 +99,15 @@ absl::StatusOr<v1::JoinResponse> PsClient::Join(std::uint32_t shard, std::uint64
     request.set_last_result_contributors(link.last_contributors);
   }
   v1::JoinResponse response;
-  SKETCHPS_RETURN_IF_ERROR(WithRetries(shard, "Join", [&](grpc::ClientContext& ctx) {
-    return link.stub->Join(&ctx, request, &response);
-  }));
+  SKETCHPS_RETURN_IF_ERROR(
+      WithRetries(shard, "Join", [&](grpc::ClientContext& ctx) { return link.stub->Join(&ctx, request, &response); }));
   set_range_length(shard, response.range_hi() - response.range_lo());
   return response;
 }
 
 absl::StatusOr<v1::GetWeightsResponse> PsClient::GetWeights(std::uint32_t shard) {
-  if (shard >= links_.size()) return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
+  if (shard >= links_.size())
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   v1::GetWeightsRequest request;
   request.set_job_id(options_.job_id);
   request.set_shard_id(shard);
@@ -116,14 +119,16 @@ absl::StatusOr<v1::GetWeightsResponse> PsClient::GetWeights(std::uint32_t shard)
 }
 
 absl::Status PsClient::Leave(std::uint32_t shard, std::uint64_t rounds_applied) {
-  if (shard >= links_.size()) return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
+  if (shard >= links_.size())
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   v1::LeaveRequest request;
   request.set_job_id(options_.job_id);
   request.set_worker_id(options_.worker_id);
   request.set_shard_id(shard);
   request.set_rounds_applied(rounds_applied);
   v1::LeaveResponse response;
-  return WithRetries(shard, "Leave", [&](grpc::ClientContext& ctx) { return links_[shard].stub->Leave(&ctx, request, &response); });
+  return WithRetries(shard, "Leave",
+                     [&](grpc::ClientContext& ctx) { return links_[shard].stub->Leave(&ctx, request, &response); });
 }
 
 void PsClient::set_range_length(std::uint32_t shard, std::uint64_t length) { links_.at(shard).range_len = length; }
@@ -141,7 +146,8 @@ absl::StatusOr<v1::PushPullResponse> PsClient::Push(std::uint32_t shard, const v
 
 absl::StatusOr<std::shared_ptr<const PhaseResult>> PsClient::RunPhase(std::uint32_t shard, std::uint64_t round,
                                                                       std::uint32_t phase, Contribution contribution) {
-  if (shard >= links_.size()) return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
+  if (shard >= links_.size())
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   ShardLink& link = links_[shard];
   v1::PushPullRequest request;
   auto* header = request.mutable_payload()->mutable_header();

@@ -41,12 +41,12 @@ struct ClientOptions {
   std::string job_id;
   std::uint32_t worker_id = 0;
   std::uint32_t num_workers = 1;
-  std::vector<std::string> servers;                 // "host:port" of shard 0, 1, ...
-  absl::Duration rpc_timeout = absl::Seconds(20);   // one attempt
-  absl::Duration patience = absl::Seconds(120);     // continuous failure before giving up
+  std::vector<std::string> servers;                // "host:port" of shard 0, 1, ...
+  absl::Duration rpc_timeout = absl::Seconds(20);  // one attempt
+  absl::Duration patience = absl::Seconds(120);    // continuous failure before giving up
   int max_message_bytes = 256 << 20;
-  TlsConfig tls;                                    // common/tls.h: shard s must prove server-<s>
-  Fingerprint fingerprint;                          // the job's, sent with every Join
+  TlsConfig tls;            // common/tls.h: shard s must prove server-<s>
+  Fingerprint fingerprint;  // the job's, sent with every Join
 };
 
 // A worker's replica of one shard's range, as offered in a Join.
@@ -64,8 +64,8 @@ struct FinalReport {
 };
 
 struct ClientCounters {
-  std::uint64_t wire_up = 0;     // serialized request bytes
-  std::uint64_t wire_down = 0;   // serialized response bytes
+  std::uint64_t wire_up = 0;        // serialized request bytes
+  std::uint64_t wire_down = 0;      // serialized response bytes
   std::vector<double> rpc_seconds;  // per shard: wall time inside its RPCs
 };
 
@@ -102,7 +102,7 @@ class PsClient final : public Aggregator {
     std::unique_ptr<v1::ParameterServer::Stub> stub;
     std::uint64_t range_len = 0;
     FinalReport final;
-    v1::Payload last_final;            // the last final phase result received (offered at a rejoin)
+    v1::Payload last_final;  // the last final phase result received (offered at a rejoin)
     std::uint32_t last_contributors = 0;
     double rpc_seconds = 0;  // written only by the thread running this shard's calls
   };

@@ -29,9 +29,10 @@ class PsTransport final : public Transport {
     std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
-      joins.push_back(std::async(std::launch::async, [this, shard, offer = ReplicaOffer{{params + r.lo, r.size()}, {}}] {
-        return client_->Join(shard, 0, offer);
-      }));
+      joins.push_back(
+          std::async(std::launch::async, [this, shard, offer = ReplicaOffer{{params + r.lo, r.size()}, {}}] {
+            return client_->Join(shard, 0, offer);
+          }));
     }
     std::optional<std::uint64_t> round;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
@@ -50,7 +51,8 @@ class PsTransport final : public Transport {
                             Replica& replica) {
     if (joined.range_lo() != r.lo || joined.range_hi() != r.hi) {
       return absl::FailedPreconditionError(absl::StrCat("shard ", shard, " owns [", joined.range_lo(), ", ",
-                                                        joined.range_hi(), "), this worker expected [", r.lo, ", ", r.hi, ")"));
+                                                        joined.range_hi(), "), this worker expected [", r.lo, ", ",
+                                                        r.hi, ")"));
     }
     SKETCHPS_ASSIGN_OR_RETURN(auto weights, ParseF32Bytes(joined.weights(), r.size(), "JoinResponse.weights"));
     std::copy(weights.begin(), weights.end(), params + r.lo);
@@ -69,9 +71,9 @@ class PsTransport final : public Transport {
       const FinalReport report = client_->last_final(shard);
       const std::uint64_t mine = WeightsChecksum({params + r.lo, r.size()});
       if (report.rounds_applied != round + 1 || report.checksum != mine) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "%s: after round %d shard %d reports %d rounds and checksum %016x, this worker has %016x", kReplicaDiverged,
-            round, shard, report.rounds_applied, report.checksum, mine));
+        return absl::FailedPreconditionError(
+            absl::StrFormat("%s: after round %d shard %d reports %d rounds and checksum %016x, this worker has %016x",
+                            kReplicaDiverged, round, shard, report.rounds_applied, report.checksum, mine));
       }
     }
     return absl::OkStatus();

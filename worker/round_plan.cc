@@ -35,7 +35,8 @@ absl::StatusOr<RoundPlan> RoundPlan::Initial(const JobSpec& job, std::uint32_t r
 absl::StatusOr<RoundPlan> RoundPlan::Continue(const JobSpec& job, std::uint64_t at, std::uint32_t workers,
                                               std::uint32_t rank) const {
   if (at < first_round) {
-    return absl::InvalidArgumentError(absl::StrCat("round plan: round ", at, " is before this plan's first round ", first_round));
+    return absl::InvalidArgumentError(
+        absl::StrCat("round plan: round ", at, " is before this plan's first round ", first_round));
   }
   if (auto st = CheckWorkers(job, workers, rank); !st.ok()) return st;
   const DataPosition here = At(at);

@@ -35,8 +35,8 @@ struct RoundPlan {
   std::uint64_t data_epoch = 0;
   std::uint64_t offset = 0;
   double epoch0 = 0;
-  std::uint64_t samples = 0;   // N (data.train_samples)
-  std::uint64_t batch = 1;     // b (data.batch_size)
+  std::uint64_t samples = 0;     // N (data.train_samples)
+  std::uint64_t batch = 1;       // b (data.batch_size)
   std::uint64_t last_round = 0;  // one past the job's last round under this plan
 
   // The job's own plan. InvalidArgument when N < workers * batch.

@@ -45,8 +45,8 @@ absl::Status CheckLayout(const LayerTable& model, const LayerTable& job) {
   return absl::OkStatus();
 }
 
-absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double correct, double samples,
-                           double loss_sum, double seconds, bool final) {
+absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double correct, double samples, double loss_sum,
+                           double seconds, bool final) {
   if (samples <= 0) return absl::InternalError(absl::StrCat("round ", round, ": the evaluation covered no sample"));
   record["test_accuracy"] = correct / samples;
   record["test_loss"] = loss_sum / samples;
@@ -62,8 +62,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   std::unique_ptr<Session> s(new Session(options));
   SKETCHPS_RETURN_IF_ERROR(s->CheckOptions());
   if (options.job.layout.layers.empty()) {
-    return absl::InvalidArgumentError("layers: the job (model: custom) does not give the model's layout "
-                                      "(`sketchps run --script` adds it; docs/pytorch.md)");
+    return absl::InvalidArgumentError(
+        "layers: the job (model: custom) does not give the model's layout "
+        "(`sketchps run --script` adds it; docs/pytorch.md)");
   }
   SKETCHPS_RETURN_IF_ERROR(CheckLayout(layers, options.job.layout));
   s->layers_ = layers;
@@ -84,18 +85,20 @@ bool Session::can_regroup() const {
 
 absl::Status Session::CheckOptions() const {
   if (!o_.job.decentralized() && o_.servers.size() != o_.job.servers) {
-    return absl::InvalidArgumentError(absl::StrCat("--servers: ", o_.servers.size(), " addresses for a job with servers: ",
-                                                   o_.job.servers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--servers: ", o_.servers.size(), " addresses for a job with servers: ", o_.job.servers));
   }
   if (o_.rank >= o_.job.workers) {
-    return absl::InvalidArgumentError(absl::StrCat("--rank: ", o_.rank, " is not in [0, workers = ", o_.job.workers, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rank: ", o_.rank, " is not in [0, workers = ", o_.job.workers, ")"));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Replica>> Session::MakeReplica() const {
   return Replica::Create(ReplicaOptions{plan_.rank, plan_.workers, shards_, layers_, o_.job.scheme.make,
-                                        o_.job.scheme.density, o_.job.scheme.global_momentum, optimizer_, o_.job.train.seed});
+                                        o_.job.scheme.density, o_.job.scheme.global_momentum, optimizer_,
+                                        o_.job.train.seed});
 }
 
 absl::Status Session::StartTransport() {
@@ -136,7 +139,8 @@ absl::StatusOr<std::uint64_t> Session::Join(float* params) {
 ShardRun Session::RunShard(std::uint32_t shard, std::uint64_t round, const float* grads, float* params) {
   ShardRun run;
   const absl::Time start = absl::Now();
-  run.outcome = replica_->RunShard(shard, transport_->aggregator(), RoundInfo{round, plan_.EpochOf(round)}, grads, params);
+  run.outcome =
+      replica_->RunShard(shard, transport_->aggregator(), RoundInfo{round, plan_.EpochOf(round)}, grads, params);
   run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return run;
 }

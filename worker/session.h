@@ -38,15 +38,15 @@ namespace sketchps::worker {
 struct SessionOptions {
   JobSpec job;
   std::uint32_t rank = 0;
-  std::vector<std::string> servers;               // ps: by shard id; size must equal job.servers
-  std::string listen;                             // decentralized: this worker's Peer service
-  std::vector<std::string> peers;                 // decentralized: every rank's address, by rank
-  std::string port_file;                          // decentralized: write the Peer service's port here
-  std::string peers_file;                         // decentralized, no `peers`: wait for this list
-  absl::Duration patience = absl::Seconds(120);   // how long a shard may stay unreachable
+  std::vector<std::string> servers;              // ps: by shard id; size must equal job.servers
+  std::string listen;                            // decentralized: this worker's Peer service
+  std::vector<std::string> peers;                // decentralized: every rank's address, by rank
+  std::string port_file;                         // decentralized: write the Peer service's port here
+  std::string peers_file;                        // decentralized, no `peers`: wait for this list
+  absl::Duration patience = absl::Seconds(120);  // how long a shard may stay unreachable
   absl::Duration rpc_timeout = absl::Seconds(20);
   absl::Duration peer_timeout = absl::Seconds(60);  // decentralized: a silent peer fails the round
-  TlsConfig tls;                                  // common/tls.h; this worker is worker-<rank>
+  TlsConfig tls;                                    // common/tls.h; this worker is worker-<rank>
 };
 
 // One shard's part of a round, as its thread saw it.
@@ -81,8 +81,8 @@ absl::Status CheckLayout(const LayerTable& model, const LayerTable& job);
 // Adds an evaluation summed over the workers (accuracy = correct / samples) to round `round`'s
 // record, as trainer.h describes (test_accuracy, test_loss, test_round, test_samples, eval_s, final).
 // Internal error when samples <= 0.
-absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double correct, double samples,
-                           double loss_sum, double seconds, bool final);
+absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double correct, double samples, double loss_sum,
+                           double seconds, bool final);
 
 class Session {
  public:

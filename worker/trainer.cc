@@ -40,7 +40,7 @@ struct Snapshot {
 };
 
 SessionOptions SessionOptionsOf(const TrainerOptions& o) {
-  return SessionOptions{o.job,  o.rank,     o.servers,     o.listen,      o.peers, o.port_file,
+  return SessionOptions{o.job,        o.rank,     o.servers,     o.listen,       o.peers, o.port_file,
                         o.peers_file, o.patience, o.rpc_timeout, o.peer_timeout, o.tls};
 }
 
@@ -84,7 +84,8 @@ class Trainer {
 };
 
 absl::Status Trainer::CheckOptions() const {
-  if (!o_.dump_rounds.empty() && o_.dump_dir.empty()) return absl::InvalidArgumentError("--dump-gradients: needs --dump-dir");
+  if (!o_.dump_rounds.empty() && o_.dump_dir.empty())
+    return absl::InvalidArgumentError("--dump-gradients: needs --dump-dir");
   return absl::OkStatus();
 }
 
@@ -98,8 +99,8 @@ absl::Status Trainer::Prepare() {
                                                    train_.size(), " samples in ", o_.job.data.path));
   }
   SKETCHPS_ASSIGN_OR_RETURN(test_, LoadFashionMnist(o_.job.data.path, Split::kTest));
-  SKETCHPS_ASSIGN_OR_RETURN(session_, Session::Create(SessionOptionsOf(o_), model_->flat().layers(),
-                                                               model_->flat().params()));
+  SKETCHPS_ASSIGN_OR_RETURN(session_,
+                            Session::Create(SessionOptionsOf(o_), model_->flat().layers(), model_->flat().params()));
   SKETCHPS_ASSIGN_OR_RETURN(watch_, GradientWatch::Create(model_->flat(), session_->shards()));
   SKETCHPS_ASSIGN_OR_RETURN(start_round_, session_->Join(model_->flat().params()));
   return log_.Open(o_.metrics_out);
@@ -169,7 +170,12 @@ absl::Status Trainer::Evaluate(std::uint64_t round, bool final, nlohmann::json& 
 
 absl::Status Trainer::DumpGradient(std::uint64_t round) const {
   const auto& flat = model_->flat();
-  GradientDump dump{o_.job.job_id, o_.job.model, plan().rank, plan().workers, round, flat.layers(),
+  GradientDump dump{o_.job.job_id,
+                    o_.job.model,
+                    plan().rank,
+                    plan().workers,
+                    round,
+                    flat.layers(),
                     std::vector<float>(flat.grads(), flat.grads() + flat.dim())};
   std::error_code ec;
   std::filesystem::create_directories(o_.dump_dir, ec);
@@ -197,19 +203,25 @@ absl::StatusOr<std::uint64_t> Trainer::Regroup(const absl::Status& failure, std:
   SKETCHPS_ASSIGN_OR_RETURN(Regrouped g, session_->Regroup(failure, round));
   const Snapshot& snap = snapshots_[g.round % 2];
   if (snap.round != g.round) {
-    return absl::InternalError(absl::StrCat("regroup: the survivors restart at round ", g.round, " but this worker (at round ",
-                                            round, ") has no snapshot of it"));
+    return absl::InternalError(absl::StrCat("regroup: the survivors restart at round ", g.round,
+                                            " but this worker (at round ", round, ") has no snapshot of it"));
   }
   std::copy(snap.params.begin(), snap.params.end(), model_->flat().params());
   for (std::uint32_t i = 0; i < session_->num_shards(); ++i) {
-    if (!snap.velocity[i].empty()) SKETCHPS_RETURN_IF_ERROR(session_->replica().optimizer(i).SetVelocity(snap.velocity[i]));
+    if (!snap.velocity[i].empty())
+      SKETCHPS_RETURN_IF_ERROR(session_->replica().optimizer(i).SetVelocity(snap.velocity[i]));
   }
   const double scale = static_cast<double>(g.workers) / o_.job.workers;
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  regroup_note_ = nlohmann::json{{"epoch", g.epoch}, {"workers", g.workers}, {"lost", g.lost},
-                                 {"rounds_redone", round - g.round}, {"seconds", seconds}};
-  spdlog::warn("regrouped into epoch {} after {:.1f} s: rank {} of {} (lost {}), restarting at round {} of {} (learning rate x{:.3f})",
-               g.epoch, seconds, g.rank, g.workers, g.lost, g.round, plan().last_round, scale);
+  regroup_note_ = nlohmann::json{{"epoch", g.epoch},
+                                 {"workers", g.workers},
+                                 {"lost", g.lost},
+                                 {"rounds_redone", round - g.round},
+                                 {"seconds", seconds}};
+  spdlog::warn(
+      "regrouped into epoch {} after {:.1f} s: rank {} of {} (lost {}), restarting at round {} of {} (learning rate "
+      "x{:.3f})",
+      g.epoch, seconds, g.rank, g.workers, g.lost, g.round, plan().last_round, scale);
   return g.round;
 }
 
@@ -259,7 +271,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
 }  // namespace
 
 bool IsReplicaDivergence(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kReplicaDiverged);
+  return status.code() == absl::StatusCode::kFailedPrecondition &&
+         absl::StrContains(status.message(), kReplicaDiverged);
 }
 
 absl::StatusOr<TrainSummary> Train(const TrainerOptions& options) {

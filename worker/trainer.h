@@ -53,26 +53,26 @@ class WorkerMetrics;  // worker/worker_metrics.h
 struct TrainerOptions {
   JobSpec job;
   std::uint32_t rank = 0;
-  std::vector<std::string> servers;               // ps: by shard id; size must equal job.servers
-  std::string listen;                             // decentralized: this worker's Peer service
-  std::vector<std::string> peers;                 // decentralized: every rank's address, by rank
-  std::string port_file;                          // decentralized: write the Peer service's port here
-  std::string peers_file;                         // decentralized, no `peers`: wait for this list
-  std::string metrics_out;                        // JSON lines, one per round ("" = none)
-  absl::Duration patience = absl::Seconds(120);   // how long a shard may stay unreachable
+  std::vector<std::string> servers;              // ps: by shard id; size must equal job.servers
+  std::string listen;                            // decentralized: this worker's Peer service
+  std::vector<std::string> peers;                // decentralized: every rank's address, by rank
+  std::string port_file;                         // decentralized: write the Peer service's port here
+  std::string peers_file;                        // decentralized, no `peers`: wait for this list
+  std::string metrics_out;                       // JSON lines, one per round ("" = none)
+  absl::Duration patience = absl::Seconds(120);  // how long a shard may stay unreachable
   absl::Duration rpc_timeout = absl::Seconds(20);
   absl::Duration peer_timeout = absl::Seconds(60);  // decentralized: a silent peer fails the round
   int log_every_rounds = 50;
-  bool overlap = true;                            // start a shard's round as soon as its gradients exist
-  std::set<std::uint64_t> dump_rounds;            // write this worker's gradient of these rounds ...
-  std::string dump_dir;                           // ... into this folder (common/gradient_dump.h)
-  TlsConfig tls;                                  // common/tls.h; this worker is worker-<rank>
-  WorkerMetrics* metrics = nullptr;               // not owned; sees every round's record (may be null)
+  bool overlap = true;                  // start a shard's round as soon as its gradients exist
+  std::set<std::uint64_t> dump_rounds;  // write this worker's gradient of these rounds ...
+  std::string dump_dir;                 // ... into this folder (common/gradient_dump.h)
+  TlsConfig tls;                        // common/tls.h; this worker is worker-<rank>
+  WorkerMetrics* metrics = nullptr;     // not owned; sees every round's record (may be null)
 };
 
 struct TrainSummary {
-  std::uint64_t first_round = 0;   // where this worker started (resume)
-  std::uint64_t rounds = 0;        // rounds this worker ran (rolled-back ones included)
+  std::uint64_t first_round = 0;              // where this worker started (resume)
+  std::uint64_t rounds = 0;                   // rounds this worker ran (rolled-back ones included)
   std::optional<double> final_test_accuracy;  // of the evaluation after the last round
   std::uint64_t weights_checksum = 0;         // WeightsChecksum of all weights at the end
   std::vector<float> final_weights;

@@ -27,11 +27,11 @@ struct TransportCounters {
 
 // A new membership after a regroup (decentralized mode).
 struct Regrouped {
-  std::uint64_t epoch = 0;      // membership epoch
-  std::uint32_t rank = 0;       // this worker's new rank
-  std::uint32_t workers = 1;    // survivors
-  std::uint64_t round = 0;      // the round every survivor restarts from
-  std::uint32_t lost = 0;       // ranks left out
+  std::uint64_t epoch = 0;    // membership epoch
+  std::uint32_t rank = 0;     // this worker's new rank
+  std::uint32_t workers = 1;  // survivors
+  std::uint64_t round = 0;    // the round every survivor restarts from
+  std::uint32_t lost = 0;     // ranks left out
 };
 
 class Transport {

@@ -14,8 +14,11 @@
 namespace sketchps::worker {
 namespace {
 
-constexpr const char* kPhases[][2] = {{"compute", "compute_s"},   {"exchange", "exchange_s"}, {"compress", "compress_s"},
-                                      {"communicate", "communicate_s"}, {"evaluate", "eval_s"}};
+constexpr const char* kPhases[][2] = {{"compute", "compute_s"},
+                                      {"exchange", "exchange_s"},
+                                      {"compress", "compress_s"},
+                                      {"communicate", "communicate_s"},
+                                      {"evaluate", "eval_s"}};
 
 std::optional<double> Number(const nlohmann::json& record, const char* key) {
   const auto it = record.find(key);
@@ -52,29 +55,63 @@ WorkerMetrics::WorkerMetrics(std::uint32_t rank)
   using namespace prometheus;
   const std::string r = std::to_string(rank);
   auto& reg = *registry_;
-  f_->rounds = &BuildCounter().Name("sketchps_worker_rounds_total").Help("Rounds completed").Register(reg).Add({{"rank", r}});
-  f_->round = &BuildGauge().Name("sketchps_worker_round").Help("The last completed round (0-based)").Register(reg).Add({{"rank", r}});
-  f_->workers = &BuildGauge().Name("sketchps_worker_workers").Help("Workers in the last round").Register(reg).Add({{"rank", r}});
-  auto& wire = BuildCounter().Name("sketchps_worker_wire_bytes_total").Help("Serialized message bytes by direction").Register(reg);
+  f_->rounds =
+      &BuildCounter().Name("sketchps_worker_rounds_total").Help("Rounds completed").Register(reg).Add({{"rank", r}});
+  f_->round = &BuildGauge()
+                   .Name("sketchps_worker_round")
+                   .Help("The last completed round (0-based)")
+                   .Register(reg)
+                   .Add({{"rank", r}});
+  f_->workers =
+      &BuildGauge().Name("sketchps_worker_workers").Help("Workers in the last round").Register(reg).Add({{"rank", r}});
+  auto& wire = BuildCounter()
+                   .Name("sketchps_worker_wire_bytes_total")
+                   .Help("Serialized message bytes by direction")
+                   .Register(reg);
   f_->wire_up = &wire.Add({{"rank", r}, {"direction", "up"}});
   f_->wire_down = &wire.Add({{"rank", r}, {"direction", "down"}});
-  auto& payload = BuildCounter().Name("sketchps_worker_payload_bytes_total").Help("Payload array bytes by direction").Register(reg);
+  auto& payload =
+      BuildCounter().Name("sketchps_worker_payload_bytes_total").Help("Payload array bytes by direction").Register(reg);
   f_->payload_up = &payload.Add({{"rank", r}, {"direction", "up"}});
   f_->payload_down = &payload.Add({{"rank", r}, {"direction", "down"}});
-  f_->dense = &BuildCounter().Name("sketchps_worker_dense_bytes_total").Help("Bytes dense SGD would send each way")
-                   .Register(reg).Add({{"rank", r}});
-  auto& ratio = BuildGauge().Name("sketchps_worker_compression_ratio").Help("Dense bytes over wire bytes, cumulative").Register(reg);
+  f_->dense = &BuildCounter()
+                   .Name("sketchps_worker_dense_bytes_total")
+                   .Help("Bytes dense SGD would send each way")
+                   .Register(reg)
+                   .Add({{"rank", r}});
+  auto& ratio = BuildGauge()
+                    .Name("sketchps_worker_compression_ratio")
+                    .Help("Dense bytes over wire bytes, cumulative")
+                    .Register(reg);
   f_->ratio_up = &ratio.Add({{"rank", r}, {"direction", "up"}});
   f_->ratio_down = &ratio.Add({{"rank", r}, {"direction", "down"}});
-  auto& phases = BuildCounter().Name("sketchps_worker_phase_seconds_total").Help("Seconds spent per phase of a round").Register(reg);
-  for (std::size_t i = 0; i < std::size(kPhases); ++i) f_->phases[i] = &phases.Add({{"rank", r}, {"phase", kPhases[i][0]}});
-  f_->round_seconds = &BuildHistogram().Name("sketchps_worker_round_seconds").Help("Per round: compute start to exchange end")
-                           .Register(reg).Add({{"rank", r}}, Histogram::BucketBoundaries{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30});
-  f_->loss = &BuildGauge().Name("sketchps_worker_loss").Help("Training loss of the last round").Register(reg).Add({{"rank", r}});
-  f_->accuracy = &BuildGauge().Name("sketchps_worker_test_accuracy").Help("The last evaluation's test accuracy")
-                      .Register(reg).Add({{"rank", r}});
-  f_->skipped = &BuildCounter().Name("sketchps_worker_skipped_rounds_total").Help("Rounds whose gradient was not finite")
-                     .Register(reg).Add({{"rank", r}});
+  auto& phases = BuildCounter()
+                     .Name("sketchps_worker_phase_seconds_total")
+                     .Help("Seconds spent per phase of a round")
+                     .Register(reg);
+  for (std::size_t i = 0; i < std::size(kPhases); ++i)
+    f_->phases[i] = &phases.Add({{"rank", r}, {"phase", kPhases[i][0]}});
+  f_->round_seconds =
+      &BuildHistogram()
+           .Name("sketchps_worker_round_seconds")
+           .Help("Per round: compute start to exchange end")
+           .Register(reg)
+           .Add({{"rank", r}}, Histogram::BucketBoundaries{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30});
+  f_->loss = &BuildGauge()
+                  .Name("sketchps_worker_loss")
+                  .Help("Training loss of the last round")
+                  .Register(reg)
+                  .Add({{"rank", r}});
+  f_->accuracy = &BuildGauge()
+                      .Name("sketchps_worker_test_accuracy")
+                      .Help("The last evaluation's test accuracy")
+                      .Register(reg)
+                      .Add({{"rank", r}});
+  f_->skipped = &BuildCounter()
+                     .Name("sketchps_worker_skipped_rounds_total")
+                     .Help("Rounds whose gradient was not finite")
+                     .Register(reg)
+                     .Add({{"rank", r}});
 }
 
 WorkerMetrics::~WorkerMetrics() = default;

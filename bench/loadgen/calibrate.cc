@@ -20,7 +20,8 @@ constexpr std::uint32_t kWorkers = 4;
 // {"rounds": [{round, shards: [{union, k, union_over_k}]}], "union_over_k_mean"} of the dumps.
 nlohmann::json RealUnions(const LoadedGradients& dumps, const ShardMap& shards, double density) {
   std::map<std::uint64_t, std::vector<std::vector<float>>> by_round;
-  for (std::size_t i = 0; i < dumps.gradients.size(); ++i) by_round[dumps.origin[i].first].push_back(dumps.gradients[i]);
+  for (std::size_t i = 0; i < dumps.gradients.size(); ++i)
+    by_round[dumps.origin[i].first].push_back(dumps.gradients[i]);
   nlohmann::json rounds = nlohmann::json::array();
   double sum = 0;
   int n = 0;
@@ -55,7 +56,8 @@ void PrintTable(const nlohmann::json& out, const LoadgenOptions& o) {
   }
   std::cout << "synthetic, union / k per shard at P = 4, density " << o.density << ":\n";
   for (const auto& p : out["synthetic"]) {
-    std::cout << absl::StrFormat("  correlation %.1f: %.3f\n", p["correlation"].get<double>(), p["union_over_k"].get<double>());
+    std::cout << absl::StrFormat("  correlation %.1f: %.3f\n", p["correlation"].get<double>(),
+                                 p["union_over_k"].get<double>());
   }
   std::cout << absl::StrFormat("target %.3f k: correlation %.3f\n", out["target_union_over_k"].get<double>(),
                                out["calibrated_correlation"].get<double>());

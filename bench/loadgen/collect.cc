@@ -6,7 +6,8 @@ namespace sketchps::bench {
 namespace {
 
 PhaseTotals Minus(const PhaseTotals& b, const PhaseTotals& a) {
-  return PhaseTotals{b.payload_bytes - a.payload_bytes, b.result_bytes - a.result_bytes, b.contributions - a.contributions};
+  return PhaseTotals{b.payload_bytes - a.payload_bytes, b.result_bytes - a.result_bytes,
+                     b.contributions - a.contributions};
 }
 
 // One worker's totals; adds its per-phase deltas to `shard_phases`.
@@ -62,8 +63,8 @@ Measurement Assemble(const MeasurementHeader& h, const std::vector<WorkerWindow>
   m.shard_phases.assign(h.shards, std::vector<PhaseTotals>(PhasesUsed(workers)));
   for (const auto& w : workers) m.workers_totals.push_back(WorkerDelta(w, m.shard_phases));
   for (std::size_t s = 0; s < servers_start.size() && s < servers_end.size(); ++s) {
-    m.server_totals.push_back(
-        ServerTotals{servers_end[s].bytes_in - servers_start[s].bytes_in, servers_end[s].bytes_out - servers_start[s].bytes_out});
+    m.server_totals.push_back(ServerTotals{servers_end[s].bytes_in - servers_start[s].bytes_in,
+                                           servers_end[s].bytes_out - servers_start[s].bytes_out});
   }
   return m;
 }

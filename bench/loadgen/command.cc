@@ -23,14 +23,17 @@ namespace sketchps::bench {
 namespace fs = std::filesystem;
 namespace {
 
-bool Has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool Has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 std::vector<std::string> SchemesOf(const LoadgenOptions& o) { return o.schemes.empty() ? DefaultSchemes() : o.schemes; }
 
 absl::Status ValidateLists(const LoadgenOptions& o) {
   if (o.modes.empty()) return absl::InvalidArgumentError("--mode: give ps and/or decentralized");
   for (const auto& m : o.modes) {
-    if (m != "ps" && m != "decentralized") return absl::InvalidArgumentError(absl::StrCat("--mode: '", m, "' is not ps or decentralized"));
+    if (m != "ps" && m != "decentralized")
+      return absl::InvalidArgumentError(absl::StrCat("--mode: '", m, "' is not ps or decentralized"));
   }
   if (o.workers.empty()) return absl::InvalidArgumentError("--workers: give at least one P");
   for (std::uint32_t p : o.workers) {
@@ -39,8 +42,8 @@ absl::Status ValidateLists(const LoadgenOptions& o) {
   const std::vector<std::string> known = DefaultSchemes();
   for (const auto& s : SchemesOf(o)) {
     if (s != kTreeVariant && !Has(known, s)) {
-      return absl::InvalidArgumentError(absl::StrCat("--schemes: unknown scheme '", s, "' (known: ", absl::StrJoin(known, ", "),
-                                                     ", ", kTreeVariant, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--schemes: unknown scheme '", s, "' (known: ", absl::StrJoin(known, ", "), ", ", kTreeVariant, ")"));
     }
   }
   if (Has(SchemesOf(o), kTreeVariant) && !Has(o.modes, "decentralized")) {
@@ -66,8 +69,8 @@ absl::Status ValidateGradients(const LoadgenOptions& o) {
   SKETCHPS_ASSIGN_OR_RETURN(const LoadedGradients dumps, LoadGradientDumps(o.gradients_dir));
   SKETCHPS_ASSIGN_OR_RETURN(const LayerTable layers, ModelLayout(o.model));
   if (!SameLayers(dumps.layers, layers)) {
-    return absl::InvalidArgumentError(absl::StrCat("--gradients ", o.gradients_dir, ": the dumps are not of model ",
-                                                   o.model, " (--model)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gradients ", o.gradients_dir, ": the dumps are not of model ", o.model, " (--model)"));
   }
   return absl::OkStatus();
 }
@@ -129,27 +132,35 @@ std::vector<ConfigSpec> SweepConfigs(const LoadgenOptions& o) {
 
 CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenOptions& o) {
   CLI::App* c = app.add_subcommand(
-      "loadgen", "Measure every scheme's traffic against P: synthetic workers on the real servers and peer collectives");
+      "loadgen",
+      "Measure every scheme's traffic against P: synthetic workers on the real servers and peer collectives");
   c->add_option("--mode", o.modes, "ps and/or decentralized (comma list)")->delimiter(',')->capture_default_str();
-  c->add_option("--workers", o.workers, "Values of P, each in [1, 1024] (comma list)")->delimiter(',')->capture_default_str();
+  c->add_option("--workers", o.workers, "Values of P, each in [1, 1024] (comma list)")
+      ->delimiter(',')
+      ->capture_default_str();
   c->add_option("--servers", o.servers, "Server shards S (ps: processes; decentralized: shard ranges)")
-      ->capture_default_str()->check(CLI::Range(1u, 64u));
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
   c->add_option("--schemes", o.schemes, "Comma list (default: all nine; gtopk_tree: gtopk with the peers' tree merge)")
       ->delimiter(',');
   c->add_option("--model", o.model, "The job's model, whose layer table the gradients have: mlp, cnn or resnet")
       ->capture_default_str();
   c->add_option("--density", o.density, "k / d per shard")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
-  c->add_option("--rounds", o.rounds, "Timed rounds per configuration")->capture_default_str()->check(CLI::Range(1, 100000));
+  c->add_option("--rounds", o.rounds, "Timed rounds per configuration")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   c->add_option("--warmup-rounds", o.warmup_rounds, "Untimed rounds before them")->capture_default_str();
   c->add_option("--set", o.overrides, "Job spec override key=value (repeatable; scheme.<name>.* only for that scheme)");
   c->add_option("--gradients", o.gradients_dir, "Directory of grad-r*-w*.skgd dumps, cycled over the workers");
   c->add_option("--bin-dir", o.bin_dir, "Directory holding sketchps-server (default: next to this binary)");
   c->add_option("--correlation", o.correlation, "Synthetic gradients: correlation between workers")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   c->add_option("--seed", o.seed, "Synthetic gradients' seed")->capture_default_str();
   c->add_option("--epoch", o.epoch, "Epoch every round reports (past DGC's and SDAGC's warm-up by default)")
       ->capture_default_str();
-  c->add_option("--timeout-seconds", o.timeout_seconds, "Per configuration, setup included")->capture_default_str()
+  c->add_option("--timeout-seconds", o.timeout_seconds, "Per configuration, setup included")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_flag("--json", o.json, "Print the results as JSON (default: a table)");
   c->add_option("--out", o.out, "Write the results as JSON to this file");

@@ -36,8 +36,8 @@ absl::StatusOr<std::string> RegisteredScheme(const ConfigSpec& spec) {
   }
   const auto names = SchemeNames();
   if (std::find(names.begin(), names.end(), spec.scheme) == names.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("--schemes: unknown scheme '", spec.scheme, "' (known: ",
-                                                   absl::StrJoin(names, ", "), ", ", kTreeVariant, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--schemes: unknown scheme '", spec.scheme,
+                                                   "' (known: ", absl::StrJoin(names, ", "), ", ", kTreeVariant, ")"));
   }
   return spec.scheme;
 }
@@ -59,6 +59,8 @@ absl::StatusOr<JobSpec> ConfigJob(const ConfigSpec& spec) {
   return ParseJobSpec(DefaultJobSpecYaml(), "loadgen job", overrides);
 }
 
-std::string ConfigName(const ConfigSpec& spec) { return absl::StrCat(spec.mode, " ", spec.scheme, " P=", spec.workers); }
+std::string ConfigName(const ConfigSpec& spec) {
+  return absl::StrCat(spec.mode, " ", spec.scheme, " P=", spec.workers);
+}
 
 }  // namespace sketchps::bench

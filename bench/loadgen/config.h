@@ -23,23 +23,23 @@ namespace sketchps::bench {
 inline constexpr char kTreeVariant[] = "gtopk_tree";
 
 struct ConfigSpec {
-  std::string mode = "ps";            // ps | decentralized
-  std::string scheme;                 // a registered scheme, or gtopk_tree (decentralized)
-  std::uint32_t workers = 4;          // P
-  std::uint32_t servers = 2;          // S: server processes (ps) or shard ranges (decentralized)
-  std::string model = "cnn";          // the job's model: its layer table is the gradient's layout
+  std::string mode = "ps";    // ps | decentralized
+  std::string scheme;         // a registered scheme, or gtopk_tree (decentralized)
+  std::uint32_t workers = 4;  // P
+  std::uint32_t servers = 2;  // S: server processes (ps) or shard ranges (decentralized)
+  std::string model = "cnn";  // the job's model: its layer table is the gradient's layout
   double density = 0.01;
-  std::uint64_t warmup_rounds = 2;    // untimed, first
-  std::uint64_t rounds = 5;           // timed
+  std::uint64_t warmup_rounds = 2;     // untimed, first
+  std::uint64_t rounds = 5;            // timed
   std::vector<std::string> overrides;  // job spec overrides, key=value
-  std::string gradients_dir;          // "": synthetic gradients; else grad-r*-w*.skgd dumps
+  std::string gradients_dir;           // "": synthetic gradients; else grad-r*-w*.skgd dumps
   double correlation = kDefaultCorrelation;
-  std::uint64_t seed = 1;             // synthetic gradients
-  double epoch = 10;                  // RoundInfo.epoch of every round
-  std::string server_bin;             // ps: the sketchps-server executable
-  std::string work_dir;               // job.yaml, server logs and port files (created)
-  double timeout_seconds = 900;       // the whole configuration, setup included
-  double stream_bytes_per_second = 0;  // the yardstick, copied into the figures
+  std::uint64_t seed = 1;                            // synthetic gradients
+  double epoch = 10;                                 // RoundInfo.epoch of every round
+  std::string server_bin;                            // ps: the sketchps-server executable
+  std::string work_dir;                              // job.yaml, server logs and port files (created)
+  double timeout_seconds = 900;                      // the whole configuration, setup included
+  double stream_bytes_per_second = 0;                // the yardstick, copied into the figures
   std::function<void(const std::string&)> progress;  // one line per event (may be empty)
 };
 

@@ -142,8 +142,8 @@ absl::Status ConfigRun::LoadGradients() {
   }
   SKETCHPS_ASSIGN_OR_RETURN(dumps_, LoadGradientDumps(spec_.gradients_dir));
   if (!SameLayers(dumps_->layers, layers_)) {
-    return absl::InvalidArgumentError(absl::StrCat("--gradients ", spec_.gradients_dir,
-                                                   ": the dumps' layer table is not model ", spec_.model, "'s"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gradients ", spec_.gradients_dir, ": the dumps' layer table is not model ", spec_.model, "'s"));
   }
   return absl::OkStatus();
 }
@@ -244,7 +244,8 @@ void ConfigRun::OnBarrier() noexcept {
 absl::Status ConfigRun::WorkerRounds(Worker& me, Barrier& barrier) {
   // ps: join every shard (the shards assemble their state from the workers' offers); peers: compare
   // the job fingerprints.
-  SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t first, me.transport->Start(layers_, shards_, me.params.data(), *me.replica));
+  SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t first,
+                            me.transport->Start(layers_, shards_, me.params.data(), *me.replica));
   if (first != 0) return absl::FailedPreconditionError(absl::StrCat("the job is at round ", first, ", not 0"));
   barrier.arrive_and_wait();  // joined
   for (std::uint64_t t = 0; t < total_rounds(); ++t) {
@@ -252,7 +253,8 @@ absl::Status ConfigRun::WorkerRounds(Worker& me, Barrier& barrier) {
     Gradient(me.rank, t, me.grad);
     barrier.arrive_and_wait();  // before the round
     auto round = me.replica->RunRound(*me.counting, RoundInfo{t, spec_.epoch}, me.grad.data(), me.params.data());
-    if (!round.ok()) return absl::Status(round.status().code(), absl::StrCat("round ", t, ": ", round.status().message()));
+    if (!round.ok())
+      return absl::Status(round.status().code(), absl::StrCat("round ", t, ": ", round.status().message()));
     SKETCHPS_RETURN_IF_ERROR(me.transport->CheckReplica(t, shards_, me.params.data()));
     if (t >= spec_.warmup_rounds) me.window.selected += round->selected;
     barrier.arrive_and_wait();  // after the round
@@ -274,8 +276,8 @@ void ConfigRun::WorkerMain(Worker& me, Barrier& barrier) {
 
 // The calling thread's watch while the workers run: signals, the deadline, the parent's exit.
 void ConfigRun::Watch() {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(spec_.timeout_seconds));
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec_.timeout_seconds));
   std::optional<Clock::time_point> stop_since;
   while (done_.load() < spec_.workers) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -304,8 +306,15 @@ void ConfigRun::RunWorkers() {
 }
 
 absl::StatusOr<Measurement> ConfigRun::Collect() const {
-  MeasurementHeader h{spec_.mode, spec_.scheme, spec_.workers, static_cast<std::uint32_t>(shards_.ranges.size()),
-                      layers_.dim(), spec_.density, spec_.rounds, round_seconds_, spec_.stream_bytes_per_second};
+  MeasurementHeader h{spec_.mode,
+                      spec_.scheme,
+                      spec_.workers,
+                      static_cast<std::uint32_t>(shards_.ranges.size()),
+                      layers_.dim(),
+                      spec_.density,
+                      spec_.rounds,
+                      round_seconds_,
+                      spec_.stream_bytes_per_second};
   std::vector<WorkerWindow> windows;
   for (const auto& w : workers_) windows.push_back(w.window);
   return Assemble(h, windows, servers_start_, servers_end_);

@@ -6,7 +6,8 @@
 
 namespace sketchps::bench {
 
-absl::StatusOr<std::shared_ptr<const PhaseResult>> CountingAggregator::RunPhase(std::uint32_t shard, std::uint64_t round,
+absl::StatusOr<std::shared_ptr<const PhaseResult>> CountingAggregator::RunPhase(std::uint32_t shard,
+                                                                                std::uint64_t round,
                                                                                 std::uint32_t phase,
                                                                                 Contribution contribution) {
   const bool contributed = contribution.payload.has_value();

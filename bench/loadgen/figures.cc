@@ -53,8 +53,8 @@ absl::StatusOr<Figures> Derive(const Measurement& m) {
     }
     f.merges_per_second.push_back(merges / m.seconds);
     f.reduce_read_bytes_per_second.push_back(read / m.seconds);
-    f.reduce_read_fraction_of_stream.push_back(m.stream_bytes_per_second > 0 ? read / m.seconds / m.stream_bytes_per_second
-                                                                             : 0.0);
+    f.reduce_read_fraction_of_stream.push_back(
+        m.stream_bytes_per_second > 0 ? read / m.seconds / m.stream_bytes_per_second : 0.0);
     f.payload_per_worker_per_phase.push_back(std::move(per_phase));
   }
   return f;
@@ -66,10 +66,11 @@ nlohmann::json ToJson(const Measurement& m, const Figures& f) {
     nlohmann::json phases = nlohmann::json::array();
     for (std::size_t ph = 0; ph < m.shard_phases[s].size(); ++ph) {
       const auto& t = m.shard_phases[s][ph];
-      phases.push_back({{"payload_bytes_per_worker_per_round", f.payload_per_worker_per_phase[s][ph]},
-                        {"result_bytes_per_worker_per_round",
-                         static_cast<double>(t.result_bytes) / static_cast<double>(m.rounds) / m.workers},
-                        {"contributions_per_round", static_cast<double>(t.contributions) / static_cast<double>(m.rounds)}});
+      phases.push_back(
+          {{"payload_bytes_per_worker_per_round", f.payload_per_worker_per_phase[s][ph]},
+           {"result_bytes_per_worker_per_round",
+            static_cast<double>(t.result_bytes) / static_cast<double>(m.rounds) / m.workers},
+           {"contributions_per_round", static_cast<double>(t.contributions) / static_cast<double>(m.rounds)}});
     }
     nlohmann::json shard{{"shard", s},
                          {"phases", phases},
@@ -82,36 +83,35 @@ nlohmann::json ToJson(const Measurement& m, const Figures& f) {
     }
     shards.push_back(std::move(shard));
   }
-  return nlohmann::json{
-      {"mode", m.mode},
-      {"scheme", m.scheme},
-      {"workers", m.workers},
-      {"servers", m.servers},
-      {"dim", m.dim},
-      {"density", m.density},
-      {"rounds", m.rounds},
-      {"seconds", m.seconds},
-      {"round_seconds", m.round_seconds},
-      {"per_worker_per_round",
-       {{"wire_up", f.wire_up},
-        {"wire_down", f.wire_down},
-        {"wire_total", f.wire_up + f.wire_down},
-        {"raw_up", f.raw_up},
-        {"raw_down", f.raw_down},
-        {"raw_total", f.raw_up + f.raw_down},
-        {"payload_up", f.payload_up},
-        {"payload_down", f.payload_down},
-        {"wire_up_min", f.wire_up_min},
-        {"wire_up_max", f.wire_up_max},
-        {"wire_down_min", f.wire_down_min},
-        {"wire_down_max", f.wire_down_max},
-        {"selected", f.selected}}},
-      {"busiest_server_link_bytes_per_round", f.busiest_link},
-      {"rounds_per_second", f.rounds_per_second},
-      {"round_seconds_median", f.round_seconds_median},
-      {"phases", f.phases},
-      {"stream_bytes_per_second", m.stream_bytes_per_second},
-      {"shards", shards}};
+  return nlohmann::json{{"mode", m.mode},
+                        {"scheme", m.scheme},
+                        {"workers", m.workers},
+                        {"servers", m.servers},
+                        {"dim", m.dim},
+                        {"density", m.density},
+                        {"rounds", m.rounds},
+                        {"seconds", m.seconds},
+                        {"round_seconds", m.round_seconds},
+                        {"per_worker_per_round",
+                         {{"wire_up", f.wire_up},
+                          {"wire_down", f.wire_down},
+                          {"wire_total", f.wire_up + f.wire_down},
+                          {"raw_up", f.raw_up},
+                          {"raw_down", f.raw_down},
+                          {"raw_total", f.raw_up + f.raw_down},
+                          {"payload_up", f.payload_up},
+                          {"payload_down", f.payload_down},
+                          {"wire_up_min", f.wire_up_min},
+                          {"wire_up_max", f.wire_up_max},
+                          {"wire_down_min", f.wire_down_min},
+                          {"wire_down_max", f.wire_down_max},
+                          {"selected", f.selected}}},
+                        {"busiest_server_link_bytes_per_round", f.busiest_link},
+                        {"rounds_per_second", f.rounds_per_second},
+                        {"round_seconds_median", f.round_seconds_median},
+                        {"phases", f.phases},
+                        {"stream_bytes_per_second", m.stream_bytes_per_second},
+                        {"shards", shards}};
 }
 
 }  // namespace sketchps::bench

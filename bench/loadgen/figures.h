@@ -37,9 +37,9 @@ struct WorkerTotals {
 };
 
 struct PhaseTotals {
-  std::uint64_t payload_bytes = 0;   // raw bytes of the workers' contributions, summed over workers
-  std::uint64_t result_bytes = 0;    // raw bytes of the results the workers received, summed
-  std::uint64_t contributions = 0;   // payloads (workers that contributed)
+  std::uint64_t payload_bytes = 0;  // raw bytes of the workers' contributions, summed over workers
+  std::uint64_t result_bytes = 0;   // raw bytes of the results the workers received, summed
+  std::uint64_t contributions = 0;  // payloads (workers that contributed)
 };
 
 struct ServerTotals {
@@ -47,19 +47,19 @@ struct ServerTotals {
 };
 
 struct Measurement {
-  std::string mode;     // "ps" | "decentralized"
-  std::string scheme;   // e.g. "gs_sgd", "gtopk_tree"
+  std::string mode;    // "ps" | "decentralized"
+  std::string scheme;  // e.g. "gs_sgd", "gtopk_tree"
   std::uint32_t workers = 0;
   std::uint32_t servers = 0;  // shards (ps: server processes)
   std::uint64_t dim = 0;
   double density = 0;
-  std::uint64_t rounds = 0;   // timed rounds
-  double seconds = 0;         // their wall time (sum of the rounds' barrier-to-barrier times)
+  std::uint64_t rounds = 0;  // timed rounds
+  double seconds = 0;        // their wall time (sum of the rounds' barrier-to-barrier times)
   std::vector<double> round_seconds;
-  std::vector<WorkerTotals> workers_totals;          // per worker
+  std::vector<WorkerTotals> workers_totals;            // per worker
   std::vector<std::vector<PhaseTotals>> shard_phases;  // [shard][phase]
-  std::vector<ServerTotals> server_totals;           // ps: per shard; empty otherwise
-  double stream_bytes_per_second = 0;                // the yardstick, 0 when not measured
+  std::vector<ServerTotals> server_totals;             // ps: per shard; empty otherwise
+  double stream_bytes_per_second = 0;                  // the yardstick, 0 when not measured
 };
 
 // Per-round figures of one configuration (see the header comment). Byte figures are means over
@@ -72,10 +72,10 @@ struct Figures {
   double busiest_link = 0;                    // ps: max over shards and directions, per round
   double rounds_per_second = 0;
   double round_seconds_median = 0;
-  std::uint32_t phases = 0;                   // phases per round (max over shards)
-  std::vector<double> merges_per_second;      // per shard
-  std::vector<double> reduce_read_bytes_per_second;  // per shard
-  std::vector<double> reduce_read_fraction_of_stream;  // per shard: the above / stream_bytes_per_second
+  std::uint32_t phases = 0;                                       // phases per round (max over shards)
+  std::vector<double> merges_per_second;                          // per shard
+  std::vector<double> reduce_read_bytes_per_second;               // per shard
+  std::vector<double> reduce_read_fraction_of_stream;             // per shard: the above / stream_bytes_per_second
   std::vector<std::vector<double>> payload_per_worker_per_phase;  // [shard][phase], raw bytes
 };
 

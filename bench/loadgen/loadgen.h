@@ -31,28 +31,28 @@
 namespace sketchps::bench {
 
 struct LoadgenOptions {
-  std::vector<std::string> modes = {"ps"};                 // --mode: ps, decentralized (comma list)
+  std::vector<std::string> modes = {"ps"};                  // --mode: ps, decentralized (comma list)
   std::vector<std::uint32_t> workers = {4, 8, 16, 32, 64};  // --workers
-  std::uint32_t servers = 2;                               // --servers (ps: processes; decentralized: ranges)
-  std::vector<std::string> schemes;                        // --schemes (empty: every registered scheme)
-  std::string model = "cnn";                               // --model: mlp | cnn | resnet (the layout)
-  double density = 0.01;                                   // --density
-  std::uint64_t rounds = 5;                                // --rounds (timed)
-  std::uint64_t warmup_rounds = 2;                         // --warmup-rounds (untimed, first)
-  std::vector<std::string> overrides;                      // --set key=value (job spec)
-  std::string gradients_dir;                               // --gradients: grad-r*-w*.skgd
-  std::string bin_dir;                                     // --bin-dir: where sketchps-server is
-  double correlation = kDefaultCorrelation;                // --correlation
-  std::uint64_t seed = 1;                                  // --seed (gradients)
-  double epoch = 10;                                       // --epoch: RoundInfo.epoch of every round
-  double timeout_seconds = 900;                            // --timeout-seconds per configuration
-  bool json = false;                                       // --json: JSON on stdout
-  std::string out;                                         // --out FILE: JSON
-  std::string work_dir;                                    // --work-dir (default: a new /tmp dir)
-  bool calibrate = false;                                  // --calibrate: the union table, no sweep
+  std::uint32_t servers = 2;                                // --servers (ps: processes; decentralized: ranges)
+  std::vector<std::string> schemes;                         // --schemes (empty: every registered scheme)
+  std::string model = "cnn";                                // --model: mlp | cnn | resnet (the layout)
+  double density = 0.01;                                    // --density
+  std::uint64_t rounds = 5;                                 // --rounds (timed)
+  std::uint64_t warmup_rounds = 2;                          // --warmup-rounds (untimed, first)
+  std::vector<std::string> overrides;                       // --set key=value (job spec)
+  std::string gradients_dir;                                // --gradients: grad-r*-w*.skgd
+  std::string bin_dir;                                      // --bin-dir: where sketchps-server is
+  double correlation = kDefaultCorrelation;                 // --correlation
+  std::uint64_t seed = 1;                                   // --seed (gradients)
+  double epoch = 10;                                        // --epoch: RoundInfo.epoch of every round
+  double timeout_seconds = 900;                             // --timeout-seconds per configuration
+  bool json = false;                                        // --json: JSON on stdout
+  std::string out;                                          // --out FILE: JSON
+  std::string work_dir;                                     // --work-dir (default: a new /tmp dir)
+  bool calibrate = false;                                   // --calibrate: the union table, no sweep
   // Internal (the sweep's child processes).
-  std::string single;                                      // --single mode:scheme:P
-  double stream_bytes_per_second = 0;                      // --stream-bytes-per-second
+  std::string single;                  // --single mode:scheme:P
+  double stream_bytes_per_second = 0;  // --stream-bytes-per-second
 };
 
 // The default scheme list: every registered scheme, in registry order.

@@ -55,7 +55,8 @@ absl::StatusOr<std::string> FindServerBinary(const std::string& bin_dir) {
     if (access(c.c_str(), X_OK) == 0) return c.string();
     tried.push_back(c.string());
   }
-  return absl::NotFoundError(absl::StrCat("sketchps-server not found (tried ", absl::StrJoin(tried, ", "), "); use --bin-dir"));
+  return absl::NotFoundError(
+      absl::StrCat("sketchps-server not found (tried ", absl::StrJoin(tried, ", "), "); use --bin-dir"));
 }
 
 absl::StatusOr<std::unique_ptr<ServerFleet>> ServerFleet::Start(const FleetOptions& options) {
@@ -77,19 +78,28 @@ absl::Status ServerFleet::Launch(const FleetOptions& options, std::uint32_t shar
   const fs::path port_file = PortFile(options.dir, shard);
   std::error_code ec;
   fs::remove(port_file, ec);
-  std::vector<std::string> argv{options.server_bin,   "--job",      (fs::path(options.dir) / "job.yaml").string(),
-                                "--shard",            std::to_string(shard),
-                                "--listen",           "127.0.0.1:0",
-                                "--port-file",        port_file.string(),
-                                "--metrics-listen",   "127.0.0.1:0",
-                                "--insecure",         "--max-wait-seconds",
-                                "60",                 "--idle-exit-seconds",
+  std::vector<std::string> argv{options.server_bin,
+                                "--job",
+                                (fs::path(options.dir) / "job.yaml").string(),
+                                "--shard",
+                                std::to_string(shard),
+                                "--listen",
+                                "127.0.0.1:0",
+                                "--port-file",
+                                port_file.string(),
+                                "--metrics-listen",
+                                "127.0.0.1:0",
+                                "--insecure",
+                                "--max-wait-seconds",
+                                "60",
+                                "--idle-exit-seconds",
                                 absl::StrFormat("%.0f", options.idle_exit_seconds),
-                                "--log-level",        "info"};
-  SKETCHPS_ASSIGN_OR_RETURN(tools::Child child,
-                            tools::Child::Start(absl::StrCat("server ", shard), std::move(argv),
-                                                (fs::path(options.dir) / absl::StrCat("server-", shard, ".log")).string(),
-                                                {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"}));
+                                "--log-level",
+                                "info"};
+  SKETCHPS_ASSIGN_OR_RETURN(
+      tools::Child child, tools::Child::Start(absl::StrCat("server ", shard), std::move(argv),
+                                              (fs::path(options.dir) / absl::StrCat("server-", shard, ".log")).string(),
+                                              {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"}));
   servers_.push_back(std::move(child));
   return absl::OkStatus();
 }
@@ -141,8 +151,9 @@ absl::Status ServerFleet::AwaitExit(absl::Duration timeout) {
     const bool exited = c.Poll().has_value();
     const int code = exited ? *c.Poll() : c.Stop(absl::Seconds(20));
     if (code != 0) {
-      return absl::InternalError(absl::StrCat("server ", s, exited ? " exited with code " : " did not exit after every worker left; stopped, code ",
-                                              code, "; last log lines:\n", c.LogTail(10)));
+      return absl::InternalError(absl::StrCat(
+          "server ", s, exited ? " exited with code " : " did not exit after every worker left; stopped, code ", code,
+          "; last log lines:\n", c.LogTail(10)));
     }
   }
   return absl::OkStatus();

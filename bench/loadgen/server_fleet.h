@@ -33,10 +33,10 @@ namespace sketchps::bench {
 absl::StatusOr<std::string> FindServerBinary(const std::string& bin_dir);
 
 struct FleetOptions {
-  std::string server_bin;             // the sketchps-server executable
-  std::string dir;                    // holds job.yaml; logs, port files and server.pids go here
+  std::string server_bin;  // the sketchps-server executable
+  std::string dir;         // holds job.yaml; logs, port files and server.pids go here
   std::uint32_t servers = 2;
-  double idle_exit_seconds = 120;     // the servers' --idle-exit-seconds
+  double idle_exit_seconds = 120;  // the servers' --idle-exit-seconds
   absl::Duration start_timeout = absl::Seconds(60);
 };
 

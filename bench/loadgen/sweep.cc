@@ -28,12 +28,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kStreamFloats = std::size_t{256} << 20;  // 1 GiB: twice this machine's 508 MB last-level cache
-constexpr double kKillSlackSeconds = 180;                     // after a child's own deadline
+constexpr double kKillSlackSeconds = 180;                      // after a child's own deadline
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 std::string Num(double x) { return absl::StrFormat("%.17g", x); }
 
-std::string Minutes(double seconds) { return absl::StrFormat("%dm%02ds", static_cast<int>(seconds) / 60, static_cast<int>(seconds) % 60); }
+std::string Minutes(double seconds) {
+  return absl::StrFormat("%dm%02ds", static_cast<int>(seconds) / 60, static_cast<int>(seconds) % 60);
+}
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);
@@ -58,13 +60,34 @@ Stream MeasureStream() {
 
 std::vector<std::string> ChildArgv(const LoadgenOptions& o, const ConfigSpec& c, const fs::path& dir, double stream_bps,
                                    const std::string& server_dir) {
-  std::vector<std::string> argv{tools::SelfExecutable(), "loadgen", "--single",
-                                absl::StrCat(c.mode, ":", c.scheme, ":", c.workers), "--servers",
-                                std::to_string(o.servers), "--model", o.model, "--density", Num(o.density), "--rounds",
-                                std::to_string(o.rounds), "--warmup-rounds", std::to_string(o.warmup_rounds),
-                                "--correlation", Num(o.correlation), "--seed", std::to_string(o.seed), "--epoch",
-                                Num(o.epoch), "--timeout-seconds", Num(o.timeout_seconds), "--work-dir", dir.string(),
-                                "--out", (dir / "result.json").string(), "--stream-bytes-per-second", Num(stream_bps)};
+  std::vector<std::string> argv{tools::SelfExecutable(),
+                                "loadgen",
+                                "--single",
+                                absl::StrCat(c.mode, ":", c.scheme, ":", c.workers),
+                                "--servers",
+                                std::to_string(o.servers),
+                                "--model",
+                                o.model,
+                                "--density",
+                                Num(o.density),
+                                "--rounds",
+                                std::to_string(o.rounds),
+                                "--warmup-rounds",
+                                std::to_string(o.warmup_rounds),
+                                "--correlation",
+                                Num(o.correlation),
+                                "--seed",
+                                std::to_string(o.seed),
+                                "--epoch",
+                                Num(o.epoch),
+                                "--timeout-seconds",
+                                Num(o.timeout_seconds),
+                                "--work-dir",
+                                dir.string(),
+                                "--out",
+                                (dir / "result.json").string(),
+                                "--stream-bytes-per-second",
+                                Num(stream_bps)};
   if (!server_dir.empty()) argv.insert(argv.end(), {"--bin-dir", server_dir});
   if (!o.gradients_dir.empty()) argv.insert(argv.end(), {"--gradients", o.gradients_dir});
   for (const auto& kv : o.overrides) argv.insert(argv.end(), {"--set", kv});
@@ -163,26 +186,35 @@ ChildOutcome RunChild(const LoadgenOptions& o, const ConfigSpec& c, const fs::pa
 }
 
 nlohmann::json SweepHeader(const LoadgenOptions& o, const Stream& stream) {
-  return nlohmann::json{{"generator", "sketchps loadgen"},
-                        {"version", Version()},
-                        {"date", UtcNow()},
-                        {"machine", MachineInfo()},
-                        {"load_average_start", LoadAverage()},
-                        {"job", absl::StrFormat("model %s, density %g, %d warm-up + %d timed rounds, %s", o.model, o.density,
-                                                o.warmup_rounds, o.rounds,
-                                                o.gradients_dir.empty()
-                                                    ? absl::StrFormat("synthetic Student-t(3) gradients, correlation %.3g",
-                                                                      o.correlation)
-                                                    : absl::StrCat("real gradients from ", o.gradients_dir))},
-                        {"options",
-                         {{"modes", o.modes}, {"workers", o.workers}, {"servers", o.servers}, {"schemes", o.schemes.empty() ? DefaultSchemes() : o.schemes},
-                          {"model", o.model}, {"density", o.density}, {"rounds", o.rounds},
-                          {"warmup_rounds", o.warmup_rounds}, {"overrides", o.overrides}, {"gradients", o.gradients_dir},
-                          {"correlation", o.correlation}, {"seed", o.seed}, {"epoch", o.epoch}}},
-                        {"stream",
-                         {{"floats", kStreamFloats},
-                          {"bytes_per_second_1_thread", stream.one_thread},
-                          {"bytes_per_second_all_threads", stream.all_threads}}}};
+  return nlohmann::json{
+      {"generator", "sketchps loadgen"},
+      {"version", Version()},
+      {"date", UtcNow()},
+      {"machine", MachineInfo()},
+      {"load_average_start", LoadAverage()},
+      {"job", absl::StrFormat("model %s, density %g, %d warm-up + %d timed rounds, %s", o.model, o.density,
+                              o.warmup_rounds, o.rounds,
+                              o.gradients_dir.empty()
+                                  ? absl::StrFormat("synthetic Student-t(3) gradients, correlation %.3g", o.correlation)
+                                  : absl::StrCat("real gradients from ", o.gradients_dir))},
+      {"options",
+       {{"modes", o.modes},
+        {"workers", o.workers},
+        {"servers", o.servers},
+        {"schemes", o.schemes.empty() ? DefaultSchemes() : o.schemes},
+        {"model", o.model},
+        {"density", o.density},
+        {"rounds", o.rounds},
+        {"warmup_rounds", o.warmup_rounds},
+        {"overrides", o.overrides},
+        {"gradients", o.gradients_dir},
+        {"correlation", o.correlation},
+        {"seed", o.seed},
+        {"epoch", o.epoch}}},
+      {"stream",
+       {{"floats", kStreamFloats},
+        {"bytes_per_second_1_thread", stream.one_thread},
+        {"bytes_per_second_all_threads", stream.all_threads}}}};
 }
 
 std::optional<fs::path> WorkDir(const LoadgenOptions& o) {
@@ -262,7 +294,10 @@ int RunSweep(const LoadgenOptions& o) {
       results.push_back(*r.result);
       continue;
     }
-    failures.push_back({{"mode", c.mode}, {"scheme", c.scheme}, {"workers", c.workers}, {"error", r.error},
+    failures.push_back({{"mode", c.mode},
+                        {"scheme", c.scheme},
+                        {"workers", c.workers},
+                        {"error", r.error},
                         {"log", (dir / "loadgen.log").string()}});
     std::fprintf(stderr, "loadgen: %s FAILED: %s (log: %s)\n", ConfigName(c).c_str(), r.error.c_str(),
                  (dir / "loadgen.log").c_str());

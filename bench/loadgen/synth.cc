@@ -68,7 +68,8 @@ std::vector<std::uint64_t> TopKUnionPerShard(const std::vector<std::vector<float
 }
 
 std::vector<CalibrationPoint> UnionCurve(const std::vector<double>& correlations, const ShardMap& shards,
-                                         std::uint32_t workers, double density, std::uint64_t seed, std::uint64_t rounds) {
+                                         std::uint32_t workers, double density, std::uint64_t seed,
+                                         std::uint64_t rounds) {
   const std::uint64_t dim = shards.ranges.empty() ? 0 : shards.ranges.back().hi;
   std::vector<CalibrationPoint> curve;
   for (double rho : correlations) {

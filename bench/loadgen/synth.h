@@ -54,7 +54,7 @@ struct SyntheticOptions {
   std::uint64_t dim = 0;
   double correlation = kDefaultCorrelation;  // rho in [0, 1]
   std::uint64_t seed = 1;
-  float scale = 1e-3f;                       // gradient-like magnitudes
+  float scale = 1e-3f;  // gradient-like magnitudes
 };
 
 class SyntheticGradients {
@@ -92,7 +92,8 @@ struct CalibrationPoint {
 // The union (as a multiple of k, mean over shards and `rounds` rounds) of `workers` synthetic
 // workers' top-k sets for each correlation in `correlations`.
 std::vector<CalibrationPoint> UnionCurve(const std::vector<double>& correlations, const ShardMap& shards,
-                                         std::uint32_t workers, double density, std::uint64_t seed, std::uint64_t rounds);
+                                         std::uint32_t workers, double density, std::uint64_t seed,
+                                         std::uint64_t rounds);
 // The correlation (bisection on [0, 1], to 1e-3) at which UnionCurve gives `target_union_over_k`.
 double CalibrateCorrelation(double target_union_over_k, const ShardMap& shards, std::uint32_t workers, double density,
                             std::uint64_t seed, std::uint64_t rounds);

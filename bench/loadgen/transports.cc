@@ -33,7 +33,8 @@ absl::StatusOr<std::vector<std::string>> CollectPorts(const fs::path& dir, std::
     int port = 0;
     while (port == 0) {
       if (failed.load() > 0) return absl::AbortedError("a peer failed to start");
-      if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat("worker ", r, ": no port after 60 s"));
+      if (absl::Now() > deadline)
+        return absl::DeadlineExceededError(absl::StrCat("worker ", r, ": no port after 60 s"));
       auto text = WaitForFile(file.string(), absl::Milliseconds(100));
       if (text.ok() && !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
         return absl::DataLossError(absl::StrCat(file.string(), ": not a port"));

@@ -102,7 +102,8 @@ struct WriteChunkAbove {
   float* out_val;
   SKETCHPS_HD void operator()(std::size_t c) const {
     const ChunkSpec chunk = chunks[c];
-    WriteRangeAbove<kInclusive>(v, chunk.begin, chunk.begin + chunk.len, chunk.tau, offsets[c], limit, out_idx, out_val);
+    WriteRangeAbove<kInclusive>(v, chunk.begin, chunk.begin + chunk.len, chunk.tau, offsets[c], limit, out_idx,
+                                out_val);
   }
 };
 

@@ -54,8 +54,6 @@ void PolyLanesAccumulate(const CountSketchPolyRow& row, const float* x, std::siz
                          float* table_row);
 
 // v with the sign bit flipped when sign_bit is 0x80000000 (exact s·v for s = ±1).
-inline float FlipSign(float v, std::uint32_t sign_bit) {
-  return count_sketch_internal::ApplySign(sign_bit == 0, v);
-}
+inline float FlipSign(float v, std::uint32_t sign_bit) { return count_sketch_internal::ApplySign(sign_bit == 0, v); }
 
 }  // namespace sketchps::kernels::internal

@@ -101,7 +101,7 @@ absl::Status SketchAccumulateSparseWith(const std::uint32_t* d_idx, const float*
 absl::Status SketchEstimateAllWith(const float* d_table, const sketchps::CountSketchHash& hash, std::size_t n,
                                    float* d_est, const Exec& exec, const SketchBinning& binning);
 absl::StatusOr<std::size_t> SketchRecoverWith(const float* d_table, const sketchps::CountSketchHash& hash,
-                                              std::size_t n, std::size_t k, std::uint32_t* d_out_idx,
-                                              float* d_out_est, const Exec& exec, const SketchBinning& binning);
+                                              std::size_t n, std::size_t k, std::uint32_t* d_out_idx, float* d_out_est,
+                                              const Exec& exec, const SketchBinning& binning);
 
 }  // namespace sketchps::kernels::internal

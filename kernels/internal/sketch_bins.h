@@ -25,7 +25,7 @@ constexpr std::uint32_t kSignBit = 0x80000000u;
 // registers.)
 constexpr std::size_t kHashBatch = 256;
 
-template <class Family, class Input, bool = std::is_same_v<Family, PolyFamily> && Contiguous<Input>::value>
+template <class Family, class Input, bool = std::is_same_v<Family, PolyFamily>&& Contiguous<Input>::value>
 class RowHasher {
  public:
   RowHasher(const CountSketchHash& hash, std::uint32_t j, const Input& in, std::size_t lo)
@@ -105,9 +105,8 @@ inline void AddRecords(const BinRecord* list, std::size_t count, float* row) {
 // added to the row at once, and at the end of the chunk's row every list in bin order. lists holds
 // bins·capacity records and fill PaddedCounters(bins) counters (this work item's).
 template <class Family, class Source>
-void BinnedAccumulate(const Source& src, std::size_t lo, std::size_t hi, std::size_t chunk,
-                      const CountSketchHash& hash, const BinPlan& plan, float* out, BinRecord* lists,
-                      std::uint32_t* fill) {
+void BinnedAccumulate(const Source& src, std::size_t lo, std::size_t hi, std::size_t chunk, const CountSketchHash& hash,
+                      const BinPlan& plan, float* out, BinRecord* lists, std::uint32_t* fill) {
   // Zero entries as the direct loop treats them: PolyLanesAccumulate adds them (±0 leaves every
   // cell but −0 unchanged), the generic loop skips them.
   constexpr bool kSkipZeros = !(std::is_same_v<Family, PolyFamily> && std::is_same_v<Source, DenseSource>);

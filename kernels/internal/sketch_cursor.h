@@ -18,7 +18,9 @@ using sketchps::CountSketchHash;
 // Row(h, j) evaluates any coordinate; a Walk(Row(h, j), i0) steps through i0, i0 + 1, ... (cheaper).
 struct PolyFamily {
   using Walk = sketchps::CountSketchPolyWalk;
-  SKETCHPS_HD static sketchps::CountSketchPolyRow Row(const CountSketchHash& h, std::uint32_t j) { return h.PolyRow(j); }
+  SKETCHPS_HD static sketchps::CountSketchPolyRow Row(const CountSketchHash& h, std::uint32_t j) {
+    return h.PolyRow(j);
+  }
 };
 struct MixFamily {
   using Walk = sketchps::CountSketchMixWalk;
@@ -62,9 +64,12 @@ struct ListedIndices {
 };
 
 // Inputs whose entry t is coordinate t.
-template <class Input> struct Contiguous : std::false_type {};
-template <> struct Contiguous<DenseSource> : std::true_type {};
-template <> struct Contiguous<AllIndices> : std::true_type {};
+template <class Input>
+struct Contiguous : std::false_type {};
+template <>
+struct Contiguous<DenseSource> : std::true_type {};
+template <>
+struct Contiguous<AllIndices> : std::true_type {};
 
 // Row j's hashes at entries t = lo, lo + 1, ... of an input: walked for contiguous inputs
 // (coordinate t) on the CPU, evaluated at in.Index(t) otherwise. Next() must follow each entry.

@@ -86,7 +86,8 @@ struct EstimateItems {
   void LaneItem(std::size_t item, std::size_t lo, std::size_t hi) const {
     static_assert(kEstimateBlock % kPolyLanes == 0, "a block is a whole number of lane steps");
     PolyLanes lanes[kMaxSketchRows];
-    for (std::uint32_t j = 0; j < hash.rows(); ++j) lanes[j] = StartPolyLanes(hash.PolyRow(j), static_cast<std::uint32_t>(lo));
+    for (std::uint32_t j = 0; j < hash.rows(); ++j)
+      lanes[j] = StartPolyLanes(hash.PolyRow(j), static_cast<std::uint32_t>(lo));
     float vals[kMaxSketchRows * kEstimateBlock];
     float est[kEstimateBlock];
     std::uint32_t bucket[kEstimateBlock];

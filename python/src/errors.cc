@@ -21,12 +21,9 @@ const char* ErrorClass(const absl::Status& status) {
   if (AboutMismatch(status)) return "ModelMismatchError";
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-      return "ConfigError";
-    case absl::StatusCode::kFailedPrecondition:
-      return "OrderError";
-    default:
-      return "TransportError";
+    case absl::StatusCode::kNotFound: return "ConfigError";
+    case absl::StatusCode::kFailedPrecondition: return "OrderError";
+    default: return "TransportError";
   }
 }
 

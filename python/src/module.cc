@@ -59,45 +59,67 @@ void BindJob(py::module_& m) {
       .def_property_readonly("rounds_per_epoch", &JobSpec::rounds_per_epoch)
       .def_property_readonly("layout", &Layout)
       .def_readonly("effective_yaml", &JobSpec::effective_yaml);
-  m.def("load_job", [](const std::string& path, const std::vector<std::string>& overrides) {
-    return Unwrap(LoadJobSpec(path, overrides));
-  }, py::arg("path"), py::arg("overrides") = std::vector<std::string>{},
-        "Reads and validates a job spec file ('' : the embedded default job) with key=value overrides");
-  m.def("layout_text", [](const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& shapes) {
-    return LayoutText(MakeLayerTable(shapes));
-  }, "The job's `layers` value for parameters given as (name, shape) pairs");
+  m.def(
+      "load_job",
+      [](const std::string& path, const std::vector<std::string>& overrides) {
+        return Unwrap(LoadJobSpec(path, overrides));
+      },
+      py::arg("path"), py::arg("overrides") = std::vector<std::string>{},
+      "Reads and validates a job spec file ('' : the embedded default job) with key=value overrides");
+  m.def(
+      "layout_text",
+      [](const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& shapes) {
+        return LayoutText(MakeLayerTable(shapes));
+      },
+      "The job's `layers` value for parameters given as (name, shape) pairs");
 }
 
 void BindEnvironment(py::module_& m) {
-  m.def("env_uint32", [](const std::string& name) { return Unwrap(EnvUint32(name.c_str())); },
-        "An environment variable holding a non-negative integer (None when unset)");
-  m.def("fashion_mnist", [](const std::string& dir, const std::string& split) {
-    if (split != "train" && split != "test") Raise(absl::InvalidArgumentError("split: '" + split + "' is not train or test"));
-    const auto data = Unwrap(worker::LoadFashionMnist(dir, split == "train" ? worker::Split::kTrain : worker::Split::kTest));
-    std::vector<std::uint64_t> all(data.size());
-    for (std::uint64_t i = 0; i < all.size(); ++i) all[i] = i;
-    auto batch = Unwrap(worker::MakeBatch(data, all));
-    return py::make_tuple(batch.input, batch.target);
-  }, py::arg("dir"), py::arg("split"), "Fashion-MNIST as the C++ worker reads it: (images [N,1,28,28] normalized, labels)");
-  m.def("builtin_initial_weights", [](const std::string& name, std::uint64_t seed) {
-    auto model = Unwrap(worker::Model::Create(name, seed));
-    return model.flat().params_tensor().clone();
-  }, py::arg("name"), py::arg("seed"),
-        "The flat initial weights sketchps-worker gives a built-in model (mlp, cnn, resnet) for a seed");
-  m.def("shard", [](std::uint64_t n, std::uint32_t rank, std::uint32_t world) { return Unwrap(worker::Shard(n, rank, world)); },
-        "Indices of rank's contiguous, balanced part of range(n) split into world parts");
+  m.def(
+      "env_uint32", [](const std::string& name) { return Unwrap(EnvUint32(name.c_str())); },
+      "An environment variable holding a non-negative integer (None when unset)");
+  m.def(
+      "fashion_mnist",
+      [](const std::string& dir, const std::string& split) {
+        if (split != "train" && split != "test")
+          Raise(absl::InvalidArgumentError("split: '" + split + "' is not train or test"));
+        const auto data =
+            Unwrap(worker::LoadFashionMnist(dir, split == "train" ? worker::Split::kTrain : worker::Split::kTest));
+        std::vector<std::uint64_t> all(data.size());
+        for (std::uint64_t i = 0; i < all.size(); ++i) all[i] = i;
+        auto batch = Unwrap(worker::MakeBatch(data, all));
+        return py::make_tuple(batch.input, batch.target);
+      },
+      py::arg("dir"), py::arg("split"),
+      "Fashion-MNIST as the C++ worker reads it: (images [N,1,28,28] normalized, labels)");
+  m.def(
+      "builtin_initial_weights",
+      [](const std::string& name, std::uint64_t seed) {
+        auto model = Unwrap(worker::Model::Create(name, seed));
+        return model.flat().params_tensor().clone();
+      },
+      py::arg("name"), py::arg("seed"),
+      "The flat initial weights sketchps-worker gives a built-in model (mlp, cnn, resnet) for a seed");
+  m.def(
+      "shard",
+      [](std::uint64_t n, std::uint32_t rank, std::uint32_t world) { return Unwrap(worker::Shard(n, rank, world)); },
+      "Indices of rank's contiguous, balanced part of range(n) split into world parts");
 }
 
 void BindCheckpoints(py::module_& m) {
-  m.def("load_checkpoints", [](const std::string& dir, const std::string& job_id, std::uint32_t shards) {
-    auto model = Unwrap(server::LoadCheckpointedModel(dir, job_id, shards));
-    std::vector<std::pair<std::string, std::vector<std::int64_t>>> layout;
-    for (const auto& l : model.layers.layers) layout.emplace_back(l.name, l.shape);
-    at::Tensor flat = torch::from_blob(model.weights.data(), {static_cast<std::int64_t>(model.weights.size())},
-                                       torch::kFloat).clone();
-    return py::make_tuple(model.rounds_applied, layout, flat);
-  }, py::arg("dir"), py::arg("job_id"), py::arg("shards"),
-        "(rounds, [(name, shape)], flat weights) from every shard's newest checkpoint (server/export.h)");
+  m.def(
+      "load_checkpoints",
+      [](const std::string& dir, const std::string& job_id, std::uint32_t shards) {
+        auto model = Unwrap(server::LoadCheckpointedModel(dir, job_id, shards));
+        std::vector<std::pair<std::string, std::vector<std::int64_t>>> layout;
+        for (const auto& l : model.layers.layers) layout.emplace_back(l.name, l.shape);
+        at::Tensor flat =
+            torch::from_blob(model.weights.data(), {static_cast<std::int64_t>(model.weights.size())}, torch::kFloat)
+                .clone();
+        return py::make_tuple(model.rounds_applied, layout, flat);
+      },
+      py::arg("dir"), py::arg("job_id"), py::arg("shards"),
+      "(rounds, [(name, shape)], flat weights) from every shard's newest checkpoint (server/export.h)");
 }
 
 void BindWorker(py::module_& m) {
@@ -115,39 +137,43 @@ void BindWorker(py::module_& m) {
       .def_readwrite("patience_seconds", &WorkerConfig::patience_seconds)
       .def_readwrite("peer_timeout_seconds", &WorkerConfig::peer_timeout_seconds);
   py::class_<PyWorker>(m, "Worker")
-      .def(py::init([](const JobSpec& job, const WorkerConfig& config, std::vector<std::pair<std::string, at::Tensor>> params,
-                       const std::vector<std::string>& buffers) {
-             absl::StatusOr<std::unique_ptr<PyWorker>> w;
+      .def(
+          py::init([](const JobSpec& job, const WorkerConfig& config,
+                      std::vector<std::pair<std::string, at::Tensor>> params, const std::vector<std::string>& buffers) {
+            absl::StatusOr<std::unique_ptr<PyWorker>> w;
+            {
+              py::gil_scoped_release release;
+              w = PyWorker::Create(job, config, std::move(params), buffers);
+            }
+            return Unwrap(std::move(w));
+          }))
+      .def("step",
+           [](PyWorker& w, float loss, double compute_seconds) {
+             absl::StatusOr<std::string> r;
              {
                py::gil_scoped_release release;
-               w = PyWorker::Create(job, config, std::move(params), buffers);
+               r = w.Step(loss, compute_seconds);
              }
-             return Unwrap(std::move(w));
-           }))
-      .def("step", [](PyWorker& w, float loss, double compute_seconds) {
-        absl::StatusOr<std::string> r;
-        {
-          py::gil_scoped_release release;
-          r = w.Step(loss, compute_seconds);
-        }
-        return Unwrap(std::move(r));
-      })
-      .def("evaluate", [](PyWorker& w, double correct, double samples, double loss_sum, double seconds, bool final) {
-        absl::StatusOr<std::string> r;
-        {
-          py::gil_scoped_release release;
-          r = w.Evaluate(correct, samples, loss_sum, seconds, final);
-        }
-        return Unwrap(std::move(r));
-      })
-      .def("finish", [](PyWorker& w) {
-        absl::Status st;
-        {
-          py::gil_scoped_release release;
-          st = w.Finish();
-        }
-        Check(st);
-      })
+             return Unwrap(std::move(r));
+           })
+      .def("evaluate",
+           [](PyWorker& w, double correct, double samples, double loss_sum, double seconds, bool final) {
+             absl::StatusOr<std::string> r;
+             {
+               py::gil_scoped_release release;
+               r = w.Evaluate(correct, samples, loss_sum, seconds, final);
+             }
+             return Unwrap(std::move(r));
+           })
+      .def("finish",
+           [](PyWorker& w) {
+             absl::Status st;
+             {
+               py::gil_scoped_release release;
+               st = w.Finish();
+             }
+             Check(st);
+           })
       .def("zero_grad", &PyWorker::ZeroGrad)
       .def("batch_indices", [](PyWorker& w, std::uint64_t round) { return Unwrap(w.BatchIndices(round)); })
       .def("learning_rate", &PyWorker::learning_rate)

@@ -25,7 +25,8 @@ absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, cons
   o.port_file = c.port_file;
   o.patience = absl::Seconds(c.patience_seconds);
   o.peer_timeout = absl::Seconds(c.peer_timeout_seconds > 0 ? c.peer_timeout_seconds : job.peer.timeout_seconds);
-  SKETCHPS_ASSIGN_OR_RETURN(o.tls, ResolveTls(TlsFlags{c.tls_dir, c.insecure}, Identity{Identity::Role::kWorker, c.rank}));
+  SKETCHPS_ASSIGN_OR_RETURN(o.tls,
+                            ResolveTls(TlsFlags{c.tls_dir, c.insecure}, Identity{Identity::Role::kWorker, c.rank}));
   return o;
 }
 
@@ -57,7 +58,7 @@ absl::StatusOr<std::string> PyWorker::Step(float loss, double compute_seconds) {
   }
   SKETCHPS_RETURN_IF_ERROR(flat_.VerifyViews());
   SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json record, session_->Step(next_round_, loss, flat_.grads(), flat_.params(),
-                                                                            absl::Seconds(compute_seconds)));
+                                                                  absl::Seconds(compute_seconds)));
   if (std::isnan(loss)) record.erase("loss");  // step() without a loss
   if (pending_) log_.Write(*pending_);
   pending_ = record;
@@ -70,9 +71,9 @@ absl::StatusOr<std::string> PyWorker::Evaluate(double correct, double samples, d
   SKETCHPS_RETURN_IF_ERROR(Usable("evaluate"));
   if (!pending_) return absl::FailedPreconditionError("evaluate: no round has run yet (evaluate after step())");
   const std::uint64_t round = next_round_ - 1;
-  SKETCHPS_ASSIGN_OR_RETURN(auto sums, session_->SumOverWorkers(round, {static_cast<float>(correct),
-                                                                        static_cast<float>(samples),
-                                                                        static_cast<float>(loss_sum)}));
+  SKETCHPS_ASSIGN_OR_RETURN(
+      auto sums, session_->SumOverWorkers(
+                     round, {static_cast<float>(correct), static_cast<float>(samples), static_cast<float>(loss_sum)}));
   SKETCHPS_RETURN_IF_ERROR(worker::AddEvaluation(*pending_, round, sums[0], sums[1], sums[2], seconds, final));
   return nlohmann::json{{"accuracy", sums[0] / sums[1]}, {"loss", sums[2] / sums[1]}, {"samples", sums[1]}}.dump();
 }
@@ -86,7 +87,8 @@ absl::Status PyWorker::Finish() {
 
 absl::StatusOr<std::vector<std::uint64_t>> PyWorker::BatchIndices(std::uint64_t round) {
   if (round >= last_round()) {
-    return absl::InvalidArgumentError(absl::StrCat("batch_indices: round ", round, " is not in [0, ", last_round(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_indices: round ", round, " is not in [0, ", last_round(), ")"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto span, order_.Of(session_->plan(), round));
   return std::vector<std::uint64_t>(span.begin(), span.end());

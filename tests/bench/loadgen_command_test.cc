@@ -81,7 +81,7 @@ TEST_CASE("ConfigJob binds the configuration's keys and drops other schemes' ove
   CHECK(job->decentralized());
   CHECK(job->scheme.density == Approx(0.02));
   CHECK(job->optimizer.momentum == Approx(0.5));
-  CHECK(job->layout.dim() == 220234);  // the CNN
+  CHECK(job->layout.dim() == 220234);                           // the CNN
   CHECK(job->effective_yaml.find("f32") == std::string::npos);  // gs_sgd's key is not gtopk's
   spec.overrides = {"scheme.gtopk.no_such_key=1"};
   CHECK(ConfigJob(spec).status().code() == absl::StatusCode::kInvalidArgument);
@@ -102,7 +102,8 @@ WorkerWindow Window(std::uint32_t w, bool counts_raw) {
 
 TEST_CASE("Assemble takes counter deltas over the timed rounds") {
   const MeasurementHeader h{"ps", "topk", 2, 2, 1000, 0.01, 2, {0.5, 1.5}, 1e9};
-  const Measurement m = Assemble(h, {Window(0, false), Window(1, false)}, {{100, 200}, {10, 20}}, {{700, 500}, {40, 20}});
+  const Measurement m =
+      Assemble(h, {Window(0, false), Window(1, false)}, {{100, 200}, {10, 20}}, {{700, 500}, {40, 20}});
   CHECK(m.seconds == Approx(2.0));
   REQUIRE(m.workers_totals.size() == 2);
   CHECK(m.workers_totals[1].wire_up == 4000);

@@ -30,7 +30,8 @@ std::vector<std::uint64_t> ReferenceUnion(const std::vector<std::vector<float>>&
                                           double density) {
   std::vector<std::uint64_t> out;
   for (const auto& r : shards.ranges) {
-    const std::uint64_t k = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(density * static_cast<double>(r.size())));
+    const std::uint64_t k =
+        std::max<std::uint64_t>(1, static_cast<std::uint64_t>(density * static_cast<double>(r.size())));
     std::set<std::uint64_t> all;
     for (const auto& g : grads) {
       std::vector<std::uint64_t> idx(r.size());
@@ -60,7 +61,8 @@ TEST_CASE("StudentT3 samples follow the t distribution with 3 degrees of freedom
   double ks = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double f = T3Cdf(x[i]);
-    ks = std::max({ks, std::fabs(f - static_cast<double>(i) / x.size()), std::fabs(f - static_cast<double>(i + 1) / x.size())});
+    ks = std::max(
+        {ks, std::fabs(f - static_cast<double>(i) / x.size()), std::fabs(f - static_cast<double>(i + 1) / x.size())});
   }
   // The Kolmogorov-Smirnov 99.9% critical value for n = 200,000 is 1.95 / sqrt(n) = 0.0044.
   CHECK(ks < 0.0044);

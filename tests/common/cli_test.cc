@@ -32,7 +32,8 @@ TEST_CASE("Server addresses: a list in shard order or one pattern with {shard}",
         std::vector<std::string>{"ps-0.ps:7070", "ps-1.ps:7070", "ps-2.ps:7070"});
   auto short_list = ServerAddresses("a:1", 2);
   CHECK(short_list.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(short_list.status().message()), Catch::Contains("--servers: 1 addresses for a job with servers: 2"));
+  CHECK_THAT(std::string(short_list.status().message()),
+             Catch::Contains("--servers: 1 addresses for a job with servers: 2"));
   CHECK_FALSE(ServerAddresses("", 1).ok());
 }
 

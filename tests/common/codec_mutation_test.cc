@@ -47,7 +47,9 @@ std::vector<v1::Payload> Seeds() {
   }
   v1::Payload p;
   p.mutable_header()->set_job_id("job");
-  REQUIRE(sketchps::EncodeSketch({3, 4, 11, 4096, std::vector<float>(12, 0.5f)}, sketchps::ValueEncoding::kF32, p.mutable_sketch()).ok());
+  REQUIRE(sketchps::EncodeSketch({3, 4, 11, 4096, std::vector<float>(12, 0.5f)}, sketchps::ValueEncoding::kF32,
+                                 p.mutable_sketch())
+              .ok());
   seeds.push_back(p);
   return seeds;
 }
@@ -128,8 +130,9 @@ void MutateScalar(v1::Payload* p, std::mt19937_64& rng) {
     auto* s = p->mutable_sparse();
     if (which == 0) s->set_count(u32(s->count()));
     if (which == 1) s->set_dim(n(s->dim()));
-    if (which == 2) (rng() % 2 ? s->set_index_encoding(static_cast<v1::IndexEncoding>(enum_value))
-                               : s->set_value_encoding(static_cast<v1::ValueEncoding>(enum_value)));
+    if (which == 2)
+      (rng() % 2 ? s->set_index_encoding(static_cast<v1::IndexEncoding>(enum_value))
+                 : s->set_value_encoding(static_cast<v1::ValueEncoding>(enum_value)));
   } else if (p->has_index_set()) {
     auto* s = p->mutable_index_set();
     if (which == 0) s->set_count(u32(s->count()));

@@ -292,11 +292,11 @@ TEST_CASE("Encoders reject invalid in-memory payloads and leave the output clear
                  "SparseVector.val", "overflows binary16");
   CHECK(p.values().empty());
   v1::SketchPayload s;
-  RequireInvalid(sketchps::EncodeSketch({2, 2, 0, 4, {1.0f}}, sketchps::ValueEncoding::kF32, &s), "SketchTable.table", "size 1 != rows * cols");
+  RequireInvalid(sketchps::EncodeSketch({2, 2, 0, 4, {1.0f}}, sketchps::ValueEncoding::kF32, &s), "SketchTable.table",
+                 "size 1 != rows * cols");
   v1::IndexSetPayload set;
   RequireInvalid(sketchps::EncodeIndexSet({4, {0, 0}}, IndexEncoding::kDeltaVarint, &set), "IndexSet.idx",
                  "duplicate index 0");
   v1::DensePayload d;
-  RequireInvalid(sketchps::EncodeDense({{-1e9f}}, ValueEncoding::kF16, &d), "DenseValues.values",
-                 "overflows binary16");
+  RequireInvalid(sketchps::EncodeDense({{-1e9f}}, ValueEncoding::kF16, &d), "DenseValues.values", "overflows binary16");
 }

@@ -53,10 +53,10 @@ struct IdxCase {
 
 std::vector<IdxCase> IndexCases() {
   return {
-      {0, {}},                                                          // empty range
-      {1, {}},                                                          // count 0
-      {1, {0}},                                                         // dim 1
-      {65536, {0, 1, 127, 128, 16511, 16512, 65535}},                   // varint size boundaries
+      {0, {}},                                                                // empty range
+      {1, {}},                                                                // count 0
+      {1, {0}},                                                               // dim 1
+      {65536, {0, 1, 127, 128, 16511, 16512, 65535}},                         // varint size boundaries
       {kDimMax, {0, 1, 0x7FFFFFFFu, 0xFFFFFFFCu, 0xFFFFFFFDu, 0xFFFFFFFEu}},  // near 2^32 - 1
   };
 }
@@ -158,12 +158,13 @@ TEST_CASE("Sketch tables exact in binary16 travel in half the bytes and decode t
   const auto out = sketchps::DecodeSketch(wire, kWide);
   REQUIRE(out.ok());
   CHECK(*out == exact);
-  CHECK_FALSE(sketchps::ExactInHalf(std::vector<float>{0.1f}));        // needs more mantissa
-  CHECK_FALSE(sketchps::ExactInHalf(std::vector<float>{70000.0f}));    // beyond the half range
+  CHECK_FALSE(sketchps::ExactInHalf(std::vector<float>{0.1f}));      // needs more mantissa
+  CHECK_FALSE(sketchps::ExactInHalf(std::vector<float>{70000.0f}));  // beyond the half range
   CHECK_FALSE(sketchps::ExactInHalf(std::vector<float>{std::numeric_limits<float>::infinity()}));
   v1::SketchPayload wrong = wire;
   wrong.set_value_encoding(static_cast<v1::ValueEncoding>(7));
-  CHECK_THAT(std::string(sketchps::DecodeSketch(wrong, kWide).status().message()), Catch::Contains("sketch.value_encoding"));
+  CHECK_THAT(std::string(sketchps::DecodeSketch(wrong, kWide).status().message()),
+             Catch::Contains("sketch.value_encoding"));
 }
 
 TEST_CASE("The encoders sort unsorted input", "[codec]") {

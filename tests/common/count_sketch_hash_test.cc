@@ -122,8 +122,8 @@ TEST_CASE("Hashes are pinned: the same params give the same buckets in every bui
     }
   }
   // Pairs (polynomial, splitmix) of bucket·sign for rows 0..2 and i = 0, 1, 999999.
-  const std::vector<int> golden = {135,  -879, -539, 38,   715, -543, -400, -984, -892,
-                                   995,  544,  -184, -696, 223, 63,   -946, 192,  -900};
+  const std::vector<int> golden = {135, -879, -539, 38,   715, -543, -400, -984, -892,
+                                   995, 544,  -184, -696, 223, 63,   -946, 192,  -900};
   CHECK(got == golden);
 }
 
@@ -169,7 +169,7 @@ TEST_CASE("Buckets are uniform and signs balanced, on dense and strided coordina
     double chi2 = 0.0;
     for (double c : counts) chi2 += (c - expected) * (c - expected) / expected;
     CHECK(chi2 < chi2_bound);
-    CHECK(std::fabs(sign_sum) < 5.0 * std::sqrt(n));  // 5 standard deviations of a fair ±1 sum
+    CHECK(std::fabs(sign_sum) < 5.0 * std::sqrt(n));                         // 5 standard deviations of a fair ±1 sum
     CHECK(std::fabs(neighbour_agree / n - 0.5) < 5.0 * 0.5 / std::sqrt(n));  // s(i), s(i+1) uncorrelated
   }
 }

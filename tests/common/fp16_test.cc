@@ -103,8 +103,8 @@ TEST_CASE("FloatToHalfBits rounds to the nearest half, ties to even", "[fp16]") 
   }
   SECTION("named boundaries") {
     for (const float f : {0.0f, 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e10f, FLT_MAX, INFINITY,
-                          std::numeric_limits<float>::denorm_min(), FLT_MIN, 0x1p-24f, 0x1p-25f, 0x1.8p-25f,
-                          0x1.8p-24f, 0x1p-14f, 0x1.ffcp-15f, 0x1.ffep-15f}) {
+                          std::numeric_limits<float>::denorm_min(), FLT_MIN, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1.8p-24f,
+                          0x1p-14f, 0x1.ffcp-15f, 0x1.ffep-15f}) {
       check(f);
     }
     CHECK(failures == 0);
@@ -116,11 +116,11 @@ TEST_CASE("FloatToHalfBits special cases by value", "[fp16]") {
   CHECK(FloatToHalfBits(-2.0f) == 0xC000);
   CHECK(FloatToHalfBits(65504.0f) == 0x7BFF);
   CHECK(FloatToHalfBits(65519.0f) == 0x7BFF);
-  CHECK(FloatToHalfBits(65520.0f) == 0x7C00);   // tie with the (even) overflow value -> infinity
+  CHECK(FloatToHalfBits(65520.0f) == 0x7C00);  // tie with the (even) overflow value -> infinity
   CHECK(FloatToHalfBits(-1e6f) == 0xFC00);
-  CHECK(FloatToHalfBits(0x1p-24f) == 0x0001);   // smallest subnormal
-  CHECK(FloatToHalfBits(0x1p-25f) == 0x0000);   // tie -> even (zero)
-  CHECK(FloatToHalfBits(0x1.8p-24f) == 0x0002); // 1.5 ulp tie -> even (2 ulp)
+  CHECK(FloatToHalfBits(0x1p-24f) == 0x0001);    // smallest subnormal
+  CHECK(FloatToHalfBits(0x1p-25f) == 0x0000);    // tie -> even (zero)
+  CHECK(FloatToHalfBits(0x1.8p-24f) == 0x0002);  // 1.5 ulp tie -> even (2 ulp)
   CHECK(FloatToHalfBits(-0.0f) == 0x8000);
   CHECK(FloatToHalfBits(1.0f + 0x1p-11f) == 0x3C00);  // tie -> even
   CHECK(FloatToHalfBits(1.0f + 0x1.8p-10f) == 0x3C02);

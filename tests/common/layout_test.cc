@@ -11,13 +11,13 @@
 using sketchps::ClipLayers;
 using sketchps::GradientDump;
 using sketchps::GradientDumpName;
-using sketchps::ReadGradientDump;
-using sketchps::WriteGradientDump;
 using sketchps::LayerTable;
 using sketchps::MakeLayerTable;
 using sketchps::MakeShardMap;
+using sketchps::ReadGradientDump;
 using sketchps::SplitProportionally;
 using sketchps::ValidateLayerTable;
+using sketchps::WriteGradientDump;
 
 TEST_CASE("MakeLayerTable assigns consecutive offsets and validates", "[layout]") {
   const auto t = MakeLayerTable({{"conv.w", {8, 1, 3, 3}}, {"conv.b", {8}}, {"fc.w", {10, 72}}});
@@ -86,7 +86,7 @@ TEST_CASE("SplitProportionally sums to the total and follows range sizes", "[lay
   CHECK(s == std::vector<std::uint64_t>{1, 3, 6});
   const auto r = SplitProportionally(7, map);
   CHECK(r[0] + r[1] + r[2] == 7);
-  CHECK(SplitProportionally(1, map) == std::vector<std::uint64_t>{1, 1, 1});  // min_each wins
+  CHECK(SplitProportionally(1, map) == std::vector<std::uint64_t>{1, 1, 1});           // min_each wins
   CHECK(SplitProportionally(5000, map) == std::vector<std::uint64_t>{100, 300, 600});  // capped by size
 }
 

@@ -54,7 +54,7 @@ TEST_CASE("PhaseTable applies a retried push once", "[phase_table]") {
   REQUIRE(table.Submit(key, 0, Dense(1)).ok());
   REQUIRE(table.Submit(key, 0, Dense(100)).ok());  // retry before completion: ignored
   REQUIRE(table.Submit(key, 1, Dense(2)).ok());
-  REQUIRE(table.Submit(key, 1, Dense(50)).ok());   // retry after completion: ignored
+  REQUIRE(table.Submit(key, 1, Dense(50)).ok());  // retry after completion: ignored
   auto r = table.Await(key, absl::Now() + absl::Seconds(5));
   REQUIRE(r.ok());
   CHECK(std::get<DenseValues>((*r)->value).values[0] == 3.0f);
@@ -139,7 +139,7 @@ TEST_CASE("A seeded result answers retries of a restarted shard's last round", "
   auto r = table.Await({4, 1}, absl::Now() + absl::Seconds(5));
   REQUIRE(r.ok());
   CHECK(std::get<DenseValues>((*r)->value).values == std::vector<float>{7.0f});
-  CHECK(calls == 0);  // never reduced again
+  CHECK(calls == 0);                                        // never reduced again
   CHECK(IsReplayRound(table.Submit({5, 1}, 0, Dense(1))));  // the next round starts at phase 0
   REQUIRE(table.Submit({5, 0}, 0, Dense(1)).ok());
   CHECK(!IsReplayRound(absl::FailedPreconditionError("round 1 is stale")));
@@ -172,7 +172,8 @@ TEST_CASE("Admission refuses one bad payload alone and the phase completes with 
   o.num_workers = 2;
   o.reduce = CountingSum{&calls};
   o.admit = [](const PhaseSpec&, const PayloadValue& p, const PhaseResult*, const PayloadValue*) {
-    return std::get<DenseValues>(p).values[0] < 0 ? absl::InvalidArgumentError("dense.values: negative") : absl::OkStatus();
+    return std::get<DenseValues>(p).values[0] < 0 ? absl::InvalidArgumentError("dense.values: negative")
+                                                  : absl::OkStatus();
   };
   PhaseTable table(std::move(o));
   REQUIRE(table.Submit({0, 0}, 0, Dense(1)).ok());
@@ -198,7 +199,7 @@ TEST_CASE("With a first round, applied rounds are closed and later rounds wait t
   REQUIRE(table.Submit({3, 0}, 0, Dense(1)).ok());  // final (the default spec): round 3 is applied
   REQUIRE(table.Await({3, 0}, absl::Now() + absl::Seconds(5)).ok());
   CHECK(table.rounds_applied() == 4);
-  CHECK(table.Submit({3, 0}, 0, Dense(9)).ok());  // a retry of a completed phase: acknowledged
+  CHECK(table.Submit({3, 0}, 0, Dense(9)).ok());             // a retry of a completed phase: acknowledged
   CHECK(IsRoundApplied(table.Submit({3, 1}, 0, Dense(9))));  // a phase round 3 never had: refused
   Contribution aux = Dense(5);
   aux.spec.final_phase = false;

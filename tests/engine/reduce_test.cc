@@ -52,7 +52,8 @@ TEST_CASE("Dense sum adds in worker order and counts skips", "[reduce]") {
   CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("worker 2") && Catch::Contains("dense.count"));
   // A final dense sum covers the whole range.
-  auto short_final = r.Reduce({Reduction::kDenseSum}, Ptrs({Contribution{{Reduction::kDenseSum}, DenseValues{{1, 2, 3}}}}), nullptr);
+  auto short_final =
+      r.Reduce({Reduction::kDenseSum}, Ptrs({Contribution{{Reduction::kDenseSum}, DenseValues{{1, 2, 3}}}}), nullptr);
   CHECK_THAT(std::string(short_final.status().message()), Catch::Contains("dense.count: 3 != the range length 4"));
 }
 
@@ -62,7 +63,8 @@ TEST_CASE("Admission refuses what could not be reduced with the others, naming t
   const PhaseSpec recover{Reduction::kSketchRecover, 2};
   CHECK(r.Admit(recover, sketch, nullptr, nullptr).ok());
   auto other_shape = SketchTable{3, 5, 7, 8, std::vector<float>(15, 0.0f)};
-  CHECK_THAT(std::string(r.Admit(recover, other_shape, nullptr, &sketch).message()), Catch::Contains("sketch.rows/cols/seed"));
+  CHECK_THAT(std::string(r.Admit(recover, other_shape, nullptr, &sketch).message()),
+             Catch::Contains("sketch.rows/cols/seed"));
   CHECK_THAT(std::string(r.Admit(recover, DenseValues{std::vector<float>(8, 1.0f)}, nullptr, nullptr).message()),
              Catch::Contains("payload: a dense payload in a sketch_recover phase"));
   auto wrong_dim = SketchTable{3, 4, 7, 9, std::vector<float>(12, 0.0f)};
@@ -70,8 +72,10 @@ TEST_CASE("Admission refuses what could not be reduced with the others, naming t
   const PhaseSpec sparse{Reduction::kSparseSum};
   CHECK_THAT(std::string(r.Admit(sparse, SparseVector{8, {3, 1}, {1, 1}}, nullptr, nullptr).message()),
              Catch::Contains("sparse.indices: not strictly increasing"));
-  CHECK_THAT(std::string(r.Admit(sparse, SparseVector{8, {1}, {std::numeric_limits<float>::infinity()}}, nullptr, nullptr).message()),
-             Catch::Contains("sparse.values[0] is not finite"));
+  CHECK_THAT(
+      std::string(
+          r.Admit(sparse, SparseVector{8, {1}, {std::numeric_limits<float>::infinity()}}, nullptr, nullptr).message()),
+      Catch::Contains("sparse.values[0] is not finite"));
   PhaseSpec at_previous{Reduction::kDenseSum};
   at_previous.at_previous_indices = true;
   const PhaseResult candidates{IndexSet{8, {1, 4}}, 2};
@@ -82,7 +86,8 @@ TEST_CASE("Admission refuses what could not be reduced with the others, naming t
 
 TEST_CASE("A sum that overflows is refused and an all-skip dense round is empty", "[reduce]") {
   Reducer r(2);
-  std::vector<Contribution> huge = {With(Reduction::kDenseSum, DenseValues{{3e38f, 1}}), With(Reduction::kDenseSum, DenseValues{{3e38f, 1}})};
+  std::vector<Contribution> huge = {With(Reduction::kDenseSum, DenseValues{{3e38f, 1}}),
+                                    With(Reduction::kDenseSum, DenseValues{{3e38f, 1}})};
   auto out = r.Reduce({Reduction::kDenseSum}, Ptrs(huge), nullptr);
   REQUIRE(out.ok());
   CHECK(out->refused);

@@ -1,9 +1,8 @@
 // Fuzz harness: shard checkpoints (server/checkpoint.h), which a restarting shard reads from disk:
-// bytes (fuzz_target.h FileBytes: a file, or a payload framed here) -> ParseCheckpointBytes (framing, CRC, parse, sizes); a file that passes is then put in a
-// checkpoint directory and the shard is opened from it (ShardHost::Open restores it against the
-// job), and both workers join fresh.
-// Invariants: refusals are named; a restored shard completes assembly with fresh workers and
-// serves finite weights that match their checksum.
+// bytes (fuzz_target.h FileBytes: a file, or a payload framed here) -> ParseCheckpointBytes (framing, CRC, parse,
+// sizes); a file that passes is then put in a checkpoint directory and the shard is opened from it (ShardHost::Open
+// restores it against the job), and both workers join fresh. Invariants: refusals are named; a restored shard completes
+// assembly with fresh workers and serves finite weights that match their checksum.
 #include <unistd.h>
 
 #include <filesystem>

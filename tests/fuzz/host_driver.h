@@ -30,15 +30,17 @@ inline LayerTable FuzzLayers() { return MakeLayerTable({{"w", {12}}, {"b", {4}}}
 
 inline const JobSpec& FuzzJob() {
   static const JobSpec job = [] {
-    auto parsed = ParseJobSpec(DefaultJobSpecYaml(), "fuzz",
-                               {"job_id=fuzz", "workers=2", "servers=1", "scheme.name=dense", "optimizer.momentum=0.9"});
+    auto parsed =
+        ParseJobSpec(DefaultJobSpecYaml(), "fuzz",
+                     {"job_id=fuzz", "workers=2", "servers=1", "scheme.name=dense", "optimizer.momentum=0.9"});
     if (!parsed.ok()) Fail("host_driver", "the fuzz job does not parse: " + parsed.status().ToString());
     return *parsed;
   }();
   return job;
 }
 
-inline std::unique_ptr<server::ShardHost> OpenFuzzHost(const std::string& checkpoint_dir, absl::Status* error = nullptr) {
+inline std::unique_ptr<server::ShardHost> OpenFuzzHost(const std::string& checkpoint_dir,
+                                                       absl::Status* error = nullptr) {
   server::HostOptions options = server::HostOptionsFor(FuzzJob(), 0, checkpoint_dir);
   options.job.layout = FuzzLayers();
   auto host = server::ShardHost::Open(options, nullptr);
@@ -85,7 +87,8 @@ struct Pending {
   }
 };
 
-inline Pending<v1::JoinResponse> JoinLater(server::ShardHost& host, const v1::JoinRequest& r, std::optional<Identity> caller) {
+inline Pending<v1::JoinResponse> JoinLater(server::ShardHost& host, const v1::JoinRequest& r,
+                                           std::optional<Identity> caller) {
   Pending<v1::JoinResponse> p;
   host.Join(r, caller, p.Callback());
   return p;

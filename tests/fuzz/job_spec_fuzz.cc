@@ -14,15 +14,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string yaml(text.substr(0, nul));
   std::vector<std::string> overrides;
   if (nul != std::string_view::npos) {
-    for (absl::string_view line : absl::StrSplit(absl::string_view(text.data() + nul + 1, text.size() - nul - 1), '\n', absl::SkipEmpty())) overrides.emplace_back(line);
+    for (absl::string_view line :
+         absl::StrSplit(absl::string_view(text.data() + nul + 1, text.size() - nul - 1), '\n', absl::SkipEmpty()))
+      overrides.emplace_back(line);
   }
   auto job = ParseJobSpec(yaml, "fuzz.yaml", overrides);
   fuzz::RequireNamed(job.status(), kHarness);
   if (!job.ok()) return 0;
   auto again = ParseJobSpec(job->effective_yaml, "effective.yaml");
-  fuzz::Require(again.ok(), kHarness, "the effective YAML of an accepted spec does not parse: " + again.status().ToString());
-  fuzz::Require(again->fingerprint == job->fingerprint && again->workers == job->workers && again->servers == job->servers &&
-                    again->total_rounds() == job->total_rounds(),
+  fuzz::Require(again.ok(), kHarness,
+                "the effective YAML of an accepted spec does not parse: " + again.status().ToString());
+  fuzz::Require(again->fingerprint == job->fingerprint && again->workers == job->workers &&
+                    again->servers == job->servers && again->total_rounds() == job->total_rounds(),
                 kHarness, "a spec changed when re-read from its effective YAML");
   fuzz::NoteAccepted();
   return 0;

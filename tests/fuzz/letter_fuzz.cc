@@ -48,7 +48,8 @@ void CheckRoundTrip(const sketchps::v1::ExchangeRequest& request, const sketchps
   fuzz::Require(filed.ok(), kHarness, "a re-encoded letter is refused: " + filed.ToString());
   const peer::PhaseRef ref{request.header().shard_id(), request.header().round(), request.header().phase()};
   auto back = fresh->mailbox.Take(ref, request.step(), absl::Now());
-  fuzz::Require(back.ok() && SameItems(back->partial, letter.partial), kHarness, "a letter changed in a re-encode round trip");
+  fuzz::Require(back.ok() && SameItems(back->partial, letter.partial), kHarness,
+                "a letter changed in a re-encode round trip");
 }
 
 }  // namespace

@@ -132,7 +132,8 @@ void CheckpointSeeds() {
       auto first = fuzz::PushLater(*host, push, fuzz::WorkerIdentity(0));
       push.mutable_payload()->mutable_header()->set_worker_id(1);
       auto second = fuzz::PushLater(*host, push, fuzz::WorkerIdentity(1));
-      fuzz::Require(first.Ready(std::chrono::seconds(5)) && second.Ready(std::chrono::seconds(5)), "make_seeds", "round");
+      fuzz::Require(first.Ready(std::chrono::seconds(5)) && second.Ready(std::chrono::seconds(5)), "make_seeds",
+                    "round");
     }
     fuzz::Require(host->CheckpointNow().ok(), "make_seeds", "checkpoint");
   }

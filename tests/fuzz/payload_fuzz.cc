@@ -18,7 +18,9 @@ std::uint64_t Entries(const sketchps::PayloadValue& v) {
   return std::visit(sketchps::Overloaded{
                         [](const sketchps::DenseValues& d) -> std::uint64_t { return d.values.size(); },
                         [](const sketchps::SparseVector& s) -> std::uint64_t { return s.idx.size(); },
-                        [](const sketchps::SketchTable& t) -> std::uint64_t { return t.table.size() / sketchps::kSketchCellsPerElement; },
+                        [](const sketchps::SketchTable& t) -> std::uint64_t {
+                          return t.table.size() / sketchps::kSketchCellsPerElement;
+                        },
                         [](const sketchps::IndexSet& s) -> std::uint64_t { return s.idx.size(); },
                     },
                     v);
@@ -31,7 +33,8 @@ void CheckValue(const sketchps::PayloadValue& value) {
   const absl::Status encoded = EncodeBody(value, &again);
   fuzz::Require(encoded.ok(), kHarness, "an accepted body does not re-encode: " + encoded.ToString());
   auto back = DecodeBody(again, kRange);
-  fuzz::Require(back.ok() && back->has_value(), kHarness, "a re-encoded body does not decode: " + back.status().ToString());
+  fuzz::Require(back.ok() && back->has_value(), kHarness,
+                "a re-encoded body does not decode: " + back.status().ToString());
   fuzz::Require(**back == value, kHarness, "a body changed in a re-encode round trip");
 }
 

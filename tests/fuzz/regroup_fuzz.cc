@@ -29,8 +29,10 @@ void CheckAnswer(const sketchps::v1::RegroupResponse& response) {
   if (!plan.ok()) return;
   const auto& m = plan->members;
   fuzz::Require(plan->epoch == 4, kHarness, "an accepted plan is not for epoch 4");
-  fuzz::Require(std::adjacent_find(m.begin(), m.end(), std::greater_equal<>()) == m.end(), kHarness, "members not ascending");
-  fuzz::Require(!m.empty() && m.back() < kRanks && 2 * m.size() > kRanks, kHarness, "members out of range or not a majority");
+  fuzz::Require(std::adjacent_find(m.begin(), m.end(), std::greater_equal<>()) == m.end(), kHarness,
+                "members not ascending");
+  fuzz::Require(!m.empty() && m.back() < kRanks && 2 * m.size() > kRanks, kHarness,
+                "members out of range or not a majority");
   fuzz::Require(std::binary_search(m.begin(), m.end(), 2u), kHarness, "the asker is not a member");
   fuzz::Require(plan->round == 99 || plan->round == 100, kHarness, "round is not the asker's or the one before");
   fuzz::NoteAccepted();

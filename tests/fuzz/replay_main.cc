@@ -43,7 +43,8 @@ std::vector<Seed> LoadCorpus(const std::vector<std::string>& roots) {
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
       std::ifstream in(f, std::ios::binary);
-      seeds.push_back({f.filename().string(), Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())});
+      seeds.push_back(
+          {f.filename().string(), Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())});
     }
   }
   return seeds;
@@ -69,17 +70,17 @@ Bytes Mutate(const std::vector<Seed>& seeds, sketchps::SplitMix64Rng& rng) {
       case 1:
         if (!b.empty()) b[at] = kInteresting[rng.Next() % sizeof(kInteresting)];
         break;
-      case 2:
-        b.insert(b.begin() + static_cast<std::ptrdiff_t>(at), static_cast<std::uint8_t>(rng.Next()));
-        break;
+      case 2: b.insert(b.begin() + static_cast<std::ptrdiff_t>(at), static_cast<std::uint8_t>(rng.Next())); break;
       case 3:
-        if (!b.empty()) b.erase(b.begin() + static_cast<std::ptrdiff_t>(at),
-                                b.begin() + static_cast<std::ptrdiff_t>(std::min(b.size(), at + 1 + rng.Next() % 8)));
+        if (!b.empty())
+          b.erase(b.begin() + static_cast<std::ptrdiff_t>(at),
+                  b.begin() + static_cast<std::ptrdiff_t>(std::min(b.size(), at + 1 + rng.Next() % 8)));
         break;
       case 4:
         if (!b.empty()) {  // duplicate a chunk in place
           const std::size_t len = std::min<std::size_t>(b.size() - at, 1 + rng.Next() % 16);
-          const Bytes chunk(b.begin() + static_cast<std::ptrdiff_t>(at), b.begin() + static_cast<std::ptrdiff_t>(at + len));
+          const Bytes chunk(b.begin() + static_cast<std::ptrdiff_t>(at),
+                            b.begin() + static_cast<std::ptrdiff_t>(at + len));
           b.insert(b.begin() + static_cast<std::ptrdiff_t>(at), chunk.begin(), chunk.end());
         }
         break;

@@ -23,9 +23,10 @@ TEST_CASE("The embedded default job parses and derives its round count", "[job_s
 }
 
 TEST_CASE("Job spec values, overrides and the scheme section", "[job_spec]") {
-  auto job = ParseJobSpec("workers: 2\nscheme: {name: topk, density: 0.05, warmup_rounds: 3}\n"
-                          "optimizer: {lr: 0.1, schedule: cosine}\ntrain: {epochs: 2}\n",
-                          "t.yaml", {"workers=8", "train.rounds=50", "checkpoint.dir=/tmp/x"});
+  auto job = ParseJobSpec(
+      "workers: 2\nscheme: {name: topk, density: 0.05, warmup_rounds: 3}\n"
+      "optimizer: {lr: 0.1, schedule: cosine}\ntrain: {epochs: 2}\n",
+      "t.yaml", {"workers=8", "train.rounds=50", "checkpoint.dir=/tmp/x"});
   REQUIRE(job.ok());
   CHECK(job->workers == 8);
   CHECK(job->total_rounds() == 50);
@@ -43,8 +44,9 @@ TEST_CASE("Job spec values, overrides and the scheme section", "[job_spec]") {
 }
 
 TEST_CASE("Job spec errors name the key", "[job_spec]") {
-  CHECK(Error("workerz: 3\n") == "config: unknown key 'workerz' (known: checkpoint, data, job_id, layers, mode, model, "
-                                  "optimizer, peer, scheme, servers, train, workers)");
+  CHECK(Error("workerz: 3\n") ==
+        "config: unknown key 'workerz' (known: checkpoint, data, job_id, layers, mode, model, "
+        "optimizer, peer, scheme, servers, train, workers)");
   CHECK(Error("peer: {timeout_seconds: 0}\n") == "peer.timeout_seconds: must be in (0, 86400]");
   CHECK(Error("peer: {on_failure: retry}\n") == "peer.on_failure: 'retry' is not regroup or stop");
   CHECK_THAT(Error("peer: {timeout: 3}\n"), Catch::Contains("unknown key 'timeout'"));

@@ -307,7 +307,8 @@ TEST_CASE("Planted heavy hitters are recovered, equally well by both families", 
   for (int trial = 0; trial < trials; ++trial) {
     const auto planted = sketchps::testing::PlantSpikes(200000, 50, 20.0f, 40.0f, 1000 + trial, blocky);
     for (int fam = 0; fam < 2; ++fam) {
-      const auto hash = MakeHash(5, cols, 77 + trial, 200000, fam ? CountSketchFamily::kSplitMix64 : CountSketchFamily::kPolynomial61);
+      const auto hash = MakeHash(5, cols, 77 + trial, 200000,
+                                 fam ? CountSketchFamily::kSplitMix64 : CountSketchFamily::kPolynomial61);
       const auto top = f.Recover(f.Sketch(planted.x, hash), hash, 200000, 50);
       std::size_t hits = 0;
       for (std::uint32_t s : planted.spikes) hits += std::count(top.begin(), top.end(), s);
@@ -397,7 +398,8 @@ TEST_CASE("Sketch timings at d = 25.6M against a streaming pass (prints only)", 
       sk::DeviceArray<float> table(hash.cells()), val(k);
       sk::DeviceArray<std::uint32_t> idx(k);
       const double acc = best_ms([&] { REQUIRE(sk::SketchAccumulate(x.data(), d, hash, table.data(), f.exec).ok()); });
-      const double rec = best_ms([&] { REQUIRE(sk::SketchRecover(table.data(), hash, d, k, idx.data(), val.data(), f.exec).ok()); });
+      const double rec =
+          best_ms([&] { REQUIRE(sk::SketchRecover(table.data(), hash, d, k, idx.data(), val.data(), f.exec).ok()); });
       WARN("r = 5, c = " << cols << ", family " << static_cast<int>(family) << ": accumulate " << acc << " ms ("
                          << acc / stream << "x), recover k = " << k << " " << rec << " ms (" << rec / stream << "x)");
     }

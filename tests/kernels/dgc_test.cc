@@ -34,8 +34,8 @@ Selected RunDgc(const std::vector<float>& v, const sk::DgcSelectOptions& options
   REQUIRE(cap.ok());
   sk::DeviceArray<std::uint32_t> d_idx(std::max<std::size_t>(*cap, 1));
   sk::DeviceArray<float> d_val(std::max<std::size_t>(*cap, 1));
-  auto r = sk::DgcSelect(d_v.data(), v.size(), options, seed, d_idx.data(), d_val.data(), *cap,
-                         sk::Exec{nullptr, &scratch});
+  auto r =
+      sk::DgcSelect(d_v.data(), v.size(), options, seed, d_idx.data(), d_val.data(), *cap, sk::Exec{nullptr, &scratch});
   REQUIRE(r.ok());
   REQUIRE(r->count <= *cap);
   return {*r, d_idx.ToHost(r->count), d_val.ToHost(r->count)};
@@ -138,10 +138,14 @@ TEST_CASE("PlanDgc reproduces the reference code's sample plan", "[dgc]") {
     sk::DgcPlan want;
   };
   const std::vector<Row> rows = {
-      {1, 0.001, {1, 1, 1, 1}},          {2000, 0.001, {2, 2000, 1, 2}},
-      {2001, 0.001, {3, 2001, 1, 3}},    {10000, 0.001, {10, 10000, 1, 10}},
-      {1000000, 0.001, {1000, 10309, 97, 11}}, {1000000, 0.01, {10000, 10309, 97, 104}},
-      {25600000, 0.001, {25600, 263917, 97, 264}}, {4096007, 0.01, {40961, 42226, 97, 423}},
+      {1, 0.001, {1, 1, 1, 1}},
+      {2000, 0.001, {2, 2000, 1, 2}},
+      {2001, 0.001, {3, 2001, 1, 3}},
+      {10000, 0.001, {10, 10000, 1, 10}},
+      {1000000, 0.001, {1000, 10309, 97, 11}},
+      {1000000, 0.01, {10000, 10309, 97, 104}},
+      {25600000, 0.001, {25600, 263917, 97, 264}},
+      {4096007, 0.01, {40961, 42226, 97, 423}},
       {300, 0.01, {3, 300, 1, 3}},
   };
   for (const auto& row : rows) {
@@ -203,11 +207,11 @@ TEST_CASE("DgcSelect equals a naive transcription of the reference code", "[dgc]
   // checks run after it closes counts as having none.
   const int variant = GENERATE(0, 1, 2, 3, 4);
   switch (variant) {
-    case 1: o.strided_sample = false; break;        // uniform sampling
-    case 2: o.resample = false; break;              // raise the threshold instead of resampling
-    case 3: o.truncate_to_k = true; break;          // keep the first k, as the reference does
-    case 4: o.max_adaptation_iters = 1; break;      // few adaptation steps
-    default: break;                                 // defaults
+    case 1: o.strided_sample = false; break;    // uniform sampling
+    case 2: o.resample = false; break;          // raise the threshold instead of resampling
+    case 3: o.truncate_to_k = true; break;      // keep the first k, as the reference does
+    case 4: o.max_adaptation_iters = 1; break;  // few adaptation steps
+    default: break;                             // defaults
   }
   for (std::uint64_t seed : {1u, 2u, 3u}) CheckAgainstNaive(x, o, seed, scratch);
 }
@@ -284,9 +288,9 @@ TEST_CASE("DgcSelect handles ties, zeros, NaN and tiny inputs", "[dgc]") {
     for (std::size_t i = 0; i < x.size(); i += 2) x[i] = -1.0f;
     const Selected got = RunDgc(x, o, 3, scratch);
     CHECK(got.info.resampled);
-    CHECK(got.idx == std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
-                                                20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37,
-                                                38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49});
+    CHECK(got.idx == std::vector<std::uint32_t>{0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+                                                17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+                                                34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49});
   }
   SECTION("all zeros") {
     const Selected got = RunDgc(std::vector<float>(100000, 0.0f), o, 3, scratch);
@@ -325,8 +329,8 @@ TEST_CASE("DgcSelect is deterministic in the seed and checks its arguments", "[d
   sk::DeviceArray<float> d_val(1000);
   const auto cap = *sk::DgcCapacity(x.size(), o);
   CHECK(cap == 650);  // k = 500, ⌊1.3·500⌋
-  auto small = sk::DgcSelect(d_x.data(), x.size(), o, 1, d_idx.data(), d_val.data(), cap - 1,
-                             sk::Exec{nullptr, &scratch});
+  auto small =
+      sk::DgcSelect(d_x.data(), x.size(), o, 1, d_idx.data(), d_val.data(), cap - 1, sk::Exec{nullptr, &scratch});
   REQUIRE(small.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(small.status().message().find("capacity") != std::string::npos);
   auto null_out = sk::DgcSelect(d_x.data(), x.size(), o, 1, nullptr, d_val.data(), cap, sk::Exec{nullptr, &scratch});

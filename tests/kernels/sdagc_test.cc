@@ -21,7 +21,8 @@ namespace {
 // Gaussian layers of the given sizes, layer l scaled by scales[l]; returns the flat vector and table.
 std::pair<std::vector<float>, std::vector<sk::Segment>> GaussianLayers(const std::vector<std::size_t>& sizes,
                                                                        const std::vector<float>& scales,
-                                                                       std::uint64_t seed, Shape shape = Shape::kGaussian) {
+                                                                       std::uint64_t seed,
+                                                                       Shape shape = Shape::kGaussian) {
   std::vector<float> x;
   std::vector<sk::Segment> layers;
   for (std::size_t l = 0; l < sizes.size(); ++l) {

@@ -96,8 +96,8 @@ TEST_CASE("ThresholdSelect equals a naive filter and respects capacity", "[selec
   const auto vals = d_val.ToHost(*selected);
   for (std::size_t i = 0; i < want_idx.size(); ++i) CHECK(vals[i] == x[want_idx[i]]);
   if (!want_idx.empty()) {
-    auto too_small = sk::ThresholdSelect(d_x.data(), x.size(), tau, want_idx.size() - 1, d_idx.data(),
-                                         d_val.data(), exec);
+    auto too_small =
+        sk::ThresholdSelect(d_x.data(), x.size(), tau, want_idx.size() - 1, d_idx.data(), d_val.data(), exec);
     CHECK(too_small.status().code() == absl::StatusCode::kResourceExhausted);
   }
 }

@@ -53,7 +53,8 @@ sk::SidcoEstimator Adaptive(double density) { return Make(Options(density, sk::S
 TEST_CASE("Adaptation on light-tailed feedback adds stages until the target is met", "[sidco]") {
   auto est = Adaptive(0.01);
   const std::map<int, double> gaussian = {{1, 0.02}, {2, 0.64}, {3, 1.13}, {4, 1.31}, {5, 1.4}};
-  CHECK(Script(est, [&](int m) { return gaussian.at(m); }, 5) == std::vector<int>{2, 3, 3, 3, 3});
+  CHECK(Script(
+            est, [&](int m) { return gaussian.at(m); }, 5) == std::vector<int>{2, 3, 3, 3, 3});
   CHECK(est.state().direction == 1);
 }
 
@@ -62,7 +63,8 @@ TEST_CASE("Adaptation on heavy-tailed feedback does not stick at M = 1", "[sidco
   // Student-t3 with the exponential fit: more stages select FEWER entries. The
   // reference's mode -1 would keep asking for M - 1 at M = 1 forever.
   const std::map<int, double> t3 = {{1, 4.53}, {2, 3.44}, {3, 1.23}, {4, 0.71}, {5, 0.5}};
-  const auto trace = Script(est, [&](int m) { return t3.at(m); }, 8);
+  const auto trace = Script(
+      est, [&](int m) { return t3.at(m); }, 8);
   CHECK(trace == std::vector<int>{2, 3, 4, 3, 3, 3, 3, 3});
   CHECK(est.state().direction == -1);
 }
@@ -70,17 +72,20 @@ TEST_CASE("Adaptation on heavy-tailed feedback does not stick at M = 1", "[sidco
 TEST_CASE("Adaptation searches both sides when the count is not monotone in M", "[sidco]") {
   auto est = Adaptive(0.001);
   const std::map<int, double> gp_gaussian = {{1, 0.01}, {2, 1.45}, {3, 1.02}, {4, 1.06}};
-  CHECK(Script(est, [&](int m) { return gp_gaussian.at(m); }, 4) == std::vector<int>{2, 3, 3, 3});
+  CHECK(Script(
+            est, [&](int m) { return gp_gaussian.at(m); }, 4) == std::vector<int>{2, 3, 3, 3});
 }
 
 TEST_CASE("Adaptation clamps M to 1 .. ceil(log2(1/density))", "[sidco]") {
   SECTION("always too few: climbs to the upper clamp and stays") {
     auto est = Adaptive(0.01);
-    CHECK(Script(est, [](int) { return 0.1; }, 9) == std::vector<int>{2, 3, 4, 5, 6, 7, 7, 7, 7});
+    CHECK(Script(
+              est, [](int) { return 0.1; }, 9) == std::vector<int>{2, 3, 4, 5, 6, 7, 7, 7, 7});
   }
   SECTION("always too many: never below 1 nor above the clamp") {
     auto est = Adaptive(0.01);
-    for (int m : Script(est, [](int) { return 5.0; }, 30)) {
+    for (int m : Script(
+             est, [](int) { return 5.0; }, 30)) {
       CHECK(m >= 1);
       CHECK(m <= 7);
     }
@@ -119,7 +124,8 @@ TEST_CASE("Fixed-stage estimators ignore feedback", "[sidco]") {
 
 TEST_CASE("SIDCo adaptation state round-trips through SetState and is validated", "[sidco]") {
   auto est = Adaptive(0.001);
-  Script(est, [](int m) { return m < 3 ? 0.3 : 1.0; }, 3);
+  Script(
+      est, [](int m) { return m < 3 ? 0.3 : 1.0; }, 3);
   const sk::SidcoAdaptState saved = est.state();
   auto restored = Adaptive(0.001);
   REQUIRE(restored.SetState(saved).ok());

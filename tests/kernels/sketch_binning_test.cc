@@ -79,8 +79,9 @@ struct Fixture {
     }
     sk::DeviceArray<std::uint32_t> d_idx(idx);
     sk::DeviceArray<float> d_val(val);
-    REQUIRE(internal::SketchAccumulateSparseWith(d_idx.data(), d_val.data(), idx.size(), hash, table.data(), exec,
-                                                 binning).ok());
+    REQUIRE(
+        internal::SketchAccumulateSparseWith(d_idx.data(), d_val.data(), idx.size(), hash, table.data(), exec, binning)
+            .ok());
     return table.ToHost();
   }
   std::vector<float> EstimateAll(const std::vector<float>& table, const CountSketchHash& hash, std::size_t n,
@@ -119,7 +120,7 @@ TEST_CASE("Binned accumulate equals the unbinned path bit for bit", "[count_sket
   const auto hash = MakeHash(shape.rows, shape.cols, shape.dim, family);
   const auto x = GaussianWithZeros(shape.n, 5, 0.2);
   auto initial = GaussianWithZeros(hash.cells(), 6, 0.5);  // accumulate adds to what is there,
-  for (std::size_t c = 0; c < initial.size(); c += 3) {      // −0 cells included (adding +0 changes them)
+  for (std::size_t c = 0; c < initial.size(); c += 3) {    // −0 cells included (adding +0 changes them)
     if (initial[c] == 0.0f) initial[c] = -0.0f;
   }
   const auto unbinned = f.Sketch(x, hash, initial, sparse, kDirect);
@@ -189,7 +190,8 @@ TEST_CASE("The large-table orders switch on only for tables beyond L2", "[count_
   CHECK(internal::PlanRowsOuterItem(large, 100000000, {}) == std::size_t{1} << internal::kRowsOuterItemLog2);
   CHECK(internal::PlanRowsOuterItem(large, 1000, {}) == 0);
   CHECK(internal::PlanRowsOuterItem(MakeHash(64, 1u << 16, 1000000, CountSketchFamily::kPolynomial61), 1000000, {}) *
-            64 <= internal::kRowsOuterMaxValues);
+            64 <=
+        internal::kRowsOuterMaxValues);
   const auto wide = MakeHash(5, 1u << 22, 1000000000, CountSketchFamily::kPolynomial61);
   const auto plan = internal::PlanAccumulateBins(wide, 500000000, {});
   CHECK(plan.bins == (1u << 22) >> internal::kBinColsLog2);
@@ -223,8 +225,8 @@ TEST_CASE("Direct and large-table sketch timings (prints only)", "[.bench]") {
       REQUIRE(internal::SketchAccumulateWith(x.data(), d, hash, table.data(), f.exec, binning).ok());
       times[large][0].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3);
       t0 = std::chrono::steady_clock::now();
-      REQUIRE(internal::SketchRecoverWith(table.data(), hash, d, d / 1000, idx.data(), val.data(), f.exec, binning)
-                  .ok());
+      REQUIRE(
+          internal::SketchRecoverWith(table.data(), hash, d, d / 1000, idx.data(), val.data(), f.exec, binning).ok());
       times[large][1].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3);
     }
   }

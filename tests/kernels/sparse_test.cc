@@ -231,8 +231,7 @@ TEST_CASE("Sparse kernels reject null pointers", "[sparse]") {
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK(s.message().find("d_idx") != std::string::npos);
   CHECK(sk::SortByIndex(&idx, nullptr, 1, exec).code() == absl::StatusCode::kInvalidArgument);
-  CHECK(sk::KeepTopK(&idx, &dense, 1, 1, nullptr, &dense, exec).status().code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(sk::KeepTopK(&idx, &dense, 1, 1, nullptr, &dense, exec).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(sk::ScatterAdd(&idx, &dense, 1, &dense, 1, sk::Exec{}).code() == absl::StatusCode::kInvalidArgument);
   CHECK(dense == 0.0f);
 }

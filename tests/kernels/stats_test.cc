@@ -49,7 +49,7 @@ TEST_CASE("ExceedanceStats equals a naive double loop", "[stats]") {
   const float eta = GENERATE(-1.0f, 0.0f, 0.5f, 3.0f);
   auto x = SignedSamples(shape, n, 7);
   for (std::size_t i = 0; i < x.size(); i += 11) x[i] = 0.0f;  // exact zeros: excluded at eta = 0
-  const bool with_log = eta >= 0.0f;  // at eta = -1 zeros are included and ln 0 = -inf
+  const bool with_log = eta >= 0.0f;                           // at eta = -1 zeros are included and ln 0 = -inf
   const auto got = RunExceedance(x, eta, sk::MomentSet{true, with_log, true});
   const auto want = NaiveExceedance(x, eta, with_log);
   CAPTURE(sketchps::testing::ShapeName(shape), n, eta);
@@ -119,7 +119,8 @@ TEST_CASE("SegmentMeanStd equals per-segment naive loops", "[stats]") {
   const std::vector<sk::Segment> segments = {{0, 1}, {1, 999}, {1000, 0}, {1000, 60000}, {61000, 39000}, {500, 1000}};
   const std::vector<float> scales = {1.0f, 0.001f, 5.0f, 1e-6f, 3.0f, 1.0f};
   for (std::size_t l = 0; l + 1 < segments.size(); ++l)
-    for (std::size_t i = 0; i < segments[l].size; ++i) scaled[segments[l].offset + i] = x[segments[l].offset + i] * scales[l] + 0.1f * scales[l];
+    for (std::size_t i = 0; i < segments[l].size; ++i)
+      scaled[segments[l].offset + i] = x[segments[l].offset + i] * scales[l] + 0.1f * scales[l];
   sk::DeviceArray<float> d_x(scaled);
   auto got = sk::SegmentMeanStd(d_x.data(), scaled.size(), segments, sk::Exec{nullptr, &scratch});
   REQUIRE(got.ok());
@@ -150,4 +151,3 @@ TEST_CASE("SegmentMeanStd rejects segments outside the input", "[stats]") {
   CHECK((*ok)[1].mean == 1.0);
   CHECK((*ok)[1].stddev == 0.0);
 }
-

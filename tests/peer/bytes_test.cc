@@ -53,7 +53,8 @@ absl::Status Train(std::uint32_t w, std::uint32_t p, const BoundScheme& scheme, 
     problem.Gradient(d_w.ToHost(), w, p, round, g);
     d_g.FromHost(g);
     const auto before = group.aggregator(w).counters();
-    SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound r, replica->RunRound(group.aggregator(w), {round, 0.0}, d_g.data(), d_w.data()));
+    SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound r,
+                              replica->RunRound(group.aggregator(w), {round, 0.0}, d_g.data(), d_w.data()));
     out.per_round.push_back(Delta(group.aggregator(w).counters(), before));
     out.payload_up.push_back(r.traffic.bytes_up);
   }
@@ -63,7 +64,9 @@ absl::Status Train(std::uint32_t w, std::uint32_t p, const BoundScheme& scheme, 
 }  // namespace
 
 TEST_CASE("gs-SGD decentralized: bytes per worker per round = (sketch + values) x log2 P", "[peer][grpc][bytes]") {
-  ConfigReader reader(YAML::Load("{name: gs_sgd, density: 0.05, gs_sgd: {rows: 5, cols_factor: 10, p2: 2, keep: top_k, table: f32}}"), "scheme");
+  ConfigReader reader(
+      YAML::Load("{name: gs_sgd, density: 0.05, gs_sgd: {rows: 5, cols_factor: 10, p2: 2, keep: top_k, table: f32}}"),
+      "scheme");
   auto scheme = ParseSchemeSection(reader);
   REQUIRE(scheme.ok());
   for (std::uint32_t p : {2u, 4u, 8u}) {
@@ -75,8 +78,8 @@ TEST_CASE("gs-SGD decentralized: bytes per worker per round = (sketch + values) 
       REQUIRE(measured[w].status.ok());
       for (std::uint64_t round = 0; round < kRounds; ++round) {
         const auto& c = measured[w].per_round[round];
-        INFO("P = " << p << ", worker " << w << ", round " << round << ": raw up " << c.raw_up << ", wire up " << c.wire_up
-                    << ", raw down " << c.raw_down << ", messages " << c.messages);
+        INFO("P = " << p << ", worker " << w << ", round " << round << ": raw up " << c.raw_up << ", wire up "
+                    << c.wire_up << ", raw down " << c.raw_down << ", messages " << c.messages);
         CHECK(measured[w].payload_up[round] == kSketchBytes + kValueBytes);
         CHECK(c.raw_up == log2p * (kSketchBytes + kValueBytes));
         CHECK(c.raw_down == c.raw_up);

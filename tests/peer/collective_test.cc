@@ -62,7 +62,8 @@ Outcome RunPhase(PeerGroup& group, std::uint64_t round, const std::vector<Contri
   const std::uint32_t p = group.size();
   Outcome out;
   out.peer.assign(p, absl::UnknownError("not run"));
-  RunRanks(AllRanks(p), [&](std::uint32_t r) { out.peer[r] = group.aggregator(r).RunPhase(0, round, 0, contributions[r]); });
+  RunRanks(AllRanks(p),
+           [&](std::uint32_t r) { out.peer[r] = group.aggregator(r).RunPhase(0, round, 0, contributions[r]); });
   std::vector<const Contribution*> ptrs;
   for (const auto& c : contributions) ptrs.push_back(&c);
   Reducer reducer(kDim);
@@ -90,7 +91,8 @@ double MaxAbsDiff(const PayloadValue& a, const PayloadValue& b) {
   const auto* y = std::get_if<SparseVector>(&b);
   if (x && y && x->idx == y->idx) {
     double m = 0;
-    for (std::size_t i = 0; i < x->val.size(); ++i) m = std::max(m, static_cast<double>(std::fabs(x->val[i] - y->val[i])));
+    for (std::size_t i = 0; i < x->val.size(); ++i)
+      m = std::max(m, static_cast<double>(std::fabs(x->val[i] - y->val[i])));
     return m;
   }
   const auto* u = std::get_if<DenseValues>(&a);
@@ -107,11 +109,8 @@ double MaxAbsDiff(const PayloadValue& a, const PayloadValue& b) {
 
 const std::vector<PhaseSpec>& Specs() {
   static const std::vector<PhaseSpec> specs = {
-      {Reduction::kDenseSum},
-      {Reduction::kSketchRecover, 12},
-      {Reduction::kSparseSum},
-      {Reduction::kSparseSum, 5},
-      {Reduction::kLeaderIndexSet, 0, 1},
+      {Reduction::kDenseSum},     {Reduction::kSketchRecover, 12},    {Reduction::kSparseSum},
+      {Reduction::kSparseSum, 5}, {Reduction::kLeaderIndexSet, 0, 1},
   };
   return specs;
 }
@@ -159,7 +158,8 @@ TEST_CASE("Peer sums of arbitrary floats are identical on every rank and within 
   }
 }
 
-TEST_CASE("gTop-k tree merge is equal on every rank and the PS result for P = 2 and differs as documented", "[peer][grpc][gtopk]") {
+TEST_CASE("gTop-k tree merge is equal on every rank and the PS result for P = 2 and differs as documented",
+          "[peer][grpc][gtopk]") {
   SECTION("P = 2 and P = 4 on random payloads") {
     for (std::uint32_t p : {2u, 4u}) {
       PeerGroup group(p, PeerBase("gtopk-tree", {kDim}, absl::Seconds(20), /*gtopk_tree=*/true));

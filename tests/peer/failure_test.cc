@@ -28,7 +28,8 @@ struct Timed {
 };
 
 // A hand-made step from `sender` to `to` (P = 2: the doubling step is step 1).
-v1::ExchangeRequest Step(std::uint32_t sender, const PhaseSpec& spec, const PayloadValue& payload, std::uint64_t round = 0) {
+v1::ExchangeRequest Step(std::uint32_t sender, const PhaseSpec& spec, const PayloadValue& payload,
+                         std::uint64_t round = 0) {
   v1::ExchangeRequest r;
   auto* h = r.mutable_header();
   h->set_job_id("fail");
@@ -90,7 +91,8 @@ TEST_CASE("A dead peer fails the phase with UNAVAILABLE naming it within the tim
     });
     const std::string name = "rank " + std::to_string(dead) + " (" + group.addresses()[dead] + ")";
     for (std::uint32_t r : alive) {
-      INFO("P = " << p << ", rank " << r << " after " << absl::FormatDuration(out[r].took) << ": " << out[r].result.status());
+      INFO("P = " << p << ", rank " << r << " after " << absl::FormatDuration(out[r].took) << ": "
+                  << out[r].result.status());
       CHECK(out[r].result.status().code() == absl::StatusCode::kUnavailable);
       CHECK(std::string(out[r].result.status().message()).find(name) != std::string::npos);
       CHECK(out[r].took < kTimeout + kSlack);
@@ -119,7 +121,8 @@ TEST_CASE("Invalid steps from a peer are refused and fail the receiver's phase a
     CHECK(out.rank0.took < absl::Seconds(5));
   }
   SECTION("a dense payload of another length") {
-    const auto out = InjectIntoRank0(Dense(1.0f), Step(1, {Reduction::kDenseSum}, DenseValues{std::vector<float>(kDim - 2, 1.0f)}));
+    const auto out =
+        InjectIntoRank0(Dense(1.0f), Step(1, {Reduction::kDenseSum}, DenseValues{std::vector<float>(kDim - 2, 1.0f)}));
     CHECK(out.sent.ok());  // well-formed on its own; the length clash shows when it is combined
     CHECK(out.rank0.result.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK(std::string(out.rank0.result.status().message()).find("dense.count") != std::string::npos);

@@ -39,7 +39,8 @@ struct Group {
   std::vector<absl::StatusOr<RegroupPlan>> AskAll(const std::vector<std::pair<std::uint32_t, std::uint64_t>>& ranks) {
     std::vector<std::future<absl::StatusOr<RegroupPlan>>> calls;
     for (auto [r, next] : ranks) {
-      calls.push_back(std::async(std::launch::async, [this, r = r, next = next] { return servers[r]->regrouper().Ask(next); }));
+      calls.push_back(
+          std::async(std::launch::async, [this, r = r, next = next] { return servers[r]->regrouper().Ask(next); }));
     }
     std::vector<absl::StatusOr<RegroupPlan>> out;
     for (auto& c : calls) out.push_back(c.get());
@@ -121,5 +122,6 @@ TEST_CASE("Regroup requests for another job, epoch or rank are refused", "[peer]
   CHECK_THAT(Message(plan.status()), Catch::StartsWith("rank: 9"));
   Regrouper unarmed;
   CHECK(unarmed.Ask(0).status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(unarmed.Arm(RegroupConfig{"x", 0, 2, {"a:1", "b:2"}, absl::Seconds(1), {}, {}}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(unarmed.Arm(RegroupConfig{"x", 0, 2, {"a:1", "b:2"}, absl::Seconds(1), {}, {}}).code() ==
+        absl::StatusCode::kInvalidArgument);
 }

@@ -60,9 +60,11 @@ TEST_CASE("Decentralized replicas stay bitwise equal every round", "[peer][grpc]
     auto scheme = ParseSchemeSection(reader);
     REQUIRE(scheme.ok());
     for (std::uint32_t p : {3u, 4u}) {
-      PeerGroup group(p, PeerBase("replica-" + name, {map->ranges[0].size(), map->ranges[1].size()}, absl::Seconds(20), tree));
+      PeerGroup group(
+          p, PeerBase("replica-" + name, {map->ranges[0].size(), map->ranges[1].size()}, absl::Seconds(20), tree));
       std::vector<Run> runs(p);
-      RunRanks(AllRanks(p), [&](std::uint32_t w) { runs[w].status = Train(w, p, *scheme, *map, layers, problem, group, runs[w]); });
+      RunRanks(AllRanks(p),
+               [&](std::uint32_t w) { runs[w].status = Train(w, p, *scheme, *map, layers, problem, group, runs[w]); });
       for (std::uint32_t w = 0; w < p; ++w) {
         INFO(name << ", P = " << p << ", worker " << w << ": " << runs[w].status);
         REQUIRE(runs[w].status.ok());

@@ -36,7 +36,8 @@ TEST_CASE("Peer schedule: sends and receives pair up at every step", "[peer][sch
   }
 }
 
-TEST_CASE("Peer schedule: every rank ends with every contribution once and sends at most ceil(log2 P) times", "[peer][schedule]") {
+TEST_CASE("Peer schedule: every rank ends with every contribution once and sends at most ceil(log2 P) times",
+          "[peer][schedule]") {
   for (std::uint32_t p = 1; p <= 17; ++p) {
     std::vector<std::multiset<std::uint32_t>> cover(p);
     for (std::uint32_t r = 0; r < p; ++r) cover[r] = {r};

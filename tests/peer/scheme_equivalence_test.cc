@@ -34,8 +34,8 @@ constexpr std::uint64_t kRounds = 4;
 class Recording final : public Aggregator {
  public:
   explicit Recording(Aggregator& inner) : inner_(inner) {}
-  absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round, std::uint32_t phase,
-                                                              Contribution c) override {
+  absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round,
+                                                              std::uint32_t phase, Contribution c) override {
     {
       absl::MutexLock lock(&mu_);
       seen_.insert(c.spec.reduction);
@@ -113,7 +113,8 @@ TEST_CASE("Every scheme: peer aggregates equal the parameter server's for P = 2.
         traces[w].status = RunWorker(w, p, scheme, *map, layers, opt, hub, group, problem, traces[w]);
       });
       const auto& seen = traces[0].reductions;
-      const bool bitwise = p == 2 || (seen.count(Reduction::kDenseSum) == 0 && seen.count(Reduction::kSketchRecover) == 0);
+      const bool bitwise =
+          p == 2 || (seen.count(Reduction::kDenseSum) == 0 && seen.count(Reduction::kSketchRecover) == 0);
       for (std::uint32_t w = 0; w < p; ++w) {
         INFO(name << ", P = " << p << ", worker " << w << ": " << traces[w].status);
         REQUIRE(traces[w].status.ok());

@@ -45,7 +45,8 @@ v1::ExchangeRequest Letter(std::uint32_t sender, bool abort) {
 grpc::Status Send(int port, const TlsConfig& tls, const v1::ExchangeRequest& r) {
   auto credentials = MakeChannelCredentials(tls);
   REQUIRE(credentials.ok());
-  auto stub = v1::Peer::NewStub(MakeClientChannel("127.0.0.1:" + std::to_string(port), 1 << 20, *credentials, "worker-0"));
+  auto stub =
+      v1::Peer::NewStub(MakeClientChannel("127.0.0.1:" + std::to_string(port), 1 << 20, *credentials, "worker-0"));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ExchangeResponse response;

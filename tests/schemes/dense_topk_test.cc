@@ -121,6 +121,6 @@ TEST_CASE("Bytes per phase follow the documented formulas", "[schemes][bytes]") 
   auto topk = Simulate(TopK(), problem, opts);
   CHECK(dense.traffic[1].bytes_up == 4 * 1000);
   CHECK(dense.traffic[1].bytes_down == 4 * 1000);
-  CHECK(topk.traffic[1].bytes_up == 8 * 10);  // k = 5 per shard, 2 shards
+  CHECK(topk.traffic[1].bytes_up == 8 * 10);        // k = 5 per shard, 2 shards
   CHECK(topk.traffic[1].bytes_down <= 8 * 10 * 3);  // union of at most P selections
 }

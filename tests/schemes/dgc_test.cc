@@ -91,7 +91,7 @@ TEST_CASE("DGC conserves velocity exactly and masks u and v at the sent indices"
     }
     CHECK(in_w >= 4);  // [0.8 k, 1.3 k] for k = 5
     CHECK(in_w <= 6);
-    CHECK(sent.idx.size() == in_w + 10);  // every bias entry
+    CHECK(sent.idx.size() == in_w + 10);                         // every bias entry
     ref.Take(sent.idx, [](std::uint32_t i) { return i < 50; });  // biases keep their momentum
     const SchemeState state = scheme->SaveState();
     REQUIRE(state.arrays.at("velocity") == ref.v);  // remaining v == accumulated v off the sent set
@@ -253,8 +253,10 @@ TEST_CASE("DGC config errors name the key", "[schemes][dgc][config]") {
   CHECK_THAT(ConfigError("{warmup_epochs: 1, warmup_densities: [1.5]}"),
              Catch::StartsWith("scheme.dgc.warmup_densities[0]"));
   CHECK_THAT(ConfigError("{ratio: 0.1}"), Catch::StartsWith("scheme.dgc: unknown key 'ratio'"));
-  auto job = ParseJobSpec("scheme: {name: dgc, density: 0.001, dgc: {momentum: 0.8, nesterov: true, "
-                          "warmup_epochs: 5, clip_norm: 2.5, clip_scope: global}}\n", "t.yaml", {});
+  auto job = ParseJobSpec(
+      "scheme: {name: dgc, density: 0.001, dgc: {momentum: 0.8, nesterov: true, "
+      "warmup_epochs: 5, clip_norm: 2.5, clip_scope: global}}\n",
+      "t.yaml", {});
   REQUIRE(job.ok());
   CHECK_FALSE(job->scheme.global_momentum);
   CHECK(std::string(job->scheme.make(SchemeContext{0, 4, 0, 100, {}, 1, 1})->name()) == "dgc");

@@ -108,7 +108,8 @@ TEST_CASE("gs-SGD error feedback is exact: sent + residual == e + g", "[schemes]
   Reducer reducer(d);
   std::mt19937_64 rng(2);
   std::vector<std::vector<float>> e(workers, std::vector<float>(d, 0.0f));
-  std::vector<std::vector<double>> moved(workers, std::vector<double>(d, 0.0)), total(workers, std::vector<double>(d, 0.0));
+  std::vector<std::vector<double>> moved(workers, std::vector<double>(d, 0.0)),
+      total(workers, std::vector<double>(d, 0.0));
   for (std::uint64_t round = 0; round < 6; ++round) {
     std::vector<std::vector<float>> g(workers);
     for (auto& x : g) x = RandomGradient(d, rng);

@@ -74,7 +74,8 @@ TEST_CASE("gTop-k matches a host reference over rounds, residual invariant holds
   std::normal_distribution<float> normal;
   for (std::uint64_t round = 0; round < 5; ++round) {
     std::vector<std::vector<float>> g(p, std::vector<float>(dim)), a(p);
-    for (auto& gw : g) for (auto& v : gw) v = normal(rng);
+    for (auto& gw : g)
+      for (auto& v : gw) v = normal(rng);
     const auto r = RunManual(schemes, round, g);
     std::vector<float> sum(dim, 0.0f);
     std::vector<std::vector<std::uint32_t>> local(p);
@@ -101,8 +102,9 @@ TEST_CASE("gTop-k matches a host reference over rounds, residual invariant holds
 TEST_CASE("gTop-k with one worker equals top-k+EF", "[schemes][gtopk]") {
   auto opts = SchemeOptions(1, 2, 60);
   opts.density = 0.1;
-  ExpectMatches(LeastSquares(200, 40, 6), GTopK(), [](SchemeContext ctx) { return MakeTopKEfScheme(std::move(ctx)); },
-                opts, /*tolerance=*/0.0);
+  ExpectMatches(
+      LeastSquares(200, 40, 6), GTopK(), [](SchemeContext ctx) { return MakeTopKEfScheme(std::move(ctx)); }, opts,
+      /*tolerance=*/0.0);
 }
 
 TEST_CASE("gTop-k converges to the least-squares optimum", "[schemes][gtopk][convergence]") {

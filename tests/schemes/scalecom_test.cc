@@ -27,7 +27,8 @@ std::vector<float> Memory(const Scheme& s) { return s.SaveState().arrays.at("mem
 
 std::vector<std::unique_ptr<Scheme>> Workers(std::uint32_t p, std::uint64_t dim, std::uint64_t k, double beta) {
   std::vector<std::unique_ptr<Scheme>> out;
-  for (std::uint32_t w = 0; w < p; ++w) out.push_back(MakeScaleComScheme({w, p, 0, dim, {}, k, 1}, ScaleComConfig{beta}));
+  for (std::uint32_t w = 0; w < p; ++w)
+    out.push_back(MakeScaleComScheme({w, p, 0, dim, {}, k, 1}, ScaleComConfig{beta}));
   return out;
 }
 
@@ -35,7 +36,8 @@ std::vector<std::unique_ptr<Scheme>> Workers(std::uint32_t p, std::uint64_t dim,
 std::vector<std::vector<float>> DyadicGradients(std::uint32_t p, std::size_t dim, std::mt19937_64& rng) {
   std::uniform_int_distribution<int> u(-32, 32);
   std::vector<std::vector<float>> g(p, std::vector<float>(dim));
-  for (auto& gw : g) for (auto& v : gw) v = static_cast<float>(u(rng)) / 8.0f;
+  for (auto& gw : g)
+    for (auto& v : gw) v = static_cast<float>(u(rng)) / 8.0f;
   return g;
 }
 
@@ -110,8 +112,9 @@ TEST_CASE("ScaleCom with beta < 1 low-pass filters the memory elementwise", "[sc
 TEST_CASE("ScaleCom with one worker equals top-k+EF", "[schemes][scalecom]") {
   auto opts = SchemeOptions(1, 2, 60);
   opts.density = 0.1;
-  ExpectMatches(LeastSquares(200, 40, 6), ScaleCom(), [](SchemeContext ctx) { return MakeTopKEfScheme(std::move(ctx)); },
-                opts, /*tolerance=*/0.0);
+  ExpectMatches(
+      LeastSquares(200, 40, 6), ScaleCom(), [](SchemeContext ctx) { return MakeTopKEfScheme(std::move(ctx)); }, opts,
+      /*tolerance=*/0.0);
 }
 
 TEST_CASE("ScaleCom converges to the least-squares optimum", "[schemes][scalecom][convergence]") {
@@ -151,10 +154,12 @@ TEST_CASE("ScaleCom warm-up rounds are dense, the leader schedule counts them", 
   const LeastSquares problem(100, 1000, 1);
   auto opts = SchemeOptions(2, 1, 8);
   opts.density = 0.01;  // k = 10
-  auto r = Simulate([](SchemeContext ctx) {
-    ctx.warmup_rounds = 3;
-    return MakeScaleComScheme(std::move(ctx));
-  }, problem, opts);
+  auto r = Simulate(
+      [](SchemeContext ctx) {
+        ctx.warmup_rounds = 3;
+        return MakeScaleComScheme(std::move(ctx));
+      },
+      problem, opts);
   REQUIRE(r.status.ok());
   CHECK(r.replicas_identical);
   for (std::uint64_t round = 0; round < 8; ++round) {
@@ -169,7 +174,7 @@ TEST_CASE("ScaleCom: a skipped leader or worker leaves replicas identical", "[sc
   // Worker 1 leads round 5; worker 2 does not lead round 9 (worker 1 does).
   opts.tamper = PoisonGradients({{1, 5, 3, kNaN}, {2, 9, 15, kInf}});
   const auto r = ExpectSkipsNonFinite(ScaleCom(), LeastSquares(200, 40, 3), opts);
-  CHECK(r.traffic[5].bytes_down == 4 * 4 + 8 * 4);  // shard 0: no leader set, G = 0; shard 1 as usual
+  CHECK(r.traffic[5].bytes_down == 4 * 4 + 8 * 4);        // shard 0: no leader set, G = 0; shard 1 as usual
   CHECK(r.traffic[9].bytes_down == 2 * (4 * 4 + 8 * 4));  // k = 4 per shard
 }
 

@@ -66,8 +66,12 @@ std::string ConfigError(const std::string& section) { return SchemeConfigError("
 
 TEST_CASE("SDAGC density on Gaussian gradients matches erfc(λ/√2), λ from the schedule", "[schemes][sdagc]") {
   // (lambda_final, warm-up epochs, epoch) -> λ_t = 1 + (λ_final - 1) min(epoch / W, 1)
-  const auto [lambda_final, warmup, epoch, lambda] = GENERATE(table<double, double, double, double>(
-      {{1.0, 0.0, 0.0, 1.0}, {2.0, 0.0, 3.0, 2.0}, {3.09, 4.0, 5.0, 3.09}, {3.09, 4.0, 2.0, 2.045}, {3.09, 4.0, 0.0, 1.0}}));
+  const auto [lambda_final, warmup, epoch, lambda] =
+      GENERATE(table<double, double, double, double>({{1.0, 0.0, 0.0, 1.0},
+                                                      {2.0, 0.0, 3.0, 2.0},
+                                                      {3.09, 4.0, 5.0, 3.09},
+                                                      {3.09, 4.0, 2.0, 2.045},
+                                                      {3.09, 4.0, 0.0, 1.0}}));
   const std::size_t d = 200000;
   SdagcConfig c;
   c.lambda_final = lambda_final;
@@ -86,8 +90,8 @@ TEST_CASE("SDAGC thresholds each layer by its own σ, scaling a layer keeps its 
   const LayerTable layers = MakeLayerTable({{"a", {50, 40}}, {"b", {30}}, {"c", {30, 30}}});
   std::mt19937_64 rng(4);
   auto g = Gaussian(2930, rng);
-  for (std::size_t i = 2000; i < 2030; ++i) g[i] *= 100.0f;   // a loud bias
-  for (std::size_t i = 2030; i < 2930; ++i) g[i] *= 0.001f;   // a quiet matrix
+  for (std::size_t i = 2000; i < 2030; ++i) g[i] *= 100.0f;  // a loud bias
+  for (std::size_t i = 2030; i < 2930; ++i) g[i] *= 0.001f;  // a quiet matrix
   auto run = [&](const std::vector<float>& grad) {
     auto scheme = MakeSdagcScheme(SchemeContext{0, 1, 0, 2930, layers, 1, 1}, Constant(1.5));
     return DriveRound(*scheme, grad, 0, 0.0);

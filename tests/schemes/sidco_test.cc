@@ -107,9 +107,10 @@ TEST_CASE("SIDCo achieved density approaches the target on heavy-tailed gradient
     Shape shape;
     double density;
   };
-  const Case c = GENERATE(Case{"exponential", Shape::kStudentT3, 0.01}, Case{"exponential", Shape::kStudentT3, 0.001},
-                          Case{"exponential", Shape::kLaplace, 0.01}, Case{"gamma_gpareto", Shape::kStudentT3, 0.01},
-                          Case{"gamma_gpareto", Shape::kStudentT3, 0.001}, Case{"gamma_gpareto", Shape::kLaplace, 0.01});
+  const Case c =
+      GENERATE(Case{"exponential", Shape::kStudentT3, 0.01}, Case{"exponential", Shape::kStudentT3, 0.001},
+               Case{"exponential", Shape::kLaplace, 0.01}, Case{"gamma_gpareto", Shape::kStudentT3, 0.01},
+               Case{"gamma_gpareto", Shape::kStudentT3, 0.001}, Case{"gamma_gpareto", Shape::kLaplace, 0.01});
   const std::size_t dim = 20000;
   const auto k = static_cast<std::size_t>(c.density * dim);
   auto schemes = One(dim, k, Variant(c.variant));

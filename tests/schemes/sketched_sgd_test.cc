@@ -46,7 +46,8 @@ std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 }  // namespace
 
-TEST_CASE("Sketched-SGD with a collision-free sketch equals exact global top-k of the summed v", "[schemes][sketched_sgd]") {
+TEST_CASE("Sketched-SGD with a collision-free sketch equals exact global top-k of the summed v",
+          "[schemes][sketched_sgd]") {
   const std::uint32_t p2 = GENERATE(0u, 1u, 2u);
   const std::uint32_t workers = 4;
   const std::uint64_t d = 60, k = 6;
@@ -78,7 +79,8 @@ TEST_CASE("Sketched-SGD with a collision-free sketch equals exact global top-k o
   }
 }
 
-TEST_CASE("Sketched-SGD with collisions and p2 = P: exact top-k of the summed v over the candidates", "[schemes][sketched_sgd]") {
+TEST_CASE("Sketched-SGD with collisions and p2 = P: exact top-k of the summed v over the candidates",
+          "[schemes][sketched_sgd]") {
   const std::uint32_t workers = 4;
   const std::uint64_t d = 400, k = 8, seed = 6;  // c = 80 < d
   auto schemes = MakeWorkers(workers, d, k, seed, Sketched(Config(workers, 0.9)));
@@ -120,17 +122,19 @@ TEST_CASE("Sketched-SGD at density 1 equals dense SGD without momentum", "[schem
 
 TEST_CASE("Sketched-SGD converges on least squares with sketch collisions", "[schemes][sketched_sgd][convergence]") {
   auto opts = Options(GENERATE(1u, 4u, 8u), 1, 300, 0.05);  // local momentum 0.9 (the default): effective step 0.5
-  opts.density = 0.1;  // k = 5, c = 50 = d: realistic collisions
+  opts.density = 0.1;                                       // k = 5, c = 50 = d: realistic collisions
   ExpectConvergesOnLeastSquares(Sketched(), opts, 1e-3);
 }
 
-TEST_CASE("Sketched-SGD converges on logistic regression with sketch collisions", "[schemes][sketched_sgd][convergence]") {
+TEST_CASE("Sketched-SGD converges on logistic regression with sketch collisions",
+          "[schemes][sketched_sgd][convergence]") {
   auto opts = Options(GENERATE(1u, 4u, 8u), 1, 300, 1.0);
   opts.density = 0.2;  // k = 6, c = 60
   ExpectConvergesOnLogistic(Sketched(), opts, 1e-3);
 }
 
-TEST_CASE("Sketched-SGD: a worker with a non-finite gradient skips, replicas stay identical", "[schemes][sketched_sgd][nan]") {
+TEST_CASE("Sketched-SGD: a worker with a non-finite gradient skips, replicas stay identical",
+          "[schemes][sketched_sgd][nan]") {
   const LeastSquares problem(200, 40, 3);
   auto opts = Options(4, 2, 30, 0.05);
   opts.density = 0.2;
@@ -138,7 +142,8 @@ TEST_CASE("Sketched-SGD: a worker with a non-finite gradient skips, replicas sta
   for (std::uint32_t p2 : {0u, 2u}) ExpectSkipsNonFinite(Sketched(Config(p2, 0.9)), problem, opts);
 }
 
-TEST_CASE("Sketched-SGD dense warm-up sends v whole, zeroes v and keeps the momentum", "[schemes][sketched_sgd][warmup]") {
+TEST_CASE("Sketched-SGD dense warm-up sends v whole, zeroes v and keeps the momentum",
+          "[schemes][sketched_sgd][warmup]") {
   const std::uint64_t d = 40;
   auto schemes = MakeWorkers(2, d, 4, 1, Sketched(Config(2, 0.5), /*warmup=*/2));
   Reducer reducer(d);
@@ -175,7 +180,8 @@ TEST_CASE("Sketched-SGD state round-trips through Save/Restore", "[schemes][sket
   CHECK(b->RestoreState(long_v).code() == absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("Sketched-SGD configuration: defaults, reading, and errors that name the key", "[schemes][sketched_sgd][config]") {
+TEST_CASE("Sketched-SGD configuration: defaults, reading, and errors that name the key",
+          "[schemes][sketched_sgd][config]") {
   const SketchedSgdConfig defaults;
   CHECK(defaults.rows == 5);
   CHECK(defaults.cols_factor == 4.0);
@@ -210,4 +216,3 @@ TEST_CASE("Sketched-SGD configuration: defaults, reading, and errors that name t
   CHECK_FALSE(bound->global_momentum);
   CHECK(std::string(bound->make(SchemeContext{0, 2, 0, 100, {}, 5, 1})->name()) == "sketched_sgd");
 }
-

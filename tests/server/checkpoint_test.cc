@@ -50,7 +50,8 @@ TEST_CASE("Checkpoints round-trip and only the newest `keep` remain", "[checkpoi
   CHECK(loaded->checkpoint.rounds_applied() == 4);
   CHECK(loaded->checkpoint.weights() == Make(4).weights());
   std::size_t shard1_files = 0;
-  for (const auto& e : fs::directory_iterator(dir.path)) shard1_files += e.path().filename().string().rfind("shard-1-", 0) == 0;
+  for (const auto& e : fs::directory_iterator(dir.path))
+    shard1_files += e.path().filename().string().rfind("shard-1-", 0) == 0;
   CHECK(shard1_files == 2);
   CHECK(server::LoadLatest(dir.path.string(), "job", 0)->checkpoint.rounds_applied() == 7);
   CHECK(server::LoadLatest(dir.path.string(), "other-job", 1).status().code() == absl::StatusCode::kNotFound);
@@ -67,10 +68,10 @@ TEST_CASE("A torn or corrupt newest checkpoint falls back to the previous one", 
   for (int variant = 0; variant < 100; ++variant) {
     std::string bad = good;
     switch (variant % 4) {
-      case 0: bad.resize(rng() % bad.size()); break;                      // truncated
+      case 0: bad.resize(rng() % bad.size()); break;                                 // truncated
       case 1: bad[rng() % bad.size()] ^= static_cast<char>(1 + rng() % 255); break;  // bit flip
-      case 2: bad += std::string(1 + rng() % 64, 'x'); break;             // padded
-      case 3: {                                                           // valid frame, wrong shape
+      case 2: bad += std::string(1 + rng() % 64, 'x'); break;                        // padded
+      case 3: {                                                                      // valid frame, wrong shape
         auto c = Make(2);
         c.set_range_hi(c.range_hi() + 1 + rng() % 5);
         REQUIRE(server::WriteCheckpoint((dir.path / "scratch").string(), c).ok());
@@ -98,7 +99,8 @@ TEST_CASE("Checkpoint errors name the file and the problem", "[checkpoint]") {
   CHECK(none.status().code() == absl::StatusCode::kNotFound);
   CHECK_THAT(std::string(none.status().message()), Catch::Contains("1 invalid files skipped"));
   WriteAll(dir.path / "file", "x");
-  CHECK(server::WriteCheckpoint((dir.path / "file" / "sub").string(), Make(1)).code() == absl::StatusCode::kUnavailable);
+  CHECK(server::WriteCheckpoint((dir.path / "file" / "sub").string(), Make(1)).code() ==
+        absl::StatusCode::kUnavailable);
 }
 
 TEST_CASE("NewestCheckpointRounds reads each shard's newest round from the file names", "[checkpoint]") {

@@ -32,7 +32,8 @@ grpc::Status RawCall(const std::string& address, const std::string& method, cons
   grpc::Slice slice(body);
   grpc::ByteBuffer request(&slice, 1), response;
   std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&done](grpc::Status s) { done.set_value(s); });
+  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(s); });
   return done.get_future().get();
 }
 
@@ -53,11 +54,11 @@ TEST_CASE("Bodies that do not parse are INVALID_ARGUMENT naming the message, on 
   REQUIRE(server != nullptr);
   const std::string address = "127.0.0.1:" + std::to_string(port);
   const std::string garbage("\x0a\xff\xff\xff\xff\x0f\x01", 7);  // a length prefix far beyond the body
-  for (const auto& [method, message] : std::vector<std::pair<std::string, std::string>>{
-           {"Join", "sketchps.v1.JoinRequest"},
-           {"PushPull", "sketchps.v1.PushPullRequest"},
-           {"GetWeights", "sketchps.v1.GetWeightsRequest"},
-           {"Leave", "sketchps.v1.LeaveRequest"}}) {
+  for (const auto& [method, message] :
+       std::vector<std::pair<std::string, std::string>>{{"Join", "sketchps.v1.JoinRequest"},
+                                                        {"PushPull", "sketchps.v1.PushPullRequest"},
+                                                        {"GetWeights", "sketchps.v1.GetWeightsRequest"},
+                                                        {"Leave", "sketchps.v1.LeaveRequest"}}) {
     const auto status = RawCall(address, "/sketchps.v1.ParameterServer/" + method, garbage);
     INFO(method << ": " << status.error_message());
     CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
@@ -98,7 +99,8 @@ TEST_CASE("Binding is exclusive: a second server on a port in use fails to start
   running->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
-TEST_CASE("The message limit follows the job: a body above the shard's largest payload is refused unread", "[grpc][server]") {
+TEST_CASE("The message limit follows the job: a body above the shard's largest payload is refused unread",
+          "[grpc][server]") {
   auto job = ParseJobSpec(DefaultJobSpecYaml(), "t", {"job_id=t", "workers=2", "servers=1"});
   REQUIRE(job.ok());
   job->layout = MakeLayerTable({{"w", {1000}}});
@@ -124,7 +126,8 @@ TEST_CASE("The message limit follows the job: a body above the shard's largest p
   const auto refused = RawCall(address, "/sketchps.v1.ParameterServer/PushPull", big);
   CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   // Just under the limit the body reaches the handler (which names what is wrong with it).
-  const auto read = RawCall(address, "/sketchps.v1.ParameterServer/PushPull", std::string(limits.max_message_bytes - 64, '\0'));
+  const auto read =
+      RawCall(address, "/sketchps.v1.ParameterServer/PushPull", std::string(limits.max_message_bytes - 64, '\0'));
   CHECK(read.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }

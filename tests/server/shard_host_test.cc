@@ -27,8 +27,9 @@ constexpr std::uint64_t kDim = 8;
 constexpr auto kWait = std::chrono::seconds(10);
 
 JobSpec TestJob() {
-  auto job = ParseJobSpec(DefaultJobSpecYaml(), "test",
-                          {"job_id=t", "workers=2", "servers=1", "scheme.name=dense", "optimizer.lr=1", "optimizer.momentum=0"});
+  auto job = ParseJobSpec(
+      DefaultJobSpecYaml(), "test",
+      {"job_id=t", "workers=2", "servers=1", "scheme.name=dense", "optimizer.lr=1", "optimizer.momentum=0"});
   REQUIRE(job.ok());
   return *job;
 }
@@ -37,7 +38,8 @@ std::vector<float> Initial() { return {1, 2, 3, 4, 5, 6, 7, 8}; }
 
 LayerTable Layers() { return MakeLayerTable({{"w", {static_cast<std::int64_t>(kDim)}}}); }
 
-v1::JoinRequest JoinRequest(std::uint32_t worker, const std::vector<float>& weights = Initial(), std::uint64_t rounds = 0) {
+v1::JoinRequest JoinRequest(std::uint32_t worker, const std::vector<float>& weights = Initial(),
+                            std::uint64_t rounds = 0) {
   v1::JoinRequest r;
   r.set_job_id("t");
   r.set_worker_id(worker);
@@ -49,7 +51,8 @@ v1::JoinRequest JoinRequest(std::uint32_t worker, const std::vector<float>& weig
   return r;
 }
 
-v1::PushPullRequest Push(std::uint32_t worker, std::uint64_t round, std::vector<float> values, std::uint32_t phase = 0) {
+v1::PushPullRequest Push(std::uint32_t worker, std::uint64_t round, std::vector<float> values,
+                         std::uint32_t phase = 0) {
   v1::PushPullRequest r;
   auto* h = r.mutable_payload()->mutable_header();
   h->set_job_id("t");
@@ -73,7 +76,8 @@ std::future<absl::StatusOr<T>> Later(std::function<void(std::function<void(absl:
 
 template <class T>
 absl::StatusOr<T> Get(std::future<absl::StatusOr<T>>& f) {
-  if (f.wait_for(kWait) != std::future_status::ready) return absl::DeadlineExceededError("test: no answer within kWait");
+  if (f.wait_for(kWait) != std::future_status::ready)
+    return absl::DeadlineExceededError("test: no answer within kWait");
   return f.get();
 }
 
@@ -86,7 +90,8 @@ std::future<absl::StatusOr<v1::PushPullResponse>> PushLater(ShardHost& host, v1:
                                                             std::optional<Identity> caller = std::nullopt) {
   return Later<v1::PushPullResponse>([&host, r, caller](auto reply) { host.PushPull(r, caller, std::move(reply)); });
 }
-absl::StatusOr<v1::JoinResponse> JoinNow(ShardHost& host, v1::JoinRequest r, std::optional<Identity> caller = std::nullopt) {
+absl::StatusOr<v1::JoinResponse> JoinNow(ShardHost& host, v1::JoinRequest r,
+                                         std::optional<Identity> caller = std::nullopt) {
   auto f = JoinLater(host, std::move(r), caller);
   return Get(f);
 }
@@ -108,7 +113,8 @@ std::unique_ptr<ShardHost> OpenHost(ServerMetrics* metrics, const std::string& d
 }
 
 // Both workers join with `a` and `b`; returns their answers.
-std::pair<absl::StatusOr<v1::JoinResponse>, absl::StatusOr<v1::JoinResponse>> JoinBoth(ShardHost& host, v1::JoinRequest a,
+std::pair<absl::StatusOr<v1::JoinResponse>, absl::StatusOr<v1::JoinResponse>> JoinBoth(ShardHost& host,
+                                                                                       v1::JoinRequest a,
                                                                                        v1::JoinRequest b) {
   auto first = JoinLater(host, std::move(a));
   auto second = JoinLater(host, std::move(b));
@@ -122,7 +128,8 @@ void JoinBoth(ShardHost& host) {
 }
 
 // Runs one dense round: both workers push; returns worker 1's response.
-v1::PushPullResponse DenseRound(ShardHost& host, std::uint64_t round, const std::vector<float>& a, const std::vector<float>& b) {
+v1::PushPullResponse DenseRound(ShardHost& host, std::uint64_t round, const std::vector<float>& a,
+                                const std::vector<float>& b) {
   auto first = PushLater(host, Push(0, round, a));
   auto second = PushNow(host, Push(1, round, b));
   REQUIRE(Get(first).ok());
@@ -136,7 +143,8 @@ void ExpectRejected(const absl::Status& st, absl::StatusCode code, const std::st
 }
 
 std::filesystem::path TempDir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("sketchps-host-" + name + "-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("sketchps-host-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   return dir;
 }
@@ -361,7 +369,7 @@ TEST_CASE("A shard restarted behind the workers catches up from their replicas",
     auto host = OpenHost(nullptr, dir.string(), /*every=*/2);
     JoinBoth(*host);
     DenseRound(*host, 0, b, b);
-    DenseRound(*host, 1, a, b);  // the checkpoint of round 2 is written (every 2 rounds)
+    DenseRound(*host, 1, a, b);         // the checkpoint of round 2 is written (every 2 rounds)
     last = DenseRound(*host, 2, a, a);  // round 3 never reaches the disk
     weights = *ParseF32Bytes(JoinNow(*host, JoinRequest(0))->weights(), kDim, "w");
   }  // the shard "crashes" without a final checkpoint
@@ -439,6 +447,6 @@ TEST_CASE("A worker identity can only join, push and read as itself", "[shard_ho
   read.set_shard_id(0);
   CHECK(host->GetWeights(read, Worker(1)).ok());
   CHECK(host->GetWeights(read, std::nullopt).ok());
-  ExpectRejected(host->GetWeights(read, Identity{Identity::Role::kServer, 1}).status(), absl::StatusCode::kPermissionDenied,
-                 "server-1 is not a worker");
+  ExpectRejected(host->GetWeights(read, Identity{Identity::Role::kServer, 1}).status(),
+                 absl::StatusCode::kPermissionDenied, "server-1 is not a worker");
 }

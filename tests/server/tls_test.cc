@@ -66,11 +66,12 @@ struct TlsServer {
   int port = 0, health_port = 0;
 };
 
-std::unique_ptr<v1::ParameterServer::Stub> Stub(int port, const TlsConfig& tls, const std::string& identity = "server-0") {
+std::unique_ptr<v1::ParameterServer::Stub> Stub(int port, const TlsConfig& tls,
+                                                const std::string& identity = "server-0") {
   auto credentials = MakeChannelCredentials(tls);
   REQUIRE(credentials.ok());
-  return v1::ParameterServer::NewStub(MakeClientChannel("127.0.0.1:" + std::to_string(port), 1 << 20, *credentials,
-                                                        tls.insecure ? "" : identity));
+  return v1::ParameterServer::NewStub(
+      MakeClientChannel("127.0.0.1:" + std::to_string(port), 1 << 20, *credentials, tls.insecure ? "" : identity));
 }
 
 v1::JoinRequest JoinRequest(std::uint32_t worker) {
@@ -85,7 +86,8 @@ v1::JoinRequest JoinRequest(std::uint32_t worker) {
   return r;
 }
 
-grpc::Status Join(v1::ParameterServer::Stub& stub, const v1::JoinRequest& request, absl::Duration timeout = absl::Seconds(5)) {
+grpc::Status Join(v1::ParameterServer::Stub& stub, const v1::JoinRequest& request,
+                  absl::Duration timeout = absl::Seconds(5)) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::JoinResponse response;
@@ -101,7 +103,8 @@ TlsConfig As(const fs::path& dir, std::uint32_t worker) {
 TEST_CASE("Identity parsing and the worker check name both sides", "[tls]") {
   CHECK(ParseIdentity("worker-12")->index == 12);
   CHECK(ParseIdentity("server-0")->role == Identity::Role::kServer);
-  for (const char* bad : {"worker-", "worker-x", "worker-01", "admin-1", "worker--1", ""}) CHECK(!ParseIdentity(bad).ok());
+  for (const char* bad : {"worker-", "worker-x", "worker-01", "admin-1", "worker--1", ""})
+    CHECK(!ParseIdentity(bad).ok());
   CHECK(CheckWorker(std::nullopt, 3, "f").ok());
   CHECK(CheckWorker(Identity{Identity::Role::kWorker, 3}, 3, "f").ok());
   CHECK(CheckWorker(Identity{Identity::Role::kWorker, 2}, 3, "f").message() == "f: worker-2 cannot speak for worker 3");
@@ -117,8 +120,10 @@ TEST_CASE("A TLS parameter server binds requests to certificates and refuses str
   TlsServer server(dir);
 
   // No certificate, or one from another CA: the handshake fails, nothing reaches the shard.
-  CHECK(Join(*Stub(server.port, TlsConfig{}), JoinRequest(0), absl::Seconds(2)).error_code() == grpc::StatusCode::UNAVAILABLE);
-  CHECK(Join(*Stub(server.port, As(other, 0)), JoinRequest(0), absl::Seconds(2)).error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK(Join(*Stub(server.port, TlsConfig{}), JoinRequest(0), absl::Seconds(2)).error_code() ==
+        grpc::StatusCode::UNAVAILABLE);
+  CHECK(Join(*Stub(server.port, As(other, 0)), JoinRequest(0), absl::Seconds(2)).error_code() ==
+        grpc::StatusCode::UNAVAILABLE);
   // A client expecting another server identity does not accept this one.
   CHECK(Join(*Stub(server.port, As(dir, 0), "server-1"), JoinRequest(0), absl::Seconds(2)).error_code() ==
         grpc::StatusCode::UNAVAILABLE);
@@ -161,7 +166,8 @@ TEST_CASE("TLS files are checked at start: certificates outside their dates, wor
     fs::permissions(dir / "server-0.key", fs::perms::others_read, fs::perm_options::add);
     auto made = MakeServerCredentials(TlsConfig::FromDir(dir.string(), self));
     CHECK(made.status().code() == absl::StatusCode::kFailedPrecondition);
-    CHECK_THAT(std::string(made.status().message()), Catch::Contains("server-0.key") && Catch::Contains("readable by every user"));
+    CHECK_THAT(std::string(made.status().message()),
+               Catch::Contains("server-0.key") && Catch::Contains("readable by every user"));
     fs::permissions(dir / "server-0.key", fs::perms::group_read, fs::perm_options::add);
     fs::permissions(dir / "server-0.key", fs::perms::others_read, fs::perm_options::remove);
     CHECK(MakeServerCredentials(TlsConfig::FromDir(dir.string(), self)).ok());  // group-readable (fsGroup mounts)

@@ -88,7 +88,7 @@ class NearestHalf {
     if (a >= values_.back()) return sign | 0x7C00;
     const auto hi = static_cast<std::size_t>(std::lower_bound(values_.begin(), values_.end(), a) - values_.begin());
     if (values_[hi] == a) return sign | static_cast<std::uint16_t>(hi);
-    const std::size_t lo = hi - 1;  // values_[0] == 0 <= a, so hi >= 1 here
+    const std::size_t lo = hi - 1;                       // values_[0] == 0 <= a, so hi >= 1 here
     const double mid = (values_[lo] + values_[hi]) / 2;  // exact: adjacent halves differ in 11 bits
     std::size_t pick = a < mid ? lo : hi;
     if (a == mid) pick = (lo % 2 == 0) ? lo : hi;

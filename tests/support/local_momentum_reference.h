@@ -101,7 +101,7 @@ inline LayerTable Layers30() { return MakeLayerTable({{"w1", {3, 5}}, {"w2", {2,
 // Simulation options for a local-momentum scheme: step 0.05 and no optimizer momentum (the scheme
 // keeps its own), over `layers`.
 inline SimOptions MomentumSimOptions(std::uint32_t workers, std::uint32_t shards, std::uint64_t rounds,
-                                       LayerTable layers) {
+                                     LayerTable layers) {
   SimOptions o = SchemeOptions(workers, shards, rounds, /*lr=*/0.05, /*momentum=*/0.0);
   o.layers = std::move(layers);
   return o;

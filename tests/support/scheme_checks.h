@@ -62,7 +62,8 @@ inline SimResult ExpectConverges(const SchemeFactory& factory, const Problem& pr
   CHECK(r.replicas_identical);
   const double err = RelativeError(r.replicas[0], optimum);
   double selected = 0;  // worker 0's mean selected fraction over the second half of the run
-  for (std::size_t i = r.selected.size() / 2; i < r.selected.size(); ++i) selected += static_cast<double>(r.selected[i]);
+  for (std::size_t i = r.selected.size() / 2; i < r.selected.size(); ++i)
+    selected += static_cast<double>(r.selected[i]);
   selected /= static_cast<double>(r.selected.size() - r.selected.size() / 2) * static_cast<double>(problem.dim());
   INFO("P = " << opts.workers << ", relative error " << err << ", selected fraction " << selected);
   CHECK(err < tolerance);

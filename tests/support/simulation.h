@@ -167,11 +167,11 @@ struct SimOptions {
   std::uint32_t workers = 4;
   std::uint32_t shards = 1;
   std::uint64_t rounds = 100;
-  double density = 0.1;             // k per shard = max(1, density * range size)
+  double density = 0.1;  // k per shard = max(1, density * range size)
   std::uint64_t seed = 7;
   OptimizerConfig optimizer;
-  double rounds_per_epoch = 10;     // RoundInfo::epoch = round / rounds_per_epoch
-  LayerTable layers;                // default: one layer "w" of problem.dim()
+  double rounds_per_epoch = 10;  // RoundInfo::epoch = round / rounds_per_epoch
+  LayerTable layers;             // default: one layer "w" of problem.dim()
   // Optional: corrupt a worker's gradient (e.g. inject NaN) before it is compressed.
   std::function<void(std::uint32_t worker, std::uint64_t round, std::vector<float>& g)> tamper;
 };
@@ -239,8 +239,8 @@ inline absl::Status RunWorker(std::uint32_t w, const SchemeFactory& factory, con
 // Runs the simulation; every worker starts from zero weights.
 inline SimResult Simulate(const SchemeFactory& factory, const Problem& problem, const SimOptions& o) {
   SimResult result;
-  const LayerTable layers = o.layers.layers.empty() ? MakeLayerTable({{"w", {static_cast<std::int64_t>(problem.dim())}}})
-                                                    : o.layers;
+  const LayerTable layers =
+      o.layers.layers.empty() ? MakeLayerTable({{"w", {static_cast<std::int64_t>(problem.dim())}}}) : o.layers;
   auto map = MakeShardMap(layers, o.shards);
   if (!map.ok()) {
     result.status = map.status();

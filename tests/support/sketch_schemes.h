@@ -67,8 +67,8 @@ inline absl::StatusOr<ManualRound> RunManualRound(std::vector<std::unique_ptr<Sc
     auto r = reducer.Reduce(in.front().spec, ptrs, previous);
     if (!r.ok()) return r.status();
     out.results.push_back(std::move(*r));
-    out.bytes.push_back({in.front().payload ? RawPayloadBytes(*in.front().payload) : 0,
-                         RawPayloadBytes(out.results.back().value)});
+    out.bytes.push_back(
+        {in.front().payload ? RawPayloadBytes(*in.front().payload) : 0, RawPayloadBytes(out.results.back().value)});
   }
   for (auto& s : schemes) {
     auto g = s->Finish(out.results.back());
@@ -109,9 +109,8 @@ template <class T>
 std::vector<std::uint32_t> NaiveTopKIndices(const std::vector<T>& x, std::size_t k) {
   std::vector<std::uint32_t> order(x.size());
   for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return std::fabs(x[a]) > std::fabs(x[b]);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return std::fabs(x[a]) > std::fabs(x[b]); });
   order.resize(std::min(k, order.size()));
   return order;
 }
@@ -133,18 +132,21 @@ inline SparseVector NaiveTopKMean(const std::vector<float>& sum, std::size_t k, 
 }
 
 // Count Sketch estimates of sum_w xs[w] by host loops (double), median over rows (odd rows).
-inline std::vector<double> NaiveSketchEstimates(const CountSketchHash& hash, const std::vector<std::vector<float>>& xs) {
+inline std::vector<double> NaiveSketchEstimates(const CountSketchHash& hash,
+                                                const std::vector<std::vector<float>>& xs) {
   const std::uint64_t d = hash.dim();
   std::vector<double> table(hash.cells(), 0.0);
   for (const auto& x : xs) {
     for (std::uint32_t j = 0; j < hash.rows(); ++j) {
-      for (std::uint32_t i = 0; i < d; ++i) table[std::uint64_t{j} * hash.cols() + hash.Bucket(j, i)] += hash.Sign(j, i) * double{x[i]};
+      for (std::uint32_t i = 0; i < d; ++i)
+        table[std::uint64_t{j} * hash.cols() + hash.Bucket(j, i)] += hash.Sign(j, i) * double{x[i]};
     }
   }
   std::vector<double> est(d);
   std::vector<double> rows(hash.rows());
   for (std::uint32_t i = 0; i < d; ++i) {
-    for (std::uint32_t j = 0; j < hash.rows(); ++j) rows[j] = hash.Sign(j, i) * table[std::uint64_t{j} * hash.cols() + hash.Bucket(j, i)];
+    for (std::uint32_t j = 0; j < hash.rows(); ++j)
+      rows[j] = hash.Sign(j, i) * table[std::uint64_t{j} * hash.cols() + hash.Bucket(j, i)];
     std::sort(rows.begin(), rows.end());
     est[i] = rows[(rows.size() - 1) / 2];
   }
@@ -190,7 +192,8 @@ inline void CheckSketchPhaseBytes(std::uint32_t workers, std::uint32_t p2,
 // Three rounds on one worker (d = 80, k = 8), then its saved state restored into a fresh worker:
 // the state reads back equal, and the next round both send the same payloads and end in the same
 // state. Returns the restored worker, for the scheme's own bad-state checks.
-inline std::unique_ptr<Scheme> CheckStateRoundTrip(const std::function<std::unique_ptr<Scheme>(SchemeContext)>& factory) {
+inline std::unique_ptr<Scheme> CheckStateRoundTrip(
+    const std::function<std::unique_ptr<Scheme>(SchemeContext)>& factory) {
   const std::uint64_t d = 80, k = 8;
   auto a = MakeWorkers(1, d, k, 2, factory);
   auto b = MakeWorkers(1, d, k, 2, factory);

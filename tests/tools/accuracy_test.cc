@@ -27,7 +27,8 @@ void ExpectTrains(const std::string& scheme, int rounds) {
   o.progress = false;
   o.plots = false;
   o.job.log_level = "warn";
-  o.job.overrides = {"scheme.name=" + scheme, "train.rounds=" + std::to_string(rounds), "train.eval_every_rounds=0", "job_id=acc-" + scheme};
+  o.job.overrides = {"scheme.name=" + scheme, "train.rounds=" + std::to_string(rounds), "train.eval_every_rounds=0",
+                     "job_id=acc-" + scheme};
   REQUIRE(RunJob(o) == 0);
   std::ifstream in(dir / "summary.json");
   const auto summary = nlohmann::json::parse(in);

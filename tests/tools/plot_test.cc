@@ -20,10 +20,16 @@ namespace {
 fs::path MakeRun(const fs::path& root, const std::string& name, bool evaluations) {
   const fs::path dir = root / name;
   fs::create_directories(dir);
-  std::ofstream(dir / "summary.json") << nlohmann::json{{"scheme", "topk"}, {"mode", "decentralized"}, {"workers", 3}}.dump();
+  std::ofstream(dir / "summary.json") << nlohmann::json{
+      {"scheme", "topk"},
+      {"mode", "decentralized"},
+      {"workers", 3}}.dump();
   std::ofstream metrics(dir / "metrics.jsonl");
   for (int r = 0; r < 4; ++r) {
-    nlohmann::json rec{{"round", r}, {"round_start", 50.0 + 2 * r}, {"time", 51.0 + 2 * r}, {"wire_up", 100.0 * (r + 1)},
+    nlohmann::json rec{{"round", r},
+                       {"round_start", 50.0 + 2 * r},
+                       {"time", 51.0 + 2 * r},
+                       {"wire_up", 100.0 * (r + 1)},
                        {"wire_down", 10.0}};
     if (evaluations && r % 2 == 1) {
       rec["test_accuracy"] = 0.5 + 0.1 * r;
@@ -85,5 +91,6 @@ TEST_CASE("report --plot names what is missing: evaluations, the interpreter", "
   auto missing = WritePlots({run.string()}, (scratch.path / "p").string());
   ::unsetenv("SKETCHPS_PYTHON");
   CHECK(missing.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(missing.message()), Catch::Contains("/nonexistent/python3") && Catch::Contains("python3-matplotlib"));
+  CHECK_THAT(std::string(missing.message()),
+             Catch::Contains("/nonexistent/python3") && Catch::Contains("python3-matplotlib"));
 }

@@ -54,11 +54,13 @@ TEST_CASE("ScriptEnv gives a decentralized worker its Peer service and the peers
   w.peers_file = "/run/peers.txt";
   w.peer_timeout_seconds = 7;
   const auto env = ScriptEnv(ScriptOptions{}, w);
-  for (const char* e : {"SKETCHPS_LISTEN=127.0.0.1:0", "SKETCHPS_PORT_FILE=/run/worker-0.port",
-                        "SKETCHPS_PEERS_FILE=/run/peers.txt", "SKETCHPS_INSECURE=1", "SKETCHPS_PEER_TIMEOUT_SECONDS=7"}) {
+  for (const char* e :
+       {"SKETCHPS_LISTEN=127.0.0.1:0", "SKETCHPS_PORT_FILE=/run/worker-0.port", "SKETCHPS_PEERS_FILE=/run/peers.txt",
+        "SKETCHPS_INSECURE=1", "SKETCHPS_PEER_TIMEOUT_SECONDS=7"}) {
     CHECK(Has(env, e));
   }
-  CHECK(std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.rfind("SKETCHPS_SERVERS=", 0) == 0; }));
+  CHECK(
+      std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.rfind("SKETCHPS_SERVERS=", 0) == 0; }));
 }
 
 TEST_CASE("ScriptArgv runs the script with its arguments", "[run_script]") {
@@ -67,8 +69,9 @@ TEST_CASE("ScriptArgv runs the script with its arguments", "[run_script]") {
 }
 
 TEST_CASE("DescribeScript returns the keys the script writes", "[run_script]") {
-  auto script = ShellScript("test \"$RANK\" = 0 && test \"$WORLD_SIZE\" = 3 && grep -q '^workers: 3' \"$SKETCHPS_JOB\" &&\n"
-                            "printf 'model=custom\\nlayers=[[\"w\", [2]]]\\n\\n' > \"$SKETCHPS_DESCRIBE\"\n");
+  auto script = ShellScript(
+      "test \"$RANK\" = 0 && test \"$WORLD_SIZE\" = 3 && grep -q '^workers: 3' \"$SKETCHPS_JOB\" &&\n"
+      "printf 'model=custom\\nlayers=[[\"w\", [2]]]\\n\\n' > \"$SKETCHPS_DESCRIBE\"\n");
   auto keys = DescribeScript(script, "workers: 3\n", 3);
   fs::remove(script.path);
   REQUIRE(keys.ok());
@@ -87,5 +90,6 @@ TEST_CASE("DescribeScript names a script that fails or writes nothing", "[run_sc
   CHECK(std::string(silent.status().message()).find("wrote nothing") != std::string::npos);
   ScriptOptions missing;
   missing.path = "/nonexistent/train.py";
-  CHECK(std::string(DescribeScript(missing, "", 1).status().message()) == "--script /nonexistent/train.py: cannot read the file");
+  CHECK(std::string(DescribeScript(missing, "", 1).status().message()) ==
+        "--script /nonexistent/train.py: cannot read the file");
 }

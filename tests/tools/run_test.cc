@@ -77,8 +77,10 @@ TEST_CASE("A server killed mid-run catches up and ends with an uninterrupted run
   // without a checkpoint directory it has nothing; either way it catches up from the workers'
   // replicas (server/assembly.h).
   const std::string every = GENERATE(std::string("5"), std::string("1000"));
-  const std::vector<std::string> job{"model=mlp", "workers=2", "servers=2", "scheme.name=gs_sgd", "train.rounds=40",
-                                     "train.eval_every_rounds=0", "job_id=kill-test", "checkpoint.every_rounds=" + every};
+  const std::vector<std::string> job{"model=mlp",        "workers=2",
+                                     "servers=2",        "scheme.name=gs_sgd",
+                                     "train.rounds=40",  "train.eval_every_rounds=0",
+                                     "job_id=kill-test", "checkpoint.every_rounds=" + every};
   const fs::path clean = RunDir("clean"), killed = RunDir("killed");
   REQUIRE(RunJob(Options(clean, job)) == 0);
   RunOptions faulty = Options(killed, job);
@@ -132,9 +134,16 @@ TEST_CASE("A job that cannot run is refused before any process starts", "[run][p
   fs::remove_all(RunDir("refused").parent_path());
 }
 
-TEST_CASE("A run directory with a previous run is refused, or resumed from its checkpoints with --resume", "[run][processes]") {
-  const std::vector<std::string> job{"model=mlp", "workers=2", "servers=1", "scheme.name=dense", "train.rounds=10",
-                                     "train.eval_every_rounds=0", "checkpoint.every_rounds=4", "job_id=resume"};
+TEST_CASE("A run directory with a previous run is refused, or resumed from its checkpoints with --resume",
+          "[run][processes]") {
+  const std::vector<std::string> job{"model=mlp",
+                                     "workers=2",
+                                     "servers=1",
+                                     "scheme.name=dense",
+                                     "train.rounds=10",
+                                     "train.eval_every_rounds=0",
+                                     "checkpoint.every_rounds=4",
+                                     "job_id=resume"};
   const fs::path dir = RunDir("resume");
   REQUIRE(RunJob(Options(dir, job)) == 0);
   const auto first = ReadSummary(dir);
@@ -159,7 +168,8 @@ TEST_CASE("A run directory with a previous run is refused, or resumed from its c
   fs::remove_all(dir.parent_path());
 }
 
-TEST_CASE("Every evaluation lands in metrics.jsonl under the round it evaluated, and the run draws them", "[run][processes]") {
+TEST_CASE("Every evaluation lands in metrics.jsonl under the round it evaluated, and the run draws them",
+          "[run][processes]") {
   const fs::path dir = RunDir("evaluations");
   RunOptions o = Options(dir, {"model=mlp", "workers=2", "servers=1", "train.rounds=12", "train.eval_every_rounds=5",
                                "train.eval_samples=500", "job_id=evals"});
@@ -240,7 +250,8 @@ std::vector<nlohmann::json> Records(const fs::path& dir, int rank) {
 }
 
 // A decentralized MLP run of `job_id` with `extra` overrides and one worker killed as `kill` says.
-RunOptions PeerKill(const fs::path& dir, const std::string& job_id, const std::vector<std::string>& extra, std::string kill) {
+RunOptions PeerKill(const fs::path& dir, const std::string& job_id, const std::vector<std::string>& extra,
+                    std::string kill) {
   std::vector<std::string> overrides{"model=mlp", "mode=decentralized", "job_id=" + job_id};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
   RunOptions o = Options(dir, overrides);
@@ -253,8 +264,9 @@ RunOptions PeerKill(const fs::path& dir, const std::string& job_id, const std::v
 TEST_CASE("A killed peer: the survivors regroup without it and finish with equal replicas", "[run][processes]") {
   const fs::path dir = RunDir("regroup");
   // Rank 0: the lowest rank coordinates the regroup and evaluates, so both roles move to rank 1.
-  REQUIRE(RunJob(PeerKill(dir, "regroup", {"workers=4", "scheme.name=gs_sgd", "train.rounds=24", "train.eval_every_rounds=10",
-                                           "peer.timeout_seconds=3"},
+  REQUIRE(RunJob(PeerKill(dir, "regroup",
+                          {"workers=4", "scheme.name=gs_sgd", "train.rounds=24", "train.eval_every_rounds=10",
+                           "peer.timeout_seconds=3"},
                           "worker:0@8")) == 0);
   std::vector<std::string> checksums;
   for (int r : {1, 2, 3}) {
@@ -276,7 +288,7 @@ TEST_CASE("A killed peer: the survivors regroup without it and finish with equal
   }
   CHECK(checksums[0] == checksums[1]);
   CHECK(checksums[0] == checksums[2]);
-  CHECK(Records(dir, 0).back()["workers"] == 4);  // the killed rank never saw the regroup
+  CHECK(Records(dir, 0).back()["workers"] == 4);      // the killed rank never saw the regroup
   CHECK(Records(dir, 1).back()["test_round"] == 23);  // old rank 1 evaluates now
   const auto summary = ReadSummary(dir);
   CHECK(summary["reporting_rank"] == 1);
@@ -287,8 +299,9 @@ TEST_CASE("A killed peer: the survivors regroup without it and finish with equal
 
 TEST_CASE("With peer.on_failure: stop a killed peer stops the decentralized run with an error", "[run][processes]") {
   const fs::path dir = RunDir("peer-stop");
-  CHECK(RunJob(PeerKill(dir, "stop", {"workers=3", "train.rounds=30", "train.eval_every_rounds=0", "peer.timeout_seconds=2",
-                                      "peer.on_failure=stop"},
+  CHECK(RunJob(PeerKill(dir, "stop",
+                        {"workers=3", "train.rounds=30", "train.eval_every_rounds=0", "peer.timeout_seconds=2",
+                         "peer.on_failure=stop"},
                         "worker:2@4")) == 1);
   std::ifstream in(dir / "faults.json");
   REQUIRE(in.good());
@@ -306,7 +319,8 @@ TEST_CASE("sketchps compare kills a shard and a peer and reports both outcomes",
   o.kill_round = 6;
   o.peer_timeout_seconds = 3;
   o.job.log_level = "warn";
-  o.job.overrides = {"model=mlp", "workers=3", "servers=2", "train.rounds=16", "train.eval_every_rounds=0", "job_id=cmp"};
+  o.job.overrides = {"model=mlp", "workers=3", "servers=2", "train.rounds=16", "train.eval_every_rounds=0",
+                     "job_id=cmp"};
   REQUIRE(CompareModes(o) == 0);
   std::ifstream in(dir / "compare.json");
   const auto rows = nlohmann::json::parse(in);
@@ -324,7 +338,8 @@ TEST_CASE("sketchps compare kills a shard and a peer and reports both outcomes",
   CHECK(fs::exists(dir / "compare.md"));
   // The byte columns are summary.json's quantity, for the same run.
   const auto ps = ReadSummary(dir / "ps");
-  CHECK(rows[0]["bytes_up_per_worker_per_round"].get<double>() == Approx(ps["bytes_up_per_worker_per_round"].get<double>()));
+  CHECK(rows[0]["bytes_up_per_worker_per_round"].get<double>() ==
+        Approx(ps["bytes_up_per_worker_per_round"].get<double>()));
   CHECK(rows[0]["bytes_down_per_worker_per_round"].get<double>() ==
         Approx(ps["bytes_down_per_worker_per_round"].get<double>()));
   fs::remove_all(dir.parent_path());

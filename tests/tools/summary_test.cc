@@ -15,9 +15,9 @@ using namespace sketchps::tools;
 namespace {
 
 nlohmann::json Record(int round, double up, double down, double compute = 1.0) {
-  return {{"round", round},   {"loss", 1.0 / (round + 1)}, {"wire_up", up},       {"wire_down", down},
-          {"bytes_up", up - 10}, {"bytes_down", down - 10}, {"dense_bytes", 4000.0}, {"compute_s", compute},
-          {"compress_s", 0.5},  {"communicate_s", 0.25},     {"checksum", "00ff"}};
+  return {{"round", round},      {"loss", 1.0 / (round + 1)}, {"wire_up", up},         {"wire_down", down},
+          {"bytes_up", up - 10}, {"bytes_down", down - 10},   {"dense_bytes", 4000.0}, {"compute_s", compute},
+          {"compress_s", 0.5},   {"communicate_s", 0.25},     {"checksum", "00ff"}};
 }
 
 // The facts of a run; the other fields keep their defaults.
@@ -108,7 +108,8 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   metrics[1][0].erase("wire_up");
   auto missing = Summarize(facts, metrics);
   CHECK(missing.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(missing.status().message()), Catch::Contains("worker 1 record 0") && Catch::Contains("wire_up"));
+  CHECK_THAT(std::string(missing.status().message()),
+             Catch::Contains("worker 1 record 0") && Catch::Contains("wire_up"));
   CHECK(!Summarize(facts, {{}}).ok());
 }
 
@@ -153,7 +154,8 @@ TEST_CASE("JsonLinesFollower returns complete lines once, and Progress renders t
   std::ofstream out(path);
   JsonLinesFollower follower(path.string());
   CHECK(follower.ReadNew().empty());
-  out << Record(0, 100, 200, 1).dump() << "\n" << "{\"round\": 1" << std::flush;  // the second line is incomplete
+  out << Record(0, 100, 200, 1).dump() << "\n"
+      << "{\"round\": 1" << std::flush;  // the second line is incomplete
   auto first = follower.ReadNew();
   REQUIRE(first.size() == 1);
   CHECK(first[0]["round"] == 0);
@@ -167,8 +169,8 @@ TEST_CASE("JsonLinesFollower returns complete lines once, and Progress renders t
   progress.Add(first[0]);
   progress.Add(second[0]);
   const std::string line = progress.Line(200);
-  CHECK_THAT(line, Catch::Contains("2/4 [#####.....]") && Catch::Contains("acc 80.0%@r2") && Catch::Contains("40x/20x") &&
-                       Catch::Contains("up 0.0MB down 0.0MB"));
+  CHECK_THAT(line, Catch::Contains("2/4 [#####.....]") && Catch::Contains("acc 80.0%@r2") &&
+                       Catch::Contains("40x/20x") && Catch::Contains("up 0.0MB down 0.0MB"));
   std::filesystem::remove(path);
 }
 
@@ -192,7 +194,7 @@ TEST_CASE("The progress line shows rate and ETA, names what it waits for and fit
   CHECK(progress.RoundsPerSecond() == Approx(2.0));
   REQUIRE(progress.EtaSeconds());
   CHECK(*progress.EtaSeconds() == Approx(47.5));  // 95 rounds left
-  CHECK(progress.Waiting().empty());  // round 6 has no evaluation
+  CHECK(progress.Waiting().empty());              // round 6 has no evaluation
   const std::string full = progress.Line(200);
   CHECK_THAT(full, Catch::Contains("5/100") && Catch::Contains("2.00 r/s") && Catch::Contains("ETA 48s") &&
                        Catch::Contains("loss 0.200") && Catch::Contains("up 5.0MB down 10.0MB"));
@@ -216,30 +218,34 @@ TEST_CASE("The progress line shows rate and ETA, names what it waits for and fit
 TEST_CASE("MarkdownReport writes one row per run and names a missing summary", "[tools]") {
   const auto dir = std::filesystem::temp_directory_path() / ("sketchps-report-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "a");
-  std::ofstream(dir / "a" / "summary.json") << nlohmann::json{{"scheme", "topk"},
-                                                              {"mode", "ps"},
-                                                              {"workers", 4},
-                                                              {"servers", 2},
-                                                              {"epochs", 1.0},
-                                                              {"final_test_accuracy", 0.8512},
-                                                              {"bytes_up_per_worker_per_round", 1000.0},
-                                                              {"bytes_down_per_worker_per_round", 2000.0},
-                                                              {"compression_ratio_up", 88.0},
-                                                              {"compression_ratio_down", 44.0},
-                                                              {"rounds_per_second", 2.5},
-                                                              {"compute_seconds", 1.0},
-                                                              {"compress_seconds", 1.0},
-                                                              {"communicate_seconds", 2.0}}
-                                                                 .dump();
+  std::ofstream(dir / "a" / "summary.json") << nlohmann::json{
+      {"scheme", "topk"},
+      {"mode", "ps"},
+      {"workers", 4},
+      {"servers", 2},
+      {"epochs", 1.0},
+      {"final_test_accuracy", 0.8512},
+      {"bytes_up_per_worker_per_round", 1000.0},
+      {"bytes_down_per_worker_per_round", 2000.0},
+      {"compression_ratio_up", 88.0},
+      {"compression_ratio_down", 44.0},
+      {"rounds_per_second", 2.5},
+      {"compute_seconds", 1.0},
+      {"compress_seconds", 1.0},
+      {"communicate_seconds", 2.0}}.dump();
   std::filesystem::create_directories(dir / "d");
-  std::ofstream(dir / "d" / "summary.json") << nlohmann::json{{"scheme", "topk"}, {"mode", "decentralized"}, {"workers", 4},
-                                                              {"workers_at_end", 3}, {"servers", 0}}
-                                                                 .dump();
+  std::ofstream(dir / "d" / "summary.json") << nlohmann::json{
+      {"scheme", "topk"},
+      {"mode", "decentralized"},
+      {"workers", 4},
+      {"workers_at_end", 3},
+      {"servers", 0}}.dump();
   std::filesystem::create_directories(dir / "old");
   std::ofstream(dir / "old" / "summary.json") << nlohmann::json{{"scheme", "dense"}}.dump();
   auto table = MarkdownReport({(dir / "a").string(), (dir / "d").string(), (dir / "old").string()});
   REQUIRE(table.ok());
-  CHECK_THAT(*table, Catch::Contains("| topk | ps | 4 / 2 | 1.00 | 85.12% | 1000 | 2000 | 88.0x | 44.0x | 2.50 | 25 / 25 / 50 |"));
+  CHECK_THAT(*table, Catch::Contains(
+                         "| topk | ps | 4 / 2 | 1.00 | 85.12% | 1000 | 2000 | 88.0x | 44.0x | 2.50 | 25 / 25 / 50 |"));
   CHECK_THAT(*table, Catch::Contains("| topk | decentralized | 4→3 / - | 0.00 | - |"));
   CHECK_THAT(*table, Catch::Contains("| dense | - | - | 0.00 | - |"));
   auto missing = MarkdownReport({(dir / "a").string(), (dir / "b").string()});

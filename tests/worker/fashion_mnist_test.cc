@@ -27,7 +27,8 @@ class TempDir {
  public:
   TempDir() {
     static int counter = 0;
-    path_ = fs::temp_directory_path() / ("sketchps_idx_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    path_ = fs::temp_directory_path() /
+            ("sketchps_idx_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::create_directories(path_);
   }
   ~TempDir() {
@@ -42,7 +43,11 @@ class TempDir {
 
 Bytes Header(std::uint32_t magic, const std::vector<std::uint32_t>& dims) {
   Bytes out;
-  for (std::uint32_t v : [&] { auto all = dims; all.insert(all.begin(), magic); return all; }()) {
+  for (std::uint32_t v : [&] {
+         auto all = dims;
+         all.insert(all.begin(), magic);
+         return all;
+       }()) {
     for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
   }
   return out;

@@ -113,7 +113,8 @@ TEST_CASE("Dense PS training over gRPC equals single-process SGD with batch P*b"
     const double diff = RelativeDifference(ranks[0].final_weights, reference);
     INFO("P = " << workers << ": relative difference " << diff);
     CHECK(diff < 1e-5);
-    CHECK(RelativeDifference(reference, SingleProcess(MakeJob({"workers=1", "scheme.name=dense", "train.rounds=1"}))) > 1e-3);
+    CHECK(RelativeDifference(reference, SingleProcess(MakeJob({"workers=1", "scheme.name=dense", "train.rounds=1"}))) >
+          1e-3);
   }
 }
 

@@ -18,8 +18,9 @@ using namespace sketchps::worker;
 namespace {
 
 JobSpec Job(std::uint32_t workers, std::uint64_t samples, std::uint32_t batch, double epochs) {
-  auto job = ParseJobSpec("", "t", {"workers=" + std::to_string(workers), "data.train_samples=" + std::to_string(samples),
-                                    "data.batch_size=" + std::to_string(batch), "train.epochs=" + std::to_string(epochs)});
+  auto job = ParseJobSpec("", "t",
+                          {"workers=" + std::to_string(workers), "data.train_samples=" + std::to_string(samples),
+                           "data.batch_size=" + std::to_string(batch), "train.epochs=" + std::to_string(epochs)});
   REQUIRE(job.ok());
   return *job;
 }
@@ -30,7 +31,8 @@ std::vector<std::uint64_t> Samples(const RoundPlan& plan, std::uint64_t round, s
   const auto perm = EpochPermutation(plan.samples, seed, at.epoch);
   const std::uint64_t first = at.position + plan.rank * plan.batch;
   REQUIRE(first + plan.batch <= perm.size());
-  return {perm.begin() + static_cast<std::ptrdiff_t>(first), perm.begin() + static_cast<std::ptrdiff_t>(first + plan.batch)};
+  return {perm.begin() + static_cast<std::ptrdiff_t>(first),
+          perm.begin() + static_cast<std::ptrdiff_t>(first + plan.batch)};
 }
 
 }  // namespace
@@ -54,7 +56,7 @@ TEST_CASE("The initial plan is the job's data order rule and the servers' epoch"
 
 TEST_CASE("After a regroup the survivors use the rest of the epoch without reusing a sample", "[round_plan]") {
   const JobSpec job = Job(4, 1000, 10, 2.0);  // 25 steps of 40 samples per epoch
-  const std::uint64_t at = 30;                 // data epoch 1, position 5 * 40 = 200
+  const std::uint64_t at = 30;                // data epoch 1, position 5 * 40 = 200
   std::set<std::uint64_t> epoch1;
   for (std::uint64_t round = 25; round < at; ++round) {
     for (std::uint32_t rank = 0; rank < 4; ++rank) {

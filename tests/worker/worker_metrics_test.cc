@@ -19,10 +19,14 @@ double Sample(const std::string& text, const std::string& prefix) {
 }
 
 nlohmann::json Record(int round, double up, double down) {
-  return {{"round", round},        {"round_start", 100.0 + round}, {"time", 100.5 + round}, {"loss", 2.0 / (round + 1)},
-          {"wire_up", up},         {"wire_down", down},          {"bytes_up", up - 20},   {"bytes_down", down - 20},
-          {"dense_bytes", 4000.0}, {"compute_s", 0.25},          {"exchange_s", 0.125},   {"compress_s", 0.0625},
-          {"communicate_s", 0.1},  {"workers", 3},               {"skipped", false}};
+  return {{"round", round},        {"round_start", 100.0 + round},
+          {"time", 100.5 + round}, {"loss", 2.0 / (round + 1)},
+          {"wire_up", up},         {"wire_down", down},
+          {"bytes_up", up - 20},   {"bytes_down", down - 20},
+          {"dense_bytes", 4000.0}, {"compute_s", 0.25},
+          {"exchange_s", 0.125},   {"compress_s", 0.0625},
+          {"communicate_s", 0.1},  {"workers", 3},
+          {"skipped", false}};
 }
 
 }  // namespace
@@ -43,7 +47,7 @@ TEST_CASE("Worker metrics count rounds, bytes, phase times and compression from 
   CHECK(Sample(t, "sketchps_worker_wire_bytes_total{direction=\"down\",rank=\"1\"}") == 800);
   CHECK(Sample(t, "sketchps_worker_payload_bytes_total{direction=\"up\",rank=\"1\"}") == 360);
   CHECK(Sample(t, "sketchps_worker_dense_bytes_total{rank=\"1\"}") == 8000);
-  CHECK(Sample(t, "sketchps_worker_compression_ratio{direction=\"up\",rank=\"1\"}") == Approx(20.0));   // 8000 / 400
+  CHECK(Sample(t, "sketchps_worker_compression_ratio{direction=\"up\",rank=\"1\"}") == Approx(20.0));    // 8000 / 400
   CHECK(Sample(t, "sketchps_worker_compression_ratio{direction=\"down\",rank=\"1\"}") == Approx(10.0));  // 8000 / 800
   CHECK(Sample(t, "sketchps_worker_phase_seconds_total{phase=\"compute\",rank=\"1\"}") == Approx(0.5));
   CHECK(Sample(t, "sketchps_worker_phase_seconds_total{phase=\"exchange\",rank=\"1\"}") == Approx(0.25));
