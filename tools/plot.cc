@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/status.h"
 #include "tools/plot_script.h"
-#include "tools/process.h"
+#include "common/process.h"
 #include "tools/report.h"
 #include "tools/summary.h"
 

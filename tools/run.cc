@@ -25,7 +25,7 @@
 #include "tools/plot.h"
 #include "tools/preflight.h"
 #include "tools/previous_run.h"
-#include "tools/process.h"
+#include "common/process.h"
 #include "tools/progress.h"
 #include "tools/summary.h"
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/status.h"
-#include "tools/process.h"
+#include "common/process.h"
 
 namespace sketchps::tools {
 namespace fs = std::filesystem;

@@ -47,7 +47,7 @@ absl::StatusOr<std::string> FindServerBinary(const std::string& bin_dir) {
   if (!bin_dir.empty()) {
     candidates.push_back(fs::path(bin_dir) / "sketchps-server");
   } else {
-    const fs::path self = fs::path(tools::SelfExecutable()).parent_path();
+    const fs::path self = fs::path(SelfExecutable()).parent_path();
     candidates = {self / "sketchps-server", self.parent_path() / "server" / "sketchps-server"};
   }
   std::vector<std::string> tried;
@@ -96,16 +96,16 @@ absl::Status ServerFleet::Launch(const FleetOptions& options, std::uint32_t shar
                                 absl::StrFormat("%.0f", options.idle_exit_seconds),
                                 "--log-level",
                                 "info"};
-  SKETCHPS_ASSIGN_OR_RETURN(
-      tools::Child child, tools::Child::Start(absl::StrCat("server ", shard), std::move(argv),
-                                              (fs::path(options.dir) / absl::StrCat("server-", shard, ".log")).string(),
-                                              {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"}));
+  SKETCHPS_ASSIGN_OR_RETURN(Child child,
+                            Child::Start(absl::StrCat("server ", shard), std::move(argv),
+                                         (fs::path(options.dir) / absl::StrCat("server-", shard, ".log")).string(),
+                                         {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"}));
   servers_.push_back(std::move(child));
   return absl::OkStatus();
 }
 
 absl::Status ServerFleet::AwaitServing(std::uint32_t shard, absl::Time deadline) {
-  tools::Child& child = servers_[shard];
+  Child& child = servers_[shard];
   int port = 0, metrics = 0;
   while (port == 0 || metrics == 0) {
     if (auto code = child.Poll()) {
@@ -147,7 +147,7 @@ absl::Status ServerFleet::AwaitExit(absl::Duration timeout) {
     if (running) absl::SleepFor(absl::Milliseconds(20));
   }
   for (std::uint32_t s = 0; s < servers_.size(); ++s) {
-    tools::Child& c = servers_[s];
+    Child& c = servers_[s];
     const bool exited = c.Poll().has_value();
     const int code = exited ? *c.Poll() : c.Stop(absl::Seconds(20));
     if (code != 0) {

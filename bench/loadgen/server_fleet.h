@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bench/loadgen/figures.h"
-#include "tools/process.h"
+#include "common/process.h"
 
 namespace sketchps::bench {
 
@@ -66,7 +66,7 @@ class ServerFleet {
   absl::Status AwaitServing(std::uint32_t shard, absl::Time deadline);
 
   std::string dir_;
-  std::vector<tools::Child> servers_;
+  std::vector<Child> servers_;
   std::vector<std::string> addresses_;
   std::vector<int> metrics_ports_;
 };

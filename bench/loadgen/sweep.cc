@@ -19,7 +19,7 @@
 #include "bench/loadgen/server_fleet.h"
 #include "common/cli.h"
 #include "common/version.h"
-#include "tools/process.h"
+#include "common/process.h"
 
 namespace sketchps::bench {
 namespace fs = std::filesystem;
@@ -60,7 +60,7 @@ Stream MeasureStream() {
 
 std::vector<std::string> ChildArgv(const LoadgenOptions& o, const ConfigSpec& c, const fs::path& dir, double stream_bps,
                                    const std::string& server_dir) {
-  std::vector<std::string> argv{tools::SelfExecutable(),
+  std::vector<std::string> argv{SelfExecutable(),
                                 "loadgen",
                                 "--single",
                                 absl::StrCat(c.mode, ":", c.scheme, ":", c.workers),
@@ -126,7 +126,7 @@ struct ChildOutcome {
 };
 
 // Waits for the child, forwarding its log; stops it on a signal or long past its deadline.
-ChildOutcome Supervise(tools::Child& child, const fs::path& dir, double timeout_seconds) {
+ChildOutcome Supervise(Child& child, const fs::path& dir, double timeout_seconds) {
   const fs::path log = child.log_path();
   std::uintmax_t offset = 0;
   const auto hard_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -177,8 +177,8 @@ ChildOutcome RunChild(const LoadgenOptions& o, const ConfigSpec& c, const fs::pa
   fs::create_directories(dir, ec);
   fs::remove(dir / "result.json", ec);
   fs::remove(dir / "loadgen.log", ec);
-  auto child = tools::Child::Start(ConfigName(c), ChildArgv(o, c, dir, stream_bps, server_dir),
-                                   (dir / "loadgen.log").string(), {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"});
+  auto child = Child::Start(ConfigName(c), ChildArgv(o, c, dir, stream_bps, server_dir), (dir / "loadgen.log").string(),
+                            {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"});
   if (!child.ok()) return ChildOutcome{std::nullopt, std::string(child.status().message()), false};
   ChildOutcome out = Supervise(*child, dir, o.timeout_seconds);
   ReadResult(dir, child->Poll().value_or(-1), out);

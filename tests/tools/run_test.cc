@@ -22,9 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/compare.h"
-#include "tools/process.h"
+#include "common/process.h"
 #include "tools/run.h"
 
+using namespace sketchps;
 using namespace sketchps::tools;
 namespace fs = std::filesystem;
 

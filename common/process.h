@@ -1,5 +1,5 @@
-// Child processes for the launcher: start a program with its output appended to a log file, poll
-// whether it exited, signal it, read the end of its log.
+// Child processes for the launchers (sketchps run, loadgen): start a program with its output appended to a log file,
+// poll whether it exited, signal it, read the end of its log.
 //
 // A Child is owned by one thread. Destroying a Child that still runs kills it (SIGKILL) and reaps
 // it, so a launcher that fails never leaves processes behind.
@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace sketchps::tools {
+namespace sketchps {
 
 class Child {
  public:
@@ -56,4 +56,4 @@ class Child {
 // Path of the running executable (/proc/self/exe).
 std::string SelfExecutable();
 
-}  // namespace sketchps::tools
+}  // namespace sketchps

@@ -1,4 +1,4 @@
-#include "tools/process.h"
+#include "common/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 
-namespace sketchps::tools {
+namespace sketchps {
 
 absl::StatusOr<Child> Child::Start(std::string name, std::vector<std::string> argv, const std::string& log_path,
                                    const std::vector<std::string>& env) {
@@ -118,4 +118,4 @@ std::string SelfExecutable() {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-}  // namespace sketchps::tools
+}  // namespace sketchps
