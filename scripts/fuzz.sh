@@ -4,6 +4,7 @@
 #   bash scripts/fuzz.sh                     # every harness for 30 s
 #   bash scripts/fuzz.sh --seconds 600 push  # one harness, longer
 #   bash scripts/fuzz.sh --tests             # also build and run the library test suites under ASan+UBSan
+#   bash scripts/fuzz.sh --tests --seconds 0 # only the sanitized test suites
 #
 # Each harness (tests/fuzz/<name>_fuzz.cc) starts from its committed corpus (tests/fuzz/corpus/<name>/,
 # never written to); inputs it finds go to runs/fuzz/<name>/corpus and any crash reproducer to
@@ -18,9 +19,10 @@ tests=0
 harnesses=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --seconds) seconds="$2"; shift 2 ;;
+    --seconds) [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "fuzz: --seconds needs a whole number of seconds" >&2; exit 2; }
+               seconds="$2"; shift 2 ;;
     --tests) tests=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "fuzz: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) harnesses+=("$1"); shift ;;
   esac
@@ -53,6 +55,9 @@ if [[ $tests -eq 1 ]]; then
   fi
 fi
 
+if [[ $seconds -eq 0 ]]; then
+  harnesses=()  # --seconds 0: no fuzzing (libFuzzer would read 0 as "no limit")
+fi
 for h in "${harnesses[@]}"; do
   out="runs/fuzz/$h"
   mkdir -p "$out/corpus"
