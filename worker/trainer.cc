@@ -39,11 +39,6 @@ struct Snapshot {
   std::vector<std::vector<float>> velocity;  // per shard (empty without momentum)
 };
 
-SessionOptions SessionOptionsOf(const TrainerOptions& o) {
-  return SessionOptions{o.job,        o.rank,     o.servers,     o.listen,       o.peers, o.port_file,
-                        o.peers_file, o.patience, o.rpc_timeout, o.peer_timeout, o.tls};
-}
-
 class Trainer {
  public:
   explicit Trainer(const TrainerOptions& options) : o_(options) {}
@@ -99,8 +94,7 @@ absl::Status Trainer::Prepare() {
                                                    train_.size(), " samples in ", o_.job.data.path));
   }
   SKETCHPS_ASSIGN_OR_RETURN(test_, LoadFashionMnist(o_.job.data.path, Split::kTest));
-  SKETCHPS_ASSIGN_OR_RETURN(session_,
-                            Session::Create(SessionOptionsOf(o_), model_->flat().layers(), model_->flat().params()));
+  SKETCHPS_ASSIGN_OR_RETURN(session_, Session::Create(o_, model_->flat().layers(), model_->flat().params()));
   SKETCHPS_ASSIGN_OR_RETURN(watch_, GradientWatch::Create(model_->flat(), session_->shards()));
   SKETCHPS_ASSIGN_OR_RETURN(start_round_, session_->Join(model_->flat().params()));
   return log_.Open(o_.metrics_out);

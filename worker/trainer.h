@@ -45,28 +45,20 @@
 #include "absl/time/time.h"
 #include "common/tls.h"
 #include "job/job_spec.h"
+#include "worker/session.h"
 
 namespace sketchps::worker {
 
 class WorkerMetrics;  // worker/worker_metrics.h
 
-struct TrainerOptions {
-  JobSpec job;
-  std::uint32_t rank = 0;
-  std::vector<std::string> servers;              // ps: by shard id; size must equal job.servers
-  std::string listen;                            // decentralized: this worker's Peer service
-  std::vector<std::string> peers;                // decentralized: every rank's address, by rank
-  std::string port_file;                         // decentralized: write the Peer service's port here
-  std::string peers_file;                        // decentralized, no `peers`: wait for this list
-  std::string metrics_out;                       // JSON lines, one per round ("" = none)
-  absl::Duration patience = absl::Seconds(120);  // how long a shard may stay unreachable
-  absl::Duration rpc_timeout = absl::Seconds(20);
-  absl::Duration peer_timeout = absl::Seconds(60);  // decentralized: a silent peer fails the round
+// The session's options (worker/session.h: job, rank, addresses, timeouts, TLS) plus the training
+// loop's own.
+struct TrainerOptions : SessionOptions {
+  std::string metrics_out;  // JSON lines, one per round ("" = none)
   int log_every_rounds = 50;
   bool overlap = true;                  // start a shard's round as soon as its gradients exist
   std::set<std::uint64_t> dump_rounds;  // write this worker's gradient of these rounds ...
   std::string dump_dir;                 // ... into this folder (common/gradient_dump.h)
-  TlsConfig tls;                        // common/tls.h; this worker is worker-<rank>
   WorkerMetrics* metrics = nullptr;     // not owned; sees every round's record (may be null)
 };
 
