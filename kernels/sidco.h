@@ -45,6 +45,16 @@ enum class SidcoVariant {
   kGammaGeneralizedPareto,  // SIDCo-GP: gamma first stage, generalized Pareto after
 };
 
+// The paper's short name: "E", "P" or "GP".
+inline const char* SidcoVariantName(SidcoVariant v) {
+  switch (v) {
+    case SidcoVariant::kExponential: return "E";
+    case SidcoVariant::kGeneralizedPareto: return "P";
+    case SidcoVariant::kGammaGeneralizedPareto: return "GP";
+  }
+  return "?";
+}
+
 enum class SidcoStageMode {
   kFixed,          // always `stages` stages
   kPerStageRatio,  // the reference's M = 0: every later stage keeps per_stage_ratio (last one the rest)

@@ -18,15 +18,6 @@ using sketchps::testing::Shape;
 
 namespace {
 
-const char* VariantName(sk::SidcoVariant v) {
-  switch (v) {
-    case sk::SidcoVariant::kExponential: return "E";
-    case sk::SidcoVariant::kGeneralizedPareto: return "P";
-    case sk::SidcoVariant::kGammaGeneralizedPareto: return "GP";
-  }
-  return "?";
-}
-
 // achieved / target of one fixed configuration on x; negative when the estimator fails.
 double Ratio(const std::vector<float>& x, sk::SidcoVariant v, double density, int stages, sk::Scratch& scratch) {
   sk::SidcoOptions o;
@@ -61,7 +52,7 @@ int main(int argc, char** argv) {
     for (double density : {0.01, 0.001}) {
       for (auto v : {sk::SidcoVariant::kExponential, sk::SidcoVariant::kGeneralizedPareto,
                      sk::SidcoVariant::kGammaGeneralizedPareto}) {
-        std::printf("| %s | %g | %s |", sketchps::testing::ShapeName(shape), density, VariantName(v));
+        std::printf("| %s | %g | %s |", sketchps::testing::ShapeName(shape), density, sk::SidcoVariantName(v));
         for (int m = 1; m <= 4; ++m) std::printf(" %.2f |", Ratio(x, v, density, m, scratch));
         std::printf("\n");
       }

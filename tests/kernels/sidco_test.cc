@@ -52,15 +52,6 @@ double Ratio(std::size_t count, double density, std::size_t n) {
   return static_cast<double>(count) / (density * static_cast<double>(n));
 }
 
-const char* VariantName(sk::SidcoVariant v) {
-  switch (v) {
-    case sk::SidcoVariant::kExponential: return "E";
-    case sk::SidcoVariant::kGeneralizedPareto: return "P";
-    case sk::SidcoVariant::kGammaGeneralizedPareto: return "GP";
-  }
-  return "?";
-}
-
 }  // namespace
 
 namespace {
@@ -211,7 +202,7 @@ TEST_CASE("Fixed-stage SIDCo configurations within 25% of the target", "[sidco]"
   for (const Claim& c : claims) {
     const auto x = SignedSamples(c.shape, kN, 42);
     const auto est = Make(Options(c.variant, c.density, sk::SidcoStageMode::kFixed, c.stages));
-    CAPTURE(ShapeName(c.shape), c.density, VariantName(c.variant), c.stages);
+    CAPTURE(ShapeName(c.shape), c.density, sk::SidcoVariantName(c.variant), c.stages);
     CHECK(Ratio(RunOnce(est, x, scratch).first, c.density, kN) == Approx(1.0).margin(0.25));
   }
 }
@@ -245,7 +236,7 @@ TEST_CASE("Adaptive SIDCo converges within 20 calls", "[sidco]") {
   const double density = GENERATE(0.01, 0.001);
   constexpr int kConverged = 20, kCalls = 35;
   const auto run = RunAdaptive(variant, shape, density, kCalls, scratch);
-  CAPTURE(VariantName(variant), ShapeName(shape), density);
+  CAPTURE(sk::SidcoVariantName(variant), ShapeName(shape), density);
   for (int w = kConverged; w + 5 <= kCalls; w += 5) {
     double mean = 0.0;
     for (int i = 0; i < 5; ++i) mean += run.ratios[w + i] / 5.0;
@@ -275,7 +266,7 @@ TEST_CASE("SIDCo selection is invariant to scaling x", "[sidco]") {
     return idx.ToHost(*count);
   };
   const auto a = select(x), b = select(y);
-  CAPTURE(VariantName(variant), c);
+  CAPTURE(sk::SidcoVariantName(variant), c);
   CHECK(a.size() > 100);
   CHECK(a == b);
 }
