@@ -7,7 +7,8 @@
 // Every error is InvalidArgument and names the full key path:
 //   "scheme.gs_sgd.rows: expected an unsigned integer, got 'five'"
 //   "scheme.gs_sgd: unknown key 'colz' (known: cols, p2, rows)"
-// Supported types: bool, integers, floating point, std::string, std::vector of those.
+// Supported types: bool, integers, floating point, std::string, std::vector of those, and any type
+// with a static FromYaml(node, key_path) -> absl::StatusOr<T> (common/job_span.h).
 // Not thread-safe; the node must outlive the reader.
 #pragma once
 
@@ -83,6 +84,11 @@ absl::Status ConfigReader::Get(const std::string& key, T& out) {
       return absl::InvalidArgumentError(KeyPath(key) + ": value " + std::to_string(v) + " out of range");
     }
     out = static_cast<T>(v);
+    return absl::OkStatus();
+  } else if constexpr (requires { T::FromYaml(value, key); }) {  // e.g. JobSpan (common/job_span.h)
+    auto parsed = T::FromYaml(value, KeyPath(key));
+    if (!parsed.ok()) return parsed.status();
+    out = *std::move(parsed);
     return absl::OkStatus();
   } else {  // std::vector<U>
     if (!value.IsSequence()) return TypeError(key, value, "a list");

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/job_span.h"
 #include "common/layout.h"
 #include "engine/phase.h"
 
@@ -45,11 +46,12 @@ struct SchemeContext {
   std::uint64_t k = 0;              // entries to keep in this range (density x dim, split across shards)
   std::uint64_t seed = 0;           // job seed: sketch hashing and sampling
   std::uint64_t warmup_rounds = 0;  // dense rounds before compression starts (every scheme)
+  JobClock clock;                   // the job's length, to resolve the scheme's schedules (common/job_span.h)
 };
 
 struct RoundInfo {
-  std::uint64_t round = 0;
-  double epoch = 0.0;  // fractional epochs completed before this round (for warm-up schedules)
+  std::uint64_t round = 0;  // what the schemes' schedules follow (spans resolved with ctx.clock)
+  double epoch = 0.0;       // fractional epochs completed before this round (the optimizer's LR schedule)
 };
 
 // Saved worker state: named device arrays (copied to host) and named scalars.
@@ -85,7 +87,7 @@ class Scheme {
 };
 
 // Builds one Scheme instance for a shard range (bound to a method and its configuration by
-// schemes/registry.h, which sets ctx.warmup_rounds).
+// schemes/registry.h, which sets ctx.warmup_rounds and ctx.clock).
 using SchemeMaker = std::function<std::unique_ptr<Scheme>(SchemeContext)>;
 
 }  // namespace sketchps

@@ -38,7 +38,21 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
   return absl::OkStatus();
 }
 
-absl::Status ReadSchedule(ConfigReader& r, LrSchedule& s) {
+// optimizer.warmup (a span, resolved here: the replicated optimizers all see epochs) or the round-1 key
+// optimizer.warmup_epochs; not both.
+absl::Status ReadLrWarmup(ConfigReader& r, const JobClock& clock, LrSchedule& s) {
+  SKETCHPS_RETURN_IF_ERROR(r.Get("warmup_epochs", s.warmup_epochs));
+  if (!r.Has("warmup")) return absl::OkStatus();
+  if (r.Has("warmup_epochs")) {
+    return absl::InvalidArgumentError(r.KeyPath("warmup") + ": give warmup or warmup_epochs, not both");
+  }
+  JobSpan span;
+  SKETCHPS_RETURN_IF_ERROR(r.Get("warmup", span));
+  s.warmup_epochs = span.Rounds(clock) / clock.rounds_per_epoch;
+  return absl::OkStatus();
+}
+
+absl::Status ReadSchedule(ConfigReader& r, const JobClock& clock, LrSchedule& s) {
   std::string kind = "constant";
   SKETCHPS_RETURN_IF_ERROR(r.Get("schedule", kind));
   if (kind == "constant")
@@ -51,7 +65,7 @@ absl::Status ReadSchedule(ConfigReader& r, LrSchedule& s) {
     return absl::InvalidArgumentError(
         absl::StrCat(r.KeyPath("schedule"), ": '", kind, "' is not constant, step or cosine"));
   SKETCHPS_RETURN_IF_ERROR(r.Get("lr", s.base_lr));
-  SKETCHPS_RETURN_IF_ERROR(r.Get("warmup_epochs", s.warmup_epochs));
+  SKETCHPS_RETURN_IF_ERROR(ReadLrWarmup(r, clock, s));
   SKETCHPS_RETURN_IF_ERROR(r.Get("warmup_start_factor", s.warmup_start_factor));
   SKETCHPS_RETURN_IF_ERROR(r.Get("milestones", s.milestones));
   SKETCHPS_RETURN_IF_ERROR(r.Get("gamma", s.gamma));
@@ -62,7 +76,7 @@ absl::Status ReadOptimizer(ConfigReader& root, JobSpec& job) {
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader r, root.Child("optimizer"));
   OptimizerConfig& o = job.optimizer;
   o.lr.base_lr = 0.05;
-  SKETCHPS_RETURN_IF_ERROR(ReadSchedule(r, o.lr));
+  SKETCHPS_RETURN_IF_ERROR(ReadSchedule(r, job.clock(), o.lr));
   SKETCHPS_RETURN_IF_ERROR(r.Get("momentum", o.momentum));
   SKETCHPS_RETURN_IF_ERROR(r.Get("nesterov", o.nesterov));
   SKETCHPS_RETURN_IF_ERROR(r.Get("weight_decay", o.weight_decay));
@@ -97,7 +111,7 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   }
   SKETCHPS_RETURN_IF_ERROR(ReadOptimizer(root, job));
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader scheme, root.Child("scheme"));
-  SKETCHPS_ASSIGN_OR_RETURN(job.scheme, ParseSchemeSection(scheme));
+  SKETCHPS_ASSIGN_OR_RETURN(job.scheme, ParseSchemeSection(scheme, job.clock()));
   return absl::OkStatus();
 }
 
@@ -147,6 +161,8 @@ double JobSpec::rounds_per_epoch() const {
   return std::max(
       1.0, std::floor(static_cast<double>(data.train_samples) / (static_cast<double>(workers) * data.batch_size)));
 }
+
+JobClock JobSpec::clock() const { return JobClock{rounds_per_epoch(), total_rounds()}; }
 
 std::uint64_t JobSpec::total_rounds() const {
   if (train.rounds > 0) return train.rounds;

@@ -9,13 +9,16 @@
 //   data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
 //   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, eval_samples: 0, seed: 1}
 //   optimizer: {lr: 0.05, momentum: 0.9, nesterov: false, weight_decay: 0,
-//               schedule: constant, warmup_epochs: 0, warmup_start_factor: 1,
+//               schedule: constant, warmup: 0, warmup_start_factor: 1,
 //               milestones: [], gamma: 0.1, min_lr: 0}
-//   scheme: {name: gs_sgd, density: 0.01, warmup_rounds: 0, gs_sgd: {...}}
+//   scheme: {name: gs_sgd, density: 0.01, dense_warmup: 0, gs_sgd: {...}}
 //   checkpoint: {dir: "", every_rounds: 100}   # a restarted shard recovers later rounds from the workers
 //   peer: {timeout_seconds: 60, on_failure: regroup}   # decentralized mode; on_failure: regroup | stop
 //
 // Every key is optional (defaults above; DefaultJobSpecYaml() is the embedded default job).
+// Warm-ups and other schedules are spans: "200 rounds", "2 epochs", "10%" of the job, or a list of
+// them meaning the shortest (common/job_span.h); the round-1 keys optimizer.warmup_epochs and
+// scheme.warmup_rounds are still read.
 // Unknown keys and invalid values are errors naming the key. Overrides ("scheme.name=topk") are
 // applied to the YAML before it is read, so flags and files share one validation.
 #pragma once
@@ -27,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "engine/optimizer.h"
 #include "common/fingerprint.h"
+#include "common/job_span.h"
 #include "common/layout.h"
 #include "schemes/registry.h"
 
@@ -89,6 +93,8 @@ struct JobSpec {
   double rounds_per_epoch() const;
   // train.rounds, or ceil(epochs * rounds_per_epoch).
   std::uint64_t total_rounds() const;
+  // Both of the above, to resolve spans (common/job_span.h).
+  JobClock clock() const;
   bool decentralized() const { return mode == Mode::kDecentralized; }
 };
 

@@ -39,15 +39,15 @@ absl::Status ValidateSdagcSchedule(const SdagcSchedule& s) {
   if (!PositiveFinite(s.lambda_final)) {
     return FieldError("SdagcSchedule", "lambda_final", s.lambda_final, "must be finite and > 0");
   }
-  if (!(std::isfinite(s.warmup_epochs) && s.warmup_epochs >= 0.0)) {
-    return FieldError("SdagcSchedule", "warmup_epochs", s.warmup_epochs, "must be finite and >= 0");
+  if (!(std::isfinite(s.warmup) && s.warmup >= 0.0)) {
+    return FieldError("SdagcSchedule", "warmup", s.warmup, "must be finite and >= 0");
   }
   return absl::OkStatus();
 }
 
-double SdagcLambda(const SdagcSchedule& s, double epoch) {
-  if (!(s.warmup_epochs > 0.0) || epoch >= s.warmup_epochs) return s.lambda_final;
-  const double progress = std::max(epoch, 0.0) / s.warmup_epochs;
+double SdagcLambda(const SdagcSchedule& s, double t) {
+  if (!(s.warmup > 0.0) || t >= s.warmup) return s.lambda_final;
+  const double progress = std::max(t, 0.0) / s.warmup;
   return s.lambda_initial + (s.lambda_final - s.lambda_initial) * progress;
 }
 

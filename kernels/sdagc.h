@@ -5,8 +5,8 @@
 // threshold is τ_l = λ_t · σ_l, where σ_l is the population standard deviation of the layer's signed
 // values (the most literal reading of "standard deviation of gradients"), and the selection is
 // {i : |a_i| > τ_l} (the caller's job, e.g. kernels::ThresholdSelect per layer). λ_t comes from
-//   - a warm-up schedule (SdagcLambda): linear in the epoch from lambda_initial = 1.0 to lambda_final
-//     over warmup_epochs (default 4, DGC's warm-up length), constant afterwards; and optionally
+//   - a warm-up schedule (SdagcLambda): linear in time (rounds, in schemes/sdagc.h) from
+//     lambda_initial = 1.0 to lambda_final over the warm-up, constant afterwards; and optionally
 //   - a closed loop (SdagcLambdaController) that nudges λ toward a target density from the achieved one.
 //
 // Default lambda_final = 3.09: on Gaussian-like layers the selected fraction is erfc(3.09/√2) = 0.0020
@@ -32,18 +32,18 @@ namespace sketchps::kernels {
 inline constexpr double kSdagcDefaultLambdaFinal = 3.09;
 
 struct SdagcSchedule {
-  double lambda_initial = 1.0;                     // λ at epoch 0, > 0
+  double lambda_initial = 1.0;                     // λ at t = 0, > 0
   double lambda_final = kSdagcDefaultLambdaFinal;  // λ after warm-up, > 0
-  double warmup_epochs = 4.0;                      // length of the ramp in epochs, >= 0 (0: no ramp)
+  double warmup = 4.0;                             // length of the ramp (the unit of t), >= 0 (0: no ramp)
 };
 
 // OK, or InvalidArgument naming the field ("SdagcSchedule.lambda_final = ...").
 absl::Status ValidateSdagcSchedule(const SdagcSchedule& schedule);
 
-// λ at a (fractional) epoch >= 0: lambda_initial + (lambda_final - lambda_initial) · min(epoch /
-// warmup_epochs, 1); lambda_final when warmup_epochs == 0 or epoch >= warmup_epochs. Pass floor(epoch)
-// for a per-epoch staircase. Negative epochs count as 0. Assumes a validated schedule.
-double SdagcLambda(const SdagcSchedule& schedule, double epoch);
+// λ at time t >= 0 (any unit, the one of `warmup`): lambda_initial + (lambda_final - lambda_initial) ·
+// min(t / warmup, 1); lambda_final when warmup == 0 or t >= warmup. Pass floor(t) for a staircase.
+// Negative t counts as 0. Assumes a validated schedule.
+double SdagcLambda(const SdagcSchedule& schedule, double t);
 
 // τ_l = lambda · σ_l for every layer of d_x[0..n) (device pointer), in layer order, rounded to float.
 // An empty layer gets τ = 0. One pass over each layer (kernels::SegmentMeanStd).

@@ -35,7 +35,7 @@ kernels::DgcSelectOptions SelectOptions(const DgcConfig& c, double density) {
 // The largest δ_e of the schedule: capacities are sized for it once.
 double MaxDensity(const DgcConfig& c, double density) {
   double max = density;
-  for (std::uint64_t e = 0; e < c.warmup_epochs; ++e) max = std::max(max, DgcDensity(c, density, double(e)));
+  for (std::uint64_t s = 0; s < c.warmup_stages; ++s) max = std::max(max, DgcStageDensity(c, density, s));
   return max;
 }
 
@@ -112,7 +112,7 @@ class DgcScheme final : public LocalMomentumScheme {
 
   // Fills sel_ layer by layer (so indices increase) and records each layer's chunk of it.
   absl::Status Select() override {
-    const auto options = SelectOptions(config_, DgcDensity(config_, density_, round().epoch));
+    const auto options = SelectOptions(config_, DgcDensity(config_, density_, round().round, ctx().clock));
     const float* v = lm_.velocity();
     std::uint64_t pos = 0;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -158,9 +158,11 @@ absl::Status DgcConfig::Validate(const std::string& prefix) const {
   if (max_adaptation_iters < 0 || max_adaptation_iters > 1000) {
     return RangeError(prefix + ".max_adaptation_iters", max_adaptation_iters, "in [0, 1000]");
   }
-  if (!warmup_densities.empty() && warmup_densities.size() < warmup_epochs) {
+  if (warmup_stages < 1 || warmup_stages > 64)
+    return RangeError(prefix + ".warmup_stages", warmup_stages, "in [1, 64]");
+  if (!warmup_densities.empty() && warmup_densities.size() < warmup_stages) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".warmup_densities has ", warmup_densities.size(),
-                                                   " entries, needs at least warmup_epochs = ", warmup_epochs));
+                                                   " entries, needs at least warmup_stages = ", warmup_stages));
   }
   for (std::size_t i = 0; i < warmup_densities.size(); ++i) {
     if (!(warmup_densities[i] > 0.0 && warmup_densities[i] <= 1.0)) {
@@ -172,20 +174,37 @@ absl::Status DgcConfig::Validate(const std::string& prefix) const {
 
 absl::Status DgcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(
-      section.GetAll("sample_ratio", sample_ratio, "strided_sample", strided_sample, "compress_upper_bound",
-                     compress_upper_bound, "compress_lower_bound", compress_lower_bound, "max_adaptation_iters",
-                     max_adaptation_iters, "resample", resample, "truncate_to_k", truncate_to_k, "warmup_epochs",
-                     warmup_epochs, "warmup_densities", warmup_densities, "dense_max_numel", dense_max_numel));
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
+      "sample_ratio", sample_ratio, "strided_sample", strided_sample, "compress_upper_bound", compress_upper_bound,
+      "compress_lower_bound", compress_lower_bound, "max_adaptation_iters", max_adaptation_iters, "resample", resample,
+      "truncate_to_k", truncate_to_k, "warmup", warmup, "warmup_stages", warmup_stages, "warmup_densities",
+      warmup_densities, "dense_max_numel", dense_max_numel));
+  if (section.Has("warmup_epochs")) {  // the round-1 key: W epochs in W stages
+    if (section.Has("warmup") || section.Has("warmup_stages")) {
+      return absl::InvalidArgumentError(section.KeyPath("warmup_epochs") +
+                                        ": give warmup (and warmup_stages) or warmup_epochs, not both");
+    }
+    std::uint64_t epochs = 0;
+    SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_epochs", epochs));
+    warmup = JobSpan::Epochs(static_cast<double>(epochs));
+    warmup_stages = std::max<std::uint64_t>(epochs, 1);
+  }
   return section.FinishAndValidate(*this);
 }
 
-double DgcDensity(const DgcConfig& config, double final_density, double epoch) {
-  const double e = std::floor(std::max(epoch, 0.0));
-  if (config.warmup_epochs == 0 || e >= static_cast<double>(config.warmup_epochs)) return final_density;
-  if (!config.warmup_densities.empty()) return config.warmup_densities[static_cast<std::size_t>(e)];
-  const double c = std::pow(final_density, 1.0 / static_cast<double>(config.warmup_epochs + 1));
-  return std::max(std::pow(c, e + 1.0), final_density);
+double DgcStageDensity(const DgcConfig& config, double final_density, std::uint64_t stage) {
+  if (stage >= config.warmup_stages) return final_density;
+  if (!config.warmup_densities.empty()) return config.warmup_densities[stage];
+  const double c = std::pow(final_density, 1.0 / static_cast<double>(config.warmup_stages + 1));
+  return std::max(std::pow(c, static_cast<double>(stage) + 1.0), final_density);
+}
+
+double DgcDensity(const DgcConfig& config, double final_density, std::uint64_t round, const JobClock& clock) {
+  const double length = config.warmup.Rounds(clock);
+  const auto t = static_cast<double>(round);
+  if (!(t < length)) return final_density;
+  const auto stage = static_cast<std::uint64_t>(std::floor(t * static_cast<double>(config.warmup_stages) / length));
+  return DgcStageDensity(config, final_density, stage);
 }
 
 std::unique_ptr<Scheme> MakeDgcScheme(SchemeContext ctx, const DgcConfig& config) {

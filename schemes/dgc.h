@@ -18,10 +18,15 @@
 // but keep u: warm-up is momentum SGD.
 //
 // Density: δ = ctx.k / ctx.dim, i.e. the job's scheme.density (DGC's compress_ratio, 0.001 in its
-// code). Sparsity warm-up (the reference code's rule), e = ⌊epoch⌋:
-//   e < warmup_epochs:  δ_e = warmup_densities[e] if given, else max(c^(e+1), δ), c = δ^(1/(W+1))
-//   otherwise:          δ_e = δ
-// The default W = 4 reproduces the paper's 0.25, 0.0625, 0.0156, 0.004, then 0.001 for δ = 0.001.
+// code). Sparsity warm-up (the reference code's rule, with its epochs generalised to stages): the
+// warm-up span (common/job_span.h, resolved against the job: R rounds) is cut into S = warmup_stages
+// equal stages; round t < R is in stage s = ⌊t S / R⌋ and
+//   s < S:       δ_s = warmup_densities[s] if given, else max(c^(s+1), δ), c = δ^(1/(S+1))
+//   otherwise:   δ_s = δ
+// warmup_epochs: W (the round-1 key) is warmup: W epochs with W stages, one per epoch: the paper's
+// 0.25, 0.0625, 0.0156, 0.004, then 0.001 for δ = 0.001 and W = 4. The default warm-up is
+// [4 epochs, 10%]: the paper's 4 epochs (2-4% of its 90-164-epoch jobs), at most a tenth of a short
+// job, so a one-epoch job spends 90% of its rounds at δ (docs/methods.md).
 // LR warm-up is the replicated optimizer's job: optimizer.lr.warmup_epochs = 5 and
 // optimizer.lr.warmup_start_factor = 1/P give DGC's factor (e (P-1)/5 + 1)/P; set
 // optimizer.momentum to 0 or leave it, it is ignored (DGC's momentum is `momentum` below).
@@ -29,8 +34,8 @@
 // Hyperparameters (scheme.dgc), defaults from DGC's configs/dgc/__init__.py: momentum (0.9),
 // nesterov (false), momentum_masking (true), clip_norm (0 = off), clip_scope ("layer"),
 // sample_ratio (0.01), strided_sample (true), compress_upper_bound (1.3), compress_lower_bound (0.8),
-// max_adaptation_iters (10), resample (true), truncate_to_k (false), warmup_epochs (4),
-// warmup_densities ([]), dense_max_numel (65536).
+// max_adaptation_iters (10), resample (true), truncate_to_k (false), warmup ([4 epochs, 10%]),
+// warmup_stages (4), warmup_densities ([]), dense_max_numel (65536).
 //
 // Choices where the paper and code are silent, or differ from the code:
 //   - the sample seed varies per (job seed, worker, shard, round, layer), so repeated runs repeat;
@@ -50,6 +55,7 @@
 
 #include "absl/status/status.h"
 #include "common/config_reader.h"
+#include "common/job_span.h"
 #include "schemes/local_momentum.h"
 #include "engine/scheme.h"
 
@@ -63,20 +69,24 @@ struct DgcConfig {
   double compress_lower_bound = 0.8;  // in (0, 1]
   int max_adaptation_iters = 10;      // in [0, 1000]
   bool resample = true;
-  bool truncate_to_k = false;             // reference parity (kernels/dgc.h)
-  std::uint64_t warmup_epochs = 4;        // W: sparsity warm-up epochs (0: none)
-  std::vector<double> warmup_densities;   // explicit δ_e for e < W (>= W entries, each in (0, 1])
+  bool truncate_to_k = false;                                          // reference parity (kernels/dgc.h)
+  JobSpan warmup = JobSpan::Epochs(4).AtMost(JobSpan::Fraction(0.1));  // sparsity warm-up (0: none)
+  std::uint64_t warmup_stages = 4;                                     // S: density steps in the warm-up, in [1, 64]
+  std::vector<double> warmup_densities;   // explicit δ_s for s < S (>= S entries, each in (0, 1])
   std::uint64_t dense_max_numel = 65536;  // 1-D layers up to this size are sent dense
 
   // Errors name the key under `prefix` ("scheme.dgc.sample_ratio: ...").
   absl::Status Validate(const std::string& prefix) const;
-  // Reads every field above (LocalMomentumOptions::Read for the momentum keys); rejects unknown keys;
-  // validates.
+  // Reads every field above (LocalMomentumOptions::Read for the momentum keys) and warmup_epochs (see
+  // above; not together with warmup or warmup_stages); rejects unknown keys; validates.
   absl::Status Read(ConfigReader& section);
 };
 
-// δ_e at a (fractional) epoch for final density δ in (0, 1], as above. Assumes a valid config.
-double DgcDensity(const DgcConfig& config, double final_density, double epoch);
+// δ_s of round `round` for final density δ in (0, 1], the warm-up resolved against `clock`, as above.
+// Assumes a valid config.
+double DgcDensity(const DgcConfig& config, double final_density, std::uint64_t round, const JobClock& clock);
+// δ_s of stage s (s >= warmup_stages: δ).
+double DgcStageDensity(const DgcConfig& config, double final_density, std::uint64_t stage);
 
 // One DGC worker for one shard range. The config must be valid (Validate()); a layer table that does
 // not tile the range makes every round fail with InvalidArgument.

@@ -1,5 +1,7 @@
 #include "schemes/registry.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
@@ -57,13 +59,31 @@ std::vector<std::string> SchemeNames() {
   return names;
 }
 
-absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme) {
+namespace {
+
+// scheme.dense_warmup (a span), or the round-1 key scheme.warmup_rounds (a count); not both.
+absl::StatusOr<JobSpan> ReadDenseWarmup(ConfigReader& scheme) {
+  JobSpan span;
+  SKETCHPS_RETURN_IF_ERROR(scheme.Get("dense_warmup", span));
+  if (!scheme.Has("warmup_rounds")) return span;
+  if (scheme.Has("dense_warmup")) {
+    return absl::InvalidArgumentError(scheme.KeyPath("warmup_rounds") +
+                                      ": give dense_warmup or warmup_rounds, not both");
+  }
+  std::uint64_t rounds = 0;
+  SKETCHPS_RETURN_IF_ERROR(scheme.Get("warmup_rounds", rounds));
+  return JobSpan::Rounds(static_cast<double>(rounds));
+}
+
+}  // namespace
+
+absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobClock& clock) {
   BoundScheme bound;
   bound.name = "gs_sgd";
   SKETCHPS_RETURN_IF_ERROR(scheme.Get("name", bound.name));
   SKETCHPS_RETURN_IF_ERROR(scheme.Get("density", bound.density));
-  std::uint64_t warmup_rounds = 0;
-  SKETCHPS_RETURN_IF_ERROR(scheme.Get("warmup_rounds", warmup_rounds));
+  SKETCHPS_ASSIGN_OR_RETURN(const JobSpan dense_warmup, ReadDenseWarmup(scheme));
+  const auto warmup_rounds = static_cast<std::uint64_t>(std::ceil(dense_warmup.Rounds(clock)));
   if (!(bound.density > 0.0 && bound.density <= 1.0)) {
     return absl::InvalidArgumentError(
         absl::StrCat(scheme.KeyPath("density"), " must be in (0, 1], got ", bound.density));
@@ -84,8 +104,9 @@ absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme) {
   }
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader section, scheme.Child(bound.name));
   SKETCHPS_ASSIGN_OR_RETURN(SchemeMaker make, entry->read(section));
-  bound.make = [make, warmup_rounds](SchemeContext ctx) {
+  bound.make = [make, warmup_rounds, clock](SchemeContext ctx) {
     ctx.warmup_rounds = warmup_rounds;
+    ctx.clock = clock;
     return make(std::move(ctx));
   };
   SKETCHPS_RETURN_IF_ERROR(scheme.Finish());

@@ -5,7 +5,8 @@
 //   scheme:
 //     name: gs_sgd          # one of SchemeNames()
 //     density: 0.01         # k = density x range length (per shard)
-//     warmup_rounds: 0      # dense rounds first (every scheme)
+//     dense_warmup: 0       # dense rounds first (every scheme): a span, e.g. 100 rounds or 5%
+//                           # (common/job_span.h); warmup_rounds: N is the older spelling of N rounds
 //     gs_sgd: {rows: 5}     # the method's own section, read by its config's Read()
 // and ParseSchemeSection() turns it into a BoundScheme that builds Scheme instances.
 #pragma once
@@ -40,7 +41,8 @@ const std::vector<SchemeEntry>& Schemes();
 std::vector<std::string> SchemeNames();
 
 // Reads the job spec's `scheme` mapping. Errors name the key ("scheme.name: unknown scheme 'gsgd'
-// (known: ...)", "scheme.gs_sgd.rows: ...").
-absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme);
+// (known: ...)", "scheme.gs_sgd.rows: ...").  Every scheme the result makes has ctx.clock = clock, so
+// its schedules fit the job (the default clock: 1 round per epoch, length unknown).
+absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobClock& clock = {});
 
 }  // namespace sketchps

@@ -1,5 +1,6 @@
 #include "schemes/sdagc.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -22,8 +23,11 @@ absl::Status RangeError(const std::string& key, double value, const char* requir
 
 bool FiniteAtLeast(double v, double lo) { return std::isfinite(v) && v >= lo; }
 
-kernels::SdagcControllerOptions ControllerOptions(const SdagcConfig& c) {
-  return {c.target_density, c.gain, c.min_lambda, c.max_lambda};
+// target_density 0 follows the job's density (ctx.k / ctx.dim).
+kernels::SdagcControllerOptions ControllerOptions(const SdagcConfig& c, const SchemeContext& ctx) {
+  const double job_density = static_cast<double>(ctx.k) / static_cast<double>(std::max<std::uint64_t>(ctx.dim, 1));
+  return {c.target_density > 0 ? c.target_density : std::clamp(job_density, 1e-9, 0.999), c.gain, c.min_lambda,
+          c.max_lambda};
 }
 
 class SdagcScheme final : public LocalMomentumScheme {
@@ -33,9 +37,10 @@ class SdagcScheme final : public LocalMomentumScheme {
       : LocalMomentumScheme(ctx, segments.status(), segments.ok() ? *segments : std::vector<kernels::Segment>{},
                             config.momentum, ctx.dim),
         config_(config),
-        segments_(segments.ok() ? *std::move(segments) : std::vector<kernels::Segment>{}) {
+        segments_(segments.ok() ? *std::move(segments) : std::vector<kernels::Segment>{}),
+        warmup_rounds_(config.warmup.Rounds(ctx.clock)) {
     if (!config.closed_loop || !init_.ok()) return;
-    auto controller = kernels::SdagcLambdaController::Create(ControllerOptions(config), config.lambda_final);
+    auto controller = kernels::SdagcLambdaController::Create(ControllerOptions(config, ctx), config.lambda_final);
     if (controller.ok()) {
       controller_ = *controller;
     } else {
@@ -59,11 +64,12 @@ class SdagcScheme final : public LocalMomentumScheme {
   }
 
  private:
-  bool ClosedLoopActive() const { return controller_.has_value() && round().epoch >= config_.warmup_epochs; }
+  double t() const { return static_cast<double>(round().round); }
+  bool ClosedLoopActive() const { return controller_.has_value() && t() >= warmup_rounds_; }
 
   double Lambda() const {
     if (ClosedLoopActive()) return controller_->lambda();
-    return kernels::SdagcLambda({config_.lambda_initial, config_.lambda_final, config_.warmup_epochs}, round().epoch);
+    return kernels::SdagcLambda({config_.lambda_initial, config_.lambda_final, warmup_rounds_}, t());
   }
 
   // sel_ = every |v_i| > τ_l, layer by layer (so indices increase).
@@ -106,6 +112,7 @@ class SdagcScheme final : public LocalMomentumScheme {
 
   const SdagcConfig config_;
   const std::vector<kernels::Segment> segments_;
+  const double warmup_rounds_;  // config.warmup resolved against the job
   std::optional<kernels::SdagcLambdaController> controller_;
 };
 
@@ -130,10 +137,8 @@ absl::Status SdagcConfig::Validate(const std::string& prefix) const {
   if (!FiniteAtLeast(lambda_initial, 0.0))
     return RangeError(prefix + ".lambda_initial", lambda_initial, "finite and >= 0");
   if (!FiniteAtLeast(lambda_final, 0.0)) return RangeError(prefix + ".lambda_final", lambda_final, "finite and >= 0");
-  if (!FiniteAtLeast(warmup_epochs, 0.0))
-    return RangeError(prefix + ".warmup_epochs", warmup_epochs, "finite and >= 0");
-  if (!(target_density > 0.0 && target_density < 1.0)) {
-    return RangeError(prefix + ".target_density", target_density, "in (0, 1)");
+  if (!(target_density >= 0.0 && target_density < 1.0)) {
+    return RangeError(prefix + ".target_density", target_density, "in [0, 1) (0: scheme.density)");
   }
   if (!(gain > 0.0 && gain <= 2.0)) return RangeError(prefix + ".gain", gain, "in (0, 2]");
   if (!(FiniteAtLeast(min_lambda, 0.0) && min_lambda > 0.0)) {
@@ -150,10 +155,19 @@ absl::Status SdagcConfig::Validate(const std::string& prefix) const {
 
 absl::Status SdagcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(section.GetAll("lambda_initial", lambda_initial, "lambda_final", lambda_final,
-                                          "warmup_epochs", warmup_epochs, "closed_loop", closed_loop, "target_density",
-                                          target_density, "gain", gain, "min_lambda", min_lambda, "max_lambda",
-                                          max_lambda, "min_per_layer", min_per_layer));
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll("lambda_initial", lambda_initial, "lambda_final", lambda_final, "warmup",
+                                          warmup, "closed_loop", closed_loop, "target_density", target_density, "gain",
+                                          gain, "min_lambda", min_lambda, "max_lambda", max_lambda, "min_per_layer",
+                                          min_per_layer));
+  if (section.Has("warmup_epochs")) {  // the round-1 key
+    if (section.Has("warmup")) {
+      return absl::InvalidArgumentError(section.KeyPath("warmup_epochs") + ": give warmup or warmup_epochs, not both");
+    }
+    double epochs = 0;
+    SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_epochs", epochs));
+    if (!FiniteAtLeast(epochs, 0.0)) return RangeError(section.KeyPath("warmup_epochs"), epochs, "finite and >= 0");
+    warmup = JobSpan::Epochs(epochs);
+  }
   return section.FinishAndValidate(*this);
 }
 

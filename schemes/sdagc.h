@@ -15,10 +15,12 @@
 // Dense warm-up rounds (scheme.warmup_rounds) send all of v (4 dim bytes up and down), zero v and
 // keep u (momentum SGD).
 //
-// λ_t: kernels::SdagcLambda — linear in the epoch from lambda_initial to lambda_final over
-// warmup_epochs. With closed_loop, from the end of the warm-up on, λ follows
-// kernels::SdagcLambdaController toward target_density (started at lambda_final, updated after
-// every compressed round from this worker's own selected / dim).
+// λ_t: kernels::SdagcLambda — linear in the round from lambda_initial to lambda_final over the
+// warm-up (a span, common/job_span.h: default [4 epochs, 10%], the paper's DGC-length warm-up capped
+// at a tenth of a short job). With closed_loop (the default), from the end of the warm-up on, λ
+// follows kernels::SdagcLambdaController toward target_density (0, the default: the job's
+// scheme.density; started at lambda_final, updated after every compressed round from this worker's
+// own selected / dim). Without it λ stays at lambda_final and the gradients decide the density.
 // On a Gaussian layer the selected fraction is erfc(λ/√2): λ_final = 3.09 selects 0.2% of a fresh
 // gradient (500x fewer entries; 8-byte entries: 250x fewer bytes than fp32 dense). In steady state
 // fewer pass, because the entries v keeps accumulating inflate σ (measured on i.i.d. Gaussian
@@ -30,13 +32,14 @@
 // target after 100 rounds (d = 1e5, Gaussian and Laplace gradients, m = 0 and 0.9).
 //
 // "Adaptive learning-rate revision" (decision 5: the LR warm-up from lr/P to lr) is the replicated
-// optimizer's: optimizer.lr.warmup_epochs = warmup_epochs and optimizer.lr.warmup_start_factor = 1/P.
+// optimizer's: optimizer.warmup = the same span and optimizer.warmup_start_factor = 1/P.
 //
 // Hyperparameters (scheme.sdagc): momentum (0.9), nesterov (false), momentum_masking (true),
 // clip_norm (0 = off; decision 5's clipping needs a model-specific C), clip_scope ("layer"),
-// lambda_initial (1.0), lambda_final (3.09), warmup_epochs (4), closed_loop (false),
-// target_density (0.002), gain (0.1), min_lambda (0.5), max_lambda (12), min_per_layer (1). The
-// job's scheme.density is not used: the thresholds set the density.
+// lambda_initial (1.0), lambda_final (3.09), warmup ([4 epochs, 10%]; warmup_epochs: W is the round-1
+// spelling of W epochs), closed_loop (true), target_density (0: the job's scheme.density), gain (0.1),
+// min_lambda (0.5), max_lambda (12), min_per_layer (1). With closed_loop false the job's
+// scheme.density is not used: the thresholds set the density.
 //
 // Choices where the sources are silent:
 //   - every layer is thresholded, including one-dimensional ones (no DGC "dim > 1" rule): the rule
@@ -60,6 +63,7 @@
 
 #include "absl/status/status.h"
 #include "common/config_reader.h"
+#include "common/job_span.h"
 #include "schemes/local_momentum.h"
 #include "engine/scheme.h"
 
@@ -67,13 +71,13 @@ namespace sketchps {
 
 struct SdagcConfig {
   LocalMomentumOptions momentum;  // momentum, nesterov, momentum_masking, clip_norm, clip_scope
-  double lambda_initial = 1.0;    // λ at epoch 0, finite and >= 0
+  double lambda_initial = 1.0;    // λ at round 0, finite and >= 0
   double lambda_final = 3.09;     // λ after the warm-up, finite and >= 0
-  double warmup_epochs = 4.0;     // >= 0 (0: λ_final from the start)
-  bool closed_loop = false;       // after the warm-up, steer λ toward target_density
-  double target_density = 0.002;  // in (0, 1)
-  double gain = 0.1;              // in (0, 2]; see the closed-loop note above
-  double min_lambda = 0.5;        // 0 < min_lambda <= lambda_final <= max_lambda (closed loop)
+  JobSpan warmup = JobSpan::Epochs(4).AtMost(JobSpan::Fraction(0.1));  // 0: λ_final from the start
+  bool closed_loop = true;      // after the warm-up, steer λ toward target_density
+  double target_density = 0.0;  // in [0, 1); 0: the job's scheme.density
+  double gain = 0.1;            // in (0, 2]; see the closed-loop note above
+  double min_lambda = 0.5;      // 0 < min_lambda <= lambda_final <= max_lambda (closed loop)
   double max_lambda = 12.0;
   std::uint64_t min_per_layer = 1;  // a layer whose threshold selects fewer sends its largest nonzero |v|
 

@@ -49,7 +49,12 @@ absl::Status CheckName(const std::map<std::string, T>& names, const std::string&
 
 }  // namespace
 
-kernels::SidcoOptions SidcoConfig::ToOptions(double density) const {
+int SidcoConfig::AdaptWindowCalls(const JobClock& clock) const {
+  const double rounds = std::round(adapt_window.Rounds(clock));
+  return static_cast<int>(std::clamp(rounds, 1.0, 1e6));
+}
+
+kernels::SidcoOptions SidcoConfig::ToOptions(double density, const JobClock& clock) const {
   kernels::SidcoOptions o;
   o.variant = Lookup(Variants(), variant, o.variant);
   o.density = density;
@@ -57,7 +62,7 @@ kernels::SidcoOptions SidcoConfig::ToOptions(double density) const {
   o.stage_mode = Lookup(StageModes(), stage_mode, o.stage_mode);
   o.stages = stages;
   o.per_stage_ratio = per_stage_ratio;
-  o.adapt_window = adapt_window;
+  o.adapt_window = AdaptWindowCalls(clock);
   o.adapt_tolerance_up = adapt_tolerance_up;
   o.adapt_tolerance_down = adapt_tolerance_down;
   o.adapt_memory = adapt_memory;
@@ -70,6 +75,7 @@ absl::Status SidcoConfig::Validate(const std::string& prefix) const {
   SKETCHPS_RETURN_IF_ERROR(CheckName(StageModes(), stage_mode, prefix + ".stage_mode"));
   // The estimator's own checks, with its field names (identical to ours) moved under `prefix`. The
   // density is the job's, checked by the registry; any valid value stands in for it here.
+  if (adapt_window.IsZero()) return absl::InvalidArgumentError(prefix + ".adapt_window: must be longer than 0");
   const absl::Status st = kernels::ValidateSidcoOptions(ToOptions(0.5));
   if (st.ok()) return st;
   return absl::InvalidArgumentError(absl::StrReplaceAll(st.message(), {{"SidcoOptions.", prefix + "."}}));
@@ -148,7 +154,10 @@ absl::StatusOr<kernels::SidcoAdaptState> LoadAdaptState(const SchemeState& state
 class SidcoScheme final : public SchemeBase {
  public:
   SidcoScheme(SchemeContext ctx, const SidcoConfig& config)
-      : SchemeBase(ctx), ef_(ctx.dim), sel_(ctx.dim), estimator_(MakeEstimator(config, TargetDensity(ctx))) {}
+      : SchemeBase(ctx),
+        ef_(ctx.dim),
+        sel_(ctx.dim),
+        estimator_(MakeEstimator(config, TargetDensity(ctx), ctx.clock)) {}
 
   const char* name() const override { return "sidco"; }
   bool uses_global_momentum() const override { return true; }
@@ -189,9 +198,10 @@ class SidcoScheme final : public SchemeBase {
   void OnDenseSent() override { ef_.Reset(); }
 
  private:
-  static absl::StatusOr<kernels::SidcoEstimator> MakeEstimator(const SidcoConfig& config, double density) {
+  static absl::StatusOr<kernels::SidcoEstimator> MakeEstimator(const SidcoConfig& config, double density,
+                                                               const JobClock& clock) {
     SKETCHPS_RETURN_IF_ERROR(config.Validate("sidco"));
-    return kernels::SidcoEstimator::Create(config.ToOptions(density));
+    return kernels::SidcoEstimator::Create(config.ToOptions(density, clock));
   }
   static double TargetDensity(const SchemeContext& ctx) {
     if (ctx.dim == 0) return 1.0;

@@ -17,7 +17,10 @@
 //
 // Choices where the paper and code are silent or the project decided (documented in kernels/sidco.h):
 //   - Defaults (decision 6): adaptive stage count (direction-searching rule, not the reference's mode
-//     -1), first-stage ratio 0.25, variant E (the estimator's default), initial M = 1, windows of 5.
+//     -1), first-stage ratio 0.25, variant E (the estimator's default), initial M = 1, windows of 5
+//     rounds. adapt_window is a span (common/job_span.h: "5 rounds", "1%"); its default does not grow
+//     with the job: it is the period of a control loop that tracks the achieved density, not a phase of
+//     training (docs/methods.md).
 //   - The whole shard range is one group (the reference's default `partition=1`), not per layer.
 //   - No L2 normalisation (the fits are scale-equivariant, so the selection is the same).
 //   - The selection buffer has capacity dim, so any threshold is honoured without truncation (memory:
@@ -30,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "common/config_reader.h"
+#include "common/job_span.h"
 #include "kernels/sidco.h"
 #include "engine/scheme.h"
 
@@ -41,14 +45,16 @@ struct SidcoConfig {
   int stages = 1;                       // fixed: M in [1, 64]; adaptive: the initial M (clamped)
   double first_stage_ratio = 0.25;      // δ1, in (0, 1)
   double per_stage_ratio = 0.2;         // per_stage_ratio mode: q of every later stage, in (0, 1)
-  int adapt_window = 5;                 // calls per adaptation window, >= 1
-  double adapt_tolerance_up = 0.2;      // ε_up, >= 0
-  double adapt_tolerance_down = 0.2;    // ε_down, in [0, 1)
-  int adapt_memory = 20;                // windows a per-M error record stays valid, >= 0
-  int gamma_newton_steps = 3;           // Newton steps on the gamma shape MLE, in [0, 20]
+  JobSpan adapt_window = JobSpan::Rounds(5);  // an adaptation window (one call per round), > 0
+  double adapt_tolerance_up = 0.2;            // ε_up, >= 0
+  double adapt_tolerance_down = 0.2;          // ε_down, in [0, 1)
+  int adapt_memory = 20;                      // windows a per-M error record stays valid, >= 0
+  int gamma_newton_steps = 3;                 // Newton steps on the gamma shape MLE, in [0, 20]
 
+  // adapt_window in calls (rounds) for the job of `clock`: at least 1.
+  int AdaptWindowCalls(const JobClock& clock) const;
   // The estimator options for a target density (in (0, 1]). Requires a valid config.
-  kernels::SidcoOptions ToOptions(double density) const;
+  kernels::SidcoOptions ToOptions(double density, const JobClock& clock = {}) const;
   // InvalidArgument naming "<prefix>.<field>" for the first invalid field.
   absl::Status Validate(const std::string& prefix) const;
   // Reads every field, rejects unknown keys, then validates.

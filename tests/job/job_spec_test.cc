@@ -2,6 +2,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <utility>
+#include <vector>
+
+#include "kernels/backend.h"
+
 using namespace sketchps;
 
 namespace {
@@ -41,6 +46,40 @@ TEST_CASE("Job spec values, overrides and the scheme section", "[job_spec]") {
   auto scheme = job->scheme.make(SchemeContext{0, 8, 0, 100, {}, 5, 1});
   CHECK(std::string(scheme->name()) == "topk");
   CHECK_THAT(job->effective_yaml, Catch::Contains("workers: 8"));
+}
+
+TEST_CASE("Job spec warm-ups are spans resolved against the job's length", "[job_spec]") {
+  // 468 rounds per epoch, 3 epochs: 1404 rounds.
+  auto job = ParseJobSpec(
+      "train: {epochs: 3}\nscheme: {name: topk, dense_warmup: 5%}\noptimizer: {warmup: [2 epochs, 234 rounds]}\n",
+      "t.yaml", {});
+  REQUIRE(job.ok());
+  CHECK(job->clock().rounds_per_epoch == 468.0);
+  CHECK(job->clock().total_rounds == 1404);
+  CHECK(job->optimizer.lr.warmup_epochs == 0.5);  // the shorter term: 234 rounds
+  CHECK(job->scheme.make(SchemeContext{0, 4, 0, 100, {}, 5, 1})->NumPhases() == 1);
+  // dense_warmup 5% of 1404 = 70.2: rounds 0-70 are dense (ceil).
+  const std::vector<float> g(1000, 1.0f);
+  const kernels::DeviceArray<float> d_g(g);
+  for (const auto& [round, dense] : std::vector<std::pair<std::uint64_t, bool>>{{70, true}, {71, false}}) {
+    auto topk = job->scheme.make(SchemeContext{0, 4, 0, 1000, {}, 10, 1});
+    REQUIRE(topk->BeginRound({round, 0.15}, d_g.data()).ok());
+    auto sent = topk->Contribute(0, nullptr);
+    REQUIRE(sent.ok());
+    INFO("round " << round);
+    CHECK((sent->spec.reduction == Reduction::kDenseSum) == dense);
+  }
+  // The round-1 keys still read, and not together with the new ones.
+  auto old = ParseJobSpec("scheme: {name: topk, warmup_rounds: 3}\noptimizer: {warmup_epochs: 2}\n", "t.yaml", {});
+  REQUIRE(old.ok());
+  CHECK(old->optimizer.lr.warmup_epochs == 2.0);
+  CHECK(Error("scheme: {name: topk, warmup_rounds: 3, dense_warmup: 3 rounds}\n") ==
+        "scheme.warmup_rounds: give dense_warmup or warmup_rounds, not both");
+  CHECK(Error("optimizer: {warmup: 1 epoch, warmup_epochs: 1}\n") ==
+        "optimizer.warmup: give warmup or warmup_epochs, not both");
+  CHECK_THAT(Error("scheme: {name: topk, dense_warmup: 3}\n"),
+             Catch::StartsWith("scheme.dense_warmup: '3' has no unit"));
+  CHECK_THAT(Error("optimizer: {warmup: soon}\n"), Catch::StartsWith("optimizer.warmup: 'soon' has no unit"));
 }
 
 TEST_CASE("Job spec errors name the key", "[job_spec]") {

@@ -106,7 +106,7 @@ TEST_CASE("SDAGC thresholds scale with the layer and the selection does not chan
 }
 
 TEST_CASE("SDAGC lambda warm-up schedule", "[sdagc]") {
-  const sk::SdagcSchedule s;  // 1.0 -> 3.09 over 4 epochs
+  const sk::SdagcSchedule s;  // 1.0 -> 3.09 over 4 units of t
   CHECK(sk::SdagcLambda(s, 0.0) == 1.0);
   CHECK(sk::SdagcLambda(s, -3.0) == 1.0);
   CHECK(sk::SdagcLambda(s, 2.0) == Approx((1.0 + 3.09) / 2));
@@ -121,7 +121,7 @@ TEST_CASE("SDAGC lambda warm-up schedule", "[sdagc]") {
   auto field = [](sk::SdagcSchedule bad) { return std::string(sk::ValidateSdagcSchedule(bad).message()); };
   CHECK_THAT(field({0.0, 3.0, 4.0}), Catch::Contains("lambda_initial"));
   CHECK_THAT(field({1.0, std::nan(""), 4.0}), Catch::Contains("lambda_final"));
-  CHECK_THAT(field({1.0, 3.0, -1.0}), Catch::Contains("warmup_epochs"));
+  CHECK_THAT(field({1.0, 3.0, -1.0}), Catch::Contains("SdagcSchedule.warmup"));
   CHECK(sk::ValidateSdagcSchedule(s).ok());
 }
 

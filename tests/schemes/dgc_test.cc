@@ -26,7 +26,7 @@ SchemeFactory Dgc(const DgcConfig& config = {}, std::uint64_t warmup_rounds = 0)
 DgcConfig ExactSelection() {
   DgcConfig c;
   c.sample_ratio = 1.0;  // τ = the exact k-th largest |v|: k entries exactly (no ties in the data)
-  c.warmup_epochs = 0;
+  c.warmup = JobSpan();
   return c;
 }
 
@@ -35,31 +35,68 @@ std::string ConfigError(const std::string& dgc_section) { return SchemeConfigErr
 }  // namespace
 
 TEST_CASE("DGC sparsity warm-up follows the reference schedule", "[schemes][dgc]") {
+  const JobClock clock{10, 0};  // 10 rounds per epoch, job length unknown
   DgcConfig c;
-  c.warmup_epochs = 5;
+  c.warmup = JobSpan::Epochs(5);
+  c.warmup_stages = 5;
   const double want[] = {0.316227766, 0.1, 0.0316227766, 0.01, 0.00316227766, 0.001, 0.001};
-  for (int e = 0; e < 7; ++e) CHECK(DgcDensity(c, 0.001, e) == Approx(want[e]).epsilon(1e-6));
-  CHECK(DgcDensity(c, 0.001, 2.9) == Approx(0.0316227766).epsilon(1e-6));  // whole epochs
-  c.warmup_epochs = 4;  // the default: the paper's 75%, 93.75%, 98.4%, 99.6%, then 99.9% sparsity
+  for (int e = 0; e < 7; ++e) CHECK(DgcDensity(c, 0.001, 10 * e, clock) == Approx(want[e]).epsilon(1e-6));
+  CHECK(DgcDensity(c, 0.001, 29, clock) == Approx(0.0316227766).epsilon(1e-6));  // whole stages
+  c.warmup = JobSpan::Epochs(4);  // the paper's 75%, 93.75%, 98.4%, 99.6%, then 99.9% sparsity
+  c.warmup_stages = 4;
   const double paper[] = {0.25, 0.0625, 0.015625, 0.004, 0.001};
-  for (int e = 0; e < 5; ++e) CHECK(DgcDensity(c, 0.001, e) == Approx(paper[e]).epsilon(0.02));
+  for (int e = 0; e < 5; ++e) CHECK(DgcDensity(c, 0.001, 10 * e, clock) == Approx(paper[e]).epsilon(0.02));
   c.warmup_densities = {0.5, 0.2, 0.1, 0.05};
-  CHECK(DgcDensity(c, 0.001, 1.5) == 0.2);
-  CHECK(DgcDensity(c, 0.001, 4.0) == 0.001);
-  c.warmup_epochs = 0;
-  CHECK(DgcDensity(c, 0.01, 0.0) == 0.01);
+  CHECK(DgcDensity(c, 0.001, 15, clock) == 0.2);
+  CHECK(DgcDensity(c, 0.001, 40, clock) == 0.001);
+  c.warmup = JobSpan();
+  CHECK(DgcDensity(c, 0.01, 0, clock) == 0.01);
+}
+
+TEST_CASE("DGC's default warm-up is 4 epochs but at most a tenth of the job, in 4 equal stages", "[schemes][dgc]") {
+  const DgcConfig c;  // warmup [4 epochs, 10%], 4 stages
+  const double paper[] = {0.25, 0.0625, 0.015625, 0.004, 0.001};
+  // One epoch of 468 rounds: 46.8 warm-up rounds, stages of 11.7 rounds; round 47 on at δ.
+  const JobClock one_epoch{468, 468};
+  const std::pair<std::uint64_t, int> stage_of[] = {{0, 0},  {11, 0}, {12, 1}, {23, 1}, {24, 2},
+                                                    {35, 2}, {36, 3}, {46, 3}, {47, 4}, {467, 4}};
+  for (const auto& [round, stage] : stage_of) {
+    INFO("round " << round);
+    CHECK(DgcDensity(c, 0.001, round, one_epoch) == Approx(paper[stage]).epsilon(0.02));
+  }
+  // A 100-epoch job: the paper's 4 epochs (1872 rounds), one stage per epoch.
+  const JobClock long_job{468, 46800};
+  CHECK(DgcDensity(c, 0.001, 467, long_job) == Approx(0.25).epsilon(0.02));
+  CHECK(DgcDensity(c, 0.001, 468, long_job) == Approx(0.0625).epsilon(0.02));
+  CHECK(DgcDensity(c, 0.001, 1871, long_job) == Approx(0.004).epsilon(0.02));
+  CHECK(DgcDensity(c, 0.001, 1872, long_job) == 0.001);
+  // Rounds and job fractions as the user gives them.
+  DgcConfig r;
+  r.warmup = JobSpan::Rounds(8);
+  r.warmup_stages = 2;
+  CHECK(DgcDensity(r, 0.01, 3, one_epoch) == Approx(std::pow(0.01, 1.0 / 3)));
+  CHECK(DgcDensity(r, 0.01, 4, one_epoch) == Approx(std::pow(0.01, 2.0 / 3)));
+  CHECK(DgcDensity(r, 0.01, 8, one_epoch) == 0.01);
+  r.warmup = JobSpan::Fraction(0.5);
+  CHECK(DgcDensity(r, 0.01, 116, one_epoch) == Approx(std::pow(0.01, 1.0 / 3)));  // 234 rounds, 2 stages
+  CHECK(DgcDensity(r, 0.01, 117, one_epoch) == Approx(std::pow(0.01, 2.0 / 3)));
+  CHECK(DgcDensity(r, 0.01, 234, one_epoch) == 0.01);
 }
 
 TEST_CASE("DGC sends the exact top-k of each matrix at the scheduled density and biases whole", "[schemes][dgc]") {
   const LayerTable layers = MakeLayerTable({{"w", {100, 100}}, {"b", {50}}});
   DgcConfig c = ExactSelection();
-  c.warmup_epochs = 5;
+  c.warmup = JobSpan::Epochs(5);
+  c.warmup_stages = 5;
+  const JobClock clock{10, 0};
   std::mt19937_64 rng(11);
   for (int epoch = 0; epoch < 7; ++epoch) {
-    auto scheme = MakeDgcScheme(SchemeContext{0, 1, 0, 10050, layers, 10, 3}, c);  // δ = 10 / 10050
+    // δ = 10 / 10050
+    auto scheme = MakeDgcScheme(SchemeContext{0, 1, 0, 10050, layers, 10, 3, 0, clock}, c);
     const auto g = Gaussian(10050, rng);
-    const SparseVector sent = DriveRound(*scheme, g, 0, epoch + 0.5);
-    const double delta = DgcDensity(c, 10.0 / 10050.0, epoch);
+    const std::uint64_t round = 10 * epoch + 5;
+    const SparseVector sent = DriveRound(*scheme, g, round, epoch + 0.5);
+    const double delta = DgcDensity(c, 10.0 / 10050.0, round, clock);
     const auto k = static_cast<std::size_t>(std::ceil(delta * 10000));
     std::set<std::uint32_t> want = TopKIndices(g, 0, 10000, k);
     for (std::uint32_t i = 10000; i < 10050; ++i) want.insert(i);
@@ -74,6 +111,7 @@ TEST_CASE("DGC conserves velocity exactly and masks u and v at the sent indices"
   DgcConfig c;
   c.momentum.momentum = 0.5;
   c.momentum.nesterov = nesterov;
+  c.warmup = JobSpan();
   auto scheme = MakeDgcScheme(SchemeContext{0, 1, 0, 60, layers, 6, 9}, c);  // δ = 0.1: k_w = 5
   MomentumReference ref(60, 0.5f, nesterov);
   std::vector<double> sum_in(60, 0.0), sum_sent(60, 0.0);  // what entered v, what left it
@@ -82,7 +120,7 @@ TEST_CASE("DGC conserves velocity exactly and masks u and v at the sent indices"
     const auto g = Gaussian(60, rng);
     ref.Accumulate(g);
     for (int i = 0; i < 60; ++i) sum_in[i] += nesterov ? ref.u[i] + g[i] : ref.u[i];
-    const SparseVector sent = DriveRound(*scheme, g, round, 10.0);  // after the warm-up
+    const SparseVector sent = DriveRound(*scheme, g, round, 10.0);  // no warm-up
     std::size_t in_w = 0;
     for (std::size_t j = 0; j < sent.idx.size(); ++j) {
       REQUIRE(sent.val[j] == ref.v[sent.idx[j]]);  // values moved out of v, bitwise
@@ -253,6 +291,13 @@ TEST_CASE("DGC config errors name the key", "[schemes][dgc][config]") {
   CHECK_THAT(ConfigError("{warmup_epochs: 1, warmup_densities: [1.5]}"),
              Catch::StartsWith("scheme.dgc.warmup_densities[0]"));
   CHECK_THAT(ConfigError("{ratio: 0.1}"), Catch::StartsWith("scheme.dgc: unknown key 'ratio'"));
+  CHECK_THAT(ConfigError("{warmup: 3}"), Catch::StartsWith("scheme.dgc.warmup: '3' has no unit"));
+  CHECK_THAT(ConfigError("{warmup: [4 epochs, 150%]}"), Catch::StartsWith("scheme.dgc.warmup[1]"));
+  CHECK_THAT(ConfigError("{warmup_stages: 0}"), Catch::StartsWith("scheme.dgc.warmup_stages"));
+  CHECK_THAT(ConfigError("{warmup: 2 epochs, warmup_epochs: 2}"),
+             Catch::StartsWith("scheme.dgc.warmup_epochs: give warmup"));
+  CHECK_THAT(ConfigError("{warmup: 2 epochs, warmup_stages: 3, warmup_densities: [0.5, 0.1]}"),
+             Catch::StartsWith("scheme.dgc.warmup_densities has 2 entries"));
   auto job = ParseJobSpec(
       "scheme: {name: dgc, density: 0.001, dgc: {momentum: 0.8, nesterov: true, "
       "warmup_epochs: 5, clip_norm: 2.5, clip_scope: global}}\n",
@@ -260,18 +305,25 @@ TEST_CASE("DGC config errors name the key", "[schemes][dgc][config]") {
   REQUIRE(job.ok());
   CHECK_FALSE(job->scheme.global_momentum);
   CHECK(std::string(job->scheme.make(SchemeContext{0, 4, 0, 100, {}, 1, 1})->name()) == "dgc");
+  // The round-1 key warmup_epochs: W reads as warmup: W epochs in W stages.
+  DgcConfig old_key;
+  ConfigReader section(YAML::Load("{warmup_epochs: 5}"), "scheme.dgc");
+  REQUIRE(old_key.Read(section).ok());
+  CHECK(old_key.warmup.Text() == "5 epochs");
+  CHECK(old_key.warmup_stages == 5);
 }
 
 TEST_CASE("DGC with density 0.001 compresses >= 400x on Gaussian layers after warm-up", "[schemes][dgc]") {
   const std::size_t d = 200000;
   const LayerTable layers = MakeLayerTable({{"w", {400, 500}}});
-  auto scheme = MakeDgcScheme(SchemeContext{0, 8, 0, d, layers, 200, 4}, DgcConfig{});  // default selection
+  const JobClock clock{2, 0};  // two rounds per epoch, so the warm-up is rounds 0-7
+  auto scheme = MakeDgcScheme(SchemeContext{0, 8, 0, d, layers, 200, 4, 0, clock}, DgcConfig{});
   std::mt19937_64 rng(21);
   for (std::uint64_t round = 0; round < 12; ++round) {
-    const double epoch = round * 0.5;  // warm-up: epochs 0-3, compressed at δ from epoch 4 on
+    const double epoch = round * 0.5;  // compressed at δ from epoch 4 on
     const SparseVector sent = DriveRound(*scheme, Gaussian(d, rng), round, epoch);
     const double density = static_cast<double>(sent.idx.size()) / d;
-    const double scheduled = DgcDensity(DgcConfig{}, 0.001, epoch);
+    const double scheduled = DgcDensity(DgcConfig{}, 0.001, round, clock);
     INFO("round " << round << ": density " << density << ", scheduled " << scheduled);
     CHECK(density >= 0.8 * scheduled - 1.0 / d);
     CHECK(density <= 1.3 * scheduled + 1.0 / d);

@@ -282,6 +282,7 @@ TEST_CASE("SIDCo config: fields are read and checked, errors name the key", "[sc
       {"{first_stage_ratio: 1.0}", "scheme.sidco.first_stage_ratio"},
       {"{per_stage_ratio: 0}", "scheme.sidco.per_stage_ratio"},
       {"{adapt_window: 0}", "scheme.sidco.adapt_window"},
+      {"{adapt_window: 5}", "scheme.sidco.adapt_window: '5' has no unit"},
       {"{adapt_tolerance_down: 1.0}", "scheme.sidco.adapt_tolerance_down"},
       {"{adapt_memory: -1}", "scheme.sidco.adapt_memory"},
       {"{gamma_newton_steps: 21}", "scheme.sidco.gamma_newton_steps"},
@@ -295,4 +296,12 @@ TEST_CASE("SIDCo config: fields are read and checked, errors name the key", "[sc
     CHECK(st.code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(st.message()), Catch::Contains(key));
   }
+  // adapt_window is a span: rounds, epochs or a share of the job; the estimator gets whole calls, >= 1.
+  SidcoConfig spans;
+  ConfigReader r(YAML::Load("{adapt_window: 1%}"), "scheme.sidco");
+  REQUIRE(spans.Read(r).ok());
+  CHECK(spans.AdaptWindowCalls({468, 1404}) == 14);
+  CHECK(spans.ToOptions(0.01, {468, 1404}).adapt_window == 14);
+  CHECK(spans.AdaptWindowCalls({468, 20}) == 1);
+  CHECK(SidcoConfig{}.AdaptWindowCalls({468, 1404}) == 5);  // the default, 5 rounds, whatever the job
 }
