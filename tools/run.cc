@@ -425,6 +425,8 @@ absl::Status Launch::Finish() {
   facts.momentum = job_.optimizer.momentum;
   facts.batch_size = job_.data.batch_size;
   facts.faults = faults_;
+  facts.date = UtcNow();
+  facts.machine = ThisMachine();
   if (decentralized()) {
     facts.peer = {{"timeout_seconds",
                    options_.peer_timeout_seconds > 0 ? options_.peer_timeout_seconds : job_.peer.timeout_seconds},

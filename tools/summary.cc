@@ -1,9 +1,16 @@
 #include "tools/summary.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <fstream>
+#include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status.h"
 #include "common/version.h"
 
@@ -97,6 +104,22 @@ absl::StatusOr<Traffic> TrafficPerWorkerPerRound(const std::vector<std::vector<n
   return t;
 }
 
+std::string UtcNow() { return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()); }
+
+std::string ThisMachine() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(cpuinfo, line)) {
+    if (!absl::StartsWith(line, "model name")) continue;
+    const auto colon = line.find(':');
+    if (colon != std::string::npos) model = std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+    break;
+  }
+  cpu_set_t set;
+  const int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+  return cores > 0 ? absl::StrCat(model, " (", cores, cores == 1 ? " core)" : " cores)") : model;
+}
+
 absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
                                          const std::vector<std::vector<nlohmann::json>>& metrics) {
   if (metrics.empty()) return absl::InvalidArgumentError("no worker metrics");
@@ -115,6 +138,8 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
   auto ratio = [&](double bytes) { return bytes > 0 ? dense_bytes / bytes : 0.0; };
   nlohmann::json s{
       {"job_id", facts.job_id},
+      {"date", facts.date},
+      {"machine", facts.machine},
       {"mode", facts.mode},
       {"version", Version()},
       {"scheme", facts.scheme},

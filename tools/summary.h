@@ -17,7 +17,9 @@
 //   each worker's total);
 //   final_weights_checksum (the reporting rank's, hex; every replica's is checked equal to the
 //   servers' every round), reporting_rank;
-//   faults: faults.json of the run (tools/run.h: kills and the first failure), {} when none.
+//   faults: faults.json of the run (tools/run.h: kills and the first failure), {} when none;
+//   date (when the run finished, UTC, ISO 8601) and machine (CPU model and core count: ThisMachine()),
+//   so that tables and figures drawn from summaries alone can say where and when they were measured.
 // The reporting rank is the lowest rank among those whose last record has the highest round: rank 0
 // unless it was killed (a decentralized job goes on without it; its new rank 0 evaluates).
 #pragma once
@@ -48,7 +50,15 @@ struct RunFacts {
   std::uint32_t batch_size = 0;
   nlohmann::json peer = nullptr;                     // decentralized mode: {timeout_seconds, on_failure}
   nlohmann::json faults = nlohmann::json::object();  // faults.json
+  std::string date;                                  // UtcNow() at the end of the run
+  std::string machine;                               // ThisMachine()
 };
+
+// "2026-11-25T10:11:12Z".
+std::string UtcNow();
+// "<CPU model> (<n> cores)" from /proc/cpuinfo and the cores this process may use; "unknown CPU" when
+// /proc/cpuinfo names none.
+std::string ThisMachine();
 
 // Reads one JSON object per line; errors name "<file>:<line>".
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);

@@ -63,6 +63,8 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   facts.batch_size = 32;
   facts.faults = nlohmann::json::object();
   facts.faults["kills"] = nlohmann::json::array({nlohmann::json{{"process", "server 1"}}});
+  facts.date = "2026-11-25T10:11:12Z";
+  facts.machine = "Some CPU (2 cores)";
   std::vector<std::vector<nlohmann::json>> metrics{{Record(0, 100, 400, 1.0), Record(1, 300, 400, 1.0)},
                                                    {Record(0, 200, 400, 3.0), Record(1, 200, 400, 3.0)}};
   metrics[0][1]["test_accuracy"] = 0.75;
@@ -78,6 +80,8 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   CHECK((*s)["rounds"] == 2);
   CHECK((*s)["epochs"].get<double>() == Approx(0.2));
   CHECK((*s)["rounds_per_second"].get<double>() == Approx(0.25));
+  CHECK((*s)["date"] == "2026-11-25T10:11:12Z");
+  CHECK((*s)["machine"] == "Some CPU (2 cores)");
   CHECK((*s)["final_test_accuracy"].get<double>() == Approx(0.75));
   CHECK((*s)["final_weights_checksum"] == "00ff");
   CHECK((*s)["reporting_rank"] == 0);
@@ -111,6 +115,24 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   CHECK_THAT(std::string(missing.status().message()),
              Catch::Contains("worker 1 record 0") && Catch::Contains("wire_up"));
   CHECK(!Summarize(facts, {{}}).ok());
+}
+
+TEST_CASE("The machine and the date a summary names are this machine's and now", "[tools]") {
+  const std::string now = UtcNow();
+  REQUIRE(now.size() == 20);  // 2026-11-25T10:11:12Z
+  CHECK(now[4] == '-');
+  CHECK(now[10] == 'T');
+  CHECK(now.back() == 'Z');
+  const std::string machine = ThisMachine();
+  CHECK_THAT(machine, Catch::Contains(" core"));
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      CHECK_THAT(machine, Catch::StartsWith(line.substr(line.find(':') + 2)));
+      break;
+    }
+  }
 }
 
 TEST_CASE("A decentralized summary says so and names its peer settings", "[tools]") {
