@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -50,6 +51,18 @@ nlohmann::json FinalAccuracy(const std::vector<nlohmann::json>& records, int& ev
     ++evaluations;
   }
   return accuracy;
+}
+
+// Each rank's records of rounds >= from (every record when none has a round field that large).
+std::vector<std::vector<nlohmann::json>> RecordsFrom(const std::vector<std::vector<nlohmann::json>>& metrics,
+                                                    double from) {
+  std::vector<std::vector<nlohmann::json>> out(metrics.size());
+  for (std::size_t rank = 0; rank < metrics.size(); ++rank) {
+    for (const auto& r : metrics[rank]) {
+      if (r.value("round", -1.0) >= from) out[rank].push_back(r);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -129,6 +142,9 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
     rounds = std::max<std::uint64_t>(rounds, metrics[rank].size());
   }
   SKETCHPS_ASSIGN_OR_RETURN(const Traffic traffic, TrafficPerWorkerPerRound(metrics));
+  // The second half of the rounds: past the warm-ups of the default schedules (at most 10% of the job).
+  auto late = TrafficPerWorkerPerRound(RecordsFrom(metrics, std::floor(static_cast<double>(rounds) / 2)));
+  const Traffic second_half = late.ok() ? *late : traffic;
   const std::uint32_t reporter = ReportingRank(metrics);
   const nlohmann::json& last = metrics[reporter].back();
   const double dense_bytes = last.value("dense_bytes", 0.0);
@@ -164,6 +180,8 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
       {"dense_bytes_per_round", dense_bytes},
       {"compression_ratio_up", ratio(traffic.wire_up)},
       {"compression_ratio_down", ratio(traffic.wire_down)},
+      {"compression_ratio_up_second_half", ratio(second_half.wire_up)},
+      {"compression_ratio_down_second_half", ratio(second_half.wire_down)},
       {"compute_seconds", Total(metrics, "compute_s") / workers},
       {"compress_seconds", Total(metrics, "compress_s") / workers},
       {"communicate_seconds", Total(metrics, "communicate_s") / workers},

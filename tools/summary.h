@@ -12,7 +12,8 @@
 //   bytes_up_per_worker_per_round and bytes_down_per_worker_per_round (serialized gRPC bytes, mean
 //   over every worker's rounds: Traffic below), raw_bytes_up_per_worker_per_round / raw_bytes_down_...
 //   (payload arrays only), dense_bytes_per_round (4 d), compression_ratio_up / _down (dense bytes
-//   over wire bytes);
+//   over wire bytes); compression_ratio_up_second_half / _down_second_half (the same over the records
+//   of rounds >= rounds / 2: the steady state, past the warm-ups, which papers quote);
 //   compute_seconds, compress_seconds, communicate_seconds (per worker: the mean over workers of
 //   each worker's total);
 //   final_weights_checksum (the reporting rank's, hex; every replica's is checked equal to the

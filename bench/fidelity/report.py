@@ -10,15 +10,18 @@ Usage:
 Inputs: each DIR is a run directory (it holds summary.json) or a directory whose immediate
 subdirectories are run directories (every DIR/*/summary.json; subdirectories without one are
 skipped). Only summary.json is read. Keys used: scheme, model, epochs, density, workers, servers,
-batch_size, compression_ratio_up, compression_ratio_down (required), final_test_accuracy (null or
-absent: "n/a", left out of the fronts and the figures), date and machine (absent: "unknown").
-Other keys are ignored.
+batch_size, compression_ratio_up, compression_ratio_down (required), compression_ratio_up_second_half
+and compression_ratio_down_second_half (the steady state past the warm-ups; absent: the whole job's),
+final_test_accuracy (null or absent: "n/a", left out of the fronts and the figures), date and machine
+(absent: "unknown"). Other keys are ignored.
 
 Outputs:
   table  PREFIX.md (also printed): per (model, epochs) a heading, a table with the columns of
          TABLE_COLUMNS in SCHEME_ORDER, and a caption (sources, job, machines, dates). The gap is in
-         percentage points against the group's dense run; "met" is "yes" when the uplink
-         compression reaches the scheme's target and the gap is >= -1 point.
+         percentage points against the group's dense run; compression is shown over the whole job and
+         over its second half; "met" is "yes" when the second half's uplink compression (the steady
+         state that papers quote, past DGC's and SDAGC's warm-ups) reaches the scheme's target and the
+         gap is >= -1 point.
   sweep  PREFIX.md (every run, then the Pareto fronts, uplink and downlink), and PREFIX-uplink.png,
          .svg and PREFIX-downlink.png, .svg: test accuracy (%) against compression (log scale), one
          series per scheme, dense as a dashed reference line, the Pareto front as a thin black line.
@@ -54,8 +57,8 @@ TARGETS = {
 MAX_ACCURACY_LOSS = 1.0  # points below dense that still meet the target
 
 SCHEME_ORDER = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "sdagc", "sidco", "scalecom"]
-TABLE_COLUMNS = ["scheme", "density", "test accuracy", "gap to dense (points)", "compression up",
-                 "compression down", "target up", "met"]
+TABLE_COLUMNS = ["scheme", "density", "test accuracy", "gap to dense (points)", "compression up: job / 2nd half",
+                 "compression down: job / 2nd half", "target up (2nd half)", "met"]
 SWEEP_COLUMNS = ["scheme", "density", "test accuracy", "compression up", "compression down"]
 REQUIRED_NUMBERS = ["epochs", "density", "workers", "servers", "batch_size", "compression_ratio_up",
                     "compression_ratio_down"]
@@ -101,6 +104,11 @@ def read_summary(path: str) -> dict:
     run["path"] = path
     for key in ["date", "machine", "final_test_accuracy"]:
         run[key] = data.get(key)
+    for direction in ["up", "down"]:
+        late = data.get(f"compression_ratio_{direction}_second_half")
+        if late is not None and (not is_number(late) or late <= 0):
+            raise ReportError(f"{path}: 'compression_ratio_{direction}_second_half' must be a positive number")
+        run[f"{direction}_late"] = late if late is not None else data[f"compression_ratio_{direction}"]
     return run
 
 
@@ -209,7 +217,8 @@ def met_text(compression_ok, gap) -> str:
 def fidelity_rows(runs: list[dict]) -> list[dict]:
     """The rows of one (model, epochs) group, in SCHEME_ORDER (then density descending).
 
-    A row: scheme, density, accuracy (fraction or None), gap (points or None), up, down, target
+    A row: scheme, density, accuracy (fraction or None), gap (points or None), up, down (whole job),
+    up_late, down_late (second half), target
     (None: none), met (text), dense (the reference row exists), path."""
     keys = {group_key(r) for r in runs}
     if len(keys) > 1:
@@ -224,10 +233,11 @@ def fidelity_rows(runs: list[dict]) -> list[dict]:
         if run is reference:
             met = "reference"
         else:
-            compression_ok = None if target is None else run["compression_ratio_up"] >= target
+            compression_ok = None if target is None else run["up_late"] >= target
             met = met_text(compression_ok, gap)
         rows.append({"scheme": run["scheme"], "density": run["density"], "accuracy": acc, "gap": gap,
                      "up": run["compression_ratio_up"], "down": run["compression_ratio_down"],
+                     "up_late": run["up_late"], "down_late": run["down_late"],
                      "target": target, "met": met, "dense": reference is not None, "path": run["path"]})
     return rows
 
@@ -315,7 +325,8 @@ def fidelity_cells(row: dict) -> list[str]:
         gap = "no dense reference" if not row["dense"] else "n/a"
     target = DASH if row["target"] is None else f"{row['target']:g}x"
     return [row["scheme"], fmt_density(row["scheme"], row["density"]), fmt_percent(row["accuracy"]), gap,
-            fmt_ratio(row["up"]), fmt_ratio(row["down"]), target, row["met"]]
+            f"{fmt_ratio(row['up'])} / {fmt_ratio(row['up_late'])}",
+            f"{fmt_ratio(row['down'])} / {fmt_ratio(row['down_late'])}", target, row["met"]]
 
 
 def table_markdown(runs: list[dict]) -> str:

@@ -75,6 +75,9 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   CHECK((*s)["raw_bytes_up_per_worker_per_round"].get<double>() == Approx(190.0));
   CHECK((*s)["compression_ratio_up"].get<double>() == Approx(20.0));
   CHECK((*s)["compression_ratio_down"].get<double>() == Approx(10.0));
+  // Second half: round 1 only, (300 + 200) / 2 = 250 bytes up.
+  CHECK((*s)["compression_ratio_up_second_half"].get<double>() == Approx(4000.0 / 250));
+  CHECK((*s)["compression_ratio_down_second_half"].get<double>() == Approx(10.0));
   CHECK((*s)["compute_seconds"].get<double>() == Approx(4.0));  // (2 + 6) / 2 workers
   CHECK((*s)["communicate_seconds"].get<double>() == Approx(0.5));
   CHECK((*s)["rounds"] == 2);
