@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <fstream>
 
@@ -45,6 +46,12 @@ std::string Fit(const std::vector<Segment>& segments, std::size_t width) {
 
 std::string Megabytes(double bytes) { return absl::StrFormat("%.1fMB", bytes / 1e6); }
 
+// A numeric field, or `fallback` when it is absent or not a number.
+double NumberOr(const nlohmann::json& r, const char* key, double fallback) {
+  const auto it = r.find(key);
+  return it != r.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
 }  // namespace
 
 std::vector<nlohmann::json> JsonLinesFollower::ReadNew() {
@@ -64,11 +71,13 @@ std::vector<nlohmann::json> JsonLinesFollower::ReadNew() {
 
 void Progress::Add(const nlohmann::json& r) {
   ++records_;
-  rounds_ = std::max<std::uint64_t>(rounds_, r.value("round", 0ull) + 1);
-  loss_ = r.value("loss", loss_);
-  wire_up_ += r.value("wire_up", 0.0);
-  wire_down_ += r.value("wire_down", 0.0);
-  dense_ += r.value("dense_bytes", 0.0);
+  const double round = NumberOr(r, "round", 0.0);
+  if (round >= 0) rounds_ = std::max<std::uint64_t>(rounds_, static_cast<std::uint64_t>(round) + 1);
+  // A diverged worker writes its NaN loss as null.
+  if (r.contains("loss")) loss_ = NumberOr(r, "loss", std::numeric_limits<double>::quiet_NaN());
+  wire_up_ += NumberOr(r, "wire_up", 0.0);
+  wire_down_ += NumberOr(r, "wire_down", 0.0);
+  dense_ += NumberOr(r, "dense_bytes", 0.0);
   if (r.contains("test_accuracy") && r["test_accuracy"].is_number()) {
     accuracy_ = r["test_accuracy"].get<double>();
     accuracy_round_ = r.value("test_round", r.value("round", 0ull)) + 1;

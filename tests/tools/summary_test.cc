@@ -225,6 +225,12 @@ TEST_CASE("The progress line shows rate and ETA, names what it waits for and fit
                        Catch::Contains("loss 0.200") && Catch::Contains("up 5.0MB down 10.0MB"));
   for (int r = 5; r < 9; ++r) progress.Add(Timed(r, 1000.0 + 0.5 * r));
   CHECK(progress.Waiting() == "round 10 + evaluation on 2000 test images");
+  // A diverged worker writes its NaN loss as null: shown as nan, never an exception (it was one).
+  auto diverged = Timed(8, 1004.0);
+  diverged["loss"] = nullptr;
+  diverged["wire_up"] = "garbage";
+  REQUIRE_NOTHROW(progress.Add(diverged));
+  CHECK_THAT(progress.Line(200), Catch::Contains("loss nan"));
   for (int r = 9; r < 99; ++r) progress.Add(Timed(r, 1000.0 + 0.5 * r));
   CHECK(progress.Waiting() == "last round + final evaluation on 10000 test images");
   for (std::size_t width : {40, 60, 80, 120}) {
