@@ -79,12 +79,8 @@ double JobSpan::Rounds(const JobClock& clock) const {
   double shortest = std::numeric_limits<double>::infinity();
   for (const Term& t : terms_) {
     switch (t.unit) {
-      case Unit::kRounds:
-        shortest = std::min(shortest, t.value);
-        break;
-      case Unit::kEpochs:
-        shortest = std::min(shortest, t.value * clock.rounds_per_epoch);
-        break;
+      case Unit::kRounds: shortest = std::min(shortest, t.value); break;
+      case Unit::kEpochs: shortest = std::min(shortest, t.value * clock.rounds_per_epoch); break;
       case Unit::kJobFraction:
         if (clock.total_rounds > 0) shortest = std::min(shortest, t.value * static_cast<double>(clock.total_rounds));
         break;
@@ -104,12 +100,8 @@ std::string JobSpan::Text() const {
       case Unit::kRounds:
         parts.push_back(t.value == 0 ? "0" : absl::StrCat(Number(t.value), t.value == 1 ? " round" : " rounds"));
         break;
-      case Unit::kEpochs:
-        parts.push_back(absl::StrCat(Number(t.value), t.value == 1 ? " epoch" : " epochs"));
-        break;
-      case Unit::kJobFraction:
-        parts.push_back(absl::StrCat(Number(t.value * 100.0), "%"));
-        break;
+      case Unit::kEpochs: parts.push_back(absl::StrCat(Number(t.value), t.value == 1 ? " epoch" : " epochs")); break;
+      case Unit::kJobFraction: parts.push_back(absl::StrCat(Number(t.value * 100.0), "%")); break;
     }
   }
   if (parts.empty()) return "0";

@@ -5,14 +5,16 @@
 #
 #   table  every method at its paper's compression regime on the CNN for 3 epochs, dense at the same
 #          epochs as the reference; gs-SGD, Sketched-SGD and dense on the 1.2M-parameter ResNet for one
-#          epoch. Writes DIR/fidelity.md (bench/fidelity/report.py table).
+#          epoch, with top-k at the same density for comparison. Writes DIR/fidelity.md
+#          (bench/fidelity/report.py table).
 #   sweep  every method at densities 0.1, 0.01, 0.003 and 0.001 on the CNN for one epoch, dense once.
 #          Writes DIR/sweep.md and DIR/sweep-uplink.{png,svg}, DIR/sweep-downlink.{png,svg}.
 #
 # Each run is `sketchps run` on the embedded default job (Fashion-MNIST, 4 workers, 2 servers on this
-# machine, batch 32, lr 0.05, momentum 0.9) with the overrides below, in DIR/<part>/<run>. A run whose
-# summary.json exists is kept, so an interrupted regeneration resumes; delete DIR for a fresh one.
-# The reports read the runs' summary.json files only. About 50 minutes on 2 quiet cores; not in CI.
+# machine, batch 32, lr 0.05, momentum 0.9) with the overrides below, in DIR/<part>/<run>-<density>. A
+# run whose summary.json exists is kept, so an interrupted regeneration resumes; delete DIR for a fresh
+# one. The reports read the summary.json files of this script's runs only (not other directories in
+# DIR). About 50 minutes on 2 quiet cores; not in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,11 +38,13 @@ python=/usr/bin/python3
 
 total=0
 done_runs=0
+ran=()  # the run directories of this invocation, for the report
 # run DIR NAME OVERRIDE...: one `sketchps run` unless DIR/NAME/summary.json exists.
 run() {
   local dir=$1 name=$2
   shift 2
   done_runs=$((done_runs + 1))
+  ran+=("$dir/$name")
   if [[ -f "$dir/$name/summary.json" ]]; then
     echo "results: [$done_runs/$total] $name: kept (summary.json exists)" >&2
     return
@@ -57,45 +61,47 @@ run() {
 # their bytes per entry (docs/results.md, "Choosing the densities").
 cnn_table=(
   "dense 1"
-  "topk 0.004"
+  "topk 0.0065"
   "dgc 0.0007"
-  "gtopk 0.004"
-  "sketched_sgd 0.005"
+  "gtopk 0.0065"
+  "sketched_sgd 0.0075"
   "gs_sgd 0.005"
   "sdagc 0.0009"
-  "sidco 0.004"
-  "scalecom 0.007"
+  "sidco 0.006"
+  "scalecom 0.0085"
 )
-resnet_table=("dense 1" "sketched_sgd 0.001" "gs_sgd 0.001")
+resnet_table=("dense 1" "topk 0.001" "sketched_sgd 0.001" "gs_sgd 0.001")
 sweep_schemes=(topk dgc gtopk sketched_sgd gs_sgd sdagc sidco scalecom)
 sweep_densities=(0.1 0.01 0.003 0.001)
 
 table() {
   local dir=$out/table
   mkdir -p "$dir"
+  ran=()
   for entry in "${cnn_table[@]}"; do
     read -r scheme density <<<"$entry"
-    run "$dir" "cnn-$scheme" --set scheme.name="$scheme" --set scheme.density="$density" --set train.epochs=3 \
+    run "$dir" "cnn-$scheme-$density" --set scheme.name="$scheme" --set scheme.density="$density" --set train.epochs=3 \
       --set train.eval_every_rounds=468
   done
   for entry in "${resnet_table[@]}"; do
     read -r scheme density <<<"$entry"
-    run "$dir" "resnet-$scheme" --set model=resnet --set scheme.name="$scheme" --set scheme.density="$density" \
+    run "$dir" "resnet-$scheme-$density" --set model=resnet --set scheme.name="$scheme" --set scheme.density="$density" \
       --set train.eval_every_rounds=234
   done
-  "$python" bench/fidelity/report.py table "$dir" --out "$out/fidelity"
+  "$python" bench/fidelity/report.py table "${ran[@]}" --out "$out/fidelity"
 }
 
 sweep() {
   local dir=$out/sweep
   mkdir -p "$dir"
+  ran=()
   run "$dir" "dense" --set scheme.name=dense --set scheme.density=1
   for scheme in "${sweep_schemes[@]}"; do
     for density in "${sweep_densities[@]}"; do
       run "$dir" "$scheme-$density" --set scheme.name="$scheme" --set scheme.density="$density"
     done
   done
-  "$python" bench/fidelity/report.py sweep "$dir" --out "$out/sweep"
+  "$python" bench/fidelity/report.py sweep "${ran[@]}" --out "$out/sweep"
 }
 
 case "$part" in

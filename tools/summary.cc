@@ -55,7 +55,7 @@ nlohmann::json FinalAccuracy(const std::vector<nlohmann::json>& records, int& ev
 
 // Each rank's records of rounds >= from (every record when none has a round field that large).
 std::vector<std::vector<nlohmann::json>> RecordsFrom(const std::vector<std::vector<nlohmann::json>>& metrics,
-                                                    double from) {
+                                                     double from) {
   std::vector<std::vector<nlohmann::json>> out(metrics.size());
   for (std::size_t rank = 0; rank < metrics.size(); ++rank) {
     for (const auto& r : metrics[rank]) {

@@ -41,9 +41,9 @@ TEST_CASE("JobSpan resolves rounds, epochs and job fractions", "[job_span]") {
 
 TEST_CASE("A list of terms is the shortest of them, fractions wait for a known job length", "[job_span]") {
   const JobSpan span = Parse("[4 epochs, 10%]");
-  CHECK(span.Rounds({468, 468}) == Approx(46.8));      // a one-epoch job: 10%
-  CHECK(span.Rounds({468, 46800}) == 1872);            // a 100-epoch job: 4 epochs
-  CHECK(span.Rounds({468, 0}) == 1872);                // length unknown: the fraction is ignored
+  CHECK(span.Rounds({468, 468}) == Approx(46.8));       // a one-epoch job: 10%
+  CHECK(span.Rounds({468, 46800}) == 1872);             // a 100-epoch job: 4 epochs
+  CHECK(span.Rounds({468, 0}) == 1872);                 // length unknown: the fraction is ignored
   CHECK(JobSpan::Fraction(0.5).Rounds({468, 0}) == 0);  // only a fraction, length unknown: none
   CHECK(JobSpan::Epochs(4).AtMost(JobSpan::Fraction(0.1)).Text() == "[4 epochs, 10%]");
   CHECK_FALSE(span.IsZero());
@@ -61,7 +61,8 @@ TEST_CASE("JobSpan errors name the key and the expected forms", "[job_span]") {
   CHECK(Error("3") ==
         "scheme.dgc.warmup: '3' has no unit (expected a span such as '200 rounds', '1.5 epochs', '10%' or a "
         "list of them)");
-  CHECK_THAT(Error("three epochs"), Catch::StartsWith("scheme.dgc.warmup: 'three epochs' does not start with a number"));
+  CHECK_THAT(Error("three epochs"),
+             Catch::StartsWith("scheme.dgc.warmup: 'three epochs' does not start with a number"));
   CHECK_THAT(Error("-1 rounds"), Catch::StartsWith("scheme.dgc.warmup: '-1 rounds' is negative"));
   CHECK_THAT(Error("150%"), Catch::StartsWith("scheme.dgc.warmup: '150%' is more than the whole job"));
   CHECK_THAT(Error("inf epochs"), Catch::Contains("does not start with a number"));

@@ -1,7 +1,8 @@
 // Every scheme trains the CNN on Fashion-MNIST to >= 80% test accuracy with 4 workers and 2 servers
 // (real processes, `sketchps run`) within 300 rounds of batch 4 x 32 (0.64 epochs): the CI-sized
-// version of the default job. At 200 rounds DGC (78.1%), SDAGC (79.2%) and ScaleCom (79.7%) were
-// still short; docs/results.md has every scheme's curve.
+// version of the default job. With round 1's epoch-long warm-ups, DGC (78.1%), SDAGC (79.2%) and
+// ScaleCom (79.7%) were still short at 200 rounds; docs/results.md has every scheme's accuracy
+// against its compression.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
