@@ -14,7 +14,8 @@
 # machine, batch 32, lr 0.05, momentum 0.9) with the overrides below, in DIR/<part>/<run>-<density>. A
 # run whose summary.json exists is kept, so an interrupted regeneration resumes; delete DIR for a fresh
 # one. The reports read the summary.json files of this script's runs only (not other directories in
-# DIR). About 50 minutes on 2 quiet cores; not in CI.
+# DIR). A run that fails is reported, left out, and makes the script exit 1 after the reports.
+# About 50 minutes on 2 quiet cores; not in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +39,8 @@ python=/usr/bin/python3
 
 total=0
 done_runs=0
-ran=()  # the run directories of this invocation, for the report
+ran=()     # the run directories of this invocation, for the report
+failed=()  # runs that ended without a summary.json: reported at the end, left out of the reports
 # run DIR NAME OVERRIDE...: one `sketchps run` unless DIR/NAME/summary.json exists.
 run() {
   local dir=$1 name=$2
@@ -52,7 +54,13 @@ run() {
   echo "results: [$done_runs/$total] $name: $*" >&2
   rm -rf "${dir:?}/$name"
   "$sketchps" run --out "$dir/$name" --no-progress --no-plot --set job_id="results-$name" "$@" "${extra[@]}" \
-    >"$dir/$name.log" 2>&1 || { echo "results: $name failed; see $dir/$name.log" >&2; tail -5 "$dir/$name.log" >&2; exit 1; }
+    >"$dir/$name.log" 2>&1 || {
+    echo "results: $name failed; see $dir/$name.log" >&2
+    tail -3 "$dir/$name.log" >&2
+    failed+=("$name")
+    unset 'ran[-1]'
+    return
+  }
   grep -m1 "^run: done" "$dir/$name.log" >&2 || true
 }
 
@@ -113,4 +121,8 @@ case "$part" in
     sweep
     ;;
 esac
+if ((${#failed[@]})); then
+  echo "results: ${#failed[@]} run(s) failed and are missing from the reports: ${failed[*]}" >&2
+  exit 1
+fi
 echo "results: done; tables and figures in $out" >&2

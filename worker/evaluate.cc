@@ -5,6 +5,8 @@
 #include <ATen/ops/cross_entropy_loss.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -42,10 +44,15 @@ absl::StatusOr<EvalResult> Evaluate(Model& model, const Dataset& data, std::uint
 }
 
 std::vector<float> EvalCounts::ToVector() const {
-  return {static_cast<float>(correct), static_cast<float>(samples), static_cast<float>(loss_sum)};
+  const auto loss = static_cast<float>(loss_sum);
+  const bool finite = std::isfinite(loss);
+  return {static_cast<float>(correct), static_cast<float>(samples), finite ? loss : 0.0f, finite ? 0.0f : 1.0f};
 }
 
-EvalCounts EvalCounts::FromVector(const std::vector<float>& v) { return EvalCounts{v[0], v[1], v[2]}; }
+EvalCounts EvalCounts::FromVector(const std::vector<float>& v) {
+  const double loss = v[3] > 0 ? std::numeric_limits<double>::quiet_NaN() : v[2];
+  return EvalCounts{v[0], v[1], loss};
+}
 
 absl::StatusOr<EvalCounts> EvaluateShare(Model& model, const Dataset& data, std::uint64_t samples, std::uint32_t rank,
                                          std::uint32_t workers, std::uint64_t batch_size) {

@@ -32,13 +32,16 @@ absl::StatusOr<EvalResult> Evaluate(Model& model, const Dataset& data, std::span
 absl::StatusOr<EvalResult> Evaluate(Model& model, const Dataset& data, std::uint64_t batch_size = 1000);
 
 // Sums over one rank's share of an evaluation, to be added over the workers (SumOverWorkers):
-// accuracy = correct / samples, mean loss = loss_sum / samples.
+// accuracy = correct / samples, mean loss = loss_sum / samples (NaN once any rank's loss was not
+// finite: a diverged model still reports its accuracy).
 struct EvalCounts {
   double correct = 0;
   double samples = 0;
   double loss_sum = 0;
+  // {correct, samples, loss_sum, 0}, or {correct, samples, 0, 1} when loss_sum is not finite: the
+  // servers refuse non-finite values, so the fourth entry counts the ranks whose loss was.
   std::vector<float> ToVector() const;
-  static EvalCounts FromVector(const std::vector<float>& v);  // v.size() == 3
+  static EvalCounts FromVector(const std::vector<float>& v);  // v.size() == 4
 };
 
 // Evaluates this rank's contiguous block (Shard(n, rank, workers)) of the first n = `samples` images

@@ -305,3 +305,25 @@ TEST_CASE("The CNN reaches ~89% Fashion-MNIST test accuracy in 3 epochs of plain
     if (epoch + 1 == kEpochs) CHECK(result->accuracy > 0.87);
   }
 }
+
+TEST_CASE("EvalCounts travel as finite numbers, a diverged rank's loss comes back as NaN", "[worker][evaluate]") {
+  using sketchps::worker::EvalCounts;
+  const EvalCounts fine{7, 10, 4.5};
+  const auto v = fine.ToVector();
+  CHECK(v == std::vector<float>{7, 10, 4.5f, 0});
+  const EvalCounts back = EvalCounts::FromVector(v);
+  CHECK(back.correct == 7);
+  CHECK(back.samples == 10);
+  CHECK(back.loss_sum == 4.5);
+  // The servers refuse non-finite values: a NaN (or infinite) loss travels as a count of such ranks.
+  for (double bad : {std::nan(""), static_cast<double>(INFINITY)}) {
+    const auto diverged = EvalCounts{1, 10, bad}.ToVector();
+    for (float x : diverged) CHECK(std::isfinite(x));
+    std::vector<float> sum(4);
+    for (std::size_t i = 0; i < 4; ++i) sum[i] = diverged[i] + v[i];  // summed with a healthy rank
+    const EvalCounts all = EvalCounts::FromVector(sum);
+    CHECK(all.correct == 8);
+    CHECK(all.samples == 20);
+    CHECK(std::isnan(all.loss_sum));
+  }
+}
