@@ -19,8 +19,6 @@ absl::Status Bad(const std::string& key, absl::string_view text, const std::stri
   return absl::InvalidArgumentError(absl::StrCat(key, ": '", text, "' ", why, " (expected ", kExpected, ")"));
 }
 
-std::string Number(double v) { return absl::StrCat(v); }
-
 }  // namespace
 
 JobSpan JobSpan::AtMost(const JobSpan& other) const {
@@ -98,10 +96,10 @@ std::string JobSpan::Text() const {
   for (const Term& t : terms_) {
     switch (t.unit) {
       case Unit::kRounds:
-        parts.push_back(t.value == 0 ? "0" : absl::StrCat(Number(t.value), t.value == 1 ? " round" : " rounds"));
+        parts.push_back(t.value == 0 ? "0" : absl::StrCat(t.value, t.value == 1 ? " round" : " rounds"));
         break;
-      case Unit::kEpochs: parts.push_back(absl::StrCat(Number(t.value), t.value == 1 ? " epoch" : " epochs")); break;
-      case Unit::kJobFraction: parts.push_back(absl::StrCat(Number(t.value * 100.0), "%")); break;
+      case Unit::kEpochs: parts.push_back(absl::StrCat(t.value, t.value == 1 ? " epoch" : " epochs")); break;
+      case Unit::kJobFraction: parts.push_back(absl::StrCat(t.value * 100.0, "%")); break;
     }
   }
   if (parts.empty()) return "0";

@@ -32,6 +32,20 @@ struct NoConfig {
   absl::Status Read(ConfigReader& section) { return section.Finish(); }
 };
 
+// scheme.dense_warmup (a span), or the round-1 key scheme.warmup_rounds (a count); not both.
+absl::StatusOr<JobSpan> ReadDenseWarmup(ConfigReader& scheme) {
+  JobSpan span;
+  SKETCHPS_RETURN_IF_ERROR(scheme.Get("dense_warmup", span));
+  if (!scheme.Has("warmup_rounds")) return span;
+  if (scheme.Has("dense_warmup")) {
+    return absl::InvalidArgumentError(scheme.KeyPath("warmup_rounds") +
+                                      ": give dense_warmup or warmup_rounds, not both");
+  }
+  std::uint64_t rounds = 0;
+  SKETCHPS_RETURN_IF_ERROR(scheme.Get("warmup_rounds", rounds));
+  return JobSpan::Rounds(static_cast<double>(rounds));
+}
+
 }  // namespace
 
 const std::vector<SchemeEntry>& Schemes() {
@@ -58,24 +72,6 @@ std::vector<std::string> SchemeNames() {
   for (const auto& e : Schemes()) names.push_back(e.name);
   return names;
 }
-
-namespace {
-
-// scheme.dense_warmup (a span), or the round-1 key scheme.warmup_rounds (a count); not both.
-absl::StatusOr<JobSpan> ReadDenseWarmup(ConfigReader& scheme) {
-  JobSpan span;
-  SKETCHPS_RETURN_IF_ERROR(scheme.Get("dense_warmup", span));
-  if (!scheme.Has("warmup_rounds")) return span;
-  if (scheme.Has("dense_warmup")) {
-    return absl::InvalidArgumentError(scheme.KeyPath("warmup_rounds") +
-                                      ": give dense_warmup or warmup_rounds, not both");
-  }
-  std::uint64_t rounds = 0;
-  SKETCHPS_RETURN_IF_ERROR(scheme.Get("warmup_rounds", rounds));
-  return JobSpan::Rounds(static_cast<double>(rounds));
-}
-
-}  // namespace
 
 absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobClock& clock) {
   BoundScheme bound;
