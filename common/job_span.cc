@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -74,17 +74,18 @@ absl::StatusOr<JobSpan> JobSpan::FromYaml(const YAML::Node& node, const std::str
 }
 
 double JobSpan::Rounds(const JobClock& clock) const {
-  double shortest = std::numeric_limits<double>::infinity();
+  std::optional<double> shortest;
+  auto take = [&shortest](double rounds) { shortest = std::min(shortest.value_or(kMaxRounds), rounds); };
   for (const Term& t : terms_) {
     switch (t.unit) {
-      case Unit::kRounds: shortest = std::min(shortest, t.value); break;
-      case Unit::kEpochs: shortest = std::min(shortest, t.value * clock.rounds_per_epoch); break;
+      case Unit::kRounds: take(t.value); break;
+      case Unit::kEpochs: take(t.value * clock.rounds_per_epoch); break;  // may overflow to inf: capped
       case Unit::kJobFraction:
-        if (clock.total_rounds > 0) shortest = std::min(shortest, t.value * static_cast<double>(clock.total_rounds));
+        if (clock.total_rounds > 0) take(t.value * static_cast<double>(clock.total_rounds));
         break;
     }
   }
-  return std::isfinite(shortest) ? shortest : 0.0;
+  return shortest.value_or(0.0);
 }
 
 bool JobSpan::IsZero() const {

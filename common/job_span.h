@@ -11,15 +11,16 @@
 //
 // Rounds(clock) resolves a span against the job: fractional rounds, so a schedule with stages can
 // split it evenly. A fraction term is ignored while the job's length is unknown (total_rounds 0: unit
-// tests and tools that build a scheme outside a job); a span of only such terms is then 0.
+// tests and tools that build a scheme outside a job); a span of only such terms is then 0. The result
+// is at most kMaxRounds, so callers may convert it to an integer count.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sketchps {
@@ -32,6 +33,7 @@ struct JobClock {
 
 class JobSpan {
  public:
+  static constexpr double kMaxRounds = 1e15;  // longer than any job; exact in a double and a uint64
   enum class Unit { kRounds, kEpochs, kJobFraction };
   struct Term {
     double value = 0;  // rounds, epochs, or a fraction in [0, 1]

@@ -19,8 +19,14 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& o
     const auto& r = options.shards.ranges[s];
     const auto k =
         std::max<std::uint64_t>(1, static_cast<std::uint64_t>(options.density * static_cast<double>(r.size())));
-    SchemeContext ctx{options.worker_id, options.num_workers, s, r.size(), ClipLayers(options.layers, r.lo, r.hi), k,
-                      options.seed};
+    SchemeContext ctx;
+    ctx.worker_id = options.worker_id;
+    ctx.num_workers = options.num_workers;
+    ctx.shard_id = s;
+    ctx.dim = r.size();
+    ctx.layers = ClipLayers(options.layers, r.lo, r.hi);
+    ctx.k = k;
+    ctx.seed = options.seed;
     replica->schemes_.push_back(options.make_scheme(std::move(ctx)));
     replica->optimizers_.push_back(std::make_unique<Optimizer>(options.optimizer, r.size(), options.global_momentum));
   }

@@ -16,6 +16,9 @@
 namespace sketchps {
 namespace {
 
+// No job runs 10^12 rounds; the bound keeps every rounds computation (spans, schedules) in range.
+constexpr std::uint64_t kMaxJobRounds = 1000000000000;
+
 absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -109,6 +112,11 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   } else {
     return absl::InvalidArgumentError("peer.on_failure: '" + on_failure + "' is not regroup or stop");
   }
+  return absl::OkStatus();
+}
+
+// The sections whose spans resolve against the job's clock: read after Validate has bounded it.
+absl::Status ReadClockedSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_RETURN_IF_ERROR(ReadOptimizer(root, job));
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader scheme, root.Child("scheme"));
   SKETCHPS_ASSIGN_OR_RETURN(job.scheme, ParseSchemeSection(scheme, job.clock()));
@@ -125,6 +133,9 @@ absl::Status Validate(const JobSpec& j) {
   if (j.data.batch_size < 1) return bad("data.batch_size", "must be >= 1");
   if (j.data.train_samples < 1) return bad("data.train_samples", "must be >= 1");
   if (!(j.train.epochs > 0) && j.train.rounds == 0) return bad("train.epochs", "must be > 0 (or set train.rounds)");
+  if (j.train.rounds == 0 && !(j.train.epochs * j.rounds_per_epoch() <= kMaxJobRounds))
+    return bad("train.epochs", absl::StrCat("gives more than ", kMaxJobRounds, " rounds"));
+  if (j.train.rounds > kMaxJobRounds) return bad("train.rounds", absl::StrCat("must be <= ", kMaxJobRounds));
   if (j.checkpoint.every_rounds < 1) return bad("checkpoint.every_rounds", "must be >= 1");
   if (!(j.peer.timeout_seconds > 0) || j.peer.timeout_seconds > 86400)
     return bad("peer.timeout_seconds", "must be in (0, 86400]");
@@ -213,8 +224,9 @@ absl::StatusOr<JobSpec> ParseJobSpecOrThrow(const std::string& yaml_text, const 
   SKETCHPS_RETURN_IF_ERROR(r.Get("model", job.model));
   const bool has_layers = r.Has("layers");
   SKETCHPS_RETURN_IF_ERROR(ReadSections(r, job));
-  SKETCHPS_RETURN_IF_ERROR(r.Finish());
   SKETCHPS_RETURN_IF_ERROR(Validate(job));
+  SKETCHPS_RETURN_IF_ERROR(ReadClockedSections(r, job));
+  SKETCHPS_RETURN_IF_ERROR(r.Finish());
   if (job.model == kCustomModel) {
     if (has_layers) {
       SKETCHPS_ASSIGN_OR_RETURN(job.layout, CustomLayout(root["layers"], "layers"));

@@ -106,7 +106,10 @@ absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobCl
     return make(std::move(ctx));
   };
   SKETCHPS_RETURN_IF_ERROR(scheme.Finish());
-  bound.global_momentum = bound.make(SchemeContext{0, 1, 0, 1, {}, 1, 0})->uses_global_momentum();
+  SchemeContext probe;
+  probe.dim = 1;
+  probe.k = 1;
+  bound.global_momentum = bound.make(probe)->uses_global_momentum();
   return bound;
 }
 

@@ -263,7 +263,11 @@ std::vector<std::string> Launch::WorkerArgv(std::uint32_t r, const std::vector<s
 }
 
 ScriptWorker Launch::ScriptPlace(std::uint32_t r, const std::vector<std::string>& addresses) const {
-  ScriptWorker w{r, job_.workers, (out_ / "job.yaml").string(), (out_ / absl::StrCat("worker-", r, ".jsonl")).string()};
+  ScriptWorker w;
+  w.rank = r;
+  w.workers = job_.workers;
+  w.job_path = (out_ / "job.yaml").string();
+  w.metrics_out = (out_ / absl::StrCat("worker-", r, ".jsonl")).string();
   if (decentralized()) {
     w.listen = "127.0.0.1:0";
     w.port_file = (out_ / absl::StrCat("worker-", r, ".port")).string();

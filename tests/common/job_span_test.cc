@@ -39,6 +39,13 @@ TEST_CASE("JobSpan resolves rounds, epochs and job fractions", "[job_span]") {
   CHECK(JobSpan().IsZero());
 }
 
+TEST_CASE("A huge span resolves to at most kMaxRounds, so it converts to an integer count", "[job_span]") {
+  const JobClock clock{1e9, 0};
+  CHECK(Parse("1e300 rounds").Rounds(clock) == JobSpan::kMaxRounds);
+  CHECK(Parse("1e300 epochs").Rounds(clock) == JobSpan::kMaxRounds);
+  CHECK(Parse("[1e300 epochs, 7 rounds]").Rounds(clock) == 7);
+}
+
 TEST_CASE("A list of terms is the shortest of them, fractions wait for a known job length", "[job_span]") {
   const JobSpan span = Parse("[4 epochs, 10%]");
   CHECK(span.Rounds({468, 468}) == Approx(46.8));       // a one-epoch job: 10%

@@ -97,6 +97,11 @@ TEST_CASE("Job spec errors name the key", "[job_spec]") {
   CHECK_THAT(Error("optimizer: {momentum: 1.5}\n"), Catch::StartsWith("optimizer.momentum"));
   CHECK_THAT(Error("optimizer: {schedule: linear}\n"), Catch::StartsWith("optimizer.schedule"));
   CHECK_THAT(Error("data: {batch_size: 0}\n"), Catch::StartsWith("data.batch_size"));
+  CHECK(Error("train: {epochs: 1e300}\n") == "train.epochs: gives more than 1000000000000 rounds");
+  CHECK(Error("train: {rounds: 18446744073709551615}\n") == "train.rounds: must be <= 1000000000000");
+  CHECK(ParseJobSpec("scheme: {name: topk, dense_warmup: 1e300 epochs}\n", "t").ok());  // all dense, in range
+  CHECK_THAT(Error("train: {epochs: 1e300}\nscheme: {name: dgc, dgc: {warmup: 10%}}\n"),
+             Catch::StartsWith("train.epochs"));
   CHECK_THAT(Error("mode: ring\n"), Catch::StartsWith("mode:"));
   CHECK_THAT(Error("workers: [1\n"), Catch::Contains("YAML syntax error"));
   CHECK_THAT(Error("", {"workers"}), Catch::Contains("expected key.path=value"));
