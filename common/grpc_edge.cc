@@ -4,6 +4,7 @@
 
 #include <grpcpp/resource_quota.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace sketchps {
@@ -23,9 +24,13 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
 }
 
-bool IsTransient(absl::StatusCode code) {
-  return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded ||
-         code == absl::StatusCode::kResourceExhausted;
+bool IsTransient(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded: return true;
+    case absl::StatusCode::kResourceExhausted: return !absl::StrContains(status.message(), "message larger than max");
+    default: return false;
+  }
 }
 
 void ConfigureServer(grpc::ServerBuilder& builder, const ServerOptions& options) {

@@ -28,8 +28,10 @@ namespace sketchps {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED: the peer may answer a later attempt.
-bool IsTransient(absl::StatusCode code);
+// UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED: the peer may answer a later attempt. Not
+// gRPC's message size refusal ("... message larger than max ..."), also RESOURCE_EXHAUSTED: the same
+// message is refused again.
+bool IsTransient(const absl::Status& status);
 
 struct ServerOptions {
   int max_message_bytes = 64 << 20;                      // largest request or response accepted

@@ -33,6 +33,15 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& o
   return replica;
 }
 
+absl::Status Replica::WireStatus() const {
+  for (std::size_t s = 0; s < schemes_.size(); ++s) {
+    if (const absl::Status st = schemes_[s]->wire_status(); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("shard ", s, ": ", st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RoundOutcome> Replica::RunShard(std::uint32_t s, Aggregator& aggregator, const RoundInfo& info,
                                                const float* d_grad, float* d_weights) {
   const auto lo = options_.shards.ranges[s].lo;

@@ -46,6 +46,8 @@ struct ReplicaRound {
 class Replica {
  public:
   static absl::StatusOr<std::unique_ptr<Replica>> Create(const ReplicaOptions& options);
+  // OK when every shard's payloads can travel (Scheme::wire_status); else the first shard's reason.
+  absl::Status WireStatus() const;
 
   // One round on every shard; d_grad and d_weights cover the whole vector (device memory).
   absl::StatusOr<ReplicaRound> RunRound(Aggregator& aggregator, const RoundInfo& info, const float* d_grad,

@@ -65,6 +65,9 @@ class Scheme {
   virtual ~Scheme() = default;
 
   virtual const char* name() const = 0;
+  // Why this instance's payloads cannot travel to a server or a peer (e.g. a sketch table larger than
+  // the decoders accept for ctx.dim entries); OK otherwise. In-process runs may use such a scheme.
+  virtual absl::Status wire_status() const { return absl::OkStatus(); }
 
   // Starts a round. d_grad holds ctx.dim floats and must stay valid and unchanged until Finish
   // returns (payloads are built from it during the phases).

@@ -175,9 +175,9 @@ absl::Status PeerAggregator::Send(ShardState& st, std::uint32_t to, const v1::Ex
     st.wire_up.fetch_add(bytes);
     const absl::Status s = FromGrpcStatus(links_[to].stub->Exchange(&ctx, request, &response));
     if (s.ok()) break;
-    if (IsTransient(s.code()) && s.code() != absl::StatusCode::kDeadlineExceeded && backoff.Wait()) continue;
+    if (IsTransient(s) && s.code() != absl::StatusCode::kDeadlineExceeded && backoff.Wait()) continue;
     st.AddTime(absl::Now() - start);
-    if (IsTransient(s.code())) {
+    if (IsTransient(s)) {
       return absl::UnavailableError(absl::StrCat(Name(to), " did not accept step ", request.step(), " within ",
                                                  absl::FormatDuration(timeout), " (", s.message(), ")"));
     }

@@ -22,6 +22,7 @@ class GsSgdScheme final : public SchemeBase {
   }
 
   const char* name() const override { return "gs_sgd"; }
+  absl::Status wire_status() const override { return sketch_.wire_status(); }
   bool uses_global_momentum() const override { return true; }
   SchemeState SaveState() const override { return {{{"residual", e_.ToHost()}}, {}}; }
   absl::Status RestoreState(const SchemeState& state) override { return RestoreArray(state, name(), "residual", e_); }

@@ -62,10 +62,13 @@ absl::Status SketchSizing::ReadFields(ConfigReader& section) {
   return absl::OkStatus();
 }
 
-std::uint32_t SketchSizing::ColsFor(std::uint64_t k) const {
-  const std::uint64_t limit = kMaxSketchCells / std::max<std::uint32_t>(rows, 1);
-  const double wanted = cols > 0 ? static_cast<double>(cols) : std::ceil(cols_factor * static_cast<double>(k));
-  return static_cast<std::uint32_t>(std::clamp<double>(wanted, 1.0, static_cast<double>(limit)));
+std::uint32_t SketchSizing::ColsFor(std::uint64_t k, std::uint64_t dim) const {
+  if (cols > 0) return static_cast<std::uint32_t>(cols);  // as given: Validate and SketchExchange check it
+  const std::uint64_t r = std::max<std::uint32_t>(rows, 1);
+  const std::uint64_t limit = std::min(kMaxSketchCells, kSketchCellsPerElement * dim) / r;
+  const double wanted = std::ceil(cols_factor * static_cast<double>(k));
+  return static_cast<std::uint32_t>(
+      std::clamp<double>(wanted, 1.0, static_cast<double>(std::max<std::uint64_t>(limit, 1))));
 }
 
 SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& sizing)
@@ -75,7 +78,8 @@ SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& siz
       candidates_(KeepOf(std::uint64_t{sizing.p2} * k_, ctx.dim)),
       values_(candidates_),
       taken_(sizing.keep == SketchSizing::Keep::kCandidates && sizing.p2 > 0 ? candidates_ : k_) {
-  auto hash = CountSketchHash::Create({sizing.rows, sizing.ColsFor(k_), SketchSeed(ctx.seed, ctx.shard_id), ctx.dim});
+  auto hash =
+      CountSketchHash::Create({sizing.rows, sizing.ColsFor(k_, ctx.dim), SketchSeed(ctx.seed, ctx.shard_id), ctx.dim});
   if (!hash.ok()) {
     status_ = hash.status();
     return;
@@ -112,6 +116,14 @@ absl::StatusOr<PayloadValue> SketchExchange::SketchPayload(const float* d_x, con
     }
   }
   return PayloadValue{std::move(t)};
+}
+
+absl::Status SketchExchange::wire_status() const {
+  if (!status_.ok() || hash_.cells() <= kSketchCellsPerElement * dim_) return status_;
+  return absl::InvalidArgumentError(absl::StrCat("a sketch of ", hash_.rows(), " rows x ", hash_.cols(), " columns (",
+                                                 hash_.cells(), " cells) is more than a range of ", dim_,
+                                                 " entries may send (", kSketchCellsPerElement,
+                                                 " cells per entry): lower cols, cols_factor or rows"));
 }
 
 std::uint64_t SketchExchange::max_taken() const { return taken_.size(); }

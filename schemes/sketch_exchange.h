@@ -15,8 +15,8 @@
 // G_t = MeanAggregate(final result) is always a SparseVector of at most max_taken() entries.
 //
 // Sketch parameters: rows r (default 5); cols c = `cols` if set, else ceil(cols_factor * k) with
-// cols_factor 4, clamped to [1, kMaxSketchCells / r] (choice: a derived size is clamped, an
-// explicit one that is too large is a configuration error). The hash is the default
+// cols_factor 4, clamped to [1, min(kMaxSketchCells, kSketchCellsPerElement * d) / r] (choice: a derived size
+// is clamped, an explicit one that is too large is a configuration error: status()). The hash is the default
 // kPolynomial61 family (the reducer rebuilds it from the table's rows, cols, seed and dim), seeded
 // with SketchSeed(ctx.seed, ctx.shard_id), so all workers of a shard agree and shards differ. The
 // hash is fixed for the whole run (as CSVec's seed 42); error feedback repairs persistent
@@ -61,8 +61,9 @@ struct SketchSizing {
   absl::Status Validate(const std::string& prefix) const;
   // Reads rows, cols_factor, cols and p2 (no Finish, no Validate: the config's Read does both).
   absl::Status ReadFields(ConfigReader& section);
-  // The number of columns for a range that keeps k entries.
-  std::uint32_t ColsFor(std::uint64_t k) const;
+  // The number of columns for a range of `dim` entries that keeps k: `cols` as given, else
+  // ceil(cols_factor * k) clamped so that the table fits the wire (kSketchCellsPerElement * dim cells).
+  std::uint32_t ColsFor(std::uint64_t k, std::uint64_t dim) const;
 };
 
 class SketchExchange {
@@ -71,6 +72,9 @@ class SketchExchange {
 
   // OK, or why the hash could not be built (e.g. dim >= 2^32); schemes return it from Accumulate.
   const absl::Status& status() const { return status_; }
+  // status(), or why the table cannot travel: more than kSketchCellsPerElement cells per entry of the
+  // range, which the decoders refuse (an explicit `cols`; derived sizes are clamped to fit).
+  absl::Status wire_status() const;
   std::uint32_t phases() const { return sizing_.p2 == 0 ? 1 : 2; }
   PhaseSpec Spec(std::uint32_t phase) const;
   std::uint64_t k() const { return k_; }

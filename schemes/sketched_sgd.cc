@@ -39,6 +39,7 @@ class SketchedSgdScheme final : public SchemeBase {
   }
 
   const char* name() const override { return "sketched_sgd"; }
+  absl::Status wire_status() const override { return sketch_.wire_status(); }
   bool uses_global_momentum() const override { return false; }
   SchemeState SaveState() const override { return {{{"momentum", u_.ToHost()}, {"accumulator", v_.ToHost()}}, {}}; }
   absl::Status RestoreState(const SchemeState& state) override {

@@ -31,8 +31,10 @@ absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job) {
                          job.optimizer,
                          job.train.seed,
                          /*parallel_shards=*/false};
-  SKETCHPS_RETURN_IF_ERROR(
-      Prefixed(Replica::Create(replica).status(), absl::StrCat("scheme (", job.scheme.name, " on ", job.model, ")")));
+  const std::string scheme = absl::StrCat("scheme (", job.scheme.name, " on ", job.model, ")");
+  auto built = Replica::Create(replica);
+  SKETCHPS_RETURN_IF_ERROR(Prefixed(built.status(), scheme));
+  SKETCHPS_RETURN_IF_ERROR(Prefixed((*built)->WireStatus(), scheme));
   return worker::CheckFashionMnist(job);
 }
 

@@ -17,7 +17,7 @@ namespace {
 
 // Join also retries ABORTED: a newer Join of this worker superseded an older attempt.
 bool Retryable(const absl::Status& s, bool join) {
-  return IsTransient(s.code()) || (join && s.code() == absl::StatusCode::kAborted);
+  return IsTransient(s) || (join && s.code() == absl::StatusCode::kAborted);
 }
 
 }  // namespace

@@ -96,9 +96,12 @@ absl::Status Session::CheckOptions() const {
 }
 
 absl::StatusOr<std::unique_ptr<Replica>> Session::MakeReplica() const {
-  return Replica::Create(ReplicaOptions{plan_.rank, plan_.workers, shards_, layers_, o_.job.scheme.make,
-                                        o_.job.scheme.density, o_.job.scheme.global_momentum, optimizer_,
-                                        o_.job.train.seed});
+  SKETCHPS_ASSIGN_OR_RETURN(
+      auto replica, Replica::Create(ReplicaOptions{plan_.rank, plan_.workers, shards_, layers_, o_.job.scheme.make,
+                                                   o_.job.scheme.density, o_.job.scheme.global_momentum, optimizer_,
+                                                   o_.job.train.seed}));
+  SKETCHPS_RETURN_IF_ERROR(replica->WireStatus());  // its messages would be refused
+  return replica;
 }
 
 absl::Status Session::StartTransport() {

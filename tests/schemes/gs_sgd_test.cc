@@ -252,6 +252,21 @@ TEST_CASE("gs-SGD configuration: defaults, reading, and errors that name the key
   CHECK(std::string(bound->make(SchemeContext{0, 2, 0, 100, {}, 5, 1})->name()) == "gs_sgd");
 }
 
+TEST_CASE("gs-SGD sketch sizes fit the wire: derived sizes are clamped, explicit ones refused", "[schemes][gs_sgd]") {
+  // 8 cells per entry is what the decoders accept: 5 rows x 160 columns for 100 entries.
+  GsSgdConfig derived;  // c = 4k = 400 for k = d = 100
+  auto fits = MakeGsSgdScheme(SchemeContext{0, 1, 0, 100, {}, 100, 1}, derived);
+  CHECK(fits->wire_status().ok());
+  GsSgdConfig given;
+  given.cols = 161;
+  auto big = MakeGsSgdScheme(SchemeContext{0, 1, 0, 100, {}, 100, 1}, given);
+  CHECK(Message(big->wire_status()) ==
+        "a sketch of 5 rows x 161 columns (805 cells) is more than a range of 100 entries may send (8 cells per "
+        "entry): lower cols, cols_factor or rows");
+  CHECK(SketchSizing{}.ColsFor(100, 100) == 160);
+  CHECK(SketchSizing{}.ColsFor(10, 100) == 40);
+}
+
 TEST_CASE("gs-SGD defaults: f16 tables and every candidate's exact sum applied", "[schemes][gs_sgd]") {
   const std::uint32_t workers = 3;
   const std::uint64_t d = 2000, k = 10;  // K = 8k = 80 candidates from a 5 x 40 table

@@ -125,6 +125,11 @@ TEST_CASE("The message limit follows the job: a body above the shard's largest p
   const std::string big(limits.max_message_bytes + 1, '\0');
   const auto refused = RawCall(address, "/sketchps.v1.ParameterServer/PushPull", big);
   CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  INFO(refused.error_message());
+  CHECK_FALSE(IsTransient(FromGrpcStatus(refused)));  // the same message is refused again: no retry
+  CHECK(IsTransient(absl::ResourceExhaustedError("memory quota")));
+  CHECK(IsTransient(absl::UnavailableError("connection refused")));
+  CHECK_FALSE(IsTransient(absl::InvalidArgumentError("x")));
   // Just under the limit the body reaches the handler (which names what is wrong with it).
   const auto read =
       RawCall(address, "/sketchps.v1.ParameterServer/PushPull", std::string(limits.max_message_bytes - 64, '\0'));

@@ -36,6 +36,10 @@ TEST_CASE("A job that cannot run is refused before any process starts, naming th
   RequireRefused({"data.path=/usr/share"}, "data.path: ");
   RequireRefused({"data.train_samples=70000"}, "data.train_samples: 70000 > the 60000 samples");
   RequireRefused({"workers=4", "data.batch_size=32", "data.train_samples=100"}, "data.train_samples: 100 < ");
+  // The CNN's two shards hold about 110k entries each: 3 x 400000 cells is more than 8 per entry.
+  RequireRefused({"scheme.name=sketched_sgd", "scheme.sketched_sgd.rows=3", "scheme.sketched_sgd.cols=400000"},
+                 "scheme (sketched_sgd on cnn): shard 0: a sketch of 3 rows x 400000 columns (1200000 cells) is more "
+                 "than a range of ");
   // An unknown model is caught when the job is read, before the preflight.
   auto job = LoadJobSpec("", {"model=resnet50"});
   REQUIRE(!job.ok());
