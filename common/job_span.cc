@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/status.h"
 
 namespace sketchps {
 namespace {
@@ -106,6 +107,29 @@ std::string JobSpan::Text() const {
   if (parts.empty()) return "0";
   if (parts.size() == 1) return parts[0];
   return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+}
+
+absl::StatusOr<std::optional<double>> ReadSpanOrLegacy(ConfigReader& r, const std::string& key,
+                                                       const std::string& legacy, JobSpan::Unit legacy_unit,
+                                                       JobSpan& span) {
+  if (!r.Has(legacy)) {
+    SKETCHPS_RETURN_IF_ERROR(r.Get(key, span));
+    return std::nullopt;
+  }
+  if (r.Has(key)) {
+    return absl::InvalidArgumentError(absl::StrCat(r.KeyPath(legacy), ": give ", key, " or ", legacy, ", not both"));
+  }
+  double value = 0;
+  SKETCHPS_RETURN_IF_ERROR(r.Get(legacy, value));
+  if (value < 0) {  // Get refuses non-finite numbers
+    return absl::InvalidArgumentError(absl::StrCat(r.KeyPath(legacy), ": must be >= 0, got ", value));
+  }
+  switch (legacy_unit) {
+    case JobSpan::Unit::kRounds: span = JobSpan::Rounds(value); break;
+    case JobSpan::Unit::kEpochs: span = JobSpan::Epochs(value); break;
+    case JobSpan::Unit::kJobFraction: span = JobSpan::Fraction(value); break;
+  }
+  return value;
 }
 
 }  // namespace sketchps

@@ -16,11 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/config_reader.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sketchps {
@@ -63,5 +65,12 @@ class JobSpan {
   explicit JobSpan(std::vector<Term> terms) : terms_(std::move(terms)) {}
   std::vector<Term> terms_;
 };
+
+// Reads the span at `key`, or the round-1 key `legacy` that holds a plain number of `legacy_unit`
+// (>= 0). Giving both is an error: "<path>.<legacy>: give <key> or <legacy>, not both".
+// `span` keeps its value when neither is given. Returns the legacy number when that key was given.
+absl::StatusOr<std::optional<double>> ReadSpanOrLegacy(ConfigReader& r, const std::string& key,
+                                                       const std::string& legacy, JobSpan::Unit legacy_unit,
+                                                       JobSpan& span);
 
 }  // namespace sketchps

@@ -44,14 +44,14 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
 // optimizer.warmup (a span, resolved here: the replicated optimizers all see epochs) or the round-1 key
 // optimizer.warmup_epochs; not both.
 absl::Status ReadLrWarmup(ConfigReader& r, const JobClock& clock, LrSchedule& s) {
-  SKETCHPS_RETURN_IF_ERROR(r.Get("warmup_epochs", s.warmup_epochs));
-  if (!r.Has("warmup")) return absl::OkStatus();
-  if (r.Has("warmup_epochs")) {
-    return absl::InvalidArgumentError(r.KeyPath("warmup") + ": give warmup or warmup_epochs, not both");
-  }
   JobSpan span;
-  SKETCHPS_RETURN_IF_ERROR(r.Get("warmup", span));
-  s.warmup_epochs = span.Rounds(clock) / clock.rounds_per_epoch;
+  SKETCHPS_ASSIGN_OR_RETURN(const auto legacy,
+                            ReadSpanOrLegacy(r, "warmup", "warmup_epochs", JobSpan::Unit::kEpochs, span));
+  if (legacy.has_value()) {
+    s.warmup_epochs = *legacy;  // as given, not through rounds
+  } else if (r.Has("warmup")) {
+    s.warmup_epochs = span.Rounds(clock) / clock.rounds_per_epoch;
+  }
   return absl::OkStatus();
 }
 

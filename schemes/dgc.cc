@@ -174,20 +174,20 @@ absl::Status DgcConfig::Validate(const std::string& prefix) const {
 
 absl::Status DgcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(section.GetAll(
-      "sample_ratio", sample_ratio, "strided_sample", strided_sample, "compress_upper_bound", compress_upper_bound,
-      "compress_lower_bound", compress_lower_bound, "max_adaptation_iters", max_adaptation_iters, "resample", resample,
-      "truncate_to_k", truncate_to_k, "warmup", warmup, "warmup_stages", warmup_stages, "warmup_densities",
-      warmup_densities, "dense_max_numel", dense_max_numel));
-  if (section.Has("warmup_epochs")) {  // the round-1 key: W epochs in W stages
-    if (section.Has("warmup") || section.Has("warmup_stages")) {
+  SKETCHPS_RETURN_IF_ERROR(
+      section.GetAll("sample_ratio", sample_ratio, "strided_sample", strided_sample, "compress_upper_bound",
+                     compress_upper_bound, "compress_lower_bound", compress_lower_bound, "max_adaptation_iters",
+                     max_adaptation_iters, "resample", resample, "truncate_to_k", truncate_to_k, "warmup_stages",
+                     warmup_stages, "warmup_densities", warmup_densities, "dense_max_numel", dense_max_numel));
+  SKETCHPS_ASSIGN_OR_RETURN(const auto epochs,
+                            ReadSpanOrLegacy(section, "warmup", "warmup_epochs", JobSpan::Unit::kEpochs, warmup));
+  if (epochs.has_value()) {  // the round-1 key: W epochs in W stages
+    if (section.Has("warmup_stages")) {
       return absl::InvalidArgumentError(section.KeyPath("warmup_epochs") +
-                                        ": give warmup (and warmup_stages) or warmup_epochs, not both");
+                                        ": give warmup and warmup_stages, or warmup_epochs, not both");
     }
-    std::uint64_t epochs = 0;
-    SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_epochs", epochs));
-    warmup = JobSpan::Epochs(static_cast<double>(epochs));
-    warmup_stages = std::max<std::uint64_t>(epochs, 1);
+    if (*epochs > 64) return RangeError(section.KeyPath("warmup_epochs"), *epochs, "at most 64 (a stage per epoch)");
+    warmup_stages = std::max<std::uint64_t>(static_cast<std::uint64_t>(std::ceil(*epochs)), 1);
   }
   return section.FinishAndValidate(*this);
 }

@@ -32,20 +32,6 @@ struct NoConfig {
   absl::Status Read(ConfigReader& section) { return section.Finish(); }
 };
 
-// scheme.dense_warmup (a span), or the round-1 key scheme.warmup_rounds (a count); not both.
-absl::StatusOr<JobSpan> ReadDenseWarmup(ConfigReader& scheme) {
-  JobSpan span;
-  SKETCHPS_RETURN_IF_ERROR(scheme.Get("dense_warmup", span));
-  if (!scheme.Has("warmup_rounds")) return span;
-  if (scheme.Has("dense_warmup")) {
-    return absl::InvalidArgumentError(scheme.KeyPath("warmup_rounds") +
-                                      ": give dense_warmup or warmup_rounds, not both");
-  }
-  std::uint64_t rounds = 0;
-  SKETCHPS_RETURN_IF_ERROR(scheme.Get("warmup_rounds", rounds));
-  return JobSpan::Rounds(static_cast<double>(rounds));
-}
-
 }  // namespace
 
 const std::vector<SchemeEntry>& Schemes() {
@@ -78,7 +64,9 @@ absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobCl
   bound.name = "gs_sgd";
   SKETCHPS_RETURN_IF_ERROR(scheme.Get("name", bound.name));
   SKETCHPS_RETURN_IF_ERROR(scheme.Get("density", bound.density));
-  SKETCHPS_ASSIGN_OR_RETURN(const JobSpan dense_warmup, ReadDenseWarmup(scheme));
+  JobSpan dense_warmup;  // scheme.dense_warmup, or the round-1 count scheme.warmup_rounds
+  SKETCHPS_RETURN_IF_ERROR(
+      ReadSpanOrLegacy(scheme, "dense_warmup", "warmup_rounds", JobSpan::Unit::kRounds, dense_warmup).status());
   const auto warmup_rounds = static_cast<std::uint64_t>(std::ceil(dense_warmup.Rounds(clock)));
   if (!(bound.density > 0.0 && bound.density <= 1.0)) {
     return absl::InvalidArgumentError(

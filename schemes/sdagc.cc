@@ -155,19 +155,11 @@ absl::Status SdagcConfig::Validate(const std::string& prefix) const {
 
 absl::Status SdagcConfig::Read(ConfigReader& section) {
   SKETCHPS_RETURN_IF_ERROR(momentum.Read(section));
-  SKETCHPS_RETURN_IF_ERROR(section.GetAll("lambda_initial", lambda_initial, "lambda_final", lambda_final, "warmup",
-                                          warmup, "closed_loop", closed_loop, "target_density", target_density, "gain",
-                                          gain, "min_lambda", min_lambda, "max_lambda", max_lambda, "min_per_layer",
-                                          min_per_layer));
-  if (section.Has("warmup_epochs")) {  // the round-1 key
-    if (section.Has("warmup")) {
-      return absl::InvalidArgumentError(section.KeyPath("warmup_epochs") + ": give warmup or warmup_epochs, not both");
-    }
-    double epochs = 0;
-    SKETCHPS_RETURN_IF_ERROR(section.Get("warmup_epochs", epochs));
-    if (!FiniteAtLeast(epochs, 0.0)) return RangeError(section.KeyPath("warmup_epochs"), epochs, "finite and >= 0");
-    warmup = JobSpan::Epochs(epochs);
-  }
+  SKETCHPS_RETURN_IF_ERROR(section.GetAll("lambda_initial", lambda_initial, "lambda_final", lambda_final, "closed_loop",
+                                          closed_loop, "target_density", target_density, "gain", gain, "min_lambda",
+                                          min_lambda, "max_lambda", max_lambda, "min_per_layer", min_per_layer));
+  SKETCHPS_RETURN_IF_ERROR(
+      ReadSpanOrLegacy(section, "warmup", "warmup_epochs", JobSpan::Unit::kEpochs, warmup).status());
   return section.FinishAndValidate(*this);
 }
 

@@ -89,3 +89,28 @@ TEST_CASE("ConfigReader reads a JobSpan and names its key", "[job_span][config]"
   CHECK(absent.Text() == "3 rounds");  // the default stays
   CHECK(std::string(r.Get("bad", bad).message()).rfind("scheme.sdagc.bad: '7' has no unit", 0) == 0);
 }
+
+TEST_CASE("A span key or its round-1 key: either is read, both are refused naming the old key", "[job_span][config]") {
+  auto read = [](const std::string& yaml, JobSpan& span) {
+    ConfigReader r(YAML::Load(yaml), "scheme.dgc");
+    return sketchps::ReadSpanOrLegacy(r, "warmup", "warmup_epochs", JobSpan::Unit::kEpochs, span);
+  };
+  JobSpan span = JobSpan::Rounds(3);
+  auto none = read("other: 1\n", span);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+  CHECK(span.Text() == "3 rounds");  // neither key: the default stays
+  auto fresh = read("warmup: 10%\n", span);
+  REQUIRE(fresh.ok());
+  CHECK_FALSE(fresh->has_value());
+  CHECK(span.Text() == "10%");
+  auto old = read("warmup_epochs: 2.5\n", span);
+  REQUIRE(old.ok());
+  CHECK(old->value() == 2.5);
+  CHECK(span.Text() == "2.5 epochs");
+  CHECK(read("warmup: 1 epoch\nwarmup_epochs: 1\n", span).status().message() ==
+        "scheme.dgc.warmup_epochs: give warmup or warmup_epochs, not both");
+  CHECK(read("warmup_epochs: -1\n", span).status().message() == "scheme.dgc.warmup_epochs: must be >= 0, got -1");
+  CHECK(read("warmup_epochs: .nan\n", span).status().message() ==
+        "scheme.dgc.warmup_epochs: expected a finite number, got '.nan'");
+}

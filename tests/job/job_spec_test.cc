@@ -76,7 +76,7 @@ TEST_CASE("Job spec warm-ups are spans resolved against the job's length", "[job
   CHECK(Error("scheme: {name: topk, warmup_rounds: 3, dense_warmup: 3 rounds}\n") ==
         "scheme.warmup_rounds: give dense_warmup or warmup_rounds, not both");
   CHECK(Error("optimizer: {warmup: 1 epoch, warmup_epochs: 1}\n") ==
-        "optimizer.warmup: give warmup or warmup_epochs, not both");
+        "optimizer.warmup_epochs: give warmup or warmup_epochs, not both");
   CHECK_THAT(Error("scheme: {name: topk, dense_warmup: 3}\n"),
              Catch::StartsWith("scheme.dense_warmup: '3' has no unit"));
   CHECK_THAT(Error("optimizer: {warmup: soon}\n"), Catch::StartsWith("optimizer.warmup: 'soon' has no unit"));

@@ -296,6 +296,10 @@ TEST_CASE("DGC config errors name the key", "[schemes][dgc][config]") {
   CHECK_THAT(ConfigError("{warmup_stages: 0}"), Catch::StartsWith("scheme.dgc.warmup_stages"));
   CHECK_THAT(ConfigError("{warmup: 2 epochs, warmup_epochs: 2}"),
              Catch::StartsWith("scheme.dgc.warmup_epochs: give warmup"));
+  CHECK(ConfigError("{warmup_stages: 2, warmup_epochs: 2}") ==
+        "scheme.dgc.warmup_epochs: give warmup and warmup_stages, or warmup_epochs, not both");
+  CHECK(ConfigError("{warmup_epochs: 65}") ==
+        "scheme.dgc.warmup_epochs must be at most 64 (a stage per epoch), got 65");
   CHECK_THAT(ConfigError("{warmup: 2 epochs, warmup_stages: 3, warmup_densities: [0.5, 0.1]}"),
              Catch::StartsWith("scheme.dgc.warmup_densities has 2 entries"));
   auto job = ParseJobSpec(
