@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/reason.h"
 
 namespace sketchps {
 
@@ -24,8 +25,19 @@ absl::Status CheckFingerprint(const Fingerprint& mine, const Fingerprint& theirs
   if (theirs.empty()) return absl::OkStatus();
   const auto keys = DiffKeys(mine, theirs);
   if (keys.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat("job fingerprint: ", who, "'s job differs from this one's in ",
-                                                    absl::StrJoin(keys, ", "), " (the same job file everywhere?)"));
+  // Different initial weights with the same job: the model was built differently (or before the seed).
+  if (keys == std::vector<std::string>{"initial_weights"}) {
+    return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                          "initial weights: ", who,
+                          "'s model starts from other weights than this one's with the same "
+                          "job (build the model after sketchps.torch.init(), which seeds torch, the same way on every "
+                          "rank)")),
+                      Reason::kModelMismatch);
+  }
+  return WithReason(
+      absl::FailedPreconditionError(absl::StrCat("job fingerprint: ", who, "'s job differs from this one's in ",
+                                                 absl::StrJoin(keys, ", "), " (the same job file everywhere?)")),
+      Reason::kFingerprintMismatch);
 }
 
 Fingerprint FingerprintFromProto(const google::protobuf::Map<std::string, std::uint64_t>& in) {

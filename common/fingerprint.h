@@ -20,7 +20,9 @@ using Fingerprint = std::map<std::string, std::uint64_t>;
 std::vector<std::string> DiffKeys(const Fingerprint& a, const Fingerprint& b);
 
 // OK when `theirs` equals `mine` (or `theirs` is empty: a client that sends none, e.g. a tool);
-// FailedPrecondition "job fingerprint: <who>'s job differs from this one's in optimizer, scheme".
+// FailedPrecondition "job fingerprint: <who>'s job differs from this one's in optimizer, scheme"
+// with Reason::kFingerprintMismatch; when only "initial_weights" differs, a message about the
+// model's initial weights with Reason::kModelMismatch (common/reason.h).
 absl::Status CheckFingerprint(const Fingerprint& mine, const Fingerprint& theirs, const std::string& who);
 
 Fingerprint FingerprintFromProto(const google::protobuf::Map<std::string, std::uint64_t>& in);

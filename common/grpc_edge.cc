@@ -1,11 +1,14 @@
 #include "common/grpc_edge.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include <grpcpp/resource_quota.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/reason.h"
+#include "sketchps/v1/error.pb.h"
 
 namespace sketchps {
 
@@ -13,7 +16,13 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   std::string message(status.message());
   if (message.empty()) message = absl::StrCat(absl::StatusCodeToString(status.code()), " (no detail)");
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
+  if (RewordingForTests()) message = RewordForTests(message);
+  const Reason reason = ReasonOf(status);
+  if (reason == Reason::kNone) return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
+  v1::ErrorDetail detail;
+  detail.set_reason(static_cast<std::uint32_t>(reason));
+  detail.set_reason_name(ReasonName(reason));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message, detail.SerializeAsString());
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -21,16 +30,27 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   std::string message = status.error_message();
   if (message.empty())
     message = absl::StrCat("gRPC status ", static_cast<int>(status.error_code()), " without a message");
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()), message);
+  v1::ErrorDetail detail;
+  Reason reason = Reason::kNone;
+  if (!status.error_details().empty() && detail.ParseFromString(status.error_details())) {
+    reason = ReasonFromNumber(detail.reason());
+  }
+  // Another process refused what this one sent: not a configuration error of this process.
+  if (reason == Reason::kNone && out.code() == absl::StatusCode::kInvalidArgument) reason = Reason::kRefused;
+  return WithReason(std::move(out), reason);
 }
 
-bool IsTransient(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded: return true;
-    case absl::StatusCode::kResourceExhausted: return !absl::StrContains(status.message(), "message larger than max");
-    default: return false;
-  }
+bool RewordingForTests() {
+  const char* v = std::getenv("SKETCHPS_TEST_REWORD_ERRORS");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+std::string RewordForTests(absl::string_view message) {
+  // Reversed words keep the message unique and readable in a log, and break every substring match.
+  std::string out = "[reworded] ";
+  for (auto it = message.rbegin(); it != message.rend(); ++it) out.push_back(*it);
+  return out;
 }
 
 void ConfigureServer(grpc::ServerBuilder& builder, const ServerOptions& options) {

@@ -1,8 +1,9 @@
 // The gRPC edge every sketchps process shares (servers, workers, peers, the front end), so that
 // status mapping, channel and server options, and retries are written once.
 //
-//   ToGrpcStatus / FromGrpcStatus   absl::Status <-> grpc::Status (the canonical codes are the same);
-//                                   a non-OK status never leaves with an empty message.
+//   ToGrpcStatus / FromGrpcStatus   absl::Status <-> grpc::Status (the canonical codes are the same,
+//                                   the Reason in the details); a non-OK status never leaves with an
+//                                   empty message.
 //   ConfigureServer(builder, opts)  message limits, keepalive policy, stream cap, handshake timeout,
 //                                   memory quota, exclusive port.
 //   MakeClientChannel(address, ..)  credentials and the peer's expected identity (common/tls.h),
@@ -17,21 +18,27 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/reason.h"  // IsTransient, for the callers of this edge
 
 namespace sketchps {
 
+// The status's Reason (common/reason.h) travels in the details as a sketchps.v1.ErrorDetail, so
+// the receiver decides by code and Reason, never by the message. An INVALID_ARGUMENT received
+// without a Reason gets Reason::kRefused (the other process refused what this one sent).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED: the peer may answer a later attempt. Not
-// gRPC's message size refusal ("... message larger than max ..."), also RESOURCE_EXHAUSTED: the same
-// message is refused again.
-bool IsTransient(const absl::Status& status);
+// Test hook: with SKETCHPS_TEST_REWORD_ERRORS=1 in a process's environment, every status message it
+// sends over gRPC is reworded (RewordForTests) while code and Reason stay; tests run jobs so to show
+// that no decision depends on a message's words.
+bool RewordingForTests();
+std::string RewordForTests(absl::string_view message);
 
 struct ServerOptions {
   int max_message_bytes = 64 << 20;                      // largest request or response accepted

@@ -8,10 +8,21 @@
 //
 // Exceptions and aborts are reserved for programmer errors; input from files, flags or the network
 // always yields a Status whose message names the offending field.
+//
+// Annotate(status, "shard 1") gives the status "shard 1: <message>" with the same code and payloads
+// (the Reason of common/reason.h among them): context for people, the same decision for programs.
 #pragma once
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace sketchps {
+
+// `status` with "<context>: " before its message, its code and payloads kept; OK stays OK.
+absl::Status Annotate(const absl::Status& status, absl::string_view context);
+
+}  // namespace sketchps
 
 #define SKETCHPS_STATUS_CONCAT_INNER(a, b) a##b
 #define SKETCHPS_STATUS_CONCAT(a, b) SKETCHPS_STATUS_CONCAT_INNER(a, b)

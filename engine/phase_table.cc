@@ -2,34 +2,17 @@
 
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/reason.h"
 #include "common/status.h"
 
 namespace sketchps {
-namespace {
-
-constexpr char kAppliedMarker[] = "was already applied";
-constexpr char kAheadMarker[] = "is ahead";
-
-}  // namespace
 
 absl::Status ReplayRoundError(std::uint64_t round, std::uint32_t phase) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "round ", round, " phase ", phase, ": this shard holds no result of the previous phase; ", kReplayRoundMarker));
-}
-
-bool IsReplayRound(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kFailedPrecondition &&
-         absl::StrContains(status.message(), kReplayRoundMarker);
-}
-
-bool IsRoundApplied(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kAppliedMarker);
-}
-
-bool IsRoundAhead(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kAheadMarker);
+  return WithReason(absl::FailedPreconditionError(absl::StrCat("round ", round, " phase ", phase,
+                                                               ": this shard holds no result of the previous phase; "
+                                                               "replay the round from phase 0")),
+                    Reason::kReplayRound);
 }
 
 PhaseTable::PhaseTable(PhaseTableOptions options) : options_(std::move(options)) {
@@ -41,8 +24,9 @@ PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_fi
 
 absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
   if (newest_round_ >= kRetainRounds && key.round < newest_round_ - kRetainRounds) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("round ", key.round, " is stale: the shard is at round ", newest_round_));
+    return WithReason(absl::FailedPreconditionError(
+                          absl::StrCat("round ", key.round, " is stale: the shard is at round ", newest_round_)),
+                      Reason::kStaleRound);
   }
   return absl::OkStatus();
 }
@@ -52,12 +36,15 @@ absl::Status PhaseTable::CheckOrder(const PhaseKey& key, bool auxiliary) const {
   // An auxiliary phase applies nothing: it may belong to the last applied round.
   if (auxiliary && key.round + 1 == applied_) return absl::OkStatus();
   if (key.round < applied_) {
-    return absl::FailedPreconditionError(absl::StrCat("round ", key.round, " ", kAppliedMarker, " (", applied_,
-                                                      " rounds applied): phase ", key.phase, " cannot be opened"));
+    return WithReason(
+        absl::FailedPreconditionError(absl::StrCat("round ", key.round, " was already applied (", applied_,
+                                                   " rounds applied): phase ", key.phase, " cannot be opened")),
+        Reason::kRoundApplied);
   }
   if (key.round > applied_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("round ", key.round, " ", kAheadMarker, " of this shard, which holds ", applied_, " rounds"));
+    return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                          "round ", key.round, " is ahead of this shard, which holds ", applied_, " rounds")),
+                      Reason::kRoundAhead);
   }
   return absl::OkStatus();
 }
@@ -167,8 +154,7 @@ void PhaseTable::Finish(Work work) {
     result = std::make_shared<const PhaseResult>(*std::move(reduced));
   }
   if (!result.ok()) {
-    result = absl::Status(result.status().code(), absl::StrCat("round ", work.key.round, " phase ", work.key.phase,
-                                                               ": ", result.status().message()));
+    result = Annotate(result.status(), absl::StrCat("round ", work.key.round, " phase ", work.key.phase));
   }
   Publish(work.key, std::move(result), spec.final_phase);
 }

@@ -21,7 +21,7 @@
 //     payload that could not be reduced with the others is refused alone, with InvalidArgument
 //     naming the field, and the phase stays open for valid contributions;
 //   - a key older than the retention window (rounds before newest_round - kRetainRounds) is
-//     FailedPrecondition: stale pushes are rejected, not applied;
+//     FailedPrecondition (Reason::kStaleRound): stale pushes are rejected, not applied;
 //   - phase p > 0 needs the completed result of phase p - 1 of the same round: a Submit without it
 //     is rejected at once with ReplayRoundError() (the shard restarted and lost the round's earlier
 //     phases; the worker replays the round from phase 0);
@@ -48,20 +48,16 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/reason.h"
 #include "common/strand.h"
 #include "engine/phase.h"
 
 namespace sketchps {
 
-// The FailedPrecondition a shard returns when it lacks a round's earlier phases; its message carries
-// kReplayRoundMarker so that the marker survives transports that keep only code and message (gRPC).
-inline constexpr char kReplayRoundMarker[] = "replay the round from phase 0";
+// The FailedPrecondition a shard returns when it lacks a round's earlier phases, with
+// Reason::kReplayRound (common/reason.h: IsReplayRound). The other refusals carry their Reason too:
+// kStaleRound, kRoundApplied (IsRoundApplied) and kRoundAhead (IsRoundAhead).
 absl::Status ReplayRoundError(std::uint64_t round, std::uint32_t phase);
-bool IsReplayRound(const absl::Status& status);
-// FailedPrecondition for a new phase of a round that was already applied (marker "already applied").
-bool IsRoundApplied(const absl::Status& status);
-// FailedPrecondition for a phase of a round beyond the next one to apply (marker "is ahead").
-bool IsRoundAhead(const absl::Status& status);
 
 struct PhaseKey {
   std::uint64_t round = 0;

@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& o
 absl::Status Replica::WireStatus() const {
   for (std::size_t s = 0; s < schemes_.size(); ++s) {
     if (const absl::Status st = schemes_[s]->wire_status(); !st.ok()) {
-      return absl::Status(st.code(), absl::StrCat("shard ", s, ": ", st.message()));
+      return Annotate(st, absl::StrCat("shard ", s));
     }
   }
   return absl::OkStatus();
@@ -67,7 +67,7 @@ absl::StatusOr<ReplicaRound> Replica::Combine(std::vector<absl::StatusOr<RoundOu
   ReplicaRound round;
   for (std::uint32_t s = 0; s < num_shards(); ++s) {
     if (!outcomes[s].ok()) {
-      return absl::Status(outcomes[s].status().code(), absl::StrCat("shard ", s, ": ", outcomes[s].status().message()));
+      return Annotate(outcomes[s].status(), absl::StrCat("shard ", s));
     }
     round.traffic.bytes_up += outcomes[s]->traffic.bytes_up;
     round.traffic.bytes_down += outcomes[s]->traffic.bytes_down;

@@ -1,6 +1,5 @@
 #include "engine/wire.h"
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/overloaded.h"
 #include "common/status.h"
@@ -29,10 +28,6 @@ absl::StatusOr<Reduction> FromProto(int kind) {
 }
 
 }  // namespace
-
-bool IsRejoin(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(status.message(), kRejoinMarker);
-}
 
 v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec) {
   v1::PhaseSpecMsg msg;

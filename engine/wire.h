@@ -18,11 +18,6 @@
 
 namespace sketchps {
 
-// The FailedPrecondition of a shard that is assembling its state (it started or restarted): the
-// worker must Join again, offering its replica, then retry (docs/protocol.md "Restart recovery").
-inline constexpr char kRejoinMarker[] = "join again with your replica";
-bool IsRejoin(const absl::Status& status);
-
 v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec);
 // InvalidArgument naming the field ("spec.reduction", "spec.leader", "spec.keep") when the reduction
 // is unknown, leader >= num_workers or keep > range_len.

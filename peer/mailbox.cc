@@ -4,6 +4,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "common/reason.h"
 
 namespace sketchps::peer {
 namespace {
@@ -48,15 +49,17 @@ absl::Status Mailbox::Put(const PhaseRef& ref, std::uint32_t step, Letter letter
                                                "; retry later"));
   }
   if (box.letters.size() >= max_letters_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("mailbox of shard ", ref.shard, " is full (", max_letters_, " letters); retry"));
+    return WithReason(absl::ResourceExhaustedError(
+                          absl::StrCat("mailbox of shard ", ref.shard, " is full (", max_letters_, " letters); retry")),
+                      Reason::kBusy);
   }
   const auto held = std::count_if(box.letters.begin(), box.letters.end(),
                                   [&](const auto& kv) { return kv.second.sender == letter.sender; });
   if (static_cast<std::size_t>(held) >= sender_cap) {
-    return absl::ResourceExhaustedError(absl::StrCat("mailbox of shard ", ref.shard, ": rank ", letter.sender,
-                                                     " already holds ", held, " letters (at most ", sender_cap,
-                                                     "); retry"));
+    return WithReason(absl::ResourceExhaustedError(absl::StrCat("mailbox of shard ", ref.shard, ": rank ",
+                                                                letter.sender, " already holds ", held,
+                                                                " letters (at most ", sender_cap, "); retry")),
+                      Reason::kBusy);
   }
   box.letters.emplace(StepKey{phase, step}, std::move(letter));
   return absl::OkStatus();

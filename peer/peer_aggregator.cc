@@ -79,7 +79,7 @@ absl::Status PeerAggregator::CheckPeers(absl::Duration timeout) {
     request.set_job_id(config().job_id);
     v1::ProbeResponse response;
     const absl::Status st = FromGrpcStatus(links_[r].stub->Probe(&ctx, request, &response));
-    if (!st.ok()) return absl::Status(st.code(), absl::StrCat(Name(r), ": ", st.message()));
+    if (!st.ok()) return Annotate(st, Name(r));
     SKETCHPS_RETURN_IF_ERROR(
         CheckFingerprint(config().fingerprint, FingerprintFromProto(response.fingerprint()), Name(r)));
   }
@@ -115,10 +115,9 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PeerAggregator::RunPhase(std:
   auto result = RunCollective(st, ref, contribution);
   if (!result.ok()) {
     if (!IsPeerAbort(result.status())) AbortPeers(ref, result.status());
-    return absl::Status(result.status().code(),
-                        absl::StrCat("peer ", CollectiveName(CollectiveFor(contribution.spec, config().gtopk_tree)),
-                                     " of shard ", shard, " round ", round, " phase ", phase, " on rank ",
-                                     config().rank, ": ", result.status().message()));
+    return Annotate(result.status(),
+                    absl::StrCat("peer ", CollectiveName(CollectiveFor(contribution.spec, config().gtopk_tree)),
+                                 " of shard ", shard, " round ", round, " phase ", phase, " on rank ", config().rank));
   }
   st.previous = std::make_shared<const PhaseResult>(*std::move(result));
   st.previous_ref = ref;
@@ -150,8 +149,7 @@ absl::StatusOr<PhaseResult> PeerAggregator::RunCollective(ShardState& st, const 
                         ? Combine(collective, own.spec, std::move(letter.partial), std::move(state), st.reducer)
                         : Combine(collective, own.spec, std::move(state), std::move(letter.partial), st.reducer);
     if (!combined.ok()) {
-      return absl::Status(combined.status().code(),
-                          absl::StrCat(Name(*step.recv_from), " step ", step.index, ": ", combined.status().message()));
+      return Annotate(combined.status(), absl::StrCat(Name(*step.recv_from), " step ", step.index));
     }
     state = *std::move(combined);
   }
@@ -181,7 +179,7 @@ absl::Status PeerAggregator::Send(ShardState& st, std::uint32_t to, const v1::Ex
       return absl::UnavailableError(absl::StrCat(Name(to), " did not accept step ", request.step(), " within ",
                                                  absl::FormatDuration(timeout), " (", s.message(), ")"));
     }
-    return absl::Status(s.code(), absl::StrCat(Name(to), " refused step ", request.step(), ": ", s.message()));
+    return Annotate(s, absl::StrCat(Name(to), " refused step ", request.step()));
   }
   st.AddTime(absl::Now() - start);
   return absl::OkStatus();
@@ -201,7 +199,7 @@ absl::StatusOr<Letter> PeerAggregator::Receive(ShardState& st, const PhaseRef& r
       return absl::UnavailableError(
           absl::StrCat(Name(from), " sent nothing for step ", step, " within ", absl::FormatDuration(timeout + grace)));
     }
-    return absl::Status(s.code(), absl::StrCat(Name(from), ": ", s.message()));
+    return Annotate(s, Name(from));
   }
   if (!(letter->spec == spec)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -246,8 +246,7 @@ absl::StatusOr<RegroupPlan> Regrouper::Ask(std::uint64_t next_round) {
     }
     if (!s.ok()) return FromGrpcStatus(s);
     auto plan = PlanFromResponse(response, request, n);
-    if (!plan.ok())
-      return absl::Status(plan.status().code(), absl::StrCat("coordinator rank ", c, ": ", plan.status().message()));
+    if (!plan.ok()) return Annotate(plan.status(), absl::StrCat("coordinator rank ", c));
     return plan;
   }
   return absl::InternalError("regroup: unreachable");

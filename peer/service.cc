@@ -95,8 +95,7 @@ absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r, const std::optio
   if (letter.ok()) return e.mailbox.Put(ref, r.step(), *std::move(letter), cap);
   Letter refused;
   refused.sender = sender;
-  refused.rejected =
-      absl::Status(letter.status().code(), absl::StrCat("invalid step ", r.step(), ": ", letter.status().message()));
+  refused.rejected = Annotate(letter.status(), absl::StrCat("invalid step ", r.step()));
   (void)e.mailbox.Put(ref, r.step(), std::move(refused), cap);
   return letter.status();
 }

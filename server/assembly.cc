@@ -7,6 +7,7 @@
 #include "common/checksum.h"
 #include "common/status.h"
 #include "engine/wire.h"
+#include "common/reason.h"
 
 namespace sketchps::server {
 namespace {
@@ -16,12 +17,15 @@ absl::Status Precondition(const std::string& what) { return absl::FailedPrecondi
 absl::Status CheckLayouts(const std::vector<Offer>& offers, const std::optional<ShardState>& checkpoint) {
   for (const Offer& o : offers) {
     if (!SameLayers(o.layers, offers.front().layers)) {
-      return Precondition(absl::StrCat("layers: worker ", o.worker, "'s model layout differs from worker ",
-                                       offers.front().worker, "'s (another model or configuration?)"));
+      return WithReason(Precondition(absl::StrCat("layers: worker ", o.worker, "'s model layout differs from worker ",
+                                                  offers.front().worker, "'s (another model or configuration?)")),
+                        Reason::kModelMismatch);
     }
   }
   if (checkpoint && !SameLayers(checkpoint->layers, offers.front().layers)) {
-    return Precondition("layers: the workers' model layout differs from this shard's checkpoint (another model?)");
+    return WithReason(Precondition("layers: the workers' model layout differs from this shard's checkpoint "
+                                   "(another model?)"),
+                      Reason::kModelMismatch);
   }
   return absl::OkStatus();
 }
@@ -50,8 +54,13 @@ absl::StatusOr<const Offer*> AgreeingOffers(const std::vector<Offer>& offers, st
     if (first == nullptr) {
       first = &o;
     } else if (o.checksum != first->checksum || o.velocity != first->velocity) {
-      return Precondition(absl::StrCat("workers ", first->worker, " and ", o.worker,
-                                       " hold different replicas at round ", w, " (replica diverged)"));
+      // At round 0 the offers are the workers' initial weights: their models were built differently.
+      return WithReason(Precondition(absl::StrCat(
+                            "workers ", first->worker, " and ", o.worker, " hold different replicas at round ", w,
+                            w == 0 ? " (their initial weights differ: is the model built the same "
+                                     "way, after the seed is set, on every rank?)"
+                                   : " (replica diverged)")),
+                        w == 0 ? Reason::kModelMismatch : Reason::kReplicaDiverged);
     }
   }
   return first;
@@ -69,10 +78,10 @@ absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const s
   if (checkpoint && checkpoint->rounds_applied == w) {
     const std::uint64_t mine = WeightsChecksum(checkpoint->weights);
     if (best != nullptr && w > 0 && best->checksum != mine) {
-      return Precondition(
-          absl::StrFormat("worker %d's replica at round %d differs from this shard's checkpoint "
-                          "(%016x vs %016x): replica diverged",
-                          best->worker, w, best->checksum, mine));
+      return WithReason(Precondition(absl::StrFormat("worker %d's replica at round %d differs from this shard's "
+                                                     "checkpoint (%016x vs %016x): replica diverged",
+                                                     best->worker, w, best->checksum, mine)),
+                        Reason::kReplicaDiverged);
     }
     ShardState state = *checkpoint;
     state.origin = absl::StrCat("its checkpoint of round ", w);

@@ -12,6 +12,7 @@
 #include "engine/wire.h"
 #include "server/checkpoint.h"
 #include "spdlog/spdlog.h"
+#include "common/reason.h"
 
 namespace sketchps::server {
 namespace {
@@ -76,8 +77,7 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Open(HostOptions options, 
   SKETCHPS_RETURN_IF_ERROR(loaded.status());
   for (const auto& skipped : loaded->skipped) spdlog::warn("skipped an invalid checkpoint: {}", skipped);
   auto restored = host->Restore(loaded->checkpoint);
-  if (!restored.ok())
-    return absl::Status(restored.status().code(), absl::StrCat(loaded->path, ": ", restored.status().message()));
+  if (!restored.ok()) return Annotate(restored.status(), loaded->path);
   host->restored_ = *std::move(restored);
   host->origin_ = absl::StrCat("checkpoint of round ", loaded->checkpoint.rounds_applied(), " in ", loaded->path);
   return host;
@@ -129,7 +129,10 @@ absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
   offer.checksum = r.weights_checksum();
   SKETCHPS_ASSIGN_OR_RETURN(offer.layers, LayersFromProto(r.layers()));
   if (!options_.job.layout.layers.empty() && !SameLayers(offer.layers, options_.job.layout)) {
-    return Precondition("layers", "differ from the job's model layout (another model, or another version of it?)");
+    return WithReason(Precondition("layers",
+                                   "differ from the job's model layout (another model, or another version "
+                                   "of it?)"),
+                      Reason::kModelMismatch);
   }
   SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(offer.layers, options_.job.servers));
   const std::uint64_t n = map.ranges[options_.shard_id].size();
@@ -174,8 +177,9 @@ void ShardHost::Join(const v1::JoinRequest& request, const std::optional<Identit
     } else {
       const std::uint32_t worker = offer->worker;
       if (auto old = joining_.find(worker); old != joining_.end()) {
-        replies.emplace_back(std::move(old->second.reply),
-                             absl::AbortedError("superseded by a newer Join of this worker"));
+        replies.emplace_back(
+            std::move(old->second.reply),
+            WithReason(absl::AbortedError("superseded by a newer Join of this worker"), Reason::kSuperseded));
       }
       joining_[worker] = PendingJoin{*std::move(offer), std::move(reply)};
       spdlog::info("shard {}: worker {} offered its replica at round {}; {}", options_.shard_id, worker,
@@ -294,7 +298,8 @@ absl::StatusOr<PhaseKey> ShardHost::Admit(const v1::PushPullRequest& request, Sh
   const PhaseKey key{h.round(), h.phase()};
   const bool duplicate = shard.table().HasContribution(key, h.worker_id());
   if (closing_.load() && !duplicate && !shard.table().HasAnyContribution(key)) {
-    return absl::UnavailableError("the server is shutting down: retry after it restarts");
+    return WithReason(absl::UnavailableError("the server is shutting down: retry after it restarts"),
+                      Reason::kShuttingDown);
   }
   const absl::Time arrived = absl::Now();
   if (auto st = shard.table().Submit(key, h.worker_id(), Contribution{spec, std::move(body)}); !st.ok()) {
@@ -323,8 +328,10 @@ void ShardHost::PushPull(const v1::PushPullRequest& request, const std::optional
   }
   std::shared_ptr<Shard> shard = this->shard();
   if (!shard) {
-    return done(Precondition("shard", absl::StrCat("this shard is assembling its state (it started or restarted): ",
-                                                   kRejoinMarker, "; ", AssemblyStatus())));
+    return done(WithReason(Precondition("shard", absl::StrCat("this shard is assembling its state (it started or "
+                                                              "restarted): join again with your replica; ",
+                                                              AssemblyStatus())),
+                           Reason::kRejoin));
   }
   bool first = false;
   const absl::Time arrived = absl::Now();

@@ -11,7 +11,7 @@ namespace {
 
 absl::Status Prefixed(const absl::Status& status, const std::string& key) {
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(key, ": ", status.message()));
+  return Annotate(status, key);
 }
 
 }  // namespace

@@ -103,8 +103,7 @@ absl::StatusOr<DatasetSizes> CheckFashionMnist(const JobSpec& job) {
     const IdxPaths paths = FashionMnistPaths(job.data.path, train);
     auto images = ItemCount(paths.images, kImagesMagic);
     auto labels = images.ok() ? ItemCount(paths.labels, kLabelsMagic) : images;
-    if (!labels.ok())
-      return absl::Status(labels.status().code(), absl::StrCat("data.path: ", labels.status().message()));
+    if (!labels.ok()) return Annotate(labels.status(), "data.path");
     if (*images != *labels) {
       return absl::InvalidArgumentError(absl::StrCat("data.path: ", paths.images, " holds ", *images, " images but ",
                                                      paths.labels, " ", *labels, " labels"));

@@ -36,6 +36,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
+#include "common/reason.h"
 
 namespace {
 
@@ -129,11 +130,9 @@ int Run(Flags& flags) {
   auto summary = worker::Train(options);
   if (!summary.ok()) {
     spdlog::error("training failed: {}", std::string(summary.status().message()));
-    if (worker::IsReplicaDivergence(summary.status())) return 3;
+    if (IsReplicaDivergence(summary.status())) return 3;
     // Configuration problems are permanent (exit 2: a Kubernetes Job does not retry them).
-    const bool config = summary.status().code() == absl::StatusCode::kInvalidArgument ||
-                        absl::StrContains(summary.status().message(), "job fingerprint");
-    return config ? 2 : 1;
+    return IsConfigurationError(summary.status()) ? 2 : 1;
   }
   spdlog::info(
       "done: {} rounds from round {}{}", summary->rounds, summary->first_round,

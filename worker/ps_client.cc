@@ -11,14 +11,13 @@
 #include "common/status.h"
 #include "engine/wire.h"
 #include "spdlog/spdlog.h"
+#include "common/reason.h"
 
 namespace sketchps::worker {
 namespace {
 
-// Join also retries ABORTED: a newer Join of this worker superseded an older attempt.
-bool Retryable(const absl::Status& s, bool join) {
-  return IsTransient(s) || (join && s.code() == absl::StatusCode::kAborted);
-}
+// Join also retries a call that a newer Join of this worker superseded.
+bool Retryable(const absl::Status& s, bool join) { return IsTransient(s) || (join && IsSuperseded(s)); }
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "common/checksum.h"
 #include "common/codec.h"
 #include "common/status.h"
+#include "common/reason.h"
 
 namespace sketchps::worker {
 namespace {
@@ -71,9 +72,11 @@ class PsTransport final : public Transport {
       const FinalReport report = client_->last_final(shard);
       const std::uint64_t mine = WeightsChecksum({params + r.lo, r.size()});
       if (report.rounds_applied != round + 1 || report.checksum != mine) {
-        return absl::FailedPreconditionError(
-            absl::StrFormat("%s: after round %d shard %d reports %d rounds and checksum %016x, this worker has %016x",
-                            kReplicaDiverged, round, shard, report.rounds_applied, report.checksum, mine));
+        return WithReason(absl::FailedPreconditionError(absl::StrFormat(
+                              "replica diverged: after round %d shard %d reports %d rounds and checksum %016x, this "
+                              "worker has %016x",
+                              round, shard, report.rounds_applied, report.checksum, mine)),
+                          Reason::kReplicaDiverged);
       }
     }
     return absl::OkStatus();

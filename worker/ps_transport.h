@@ -11,8 +11,6 @@
 
 namespace sketchps::worker {
 
-inline constexpr char kReplicaDiverged[] = "replica diverged";
-
 absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ClientOptions options);
 
 }  // namespace sketchps::worker

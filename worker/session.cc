@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
+#include "common/reason.h"
 
 namespace sketchps::worker {
 namespace {
@@ -38,9 +39,11 @@ absl::Status CheckLayout(const LayerTable& model, const LayerTable& job) {
   const auto& b = job.layers;
   for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
     if (i < a.size() && i < b.size() && a[i].name == b[i].name && a[i].shape == b[i].shape) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the model's parameters differ from the job's layout at parameter ", i, ": the model has ",
-        i < a.size() ? Describe(a[i]) : "no more parameters", ", the job ", i < b.size() ? Describe(b[i]) : "no more"));
+    return WithReason(absl::InvalidArgumentError(
+                          absl::StrCat("the model's parameters differ from the job's layout at parameter ", i,
+                                       ": the model has ", i < a.size() ? Describe(a[i]) : "no more parameters",
+                                       ", the job ", i < b.size() ? Describe(b[i]) : "no more")),
+                      Reason::kModelMismatch);
   }
   return absl::OkStatus();
 }

@@ -264,11 +264,6 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
 
 }  // namespace
 
-bool IsReplicaDivergence(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kFailedPrecondition &&
-         absl::StrContains(status.message(), kReplicaDiverged);
-}
-
 absl::StatusOr<TrainSummary> Train(const TrainerOptions& options) {
   Trainer trainer(options);
   SKETCHPS_RETURN_IF_ERROR(trainer.Prepare());

@@ -71,11 +71,9 @@ struct TrainSummary {
   std::uint32_t final_workers = 0;  // workers in the last round (fewer after a regroup)
 };
 
-// Errors: InvalidArgument for configuration problems (exit code 2 in the daemon), FailedPrecondition
-// "replica diverged" (exit 3), anything else is a runtime failure (exit 1).
+// Errors: configuration problems (IsConfigurationError, common/reason.h: exit code 2 in the daemon),
+// a replica that diverged from the servers' master copy (IsReplicaDivergence: exit 3), anything else
+// is a runtime failure (exit 1).
 absl::StatusOr<TrainSummary> Train(const TrainerOptions& options);
-
-// Whether an error from Train means the replica diverged from the servers' master copy.
-bool IsReplicaDivergence(const absl::Status& status);
 
 }  // namespace sketchps::worker

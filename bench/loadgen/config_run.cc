@@ -253,8 +253,7 @@ absl::Status ConfigRun::WorkerRounds(Worker& me, Barrier& barrier) {
     Gradient(me.rank, t, me.grad);
     barrier.arrive_and_wait();  // before the round
     auto round = me.replica->RunRound(*me.counting, RoundInfo{t, spec_.epoch}, me.grad.data(), me.params.data());
-    if (!round.ok())
-      return absl::Status(round.status().code(), absl::StrCat("round ", t, ": ", round.status().message()));
+    if (!round.ok()) return Annotate(round.status(), absl::StrCat("round ", t));
     SKETCHPS_RETURN_IF_ERROR(me.transport->CheckReplica(t, shards_, me.params.data()));
     if (t >= spec_.warmup_rounds) me.window.selected += round->selected;
     barrier.arrive_and_wait();  // after the round
@@ -268,7 +267,7 @@ void ConfigRun::WorkerMain(Worker& me, Barrier& barrier) {
   omp_set_num_threads(1);  // P workers share the machine's cores, as P processes of one thread would
 #endif
   if (absl::Status st = WorkerRounds(me, barrier); !st.ok()) {
-    Fail(absl::Status(st.code(), absl::StrCat("worker ", me.rank, ": ", st.message())));
+    Fail(Annotate(st, absl::StrCat("worker ", me.rank)));
   }
   barrier.arrive_and_drop();
   done_.fetch_add(1);

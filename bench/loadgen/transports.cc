@@ -19,9 +19,7 @@ namespace {
 
 constexpr absl::Duration kPatience = absl::Seconds(60);
 
-absl::Status Named(std::uint32_t rank, const absl::Status& st) {
-  return absl::Status(st.code(), absl::StrCat("worker ", rank, ": ", st.message()));
-}
+absl::Status Named(std::uint32_t rank, const absl::Status& st) { return Annotate(st, absl::StrCat("worker ", rank)); }
 
 // Waits until every rank has written its port file (or one has failed); the addresses in rank order.
 absl::StatusOr<std::vector<std::string>> CollectPorts(const fs::path& dir, std::uint32_t workers,

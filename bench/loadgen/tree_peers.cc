@@ -59,7 +59,7 @@ absl::StatusOr<Transports> StartTreePeers(const JobSpec& job, const ShardMap& sh
   for (std::uint32_t r = 0; r < job.workers; ++r) {
     auto server = peer::PeerServer::Start("127.0.0.1:0", TreeConfig(job, shards, r));
     if (!server.ok()) {
-      return absl::Status(server.status().code(), absl::StrCat("worker ", r, ": ", server.status().message()));
+      return Annotate(server.status(), absl::StrCat("worker ", r));
     }
     peers.push_back(absl::StrCat("127.0.0.1:", (*server)->port()));
     servers.push_back(*std::move(server));

@@ -4,27 +4,18 @@
 
 #include <string>
 
-#include "absl/strings/match.h"
+#include "common/reason.h"
 
 namespace sketchps::python {
 namespace {
 
-// A model, layout, job or replica that differs between the ranks, or from the job.
-bool AboutMismatch(const absl::Status& status) {
-  for (const char* what : {"replica", "layout", "job fingerprint"}) {
-    if (absl::StrContains(status.message(), what)) return true;
-  }
-  return false;
-}
-
 const char* ErrorClass(const absl::Status& status) {
-  if (AboutMismatch(status)) return "ModelMismatchError";
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound: return "ConfigError";
-    case absl::StatusCode::kFailedPrecondition: return "OrderError";
-    default: return "TransportError";
+  if (IsModelMismatch(status) || IsFingerprintMismatch(status) || IsReplicaDivergence(status)) {
+    return "ModelMismatchError";
   }
+  if (IsConfigurationError(status) || status.code() == absl::StatusCode::kNotFound) return "ConfigError";
+  if (status.code() == absl::StatusCode::kFailedPrecondition) return "OrderError";
+  return "TransportError";
 }
 
 }  // namespace

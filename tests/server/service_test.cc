@@ -127,7 +127,8 @@ TEST_CASE("The message limit follows the job: a body above the shard's largest p
   CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   INFO(refused.error_message());
   CHECK_FALSE(IsTransient(FromGrpcStatus(refused)));  // the same message is refused again: no retry
-  CHECK(IsTransient(absl::ResourceExhaustedError("memory quota")));
+  CHECK(IsTransient(WithReason(absl::ResourceExhaustedError("mailbox full"), Reason::kBusy)));
+  CHECK_FALSE(IsTransient(absl::ResourceExhaustedError("a limit of gRPC's own")));
   CHECK(IsTransient(absl::UnavailableError("connection refused")));
   CHECK_FALSE(IsTransient(absl::InvalidArgumentError("x")));
   // Just under the limit the body reaches the handler (which names what is wrong with it).
