@@ -62,7 +62,7 @@ absl::StatusOr<ConfigReader> ConfigReader::Child(const std::string& key) {
 
 bool ConfigReader::Has(const std::string& key) {
   known_.insert(key);
-  return node_ && node_.IsMap() && node_[key];
+  return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
 }
 
 absl::Status ConfigReader::Finish() const {

@@ -34,9 +34,9 @@ class ConfigReader {
   template <class T, class... Rest>
   absl::Status GetAll(const std::string& key, T& out, Rest&&... rest);
 
-  // The sub-mapping at `key` (absent: an empty reader). Error when `key` holds a non-mapping.
+  // The sub-mapping at `key` (absent or null: an empty reader). Error when `key` holds a non-mapping.
   absl::StatusOr<ConfigReader> Child(const std::string& key);
-  // Whether the mapping has `key` (marks it as known).
+  // Whether the mapping has `key` with a non-null value (marks it as known).
   bool Has(const std::string& key);
 
   // Error when the node is not a mapping, or holds keys no Get/Child/Has asked for.
@@ -67,7 +67,8 @@ class ConfigReader {
 template <class T>
 absl::Status ConfigReader::Get(const std::string& key, T& out) {
   known_.insert(key);
-  if (!node_ || !node_.IsMap() || !node_[key]) return absl::OkStatus();
+  // An absent key and a null one (`key: ~`, `--set key=null`) keep the default.
+  if (!node_ || !node_.IsMap() || !node_[key] || node_[key].IsNull()) return absl::OkStatus();
   const YAML::Node value = node_[key];
   if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::string>) {
     return Convert(value, key, out);

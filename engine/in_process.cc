@@ -32,7 +32,8 @@ class InProcessAggregator final : public Aggregator {
 }  // namespace
 
 InProcessHub::InProcessHub(std::uint32_t num_workers, const ShardMap& shards, const std::vector<float>& initial_weights,
-                           const OptimizerConfig& optimizer, bool global_momentum, double rounds_per_epoch)
+                           const OptimizerConfig& optimizer, bool global_momentum, double rounds_per_epoch,
+                           const LayerTable& layers)
     : num_workers_(num_workers) {
   for (const auto& range : shards.ranges) {
     ShardOptions o;
@@ -40,6 +41,7 @@ InProcessHub::InProcessHub(std::uint32_t num_workers, const ShardMap& shards, co
     o.initial_weights.assign(initial_weights.begin() + range.lo, initial_weights.begin() + range.hi);
     o.optimizer = optimizer;
     o.global_momentum = global_momentum;
+    o.layers = ClipLayers(layers, range.lo, range.hi);
     o.rounds_per_epoch = rounds_per_epoch;
     shards_.push_back(std::make_unique<Shard>(std::move(o)));
   }

@@ -22,9 +22,11 @@ namespace sketchps {
 
 class InProcessHub {
  public:
-  // initial_weights covers the whole vector; each shard takes its range as its master copy.
+  // initial_weights covers the whole vector; each shard takes its range as its master copy. `layers`
+  // (the whole vector's) tells the optimizers which entries optimizer.no_decay exempts.
   InProcessHub(std::uint32_t num_workers, const ShardMap& shards, const std::vector<float>& initial_weights,
-               const OptimizerConfig& optimizer, bool global_momentum, double rounds_per_epoch);
+               const OptimizerConfig& optimizer, bool global_momentum, double rounds_per_epoch,
+               const LayerTable& layers = {});
 
   // `timeout` bounds each RunPhase wait (a worker that never arrives fails the phase, not hangs it).
   std::unique_ptr<Aggregator> MakeAggregator(std::uint32_t worker_id, absl::Duration timeout = absl::Seconds(60));

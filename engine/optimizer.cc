@@ -1,6 +1,8 @@
 #include "engine/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/overloaded.h"
@@ -34,6 +36,34 @@ absl::Status Range(const std::string& key, double v, double lo, double hi, bool 
   return absl::InvalidArgumentError(absl::StrCat(key, " must be in [", lo, ", ", hi, hi_open ? ")" : "]", ", got ", v));
 }
 
+absl::Status ValidateSchedule(const LrSchedule& s, const std::string& prefix) {
+  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".lr", s.base_lr, 0.0, 1e6, false));
+  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".warmup_epochs", s.warmup_epochs, 0.0, 1e6, false));
+  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".warmup_start_factor", s.warmup_start_factor, 0.0, 1.0, false));
+  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".gamma", s.gamma, 0.0, 1.0, false));
+  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".min_lr", s.min_lr, 0.0, s.base_lr, false));
+  if (s.kind == LrSchedule::Kind::kCosine) {
+    SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".total_epochs", s.total_epochs, 1e-9, 1e6, false));
+  }
+  return absl::OkStatus();
+}
+
+// Runs of entries of the range that decay or do not, in order (one run covering all without layers).
+std::vector<std::pair<std::uint64_t, std::uint64_t>> NoDecayRuns(const LayerTable& layers,
+                                                                 const std::vector<std::string>& names) {
+  const std::set<std::string> exempt(names.begin(), names.end());
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> runs;
+  for (const auto& l : layers.layers) {
+    if (!exempt.contains(l.name)) continue;
+    if (!runs.empty() && runs.back().second == l.offset) {
+      runs.back().second = l.offset + l.numel;
+    } else {
+      runs.emplace_back(l.offset, l.offset + l.numel);
+    }
+  }
+  return runs;
+}
+
 }  // namespace
 
 double LearningRate(const LrSchedule& s, double epoch) {
@@ -45,75 +75,154 @@ double LearningRate(const LrSchedule& s, double epoch) {
   return lr;
 }
 
-absl::Status ValidateOptimizerConfig(const OptimizerConfig& c, const std::string& prefix) {
-  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".lr", c.lr.base_lr, 0.0, 1e6, false));
-  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".momentum", c.momentum, 0.0, 1.0, true));
-  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".weight_decay", c.weight_decay, 0.0, 1.0, false));
-  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".warmup_epochs", c.lr.warmup_epochs, 0.0, 1e6, false));
-  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".warmup_start_factor", c.lr.warmup_start_factor, 0.0, 1.0, false));
-  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".gamma", c.lr.gamma, 0.0, 1.0, false));
-  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".min_lr", c.lr.min_lr, 0.0, c.lr.base_lr, false));
-  if (c.lr.kind == LrSchedule::Kind::kCosine) {
-    SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".total_epochs", c.lr.total_epochs, 1e-9, 1e6, false));
+const char* OptimizerName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kAdamW: return "adamw";
   }
-  if (c.nesterov && c.momentum == 0.0) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, ".nesterov requires ", prefix, ".momentum > 0"));
+  return "sgd";
+}
+
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& c, const std::string& prefix) {
+  SKETCHPS_RETURN_IF_ERROR(ValidateSchedule(c.lr, prefix));
+  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".weight_decay", c.weight_decay, 0.0, 1.0, false));
+  if (c.kind == OptimizerKind::kSgd) {
+    SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".momentum", c.momentum, 0.0, 1.0, true));
+    if (c.nesterov && c.momentum == 0.0) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ".nesterov requires ", prefix, ".momentum > 0"));
+    }
+    if (c.freeze_variance_round) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ".freeze_variance: only for adam and adamw"));
+    }
+    return absl::OkStatus();
+  }
+  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".betas[0]", c.beta1, 0.0, 1.0, true));
+  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".betas[1]", c.beta2, 0.0, 1.0, true));
+  SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".eps", c.eps, 0.0, 1.0, false));
+  if (c.eps == 0.0) return absl::InvalidArgumentError(absl::StrCat(prefix, ".eps must be > 0, got 0"));
+  if (c.nesterov) return absl::InvalidArgumentError(absl::StrCat(prefix, ".nesterov: only for sgd"));
+  return absl::OkStatus();
+}
+
+std::uint64_t OptimizerStateSize(const OptimizerConfig& config, std::uint64_t dim, bool global_momentum) {
+  if (config.kind != OptimizerKind::kSgd) return 2 * dim;
+  return global_momentum && config.momentum > 0.0 ? dim : 0;
+}
+
+Optimizer::Optimizer(const OptimizerConfig& config, std::uint64_t dim, bool global_momentum, const LayerTable& layers)
+    : config_(config),
+      dim_(dim),
+      momentum_(!global_momentum ? 0.0 : (config.kind == OptimizerKind::kSgd ? config.momentum : config.beta1)),
+      exec_{nullptr, &scratch_},
+      state_(OptimizerStateSize(config, dim, global_momentum)),
+      dense_g_(adam() || momentum_ > 0.0 || config.weight_decay > 0.0 ? dim : 0) {
+  state_.Zero();
+  // Segments alternate between decaying and exempt runs, covering [0, dim).
+  std::uint64_t at = 0;
+  for (const auto& [lo, hi] : NoDecayRuns(layers, config.no_decay)) {
+    if (lo > at) segments_.push_back({at, lo, true});
+    segments_.push_back({lo, std::min(hi, dim), false});
+    at = std::min(hi, dim);
+  }
+  if (at < dim || segments_.empty()) segments_.push_back({at, dim, true});
+}
+
+absl::Status Optimizer::Densify(const Aggregate& g, const float** d_g) {
+  return std::visit(Overloaded{[&](const DenseValues& dense) -> absl::Status {
+                                 if (dense.values.size() != dim_) {
+                                   return absl::InvalidArgumentError(
+                                       absl::StrCat("aggregate has ", dense.values.size(), " values, expected ", dim_));
+                                 }
+                                 dense_g_.FromHost(dense.values);
+                                 *d_g = dense_g_.data();
+                                 return absl::OkStatus();
+                               },
+                               [&](const SparseVector& sparse) -> absl::Status {
+                                 if (sparse.dim != dim_ || sparse.idx.size() != sparse.val.size()) {
+                                   return absl::InvalidArgumentError(
+                                       absl::StrCat("sparse aggregate over ", sparse.dim, " entries, expected ", dim_));
+                                 }
+                                 if (idx_.size() < sparse.idx.size()) {
+                                   idx_ = kernels::DeviceArray<std::uint32_t>(sparse.idx.size());
+                                   val_ = kernels::DeviceArray<float>(sparse.idx.size());
+                                 }
+                                 idx_.FromHost(sparse.idx);
+                                 val_.FromHost(sparse.val);
+                                 dense_g_.Zero();
+                                 *d_g = dense_g_.data();
+                                 return kernels::ScatterAdd(idx_.data(), val_.data(), sparse.idx.size(),
+                                                            dense_g_.data(), dim_, exec_);
+                               }},
+                    g);
+}
+
+absl::Status Optimizer::StepSgd(const float* d_g, float* d_w, float lr) {
+  kernels::SgdStepParams p;
+  p.lr = lr;
+  p.momentum = static_cast<float>(momentum_);
+  p.nesterov = config_.nesterov && momentum_ > 0.0;
+  for (const Segment& s : segments_) {
+    p.weight_decay = s.decays ? static_cast<float>(config_.weight_decay) : 0.0f;
+    float* v = momentum_ > 0.0 ? state_.data() + s.lo : nullptr;
+    SKETCHPS_RETURN_IF_ERROR(kernels::SgdDenseStep(d_w + s.lo, v, d_g + s.lo, s.hi - s.lo, p, exec_));
   }
   return absl::OkStatus();
 }
 
-Optimizer::Optimizer(const OptimizerConfig& config, std::uint64_t dim, bool use_momentum)
-    : config_(config),
-      dim_(dim),
-      momentum_(use_momentum ? config.momentum : 0.0),
-      exec_{nullptr, &scratch_},
-      velocity_(momentum_ > 0.0 ? dim : 0),
-      dense_g_(momentum_ > 0.0 || config.weight_decay > 0.0 ? dim : 0) {
-  velocity_.Zero();
-}
-
-absl::Status Optimizer::Apply(const Aggregate& g, float* d_w, double epoch) {
-  kernels::SgdStepParams p;
-  p.lr = static_cast<float>(LearningRate(config_.lr, epoch));
-  p.momentum = static_cast<float>(momentum_);
-  p.weight_decay = static_cast<float>(config_.weight_decay);
-  p.nesterov = config_.nesterov && momentum_ > 0.0;
-  return std::visit(
-      Overloaded{[&](const DenseValues& dense) -> absl::Status {
-                   if (dense.values.size() != dim_) {
-                     return absl::InvalidArgumentError(
-                         absl::StrCat("aggregate has ", dense.values.size(), " values, expected ", dim_));
-                   }
-                   kernels::DeviceArray<float> d_g(dense.values);
-                   return kernels::SgdDenseStep(d_w, velocity_.data(), d_g.data(), dim_, p, exec_);
-                 },
-                 [&](const SparseVector& sparse) -> absl::Status {
-                   if (sparse.dim != dim_ || sparse.idx.size() != sparse.val.size()) {
-                     return absl::InvalidArgumentError(
-                         absl::StrCat("sparse aggregate over ", sparse.dim, " entries, expected ", dim_));
-                   }
-                   if (idx_.size() < sparse.idx.size()) {
-                     idx_ = kernels::DeviceArray<std::uint32_t>(sparse.idx.size());
-                     val_ = kernels::DeviceArray<float>(sparse.idx.size());
-                   }
-                   idx_.FromHost(sparse.idx);
-                   val_.FromHost(sparse.val);
-                   const std::size_t count = sparse.idx.size();
-                   if (dense_g_.size() == 0)
-                     return kernels::SgdSparseStep(d_w, dim_, idx_.data(), val_.data(), count, p.lr, exec_);
-                   dense_g_.Zero();
-                   SKETCHPS_RETURN_IF_ERROR(
-                       kernels::ScatterAdd(idx_.data(), val_.data(), count, dense_g_.data(), dim_, exec_));
-                   return kernels::SgdDenseStep(d_w, velocity_.data(), dense_g_.data(), dim_, p, exec_);
-                 }},
-      g);
-}
-
-absl::Status Optimizer::SetVelocity(const std::vector<float>& v) {
-  if (v.size() != velocity_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("velocity has ", v.size(), " values, expected ", velocity_.size()));
+absl::Status Optimizer::StepAdam(const float* d_g, float* d_w, double lr, std::uint64_t round) {
+  const bool update_variance = !config_.freeze_variance_round || round < *config_.freeze_variance_round;
+  const bool decoupled = config_.kind == OptimizerKind::kAdamW;
+  float* m = state_.data();
+  float* v = state_.data() + dim_;
+  for (const Segment& s : segments_) {
+    const double wd = s.decays ? config_.weight_decay : 0.0;
+    const auto p =
+        kernels::MakeAdamStep(lr, momentum_, config_.beta2, config_.eps, wd, decoupled, round + 1, update_variance);
+    SKETCHPS_RETURN_IF_ERROR(kernels::AdamDenseStep(d_w + s.lo, m + s.lo, v + s.lo, d_g + s.lo, s.hi - s.lo, p, exec_));
   }
-  velocity_.FromHost(v);
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::Apply(const Aggregate& g, float* d_w, const StepClock& clock) {
+  const double lr = LearningRate(config_.lr, clock.epoch);
+  // Plain SGD on a sparse aggregate touches only its entries.
+  if (const auto* sparse = std::get_if<SparseVector>(&g); sparse != nullptr && dense_g_.size() == 0) {
+    if (sparse->dim != dim_ || sparse->idx.size() != sparse->val.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sparse aggregate over ", sparse->dim, " entries, expected ", dim_));
+    }
+    if (idx_.size() < sparse->idx.size()) {
+      idx_ = kernels::DeviceArray<std::uint32_t>(sparse->idx.size());
+      val_ = kernels::DeviceArray<float>(sparse->idx.size());
+    }
+    idx_.FromHost(sparse->idx);
+    val_.FromHost(sparse->val);
+    return kernels::SgdSparseStep(d_w, dim_, idx_.data(), val_.data(), sparse->idx.size(), static_cast<float>(lr),
+                                  exec_);
+  }
+  if (const auto* dense = std::get_if<DenseValues>(&g); dense != nullptr && dense_g_.size() == 0) {
+    if (dense->values.size() != dim_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregate has ", dense->values.size(), " values, expected ", dim_));
+    }
+    kernels::DeviceArray<float> d_g(dense->values);
+    return StepSgd(d_g.data(), d_w, static_cast<float>(lr));
+  }
+  const float* d_g = nullptr;
+  SKETCHPS_RETURN_IF_ERROR(Densify(g, &d_g));
+  return adam() ? StepAdam(d_g, d_w, lr, clock.round) : StepSgd(d_g, d_w, static_cast<float>(lr));
+}
+
+std::vector<float> Optimizer::State() const { return state_.ToHost(); }
+
+absl::Status Optimizer::SetState(const std::vector<float>& state) {
+  if (state.size() != state_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer state has ", state.size(), " values, expected ",
+                                                   state_.size(), " (", OptimizerName(config_.kind), " over ", dim_,
+                                                   " entries)"));
+  }
+  state_.FromHost(state);
   return absl::OkStatus();
 }
 

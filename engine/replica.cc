@@ -28,7 +28,8 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& o
     ctx.k = k;
     ctx.seed = options.seed;
     replica->schemes_.push_back(options.make_scheme(std::move(ctx)));
-    replica->optimizers_.push_back(std::make_unique<Optimizer>(options.optimizer, r.size(), options.global_momentum));
+    replica->optimizers_.push_back(std::make_unique<Optimizer>(options.optimizer, r.size(), options.global_momentum,
+                                                               ClipLayers(options.layers, r.lo, r.hi)));
   }
   return replica;
 }
@@ -46,7 +47,7 @@ absl::StatusOr<RoundOutcome> Replica::RunShard(std::uint32_t s, Aggregator& aggr
                                                const float* d_grad, float* d_weights) {
   const auto lo = options_.shards.ranges[s].lo;
   SKETCHPS_ASSIGN_OR_RETURN(RoundOutcome out, sketchps::RunRound(*schemes_[s], aggregator, s, info, d_grad + lo));
-  SKETCHPS_RETURN_IF_ERROR(optimizers_[s]->Apply(out.aggregate, d_weights + lo, info.epoch));
+  SKETCHPS_RETURN_IF_ERROR(optimizers_[s]->Apply(out.aggregate, d_weights + lo, StepClock{info.round, info.epoch}));
   return out;
 }
 

@@ -16,7 +16,7 @@ Shard::Shard(ShardOptions options)
       dim_(options_.initial_weights.size()),
       reducer_(dim_),
       master_(options_.initial_weights),
-      optimizer_(options_.optimizer, dim_, options_.global_momentum) {
+      optimizer_(options_.optimizer, dim_, options_.global_momentum, options_.layers) {
   if (options_.own_strand) strand_ = std::make_unique<Strand>("shard");
   PhaseTableOptions t;
   t.num_workers = options_.num_workers;
@@ -33,8 +33,8 @@ Shard::Shard(ShardOptions options)
     absl::MutexLock lock(&master_mu_);
     rounds_applied_ = options_.rounds_applied;
     checksum_ = WeightsChecksum(options_.initial_weights);
-    if (!options_.velocity.empty())
-      optimizer_.SetVelocity(options_.velocity).IgnoreError();  // sizes checked by callers
+    if (!options_.optimizer_state.empty())
+      optimizer_.SetState(options_.optimizer_state).IgnoreError();  // sizes checked by callers
     if (options_.last) last_ = *options_.last;
   }
   if (options_.last) table_->Seed(options_.last->key, options_.last->result);
@@ -46,18 +46,19 @@ absl::StatusOr<bool> Shard::TryApply(const PhaseKey& key, const PhaseResult& res
   SKETCHPS_ASSIGN_OR_RETURN(Aggregate g, MeanAggregate(result, dim_));
   backup_.resize(dim_);
   kernels::CopyToHost(backup_.data(), master_.data(), dim_ * sizeof(float));
-  std::vector<float> velocity = optimizer_.Velocity();
-  SKETCHPS_RETURN_IF_ERROR(optimizer_.Apply(g, master_.data(), EpochOfRound(key.round, options_.rounds_per_epoch)));
+  std::vector<float> optimizer_state = optimizer_.State();
+  SKETCHPS_RETURN_IF_ERROR(
+      optimizer_.Apply(g, master_.data(), StepClock{key.round, EpochOfRound(key.round, options_.rounds_per_epoch)}));
   kernels::Scratch scratch;
   const kernels::Exec exec{nullptr, &scratch};
   SKETCHPS_ASSIGN_OR_RETURN(bool finite, kernels::AllFinite(master_.data(), dim_, exec));
   if (finite) {
-    const std::vector<float> v = optimizer_.Velocity();
+    const std::vector<float> v = optimizer_.State();
     for (float x : v) finite &= std::isfinite(x);
   }
   if (finite) return true;
   kernels::CopyToDevice(master_.data(), backup_.data(), dim_ * sizeof(float));
-  SKETCHPS_RETURN_IF_ERROR(optimizer_.SetVelocity(velocity));
+  SKETCHPS_RETURN_IF_ERROR(optimizer_.SetState(optimizer_state));
   return false;
 }
 
@@ -90,9 +91,9 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Shard::ApplyFinal(const Phase
   return applied.last.result;
 }
 
-std::vector<float> Shard::Velocity() const {
+std::vector<float> Shard::OptimizerState() const {
   absl::MutexLock lock(&master_mu_);
-  return optimizer_.Velocity();
+  return optimizer_.State();
 }
 
 std::uint64_t Shard::checksum() const {
@@ -112,7 +113,7 @@ std::uint64_t Shard::rounds_applied() const {
 
 ShardSnapshot Shard::Snapshot() const {
   absl::MutexLock lock(&master_mu_);
-  return ShardSnapshot{rounds_applied_, master_.ToHost(), optimizer_.Velocity(), checksum_, last_};
+  return ShardSnapshot{rounds_applied_, master_.ToHost(), optimizer_.State(), checksum_, last_};
 }
 
 void Shard::Drain() {

@@ -15,7 +15,7 @@
 // make the master copy non-finite (momentum diverged), the round fails with DataLoss for every worker
 // and nothing is applied, served or checkpointed.
 //
-// A restarted shard is built from its saved state (rounds_applied, weights, velocity and the final
+// A restarted shard is built from its saved state (rounds_applied, weights, optimizer state and the final
 // result of its last round, which is seeded into the table so late workers can still fetch it).
 // on_applied, when set, runs after every applied round, before any worker receives that round's
 // result (the server takes its checkpoint snapshot there, with Snapshot()).
@@ -52,9 +52,9 @@ struct FinalResult {
 struct ShardSnapshot {
   std::uint64_t rounds_applied = 0;
   std::vector<float> weights;
-  std::vector<float> velocity;  // empty without momentum
-  std::uint64_t checksum = 0;   // WeightsChecksum(weights)
-  FinalResult last;             // the round's final phase result (unset before the first round)
+  std::vector<float> optimizer_state;  // engine/optimizer.h State(); empty: none
+  std::uint64_t checksum = 0;          // WeightsChecksum(weights)
+  FinalResult last;                    // the round's final phase result (unset before the first round)
 };
 
 // What on_applied learns about each applied round (no copies of the weights).
@@ -70,11 +70,12 @@ struct ShardOptions {
   std::vector<float> initial_weights;  // the range's weights; its size is the range length
   OptimizerConfig optimizer;
   bool global_momentum = true;  // false for local-momentum schemes (optimizer momentum 0)
+  LayerTable layers;            // the range's layers, offsets relative to its start (optimizer.no_decay)
   double rounds_per_epoch = 1.0;
-  // Restored state (a restart): rounds already in initial_weights, the momentum buffer (empty:
+  // Restored state (a restart): rounds already in initial_weights, the optimizer state (empty:
   // zeros) and the last round's final result (seeded into the table when set).
   std::uint64_t rounds_applied = 0;
-  std::vector<float> velocity;
+  std::vector<float> optimizer_state;
   std::optional<FinalResult> last;
   std::function<void(const AppliedRound&)> on_applied;
   bool own_strand = false;  // reduce, apply and publish on a strand of the shard's own
@@ -90,11 +91,11 @@ class Shard {
 
   // A copy of the master weights and the number of rounds applied to them.
   std::vector<float> Weights() const;
-  std::vector<float> Velocity() const;
+  std::vector<float> OptimizerState() const;
   std::uint64_t rounds_applied() const;
   // WeightsChecksum of the master weights (cached: updated once per applied round).
   std::uint64_t checksum() const;
-  // Weights, velocity, rounds, checksum and last result, taken together (consistent).
+  // Weights, optimizer state, rounds, checksum and last result, taken together (consistent).
   ShardSnapshot Snapshot() const;
   // Waits until every reduction posted so far has been published (no-op without a strand).
   void Drain();

@@ -75,16 +75,71 @@ absl::Status ReadSchedule(ConfigReader& r, const JobClock& clock, LrSchedule& s)
   return r.Get("min_lr", s.min_lr);
 }
 
+// optimizer.name and the keys of that optimizer; the other optimizer's keys are errors.
+absl::Status ReadOptimizerKind(ConfigReader& r, OptimizerConfig& o) {
+  std::string name = "sgd";
+  SKETCHPS_RETURN_IF_ERROR(r.Get("name", name));
+  if (name == "sgd") {
+    o.kind = OptimizerKind::kSgd;
+  } else if (name == "adam") {
+    o.kind = OptimizerKind::kAdam;
+  } else if (name == "adamw") {
+    o.kind = OptimizerKind::kAdamW;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(r.KeyPath("name"), ": '", name, "' is not sgd, adam or adamw"));
+  }
+  const bool sgd = o.kind == OptimizerKind::kSgd;
+  for (const char* key : sgd ? std::vector<const char*>{"betas", "eps", "freeze_variance"}
+                             : std::vector<const char*>{"momentum", "nesterov"}) {
+    if (r.Has(key)) return absl::InvalidArgumentError(absl::StrCat(r.KeyPath(key), ": not a key of ", name));
+  }
+  if (sgd) return r.GetAll("momentum", o.momentum, "nesterov", o.nesterov);
+  std::vector<double> betas{o.beta1, o.beta2};
+  SKETCHPS_RETURN_IF_ERROR(r.Get("betas", betas));
+  if (betas.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.KeyPath("betas"), ": expected two numbers [beta1, beta2], got ", betas.size()));
+  }
+  o.beta1 = betas[0];
+  o.beta2 = betas[1];
+  return r.Get("eps", o.eps);
+}
+
+// optimizer.freeze_variance: a span after which Adam's second moment is held (none by default).
+absl::Status ReadFreezeVariance(ConfigReader& r, const JobClock& clock, OptimizerConfig& o) {
+  if (!r.Has("freeze_variance")) return absl::OkStatus();
+  JobSpan span;
+  SKETCHPS_RETURN_IF_ERROR(r.Get("freeze_variance", span));
+  o.freeze_variance_round = static_cast<std::uint64_t>(std::ceil(span.Rounds(clock)));
+  return absl::OkStatus();
+}
+
+// optimizer.no_decay names parameters of the model (when its layout is known).
+absl::Status CheckNoDecay(const JobSpec& job) {
+  if (job.layout.layers.empty()) return absl::OkStatus();
+  for (const std::string& name : job.optimizer.no_decay) {
+    const bool known =
+        std::any_of(job.layout.layers.begin(), job.layout.layers.end(), [&](const Layer& l) { return l.name == name; });
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer.no_decay: '", name, "' is not a parameter of model ",
+                                                     job.model, " (", job.layout.layers.size(), " parameters, e.g. '",
+                                                     job.layout.layers.front().name, "')"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadOptimizer(ConfigReader& root, JobSpec& job) {
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader r, root.Child("optimizer"));
   OptimizerConfig& o = job.optimizer;
   o.lr.base_lr = 0.05;
+  SKETCHPS_RETURN_IF_ERROR(ReadOptimizerKind(r, o));
   SKETCHPS_RETURN_IF_ERROR(ReadSchedule(r, job.clock(), o.lr));
-  SKETCHPS_RETURN_IF_ERROR(r.Get("momentum", o.momentum));
-  SKETCHPS_RETURN_IF_ERROR(r.Get("nesterov", o.nesterov));
-  SKETCHPS_RETURN_IF_ERROR(r.Get("weight_decay", o.weight_decay));
+  SKETCHPS_RETURN_IF_ERROR(r.GetAll("weight_decay", o.weight_decay, "no_decay", o.no_decay));
+  SKETCHPS_RETURN_IF_ERROR(ReadFreezeVariance(r, job.clock(), o));
   SKETCHPS_RETURN_IF_ERROR(r.Finish());
-  o.lr.total_epochs = job.train.epochs;
+  // The cosine schedule ends with the job, however its length is given (epochs or rounds).
+  o.lr.total_epochs = static_cast<double>(job.total_rounds()) / job.rounds_per_epoch();
   return ValidateOptimizerConfig(o, "optimizer");
 }
 
@@ -164,7 +219,10 @@ Fingerprint JobFingerprint(const JobSpec& j, const YAML::Node& root) {
       {"train.epochs", hash(absl::StrCat(j.train.epochs))},
       {"train.rounds", hash(absl::StrCat(j.train.rounds))},
       {"train.seed", hash(absl::StrCat(j.train.seed))},
-      {"optimizer", hash(absl::StrCat(lr, "|", o.momentum, ",", o.nesterov, ",", o.weight_decay))},
+      {"optimizer",
+       hash(absl::StrCat(lr, "|", OptimizerName(o.kind), ",", o.momentum, ",", o.nesterov, ",", o.weight_decay, ",",
+                         o.beta1, ",", o.beta2, ",", o.eps, ",", absl::StrJoin(o.no_decay, ";"), ",",
+                         o.freeze_variance_round ? absl::StrCat(*o.freeze_variance_round) : "-"))},
       {"scheme", hash(scheme.c_str())}};
 }
 
@@ -189,7 +247,7 @@ servers: 2
 model: cnn
 data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
 train: {epochs: 1, eval_every_rounds: 100, eval_samples: 2000, seed: 1}
-optimizer: {lr: 0.05, momentum: 0.9}
+optimizer: {lr: 0.05}  # SGD with momentum 0.9 (the default)
 scheme: {name: gs_sgd, density: 0.01}
 )";
   return yaml;
@@ -237,6 +295,7 @@ absl::StatusOr<JobSpec> ParseJobSpecOrThrow(const std::string& yaml_text, const 
   } else {
     SKETCHPS_ASSIGN_OR_RETURN(job.layout, ModelLayout(job.model));
   }
+  SKETCHPS_RETURN_IF_ERROR(CheckNoDecay(job));
   job.effective_yaml = YAML::Dump(root);
   job.fingerprint = JobFingerprint(job, root);
   return job;

@@ -8,9 +8,12 @@
 //   layers: [["fc.weight", [10, 784]], ...]   # model: custom only: its layout (job/model_layout.h)
 //   data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
 //   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, eval_samples: 0, seed: 1}
-//   optimizer: {lr: 0.05, momentum: 0.9, nesterov: false, weight_decay: 0,
+//   optimizer: {name: sgd, lr: 0.05, momentum: 0.9, nesterov: false, weight_decay: 0, no_decay: [],
 //               schedule: constant, warmup: 0, warmup_start_factor: 1,
 //               milestones: [], gamma: 0.1, min_lr: 0}
+//              # name: adam | adamw instead take betas: [0.9, 0.999], eps: 1e-8 and optionally
+//              # freeze_variance: <span> (the second moment is held after it); no_decay lists the
+//              # parameters (layer names) without weight decay; the cosine schedule ends with the job
 //   scheme: {name: gs_sgd, density: 0.01, dense_warmup: 0, gs_sgd: {...}}
 //   checkpoint: {dir: "", every_rounds: 100}   # a restarted shard recovers later rounds from the workers
 //   peer: {timeout_seconds: 60, on_failure: regroup}   # decentralized mode; on_failure: regroup | stop

@@ -1,5 +1,7 @@
 #include "kernels/optimizer.h"
 
+#include <cmath>
+
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
@@ -30,6 +32,28 @@ struct DenseSgd {
   }
 };
 
+struct DenseAdam {
+  float* w;
+  float* m;
+  float* v;
+  const float* g;
+  AdamStepParams p;
+  SKETCHPS_HD void operator()(std::size_t i) const {
+    float wi = w[i];
+    if (p.decay_factor != 1.0f) wi *= p.decay_factor;
+    const float grad = p.l2 != 0.0f ? g[i] + p.l2 * wi : g[i];
+    const float mi = m[i] * p.beta1 + grad * p.one_minus_beta1;
+    m[i] = mi;
+    float vi = v[i];
+    if (p.update_variance) {
+      vi = vi * p.beta2 + p.one_minus_beta2 * grad * grad;
+      v[i] = vi;
+    }
+    const float denom = sqrtf(vi) / p.bias_correction2_sqrt + p.eps;
+    w[i] = wi + (-p.step_size * mi) / denom;
+  }
+};
+
 struct SparseSgd {
   float* w;
   const std::uint32_t* idx;
@@ -49,6 +73,37 @@ absl::Status SgdDenseStep(float* d_w, float* d_v, const float* d_g, std::size_t 
   }
   thrust::counting_iterator<std::size_t> first(0);
   thrust::for_each(Policy(exec), first, first + n, DenseSgd{d_w, d_v, d_g, p});
+  return absl::OkStatus();
+}
+
+AdamStepParams MakeAdamStep(double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled,
+                            std::uint64_t t, bool update_variance) {
+  AdamStepParams p;
+  const double step = static_cast<double>(t == 0 ? 1 : t);
+  p.beta1 = static_cast<float>(beta1);
+  p.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  p.beta2 = static_cast<float>(beta2);
+  p.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  p.eps = static_cast<float>(eps);
+  p.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, step)));
+  p.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, step)));
+  if (decoupled) {
+    p.decay_factor = static_cast<float>(1.0 - lr * weight_decay);
+  } else {
+    p.l2 = static_cast<float>(weight_decay);
+  }
+  p.update_variance = update_variance;
+  return p;
+}
+
+absl::Status AdamDenseStep(float* d_w, float* d_m, float* d_v, const float* d_g, std::size_t n, const AdamStepParams& p,
+                           const Exec& exec) {
+  if (n == 0) return absl::OkStatus();
+  if (d_w == nullptr || d_m == nullptr || d_v == nullptr || d_g == nullptr) {
+    return absl::InvalidArgumentError("AdamDenseStep: null weights, moments or gradient");
+  }
+  thrust::counting_iterator<std::size_t> first(0);
+  thrust::for_each(Policy(exec), first, first + n, DenseAdam{d_w, d_m, d_v, d_g, p});
   return absl::OkStatus();
 }
 

@@ -53,7 +53,7 @@ absl::StatusOr<const Offer*> AgreeingOffers(const std::vector<Offer>& offers, st
     }
     if (first == nullptr) {
       first = &o;
-    } else if (o.checksum != first->checksum || o.velocity != first->velocity) {
+    } else if (o.checksum != first->checksum || o.optimizer_state != first->optimizer_state) {
       // At round 0 the offers are the workers' initial weights: their models were built differently.
       return WithReason(Precondition(absl::StrCat(
                             "workers ", first->worker, " and ", o.worker, " hold different replicas at round ", w,
@@ -92,7 +92,7 @@ absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const s
     return Precondition(
         absl::StrCat("last_result: worker ", best->worker, " offers round ", w, " without its final result"));
   }
-  ShardState state{best->layers, w, best->weights, best->velocity, best->last, ""};
+  ShardState state{best->layers, w, best->weights, best->optimizer_state, best->last, ""};
   state.origin =
       w == 0 ? "the workers' initial weights (fresh start)"
              : absl::StrCat("worker ", best->worker, "'s replica at round ", w,

@@ -30,10 +30,10 @@ struct Offer {
   std::uint32_t worker = 0;
   LayerTable layers;
   std::uint64_t rounds_applied = 0;
-  std::vector<float> weights;       // the range's replica
-  std::vector<float> velocity;      // empty: none (zeros)
-  std::uint64_t checksum = 0;       // what the worker claims WeightsChecksum(weights) is
-  std::optional<FinalResult> last;  // rounds_applied > 0: the final result of the round before
+  std::vector<float> weights;          // the range's replica
+  std::vector<float> optimizer_state;  // empty: none (zeros)
+  std::uint64_t checksum = 0;          // what the worker claims WeightsChecksum(weights) is
+  std::optional<FinalResult> last;     // rounds_applied > 0: the final result of the round before
 };
 
 // The state a shard serves from.
@@ -41,7 +41,7 @@ struct ShardState {
   LayerTable layers;
   std::uint64_t rounds_applied = 0;
   std::vector<float> weights;
-  std::vector<float> velocity;
+  std::vector<float> optimizer_state;
   std::optional<FinalResult> last;
   std::string origin;  // for the log: "fresh start", "checkpoint of round 300", ...
 };

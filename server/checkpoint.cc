@@ -62,8 +62,12 @@ absl::Status CheckContent(const v1::ShardCheckpoint& c) {
   if (c.weights().size() % 4 != 0 || c.weights().size() / 4 != n) {
     return absl::DataLossError(absl::StrCat("weights hold ", c.weights().size(), " bytes, range needs ", n * 4));
   }
-  if (!c.velocity().empty() && (c.velocity().size() % 4 != 0 || c.velocity().size() / 4 != n)) {
-    return absl::DataLossError(absl::StrCat("velocity holds ", c.velocity().size(), " bytes, range needs ", n * 4));
+  // SGD's velocity holds one value per entry, Adam's moments two (the shard checks which).
+  const std::uint64_t values = c.optimizer_state().size() / 4;
+  if (!c.optimizer_state().empty() &&
+      (c.optimizer_state().size() % 4 != 0 || (values != n && (n == 0 || values != 2 * n)))) {
+    return absl::DataLossError(absl::StrCat("optimizer_state holds ", c.optimizer_state().size(),
+                                            " bytes, range needs ", n * 4, " or ", n * 8));
   }
   return absl::OkStatus();
 }

@@ -96,8 +96,9 @@ absl::StatusOr<ShardState> ShardHost::Restore(const v1::ShardCheckpoint& c) {
   state.layers = std::move(layers);
   state.rounds_applied = c.rounds_applied();
   SKETCHPS_ASSIGN_OR_RETURN(state.weights, ParseF32Bytes(c.weights(), range.size(), "checkpoint.weights"));
-  if (!c.velocity().empty()) {
-    SKETCHPS_ASSIGN_OR_RETURN(state.velocity, ParseF32Bytes(c.velocity(), range.size(), "checkpoint.velocity"));
+  if (!c.optimizer_state().empty()) {
+    SKETCHPS_ASSIGN_OR_RETURN(state.optimizer_state, ParseF32Bytes(c.optimizer_state(), StateSize(range.size()),
+                                                                   "checkpoint.optimizer_state"));
   }
   if (c.rounds_applied() > 0) {
     if (!c.has_last_result()) return Invalid("checkpoint.last_result", "missing");
@@ -137,8 +138,9 @@ absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
   SKETCHPS_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(offer.layers, options_.job.servers));
   const std::uint64_t n = map.ranges[options_.shard_id].size();
   SKETCHPS_ASSIGN_OR_RETURN(offer.weights, ParseF32Bytes(r.weights(), n, "weights"));
-  if (!r.velocity().empty()) {
-    SKETCHPS_ASSIGN_OR_RETURN(offer.velocity, ParseF32Bytes(r.velocity(), n, "velocity"));
+  if (!r.optimizer_state().empty()) {
+    SKETCHPS_ASSIGN_OR_RETURN(offer.optimizer_state,
+                              ParseF32Bytes(r.optimizer_state(), StateSize(n), "optimizer_state"));
   }
   if (r.rounds_applied() > 0) {
     if (!r.has_last_result())
@@ -232,9 +234,10 @@ absl::Status ShardHost::Serve(ShardState state) {
   o.initial_weights = std::move(state.weights);
   o.optimizer = options_.job.optimizer;
   o.global_momentum = options_.job.global_momentum;
+  o.layers = ClipLayers(state.layers, range.lo, range.hi);
   o.rounds_per_epoch = options_.job.rounds_per_epoch;
   o.rounds_applied = state.rounds_applied;
-  o.velocity = std::move(state.velocity);
+  o.optimizer_state = std::move(state.optimizer_state);
   o.last = state.last;
   o.on_applied = [this](const AppliedRound& round) { OnApplied(round); };
   o.own_strand = true;
@@ -259,7 +262,7 @@ v1::JoinResponse ShardHost::StateResponse(const Shard& shard) const {
   response.set_range_hi(template_.range_hi());
   response.set_rounds_applied(s.rounds_applied);
   response.set_weights(F32Bytes(s.weights));
-  response.set_velocity(F32Bytes(s.velocity));
+  response.set_optimizer_state(F32Bytes(s.optimizer_state));
   return response;
 }
 
@@ -475,7 +478,7 @@ void ShardHost::SubmitCheckpoint(const ShardSnapshot& s) {
   v1::ShardCheckpoint c = template_;
   c.set_rounds_applied(s.rounds_applied);
   c.set_weights(F32Bytes(s.weights));
-  c.set_velocity(F32Bytes(s.velocity));
+  c.set_optimizer_state(F32Bytes(s.optimizer_state));
   if (s.last.result) {
     auto* last = c.mutable_last_result();
     if (!EncodeBody(s.last.result->value, last).ok()) return;  // a published result always encodes

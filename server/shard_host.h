@@ -119,6 +119,10 @@ class ShardHost {
   const std::string& origin() const { return origin_; }
 
  private:
+  // The optimizer state's length over n entries of this shard (engine/optimizer.h).
+  std::uint64_t StateSize(std::uint64_t n) const {
+    return OptimizerStateSize(options_.job.optimizer, n, options_.job.global_momentum);
+  }
   struct PendingJoin {
     Offer offer;
     JoinReply reply;

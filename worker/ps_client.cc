@@ -90,7 +90,7 @@ absl::StatusOr<v1::JoinResponse> PsClient::Join(std::uint32_t shard, std::uint64
   LayersToProto(layers_, request.mutable_layers());
   request.set_weights(F32Bytes(replica.weights));
   request.set_rounds_applied(rounds_applied);
-  request.set_velocity(F32Bytes(replica.velocity));
+  request.set_optimizer_state(F32Bytes(replica.optimizer_state));
   request.set_weights_checksum(WeightsChecksum(replica.weights));
   FingerprintToProto(options_.fingerprint, request.mutable_fingerprint());
   if (rounds_applied > 0) {

@@ -52,7 +52,7 @@ struct ClientOptions {
 // A worker's replica of one shard's range, as offered in a Join.
 struct ReplicaOffer {
   std::span<const float> weights;
-  std::vector<float> velocity;  // empty: none
+  std::vector<float> optimizer_state;  // empty: none
 };
 // Returns the replica of `shard` as it stands now (called from the thread running that shard).
 using OfferFn = std::function<ReplicaOffer(std::uint32_t shard)>;

@@ -25,7 +25,7 @@ class PsTransport final : public Transport {
                                       Replica& replica) override {
     client_->SetReplica(layers, [params, shards, &replica](std::uint32_t shard) {
       const auto& r = shards.ranges[shard];
-      return ReplicaOffer{{params + r.lo, r.size()}, replica.optimizer(shard).Velocity()};
+      return ReplicaOffer{{params + r.lo, r.size()}, replica.optimizer(shard).State()};
     });
     std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
@@ -57,9 +57,11 @@ class PsTransport final : public Transport {
     }
     SKETCHPS_ASSIGN_OR_RETURN(auto weights, ParseF32Bytes(joined.weights(), r.size(), "JoinResponse.weights"));
     std::copy(weights.begin(), weights.end(), params + r.lo);
-    if (!joined.velocity().empty()) {
-      SKETCHPS_ASSIGN_OR_RETURN(auto velocity, ParseF32Bytes(joined.velocity(), r.size(), "JoinResponse.velocity"));
-      SKETCHPS_RETURN_IF_ERROR(replica.optimizer(shard).SetVelocity(velocity));
+    if (!joined.optimizer_state().empty()) {
+      SKETCHPS_ASSIGN_OR_RETURN(auto state,
+                                ParseF32Bytes(joined.optimizer_state(), replica.optimizer(shard).state_size(),
+                                              "JoinResponse.optimizer_state"));
+      SKETCHPS_RETURN_IF_ERROR(replica.optimizer(shard).SetState(state));
     }
     return absl::OkStatus();
   }

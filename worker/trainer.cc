@@ -36,7 +36,7 @@ namespace {
 struct Snapshot {
   std::uint64_t round = ~0ull;
   std::vector<float> params;
-  std::vector<std::vector<float>> velocity;  // per shard (empty without momentum)
+  std::vector<std::vector<float>> optimizer_state;  // per shard (empty without momentum)
 };
 
 class Trainer {
@@ -184,9 +184,9 @@ void Trainer::SaveSnapshot(std::uint64_t round) {
   const auto& p = model_->flat();
   snap.round = round;
   snap.params.assign(p.params(), p.params() + p.dim());
-  snap.velocity.clear();
+  snap.optimizer_state.clear();
   for (std::uint32_t i = 0; i < session_->num_shards(); ++i) {
-    snap.velocity.push_back(session_->replica().optimizer(i).Velocity());
+    snap.optimizer_state.push_back(session_->replica().optimizer(i).State());
   }
 }
 
@@ -202,8 +202,8 @@ absl::StatusOr<std::uint64_t> Trainer::Regroup(const absl::Status& failure, std:
   }
   std::copy(snap.params.begin(), snap.params.end(), model_->flat().params());
   for (std::uint32_t i = 0; i < session_->num_shards(); ++i) {
-    if (!snap.velocity[i].empty())
-      SKETCHPS_RETURN_IF_ERROR(session_->replica().optimizer(i).SetVelocity(snap.velocity[i]));
+    if (!snap.optimizer_state[i].empty())
+      SKETCHPS_RETURN_IF_ERROR(session_->replica().optimizer(i).SetState(snap.optimizer_state[i]));
   }
   const double scale = static_cast<double>(g.workers) / o_.job.workers;
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);

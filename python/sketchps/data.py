@@ -32,3 +32,10 @@ def share(n, rank, world):
     """This rank's contiguous block of range(n) (worker/fashion_mnist.h Shard: the static split of
     an evaluation over the workers)."""
     return _core.shard(n, rank, world)
+
+
+def global_batch_indices(job, round):
+    """The samples every worker trains on in `round`, in rank order (int64 tensor): what one process
+    with batch workers * batch_size uses to reproduce a job (sketchps._core.Job from
+    sketchps.torch.init().job or sketchps._core.load_job)."""
+    return torch.tensor(_core.global_batch(job, round), dtype=torch.int64)

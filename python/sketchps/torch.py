@@ -13,8 +13,8 @@
         stats = opt.step(loss=loss)             # the round: compress, exchange, apply; its statistics
     opt.finish()
 
-The round itself (schemes, parameter-server client, peer collectives, the replicated SGD with the
-job's learning-rate schedule) is the C++ core's, on views of the model's own tensors: the model's
+The round itself (schemes, parameter-server client, peer collectives, the replicated SGD, Adam or
+AdamW with the job's learning-rate schedule) is the C++ core's, on views of the model's own tensors: the model's
 trainable parameters and their .grad are re-pointed into two flat buffers once, and nothing is copied
 per round. The torch optimizer only declares the hyperparameters; they must equal the job's.
 """
@@ -113,21 +113,78 @@ def init(job=None, overrides=()):
     return _context
 
 
-def _sgd_settings(optimizer):
-    if type(optimizer) is not torch.optim.SGD:
-        raise ConfigError(f"optimizer: {type(optimizer).__name__} is not supported: sketchps applies the update itself "
-                          "(the servers keep the master copy), with the job's SGD; pass torch.optim.SGD")
+_SUPPORTED = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
+_OFF = ("amsgrad", "maximize", "capturable", "differentiable", "fused")  # options that must be off
+
+
+def _optimizer_settings(optimizer, model):
+    """The job's optimizer keys that `optimizer` (torch's SGD, Adam or AdamW) stands for: name, lr,
+    momentum/nesterov or betas/eps, weight_decay and no_decay (the parameters of param groups with
+    weight decay 0 while others have it). Param groups may differ only in weight_decay (wd or 0)."""
+    name = _SUPPORTED.get(type(optimizer))
+    if name is None:
+        raise ConfigError(f"optimizer: {type(optimizer).__name__} is not supported: sketchps applies the update "
+                          "itself (the servers keep the master copy); pass torch.optim.SGD, torch.optim.Adam or "
+                          "torch.optim.AdamW")
     groups = optimizer.param_groups
-    keys = ("lr", "momentum", "nesterov", "weight_decay", "dampening")
+    keys = ("lr", "momentum", "nesterov", "dampening") if name == "sgd" else ("lr", "betas", "eps")
     first = {k: groups[0][k] for k in keys}
     for i, g in enumerate(groups[1:], 1):
         for k in keys:
             if g[k] != first[k]:
                 raise ConfigError(f"optimizer: param_groups[{i}] has {k} {g[k]}, param_groups[0] {first[k]} "
-                                  "(one setting for every parameter)")
-    if first["dampening"] != 0:
+                                  "(groups may differ only in weight_decay)")
+    for g in groups:
+        for k in _OFF:
+            if g.get(k):
+                raise ConfigError(f"optimizer: {k}=True is not supported")
+    if name == "sgd" and first["dampening"] != 0:
         raise ConfigError(f"optimizer: dampening {first['dampening']} is not supported (0 only)")
-    return first
+    decays = sorted({float(g["weight_decay"]) for g in groups} - {0.0})
+    if len(decays) > 1:
+        raise ConfigError(f"optimizer: param groups with weight_decay {decays}: one value, and 0 for the groups "
+                          "without decay (biases, norms)")
+    names = {id(p): n for n, p in model.named_parameters()}
+    no_decay = [names[id(p)] for g in groups if decays and float(g["weight_decay"]) == 0.0
+                for p in g["params"] if id(p) in names and p.requires_grad]
+    settings = {"name": name, "lr": float(first["lr"]), "weight_decay": decays[0] if decays else 0.0,
+                "no_decay": sorted(no_decay)}
+    if name == "sgd":
+        settings.update(momentum=float(first["momentum"]), nesterov=bool(first["nesterov"]))
+    else:
+        settings.update(betas=[float(b) for b in first["betas"]], eps=float(first["eps"]))
+    return settings
+
+
+def _settings_overrides(settings):
+    """The settings as `key=value` job overrides (sketchps run --script, SKETCHPS_DESCRIBE)."""
+    out = [f"optimizer.name={settings['name']}", f"optimizer.lr={settings['lr']!r}",
+           f"optimizer.weight_decay={settings['weight_decay']!r}",
+           f"optimizer.no_decay={json.dumps(settings['no_decay'])}"]
+    # The other optimizer's keys are cleared (null): a job file written for SGD may hold momentum.
+    if settings["name"] == "sgd":
+        out += [f"optimizer.momentum={settings['momentum']!r}",
+                f"optimizer.nesterov={str(settings['nesterov']).lower()}", "optimizer.betas=null",
+                "optimizer.eps=null"]
+    else:
+        out += [f"optimizer.betas={json.dumps(settings['betas'])}", f"optimizer.eps={settings['eps']!r}",
+                "optimizer.momentum=null", "optimizer.nesterov=null"]
+    return out
+
+
+def _check_optimizer(job, settings):
+    """The job's optimizer section must be the one the script's optimizer stands for."""
+    _check_equal("optimizer.name", job.optimizer, settings["name"], "the torch optimizer")
+    for key in ("lr", "weight_decay"):
+        _check_equal(f"optimizer.{key}", getattr(job, key), settings[key], "the torch optimizer")
+    _check_equal("optimizer.no_decay", sorted(job.no_decay), settings["no_decay"], "the param groups")
+    if settings["name"] == "sgd":
+        _check_equal("optimizer.momentum", job.momentum, settings["momentum"], "the torch optimizer")
+        _check_equal("optimizer.nesterov", job.nesterov, settings["nesterov"], "the torch optimizer")
+    else:
+        for i, (j, m) in enumerate(zip(job.betas, settings["betas"])):
+            _check_equal(f"optimizer.betas[{i}]", j, m, "the torch optimizer")
+        _check_equal("optimizer.eps", job.eps, settings["eps"], "the torch optimizer")
 
 
 def _check_equal(key, job_value, mine, what):
@@ -154,15 +211,14 @@ def _trainable(model, optimizer):
     return named
 
 
-def _describe(ctx, named, sgd, scheme, density):
+def _describe(ctx, named, settings, scheme, density):
     """Writes the job keys this script defines (sketchps run --script reads them), then exits."""
     lines = [f"layers={_core.layout_text([(n, list(p.shape)) for n, p in named])}"]
     if ctx.job.model != "custom" and [(n, list(p.shape)) for n, p in named] != [(n, list(s)) for n, s in ctx.job.layout]:
         lines.insert(0, "model=custom")
     elif ctx.job.model != "custom":
         lines = []
-    lines += [f"optimizer.lr={sgd['lr']!r}", f"optimizer.momentum={sgd['momentum']!r}",
-              f"optimizer.nesterov={str(sgd['nesterov']).lower()}", f"optimizer.weight_decay={sgd['weight_decay']!r}"]
+    lines += _settings_overrides(settings)
     if scheme is not None:
         lines.append(f"scheme.name={scheme}")
     if density is not None:
@@ -173,11 +229,14 @@ def _describe(ctx, named, sgd, scheme, density):
 
 
 class DistributedOptimizer:
-    """The user's torch.optim.SGD turned into compressed data-parallel training over the job.
+    """The user's torch.optim.SGD, Adam or AdamW turned into compressed data-parallel training over
+    the job.
 
     scheme / density: the method (scheme.name) and its density; None takes the job's. The
-    optimizer's lr, momentum, nesterov and weight_decay must equal the job's optimizer section (the
-    servers apply the same update); the job's learning-rate schedule applies.
+    optimizer's settings must equal the job's optimizer section (the servers apply the same update):
+    name, lr, momentum and nesterov (SGD) or betas and eps (Adam, AdamW), weight_decay, and
+    no_decay (the parameters of param groups whose weight_decay is 0, e.g. biases and norms); the
+    job's learning-rate schedule applies.
 
     Creating it joins the job: afterwards the model's trainable parameters hold the servers' weights
     (parameter-server mode) and are views into one flat buffer, as is each .grad; frozen parameters
@@ -188,17 +247,15 @@ class DistributedOptimizer:
         ctx = _context
         if ctx is None:
             raise OrderError("DistributedOptimizer: call sketchps.torch.init() first")
-        sgd = _sgd_settings(optimizer)
+        settings = _optimizer_settings(optimizer, model)
         named = _trainable(model, optimizer)
         if ctx.describe:
-            _describe(ctx, named, sgd, scheme, density)
+            _describe(ctx, named, settings, scheme, density)
         job = ctx.job
         _check_equal("scheme.name", job.scheme, scheme if scheme is not None else job.scheme, "DistributedOptimizer")
         _check_equal("scheme.density", job.density, float(density) if density is not None else job.density,
                      "DistributedOptimizer")
-        for key in ("lr", "momentum", "weight_decay"):
-            _check_equal(f"optimizer.{key}", getattr(job, key), float(sgd[key]), "torch.optim.SGD")
-        _check_equal("optimizer.nesterov", job.nesterov, bool(sgd["nesterov"]), "torch.optim.SGD")
+        _check_optimizer(job, settings)
         self.optimizer = optimizer
         self.model = model
         self.job = job

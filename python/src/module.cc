@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "common/cli.h"
+#include "engine/shard.h"
 #include "job/job_spec.h"
 #include "job/model_layout.h"
 #include "python/src/errors.h"
@@ -55,6 +56,11 @@ void BindJob(py::module_& m) {
       .def_property_readonly("momentum", [](const JobSpec& j) { return j.optimizer.momentum; })
       .def_property_readonly("nesterov", [](const JobSpec& j) { return j.optimizer.nesterov; })
       .def_property_readonly("weight_decay", [](const JobSpec& j) { return j.optimizer.weight_decay; })
+      .def_property_readonly("optimizer", [](const JobSpec& j) { return std::string(OptimizerName(j.optimizer.kind)); })
+      .def_property_readonly("betas",
+                             [](const JobSpec& j) { return py::make_tuple(j.optimizer.beta1, j.optimizer.beta2); })
+      .def_property_readonly("eps", [](const JobSpec& j) { return j.optimizer.eps; })
+      .def_property_readonly("no_decay", [](const JobSpec& j) { return j.optimizer.no_decay; })
       .def_property_readonly("total_rounds", &JobSpec::total_rounds)
       .def_property_readonly("rounds_per_epoch", &JobSpec::rounds_per_epoch)
       .def_property_readonly("layout", &Layout)
@@ -100,6 +106,25 @@ void BindEnvironment(py::module_& m) {
       },
       py::arg("name"), py::arg("seed"),
       "The flat initial weights sketchps-worker gives a built-in model (mlp, cnn, resnet) for a seed");
+  m.def(
+      "learning_rate",
+      [](const JobSpec& job, std::uint64_t round) {
+        return LearningRate(job.optimizer.lr, EpochOfRound(round, job.rounds_per_epoch()));
+      },
+      py::arg("job"), py::arg("round"), "The job's learning rate at a round (its optimizer.schedule)");
+  m.def(
+      "global_batch",
+      [](const JobSpec& job, std::uint64_t round) {
+        // The union of every worker's batch of `round`, in rank order: one process with batch P*b
+        // sees exactly these samples (the data order rule of worker/fashion_mnist.h).
+        const std::uint64_t steps = worker::StepsPerEpoch(job.data.train_samples, 1, job.workers * job.data.batch_size);
+        if (steps == 0) Raise(absl::InvalidArgumentError("data.train_samples: fewer than one global batch"));
+        const auto perm = worker::EpochPermutation(job.data.train_samples, job.train.seed, round / steps);
+        const auto span = Unwrap(worker::StepIndices(perm, round % steps, 0, 1, job.workers * job.data.batch_size));
+        return std::vector<std::uint64_t>(span.begin(), span.end());
+      },
+      py::arg("job"), py::arg("round"),
+      "Sample indices of every worker's batch of a round, in rank order (a single-process reference)");
   m.def(
       "shard",
       [](std::uint64_t n, std::uint32_t rank, std::uint32_t world) { return Unwrap(worker::Shard(n, rank, world)); },

@@ -1,6 +1,7 @@
 #include "engine/optimizer.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <random>
 
 using namespace sketchps;
@@ -71,11 +72,11 @@ TEST_CASE("Optimizer matches the host reference for dense and sparse aggregates"
       for (std::size_t i = 0; i < s.idx.size(); ++i) g[s.idx[i]] = s.val[i];
       agg = s;
     }
-    REQUIRE(opt.Apply(agg, d_w.data(), 0.0).ok());
+    REQUIRE(opt.Apply(agg, d_w.data(), StepClock{}).ok());
     ReferenceStep(w, v, g, 0.05f, 0.9f, static_cast<float>(wd), nesterov);
   }
   CHECK(d_w.ToHost() == w);
-  CHECK(opt.Velocity() == v);
+  CHECK(opt.State() == v);
 }
 
 TEST_CASE("Optimizer without momentum updates only the sparse entries", "[optimizer]") {
@@ -84,13 +85,14 @@ TEST_CASE("Optimizer without momentum updates only the sparse entries", "[optimi
   Optimizer opt(cfg, 10, /*use_momentum=*/false);
   CHECK(opt.momentum() == 0.0);
   kernels::DeviceArray<float> d_w(std::vector<float>(10, 1.0f));
-  REQUIRE(opt.Apply(SparseVector{10, {2, 9}, {2.0f, -4.0f}}, d_w.data(), 0.0).ok());
+  REQUIRE(opt.Apply(SparseVector{10, {2, 9}, {2.0f, -4.0f}}, d_w.data(), StepClock{}).ok());
   auto w = d_w.ToHost();
   CHECK(w[2] == 0.0f);
   CHECK(w[9] == 3.0f);
   CHECK(w[0] == 1.0f);
-  CHECK(opt.Apply(SparseVector{10, {10}, {1.0f}}, d_w.data(), 0.0).code() == absl::StatusCode::kInvalidArgument);
-  CHECK(opt.Apply(SparseVector{11, {1}, {1.0f}}, d_w.data(), 0.0).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(opt.Apply(SparseVector{10, {10}, {1.0f}}, d_w.data(), StepClock{}).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(opt.Apply(SparseVector{11, {1}, {1.0f}}, d_w.data(), StepClock{}).code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("Optimizer config validation names the key", "[optimizer]") {
@@ -105,4 +107,109 @@ TEST_CASE("Optimizer config validation names the key", "[optimizer]") {
   cfg.nesterov = true;
   CHECK_THAT(std::string(ValidateOptimizerConfig(cfg).message()), Catch::Contains("optimizer.nesterov"));
   CHECK(ValidateOptimizerConfig(OptimizerConfig{}).ok());
+}
+
+namespace {
+
+// Host reference of torch's single-tensor Adam/AdamW step t (1-based), scalars in double as torch
+// computes them, tensors in float.
+void ReferenceAdam(std::vector<float>& w, std::vector<float>& m, std::vector<float>& v, const std::vector<float>& g,
+                   double lr, double b1, double b2, double eps, double wd, bool decoupled, int t, bool update_v,
+                   std::size_t decay_lo, std::size_t decay_hi) {
+  const double bc1 = 1.0 - std::pow(b1, t), bc2_sqrt = std::sqrt(1.0 - std::pow(b2, t));
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double d = i >= decay_lo && i < decay_hi ? wd : 0.0;
+    if (decoupled) w[i] *= static_cast<float>(1.0 - lr * d);
+    const float grad = decoupled ? g[i] : g[i] + static_cast<float>(d) * w[i];
+    m[i] = m[i] * static_cast<float>(b1) + grad * static_cast<float>(1.0 - b1);
+    if (update_v) v[i] = v[i] * static_cast<float>(b2) + static_cast<float>(1.0 - b2) * grad * grad;
+    const float denom = std::sqrt(v[i]) / static_cast<float>(bc2_sqrt) + static_cast<float>(eps);
+    w[i] += (-static_cast<float>(lr / bc1) * m[i]) / denom;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Adam and AdamW match torch's update, with exempt layers and a frozen variance", "[optimizer]") {
+  const auto kind = GENERATE(OptimizerKind::kAdam, OptimizerKind::kAdamW);
+  const bool freeze = GENERATE(false, true);
+  const std::uint64_t dim = 200;
+  OptimizerConfig cfg;
+  cfg.kind = kind;
+  cfg.lr.base_lr = 0.01;
+  cfg.beta1 = 0.9;
+  cfg.beta2 = 0.98;
+  cfg.eps = 1e-6;
+  cfg.weight_decay = 0.1;
+  cfg.no_decay = {"b"};  // layer "b" covers [120, 200)
+  if (freeze) cfg.freeze_variance_round = 3;
+  REQUIRE(ValidateOptimizerConfig(cfg).ok());
+
+  const LayerTable layers = MakeLayerTable({{"a", {120}}, {"b", {80}}});
+  Optimizer opt(cfg, dim, /*global_momentum=*/true, layers);
+  CHECK(opt.state_size() == 2 * dim);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> w(dim), m(dim, 0.0f), v(dim, 0.0f);
+  for (auto& x : w) x = normal(rng);
+  kernels::DeviceArray<float> d_w(w);
+  for (int round = 0; round < 6; ++round) {
+    std::vector<float> g(dim, 0.0f);
+    Aggregate agg;
+    if (round % 2 == 0) {
+      for (auto& x : g) x = normal(rng);
+      agg = DenseValues{g};
+    } else {  // sparse aggregates still move every moment
+      SparseVector s{dim, {5, 130, 199}, {0.5f, -1.0f, 2.0f}};
+      for (std::size_t i = 0; i < s.idx.size(); ++i) g[s.idx[i]] = s.val[i];
+      agg = s;
+    }
+    REQUIRE(opt.Apply(agg, d_w.data(), StepClock{static_cast<std::uint64_t>(round), 0.0}).ok());
+    ReferenceAdam(w, m, v, g, 0.01, 0.9, 0.98, 1e-6, 0.1, kind == OptimizerKind::kAdamW, round + 1,
+                  !freeze || round < 3, 0, 120);
+  }
+  const auto got = d_w.ToHost();
+  for (std::size_t i = 0; i < dim; ++i) CHECK(got[i] == Approx(w[i]).epsilon(1e-6).margin(1e-7));
+  std::vector<float> state = m;
+  state.insert(state.end(), v.begin(), v.end());
+  const auto have = opt.State();
+  REQUIRE(have.size() == state.size());
+  for (std::size_t i = 0; i < state.size(); ++i) CHECK(have[i] == Approx(state[i]).epsilon(1e-6).margin(1e-9));
+  // The state restores into a fresh optimizer; a wrong size is refused, naming the optimizer.
+  Optimizer other(cfg, dim, true, layers);
+  CHECK(other.SetState(have).ok());
+  CHECK(other.State() == have);
+  const absl::Status bad = other.SetState(std::vector<float>(dim));
+  CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(bad.message()), Catch::Contains(OptimizerName(kind)));
+}
+
+TEST_CASE("Adam for a local-momentum scheme runs with beta1 0", "[optimizer]") {
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::kAdamW;
+  cfg.lr.base_lr = 0.1;
+  Optimizer opt(cfg, 3, /*global_momentum=*/false);
+  CHECK(opt.momentum() == 0.0);
+  kernels::DeviceArray<float> d_w(std::vector<float>(3, 0.0f));
+  REQUIRE(opt.Apply(DenseValues{{1.0f, -2.0f, 0.0f}}, d_w.data(), StepClock{}).ok());
+  // m = g, v = 0.001 g^2 / (1 - 0.999) = g^2 at step 1: the step is lr * sign(g).
+  const auto w = d_w.ToHost();
+  CHECK(w[0] == Approx(-0.1).epsilon(1e-5));
+  CHECK(w[1] == Approx(0.1).epsilon(1e-5));
+  CHECK(w[2] == 0.0f);
+}
+
+TEST_CASE("Adam's config is validated by key", "[optimizer]") {
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::kAdamW;
+  CHECK(ValidateOptimizerConfig(cfg).ok());
+  cfg.beta2 = 1.0;
+  CHECK_THAT(std::string(ValidateOptimizerConfig(cfg).message()), Catch::Contains("optimizer.betas[1]"));
+  cfg = OptimizerConfig{};
+  cfg.kind = OptimizerKind::kAdam;
+  cfg.eps = 0;
+  CHECK_THAT(std::string(ValidateOptimizerConfig(cfg).message()), Catch::Contains("optimizer.eps"));
+  cfg = OptimizerConfig{};
+  cfg.freeze_variance_round = 10;
+  CHECK_THAT(std::string(ValidateOptimizerConfig(cfg).message()), Catch::Contains("optimizer.freeze_variance"));
 }

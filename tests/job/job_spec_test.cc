@@ -42,7 +42,8 @@ TEST_CASE("Job spec values, overrides and the scheme section", "[job_spec]") {
   CHECK(job->train.eval_samples == 0);
   CHECK(job->scheme.density == 0.05);
   CHECK(job->optimizer.lr.kind == LrSchedule::Kind::kCosine);
-  CHECK(job->optimizer.lr.total_epochs == 2.0);
+  // The cosine schedule ends with the job, here its 50 rounds (not train.epochs).
+  CHECK(job->optimizer.lr.total_epochs == Approx(50.0 / job->rounds_per_epoch()));
   auto scheme = job->scheme.make(SchemeContext{0, 8, 0, 100, {}, 5, 1});
   CHECK(std::string(scheme->name()) == "topk");
   CHECK_THAT(job->effective_yaml, Catch::Contains("workers: 8"));

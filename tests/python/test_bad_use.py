@@ -100,17 +100,34 @@ def test_optimizer_before_init(env):
         sps.DistributedOptimizer(sgd(model), model)
 
 
-def test_only_sgd(env):
+def test_other_optimizers_are_refused_naming_the_supported_ones(env):
     ps_worker(env)
     model = tiny_models.Mlp()
-    with pytest.raises(ConfigError, match="Adam is not supported"):
+    with pytest.raises(ConfigError, match="RMSprop is not supported.*SGD, torch.optim.Adam or torch.optim.AdamW"):
+        sps.DistributedOptimizer(torch.optim.RMSprop(model.parameters()), model)
+    # Adam is supported, but the job says SGD: the disagreement is named.
+    with pytest.raises(ConfigError, match="optimizer.name: the job has sgd, the torch optimizer adam"):
         sps.DistributedOptimizer(torch.optim.Adam(model.parameters()), model)
+
+
+def test_param_groups_may_differ_only_in_weight_decay(env):
+    ps_worker(env)
+    model = tiny_models.Mlp()
+    params = list(model.parameters())
+    groups = [{"params": params[:2], "lr": 0.1}, {"params": params[2:]}]
+    with pytest.raises(ConfigError, match=r"param_groups\[1\] has lr 0.05, param_groups\[0\] 0.1"):
+        sps.DistributedOptimizer(torch.optim.SGD(groups, lr=0.05, momentum=0.9), model)
+    groups = [{"params": params[:2], "weight_decay": 0.1}, {"params": params[2:], "weight_decay": 0.2}]
+    with pytest.raises(ConfigError, match="one value, and 0 for the groups without decay"):
+        sps.DistributedOptimizer(torch.optim.AdamW(groups), model)
+    with pytest.raises(ConfigError, match="amsgrad=True is not supported"):
+        sps.DistributedOptimizer(torch.optim.AdamW(params, amsgrad=True), model)
 
 
 def test_hyperparameters_must_equal_the_jobs(env):
     ps_worker(env)
     model = tiny_models.Mlp()
-    with pytest.raises(ConfigError, match="optimizer.lr: the job has 0.05, torch.optim.SGD 0.1"):
+    with pytest.raises(ConfigError, match="optimizer.lr: the job has 0.05, the torch optimizer 0.1"):
         sps.DistributedOptimizer(sgd(model, lr=0.1), model)
     with pytest.raises(ConfigError, match="scheme.name: the job has topk"):
         sps.DistributedOptimizer(sgd(model), model, scheme="gs_sgd")

@@ -53,7 +53,7 @@ def test_decentralized_mode_keeps_replicas_equal(tmp_path):
 
 
 @pytest.mark.parametrize("mode, why", [("ps", "different replicas at round 0"),
-                                       ("decentralized", "differs from this one's in initial_weights")])
+                                       ("decentralized", "starts from other weights than this one's")])
 def test_a_model_that_differs_between_ranks_stops_the_run(tmp_path, mode, why):
     out, done = run(tmp_path, mode, "--mode", mode, "--script", SCRIPT, "--", "--model", "mlp", "--perturb-rank", "1",
                     check=False)

@@ -34,3 +34,10 @@ class FrozenStem(nn.Module):
     def forward(self, x):
         h = torch.tanh(self.stem(x.flatten(1)))
         return self.head(F.relu(self.norm(self.hidden(h))))
+
+
+def adamw_groups(model, weight_decay):
+    """AdamW's usual param groups: weight decay on the weight matrices, none on biases and norms."""
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() > 1]
+    rest = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() <= 1]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]

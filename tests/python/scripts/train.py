@@ -1,6 +1,6 @@
 """The Python tests' training script: Fashion-MNIST with a model from tiny_models.py.
 
-    train.py --model mlp|frozen_stem [--cpp-init] [--perturb-rank R] [--save PATH]
+    train.py --model mlp|frozen_stem [--optimizer sgd|adamw] [--cpp-init] [--perturb-rank R] [--save PATH]
 
 --cpp-init starts from sketchps-worker's initial weights of its built-in mlp (to compare both paths
 bit for bit); --perturb-rank makes rank R's model differ (a bad-use test)."""
@@ -21,6 +21,7 @@ parser.add_argument("--model", default="mlp")
 parser.add_argument("--cpp-init", action="store_true")
 parser.add_argument("--perturb-rank", type=int, default=-1)
 parser.add_argument("--save", default="")
+parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
 args = parser.parse_args()
 
 ctx = sps.init()
@@ -33,8 +34,11 @@ if ctx.rank == args.perturb_rank:
     with torch.no_grad():
         next(model.parameters()).add_(1e-3)
 
-opt = sps.DistributedOptimizer(torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=job.lr,
-                                               momentum=job.momentum), model)
+if args.optimizer == "adamw":
+    torch_opt = torch.optim.AdamW(tiny_models.adamw_groups(model, 0.05), lr=2e-3, betas=(0.9, 0.98), eps=1e-7)
+else:
+    torch_opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=job.lr, momentum=job.momentum)
+opt = sps.DistributedOptimizer(torch_opt, model)
 train_x, train_y = data.fashion_mnist("train", job.data_path)
 test_x, test_y = data.fashion_mnist("test", job.data_path)
 with opt:
