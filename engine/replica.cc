@@ -1,10 +1,10 @@
 #include "engine/replica.h"
 
 #include <algorithm>
-#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "engine/shard_threads.h"
 
 namespace sketchps {
 
@@ -53,15 +53,14 @@ absl::StatusOr<RoundOutcome> Replica::RunShard(std::uint32_t s, Aggregator& aggr
 
 absl::StatusOr<ReplicaRound> Replica::RunRound(Aggregator& aggregator, const RoundInfo& info, const float* d_grad,
                                                float* d_weights) {
-  std::vector<std::future<absl::StatusOr<RoundOutcome>>> others;
-  const auto policy = options_.parallel_shards ? std::launch::async : std::launch::deferred;
-  for (std::uint32_t s = 1; s < num_shards(); ++s) {
-    others.push_back(std::async(policy, [&, s] { return RunShard(s, aggregator, info, d_grad, d_weights); }));
+  auto run = [&](std::uint32_t s) { return RunShard(s, aggregator, info, d_grad, d_weights); };
+  if (!options_.parallel_shards) {
+    std::vector<absl::StatusOr<RoundOutcome>> outcomes;
+    for (std::uint32_t s = 0; s < num_shards(); ++s) outcomes.push_back(run(s));
+    return Combine(std::move(outcomes));
   }
-  std::vector<absl::StatusOr<RoundOutcome>> outcomes;
-  outcomes.push_back(RunShard(0, aggregator, info, d_grad, d_weights));
-  for (auto& f : others) outcomes.push_back(f.get());
-  return Combine(std::move(outcomes));
+  ShardThreads<absl::StatusOr<RoundOutcome>> threads(num_shards(), run, absl::CancelledError("shard not run"));
+  return Combine(threads.Wait());
 }
 
 absl::StatusOr<ReplicaRound> Replica::Combine(std::vector<absl::StatusOr<RoundOutcome>> outcomes) const {

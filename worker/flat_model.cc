@@ -118,6 +118,12 @@ FlatModel::~FlatModel() = default;
 
 const sketchps::LayerTable& FlatModel::layers() const { return state_->layers; }
 
+std::vector<at::Tensor> FlatModel::parameters() const {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, p] : state_->params) out.push_back(p);
+  return out;
+}
+
 void FlatModel::ZeroGrad() { state_->flat_grads.zero_(); }
 
 absl::Status FlatModel::VerifyViews() const {

@@ -77,6 +77,8 @@ class FlatModel {
   // 1-D tensors of length dim() sharing the buffers (no copy).
   at::Tensor params_tensor() const;
   at::Tensor grads_tensor() const;
+  // The parameters as flattened, in layer order (handles sharing the caller's tensors).
+  std::vector<at::Tensor> parameters() const;
   torch::nn::Module& module() const;  // only when has_module() (made by Create)
   bool has_module() const;
 

@@ -15,7 +15,7 @@ struct GradientWatch::Hooks {
 absl::StatusOr<std::unique_ptr<GradientWatch>> GradientWatch::Create(FlatModel& model, const ShardMap& shards) {
   std::unique_ptr<GradientWatch> watch(new GradientWatch());
   const auto& layers = model.layers().layers;
-  const auto params = model.module().parameters(/*recurse=*/true);
+  const auto params = model.parameters();
   if (params.size() != layers.size()) {
     return absl::InternalError(
         absl::StrCat("GradientWatch: ", params.size(), " parameters for ", layers.size(), " layers"));
@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<GradientWatch>> GradientWatch::Create(FlatModel& 
   watch->params_of_shard_.assign(n, 0);
   watch->remaining_ = std::make_unique<std::atomic<std::uint32_t>[]>(n);
   watch->signalled_ = std::make_unique<std::atomic<bool>[]>(n);
+  watch->seen_ = std::make_unique<std::atomic<bool>[]>(layers.size());
   watch->hooks_ = std::make_unique<Hooks>();
   for (std::size_t i = 0; i < layers.size(); ++i) {
     std::vector<std::uint32_t> covered;
@@ -57,10 +58,16 @@ void GradientWatch::Arm(std::function<void(std::uint32_t)> ready) {
     remaining_[s].store(params_of_shard_[s]);
     signalled_[s].store(false);
   }
+  for (std::size_t p = 0; p < shards_of_param_.size(); ++p) seen_[p].store(false);
+  repeated_.store(false);
 }
 
 void GradientWatch::OnParameter(std::size_t param) {
   if (!ready_) return;  // not armed (e.g. a backward of the model outside the training loop)
+  if (seen_[param].exchange(true)) {
+    repeated_.store(true);
+    return;
+  }
   for (std::uint32_t s : shards_of_param_[param]) {
     if (remaining_[s].fetch_sub(1) == 1) Signal(s);
   }

@@ -14,8 +14,12 @@
 // in this forward). Updating a complete shard's weights while backward continues is safe: a leaf's
 // accumulator runs after every node that saved that leaf, so no remaining node reads it.
 //
-// Not thread-safe except for the hooks themselves (which only count). The watch must outlive every
-// backward it is armed for.
+// A second backward in one armed round (gradient accumulation) would push a shard before its
+// gradients are complete: repeated() tells that it happened (the caller refuses the round).
+//
+// Works on any FlatModel (a libtorch module, or the Python package's parameters). Not thread-safe
+// except for the hooks themselves (which only count). The watch must outlive every backward it is
+// armed for.
 #pragma once
 
 #include <atomic>
@@ -37,6 +41,9 @@ class GradientWatch {
 
   void Arm(std::function<void(std::uint32_t)> ready);
   void Finish();
+  // Whether a parameter's gradient was accumulated twice since the last Arm.
+  bool repeated() const { return repeated_.load(); }
+  bool armed() const { return static_cast<bool>(ready_); }
 
  private:
   struct Hooks;
@@ -48,6 +55,8 @@ class GradientWatch {
   std::vector<std::uint32_t> params_of_shard_;               // constant after Create
   std::unique_ptr<std::atomic<std::uint32_t>[]> remaining_;  // per shard, reset by Arm
   std::unique_ptr<std::atomic<bool>[]> signalled_;           // per shard, reset by Arm
+  std::unique_ptr<std::atomic<bool>[]> seen_;                // per parameter, reset by Arm
+  std::atomic<bool> repeated_{false};
   std::function<void(std::uint32_t)> ready_;
   std::unique_ptr<Hooks> hooks_;  // keeps the accumulators (and their hooks) alive
 };

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <fstream>
-#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "common/status.h"
+#include "spdlog/spdlog.h"
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
 #include "common/reason.h"
@@ -157,13 +157,27 @@ absl::StatusOr<nlohmann::json> Session::Step(std::uint64_t round, float loss, co
     return absl::FailedPreconditionError(absl::StrCat("round ", round, ": the job has ", plan_.last_round, " rounds"));
   }
   const absl::Time now = absl::Now();
-  RoundRuns runs{now - compute, now, transport_->counters(), {}};
-  std::vector<std::future<ShardRun>> threads;
-  for (std::uint32_t s = 0; s < num_shards(); ++s) {
-    threads.push_back(std::async(std::launch::async, [=, this] { return RunShard(s, round, grads, params); }));
-  }
-  for (auto& t : threads) runs.shards.push_back(t.get());
-  return Complete(round, loss, std::move(runs), params);
+  RoundFlight flight = StartRound(round, grads, params);
+  return Complete(round, loss, Land(flight, now - compute), params);
+}
+
+RoundFlight Session::StartRound(std::uint64_t round, const float* grads, float* params) {
+  RoundFlight flight{transport_->counters(), nullptr};
+  flight.shards = std::make_unique<ShardThreads<ShardRun>>(
+      num_shards(), [=, this](std::uint32_t s) { return RunShard(s, round, grads, params); });
+  return flight;
+}
+
+RoundRuns Session::Land(RoundFlight& flight, absl::Time start, bool abandon) {
+  RoundRuns runs{start, absl::InfinitePast(), flight.before, {}};
+  runs.shards = flight.shards->Wait(abandon);
+  const absl::Time end = absl::Now();
+  double longest = 0;
+  for (const auto& r : runs.shards) longest = std::max(longest, r.seconds);
+  // The compute ended when the last shard could start at the latest; the shard threads' own times
+  // tell how much of the exchange went on after it.
+  runs.computed = std::min(end, std::max(start, end - absl::Seconds(longest)));
+  return runs;
 }
 
 absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss, RoundRuns runs, const float* params) {
@@ -206,13 +220,46 @@ absl::StatusOr<std::vector<float>> Session::SumOverWorkers(std::uint64_t round, 
   return sketchps::SumOverWorkers(transport_->aggregator(), round, std::move(values));
 }
 
-absl::StatusOr<Regrouped> Session::Regroup(const absl::Status& failure, std::uint64_t round) {
+void Session::RememberRoundStart(std::uint64_t round, const float* params) {
+  if (!can_regroup()) return;
+  RoundStart& start = starts_[round % 2];
+  start.round = round;
+  start.params.assign(params, params + dim());
+  start.optimizer_state.clear();
+  for (std::uint32_t i = 0; i < num_shards(); ++i) start.optimizer_state.push_back(replica_->optimizer(i).State());
+}
+
+absl::StatusOr<Regrouped> Session::Recover(const absl::Status& failure, std::uint64_t round, float* params,
+                                           nlohmann::json* note) {
+  if (!can_regroup()) return failure;
+  const absl::Time began = absl::Now();
   SKETCHPS_ASSIGN_OR_RETURN(Regrouped g, transport_->Regroup(failure, round));
+  const RoundStart& start = starts_[g.round % 2];
+  if (start.round != g.round) {
+    return absl::InternalError(absl::StrCat("regroup: the survivors restart at round ", g.round,
+                                            " but this worker (at round ", round, ") has no snapshot of it"));
+  }
   SKETCHPS_ASSIGN_OR_RETURN(plan_, plan_.Continue(o_.job, g.round, g.workers, g.rank));
   const double scale = static_cast<double>(g.workers) / o_.job.workers;
   optimizer_.lr.base_lr = o_.job.optimizer.lr.base_lr * scale;
   optimizer_.lr.min_lr = o_.job.optimizer.lr.min_lr * scale;
   SKETCHPS_ASSIGN_OR_RETURN(replica_, MakeReplica());
+  std::copy(start.params.begin(), start.params.end(), params);
+  for (std::uint32_t i = 0; i < num_shards(); ++i) {
+    SKETCHPS_RETURN_IF_ERROR(replica_->optimizer(i).SetState(start.optimizer_state[i]));
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - began);
+  if (note != nullptr) {
+    *note = nlohmann::json{{"epoch", g.epoch},
+                           {"workers", g.workers},
+                           {"lost", g.lost},
+                           {"rounds_redone", round - g.round},
+                           {"seconds", seconds}};
+  }
+  spdlog::warn(
+      "regrouped into epoch {} after {:.1f} s: rank {} of {} (lost {}), restarting at round {} of {} (learning rate "
+      "x{:.3f})",
+      g.epoch, seconds, g.rank, g.workers, g.lost, g.round, plan_.last_round, scale);
   return g;
 }
 

@@ -6,6 +6,13 @@
 //   auto session = Session::Create(options, layers, params);   // layers must equal job.layout
 //   round = session->Join(params);                       // may overwrite params (the servers' copy)
 //   loop: record = session->Step(round, loss, grads, params);   // every shard, then the checks
+//   or, overlapping the exchange with backward:
+//         auto flight = session->StartRound(round, grads, params);   // a thread per shard, waiting
+//         ... backward, calling flight->Ready(s) as each shard's gradients complete ...
+//         record = session->Complete(round, loss, session->Land(*flight, start), params);
+//   decentralized, peer.on_failure regroup: RememberRoundStart(round, params) before each round;
+//   after a failed round, Recover(failure, round, params) agrees on the survivors, rolls params
+//   and the optimizer state back to the agreed round's start and returns where to go on.
 //
 // Contract:
 // - params and grads are the whole flat vector (layers.dim() floats), owned by the caller, and must
@@ -18,6 +25,7 @@
 // - Not thread-safe, except RunShard for different shards at once.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +37,7 @@
 #include "absl/time/time.h"
 #include "common/tls.h"
 #include "engine/replica.h"
+#include "engine/shard_threads.h"
 #include "job/job_spec.h"
 #include "worker/round_plan.h"
 #include "worker/transport.h"
@@ -62,6 +71,13 @@ struct RoundRuns {
   absl::Time computed;
   TransportCounters before;
   std::vector<ShardRun> shards;
+};
+
+// A round whose shards start as their gradients complete (Session::StartRound).
+struct RoundFlight {
+  TransportCounters before;  // the transport's counters when the round started
+  std::unique_ptr<ShardThreads<ShardRun>> shards;
+  void Ready(std::uint32_t shard) { shards->Ready(shard); }
 };
 
 // Appends JSON lines to a file ("" : nowhere).
@@ -103,14 +119,27 @@ class Session {
                                       absl::Duration compute = absl::ZeroDuration());
   // One shard's part of round `round` (different shards may run at once).
   ShardRun RunShard(std::uint32_t shard, std::uint64_t round, const float* grads, float* params);
+  // Round `round` in flight: a thread per shard runs RunShard once flight.Ready(s) is called for it
+  // (from any thread, e.g. a gradient hook; engine/shard_threads.h). grads and params must stay
+  // valid until Land returns.
+  RoundFlight StartRound(std::uint64_t round, const float* grads, float* params);
+  // Readies every shard not yet started (abandon: releases them unrun, after a failed backward) and
+  // collects the round's runs; `start` is when the round's compute began.
+  RoundRuns Land(RoundFlight& flight, absl::Time start, bool abandon = false);
   // After every shard's run of `round`: their totals, the replica check and the round's record.
   absl::StatusOr<nlohmann::json> Complete(std::uint64_t round, float loss, RoundRuns runs, const float* params);
 
   // The elementwise sum of every worker's values after round `round` (engine/aggregator.h).
   absl::StatusOr<std::vector<float>> SumOverWorkers(std::uint64_t round, std::vector<float> values);
-  // Decentralized, peer.on_failure: regroup: agrees on the survivors after `failure` in `round` and
-  // rebuilds the plan, learning rate and replica for them (weights and momentum are the caller's).
-  absl::StatusOr<Regrouped> Regroup(const absl::Status& failure, std::uint64_t round);
+  // Decentralized, peer.on_failure: regroup: keeps params and the optimizer state at the start of
+  // `round` (the last two rounds' are kept, what a regroup rolls back to). No-op otherwise.
+  void RememberRoundStart(std::uint64_t round, const float* params);
+  // After `failure` in `round`: agrees on the survivors (or returns `failure` when this job does not
+  // regroup), rebuilds the plan, learning rate and replica for them, and rolls params and the
+  // optimizer state back to the start of the round they go on from. The returned note is the
+  // first record's "regroup" entry.
+  absl::StatusOr<Regrouped> Recover(const absl::Status& failure, std::uint64_t round, float* params,
+                                    nlohmann::json* note);
   // After the last round: tells the servers this worker is done (best effort).
   absl::Status Finish(std::uint64_t rounds_applied);
 
@@ -129,8 +158,16 @@ class Session {
   absl::Status StartTransport();
   absl::StatusOr<std::unique_ptr<Replica>> MakeReplica() const;
 
+  // A worker's state at the start of a round: what a regroup rolls back to.
+  struct RoundStart {
+    std::uint64_t round = ~0ull;
+    std::vector<float> params;
+    std::vector<std::vector<float>> optimizer_state;  // per shard
+  };
+
   SessionOptions o_;
   LayerTable layers_;
+  std::array<RoundStart, 2> starts_;  // decentralized regroup: the last two round starts
   ShardMap shards_;
   RoundPlan plan_;
   OptimizerConfig optimizer_;

@@ -1,19 +1,14 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/notification.h"
 #include "common/checksum.h"
 #include "common/gradient_dump.h"
 #include "common/status.h"
@@ -32,13 +27,6 @@
 namespace sketchps::worker {
 namespace {
 
-// A worker's state at the start of a round: what a regroup rolls back to.
-struct Snapshot {
-  std::uint64_t round = ~0ull;
-  std::vector<float> params;
-  std::vector<std::vector<float>> optimizer_state;  // per shard (empty without momentum)
-};
-
 class Trainer {
  public:
   explicit Trainer(const TrainerOptions& options) : o_(options) {}
@@ -50,11 +38,8 @@ class Trainer {
   absl::Status CheckOptions() const;
   absl::StatusOr<Batch> BatchOf(std::uint64_t round);
   absl::StatusOr<nlohmann::json> RunRound(std::uint64_t round);
-  absl::StatusOr<float> ComputeAndExchange(std::uint64_t round, std::vector<ShardRun>& shards);
   absl::Status Evaluate(std::uint64_t round, bool final, nlohmann::json& record);
   absl::Status DumpGradient(std::uint64_t round) const;
-  void SaveSnapshot(std::uint64_t round);
-  absl::StatusOr<std::uint64_t> Regroup(const absl::Status& failure, std::uint64_t round);
   const RoundPlan& plan() const { return session_->plan(); }
 
   const TrainerOptions& o_;
@@ -70,8 +55,7 @@ class Trainer {
 
   BatchOrder order_{o_.job.train.seed};
 
-  // Decentralized regroup: the last two round starts, and the note for the next record.
-  std::array<Snapshot, 2> snapshots_;
+  // Decentralized regroup: the note for the next record.
   std::optional<nlohmann::json> regroup_note_;
 
   JsonLinesLog log_;
@@ -107,45 +91,19 @@ absl::StatusOr<Batch> Trainer::BatchOf(std::uint64_t round) {
 
 // Forward and backward on this thread; each shard's round on a thread of its own, started as soon as
 // its gradients are complete (options.overlap) or after backward.
-absl::StatusOr<float> Trainer::ComputeAndExchange(std::uint64_t round, std::vector<ShardRun>& runs) {
+absl::StatusOr<nlohmann::json> Trainer::RunRound(std::uint64_t round) {
+  const absl::Time start = absl::Now();
   SKETCHPS_ASSIGN_OR_RETURN(Batch batch, BatchOf(round));
-  const std::uint32_t n = session_->num_shards();
-  std::vector<absl::Notification> ready(n);
-  std::atomic<bool> abandon{false};
-  float* params = model_->flat().params();
-  const float* grads = model_->flat().grads();
-  std::vector<std::future<ShardRun>> threads;
-  for (std::uint32_t s = 0; s < n; ++s) {
-    threads.push_back(std::async(std::launch::async, [&, s] {
-      ready[s].WaitForNotification();
-      if (abandon.load()) return ShardRun{};
-      return session_->RunShard(s, round, grads, params);
-    }));
-  }
-  if (o_.overlap) watch_->Arm([&](std::uint32_t s) { ready[s].Notify(); });
+  RoundFlight flight = session_->StartRound(round, model_->flat().grads(), model_->flat().params());
+  if (o_.overlap) watch_->Arm([&flight](std::uint32_t s) { flight.Ready(s); });
   auto loss = model_->ForwardBackward(batch.input, batch.target);
   if (o_.overlap) watch_->Finish();
-  abandon.store(!loss.ok());
   if (loss.ok() && o_.dump_rounds.contains(round)) {
     if (auto st = DumpGradient(round); !st.ok()) spdlog::warn("{}", std::string(st.message()));
   }
-  for (std::uint32_t s = 0; s < n; ++s) {
-    if (!ready[s].HasBeenNotified()) ready[s].Notify();
-  }
-  for (auto& t : threads) runs.push_back(t.get());
-  return loss;
-}
-
-absl::StatusOr<nlohmann::json> Trainer::RunRound(std::uint64_t round) {
-  RoundRuns runs{absl::Now(), absl::InfinitePast(), session_->counters(), {}};
-  SKETCHPS_ASSIGN_OR_RETURN(const float loss, ComputeAndExchange(round, runs.shards));
-  const absl::Time end = absl::Now();
-  double longest = 0;
-  for (const auto& r : runs.shards) longest = std::max(longest, r.seconds);
-  // The compute ended when the last shard could start at the latest; the shard threads' own times
-  // tell how much of the exchange went on after it.
-  runs.computed = std::min(end, std::max(runs.start, end - absl::Seconds(longest)));
-  return session_->Complete(round, loss, std::move(runs), model_->flat().params());
+  RoundRuns runs = session_->Land(flight, start, /*abandon=*/!loss.ok());
+  SKETCHPS_RETURN_IF_ERROR(loss.status());
+  return session_->Complete(round, *loss, std::move(runs), model_->flat().params());
 }
 
 absl::Status Trainer::Evaluate(std::uint64_t round, bool final, nlohmann::json& record) {
@@ -179,46 +137,6 @@ absl::Status Trainer::DumpGradient(std::uint64_t round) const {
   return absl::OkStatus();
 }
 
-void Trainer::SaveSnapshot(std::uint64_t round) {
-  Snapshot& snap = snapshots_[round % 2];
-  const auto& p = model_->flat();
-  snap.round = round;
-  snap.params.assign(p.params(), p.params() + p.dim());
-  snap.optimizer_state.clear();
-  for (std::uint32_t i = 0; i < session_->num_shards(); ++i) {
-    snap.optimizer_state.push_back(session_->replica().optimizer(i).State());
-  }
-}
-
-// After round `round` failed: regroup (or return the failure), roll back to the agreed round and
-// rebuild what depends on the membership. Returns the round to run next.
-absl::StatusOr<std::uint64_t> Trainer::Regroup(const absl::Status& failure, std::uint64_t round) {
-  const absl::Time start = absl::Now();
-  SKETCHPS_ASSIGN_OR_RETURN(Regrouped g, session_->Regroup(failure, round));
-  const Snapshot& snap = snapshots_[g.round % 2];
-  if (snap.round != g.round) {
-    return absl::InternalError(absl::StrCat("regroup: the survivors restart at round ", g.round,
-                                            " but this worker (at round ", round, ") has no snapshot of it"));
-  }
-  std::copy(snap.params.begin(), snap.params.end(), model_->flat().params());
-  for (std::uint32_t i = 0; i < session_->num_shards(); ++i) {
-    if (!snap.optimizer_state[i].empty())
-      SKETCHPS_RETURN_IF_ERROR(session_->replica().optimizer(i).SetState(snap.optimizer_state[i]));
-  }
-  const double scale = static_cast<double>(g.workers) / o_.job.workers;
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  regroup_note_ = nlohmann::json{{"epoch", g.epoch},
-                                 {"workers", g.workers},
-                                 {"lost", g.lost},
-                                 {"rounds_redone", round - g.round},
-                                 {"seconds", seconds}};
-  spdlog::warn(
-      "regrouped into epoch {} after {:.1f} s: rank {} of {} (lost {}), restarting at round {} of {} (learning rate "
-      "x{:.3f})",
-      g.epoch, seconds, g.rank, g.workers, g.lost, g.round, plan().last_round, scale);
-  return g.round;
-}
-
 absl::StatusOr<TrainSummary> Trainer::Run() {
   spdlog::info("worker {}/{}: {} ({} parameters), scheme {}, rounds {}..{}{}", o_.rank, o_.job.workers, o_.job.model,
                model_->flat().dim(), o_.job.scheme.name, start_round_, plan().last_round,
@@ -231,7 +149,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary_.weights_checksum = WeightsChecksum({model_->flat().params(), model_->flat().dim()});
   std::uint64_t round = start_round_;
   while (round < plan().last_round) {
-    if (session_->can_regroup()) SaveSnapshot(round);
+    session_->RememberRoundStart(round, model_->flat().params());
     const bool last = round + 1 == plan().last_round;
     const std::uint64_t every = o_.job.train.eval_every_rounds;
     auto record = RunRound(round);
@@ -239,8 +157,11 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       if (auto st = Evaluate(round, last, *record); !st.ok()) record = st;
     }
     if (!record.ok()) {
-      if (!session_->can_regroup()) return record.status();
-      SKETCHPS_ASSIGN_OR_RETURN(round, Regroup(record.status(), round));
+      nlohmann::json note;
+      SKETCHPS_ASSIGN_OR_RETURN(const Regrouped g,
+                                session_->Recover(record.status(), round, model_->flat().params(), &note));
+      regroup_note_ = std::move(note);
+      round = g.round;
       continue;
     }
     if (regroup_note_) (*record)["regroup"] = *std::exchange(regroup_note_, std::nullopt);

@@ -241,9 +241,16 @@ class DistributedOptimizer:
     Creating it joins the job: afterwards the model's trainable parameters hold the servers' weights
     (parameter-server mode) and are views into one flat buffer, as is each .grad; frozen parameters
     (requires_grad False) are left out. A model with buffers (BatchNorm statistics) is refused.
+
+    overlap (default True): zero_grad() starts the round, and during backward each shard's exchange
+    starts as soon as its gradients are complete (as DDP's buckets do); step() waits for them. To
+    accumulate gradients over several backward passes per step, pass overlap=False.
+    Decentralized mode with peer.on_failure regroup: when a peer is lost, step() returns
+    {"regroup": ..., "redo_from": round}: the survivors rolled the model back to that round and the
+    loop goes on from it (opt.round and opt.batch_indices() follow).
     """
 
-    def __init__(self, optimizer, model, scheme=None, density=None):
+    def __init__(self, optimizer, model, scheme=None, density=None, overlap=True):
         ctx = _context
         if ctx is None:
             raise OrderError("DistributedOptimizer: call sketchps.torch.init() first")
@@ -261,7 +268,7 @@ class DistributedOptimizer:
         self.job = job
         self._lr = [g["lr"] for g in optimizer.param_groups]
         buffers = [n for n, _ in model.named_buffers()]
-        self._worker = _core.Worker(job, ctx.config, named, buffers)
+        self._worker = _core.Worker(job, ctx.config, named, buffers, overlap)
         self._compute_start = None
         self.last_stats = None
 

@@ -162,16 +162,17 @@ void BindWorker(py::module_& m) {
       .def_readwrite("patience_seconds", &WorkerConfig::patience_seconds)
       .def_readwrite("peer_timeout_seconds", &WorkerConfig::peer_timeout_seconds);
   py::class_<PyWorker>(m, "Worker")
-      .def(
-          py::init([](const JobSpec& job, const WorkerConfig& config,
-                      std::vector<std::pair<std::string, at::Tensor>> params, const std::vector<std::string>& buffers) {
-            absl::StatusOr<std::unique_ptr<PyWorker>> w;
-            {
-              py::gil_scoped_release release;
-              w = PyWorker::Create(job, config, std::move(params), buffers);
-            }
-            return Unwrap(std::move(w));
-          }))
+      .def(py::init([](const JobSpec& job, const WorkerConfig& config,
+                       std::vector<std::pair<std::string, at::Tensor>> params, const std::vector<std::string>& buffers,
+                       bool overlap) {
+             absl::StatusOr<std::unique_ptr<PyWorker>> w;
+             {
+               py::gil_scoped_release release;
+               w = PyWorker::Create(job, config, std::move(params), buffers, overlap);
+             }
+             return Unwrap(std::move(w));
+           }),
+           py::arg("job"), py::arg("config"), py::arg("params"), py::arg("buffers"), py::arg("overlap") = true)
       .def("step",
            [](PyWorker& w, float loss, double compute_seconds) {
              absl::StatusOr<std::string> r;
@@ -199,7 +200,7 @@ void BindWorker(py::module_& m) {
              }
              Check(st);
            })
-      .def("zero_grad", &PyWorker::ZeroGrad)
+      .def("zero_grad", [](PyWorker& w) { Check(w.ZeroGrad()); })
       .def("batch_indices", [](PyWorker& w, std::uint64_t round) { return Unwrap(w.BatchIndices(round)); })
       .def("learning_rate", &PyWorker::learning_rate)
       .def("epoch_of", &PyWorker::epoch_of)

@@ -34,7 +34,7 @@ absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, cons
 
 absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, const WorkerConfig& config,
                                                            std::vector<std::pair<std::string, at::Tensor>> params,
-                                                           const std::vector<std::string>& buffers) {
+                                                           const std::vector<std::string>& buffers, bool overlap) {
   SKETCHPS_ASSIGN_OR_RETURN(auto options, SessionOptionsOf(job, config));
   SKETCHPS_ASSIGN_OR_RETURN(worker::FlatModel flat, worker::FlatModel::FromParameters(std::move(params), buffers));
   std::unique_ptr<PyWorker> w(new PyWorker(std::move(flat), job.train.seed));
@@ -42,7 +42,52 @@ absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, c
   SKETCHPS_ASSIGN_OR_RETURN(w->session_, worker::Session::Create(options, w->flat_.layers(), w->flat_.params()));
   SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->flat_.params()));
   w->next_round_ = w->first_round_;
+  w->session_->RememberRoundStart(w->next_round_, w->flat_.params());
+  if (overlap) {
+    SKETCHPS_ASSIGN_OR_RETURN(w->watch_, worker::GradientWatch::Create(w->flat_, w->session_->shards()));
+  }
   return w;
+}
+
+absl::Status PyWorker::ZeroGrad() {
+  SKETCHPS_RETURN_IF_ERROR(Usable("zero_grad"));
+  if (flight_ && watch_->repeated()) {
+    return absl::FailedPreconditionError("zero_grad: called again after backward, before step()");
+  }
+  flat_.ZeroGrad();
+  if (watch_ && !flight_ && next_round_ < last_round()) {
+    flight_ = session_->StartRound(next_round_, flat_.grads(), flat_.params());
+    flight_start_ = absl::Now();
+    watch_->Arm([flight = &*flight_](std::uint32_t s) { flight->Ready(s); });
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_seconds) {
+  if (!flight_) {
+    return session_->Step(next_round_, loss, flat_.grads(), flat_.params(), absl::Seconds(compute_seconds));
+  }
+  watch_->Finish();
+  const bool repeated = watch_->repeated();
+  worker::RoundRuns runs = session_->Land(*flight_, flight_start_);
+  flight_.reset();
+  if (repeated) {
+    return absl::FailedPreconditionError(
+        "step: more than one backward in this round while its exchange overlapped the first one, so partial "
+        "gradients were sent; to accumulate gradients over several backward passes, create "
+        "DistributedOptimizer(..., overlap=False)");
+  }
+  return session_->Complete(next_round_, loss, std::move(runs), flat_.params());
+}
+
+absl::StatusOr<nlohmann::json> PyWorker::Recover(const absl::Status& failure) {
+  nlohmann::json note;
+  SKETCHPS_ASSIGN_OR_RETURN(const worker::Regrouped g, session_->Recover(failure, next_round_, flat_.params(), &note));
+  nlohmann::json record{{"round", next_round_}, {"regroup", note}, {"redo_from", g.round}};
+  regroup_note_ = note;
+  next_round_ = g.round;
+  session_->RememberRoundStart(next_round_, flat_.params());
+  return record;
 }
 
 absl::Status PyWorker::Usable(const char* call) const {
@@ -57,12 +102,18 @@ absl::StatusOr<std::string> PyWorker::Step(float loss, double compute_seconds) {
                                                       "DistributedOptimizer.done before stepping)"));
   }
   SKETCHPS_RETURN_IF_ERROR(flat_.VerifyViews());
-  SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json record, session_->Step(next_round_, loss, flat_.grads(), flat_.params(),
-                                                                  absl::Seconds(compute_seconds)));
+  auto exchanged = Exchange(loss, compute_seconds);
+  if (!exchanged.ok()) {
+    SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json regrouped, Recover(exchanged.status()));
+    return regrouped.dump();  // the next round is the one the survivors go on from
+  }
+  nlohmann::json& record = *exchanged;
   if (std::isnan(loss)) record.erase("loss");  // step() without a loss
+  if (regroup_note_) record["regroup"] = *std::exchange(regroup_note_, std::nullopt);
   if (pending_) log_.Write(*pending_);
   pending_ = record;
   ++next_round_;
+  session_->RememberRoundStart(next_round_, flat_.params());
   return record.dump();
 }
 

@@ -4,9 +4,17 @@
 // (worker/session.h) over them, the same round engine as the C++ worker's.
 //
 // Order of use: Create (joins: the parameters then hold the servers' weights, or in decentralized
-// mode this worker's own), then per round Step; Evaluate after a Step; Finish once. Calls out of this
-// order are FailedPrecondition naming the call. Every blocking call runs without the GIL (the
-// binding releases it). Not thread-safe.
+// mode this worker's own), then per round ZeroGrad, the caller's backward, Step; Evaluate after a
+// Step; Finish once. Calls out of this order are FailedPrecondition naming the call. Every blocking
+// call runs without the GIL (the binding releases it). Not thread-safe.
+//
+// With `overlap`, ZeroGrad starts the next round in flight (worker/session.h StartRound) and arms a
+// GradientWatch: during the caller's backward each shard's exchange starts as soon as its
+// gradients are complete, as in the C++ worker; Step then waits for the shards. A second backward
+// before Step (gradient accumulation) is refused at Step: it would have pushed partial gradients.
+// Decentralized mode with peer.on_failure regroup: a round that fails because a peer is lost makes
+// the survivors regroup (Session::Recover): the parameters and the optimizer state roll back to
+// the agreed round, next_round() moves back to it, and Step's record carries "regroup".
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -23,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "worker/fashion_mnist.h"
 #include "worker/flat_model.h"
+#include "worker/gradient_watch.h"
 #include "worker/session.h"
 
 namespace sketchps::python {
@@ -45,7 +54,7 @@ class PyWorker {
  public:
   static absl::StatusOr<std::unique_ptr<PyWorker>> Create(const JobSpec& job, const WorkerConfig& config,
                                                           std::vector<std::pair<std::string, at::Tensor>> params,
-                                                          const std::vector<std::string>& buffers);
+                                                          const std::vector<std::string>& buffers, bool overlap);
 
   // One round with the gradients now in the buffer; returns the round's record (JSON, trainer.h;
   // without "loss" when `loss` is NaN: the caller gave none).
@@ -55,7 +64,8 @@ class PyWorker {
   absl::StatusOr<std::string> Evaluate(double correct, double samples, double loss_sum, double seconds, bool final);
   // Writes the last record and tells the servers this worker is done. Later calls do nothing.
   absl::Status Finish();
-  void ZeroGrad() { flat_.ZeroGrad(); }
+  // Zeroes the gradients; with overlap, starts the next round in flight (see above).
+  absl::Status ZeroGrad();
 
   // This worker's sample indices of round `round` (the data order rule, worker/fashion_mnist.h).
   absl::StatusOr<std::vector<std::uint64_t>> BatchIndices(std::uint64_t round);
@@ -72,12 +82,20 @@ class PyWorker {
  private:
   PyWorker(worker::FlatModel flat, std::uint64_t seed) : flat_(std::move(flat)), order_(seed) {}
   absl::Status Usable(const char* call) const;
+  // The round's exchange: landing the flight ZeroGrad started, or every shard now.
+  absl::StatusOr<nlohmann::json> Exchange(float loss, double compute_seconds);
+  // After a failed round: regroup (decentralized) or the failure.
+  absl::StatusOr<nlohmann::json> Recover(const absl::Status& failure);
 
   worker::FlatModel flat_;
   std::unique_ptr<worker::Session> session_;
+  std::unique_ptr<worker::GradientWatch> watch_;  // with overlap
+  std::optional<worker::RoundFlight> flight_;     // the round ZeroGrad started
+  absl::Time flight_start_;
   worker::JsonLinesLog log_;
   worker::BatchOrder order_;
-  std::optional<nlohmann::json> pending_;  // the last round's record, written at the next Step or Finish
+  std::optional<nlohmann::json> pending_;       // the last round's record, written at the next Step or Finish
+  std::optional<nlohmann::json> regroup_note_;  // for the first record after a regroup
   std::uint64_t first_round_ = 0;
   std::uint64_t next_round_ = 0;
   bool finished_ = false;

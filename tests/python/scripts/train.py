@@ -22,6 +22,8 @@ parser.add_argument("--cpp-init", action="store_true")
 parser.add_argument("--perturb-rank", type=int, default=-1)
 parser.add_argument("--save", default="")
 parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
+parser.add_argument("--no-overlap", action="store_true", help="DistributedOptimizer(overlap=False)")
+parser.add_argument("--backward-twice", action="store_true", help="two backward passes per step (misuse with overlap)")
 args = parser.parse_args()
 
 ctx = sps.init()
@@ -38,7 +40,7 @@ if args.optimizer == "adamw":
     torch_opt = torch.optim.AdamW(tiny_models.adamw_groups(model, 0.05), lr=2e-3, betas=(0.9, 0.98), eps=1e-7)
 else:
     torch_opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=job.lr, momentum=job.momentum)
-opt = sps.DistributedOptimizer(torch_opt, model)
+opt = sps.DistributedOptimizer(torch_opt, model, overlap=not args.no_overlap)
 train_x, train_y = data.fashion_mnist("train", job.data_path)
 test_x, test_y = data.fashion_mnist("test", job.data_path)
 with opt:
@@ -47,7 +49,11 @@ with opt:
         opt.zero_grad()
         loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
         loss.backward()
-        opt.step(loss=loss)
+        if args.backward_twice:
+            F.cross_entropy(model(train_x[idx]), train_y[idx]).backward()
+        stats = opt.step(loss=loss)
+        if "regroup" in stats and "redo_from" in stats:
+            print(f"rank {ctx.rank}: regrouped, going on from round {stats['redo_from']}", flush=True)
     mine = torch.tensor(data.share(len(test_y), ctx.rank, ctx.world_size), dtype=torch.int64)
     result = opt.evaluate(*data.count_correct(model, test_x[mine], test_y[mine], batch_size=200), final=True)
     print(f"rank {ctx.rank}: final test accuracy {result['accuracy']:.4f}", flush=True)
