@@ -1,5 +1,5 @@
 // Framed files: an 8-byte magic | payload length (u64 LE) | CRC32 of the payload (u32 LE) | payload.
-// Shard checkpoints ("SKPSCKP1", server/checkpoint.h) and gradient dumps ("SKPSGRD1",
+// Shard checkpoints ("SKPSCKP1", ps/checkpoint.h) and gradient dumps ("SKPSGRD1",
 // common/gradient_dump.h) use it.
 //
 // WriteFramedFile is atomic: the bytes go to "<path>.tmp", which is fsynced, renamed over `path`, and

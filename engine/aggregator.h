@@ -31,7 +31,7 @@ class Aggregator {
 
 // The auxiliary phase id: a dense sum over every worker outside the scheme's phases (evaluation
 // counts; user metrics), run on shard 0.
-inline constexpr std::uint32_t kAuxPhase = 15;
+inline constexpr std::uint32_t kAuxPhase = kMaxPhases - 1;
 
 // The elementwise sum of every worker's `values`: phase kAuxPhase of `round`, the round every worker
 // has just completed (so it orders after that round's phases and before the next round's, in the

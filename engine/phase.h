@@ -34,6 +34,10 @@
 
 namespace sketchps {
 
+// Phases per round any scheme may use (phase ids 0 .. kMaxPhases - 1, the last one being the
+// auxiliary phase of engine/aggregator.h); servers and peers refuse higher ids.
+inline constexpr std::uint32_t kMaxPhases = 16;
+
 // A sketch table may hold at most this many cells per element of the range it compresses (a larger
 // table would cost more than sending the range densely).
 inline constexpr std::uint64_t kSketchCellsPerElement = 8;

@@ -13,8 +13,6 @@
 
 namespace sketchps::peer {
 
-inline constexpr std::uint32_t kMaxPeerPhases = 16;  // phases per round (as the PS allows)
-
 struct PeerConfig {
   std::string job_id;
   std::uint64_t epoch = 0;  // bump on membership change: older messages are refused

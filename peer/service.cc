@@ -36,7 +36,7 @@ absl::Status CheckHeader(const PeerConfig& c, const v1::PayloadHeader& h) {
   if (h.shard_id() >= c.range_lengths.size()) {
     return Invalid("header.shard_id", absl::StrCat(h.shard_id(), " >= ", c.range_lengths.size(), " shards"));
   }
-  if (h.phase() >= kMaxPeerPhases) return Invalid("header.phase", absl::StrCat(h.phase(), " >= ", kMaxPeerPhases));
+  if (h.phase() >= kMaxPhases) return Invalid("header.phase", absl::StrCat(h.phase(), " >= ", kMaxPhases));
   return absl::OkStatus();
 }
 

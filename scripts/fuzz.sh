@@ -43,7 +43,7 @@ cmake --preset fuzz >/dev/null
 targets=(sketchps_fuzzers)
 if [[ $tests -eq 1 ]]; then
   targets+=(sketchps_common_tests sketchps_kernels_tests sketchps_engine_tests sketchps_schemes_tests
-            sketchps_job_tests sketchps_server_tests sketchps_peer_tests)
+            sketchps_job_tests sketchps_ps_tests sketchps_peer_tests)
 fi
 cmake --build --preset fuzz -j "$jobs" --target "${targets[@]}"
 

@@ -11,9 +11,9 @@
 #include "common/layout.h"
 #include "engine/phase.h"
 #include "job/job_spec.h"
-#include "server/shard_host.h"
+#include "ps/shard_host.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 
 inline HostOptions HostOptionsFor(const JobSpec& job, std::uint32_t shard_id, const std::string& checkpoint_dir) {
   HostOptions options;
@@ -47,4 +47,4 @@ inline ServerOptions ServerOptionsFor(const JobSpec& job, std::uint32_t shard_id
   return options;
 }
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

@@ -31,9 +31,9 @@
 #include "engine/phase.h"
 #include "common/rendezvous_file.h"
 #include "server/job_adapter.h"
-#include "server/metrics.h"
-#include "server/service.h"
-#include "server/shard_host.h"
+#include "ps/metrics.h"
+#include "ps/service.h"
+#include "ps/shard_host.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -78,10 +78,10 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("bad job spec: layers: model: custom needs the model's layout (`sketchps run --script` adds it)");
     return 2;
   }
-  const server::HostOptions options =
-      server::HostOptionsFor(*job, shard_id, flags.checkpoint_dir.empty() ? job->checkpoint.dir : flags.checkpoint_dir);
-  server::ServerMetrics metrics(shard_id);
-  auto host = server::ShardHost::Open(options, &metrics);
+  const ps::HostOptions options =
+      ps::HostOptionsFor(*job, shard_id, flags.checkpoint_dir.empty() ? job->checkpoint.dir : flags.checkpoint_dir);
+  ps::ServerMetrics metrics(shard_id);
+  auto host = ps::ShardHost::Open(options, &metrics);
   if (!host.ok()) {
     spdlog::error("cannot start shard {}: {}", shard_id, std::string(host.status().message()));
     return 2;
@@ -92,7 +92,7 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("{}", std::string(credentials.status().message()));
     return 2;
   }
-  server::ParameterServerService service(**host, absl::Seconds(flags.max_wait_seconds), !tls->insecure);
+  ps::ParameterServerService service(**host, absl::Seconds(flags.max_wait_seconds), !tls->insecure);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0, health_port = 0;
@@ -102,7 +102,7 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
   if (!flags.health_listen.empty()) {
     builder.AddListeningPort(flags.health_listen, grpc::InsecureServerCredentials(), &health_port);
   }
-  const ServerOptions server_options = server::ServerOptionsFor(*job, shard_id, flags.max_message_mb);
+  const ServerOptions server_options = ps::ServerOptionsFor(*job, shard_id, flags.max_message_mb);
   ConfigureServer(builder, server_options);
   spdlog::info("messages up to {} bytes (--max-message-mb), open files limit {}", server_options.max_message_bytes,
                RaiseFileLimit());
@@ -116,9 +116,9 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
   // Health: "" (readiness: NOT_SERVING from SIGTERM on) and "liveness" (SERVING until the process
   // exits, so a draining shard that writes its checkpoint is not killed by a liveness probe).
   grpc_server->GetHealthCheckService()->SetServingStatus("liveness", true);
-  std::optional<server::MetricsEndpoint> endpoint;
+  std::optional<ps::MetricsEndpoint> endpoint;
   if (!flags.metrics_listen.empty()) {
-    auto served = server::ServeMetrics(flags.metrics_listen, metrics);
+    auto served = ps::ServeMetrics(flags.metrics_listen, metrics);
     if (!served.ok()) {
       spdlog::error("{}", std::string(served.status().message()));
       return 1;

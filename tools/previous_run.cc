@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/rendezvous_file.h"
 #include "common/status.h"
-#include "server/checkpoint.h"
+#include "ps/checkpoint.h"
 #include "tools/summary.h"
 
 namespace sketchps::tools {
@@ -55,7 +55,7 @@ absl::Status Trim(const fs::path& out, std::uint32_t workers, std::uint64_t roun
 absl::StatusOr<std::optional<std::uint64_t>> CheckPreviousRun(const fs::path& out, const fs::path& checkpoint_dir,
                                                               const JobSpec& job, bool resume) {
   const std::string dir = checkpoint_dir.string();
-  const auto rounds = server::NewestCheckpointRounds(dir);
+  const auto rounds = ps::NewestCheckpointRounds(dir);
   std::vector<std::string> found;
   if (!rounds.empty()) found.push_back(absl::StrCat("checkpoints in ", dir));
   for (const char* file : {"summary.json", "worker-0.jsonl"}) {

@@ -1,6 +1,6 @@
 // A run directory that already holds a run (tools/run.h): refused, or resumed with --resume.
 //
-// A previous run is any of: checkpoints in the checkpoint folder (server/checkpoint.h file names),
+// A previous run is any of: checkpoints in the checkpoint folder (ps/checkpoint.h file names),
 // <out>/summary.json, <out>/worker-0.jsonl. Without --resume such a directory is refused (rerunning
 // would otherwise load the finished checkpoints and train 0 rounds). With --resume, in ps mode,
 // every shard needs a checkpoint and all of them must be at the same round, below the job's last;

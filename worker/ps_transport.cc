@@ -16,7 +16,7 @@ namespace {
 
 class PsTransport final : public Transport {
  public:
-  explicit PsTransport(std::unique_ptr<PsClient> client) : client_(std::move(client)) {}
+  explicit PsTransport(std::unique_ptr<ps::Client> client) : client_(std::move(client)) {}
 
   // Joins every shard at once (a starting shard answers when every worker has joined), offering
   // this fresh replica, and takes each shard's state: a fresh worker adopts whatever round the job
@@ -25,13 +25,13 @@ class PsTransport final : public Transport {
                                       Replica& replica) override {
     client_->SetReplica(layers, [params, shards, &replica](std::uint32_t shard) {
       const auto& r = shards.ranges[shard];
-      return ReplicaOffer{{params + r.lo, r.size()}, replica.optimizer(shard).State()};
+      return ps::ReplicaOffer{{params + r.lo, r.size()}, replica.optimizer(shard).State()};
     });
     std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
       joins.push_back(
-          std::async(std::launch::async, [this, shard, offer = ReplicaOffer{{params + r.lo, r.size()}, {}}] {
+          std::async(std::launch::async, [this, shard, offer = ps::ReplicaOffer{{params + r.lo, r.size()}, {}}] {
             return client_->Join(shard, 0, offer);
           }));
     }
@@ -71,7 +71,7 @@ class PsTransport final : public Transport {
   absl::Status CheckReplica(std::uint64_t round, const ShardMap& shards, const float* params) override {
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
-      const FinalReport report = client_->last_final(shard);
+      const ps::FinalReport report = client_->last_final(shard);
       const std::uint64_t mine = WeightsChecksum({params + r.lo, r.size()});
       if (report.rounds_applied != round + 1 || report.checksum != mine) {
         return WithReason(absl::FailedPreconditionError(absl::StrFormat(
@@ -93,18 +93,18 @@ class PsTransport final : public Transport {
   }
 
   TransportCounters counters() const override {
-    const ClientCounters c = client_->counters();
+    const ps::ClientCounters c = client_->counters();
     return TransportCounters{c.wire_up, c.wire_down, false, 0, 0, c.rpc_seconds};
   }
 
  private:
-  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<ps::Client> client_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ClientOptions options) {
-  SKETCHPS_ASSIGN_OR_RETURN(auto client, PsClient::Connect(std::move(options)));
+absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ps::ClientOptions options) {
+  SKETCHPS_ASSIGN_OR_RETURN(auto client, ps::Client::Connect(std::move(options)));
   return std::unique_ptr<Transport>(new PsTransport(std::move(client)));
 }
 

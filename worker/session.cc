@@ -124,7 +124,7 @@ absl::Status Session::StartTransport() {
     peers.fingerprint = o_.job.fingerprint;
     SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(peers, shards_));
   } else {
-    ClientOptions client;
+    ps::ClientOptions client;
     client.job_id = o_.job.job_id;
     client.worker_id = o_.rank;
     client.num_workers = o_.job.workers;

@@ -19,7 +19,7 @@
 
 namespace sketchps::bench {
 
-inline constexpr std::uint32_t kPhaseSlots = 16;  // phases 0..15 (kAuxPhase = 15 included)
+inline constexpr std::uint32_t kPhaseSlots = kMaxPhases;  // every phase id, kAuxPhase included
 
 // [shard][phase] totals of one worker.
 using PhaseSlots = std::vector<std::array<PhaseTotals, kPhaseSlots>>;

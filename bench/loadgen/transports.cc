@@ -48,7 +48,7 @@ absl::StatusOr<std::vector<std::string>> CollectPorts(const fs::path& dir, std::
 absl::StatusOr<Transports> ConnectWorkers(const JobSpec& job, const std::vector<std::string>& addresses) {
   Transports out;
   for (std::uint32_t r = 0; r < job.workers; ++r) {
-    worker::ClientOptions o;
+    ps::ClientOptions o;
     o.job_id = job.job_id;
     o.worker_id = r;
     o.num_workers = job.workers;

@@ -3,7 +3,7 @@
     python3 -m sketchps.export RUN_DIR [--out RUN_DIR/model.pt]
     python3 -m sketchps.export --job job.yaml --checkpoints DIR --out model.pt
 
-Reads every shard's newest checkpoint (the servers' master copy, server/export.h) and saves
+Reads every shard's newest checkpoint (the servers' master copy, ps/export.h) and saves
 {parameter name: tensor} with torch.save; `model.load_state_dict(torch.load(path))` loads it (with
 strict=False when the model had frozen parameters, which the job does not train or hold)."""
 import argparse

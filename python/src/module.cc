@@ -12,7 +12,7 @@
 #include "job/model_layout.h"
 #include "python/src/errors.h"
 #include "python/src/py_worker.h"
-#include "server/export.h"
+#include "ps/export.h"
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"
 
@@ -135,7 +135,7 @@ void BindCheckpoints(py::module_& m) {
   m.def(
       "load_checkpoints",
       [](const std::string& dir, const std::string& job_id, std::uint32_t shards) {
-        auto model = Unwrap(server::LoadCheckpointedModel(dir, job_id, shards));
+        auto model = Unwrap(ps::LoadCheckpointedModel(dir, job_id, shards));
         std::vector<std::pair<std::string, std::vector<std::int64_t>>> layout;
         for (const auto& l : model.layers.layers) layout.emplace_back(l.name, l.shape);
         at::Tensor flat =
@@ -144,7 +144,7 @@ void BindCheckpoints(py::module_& m) {
         return py::make_tuple(model.rounds_applied, layout, flat);
       },
       py::arg("dir"), py::arg("job_id"), py::arg("shards"),
-      "(rounds, [(name, shape)], flat weights) from every shard's newest checkpoint (server/export.h)");
+      "(rounds, [(name, shape)], flat weights) from every shard's newest checkpoint (ps/export.h)");
 }
 
 void BindWorker(py::module_& m) {

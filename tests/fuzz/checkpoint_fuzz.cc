@@ -1,4 +1,4 @@
-// Fuzz harness: shard checkpoints (server/checkpoint.h), which a restarting shard reads from disk:
+// Fuzz harness: shard checkpoints (ps/checkpoint.h), which a restarting shard reads from disk:
 // bytes (fuzz_target.h FileBytes: a file, or a payload framed here) -> ParseCheckpointBytes (framing, CRC, parse,
 // sizes); a file that passes is then put in a checkpoint directory and the shard is opened from it (ShardHost::Open
 // restores it against the job), and both workers join fresh. Invariants: refusals are named; a restored shard completes
@@ -10,7 +10,7 @@
 
 #include "fuzz/host_driver.h"
 #include "common/framed_file.h"
-#include "server/checkpoint.h"
+#include "ps/checkpoint.h"
 
 namespace {
 
@@ -31,8 +31,8 @@ const std::filesystem::path& Dir() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace sketchps;
   using namespace sketchps::fuzz;
-  const std::string bytes = fuzz::FileBytes(data, size, server::kCheckpointMagic, &FrameBytes);
-  auto parsed = server::ParseCheckpointBytes(bytes, "fuzz.ckpt");
+  const std::string bytes = fuzz::FileBytes(data, size, ps::kCheckpointMagic, &FrameBytes);
+  auto parsed = ps::ParseCheckpointBytes(bytes, "fuzz.ckpt");
   RequireNamed(parsed.status(), kHarness);
   if (!parsed.ok()) return 0;
   std::filesystem::remove_all(Dir());

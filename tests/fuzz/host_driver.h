@@ -1,4 +1,4 @@
-// Drives a ShardHost (server/shard_host.h) in process for the shard harnesses (push, join and
+// Drives a ShardHost (ps/shard_host.h) in process for the shard harnesses (push, join and
 // checkpoint): a fixed small job of two workers on one shard of kDim elements, replies awaited with
 // a bound, and the invariants every served state must keep.
 #pragma once
@@ -18,7 +18,7 @@
 #include "fuzz/fuzz_target.h"
 #include "job/job_spec.h"
 #include "server/job_adapter.h"
-#include "server/shard_host.h"
+#include "ps/shard_host.h"
 
 namespace sketchps::fuzz {
 
@@ -39,11 +39,10 @@ inline const JobSpec& FuzzJob() {
   return job;
 }
 
-inline std::unique_ptr<server::ShardHost> OpenFuzzHost(const std::string& checkpoint_dir,
-                                                       absl::Status* error = nullptr) {
-  server::HostOptions options = server::HostOptionsFor(FuzzJob(), 0, checkpoint_dir);
+inline std::unique_ptr<ps::ShardHost> OpenFuzzHost(const std::string& checkpoint_dir, absl::Status* error = nullptr) {
+  ps::HostOptions options = ps::HostOptionsFor(FuzzJob(), 0, checkpoint_dir);
   options.job.layout = FuzzLayers();
-  auto host = server::ShardHost::Open(options, nullptr);
+  auto host = ps::ShardHost::Open(options, nullptr);
   if (!host.ok()) {
     if (error) *error = host.status();
     return nullptr;
@@ -87,14 +86,14 @@ struct Pending {
   }
 };
 
-inline Pending<v1::JoinResponse> JoinLater(server::ShardHost& host, const v1::JoinRequest& r,
+inline Pending<v1::JoinResponse> JoinLater(ps::ShardHost& host, const v1::JoinRequest& r,
                                            std::optional<Identity> caller) {
   Pending<v1::JoinResponse> p;
   host.Join(r, caller, p.Callback());
   return p;
 }
 
-inline Pending<v1::PushPullResponse> PushLater(server::ShardHost& host, const v1::PushPullRequest& r,
+inline Pending<v1::PushPullResponse> PushLater(ps::ShardHost& host, const v1::PushPullRequest& r,
                                                std::optional<Identity> caller) {
   Pending<v1::PushPullResponse> p;
   host.PushPull(r, caller, p.Callback());
@@ -102,7 +101,7 @@ inline Pending<v1::PushPullResponse> PushLater(server::ShardHost& host, const v1
 }
 
 // The served state: finite weights whose checksum matches what the shard reports.
-inline void CheckServedState(server::ShardHost& host, const char* harness) {
+inline void CheckServedState(ps::ShardHost& host, const char* harness) {
   v1::GetWeightsRequest request;
   request.set_job_id(kJobId);
   auto got = host.GetWeights(request, WorkerIdentity(0));

@@ -1,4 +1,4 @@
-// Fuzz harness: a shard's Join while it assembles its state (server/shard_host.h, server/assembly.h),
+// Fuzz harness: a shard's Join while it assembles its state (ps/shard_host.h, ps/assembly.h),
 // where workers offer their replicas: bytes -> sketchps.v1.JoinRequest as worker 0 (its certificate
 // identity) into a fresh shard, then worker 1 joins fresh.
 // Invariants:

@@ -1,4 +1,4 @@
-// Fuzz harness: a shard's PushPull (server/shard_host.h), the path every gradient takes:
+// Fuzz harness: a shard's PushPull (ps/shard_host.h), the path every gradient takes:
 // bytes -> sketchps.v1.PushPullRequest, pushed as worker 0 (its certificate identity) into a fresh
 // shard that both workers have joined.
 // Invariants ("no single message can stall or corrupt a job"):

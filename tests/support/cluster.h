@@ -2,7 +2,7 @@
 // 127.0.0.1 (a free port), exactly as sketchps-server serves them. Header-only.
 //
 //   LocalCluster cluster(job, /*checkpoint_dir=*/"");
-//   cluster.addresses()   // "127.0.0.1:port" per shard, for PsClient / TrainerOptions::servers
+//   cluster.addresses()   // "127.0.0.1:port" per shard, for ps::Client / TrainerOptions::servers
 #pragma once
 
 #include <memory>
@@ -15,9 +15,9 @@
 #include "job/job_spec.h"
 #include "common/grpc_edge.h"
 #include "server/job_adapter.h"
-#include "server/metrics.h"
-#include "server/service.h"
-#include "server/shard_host.h"
+#include "ps/metrics.h"
+#include "ps/service.h"
+#include "ps/shard_host.h"
 
 namespace sketchps::testing {
 
@@ -26,11 +26,11 @@ class LocalCluster {
   explicit LocalCluster(const JobSpec& job, const std::string& checkpoint_dir = "") {
     for (std::uint32_t s = 0; s < job.servers; ++s) {
       auto& node = nodes_.emplace_back(std::make_unique<Node>());
-      node->metrics = std::make_unique<server::ServerMetrics>(s);
-      auto host = server::ShardHost::Open(server::HostOptionsFor(job, s, checkpoint_dir), node->metrics.get());
+      node->metrics = std::make_unique<ps::ServerMetrics>(s);
+      auto host = ps::ShardHost::Open(ps::HostOptionsFor(job, s, checkpoint_dir), node->metrics.get());
       if (!host.ok()) throw std::runtime_error(host.status().ToString());
       node->host = *std::move(host);
-      node->service = std::make_unique<server::ParameterServerService>(*node->host, absl::Seconds(10));
+      node->service = std::make_unique<ps::ParameterServerService>(*node->host, absl::Seconds(10));
       grpc::ServerBuilder builder;
       int port = 0;
       builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -46,14 +46,14 @@ class LocalCluster {
   }
 
   const std::vector<std::string>& addresses() const { return addresses_; }
-  server::ShardHost& host(std::uint32_t s) { return *nodes_[s]->host; }
-  server::ServerMetrics& metrics(std::uint32_t s) { return *nodes_[s]->metrics; }
+  ps::ShardHost& host(std::uint32_t s) { return *nodes_[s]->host; }
+  ps::ServerMetrics& metrics(std::uint32_t s) { return *nodes_[s]->metrics; }
 
  private:
   struct Node {
-    std::unique_ptr<server::ServerMetrics> metrics;
-    std::unique_ptr<server::ShardHost> host;
-    std::unique_ptr<server::ParameterServerService> service;
+    std::unique_ptr<ps::ServerMetrics> metrics;
+    std::unique_ptr<ps::ShardHost> host;
+    std::unique_ptr<ps::ParameterServerService> service;
     std::unique_ptr<grpc::Server> server;
   };
   std::vector<std::unique_ptr<Node>> nodes_;

@@ -76,7 +76,7 @@ TEST_CASE("A server killed mid-run catches up and ends with an uninterrupted run
   // gs-SGD has two phases per round, so the restarted shard also exercises the round replay. The
   // shard is killed at round 12: with checkpoints every 5 rounds its newest file holds round 10,
   // without a checkpoint directory it has nothing; either way it catches up from the workers'
-  // replicas (server/assembly.h).
+  // replicas (ps/assembly.h).
   const std::string every = GENERATE(std::string("5"), std::string("1000"));
   const std::vector<std::string> job{"model=mlp",        "workers=2",
                                      "servers=2",        "scheme.name=gs_sgd",
@@ -100,7 +100,9 @@ TEST_CASE("A server killed mid-run catches up and ends with an uninterrupted run
   std::ifstream log(killed / "server-1.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   CHECK_THAT(text, Catch::Contains("'s replica at round 1"));  // adopted a worker's replica at round 12 or 13
-  if (every == "5") CHECK_THAT(text, Catch::Contains("its checkpoint held round 10"));
+  // The kill lands at round 12 or a little later on a loaded machine: the newest checkpoint is then
+  // a multiple of 5 behind the workers.
+  if (every == "5") CHECK(std::regex_search(text, std::regex("its checkpoint held round [1-9]?[05]\\)")));
   fs::remove_all(clean.parent_path());
 }
 

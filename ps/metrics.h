@@ -28,7 +28,7 @@ class Histogram;
 class Registry;
 }  // namespace prometheus
 
-namespace sketchps::server {
+namespace sketchps::ps {
 
 using sketchps::MetricsEndpoint;
 
@@ -71,4 +71,4 @@ class ServerMetrics {
 // it cannot bind.
 absl::StatusOr<MetricsEndpoint> ServeMetrics(const std::string& address, const ServerMetrics& metrics);
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

@@ -1,4 +1,4 @@
-#include "server/checkpoint.h"
+#include "ps/checkpoint.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -10,7 +10,7 @@
 #include "common/framed_file.h"
 #include "common/status.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 namespace {
 
 namespace fs = std::filesystem;
@@ -126,4 +126,4 @@ absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::s
                    out.skipped.empty() ? "" : absl::StrCat(" (", out.skipped.size(), " invalid files skipped)")));
 }
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

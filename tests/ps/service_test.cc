@@ -10,16 +10,16 @@
 #include "common/grpc_edge.h"
 #include "job/job_spec.h"
 #include "server/job_adapter.h"
-#include "server/service.h"
-#include "server/shard_host.h"
+#include "ps/service.h"
+#include "ps/shard_host.h"
 
 using namespace sketchps;
 
 namespace {
 
 // The job's options with the tests' model: one layer of 4 values.
-server::HostOptions TestHostOptions(const JobSpec& job) {
-  server::HostOptions options = server::HostOptionsFor(job, 0, "");
+ps::HostOptions TestHostOptions(const JobSpec& job) {
+  ps::HostOptions options = ps::HostOptionsFor(job, 0, "");
   options.job.layout = MakeLayerTable({{"w", {4}}});
   return options;
 }
@@ -42,9 +42,9 @@ grpc::Status RawCall(const std::string& address, const std::string& method, cons
 TEST_CASE("Bodies that do not parse are INVALID_ARGUMENT naming the message, on every method", "[grpc][server]") {
   auto job = ParseJobSpec(DefaultJobSpecYaml(), "t", {"job_id=t", "workers=2", "servers=1"});
   REQUIRE(job.ok());
-  auto host = server::ShardHost::Open(TestHostOptions(*job), nullptr);
+  auto host = ps::ShardHost::Open(TestHostOptions(*job), nullptr);
   REQUIRE(host.ok());
-  server::ParameterServerService service(**host, absl::Seconds(5));
+  ps::ParameterServerService service(**host, absl::Seconds(5));
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -105,15 +105,15 @@ TEST_CASE("The message limit follows the job: a body above the shard's largest p
   REQUIRE(job.ok());
   job->layout = MakeLayerTable({{"w", {1000}}});
   // 1000 elements: a sketch of 8 float32 cells per element plus 64 KiB of framing.
-  const ServerOptions limits = server::ServerOptionsFor(*job, 0, 0);
+  const ServerOptions limits = ps::ServerOptionsFor(*job, 0, 0);
   CHECK(limits.max_message_bytes == 4 * 8 * 1000 + (64 << 10));
   CHECK(limits.memory_quota_bytes == std::size_t{64} << 20);
-  CHECK(server::ServerOptionsFor(*job, 0, 3).max_message_bytes == 3 << 20);  // --max-message-mb
-  CHECK(server::ServerOptionsFor(*job, 0, 5000).max_message_bytes == 2047 << 20);
+  CHECK(ps::ServerOptionsFor(*job, 0, 3).max_message_bytes == 3 << 20);  // --max-message-mb
+  CHECK(ps::ServerOptionsFor(*job, 0, 5000).max_message_bytes == 2047 << 20);
 
-  auto host = server::ShardHost::Open(server::HostOptionsFor(*job, 0, ""), nullptr);
+  auto host = ps::ShardHost::Open(ps::HostOptionsFor(*job, 0, ""), nullptr);
   REQUIRE(host.ok());
-  server::ParameterServerService service(**host, absl::Seconds(5));
+  ps::ParameterServerService service(**host, absl::Seconds(5));
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);

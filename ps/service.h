@@ -16,10 +16,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/time/time.h"
-#include "server/shard_host.h"
+#include "ps/shard_host.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 
 using RawParameterServer = v1::ParameterServer::WithRawCallbackMethod_Join<
     v1::ParameterServer::WithRawCallbackMethod_PushPull<v1::ParameterServer::WithRawCallbackMethod_GetWeights<
@@ -47,4 +47,4 @@ class ParameterServerService final : public RawParameterServer {
   const bool require_identity_;
 };
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

@@ -1,4 +1,4 @@
-// The trained model of a job from its shards' checkpoints (server/checkpoint.h): each shard's newest
+// The trained model of a job from its shards' checkpoints (ps/checkpoint.h): each shard's newest
 // valid checkpoint, joined into the whole flat parameter vector with the layer table the
 // checkpoints carry. `sketchps export` turns it into a PyTorch state_dict (python/sketchps/export.py).
 //
@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/layout.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 
 struct CheckpointedModel {
   std::uint64_t rounds_applied = 0;
@@ -24,4 +24,4 @@ struct CheckpointedModel {
 absl::StatusOr<CheckpointedModel> LoadCheckpointedModel(const std::string& dir, const std::string& job_id,
                                                         std::uint32_t shards);
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

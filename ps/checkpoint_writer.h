@@ -20,7 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "sketchps/v1/checkpoint.pb.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 
 class CheckpointWriter {
  public:
@@ -48,4 +48,4 @@ class CheckpointWriter {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

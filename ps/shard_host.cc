@@ -1,4 +1,4 @@
-#include "server/shard_host.h"
+#include "ps/shard_host.h"
 
 #include <algorithm>
 
@@ -10,11 +10,11 @@
 #include "common/status.h"
 #include "engine/phase_table.h"
 #include "engine/wire.h"
-#include "server/checkpoint.h"
+#include "ps/checkpoint.h"
 #include "spdlog/spdlog.h"
 #include "common/reason.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 namespace {
 
 absl::Status Precondition(absl::string_view field, absl::string_view what) {
@@ -502,4 +502,4 @@ absl::Status ShardHost::CheckpointNow() {
   return writer_->Flush();
 }
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

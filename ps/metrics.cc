@@ -1,4 +1,4 @@
-#include "server/metrics.h"
+#include "ps/metrics.h"
 
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 namespace {
 
 prometheus::Histogram::BucketBoundaries SecondsBuckets() {
@@ -98,4 +98,4 @@ absl::StatusOr<MetricsEndpoint> ServeMetrics(const std::string& address, const S
   return ServeMetricsAt("--metrics-listen", address, {metrics.registry(), StandardMetrics("server")});
 }
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "sketchps/v1/checkpoint.pb.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 
 inline constexpr char kCheckpointMagic[8] = {'S', 'K', 'P', 'S', 'C', 'K', 'P', '1'};
 
@@ -45,4 +45,4 @@ absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path);
 // The same checks on a file's bytes in memory (`name` stands for the path in errors).
 absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointBytes(std::string bytes, const std::string& name);
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

@@ -1,4 +1,4 @@
-#include "server/checkpoint.h"
+#include "ps/checkpoint.h"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -43,9 +43,9 @@ void WriteAll(const fs::path& p, const std::string& s) { std::ofstream(p, std::i
 
 TEST_CASE("Checkpoints round-trip and only the newest `keep` remain", "[checkpoint]") {
   TempDir dir;
-  for (std::uint64_t r = 1; r <= 4; ++r) REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(r)).ok());
-  REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(7, /*shard=*/0)).ok());
-  auto loaded = server::LoadLatest(dir.path.string(), "job", 1);
+  for (std::uint64_t r = 1; r <= 4; ++r) REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(r)).ok());
+  REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(7, /*shard=*/0)).ok());
+  auto loaded = ps::LoadLatest(dir.path.string(), "job", 1);
   REQUIRE(loaded.ok());
   CHECK(loaded->checkpoint.rounds_applied() == 4);
   CHECK(loaded->checkpoint.weights() == Make(4).weights());
@@ -53,14 +53,14 @@ TEST_CASE("Checkpoints round-trip and only the newest `keep` remain", "[checkpoi
   for (const auto& e : fs::directory_iterator(dir.path))
     shard1_files += e.path().filename().string().rfind("shard-1-", 0) == 0;
   CHECK(shard1_files == 2);
-  CHECK(server::LoadLatest(dir.path.string(), "job", 0)->checkpoint.rounds_applied() == 7);
-  CHECK(server::LoadLatest(dir.path.string(), "other-job", 1).status().code() == absl::StatusCode::kNotFound);
+  CHECK(ps::LoadLatest(dir.path.string(), "job", 0)->checkpoint.rounds_applied() == 7);
+  CHECK(ps::LoadLatest(dir.path.string(), "other-job", 1).status().code() == absl::StatusCode::kNotFound);
 }
 
 TEST_CASE("A torn or corrupt newest checkpoint falls back to the previous one", "[checkpoint]") {
   TempDir dir;
-  REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(1)).ok());
-  REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(2)).ok());
+  REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(1)).ok());
+  REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(2)).ok());
   const fs::path newest = dir.path / "shard-1-round-000000000002.ckpt";
   const std::string good = ReadAll(newest);
   std::mt19937_64 rng(5);
@@ -74,14 +74,14 @@ TEST_CASE("A torn or corrupt newest checkpoint falls back to the previous one", 
       case 3: {                                                                      // valid frame, wrong shape
         auto c = Make(2);
         c.set_range_hi(c.range_hi() + 1 + rng() % 5);
-        REQUIRE(server::WriteCheckpoint((dir.path / "scratch").string(), c).ok());
+        REQUIRE(ps::WriteCheckpoint((dir.path / "scratch").string(), c).ok());
         bad = ReadAll(dir.path / "scratch" / "shard-1-round-000000000002.ckpt");
         break;
       }
     }
     WriteAll(newest, bad);
-    CHECK(!server::ReadCheckpointFile(newest.string()).ok());
-    auto loaded = server::LoadLatest(dir.path.string(), "job", 1);
+    CHECK(!ps::ReadCheckpointFile(newest.string()).ok());
+    auto loaded = ps::LoadLatest(dir.path.string(), "job", 1);
     REQUIRE(loaded.ok());
     rejected += loaded->checkpoint.rounds_applied() == 1 && loaded->skipped.size() == 1;
   }
@@ -92,25 +92,24 @@ TEST_CASE("Checkpoint errors name the file and the problem", "[checkpoint]") {
   TempDir dir;
   const fs::path junk = dir.path / "shard-1-round-000000000009.ckpt";
   WriteAll(junk, "hello");
-  auto r = server::ReadCheckpointFile(junk.string());
+  auto r = ps::ReadCheckpointFile(junk.string());
   CHECK(r.status().code() == absl::StatusCode::kDataLoss);
   CHECK_THAT(std::string(r.status().message()), Catch::Contains(junk.string()) && Catch::Contains("bad magic"));
-  auto none = server::LoadLatest(dir.path.string(), "job", 1);
+  auto none = ps::LoadLatest(dir.path.string(), "job", 1);
   CHECK(none.status().code() == absl::StatusCode::kNotFound);
   CHECK_THAT(std::string(none.status().message()), Catch::Contains("1 invalid files skipped"));
   WriteAll(dir.path / "file", "x");
-  CHECK(server::WriteCheckpoint((dir.path / "file" / "sub").string(), Make(1)).code() ==
-        absl::StatusCode::kUnavailable);
+  CHECK(ps::WriteCheckpoint((dir.path / "file" / "sub").string(), Make(1)).code() == absl::StatusCode::kUnavailable);
 }
 
 TEST_CASE("NewestCheckpointRounds reads each shard's newest round from the file names", "[checkpoint]") {
   TempDir dir;
-  CHECK(server::NewestCheckpointRounds((dir.path / "missing").string()).empty());
-  for (std::uint64_t r : {3, 12}) REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(r, /*shard=*/1)).ok());
-  REQUIRE(server::WriteCheckpoint(dir.path.string(), Make(1000000000000 - 1, /*shard=*/0)).ok());
+  CHECK(ps::NewestCheckpointRounds((dir.path / "missing").string()).empty());
+  for (std::uint64_t r : {3, 12}) REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(r, /*shard=*/1)).ok());
+  REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(1000000000000 - 1, /*shard=*/0)).ok());
   WriteAll(dir.path / "shard-2-round-7.ckpt", "not the checkpoint naming (12 digits)");
   WriteAll(dir.path / "shard-3-round-000000000009.tmp", "not a checkpoint");
-  const auto rounds = server::NewestCheckpointRounds(dir.path.string());
+  const auto rounds = ps::NewestCheckpointRounds(dir.path.string());
   REQUIRE(rounds.size() == 2);
   CHECK(rounds.at(0) == 999999999999ull);
   CHECK(rounds.at(1) == 12);

@@ -1,4 +1,4 @@
-#include "worker/ps_client.h"
+#include "ps/client.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 #include "spdlog/spdlog.h"
 #include "common/reason.h"
 
-namespace sketchps::worker {
+namespace sketchps::ps {
 namespace {
 
 // Join also retries a call that a newer Join of this worker superseded.
@@ -21,14 +21,14 @@ bool Retryable(const absl::Status& s, bool join) { return IsTransient(s) || (joi
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.servers.empty()) return absl::InvalidArgumentError("--servers: no server addresses");
   if (options.worker_id >= options.num_workers) {
     return absl::InvalidArgumentError(
         absl::StrCat("--rank ", options.worker_id, " is not in [0, ", options.num_workers, ")"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(options.tls));
-  std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
+  std::unique_ptr<Client> client(new Client(std::move(options)));
   const auto& o = client->options_;
   for (std::uint32_t s = 0; s < o.servers.size(); ++s) {
     const std::string& address = o.servers[s];
@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
 }
 
 template <class Call>
-absl::Status PsClient::WithRetries(std::uint32_t shard, const char* what, Call call) {
+absl::Status Client::WithRetries(std::uint32_t shard, const char* what, Call call) {
   Backoff backoff(absl::Milliseconds(50), absl::Seconds(1), options_.patience);
   const bool join = std::string_view(what) == "Join";
   for (;;) {
@@ -73,13 +73,13 @@ absl::Status PsClient::WithRetries(std::uint32_t shard, const char* what, Call c
   }
 }
 
-void PsClient::SetReplica(LayerTable layers, OfferFn offer) {
+void Client::SetReplica(LayerTable layers, OfferFn offer) {
   layers_ = std::move(layers);
   offer_ = std::move(offer);
 }
 
-absl::StatusOr<v1::JoinResponse> PsClient::Join(std::uint32_t shard, std::uint64_t rounds_applied,
-                                                const ReplicaOffer& replica) {
+absl::StatusOr<v1::JoinResponse> Client::Join(std::uint32_t shard, std::uint64_t rounds_applied,
+                                              const ReplicaOffer& replica) {
   if (shard >= links_.size())
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   ShardLink& link = links_[shard];
@@ -104,7 +104,7 @@ absl::StatusOr<v1::JoinResponse> PsClient::Join(std::uint32_t shard, std::uint64
   return response;
 }
 
-absl::StatusOr<v1::GetWeightsResponse> PsClient::GetWeights(std::uint32_t shard) {
+absl::StatusOr<v1::GetWeightsResponse> Client::GetWeights(std::uint32_t shard) {
   if (shard >= links_.size())
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   v1::GetWeightsRequest request;
@@ -117,7 +117,7 @@ absl::StatusOr<v1::GetWeightsResponse> PsClient::GetWeights(std::uint32_t shard)
   return response;
 }
 
-absl::Status PsClient::Leave(std::uint32_t shard, std::uint64_t rounds_applied) {
+absl::Status Client::Leave(std::uint32_t shard, std::uint64_t rounds_applied) {
   if (shard >= links_.size())
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   v1::LeaveRequest request;
@@ -130,9 +130,9 @@ absl::Status PsClient::Leave(std::uint32_t shard, std::uint64_t rounds_applied) 
                      [&](grpc::ClientContext& ctx) { return links_[shard].stub->Leave(&ctx, request, &response); });
 }
 
-void PsClient::set_range_length(std::uint32_t shard, std::uint64_t length) { links_.at(shard).range_len = length; }
+void Client::set_range_length(std::uint32_t shard, std::uint64_t length) { links_.at(shard).range_len = length; }
 
-absl::StatusOr<v1::PushPullResponse> PsClient::Push(std::uint32_t shard, const v1::PushPullRequest& request) {
+absl::StatusOr<v1::PushPullResponse> Client::Push(std::uint32_t shard, const v1::PushPullRequest& request) {
   const std::uint64_t request_bytes = request.ByteSizeLong();
   v1::PushPullResponse response;
   SKETCHPS_RETURN_IF_ERROR(WithRetries(shard, "PushPull", [&](grpc::ClientContext& ctx) {
@@ -143,8 +143,8 @@ absl::StatusOr<v1::PushPullResponse> PsClient::Push(std::uint32_t shard, const v
   return response;
 }
 
-absl::StatusOr<std::shared_ptr<const PhaseResult>> PsClient::RunPhase(std::uint32_t shard, std::uint64_t round,
-                                                                      std::uint32_t phase, Contribution contribution) {
+absl::StatusOr<std::shared_ptr<const PhaseResult>> Client::RunPhase(std::uint32_t shard, std::uint64_t round,
+                                                                    std::uint32_t phase, Contribution contribution) {
   if (shard >= links_.size())
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   ShardLink& link = links_[shard];
@@ -177,12 +177,12 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PsClient::RunPhase(std::uint3
   return std::make_shared<const PhaseResult>(PhaseResult{std::move(*body), response->contributors()});
 }
 
-FinalReport PsClient::last_final(std::uint32_t shard) const { return links_.at(shard).final; }
+FinalReport Client::last_final(std::uint32_t shard) const { return links_.at(shard).final; }
 
-ClientCounters PsClient::counters() const {
+ClientCounters Client::counters() const {
   ClientCounters c{wire_up_.load(), wire_down_.load(), {}};
   for (const auto& link : links_) c.rpc_seconds.push_back(link.rpc_seconds);
   return c;
 }
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::ps

@@ -23,7 +23,7 @@
 #include "common/layout.h"
 #include "engine/shard.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 
 // One worker's Join, decoded and checked against the range its layout gives this shard.
 struct Offer {
@@ -49,4 +49,4 @@ struct ShardState {
 // `offers` holds one offer per worker (any order); `checkpoint` the shard's restored state.
 absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const std::optional<ShardState>& checkpoint);
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

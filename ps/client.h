@@ -1,7 +1,7 @@
-// PsClient: the parameter-server side of the Aggregator interface. One gRPC channel per shard;
+// Client: the parameter-server side of the Aggregator interface. One gRPC channel per shard;
 // RunPhase pushes this worker's contribution to the shard and returns the phase result.
 //
-// Join offers the worker's replica of a shard's range (server/assembly.h): fresh workers their
+// Join offers the worker's replica of a shard's range (ps/assembly.h): fresh workers their
 // initial weights at round 0. A shard that restarted answers pushes with IsRejoin (it is assembling
 // its state): RunPhase then joins again, offering the replica as it stands at the start of the
 // round (weights and momentum from the OfferFn, the round, and the final result of the previous
@@ -35,7 +35,7 @@
 #include "engine/aggregator.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 
-namespace sketchps::worker {
+namespace sketchps::ps {
 
 struct ClientOptions {
   std::string job_id;
@@ -69,9 +69,9 @@ struct ClientCounters {
   std::vector<double> rpc_seconds;  // per shard: wall time inside its RPCs
 };
 
-class PsClient final : public Aggregator {
+class Client final : public Aggregator {
  public:
-  static absl::StatusOr<std::unique_ptr<PsClient>> Connect(ClientOptions options);
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
 
   // Joins `shard` (retrying while it is unreachable or assembling, within the patience): offers the
   // layer table and this worker's replica of the shard's range at `rounds_applied` rounds.
@@ -106,7 +106,7 @@ class PsClient final : public Aggregator {
     std::uint32_t last_contributors = 0;
     double rpc_seconds = 0;  // written only by the thread running this shard's calls
   };
-  explicit PsClient(ClientOptions options) : options_(std::move(options)) {}
+  explicit Client(ClientOptions options) : options_(std::move(options)) {}
   template <class Call>
   absl::Status WithRetries(std::uint32_t shard, const char* what, Call call);
   absl::StatusOr<v1::PushPullResponse> Push(std::uint32_t shard, const v1::PushPullRequest& request);
@@ -119,4 +119,4 @@ class PsClient final : public Aggregator {
   std::atomic<std::uint64_t> wire_up_{0}, wire_down_{0};
 };
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::ps

@@ -1,11 +1,11 @@
-#include "server/checkpoint_writer.h"
+#include "ps/checkpoint_writer.h"
 
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "server/checkpoint.h"
+#include "ps/checkpoint.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 
 CheckpointWriter::CheckpointWriter(std::string dir, Done done)
     : dir_(std::move(dir)), done_(std::move(done)), thread_([this] { Loop(); }) {}
@@ -51,4 +51,4 @@ void CheckpointWriter::Loop() {
   }
 }
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

@@ -16,10 +16,10 @@
 #include "engine/wire.h"
 #include "job/job_spec.h"
 #include "server/job_adapter.h"
-#include "server/shard_host.h"
+#include "ps/shard_host.h"
 
 using namespace sketchps;
-using namespace sketchps::server;
+using namespace sketchps::ps;
 
 namespace {
 

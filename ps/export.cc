@@ -1,12 +1,12 @@
-#include "server/export.h"
+#include "ps/export.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/codec.h"
 #include "common/layout_proto.h"
 #include "common/status.h"
-#include "server/checkpoint.h"
+#include "ps/checkpoint.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 
 absl::StatusOr<CheckpointedModel> LoadCheckpointedModel(const std::string& dir, const std::string& job_id,
                                                         std::uint32_t shards) {
@@ -38,4 +38,4 @@ absl::StatusOr<CheckpointedModel> LoadCheckpointedModel(const std::string& dir, 
   return model;
 }
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

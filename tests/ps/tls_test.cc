@@ -20,8 +20,8 @@
 #include "engine/wire.h"
 #include "job/job_spec.h"
 #include "server/job_adapter.h"
-#include "server/service.h"
-#include "server/shard_host.h"
+#include "ps/service.h"
+#include "ps/shard_host.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 #include "tools/certs.h"
 
@@ -30,8 +30,8 @@ using namespace sketchps;
 namespace {
 
 // The job's options with the tests' model: one layer of 4 values.
-server::HostOptions TestHostOptions(const JobSpec& job) {
-  server::HostOptions options = server::HostOptionsFor(job, 0, "");
+ps::HostOptions TestHostOptions(const JobSpec& job) {
+  ps::HostOptions options = ps::HostOptionsFor(job, 0, "");
   options.job.layout = MakeLayerTable({{"w", {4}}});
   return options;
 }
@@ -43,10 +43,10 @@ struct TlsServer {
   explicit TlsServer(const fs::path& dir, ServerOptions server_options = {}) {
     auto job = ParseJobSpec(DefaultJobSpecYaml(), "t", {"job_id=t", "workers=2", "servers=1", "scheme.name=dense"});
     REQUIRE(job.ok());
-    auto opened = server::ShardHost::Open(TestHostOptions(*job), nullptr);
+    auto opened = ps::ShardHost::Open(TestHostOptions(*job), nullptr);
     REQUIRE(opened.ok());
     host = *std::move(opened);
-    service = std::make_unique<server::ParameterServerService>(*host, absl::Seconds(5), /*require_identity=*/true);
+    service = std::make_unique<ps::ParameterServerService>(*host, absl::Seconds(5), /*require_identity=*/true);
     auto credentials = MakeServerCredentials(TlsConfig::FromDir(dir.string(), Identity{Identity::Role::kServer, 0}));
     REQUIRE(credentials.ok());
     grpc::EnableDefaultHealthCheckService(true);
@@ -60,8 +60,8 @@ struct TlsServer {
   }
   ~TlsServer() { server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); }
 
-  std::unique_ptr<server::ShardHost> host;
-  std::unique_ptr<server::ParameterServerService> service;
+  std::unique_ptr<ps::ShardHost> host;
+  std::unique_ptr<ps::ParameterServerService> service;
   std::unique_ptr<grpc::Server> server;
   int port = 0, health_port = 0;
 };

@@ -1,11 +1,11 @@
-// ShardHost: everything one parameter-server shard does, independent of gRPC (server/service.h maps
+// ShardHost: everything one parameter-server shard does, independent of gRPC (ps/service.h maps
 // it onto the ParameterServer RPCs one to one, so tests can drive it either way).
 //
 // Lifecycle:
 //   - Open() loads the newest valid checkpoint of (job, shard), if any. The shard then ASSEMBLES:
 //     it answers no Join until every worker has joined, each offering its replica of the range
 //     (fresh workers: their initial weights), and then serves the state DecideState()
-//     (server/assembly.h) picks among the offers and the checkpoint. So a shard restarted behind the
+//     (ps/assembly.h) picks among the offers and the checkpoint. So a shard restarted behind the
 //     workers, from an older checkpoint or from none, catches up from the workers' replicas.
 //     Joins answered meanwhile wait (their callback runs once assembly completes); a newer Join of a
 //     worker supersedes its older one (ABORTED).
@@ -49,15 +49,13 @@
 #include "common/tls.h"
 #include "engine/optimizer.h"
 #include "engine/shard.h"
-#include "server/assembly.h"
-#include "server/checkpoint_writer.h"
-#include "server/metrics.h"
+#include "ps/assembly.h"
+#include "ps/checkpoint_writer.h"
+#include "ps/metrics.h"
 #include "sketchps/v1/checkpoint.pb.h"
 #include "sketchps/v1/parameter_server.pb.h"
 
-namespace sketchps::server {
-
-inline constexpr std::uint32_t kMaxPhases = 16;  // phases per round any scheme may use
+namespace sketchps::ps {
 
 // What a shard needs of the job (server/main.cc fills it from the job spec).
 struct ShardJob {
@@ -183,4 +181,4 @@ class ShardHost {
   std::unique_ptr<CheckpointWriter> writer_;  // null without a checkpoint directory
 };
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

@@ -1,4 +1,4 @@
-#include "server/assembly.h"
+#include "ps/assembly.h"
 
 #include <algorithm>
 
@@ -9,7 +9,7 @@
 #include "engine/wire.h"
 #include "common/reason.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 namespace {
 
 absl::Status Precondition(const std::string& what) { return absl::FailedPreconditionError(what); }
@@ -101,4 +101,4 @@ absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const s
   return state;
 }
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps

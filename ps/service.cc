@@ -1,4 +1,4 @@
-#include "server/service.h"
+#include "ps/service.h"
 
 #include <chrono>
 #include <memory>
@@ -11,7 +11,7 @@
 #include "common/grpc_edge.h"
 #include "common/status.h"
 
-namespace sketchps::server {
+namespace sketchps::ps {
 namespace {
 
 // Parses the raw request; INVALID_ARGUMENT naming the message when the bytes are not one.
@@ -142,4 +142,4 @@ grpc::ServerUnaryReactor* ParameterServerService::Leave(grpc::CallbackServerCont
   return reactor;
 }
 
-}  // namespace sketchps::server
+}  // namespace sketchps::ps
