@@ -1,5 +1,5 @@
 // `sketchps bench --input FILE...`: the compression primitives on real gradients that workers dumped
-// (`sketchps run --dump-gradients ROUNDS`, common/gradient_dump.h), instead of synthetic ones.
+// (`sketchps run --dump-gradients ROUNDS`, common/wire/gradient_dump.h), instead of synthetic ones.
 //
 // The dumps are grouped by round; each round's workers form one job step. Every shard range of the
 // layout (ShardMap over `servers` shards, as the job splits it) is measured on its own, with

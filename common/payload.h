@@ -1,4 +1,4 @@
-// In-memory phase payloads: the host-side values that common/codec.h encodes into, and decodes
+// In-memory phase payloads: the host-side values that common/wire/codec.h encodes into, and decodes
 // from, the sketchps.v1 payload messages (proto/sketchps/v1/payload.proto).
 //
 // These are plain value types (std::vector based, copyable, movable, no invariants enforced by the

@@ -3,7 +3,7 @@
 // A status's message is for people; what a receiver does about an error (join again, replay a
 // round, give up with exit 2, retry later) depends only on its code and its Reason, never on the
 // message's words. A Reason travels with an absl::Status as a payload, survives Annotate()
-// (common/status.h) and crosses gRPC in the status details (common/grpc_edge.h), so a receiver in
+// (common/status.h) and crosses gRPC in the status details (common/net/grpc_edge.h), so a receiver in
 // another process sees the same Reason the sender attached.
 //
 //   return WithReason(absl::FailedPreconditionError("... assembling ..."), Reason::kRejoin);

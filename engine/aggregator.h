@@ -1,6 +1,11 @@
 // Aggregator: how a worker runs one phase with everybody else. One interface, two topologies:
-// the parameter-server client (worker/) and the peer collectives (decentralized mode) implement it,
-// and so does InProcessAggregator for tests and single-machine simulation. Schemes never know which.
+// the parameter-server client (ps/client.h) and the peer collectives (peer/peer_aggregator.h)
+// implement it, and so does InProcessAggregator for tests and single-machine simulation. Schemes
+// never know which.
+//
+// PUBLIC SURFACE (docs/design-notes.md "Public surfaces"): a new topology implements this interface;
+// its contract (one result per phase, identical on every worker; the errors below) does not change
+// without a new protocol version.
 //
 // An Aggregator object belongs to one worker and is used by one thread at a time.
 #pragma once

@@ -49,7 +49,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/reason.h"
-#include "common/strand.h"
+#include "engine/strand.h"
 #include "engine/phase.h"
 
 namespace sketchps {

@@ -1,5 +1,8 @@
 // Scheme: one compression method as worker-side state plus a short list of phases.
 //
+// PUBLIC SURFACE (docs/design-notes.md "Public surfaces"): a new method implements this interface
+// and registers itself in schemes/registry.cc; nothing else in the system names methods.
+//
 // A worker holds one Scheme per shard range it trains. Each round:
 //
 //   scheme.BeginRound(info, d_grad);                 // the worker's gradient over the range
@@ -30,7 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/job_span.h"
+#include "common/config/job_span.h"
 #include "common/layout.h"
 #include "engine/phase.h"
 
@@ -46,7 +49,7 @@ struct SchemeContext {
   std::uint64_t k = 0;              // entries to keep in this range (density x dim, split across shards)
   std::uint64_t seed = 0;           // job seed: sketch hashing and sampling
   std::uint64_t warmup_rounds = 0;  // dense rounds before compression starts (every scheme)
-  JobClock clock;                   // the job's length, to resolve the scheme's schedules (common/job_span.h)
+  JobClock clock;                   // the job's length, to resolve the scheme's schedules (common/config/job_span.h)
 };
 
 struct RoundInfo {

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "common/strand.h"
+#include "engine/strand.h"
 #include "engine/optimizer.h"
 #include "engine/phase_table.h"
 #include "engine/reduce.h"

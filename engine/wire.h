@@ -2,7 +2,7 @@
 // sketchps.v1.Payload, shared by the parameter-server client and server (and the peer mode).
 //
 // Receivers treat messages as hostile: SpecFromProto checks the enum and ranges, DecodeBody the
-// payload (common/codec.h) within limits derived from the range the receiver owns.
+// payload (common/wire/codec.h) within limits derived from the range the receiver owns.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +10,9 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "common/codec.h"
+#include "common/wire/codec.h"
 #include "common/layout.h"
-#include "common/layout_proto.h"
+#include "common/wire/layout_proto.h"
 #include "engine/phase.h"
 #include "sketchps/v1/parameter_server.pb.h"
 

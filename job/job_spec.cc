@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 #include "job/model_layout.h"
 #include <xxhash.h>
 #include "absl/strings/str_join.h"

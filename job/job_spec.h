@@ -20,7 +20,7 @@
 //
 // Every key is optional (defaults above; DefaultJobSpecYaml() is the embedded default job).
 // Warm-ups and other schedules are spans: "200 rounds", "2 epochs", "10%" of the job, or a list of
-// them meaning the shortest (common/job_span.h); the round-1 keys optimizer.warmup_epochs and
+// them meaning the shortest (common/config/job_span.h); the round-1 keys optimizer.warmup_epochs and
 // scheme.warmup_rounds are still read.
 // Unknown keys and invalid values are errors naming the key. Overrides ("scheme.name=topk") are
 // applied to the YAML before it is read, so flags and files share one validation.
@@ -32,8 +32,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/optimizer.h"
-#include "common/fingerprint.h"
-#include "common/job_span.h"
+#include "common/wire/fingerprint.h"
+#include "common/config/job_span.h"
 #include "common/layout.h"
 #include "schemes/registry.h"
 
@@ -96,7 +96,7 @@ struct JobSpec {
   double rounds_per_epoch() const;
   // train.rounds, or ceil(epochs * rounds_per_epoch).
   std::uint64_t total_rounds() const;
-  // Both of the above, to resolve spans (common/job_span.h).
+  // Both of the above, to resolve spans (common/config/job_span.h).
   JobClock clock() const;
   bool decentralized() const { return mode == Mode::kDecentralized; }
 };

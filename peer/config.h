@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/fingerprint.h"
-#include "common/tls.h"
+#include "common/wire/fingerprint.h"
+#include "common/net/tls.h"
 
 namespace sketchps::peer {
 
@@ -28,12 +28,12 @@ struct PeerConfig {
   absl::Duration peer_timeout = absl::Seconds(60);
   // Largest gRPC message sent or accepted; 0: MaxLetterBytes() (derived from the ranges and P).
   int max_message_bytes = 0;
-  TlsConfig tls;  // common/tls.h: mutual TLS with worker identities, or insecure
+  TlsConfig tls;  // common/net/tls.h: mutual TLS with worker identities, or insecure
   // The certificate identity of each rank of this epoch ("worker-<identities[r]>"): a regroup
   // renumbers ranks but certificates keep the rank a worker had when the job started. Empty: rank r
   // is worker-r.
   std::vector<std::uint32_t> identities;
-  Fingerprint fingerprint;  // the job's (common/fingerprint.h); peers compare it at start
+  Fingerprint fingerprint;  // the job's (common/wire/fingerprint.h); peers compare it at start
 
   // The identity index of `rank` (identities[rank], or rank itself).
   std::uint32_t IdentityOf(std::uint32_t rank) const { return identities.empty() ? rank : identities.at(rank); }

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_edge.h"
+#include "common/net/grpc_edge.h"
 #include "common/status.h"
 #include "peer/schedule.h"
 #include "peer/wire.h"

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/grpc_edge.h"
+#include "common/net/grpc_edge.h"
 #include "common/status.h"
 
 namespace sketchps::peer {

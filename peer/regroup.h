@@ -37,7 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/tls.h"
+#include "common/net/tls.h"
 #include "sketchps/v1/peer.grpc.pb.h"
 
 namespace sketchps::peer {
@@ -82,7 +82,7 @@ class Regrouper {
   // Enters `config.epoch`: earlier collections are forgotten. InvalidArgument for a bad config.
   absl::Status Arm(RegroupConfig config);
   // Coordinator side of one request. Blocks until the decision.
-  // `caller`: the identity the request came with (common/tls.h); a rank other than its own is
+  // `caller`: the identity the request came with (common/net/tls.h); a rank other than its own is
   // PermissionDenied.
   absl::StatusOr<RegroupPlan> Handle(const v1::RegroupRequest& request,
                                      const std::optional<Identity>& caller = std::nullopt);

@@ -1,6 +1,6 @@
 #include "peer/service.h"
 
-#include "common/grpc_edge.h"
+#include "common/net/grpc_edge.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "peer/schedule.h"

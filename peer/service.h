@@ -38,7 +38,7 @@ struct Endpoint {
   Mailbox mailbox;
 };
 
-// `caller`: the identity the request came with (common/tls.h): it must be the sender's
+// `caller`: the identity the request came with (common/net/tls.h): it must be the sender's
 // (PERMISSION_DENIED otherwise, checked before anything is stored); nullopt on a plaintext channel.
 absl::Status Receive(Endpoint& endpoint, const v1::ExchangeRequest& request,
                      const std::optional<Identity>& caller = std::nullopt);

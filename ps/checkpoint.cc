@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/framed_file.h"
+#include "common/wire/framed_file.h"
 #include "common/status.h"
 
 namespace sketchps::ps {

@@ -29,9 +29,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/fingerprint.h"
+#include "common/wire/fingerprint.h"
 #include "common/layout.h"
-#include "common/tls.h"
+#include "common/net/tls.h"
 #include "engine/aggregator.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 
@@ -45,7 +45,7 @@ struct ClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(20);  // one attempt
   absl::Duration patience = absl::Seconds(120);    // continuous failure before giving up
   int max_message_bytes = 256 << 20;
-  TlsConfig tls;            // common/tls.h: shard s must prove server-<s>
+  TlsConfig tls;            // common/net/tls.h: shard s must prove server-<s>
   Fingerprint fingerprint;  // the job's, sent with every Join
 };
 

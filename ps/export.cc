@@ -1,8 +1,8 @@
 #include "ps/export.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/codec.h"
-#include "common/layout_proto.h"
+#include "common/wire/codec.h"
+#include "common/wire/layout_proto.h"
 #include "common/status.h"
 #include "ps/checkpoint.h"
 

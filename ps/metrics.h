@@ -10,7 +10,7 @@
 //   sketchps_checkpoints_total{outcome}     counter    written | failed
 //   sketchps_checkpoint_seconds             histogram  time to write (incl. fsync) one checkpoint
 // /metrics also serves sketchps_build_info{role="server"} and the process families
-// (common/metrics_http.h). Thread-safe (prometheus-cpp metrics are).
+// (common/net/metrics_http.h). Thread-safe (prometheus-cpp metrics are).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/metrics_http.h"
+#include "common/net/metrics_http.h"
 
 namespace prometheus {
 class Counter;

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/grpc_edge.h"
+#include "common/net/grpc_edge.h"
 #include "common/status.h"
 
 namespace sketchps::ps {

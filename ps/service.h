@@ -3,7 +3,7 @@
 // and submits, and the call is finished from the shard's strand when the phase result is published,
 // or with DEADLINE_EXCEEDED when the client's deadline or --max-wait-seconds passes first (an alarm),
 // whichever comes first; a late result is then dropped. Join works the same way while the shard
-// assembles its state. absl codes map 1:1 onto gRPC codes (common/grpc_edge.h).
+// assembles its state. absl codes map 1:1 onto gRPC codes (common/net/grpc_edge.h).
 //
 // The methods take the raw request bytes and parse them here, so that a body that does not parse
 // is INVALID_ARGUMENT naming the message ("request: 37 bytes do not parse as

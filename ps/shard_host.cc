@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
-#include "common/codec.h"
+#include "common/wire/codec.h"
 #include "common/status.h"
 #include "engine/phase_table.h"
 #include "engine/wire.h"

@@ -44,9 +44,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/fingerprint.h"
+#include "common/wire/fingerprint.h"
 #include "common/layout.h"
-#include "common/tls.h"
+#include "common/net/tls.h"
 #include "engine/optimizer.h"
 #include "engine/shard.h"
 #include "ps/assembly.h"
@@ -86,7 +86,7 @@ class ShardHost {
   // Each reply runs exactly once (possibly before the call returns).
   using JoinReply = std::function<void(absl::StatusOr<v1::JoinResponse>)>;
   using PushReply = std::function<void(absl::StatusOr<v1::PushPullResponse>)>;
-  // `caller` is the identity the request came with (common/tls.h; nullopt without TLS): a worker
+  // `caller` is the identity the request came with (common/net/tls.h; nullopt without TLS): a worker
   // may only join and push as itself, and only workers may read the weights (PERMISSION_DENIED).
   void Join(const v1::JoinRequest& request, const std::optional<Identity>& caller, JoinReply reply);
   void PushPull(const v1::PushPullRequest& request, const std::optional<Identity>& caller, PushReply reply);

@@ -19,7 +19,7 @@
 //
 // Density: δ = ctx.k / ctx.dim, i.e. the job's scheme.density (DGC's compress_ratio, 0.001 in its
 // code). Sparsity warm-up (the reference code's rule, with its epochs generalised to stages): the
-// warm-up span (common/job_span.h, resolved against the job: R rounds) is cut into S = warmup_stages
+// warm-up span (common/config/job_span.h, resolved against the job: R rounds) is cut into S = warmup_stages
 // equal stages; round t < R is in stage s = ⌊t S / R⌋ and
 //   s < S:       δ_s = warmup_densities[s] if given, else max(c^(s+1), δ), c = δ^(1/(S+1))
 //   otherwise:   δ_s = δ
@@ -54,8 +54,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/config_reader.h"
-#include "common/job_span.h"
+#include "common/config/config_reader.h"
+#include "common/config/job_span.h"
 #include "schemes/local_momentum.h"
 #include "engine/scheme.h"
 

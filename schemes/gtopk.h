@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 #include "common/payload.h"
 #include "kernels/backend.h"
 #include "schemes/error_feedback.h"

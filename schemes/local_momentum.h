@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 #include "kernels/backend.h"
 #include "kernels/stats.h"
 #include "engine/scheme.h"

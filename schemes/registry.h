@@ -6,7 +6,7 @@
 //     name: gs_sgd          # one of SchemeNames()
 //     density: 0.01         # k = density x range length (per shard)
 //     dense_warmup: 0       # dense rounds first (every scheme): a span, e.g. 100 rounds or 5%
-//                           # (common/job_span.h); warmup_rounds: N is the older spelling of N rounds
+//                           # (common/config/job_span.h); warmup_rounds: N is the older spelling of N rounds
 //     gs_sgd: {rows: 5}     # the method's own section, read by its config's Read()
 // and ParseSchemeSection() turns it into a BoundScheme that builds Scheme instances.
 #pragma once
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 #include "engine/scheme.h"
 
 namespace sketchps {

@@ -31,7 +31,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 #include "engine/scheme.h"
 
 namespace sketchps {

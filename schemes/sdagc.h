@@ -16,7 +16,7 @@
 // keep u (momentum SGD).
 //
 // λ_t: kernels::SdagcLambda — linear in the round from lambda_initial to lambda_final over the
-// warm-up (a span, common/job_span.h: default [4 epochs, 10%], the paper's DGC-length warm-up capped
+// warm-up (a span, common/config/job_span.h: default [4 epochs, 10%], the paper's DGC-length warm-up capped
 // at a tenth of a short job). With closed_loop (the default), from the end of the warm-up on, λ
 // follows kernels::SdagcLambdaController toward target_density (0, the default: the job's
 // scheme.density; started at lambda_final, updated after every compressed round from this worker's
@@ -62,8 +62,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/config_reader.h"
-#include "common/job_span.h"
+#include "common/config/config_reader.h"
+#include "common/config/job_span.h"
 #include "schemes/local_momentum.h"
 #include "engine/scheme.h"
 

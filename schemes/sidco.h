@@ -18,7 +18,7 @@
 // Choices where the paper and code are silent or the project decided (documented in kernels/sidco.h):
 //   - Defaults (decision 6): adaptive stage count (direction-searching rule, not the reference's mode
 //     -1), first-stage ratio 0.25, variant E (the estimator's default), initial M = 1, windows of 5
-//     rounds. adapt_window is a span (common/job_span.h: "5 rounds", "1%"); its default does not grow
+//     rounds. adapt_window is a span (common/config/job_span.h: "5 rounds", "1%"); its default does not grow
 //     with the job: it is the period of a control loop that tracks the achieved density, not a phase of
 //     training (docs/methods.md).
 //   - The whole shard range is one group (the reference's default `partition=1`), not per layer.
@@ -32,8 +32,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/config_reader.h"
-#include "common/job_span.h"
+#include "common/config/config_reader.h"
+#include "common/config/job_span.h"
 #include "kernels/sidco.h"
 #include "engine/scheme.h"
 

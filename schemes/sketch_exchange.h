@@ -30,7 +30,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 #include "common/count_sketch_hash.h"
 #include "kernels/backend.h"
 #include "schemes/error_feedback.h"

@@ -34,7 +34,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 #include "engine/scheme.h"
 #include "schemes/sketch_exchange.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/grpc_edge.h"
+#include "common/net/grpc_edge.h"
 #include "common/layout.h"
 #include "engine/phase.h"
 #include "job/job_spec.h"

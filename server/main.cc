@@ -25,11 +25,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/cli.h"
+#include "common/config/cli.h"
 #include "job/job_spec.h"
-#include "common/grpc_edge.h"
+#include "common/net/grpc_edge.h"
 #include "engine/phase.h"
-#include "common/rendezvous_file.h"
+#include "common/net/port_file.h"
+#include "common/net/rendezvous_file.h"
 #include "server/job_adapter.h"
 #include "ps/metrics.h"
 #include "ps/service.h"
@@ -125,9 +126,12 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     }
     endpoint = std::move(*served);
   }
-  if (!flags.port_file.empty() && !WriteFileAtomically(flags.port_file, absl::StrCat(port, "\n")).ok()) {
-    spdlog::error("--port-file {}: cannot write", flags.port_file);
-    return 1;
+  if (!flags.port_file.empty()) {
+    const PortReport ports{.grpc = port, .health = health_port, .metrics = endpoint ? endpoint->port : 0};
+    if (auto st = WritePortFile(flags.port_file, ports); !st.ok()) {
+      spdlog::error("{}", std::string(st.message()));
+      return 1;
+    }
   }
   spdlog::info(
       "shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {} ({}){}{}; {}; {}", shard_id,
@@ -184,7 +188,9 @@ int main(int argc, char** argv) {
   AddTlsFlags(app, flags.tls);
   app.add_option("--metrics-listen", flags.metrics_listen, "Prometheus /metrics address (empty: off)");
   app.add_option("--checkpoint-dir", flags.checkpoint_dir, "Checkpoint directory (overrides checkpoint.dir)");
-  app.add_option("--port-file", flags.port_file, "Write the bound gRPC port here once serving");
+  app.add_option("--port-file", flags.port_file,
+                 "Once serving, write the bound ports here as JSON: {\"grpc\": N, \"health\": N, \"metrics\": N} "
+                 "(common/net/port_file.h)");
   app.add_option("--max-wait-seconds", flags.max_wait_seconds, "Longest one PushPull waits for its phase")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -1,4 +1,4 @@
-// `sketchps certs`: the certificates of one job's mutual TLS (common/tls.h), made with OpenSSL's
+// `sketchps certs`: the certificates of one job's mutual TLS (common/net/tls.h), made with OpenSSL's
 // library: a CA, and one key and certificate per worker rank and per server shard.
 //
 //   <dir>/ca.pem, ca.key                 self-signed CA (keep ca.key off the training hosts)
@@ -7,7 +7,7 @@
 //                                          Peer service (decentralized mode)
 //   <dir>/server-<s>.pem, server-<s>.key   identity "server-<s>"
 // Each identity is the certificate's common name and its one DNS subject alternative name; clients
-// verify a server against the identity they expect (common/tls.h), not its network name, so the
+// verify a server against the identity they expect (common/net/tls.h), not its network name, so the
 // same files work on loopback, in containers and in Kubernetes. Keys are ECDSA P-256, signatures
 // SHA-256, validity `days` (default 365). Private keys are written with mode 0600.
 //

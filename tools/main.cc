@@ -5,108 +5,47 @@
 //   compare one job in both modes with one process killed, side by side (tools/compare.h)
 //   report  a markdown table of run directories' summaries (tools/report.h); --plot PREFIX draws
 //           their test accuracy against time, rounds and bytes (tools/plot.h)
-//   bench   benchmark the compression primitives (bench/primitives.h)
+//   bench   benchmark the compression primitives (sketchps-bench, bench/main.cc)
 //   export  a run's checkpoints as a PyTorch state_dict file (tools/export.h)
-//   loadgen traffic of every scheme against the number of workers P (bench/loadgen/loadgen.h)
+//   loadgen traffic of every scheme against the number of workers P (sketchps-bench)
+//   launch  the daemons' command lines and ports for other launchers (tools/launch_command.h)
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "bench/loadgen/loadgen.h"
-#include "bench/input_bench.h"
-#include "bench/primitives.h"
-#include "common/cli.h"
-#include "bench/report.h"
-#include "common/cli.h"
+#include <unistd.h>
+
+#include <functional>
+
+#include "common/config/cli.h"
+#include "launch/binaries.h"
 #include "common/version.h"
 #include "kernels/backend.h"
 #include "tools/certs.h"
 #include "tools/compare.h"
 #include "tools/export.h"
 #include "tools/health.h"
+#include "tools/launch_command.h"
 #include "tools/plot.h"
 #include "tools/report.h"
 #include "tools/run.h"
 
 namespace {
 
-struct BenchFlags {
-  sketchps::bench::BenchOptions synthetic;
-  sketchps::bench::InputOptions input;  // used when --input is given
-  bool json = false;
-};
-
-// --input: real gradients dumped by the workers (bench/input_bench.h) instead of synthetic ones.
-void AddInputOptions(CLI::App& bench, sketchps::bench::InputOptions& input) {
-  bench.add_option("--input", input.files,
-                   "Gradient dumps (`sketchps run --dump-gradients`): selection density and "
-                   "sketch recall on real gradients instead of timings on a synthetic one");
-  bench.add_option("--servers", input.servers, "--input: shards the layout is split into")->capture_default_str();
-  bench.add_option("--rows", input.rows, "--input: sketch row counts to try")->delimiter(',')->capture_default_str();
-  bench.add_option("--cols-factors", input.cols_factors, "--input: sketch columns per kept entry to try")
-      ->delimiter(',')
-      ->capture_default_str();
-  bench.add_option("--p2", input.p2s, "--input: candidates per kept entry to try")
-      ->delimiter(',')
-      ->capture_default_str();
-}
-
-void AddBenchCommand(CLI::App& app, BenchFlags& flags) {
-  sketchps::bench::BenchOptions& options = flags.synthetic;
-  CLI::App* bench = app.add_subcommand("bench", "Benchmark the compression primitives on a heavy-tailed gradient");
-  bench->add_option("--d", options.d, "Gradient length; several (comma-separated) run one after another")
-      ->delimiter(',')
-      ->capture_default_str();
-  bench->add_option("--density", options.density, "Target density k/d")->capture_default_str();
-  bench
-      ->add_option(
-          "--methods", options.methods,
-          "Comma-separated subset of: " +
-              [] {
-                std::string all;
-                for (const auto& m : sketchps::bench::AllMethods()) all += (all.empty() ? "" : ",") + m;
-                return all;
-              }())
-      ->delimiter(',');
-  bench->add_option("--repeats", options.repeats, "Timed runs per method (median reported)")->capture_default_str();
-  bench->add_option("--seed", options.seed, "Data and hash seed")->capture_default_str();
-  bench->add_option("--sketch-rows", options.sketch_rows, "Count Sketch rows")->capture_default_str();
-  bench->add_option("--sketch-cols", options.sketch_cols, "Count Sketch columns (0: 10*k)")->capture_default_str();
-  bench->add_flag("--json", flags.json, "Print results as a JSON list instead of a table");
-  AddInputOptions(*bench, flags.input);
-}
-
-int RunInputBench(sketchps::bench::InputOptions input, const sketchps::bench::BenchOptions& synthetic) {
-  input.density = synthetic.density;
-  input.seed = synthetic.seed;
-  auto progress = [](const std::string& line) { std::fprintf(stderr, "bench: %s\n", line.c_str()); };
-  auto report = sketchps::bench::RunInputBenchmarks(input, progress);
-  if (!report.ok()) {
-    std::fprintf(stderr, "sketchps bench: %s\n", std::string(report.status().message()).c_str());
+// `sketchps bench|loadgen ARGS`: sketchps-bench with the same arguments (the benchmarks are not
+// linked into the product binaries).
+int RunBenchProgram(char** argv) {
+  auto bench = sketchps::launch::FindBinary(sketchps::launch::Program::kBench, "");
+  if (!bench.ok()) {
+    std::fprintf(stderr, "sketchps %s: %s\n", argv[1], std::string(bench.status().message()).c_str());
     return 2;
   }
-  std::cout << sketchps::bench::InputReportMarkdown(*report);
-  return 0;
-}
-
-int RunBench(const BenchFlags& flags) {
-  if (!flags.input.files.empty()) return RunInputBench(flags.input, flags.synthetic);
-  const sketchps::bench::BenchOptions& options = flags.synthetic;
-  const bool json = flags.json;
-  auto progress = [](const std::string& line) { std::fprintf(stderr, "bench: %s\n", line.c_str()); };
-  auto results = sketchps::bench::RunBenchmarks(options, progress);
-  if (!results.ok()) {
-    std::fprintf(stderr, "sketchps bench: %s\n", std::string(results.status().message()).c_str());
-    return 2;
-  }
-  if (json) {
-    std::cout << sketchps::bench::ToJson(*results).dump(2) << "\n";
-  } else {
-    std::cout << sketchps::bench::ToTable(*results);
-  }
-  return 0;
+  argv[0] = bench->data();
+  execv(bench->c_str(), argv);
+  std::fprintf(stderr, "sketchps %s: cannot run %s\n", argv[1], bench->c_str());
+  return 1;
 }
 
 void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
@@ -200,18 +139,24 @@ void AddHealthCommand(CLI::App& app, HealthOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "bench" || std::string(argv[1]) == "loadgen")) return RunBenchProgram(argv);
   CLI::App app{"sketchps: compressed-gradient parameter server"};
   app.set_version_flag("--version", std::string("sketchps ") + sketchps::Version() + " (" +
                                         sketchps::kernels::BackendName() + " kernels)");
   app.require_subcommand(1);
-  BenchFlags bench_flags;
-  AddBenchCommand(app, bench_flags);
+  // `bench` and `loadgen` are sketchps-bench's: listed here, run there with the same arguments.
+  app.add_subcommand("bench", "Benchmark the compression primitives (runs sketchps-bench)")
+      ->allow_extras()
+      ->prefix_command();
+  app.add_subcommand("loadgen", "Traffic of every scheme against P (runs sketchps-bench)")
+      ->allow_extras()
+      ->prefix_command();
+  std::function<int()> launch_run;
+  sketchps::tools::AddLaunchCommand(app, launch_run);
   sketchps::tools::RunOptions run_options;
   AddRunCommand(app, run_options);
   HealthOptions health_options;
   AddHealthCommand(app, health_options);
-  sketchps::bench::LoadgenOptions loadgen_options;
-  sketchps::bench::AddLoadgenCommand(app, loadgen_options);
   sketchps::tools::CertsOptions certs_options;
   AddCertsCommand(app, certs_options);
   sketchps::tools::CompareOptions compare_options;
@@ -236,9 +181,8 @@ int main(int argc, char** argv) {
   // A bad flag or value exits 2 (CLI11's own codes 104-109 would read as runtime failures).
   if (auto code = sketchps::ParseCommandLine(app, argc, argv)) return *code;
   if (app.got_subcommand("export")) return sketchps::tools::ExportModel(export_python, exporter->remaining());
-  if (app.got_subcommand("bench")) return RunBench(bench_flags);
+  if (launch_run) return launch_run();
   if (app.got_subcommand("run")) return sketchps::tools::RunJob(run_options);
-  if (app.got_subcommand("loadgen")) return sketchps::bench::RunLoadgen(loadgen_options);
   if (app.got_subcommand("compare")) return sketchps::tools::CompareModes(compare_options);
   if (app.got_subcommand("report")) return Report(report_options);
   if (app.got_subcommand("certs")) {

@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/status.h"
 #include "tools/plot_script.h"
-#include "common/process.h"
+#include "launch/child.h"
 #include "tools/report.h"
 #include "tools/summary.h"
 
@@ -61,9 +61,9 @@ absl::Status RunScript(const nlohmann::json& data, const std::string& prefix) {
   if (ec) return absl::InternalError(absl::StrCat(scratch.string(), ": ", ec.message()));
   std::ofstream(scratch / "plot_runs.py") << kPlotScript;
   std::ofstream(scratch / "data.json") << data.dump();
-  auto child =
-      Child::Start("plot", {python, (scratch / "plot_runs.py").string(), (scratch / "data.json").string(), prefix},
-                   (scratch / "plot.log").string());
+  auto child = launch::Child::Start(
+      "plot", {python, (scratch / "plot_runs.py").string(), (scratch / "data.json").string(), prefix},
+      (scratch / "plot.log").string());
   absl::Status status = child.status();
   if (child.ok()) {
     std::optional<int> code;

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/rendezvous_file.h"
+#include "common/net/rendezvous_file.h"
 #include "common/status.h"
 #include "ps/checkpoint.h"
 #include "tools/summary.h"

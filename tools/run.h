@@ -11,7 +11,7 @@
 //   tls/                  the job's CA and every process's certificate (`sketchps certs`); every
 //                         connection, loopback included, is mutual TLS unless --insecure
 //   gradients/            with --dump-gradients: every worker's gradient of those rounds
-//                         (common/gradient_dump.h; `sketchps bench --input` reads them)
+//                         (common/wire/gradient_dump.h; `sketchps bench --input` reads them)
 //   summary.json          tools/summary.h
 //   accuracy.png, accuracy.svg   test accuracy against wall time, rounds and bytes (tools/plot.h),
 //                         when python3 with matplotlib is there (else a warning) and not --no-plot
@@ -47,18 +47,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cli.h"
+#include "common/config/cli.h"
+#include "tools/faults.h"
 #include "tools/run_script.h"
 
 namespace sketchps::tools {
-
-struct KillSpec {
-  std::string role;  // "server" or "worker"
-  std::uint32_t index = 0;
-  std::uint64_t after_round = 0;
-};
-// Parses "server:1@20" or "worker:3@20". InvalidArgument naming --kill otherwise.
-absl::StatusOr<KillSpec> ParseKillSpec(const std::string& text);
 
 struct RunOptions {
   JobFlags job;         // --mode ps|decentralized is an override of the job's `mode`

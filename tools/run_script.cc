@@ -10,17 +10,18 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/status.h"
-#include "common/process.h"
+#include "launch/child.h"
 
 namespace sketchps::tools {
 namespace fs = std::filesystem;
 
 std::string PackagePythonPath(const ScriptOptions& script) {
   const std::string package = script.python_path.empty()
-                                  ? (fs::path(SelfExecutable()).parent_path().parent_path() / "python").string()
+                                  ? (fs::path(launch::SelfExecutable()).parent_path().parent_path() / "python").string()
                                   : script.python_path;
   const char* existing = std::getenv("PYTHONPATH");
   return existing && *existing ? absl::StrCat(package, ":", existing) : package;
@@ -43,11 +44,14 @@ std::vector<std::string> ScriptArgv(const ScriptOptions& script) {
   return argv;
 }
 
-std::vector<std::string> ScriptEnv(const ScriptOptions& script, const ScriptWorker& w) {
-  std::vector<std::string> env{absl::StrCat("RANK=", w.rank),           absl::StrCat("LOCAL_RANK=", w.rank),
-                               absl::StrCat("WORLD_SIZE=", w.workers),  "SKETCHPS_JOB=" + w.job_path,
-                               "SKETCHPS_METRICS_OUT=" + w.metrics_out, "PYTHONPATH=" + PackagePythonPath(script)};
-  if (!w.servers.empty()) env.push_back("SKETCHPS_SERVERS=" + w.servers);
+std::vector<std::string> ScriptEnv(const ScriptOptions& script, const launch::WorkerLaunch& w) {
+  std::vector<std::string> env{absl::StrCat("RANK=", w.rank),
+                               absl::StrCat("LOCAL_RANK=", w.rank),
+                               absl::StrCat("WORLD_SIZE=", w.world_size),
+                               "SKETCHPS_JOB=" + w.job_path,
+                               "SKETCHPS_METRICS_OUT=" + w.metrics_out,
+                               "PYTHONPATH=" + PackagePythonPath(script)};
+  if (!w.servers.empty()) env.push_back("SKETCHPS_SERVERS=" + absl::StrJoin(w.servers, ","));
   if (!w.listen.empty()) {
     env.insert(env.end(), {"SKETCHPS_LISTEN=" + w.listen, "SKETCHPS_PORT_FILE=" + w.port_file,
                            "SKETCHPS_PEERS_FILE=" + w.peers_file});
@@ -72,8 +76,8 @@ absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& scr
                                absl::StrCat("WORLD_SIZE=", workers),
                                "PYTHONPATH=" + PackagePythonPath(script),
                                "OMP_NUM_THREADS=1"};
-  SKETCHPS_ASSIGN_OR_RETURN(Child child,
-                            Child::Start("script", ScriptArgv(script), (dir / "describe.log").string(), env));
+  SKETCHPS_ASSIGN_OR_RETURN(launch::Child child,
+                            launch::Child::Start("script", ScriptArgv(script), (dir / "describe.log").string(), env));
   const absl::Time deadline = absl::Now() + absl::Minutes(5);
   std::optional<int> status;
   while (!(status = child.Poll()) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "launch/daemon_args.h"
 
 namespace sketchps::tools {
 
@@ -24,20 +25,6 @@ struct ScriptOptions {
   std::string python_path;  // folder holding the sketchps package ("" : <build>/python)
 };
 
-// Where worker `rank` is and how it reaches the others.
-struct ScriptWorker {
-  std::uint32_t rank = 0;
-  std::uint32_t workers = 1;
-  std::string job_path;  // the run's job.yaml
-  std::string metrics_out;
-  std::string servers;  // ps: comma-separated, shard order
-  std::string listen;   // decentralized: this worker's Peer service, its port file, the peers
-  std::string port_file;
-  std::string peers_file;
-  std::string tls_dir;              // "" : --insecure
-  double peer_timeout_seconds = 0;  // > 0: overrides the job's
-};
-
 // The overrides the script defines (above). `job_yaml`: the effective job spec so far. Errors name
 // the script and show the end of its output when it fails or writes nothing.
 absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& script, const std::string& job_yaml,
@@ -46,9 +33,11 @@ absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& scr
 std::vector<std::string> ScriptArgv(const ScriptOptions& script);
 // PYTHONPATH with the package's folder first (script.python_path, else <build>/python).
 std::string PackagePythonPath(const ScriptOptions& script);
-// RANK, LOCAL_RANK, WORLD_SIZE, SKETCHPS_JOB, SKETCHPS_METRICS_OUT, SKETCHPS_SERVERS or
-// SKETCHPS_LISTEN + SKETCHPS_PORT_FILE + SKETCHPS_PEERS_FILE, SKETCHPS_TLS_DIR or SKETCHPS_INSECURE=1,
-// SKETCHPS_PEER_TIMEOUT_SECONDS, PYTHONPATH (the package first).
-std::vector<std::string> ScriptEnv(const ScriptOptions& script, const ScriptWorker& worker);
+// The worker's place as sketchps-worker would get it on its command line (launch/daemon_args.h), as
+// the environment sketchps.torch.init() reads: RANK, LOCAL_RANK, WORLD_SIZE, SKETCHPS_JOB,
+// SKETCHPS_METRICS_OUT, SKETCHPS_SERVERS or SKETCHPS_LISTEN + SKETCHPS_PORT_FILE +
+// SKETCHPS_PEERS_FILE, SKETCHPS_TLS_DIR or SKETCHPS_INSECURE=1, SKETCHPS_PEER_TIMEOUT_SECONDS,
+// PYTHONPATH (the package first).
+std::vector<std::string> ScriptEnv(const ScriptOptions& script, const launch::WorkerLaunch& worker);
 
 }  // namespace sketchps::tools

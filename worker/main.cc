@@ -29,8 +29,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "common/cli.h"
-#include "common/metrics_http.h"
+#include "common/config/cli.h"
+#include "common/net/metrics_http.h"
 #include "common/status.h"
 #include "job/job_spec.h"
 #include "spdlog/spdlog.h"
@@ -160,8 +160,8 @@ int main(int argc, char** argv) {
                  "Decentralized mode: every rank's Peer address, comma-separated, in rank order")
       ->envname("SKETCHPS_PEERS");
   app.add_option("--port-file", flags.port_file,
-                 "Decentralized mode: write the port the Peer service got here "
-                 "(with --listen HOST:0)");
+                 "Decentralized mode: write the port the Peer service got here as JSON, {\"peer\": N} "
+                 "(with --listen HOST:0; common/net/port_file.h)");
   app.add_option("--peers-file", flags.peers_file,
                  "Decentralized mode, instead of --peers: wait for this file "
                  "(every rank's address, comma-separated, in rank order)");

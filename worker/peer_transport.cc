@@ -3,7 +3,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/rendezvous_file.h"
+#include "common/net/port_file.h"
+#include "common/net/rendezvous_file.h"
 #include "common/status.h"
 #include "peer/peer_aggregator.h"
 #include "peer/service.h"
@@ -102,8 +103,7 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
   SKETCHPS_ASSIGN_OR_RETURN(auto server, peer::PeerServer::Start(o.listen, config));
   spdlog::info("peer service of rank {} listening on port {}", o.rank, server->port());
   std::vector<std::string> peers = o.peers;
-  if (!o.port_file.empty())
-    SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(server->port(), "\n")));
+  if (!o.port_file.empty()) SKETCHPS_RETURN_IF_ERROR(WritePortFile(o.port_file, PortReport{.peer = server->port()}));
   if (peers.empty()) {
     SKETCHPS_ASSIGN_OR_RETURN(const std::string list, WaitForFile(o.peers_file, o.patience));
     peers = absl::StrSplit(absl::StripAsciiWhitespace(list), ',', absl::SkipEmpty());

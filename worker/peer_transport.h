@@ -15,9 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/fingerprint.h"
+#include "common/wire/fingerprint.h"
 #include "common/layout.h"
-#include "common/tls.h"
+#include "common/net/tls.h"
 #include "worker/transport.h"
 
 namespace sketchps::worker {
@@ -33,7 +33,7 @@ struct PeerOptions {
   absl::Duration patience = absl::Seconds(120);  // longest wait for peers_file
   absl::Duration peer_timeout = absl::Seconds(60);
   bool regroup = true;      // job.peer.on_failure == "regroup"
-  TlsConfig tls;            // common/tls.h (this worker's identity is worker-<rank>)
+  TlsConfig tls;            // common/net/tls.h (this worker's identity is worker-<rank>)
   Fingerprint fingerprint;  // the job's: every peer's must be equal (checked at Start)
 };
 

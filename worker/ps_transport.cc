@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
-#include "common/codec.h"
+#include "common/wire/codec.h"
 #include "common/status.h"
 #include "common/reason.h"
 

@@ -3,6 +3,10 @@
 // The C++ training loop (trainer.h) and the Python package (python/, docs/pytorch.md) both run their
 // rounds through it, so both compute the same bits for the same gradients.
 //
+// PUBLIC SURFACE (docs/design-notes.md "Public surfaces"): what a training loop in another language
+// or framework builds against (the Python package does); the record's fields are the metrics format
+// of trainer.h and change only by adding fields.
+//
 //   auto session = Session::Create(options, layers, params);   // layers must equal job.layout
 //   round = session->Join(params);                       // may overwrite params (the servers' copy)
 //   loop: record = session->Step(round, loss, grads, params);   // every shard, then the checks
@@ -35,7 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/tls.h"
+#include "common/net/tls.h"
 #include "engine/replica.h"
 #include "engine/shard_threads.h"
 #include "job/job_spec.h"
@@ -55,7 +59,7 @@ struct SessionOptions {
   absl::Duration patience = absl::Seconds(120);  // how long a shard may stay unreachable
   absl::Duration rpc_timeout = absl::Seconds(20);
   absl::Duration peer_timeout = absl::Seconds(60);  // decentralized: a silent peer fails the round
-  TlsConfig tls;                                    // common/tls.h; this worker is worker-<rank>
+  TlsConfig tls;                                    // common/net/tls.h; this worker is worker-<rank>
 };
 
 // One shard's part of a round, as its thread saw it.

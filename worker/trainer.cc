@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
-#include "common/gradient_dump.h"
+#include "common/wire/gradient_dump.h"
 #include "common/status.h"
 #include "engine/aggregator.h"
 #include "engine/replica.h"

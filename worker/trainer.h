@@ -43,7 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/tls.h"
+#include "common/net/tls.h"
 #include "job/job_spec.h"
 #include "worker/session.h"
 
@@ -58,7 +58,7 @@ struct TrainerOptions : SessionOptions {
   int log_every_rounds = 50;
   bool overlap = true;                  // start a shard's round as soon as its gradients exist
   std::set<std::uint64_t> dump_rounds;  // write this worker's gradient of these rounds ...
-  std::string dump_dir;                 // ... into this folder (common/gradient_dump.h)
+  std::string dump_dir;                 // ... into this folder (common/wire/gradient_dump.h)
   WorkerMetrics* metrics = nullptr;     // not owned; sees every round's record (may be null)
 };
 

@@ -17,7 +17,7 @@
 //   sketchps_worker_test_accuracy                  gauge    the last evaluation's accuracy
 //   sketchps_worker_skipped_rounds_total           counter  rounds whose gradient was skipped (not finite)
 // /metrics also serves sketchps_build_info{role="worker"} and the process families
-// (common/metrics_http.h). A record that lacks a field leaves that family unchanged.
+// (common/net/metrics_http.h). A record that lacks a field leaves that family unchanged.
 // Thread-safe (prometheus-cpp metrics are).
 #pragma once
 
@@ -28,7 +28,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "absl/status/statusor.h"
-#include "common/metrics_http.h"
+#include "common/net/metrics_http.h"
 
 namespace prometheus {
 class Counter;

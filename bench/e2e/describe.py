@@ -4,10 +4,11 @@ Contract:
   - machine(argv) returns nproc, CPU model, kernel, load average, date, the exact command line to
     reproduce the run (as `sudo bash bench/e2e/run.sh ARGS`), the git commit of the checkout and
     the python/torch versions.
-  - plot_title(results, bandwidth) names the job, the machine and the date.
+  - plot_title(results, workload, bandwidth) names the workload's job, the machine and the date.
   - doc_block(results, images) is the generated Markdown of docs/performance.md: command, machine,
-    job, table, plots (`images`: bandwidth -> [png, svg] paths relative to the doc), targets and
-    the definition of each figure.
+    each workload's job, table, plots (`images`: (workload, bandwidth) -> [png, svg] paths
+    relative to the doc), targets and the definition of each figure.
+  - jobs(results): {workload: job} of a results.json (one written before --workload: {"cnn": job}).
 """
 from __future__ import annotations
 
@@ -55,21 +56,26 @@ def machine(argv: list[str]) -> dict:
             "python": platform.python_version(), "torch": torch.__version__}
 
 
-def job_line(results: dict) -> str:
-    job = results["job"]
+def jobs(results: dict) -> dict[str, dict]:
+    return results.get("jobs") or {"cnn": results["job"]}
+
+
+def job_line(job: dict, workload: str = "cnn") -> str:
     data, train = job.get("data", {}), job.get("train", {})
     rounds = f"{jobspec.total_rounds(job)} rounds"
     if not train.get("rounds"):
         rounds = f"{train.get('epochs', 1)} epoch ({rounds})"
-    return (f"Fashion-MNIST {job.get('model', 'cnn')}, P={job['workers']} workers x b={data.get('batch_size', 32)}, "
-            f"{rounds}, S={job['servers']} servers (sketchps)")
+    model = job.get("model", "cnn") if workload == "cnn" else f"workload {workload}"
+    opt = job.get("optimizer", {})
+    return (f"Fashion-MNIST {model}, P={job['workers']} workers x b={data.get('batch_size', 32)}, "
+            f"{rounds}, {opt.get('name', 'sgd')} lr {opt.get('lr', 0.05)}, S={job['servers']} servers (sketchps)")
 
 
-def plot_title(results: dict, bandwidth: str) -> str:
+def plot_title(results: dict, workload: str, bandwidth: str) -> str:
     m = results["machine"]
     links = "uncapped links" if bandwidth == "none" else f"links capped at {bandwidth}"
-    return (f"Test accuracy against wall time, {links}\n{job_line(results)}\n"
-            f"{m['nproc']} cores {m['cpu_model']}, {m['date']}")
+    return (f"Test accuracy against training time (evaluations excluded), {links}\n"
+            f"{job_line(jobs(results)[workload], workload)}\n{m['nproc']} cores {m['cpu_model']}, {m['date']}")
 
 
 def doc_block(results: dict, images: dict[str, list[str]]) -> str:
@@ -78,14 +84,17 @@ def doc_block(results: dict, images: dict[str, list[str]]) -> str:
            f"- date: {m['date']}; commit {m['commit']}",
            f"- machine: {m['nproc']} cores, {m['cpu_model']}, kernel {m['kernel']}, load average "
            f"{m['loadavg'][0]:.2f} at the start (the machine is shared: expect noise)",
-           f"- job: {job_line(results)}; every process in its own network namespace (one host each); "
-           f"python {m['python']}, torch {m['torch']}", "",
-           "The job file the daemons read (DDP runs the same job through `bench/e2e/ddp_train.py`):", "",
-           "```yaml", jobspec.dump(results["job"]).rstrip(), "```", "",
-           "## Results", "", report.table(results["runs"]), "", cpu_table(results["runs"]), ""]
-    for bw, (png, svg) in images.items():
-        out += [f"### Test accuracy against wall time, {bw}", "", f"![accuracy against time, {bw}]({png})", "",
-                f"([SVG]({svg}))", ""]
+           f"- transport: {results.get('transport', 'mutual TLS')}; every process in its own network namespace "
+           f"(one host each); python {m['python']}, torch {m['torch']}", ""]
+    for workload, job in jobs(results).items():
+        runner = ("the daemons read (DDP runs the same job through `bench/e2e/ddp_train.py`)" if workload == "cnn" else
+                  f"of `bench/e2e/workload_{workload}.py` (both backends; sketchps adds the model's layout)")
+        out += [f"Workload {workload}: {job_line(job, workload)}. The job file {runner}:", "",
+                "```yaml", jobspec.dump(job, workload).rstrip(), "```", ""]
+    out += ["## Results", "", report.table(results["runs"]), "", cpu_table(results["runs"]), ""]
+    for (workload, bw), (png, svg) in images.items():
+        out += [f"### Test accuracy against training time, {workload}, {bw}", "",
+                f"![accuracy against time, {workload}, {bw}]({png})", "", f"([SVG]({svg}))", ""]
     out += ["## Targets", "", "Reported, not enforced (the harness never fails on a MISS).", "", "```"]
     out += [targets.describe(c) for c in results["targets"]] + ["```", "", "## How each figure is defined", "",
                                                                  figures.DEFINITIONS]
@@ -94,9 +103,10 @@ def doc_block(results: dict, images: dict[str, list[str]]) -> str:
 
 def cpu_table(rows: list[dict]) -> str:
     lines = ["CPU seconds by process (user + system), and the machine's load average when the run began:", "",
-             "| system | bandwidth | load | servers | workers | per process |", "|---|---|---|---|---|---|"]
+             "| workload | system | bandwidth | load | servers | workers | per process |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         per = ", ".join(f"{p['name']} {p['cpu_s']:.1f}" for p in r["procs"])
         c, load = r["figures"]["cpu_by_role_s"], r.get("loadavg_before")
-        lines.append(f"| {r['system']} | {r['bandwidth']} | {report.fmt(load)} | {c['server']:.1f} | {c['worker']:.1f} | {per} |")
+        lines.append(f"| {r.get('workload', 'cnn')} | {r['system']} | {r['bandwidth']} | {report.fmt(load)} | "
+                     f"{c['server']:.1f} | {c['worker']:.1f} | {per} |")
     return "\n".join(lines) + "\n"

@@ -1,22 +1,35 @@
-"""The benchmark's job: the sketchps default job with --set overrides, and its DDP equivalent.
+"""The benchmark's jobs: per workload its job with --set overrides, and what the DDP side needs of it.
 
 Contract:
-  - DEFAULT_JOB is the text of DefaultJobSpecYaml() in schemes/job_spec.cc (gs-SGD, CNN,
-    Fashion-MNIST, 4 workers, 2 servers, one epoch); make_job() parses it and applies "a.b=value"
-    overrides with the semantics of ApplyOverride there (the value is parsed as YAML, mappings
-    are created on the way). The daemons get the same overrides again with --set, so their own
-    validation still names a bad key.
+  - WORKLOADS: cnn (the default job, trained by the C++ daemons and ddp_train.py), vgg and vit
+    (bench/e2e/workload_<name>.py, one Python script for both backends; its JOB is the base job).
+  - DEFAULT_JOB is the text of DefaultJobSpecYaml() in job/job_spec.cc (gs-SGD, CNN,
+    Fashion-MNIST, 4 workers, 2 servers, one epoch); make_job(overrides, workload) parses the
+    workload's base job and applies "a.b=value" overrides with the semantics of ApplyOverride there
+    (the value is parsed as YAML, mappings are created on the way). The cnn daemons get the same
+    overrides again with --set, so their own validation still names a bad key.
   - total_rounds(job) is JobSpec::total_rounds(): train.rounds, else
-    ceil(epochs * max(1, floor(train_samples / (workers * batch_size)))).
-  - ddp_args(job) gives the options of ddp_train.py that run the same job; JobError (naming the
+    ceil(epochs * max(1, floor(train_samples / (workers * batch_size)))); clock(job) adds
+    rounds_per_epoch; span_rounds() resolves a span of common/config/job_span.h against it.
+  - powersgd_start(job): PowerSGD's start_powerSGD_iter for the job: the sketchps scheme's dense
+    warm-up rounds (scheme.dense_warmup, or scheme.warmup_rounds), or 10 without one; at least 2
+    (torch's minimum with error feedback).
+  - ddp_args(job) gives the options of ddp_train.py that run the cnn job; JobError (naming the
     key) when the job uses something ddp_train.py does not mirror (another model, an LR schedule,
-    Nesterov, weight decay).
+    Nesterov, weight decay). The workload scripts read the job file themselves.
 """
 from __future__ import annotations
 
+import importlib
 import math
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import yaml
+
+WORKLOADS = ("cnn", "vgg", "vit")
 
 DEFAULT_JOB = """\
 job_id: sketchps-default
@@ -56,8 +69,29 @@ def apply_override(job: dict, assignment: str) -> None:
         raise JobError(f"--set {assignment!r}: the value is not valid YAML ({e})")
 
 
-def make_job(overrides: list[str]) -> dict:
-    job = yaml.safe_load(DEFAULT_JOB)
+def workload_module(workload: str):
+    """bench/e2e/workload_<name>.py (imports torch); JobError for an unknown workload."""
+    if workload not in WORKLOADS or workload == "cnn":
+        raise JobError(f"workload {workload!r}: the workload scripts are " + ", ".join(WORKLOADS[1:]))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    return importlib.import_module(f"workload_{workload}")
+
+
+def script(workload: str) -> str:
+    """The training script of a workload (both backends); '' for cnn (the daemons, ddp_train.py)."""
+    return "" if workload == "cnn" else str(Path(__file__).resolve().parent / f"workload_{workload}.py")
+
+
+def base_job(workload: str) -> str:
+    if workload == "cnn":
+        return DEFAULT_JOB
+    return workload_module(workload).JOB
+
+
+def make_job(overrides: list[str], workload: str = "cnn") -> dict:
+    if workload not in WORKLOADS:
+        raise JobError(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
+    job = yaml.safe_load(base_job(workload))
     for o in overrides:
         apply_override(job, o)
     return job
@@ -69,6 +103,56 @@ def total_rounds(job: dict) -> int:
         return int(train["rounds"])
     per_epoch = max(1, int(data.get("train_samples", 60000)) // (int(job["workers"]) * int(data.get("batch_size", 32))))
     return math.ceil(float(train.get("epochs", 1)) * per_epoch)
+
+
+@dataclass(frozen=True)
+class Clock:
+    rounds_per_epoch: float     # max(1, floor(train_samples / (workers * batch_size)))
+    total_rounds: int           # train.rounds, else ceil(epochs * rounds_per_epoch)
+
+    @property
+    def total_epochs(self) -> float:
+        return self.total_rounds / self.rounds_per_epoch
+
+
+def clock(job: dict) -> Clock:
+    data = job.get("data", {})
+    per_epoch = max(1, int(data.get("train_samples", 60000)) // (int(job["workers"]) * int(data.get("batch_size", 32))))
+    return Clock(float(per_epoch), total_rounds(job))
+
+
+SPAN_TERM = re.compile(r"^\s*([0-9.eE+]+)\s*(%|rounds?|epochs?)\s*$")
+
+
+def span_rounds(value, clk: Clock, key: str) -> float:
+    """A span ("200 rounds", "1.5 epochs", "10%", 0, or a list meaning the shortest) in fractional
+    rounds, as JobSpan::Rounds."""
+    rounds = []
+    for term in (value if isinstance(value, list) and value else [value]):
+        if isinstance(term, (int, float)) and not isinstance(term, bool) and term == 0:
+            rounds.append(0.0)
+            continue
+        m = SPAN_TERM.match(str(term))
+        if not m:
+            raise JobError(f"{key}: {term!r} is not a span such as '200 rounds', '1.5 epochs', '10%' or 0")
+        v, unit = float(m.group(1)), m.group(2)
+        if unit == "%":
+            rounds.append(v / 100.0 * clk.total_rounds)
+        else:
+            rounds.append(v * (clk.rounds_per_epoch if unit.startswith("epoch") else 1.0))
+    return min(rounds)
+
+
+def dense_warmup_rounds(job: dict) -> int:
+    """The sketchps scheme's dense warm-up in rounds (scheme.dense_warmup, or scheme.warmup_rounds)."""
+    scheme = job.get("scheme", {})
+    if "warmup_rounds" in scheme:
+        return int(scheme["warmup_rounds"])
+    return math.ceil(span_rounds(scheme.get("dense_warmup", 0), clock(job), "scheme.dense_warmup"))
+
+
+def powersgd_start(job: dict) -> int:
+    return max(2, dense_warmup_rounds(job) or 10)
 
 
 def ddp_args(job: dict) -> list[str]:
@@ -87,12 +171,13 @@ def ddp_args(job: dict) -> list[str]:
             "--momentum", str(opt.get("momentum", 0.9)),
             "--seed", str(train.get("seed", 1)),
             "--eval-every", str(train.get("eval_every_rounds", 200))]
-    if "eval_samples" in train:
+    if int(train.get("eval_samples", 0) or 0) > 0:
         args += ["--eval-samples", str(train["eval_samples"])]
-    return args
+    return args + ["--powersgd-start", str(powersgd_start(job))]
 
 
-def dump(job: dict) -> str:
+def dump(job: dict, workload: str = "cnn") -> str:
     """The job as the YAML file the daemons read (--job)."""
-    return "# written by bench/e2e/run.py: the default job with its --set overrides\n" + \
+    what = "the default job" if workload == "cnn" else f"workload {workload} (bench/e2e/workload_{workload}.py)"
+    return f"# written by bench/e2e/run.py: {what} with its --set overrides\n" + \
         yaml.safe_dump(job, sort_keys=False, default_flow_style=None)

@@ -3,7 +3,7 @@
 Contract:
   - Procs.start() runs `ip netns exec NS argv...` (ip execs the program in place, so the child
     is the program) in a session of its own, with stdout and stderr to a log file, and notes the
-    launch time (unix seconds).
+    launch time (unix seconds) and the SKETCHPS_* variables of its environment.
   - Procs.poll() reaps finished children with os.wait4(pid, WNOHANG): exit code (negative: killed
     by that signal), end time, and CPU seconds (user and system of the process and of every
     descendant it waited for). Popen's own wait is never used, so the rusage is not lost.
@@ -37,11 +37,12 @@ class Proc:
     rc: int | None = None
     cpu_user: float = 0.0
     cpu_sys: float = 0.0
+    env: dict = field(default_factory=dict)  # the SKETCHPS_* variables it was given
 
     def summary(self) -> dict:
         return {"name": self.name, "role": self.role, "start": self.start, "end": self.end, "exit": self.rc,
                 "cpu_user_s": self.cpu_user, "cpu_sys_s": self.cpu_sys, "cpu_s": self.cpu_user + self.cpu_sys,
-                "log": str(self.log), "argv": self.argv}
+                "log": str(self.log), "argv": self.argv, "env": self.env}
 
 
 class Procs:
@@ -54,7 +55,8 @@ class Procs:
             out.flush()
             popen = subprocess.Popen(["ip", "netns", "exec", ns, *argv], env=env, stdout=out,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        proc = Proc(name, role, ns, argv, log, popen, start=time.time())
+        proc = Proc(name, role, ns, argv, log, popen, start=time.time(),
+                    env={k: v for k, v in env.items() if k.startswith("SKETCHPS_")})
         self.procs[name] = proc
         return proc
 

@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
 """End-to-end benchmark: sketchps against PyTorch DDP on emulated hosts (network namespaces).
 
-For each --bandwidth (tc rate such as 100mbit, or none), one netns_run.Network of hosts server-0..
-and worker-0.. is made and each system runs on it in turn (never two at once): sketchps in each
---mode for each of --schemes (S servers + P workers from one job YAML, --set overrides passed
-through), then DDP dense and DDP fp16 (P ranks of ddp_train.py on the same job). The daemons run with mutual
-TLS, as deployed: `sketchps certs` makes a CA and the certificates of every worker and shard once
-per harness run, in --out/certs, and every daemon gets --tls-dir (--insecure: plaintext instead).
-The shards exit by themselves once every worker has left; a shard that fails, or is still running
---server-exit-wait seconds after the last worker, fails the run. Progress goes to
-stderr. Outputs in --out: job.yaml, certs/, one folder of logs and metrics per run, results.json,
-table.md, accuracy-<bandwidth>.png/.svg; --write-doc also rewrites the generated block of a
-Markdown file (plots copied to img/ beside it). The performance targets (targets.py) are printed
-with PASS/MISS; a MISS never fails the run.
+For each --bandwidth (tc rate such as 100mbit, 1gbit, or none), one netns_run.Network of hosts
+server-0.. and worker-0.. is made and, for each --workload, each system runs on it in turn (never
+two at once): sketchps in each --mode for each of --schemes (S servers + P workers from one job
+YAML), then the DDP systems of --ddp (dense, fp16, PowerSGD of rank R: P ranks on the same job).
+Workloads: cnn, the default job (the C++ daemons sketchps-server/sketchps-worker, --set overrides
+passed through; DDP: ddp_train.py); vgg and vit, a Python script each (bench/e2e/workload_*.py)
+that runs under both backends (sketchps: the sketchps package from --python-path on every worker
+host, with the job's model layout found by running the script once in describe mode; DDP: gloo).
+The daemons and the Python workers run with mutual TLS, as deployed: `sketchps certs` makes a CA
+and the certificates of every worker and shard once per harness run, in --out/certs (--insecure:
+plaintext instead). The shards exit by themselves once every worker has left; a shard that fails,
+or is still running --server-exit-wait seconds after the last worker, fails the run. Progress goes
+to stderr. Outputs in --out: <workload>/job.yaml (and the sketchps systems' job-*.yaml), certs/,
+one folder of logs and metrics per run (<workload>/<bandwidth>/<system>/), results.json, table.md,
+accuracy-<workload>-<bandwidth>.png/.svg; --write-doc also rewrites the generated block of a
+Markdown file (plots copied to img/ beside it). The headline figure is the time to accuracy
+(figures.py); the performance targets (targets.py) are printed with PASS/MISS; a MISS never fails
+the run.
 
 Exit codes: 0 every run completed; 1 a run failed (the failing process and its log tail are
 printed; whatever was started is killed; results.json holds what finished); 2 bad usage (the
@@ -54,9 +60,12 @@ import report  # noqa: E402
 import targets  # noqa: E402
 from netns_run import Network, RunError  # noqa: E402
 from procs import RunFailure  # noqa: E402
-from systems import Context, System, run_system, say  # noqa: E402
+from systems import Context, System, describe_script, run_system, say, system_job  # noqa: E402
 
 SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "sdagc", "sidco", "scalecom"]
+DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*))$")
+# The up-front accuracy of DDP dense on the cnn job (docs/performance.md: 88.00%); the workloads state theirs.
+CNN_EXPECTED_ACCURACY = 0.88
 BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker",
             "sketchps": "tools/sketchps"}
 BANDWIDTH = re.compile(r"^\d+(\.\d+)?[kmgt]?(bit|bps)$", re.I)
@@ -78,12 +87,17 @@ def parse_args(argv):
                     help="a binary's path, NAME sketchps-server, sketchps-worker or sketchps (overrides --bin-dir)")
     ap.add_argument("--insecure", action="store_true",
                     help="run the daemons in plaintext (--insecure) instead of mutual TLS; no certificates, no sketchps binary")
+    ap.add_argument("--python-path", help="the sketchps package for the workload scripts (default: BIN_DIR/python)")
+    ap.add_argument("--workload", action="append", metavar="NAME",
+                    help=f"{', '.join(jobspec.WORKLOADS)}; repeatable or comma-separated (default cnn)")
     ap.add_argument("--schemes", default="gs_sgd", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}")
     ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
-    ap.add_argument("--ddp", default="dense,fp16", help="DDP variants, comma-separated: dense, fp16 (none: no DDP)")
+    ap.add_argument("--ddp", default="dense,fp16,powersgd-r2,powersgd-r4",
+                    help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R) (none: no DDP)")
     ap.add_argument("--bandwidth", action="append", metavar="RATE",
                     help="link cap, tc syntax (100mbit) or none; repeatable (default 100mbit)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="job override (both daemons, DDP)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="job override of every workload (sketchps and DDP)")
     ap.add_argument("--timeout", type=float, default=1800, help="limit per system run, seconds")
     ap.add_argument("--server-exit-wait", type=float, default=30,
                     help="seconds the shards get to exit by themselves after the last worker (else the run fails)")
@@ -95,9 +109,12 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
-def binaries(args) -> dict[str, str]:
-    """The daemons, and `sketchps` (for the certificates) unless --insecure."""
-    needed = [n for n in BINARIES if n != "sketchps" or not args.insecure]
+def binaries(args, needed: list[str] | None = None) -> dict[str, str]:
+    """The daemons (or the `needed` ones), and `sketchps` (the daemons' command lines through
+    `sketchps launch argv`, and the certificates unless --insecure)."""
+    needed = list(needed or BINARIES)
+    if "sketchps" not in needed:
+        needed.append("sketchps")
     paths = {}
     for name in needed:  # the build layout, else every binary in the folder itself
         layout, flat = Path(args.bin_dir) / BINARIES[name], Path(args.bin_dir) / name
@@ -124,19 +141,40 @@ def plan_systems(args) -> list[System]:
             raise UsageError(f"--mode: {m!r} is not ps or decentralized")
     if ddp == ["none"]:
         ddp = []
-    for d in ddp:
-        if d not in ("dense", "fp16"):
-            raise UsageError(f"--ddp: {d!r} is not dense, fp16 or none")
     systems = [System(f"sketchps {s}" + ("" if m == "ps" else " decentralized"), "sketchps", s, m)
                for m in modes for s in schemes]
-    systems += [System(f"DDP {d}", "ddp", "none" if d == "dense" else "fp16") for d in ddp]
+    for d in ddp:
+        m = DDP_VARIANTS.match(d)
+        if not m:
+            raise UsageError(f"--ddp: {d!r} is not dense, fp16, powersgd-rR (e.g. powersgd-r2) or none")
+        if m.group(2):
+            systems.append(System(f"DDP PowerSGD r{m.group(2)}", "ddp", "powersgd", powersgd_rank=int(m.group(2))))
+        else:
+            systems.append(System(f"DDP {d}", "ddp", "none" if d == "dense" else "fp16"))
     if not systems:
         raise UsageError("nothing to run: --schemes and --ddp are both empty")
     return systems
 
 
+def workloads_of(args) -> list[str]:
+    names = list(dict.fromkeys(w for value in (args.workload or ["cnn"]) for w in comma_list(value)))
+    for w in names:
+        if w not in jobspec.WORKLOADS:
+            raise UsageError(f"--workload {w!r}: expected one of {', '.join(jobspec.WORKLOADS)}")
+    return names
+
+
+def python_path(args) -> str:
+    """The sketchps package's folder (PYTHONPATH of the workload scripts' sketchps workers)."""
+    path = Path(args.python_path or Path(args.bin_dir) / "python")
+    if not (path / "sketchps" / "torch.py").is_file() or not list((path / "sketchps").glob("_core*.so")):
+        raise UsageError(f"--python-path: no sketchps package (sketchps/torch.py and _core*.so) in {path} "
+                         "(build: cmake --build --preset ci)")
+    return str(path.absolute())
+
+
 def check_args(args):
-    """Everything that can be checked before a namespace exists; raises UsageError."""
+    """Everything that can be checked before a namespace exists; raises UsageError (JobError)."""
     bandwidths = args.bandwidth or ["100mbit"]
     for bw in bandwidths:
         if bw != "none" and not BANDWIDTH.match(bw):
@@ -144,13 +182,40 @@ def check_args(args):
     for kv in args.set:
         if kv.split("=", 1)[0] in ("scheme.name", "mode"):
             raise UsageError(f"--set {kv}: choose schemes and modes with --schemes and --mode")
+    workloads = workloads_of(args)
     if os.geteuid() != 0:
         raise UsageError("must run as root (network namespaces); not skipping")
     systems = plan_systems(args)
-    job = jobspec.make_job(args.set)
-    ddp_args = jobspec.ddp_args(job) if any(s.kind == "ddp" for s in systems) else []
-    bins = binaries(args) if any(s.kind == "sketchps" for s in systems) else {}
-    return bandwidths, systems, job, ddp_args, bins
+    jobs = {w: jobspec.make_job(args.set, w) for w in workloads}
+    ddp_args = jobspec.ddp_args(jobs["cnn"]) if "cnn" in jobs and any(s.kind == "ddp" for s in systems) else []
+    bins, package = {}, ""
+    if any(s.kind == "sketchps" for s in systems):
+        bins = binaries(args, ["sketchps-server", *(["sketchps-worker"] if "cnn" in jobs else [])])
+        if any(w != "cnn" for w in workloads):
+            package = python_path(args)
+    return bandwidths, workloads, systems, jobs, ddp_args, bins, package
+
+
+def prepare_jobs(out: Path, jobs: dict, systems: list[System], package: str) -> dict[str, dict[str, Path]]:
+    """Writes <workload>/job.yaml; for the workloads' sketchps systems also their job with the
+    script's keys (describe mode). Returns {workload: {system name: job file}}."""
+    files = {}
+    for workload, job in jobs.items():
+        folder = out / workload
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "job.yaml").write_text(jobspec.dump(job, workload))
+        files[workload] = {}
+        mine = [s for s in systems if s.kind == "sketchps"]
+        if workload == "cnn" or not mine:
+            continue
+        say(f"{workload}: describing {jobspec.script(workload)} (its model's layout for the sketchps job)")
+        keys = describe_script(jobspec.script(workload), package, folder / "job.yaml", int(job["workers"]),
+                               folder / "describe.log")
+        for s in mine:
+            path = folder / f"job-{s.name.replace(' ', '-')}.yaml"
+            path.write_text(jobspec.dump(system_job(job, s, keys), workload))
+            files[workload][s.name] = path
+    return files
 
 
 def make_certs(bins: dict[str, str], out: Path, workers: int, servers: int) -> Path:
@@ -165,34 +230,54 @@ def make_certs(bins: dict[str, str], out: Path, workers: int, servers: int) -> P
 
 
 def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: Path, rows: list[dict]) -> None:
-    hosts = [f"server-{s}" for s in range(ctx_args["servers"])] + [f"worker-{w}" for w in range(ctx_args["workers"])]
+    """Every workload's systems, one after another, on one network capped at `bw`."""
+    workloads = ctx_args["workloads"]
+    servers = max(int(w["job"]["servers"]) for w in workloads.values())
+    workers = max(int(w["job"]["workers"]) for w in workloads.values())
+    hosts = [f"server-{s}" for s in range(servers)] + [f"worker-{w}" for w in range(workers)]
     net = Network(f"{os.getpid() % 10000:04d}{i}", hosts, None if bw == "none" else bw)
+    common = {k: v for k, v in ctx_args.items() if k != "workloads"}
     try:
         net.create()
-        ctx = Context(net=net, bandwidth=bw, **ctx_args)
-        for system in systems:
-            say(f"[{bw}] {system.name}: starting ({ctx.rounds} rounds, timeout {ctx.timeout:.0f} s)")
-            load = os.getloadavg()[0]
-            record = run_system(system, ctx, out / bw / system.name.replace(" ", "-"))
-            row = {**record, "loadavg_before": load, "figures": figures.derive(record)}
-            rows.append(row)
-            f = row["figures"]
-            say(f"[{bw}] {system.name}: done: start-up {f['startup_s']:.1f} s, train loop {f['train_loop_s']:.1f} s, "
-                f"final eval {f['final_eval_s']:.1f} s, CPU {f['cpu_s']:.0f} s, accuracy {report.fmt(f['accuracy'], '.4f')}")
+        runs = 0
+        for workload, w in workloads.items():
+            job = w["job"]
+            ctx = Context(net=net, bandwidth=bw, workers=int(job["workers"]), servers=int(job["servers"]),
+                          rounds=jobspec.total_rounds(job), job_path=w["job_path"], workload=workload,
+                          script=jobspec.script(workload), job_files=w["job_files"], runs=runs, **common)
+            for system in systems:
+                say(f"[{workload} {bw}] {system.name}: starting ({ctx.rounds} rounds, timeout {ctx.timeout:.0f} s)")
+                load = os.getloadavg()[0]
+                record = run_system(system, ctx, out / workload / bw / system.name.replace(" ", "-"))
+                row = {**record, "loadavg_before": load, "figures": figures.derive(record)}
+                rows.append(row)
+                f = row["figures"]
+                say(f"[{workload} {bw}] {system.name}: done: start-up {f['startup_s']:.1f} s, train loop "
+                    f"{f['train_loop_s']:.1f} s, final eval {f['final_eval_s']:.1f} s, CPU {f['cpu_s']:.0f} s, "
+                    f"accuracy {report.fmt(f['accuracy'], '.4f')}")
+            runs = ctx.runs
     except RunError as e:
         raise RunFailure(str(e))
     finally:
         net.remove()
 
 
+def upfront_targets(workloads) -> dict[str, float]:
+    """Each workload's stated target (expected DDP dense accuracy - 1 point)."""
+    return {w: CNN_EXPECTED_ACCURACY - 0.01 if w == "cnn" else jobspec.workload_module(w).WORKLOAD.target_accuracy
+            for w in workloads}
+
+
 def finish(args, results: dict, rows: list[dict], out: Path, default: str) -> None:
     results.update(runs=rows, default_system=default)
+    figures.add_time_to_accuracy(rows, results.get("upfront_targets", {}))
     results["targets"] = targets.evaluate(rows, default)
     (out / "table.md").write_text(report.table(rows))
     plots = {}
-    for bw in dict.fromkeys(r["bandwidth"] for r in rows):
-        plots[bw] = [str(p) for p in report.plot(rows, bw, describe.plot_title(results, bw), out / f"accuracy-{bw}")]
-    results["plots"] = plots
+    for key in dict.fromkeys((r.get("workload", "cnn"), r["bandwidth"]) for r in rows):
+        title = describe.plot_title(results, *key)
+        plots[key] = [str(p) for p in report.plot(rows, *key, title, out / f"accuracy-{key[0]}-{key[1]}")]
+    results["plots"] = {f"{w} {bw}": paths for (w, bw), paths in plots.items()}
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(report.table(rows))
     print("targets (reported, not enforced):")
@@ -202,11 +287,9 @@ def finish(args, results: dict, rows: list[dict], out: Path, default: str) -> No
         doc = Path(args.write_doc)
         img = doc.parent / "img"
         img.mkdir(parents=True, exist_ok=True)
-        links = {}
-        for bw, paths in plots.items():
-            links[bw] = [shutil.copy(p, img / f"performance-{Path(p).name}") for p in paths]
-        report.write_doc(doc, describe.doc_block(results, {bw: [os.path.relpath(p, doc.parent) for p in ps]
-                                                           for bw, ps in links.items()}))
+        links = {key: [shutil.copy(p, img / f"performance-{Path(p).name}") for p in paths] for key, paths in plots.items()}
+        report.write_doc(doc, describe.doc_block(results, {key: [os.path.relpath(p, doc.parent) for p in ps]
+                                                           for key, ps in links.items()}))
         say(f"wrote {doc} and its plots in {img}")
     say(f"results in {out}")
 
@@ -226,7 +309,8 @@ def rerender(args) -> int:
         rows = results["runs"]
         for row in rows:  # from the metrics files again: the definitions may have changed since
             row["figures"] = figures.derive(row)
-    except (OSError, ValueError, KeyError, figures.MetricsError) as e:
+        results.setdefault("upfront_targets", upfront_targets(describe.jobs(results)))
+    except (OSError, ValueError, KeyError, figures.MetricsError, jobspec.JobError) as e:
         print(f"e2e: --from-results {path}: not the results.json of a run with its metrics files ({e})", file=sys.stderr)
         return 2
     systems = results.get("systems", [])
@@ -240,28 +324,33 @@ def main(argv=None) -> int:
     if args.from_results:
         return rerender(args)
     try:
-        bandwidths, systems, job, ddp_args, bins = check_args(args)
+        bandwidths, workloads, systems, jobs, ddp_args, bins, package = check_args(args)
+        upfront = upfront_targets(workloads)
     except (UsageError, jobspec.JobError) as e:
         print(f"e2e: {e}", file=sys.stderr)
         return 2
     out = Path(args.out).absolute()
     out.mkdir(parents=True, exist_ok=True)
-    job_path = out / "job.yaml"
-    job_path.write_text(jobspec.dump(job))
-    results = {"machine": describe.machine(argv if argv is not None else sys.argv[1:]), "job": job,
-               "systems": [s.name for s in systems], "bandwidths": bandwidths}
+    results = {"machine": describe.machine(argv if argv is not None else sys.argv[1:]), "jobs": jobs,
+               "job": next(iter(jobs.values())), "workloads": workloads, "systems": [s.name for s in systems],
+               "bandwidths": bandwidths, "upfront_targets": upfront}
     results["transport"] = "plaintext (--insecure)" if args.insecure else "mutual TLS"
     ctx_args = dict(server_bin=bins.get("sketchps-server", ""), worker_bin=bins.get("sketchps-worker", ""),
-                    ddp_script=str(HERE / "ddp_train.py"), job_path=job_path, overrides=args.set, ddp_args=ddp_args,
-                    workers=int(job["workers"]), servers=int(job["servers"]), rounds=jobspec.total_rounds(job),
+                    sketchps_bin=bins.get("sketchps", ""),
+                    ddp_script=str(HERE / "ddp_train.py"), overrides=args.set, ddp_args=ddp_args,
                     timeout=args.timeout, progress_every=args.progress_every, tls_args=["--insecure"],
-                    server_exit_wait=args.server_exit_wait)
+                    server_exit_wait=args.server_exit_wait, python_path=package)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     rows: list[dict] = []
     try:
+        files = prepare_jobs(out, jobs, systems, package)
+        ctx_args["workloads"] = {w: {"job": job, "job_path": out / w / "job.yaml", "job_files": files[w]}
+                                 for w, job in jobs.items()}
         if bins and not args.insecure:
-            ctx_args["tls_args"] = ["--tls-dir", str(make_certs(bins, out, ctx_args["workers"], ctx_args["servers"]))]
+            workers = max(int(j["workers"]) for j in jobs.values())
+            servers = max(int(j["servers"]) for j in jobs.values())
+            ctx_args["tls_args"] = ["--tls-dir", str(make_certs(bins, out, workers, servers))]
         for i, bw in enumerate(bandwidths):
             run_bandwidth(i, bw, systems, ctx_args, out, rows)
     except (RunFailure, figures.MetricsError) as e:

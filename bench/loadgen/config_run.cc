@@ -25,8 +25,8 @@
 #include "bench/loadgen/server_fleet.h"
 #include "bench/loadgen/transports.h"
 #include "bench/loadgen/tree_peers.h"
-#include "common/cli.h"
-#include "common/layout_proto.h"
+#include "common/config/cli.h"
+#include "common/wire/layout_proto.h"
 #include "common/status.h"
 #include "engine/replica.h"
 

@@ -23,7 +23,7 @@ namespace sketchps::bench {
 //   InvalidArgument    a bad configuration (ConfigJob's errors; dumps whose layers are not the model's);
 //   DeadlineExceeded   spec.timeout_seconds passed: the rounds stop at the next round boundary
 //                      (servers still busy a minute later are stopped);
-//   Cancelled          SIGINT/SIGTERM/SIGHUP arrived (they must be blocked, common/cli.h), or the
+//   Cancelled          SIGINT/SIGTERM/SIGHUP arrived (they must be blocked, common/config/cli.h), or the
 //                      process that started this one exited;
 //   otherwise          the first worker's or server's failure, naming it.
 // Servers it started are gone when it returns, whatever the outcome.

@@ -7,7 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/gradient_dump.h"
+#include "common/wire/gradient_dump.h"
 #include "common/status.h"
 
 namespace sketchps::bench {

@@ -1,5 +1,5 @@
 // Real gradients for the load generator: the dumps `sketchps run --dump-gradients` writes
-// (common/gradient_dump.h, files grad-r<round>-w<worker>.skgd), in place of synthetic ones. Worker w
+// (common/wire/gradient_dump.h, files grad-r<round>-w<worker>.skgd), in place of synthetic ones. Worker w
 // of round t takes dump (t * P + w) mod N in (round, worker) order, so the workers cycle over all of
 // them.
 #pragma once

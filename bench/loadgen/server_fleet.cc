@@ -1,63 +1,25 @@
 #include "bench/loadgen/server_fleet.h"
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <regex>
-#include <sstream>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "bench/loadgen/metrics_scrape.h"
 #include "common/status.h"
+#include "launch/daemon_args.h"
+#include "launch/ports.h"
 
 namespace sketchps::bench {
 namespace fs = std::filesystem;
 namespace {
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 fs::path PortFile(const std::string& dir, std::uint32_t shard) {
   return fs::path(dir) / absl::StrCat("server-", shard, ".port");
 }
 
-// The /metrics port the server logged ("metrics on port N"), or 0 while it has not.
-int MetricsPort(const std::string& log) {
-  static const std::regex re("metrics on port ([0-9]+)");
-  std::smatch m;
-  int port = 0;
-  if (std::regex_search(log, m, re)) absl::SimpleAtoi(m[1].str(), &port);
-  return port;
-}
-
 }  // namespace
-
-absl::StatusOr<std::string> FindServerBinary(const std::string& bin_dir) {
-  std::vector<fs::path> candidates;
-  if (!bin_dir.empty()) {
-    candidates.push_back(fs::path(bin_dir) / "sketchps-server");
-  } else {
-    const fs::path self = fs::path(SelfExecutable()).parent_path();
-    candidates = {self / "sketchps-server", self.parent_path() / "server" / "sketchps-server"};
-  }
-  std::vector<std::string> tried;
-  for (const auto& c : candidates) {
-    if (access(c.c_str(), X_OK) == 0) return c.string();
-    tried.push_back(c.string());
-  }
-  return absl::NotFoundError(
-      absl::StrCat("sketchps-server not found (tried ", absl::StrJoin(tried, ", "), "); use --bin-dir"));
-}
 
 absl::StatusOr<std::unique_ptr<ServerFleet>> ServerFleet::Start(const FleetOptions& options) {
   std::unique_ptr<ServerFleet> fleet(new ServerFleet());
@@ -78,51 +40,33 @@ absl::Status ServerFleet::Launch(const FleetOptions& options, std::uint32_t shar
   const fs::path port_file = PortFile(options.dir, shard);
   std::error_code ec;
   fs::remove(port_file, ec);
-  std::vector<std::string> argv{options.server_bin,
-                                "--job",
-                                (fs::path(options.dir) / "job.yaml").string(),
-                                "--shard",
-                                std::to_string(shard),
-                                "--listen",
-                                "127.0.0.1:0",
-                                "--port-file",
-                                port_file.string(),
-                                "--metrics-listen",
-                                "127.0.0.1:0",
-                                "--insecure",
-                                "--max-wait-seconds",
-                                "60",
-                                "--idle-exit-seconds",
-                                absl::StrFormat("%.0f", options.idle_exit_seconds),
-                                "--log-level",
-                                "info"};
-  SKETCHPS_ASSIGN_OR_RETURN(Child child,
-                            Child::Start(absl::StrCat("server ", shard), std::move(argv),
-                                         (fs::path(options.dir) / absl::StrCat("server-", shard, ".log")).string(),
-                                         {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"}));
+  launch::ServerLaunch l;
+  l.binary = options.server_bin;
+  l.job_path = (fs::path(options.dir) / "job.yaml").string();
+  l.shard = shard;
+  l.port_file = port_file.string();
+  l.metrics_listen = "127.0.0.1:0";
+  l.max_wait_seconds = 60;
+  l.idle_exit_seconds = options.idle_exit_seconds;
+  l.log_level = "info";
+  SKETCHPS_ASSIGN_OR_RETURN(
+      launch::Child child,
+      launch::Child::Start(absl::StrCat("server ", shard), launch::ServerArgv(l),
+                           (fs::path(options.dir) / absl::StrCat("server-", shard, ".log")).string(),
+                           launch::ChildEnv(1)));
   servers_.push_back(std::move(child));
   return absl::OkStatus();
 }
 
 absl::Status ServerFleet::AwaitServing(std::uint32_t shard, absl::Time deadline) {
-  Child& child = servers_[shard];
-  int port = 0, metrics = 0;
-  while (port == 0 || metrics == 0) {
-    if (auto code = child.Poll()) {
-      return absl::UnavailableError(absl::StrCat("server ", shard, " exited with code ", *code,
-                                                 " before serving; last log lines:\n", child.LogTail(10)));
-    }
-    if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("server ", shard, " not serving in time; last log lines:\n", child.LogTail(10)));
-    }
-    const fs::path port_file = PortFile(dir_, shard);
-    if (port == 0 && fs::exists(port_file)) absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(port_file)), &port);
-    if (port != 0) metrics = MetricsPort(ReadFile(child.log_path()));
-    if (port == 0 || metrics == 0) absl::SleepFor(absl::Milliseconds(20));
+  SKETCHPS_ASSIGN_OR_RETURN(const PortReport ports,
+                            launch::AwaitPortFile(servers_[shard], PortFile(dir_, shard).string(),
+                                                  std::max(absl::ZeroDuration(), deadline - absl::Now())));
+  if (ports.metrics == 0) {
+    return absl::InternalError(absl::StrCat("server ", shard, ": its port file names no metrics port"));
   }
-  addresses_.push_back(absl::StrCat("127.0.0.1:", port));
-  metrics_ports_.push_back(metrics);
+  addresses_.push_back(absl::StrCat("127.0.0.1:", ports.grpc));
+  metrics_ports_.push_back(ports.metrics);
   return absl::OkStatus();
 }
 
@@ -147,7 +91,7 @@ absl::Status ServerFleet::AwaitExit(absl::Duration timeout) {
     if (running) absl::SleepFor(absl::Milliseconds(20));
   }
   for (std::uint32_t s = 0; s < servers_.size(); ++s) {
-    Child& c = servers_[s];
+    launch::Child& c = servers_[s];
     const bool exited = c.Poll().has_value();
     const int code = exited ? *c.Poll() : c.Stop(absl::Seconds(20));
     if (code != 0) {

@@ -3,9 +3,10 @@
 // Start() launches shard s as
 //   sketchps-server --job <dir>/job.yaml --shard s --listen 127.0.0.1:0 --port-file <dir>/server-s.port
 //                   --metrics-listen 127.0.0.1:0 --insecure --idle-exit-seconds N
-// with OMP_NUM_THREADS=1 (as `sketchps run` starts them), logs in <dir>/server-s.log and the pids in
-// <dir>/server.pids (so that whoever started this process can kill them if it cannot), and waits
-// until every shard serves and has reported its /metrics port.
+// (launch/daemon_args.h) with OMP_NUM_THREADS=1 (as `sketchps run` starts them), logs in
+// <dir>/server-s.log and the pids in <dir>/server.pids (so that whoever started this process can
+// kill them if it cannot), and waits until every shard serves: its port file names its gRPC and
+// /metrics ports (launch/ports.h).
 //
 // Life cycle: the job ends as a real one does: every worker leaves (Transport::Finish) and each
 // shard exits 0 by itself; AwaitExit() checks that. Stop() (SIGTERM, then SIGKILL) is for failures;
@@ -24,13 +25,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bench/loadgen/figures.h"
-#include "common/process.h"
+#include "launch/child.h"
 
 namespace sketchps::bench {
-
-// The sketchps-server executable: in `bin_dir` when given, else next to this executable or in
-// ../server (the build tree). NotFound naming the paths tried and --bin-dir.
-absl::StatusOr<std::string> FindServerBinary(const std::string& bin_dir);
 
 struct FleetOptions {
   std::string server_bin;  // the sketchps-server executable
@@ -66,7 +63,7 @@ class ServerFleet {
   absl::Status AwaitServing(std::uint32_t shard, absl::Time deadline);
 
   std::string dir_;
-  std::vector<Child> servers_;
+  std::vector<launch::Child> servers_;
   std::vector<std::string> addresses_;
   std::vector<int> metrics_ports_;
 };

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/loadgen/config_run.h"
 #include "bench/loadgen/server_fleet.h"
+#include "launch/binaries.h"
 #include "common/status.h"
 
 namespace sketchps::bench {
@@ -51,7 +52,7 @@ absl::StatusOr<ConfigSpec> SpecFor(const LoadgenOptions& o, const SingleArg& arg
   if (specs.size() != 1) return absl::InvalidArgumentError(absl::StrCat("--single: no such configuration"));
   ConfigSpec spec = std::move(specs[0]);
   if (spec.mode == "ps") {
-    SKETCHPS_ASSIGN_OR_RETURN(spec.server_bin, FindServerBinary(o.bin_dir));
+    SKETCHPS_ASSIGN_OR_RETURN(spec.server_bin, launch::FindBinary(launch::Program::kServer, o.bin_dir));
   }
   spec.work_dir = o.work_dir;
   if (spec.work_dir.empty()) {

@@ -17,9 +17,10 @@
 #include "absl/strings/str_format.h"
 #include "bench/loadgen/machine.h"
 #include "bench/loadgen/server_fleet.h"
-#include "common/cli.h"
+#include "launch/binaries.h"
+#include "common/config/cli.h"
 #include "common/version.h"
-#include "common/process.h"
+#include "launch/child.h"
 
 namespace sketchps::bench {
 namespace fs = std::filesystem;
@@ -60,7 +61,7 @@ Stream MeasureStream() {
 
 std::vector<std::string> ChildArgv(const LoadgenOptions& o, const ConfigSpec& c, const fs::path& dir, double stream_bps,
                                    const std::string& server_dir) {
-  std::vector<std::string> argv{SelfExecutable(),
+  std::vector<std::string> argv{launch::SelfExecutable(),
                                 "loadgen",
                                 "--single",
                                 absl::StrCat(c.mode, ":", c.scheme, ":", c.workers),
@@ -126,7 +127,7 @@ struct ChildOutcome {
 };
 
 // Waits for the child, forwarding its log; stops it on a signal or long past its deadline.
-ChildOutcome Supervise(Child& child, const fs::path& dir, double timeout_seconds) {
+ChildOutcome Supervise(launch::Child& child, const fs::path& dir, double timeout_seconds) {
   const fs::path log = child.log_path();
   std::uintmax_t offset = 0;
   const auto hard_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -177,8 +178,8 @@ ChildOutcome RunChild(const LoadgenOptions& o, const ConfigSpec& c, const fs::pa
   fs::create_directories(dir, ec);
   fs::remove(dir / "result.json", ec);
   fs::remove(dir / "loadgen.log", ec);
-  auto child = Child::Start(ConfigName(c), ChildArgv(o, c, dir, stream_bps, server_dir), (dir / "loadgen.log").string(),
-                            {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"});
+  auto child = launch::Child::Start(ConfigName(c), ChildArgv(o, c, dir, stream_bps, server_dir),
+                                    (dir / "loadgen.log").string(), {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"});
   if (!child.ok()) return ChildOutcome{std::nullopt, std::string(child.status().message()), false};
   ChildOutcome out = Supervise(*child, dir, o.timeout_seconds);
   ReadResult(dir, child->Poll().value_or(-1), out);
@@ -266,7 +267,7 @@ std::string ResultsTable(const nlohmann::json& results) {
 int RunSweep(const LoadgenOptions& o) {
   std::string server_dir;
   if (std::find(o.modes.begin(), o.modes.end(), "ps") != o.modes.end()) {
-    auto server = FindServerBinary(o.bin_dir);
+    auto server = launch::FindBinary(launch::Program::kServer, o.bin_dir);
     if (!server.ok()) {
       std::fprintf(stderr, "sketchps loadgen: %s\n", std::string(server.status().message()).c_str());
       return 2;

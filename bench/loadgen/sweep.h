@@ -9,7 +9,7 @@
 // its stderr (progress, every round) is forwarded to this process's stderr as it comes. A child
 // that fails or times out becomes an entry of "failures" with its error and log, and the sweep goes
 // on. A child that does not stop within 180 s of its own deadline is killed, and so are the servers
-// it listed in server.pids. SIGINT/SIGTERM/SIGHUP (blocked, common/cli.h) stop the running child
+// it listed in server.pids. SIGINT/SIGTERM/SIGHUP (blocked, common/config/cli.h) stop the running child
 // and end the sweep with what was measured.
 #pragma once
 

@@ -8,7 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/rendezvous_file.h"
+#include "common/net/port_file.h"
+#include "common/net/rendezvous_file.h"
 #include "common/status.h"
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
@@ -33,9 +34,12 @@ absl::StatusOr<std::vector<std::string>> CollectPorts(const fs::path& dir, std::
       if (failed.load() > 0) return absl::AbortedError("a peer failed to start");
       if (absl::Now() > deadline)
         return absl::DeadlineExceededError(absl::StrCat("worker ", r, ": no port after 60 s"));
-      auto text = WaitForFile(file.string(), absl::Milliseconds(100));
-      if (text.ok() && !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
-        return absl::DataLossError(absl::StrCat(file.string(), ": not a port"));
+      if (auto ports = ReadPortFile(file.string()); ports.ok()) {
+        port = ports->peer;
+      } else if (ports.status().code() != absl::StatusCode::kNotFound) {
+        return ports.status();
+      } else {
+        absl::SleepFor(absl::Milliseconds(20));
       }
     }
     peers[r] = absl::StrCat("127.0.0.1:", port);

@@ -11,10 +11,10 @@
 
 #include "kernels/select.h"
 #include "kernels/sidco.h"
-#include "tests/support/distributions.h"
+#include "bench/synthetic/distributions.h"
 
 namespace sk = sketchps::kernels;
-using sketchps::testing::Shape;
+using sketchps::synthetic::Shape;
 
 namespace {
 
@@ -48,11 +48,11 @@ int main(int argc, char** argv) {
   std::printf("| data | density | variant | M=1 | M=2 | M=3 | M=4 |\n|---|---|---|---|---|---|---|\n");
   sk::Scratch scratch;
   for (Shape shape : {Shape::kLaplace, Shape::kGaussian, Shape::kStudentT3}) {
-    const auto x = sketchps::testing::SignedSamples(shape, n, seed);
+    const auto x = sketchps::synthetic::SignedSamples(shape, n, seed);
     for (double density : {0.01, 0.001}) {
       for (auto v : {sk::SidcoVariant::kExponential, sk::SidcoVariant::kGeneralizedPareto,
                      sk::SidcoVariant::kGammaGeneralizedPareto}) {
-        std::printf("| %s | %g | %s |", sketchps::testing::ShapeName(shape), density, sk::SidcoVariantName(v));
+        std::printf("| %s | %g | %s |", sketchps::synthetic::ShapeName(shape), density, sk::SidcoVariantName(v));
         for (int m = 1; m <= 4; ++m) std::printf(" %.2f |", Ratio(x, v, density, m, scratch));
         std::printf("\n");
       }

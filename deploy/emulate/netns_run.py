@@ -28,8 +28,8 @@ Fault injection: --kill SERVICE@ROUND (repeatable) sends SIGKILL to that long-ru
 shard) once it has applied ROUND rounds, then starts it again at once in the same namespace with the
 same command, environment and volumes, as a restart policy would (its tmpfs folders are emptied,
 its named volumes, hence its checkpoints, are kept). The rounds are the shard's own
-sketchps_rounds_applied gauge, read from the metrics port its log names ("metrics on port N", the
-`--metrics-listen` of its command) by a thread in its namespace every --kill-poll seconds (0.05), so
+sketchps_rounds_applied gauge, read from the metrics port it reports in its port file (the harness
+adds --port-file to the shard's command; the port is its --metrics-listen) by a thread in its namespace every --kill-poll seconds (0.05), so
 the kill lands at ROUND or shortly after. SERVICE@Ns kills N seconds after the first worker (job) started
 instead (for daemons without metrics). The service's log continues in the same file after a
 "# restarted" line. A kill that has not happened when the last job ends fails the run. With
@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import fnmatch
+import json
 import http.client
 import os
 import re
@@ -78,7 +79,6 @@ CHECKSUM = re.compile(r"final weights checksum ([0-9a-fA-F]+)")
 SUBNET = "10.213.0"
 WORKLOADS = ("Job", "StatefulSet", "Deployment")
 STOPPED_BY_SIGTERM = 128 + signal.SIGTERM   # a shard's exit code after a SIGTERM drain (0: the job is over)
-METRICS_PORT = re.compile(r"metrics on port (\d+)")
 ROUNDS_APPLIED = re.compile(r"^sketchps_rounds_applied(?:\{[^}]*\})? (\S+)$", re.M)
 RESTARTED = "# restarted"
 CLONE_NEWNET = 0x40000000
@@ -99,6 +99,14 @@ class Kill:
 
     def __str__(self):
         return self.spec
+
+
+def metrics_port(path: Path) -> int:
+    """The /metrics port in a daemon's port file (JSON, common/net/port_file.h); 0 while it has none."""
+    try:
+        return int(json.loads(path.read_text()).get("metrics", 0))
+    except (OSError, ValueError):
+        return 0
 
 
 class RoundWatch(threading.Thread):
@@ -295,9 +303,17 @@ class Runner:
         return env
 
     # --- processes -----------------------------------------------------------------------------
+    def port_file(self, name: str) -> Path:
+        """Where a shard that --kill targets reports its ports (common/net/port_file.h)."""
+        return self.run_dir / f"{name}.ports.json"
+
     def start(self, name: str, restart: str = ""):
         s = self.services[name]
         argv = self.argv(s, s.argv)
+        if any(k.service == name and not k.seconds for k in self.kills):
+            # The harness learns the shard's /metrics port from its port file, never from its log.
+            self.port_file(name).unlink(missing_ok=True)
+            argv += ["--port-file", str(self.port_file(name))]
         out = open(self.run_dir / f"{name}.log", "a" if restart else "w")
         out.write(f"{RESTARTED} {restart}\n" if restart else "")
         out.write(f"# {' '.join(argv)}\n")
@@ -319,13 +335,14 @@ class Runner:
         when the shard names no metrics port within a minute of its start."""
         watch = self.watches.get(name)
         if watch is None:
-            m = METRICS_PORT.search(self.current_log(name))
-            if not m:
+            port = metrics_port(self.port_file(name))
+            if not port:
                 if time.monotonic() - self.started[name] > 60:
-                    raise RunError(f"--kill: {name} has logged no 'metrics on port N' in 60 s, so its rounds cannot be "
-                                   f"read (give it --metrics-listen, or kill at SECONDSs)\n{self.tail(name)}")
+                    raise RunError(f"--kill: {name} has reported no metrics port in 60 s ({self.port_file(name)}), so "
+                                   f"its rounds cannot be read (give it --metrics-listen, or kill at SECONDSs)\n"
+                                   f"{self.tail(name)}")
                 return None
-            watch = self.watches[name] = RoundWatch(self.net.ns[name], int(m.group(1)), self.args.kill_poll)
+            watch = self.watches[name] = RoundWatch(self.net.ns[name], port, self.args.kill_poll)
             watch.start()
         return watch.rounds
 

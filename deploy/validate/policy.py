@@ -121,7 +121,7 @@ def set_values(args: list[str]) -> dict[str, str]:
 
 
 def server_addresses(value: str | None, servers: int) -> list[str]:
-    """The addresses a worker makes of --servers / SKETCHPS_SERVERS (ServerAddresses, common/cli.h):
+    """The addresses a worker makes of --servers / SKETCHPS_SERVERS (ServerAddresses, common/config/cli.h):
     comma-separated in shard order, or one address with {shard} in it, expanded for 0 .. servers-1."""
     out = [a for a in str(value or "").split(",") if a]
     if len(out) == 1 and "{shard}" in out[0]:

@@ -1,5 +1,9 @@
 """sketchps.torch: compressed data-parallel training of your own torch.nn.Module (docs/pytorch.md).
 
+PUBLIC SURFACE: init(), DistributedOptimizer and its methods and properties below, and the
+exceptions of sketchps.errors are the package's API (docs/design-notes.md "Public surfaces");
+names starting with _ and sketchps._core are not.
+
     import sketchps.torch as sps
     sps.init()                                  # RANK, WORLD_SIZE, SKETCHPS_* (or arguments)
     model = Net()                               # built after init(): the same weights on every rank

@@ -6,7 +6,7 @@
 
 #include <pybind11/stl.h>
 
-#include "common/cli.h"
+#include "common/config/cli.h"
 #include "engine/shard.h"
 #include "job/job_spec.h"
 #include "job/model_layout.h"

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "common/cli.h"
+#include "common/config/cli.h"
 #include "common/status.h"
 #include "engine/optimizer.h"
 

@@ -38,13 +38,13 @@ namespace sketchps::python {
 
 struct WorkerConfig {
   std::uint32_t rank = 0;
-  std::string servers;  // ps: comma-separated by shard, or one address with {shard} (common/cli.h)
+  std::string servers;  // ps: comma-separated by shard, or one address with {shard} (common/config/cli.h)
   std::string listen;   // decentralized: this worker's Peer service
   std::string peers;    // decentralized: every rank's address, comma-separated ("" : peers_file)
   std::string peers_file;
   std::string port_file;
   std::string tls_dir;      // `sketchps certs` folder ...
-  bool insecure = false;    // ... or plaintext: exactly one of the two (common/cli.h ResolveTls)
+  bool insecure = false;    // ... or plaintext: exactly one of the two (common/config/cli.h ResolveTls)
   std::string metrics_out;  // JSON lines, one per round ("" : none)
   double patience_seconds = 120;
   double peer_timeout_seconds = 0;  // 0: the job's peer.timeout_seconds

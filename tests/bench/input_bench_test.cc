@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "bench/input_bench.h"
-#include "common/gradient_dump.h"
+#include "common/wire/gradient_dump.h"
 #include "common/splitmix.h"
 
 using namespace sketchps;

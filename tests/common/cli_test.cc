@@ -1,11 +1,11 @@
-// Daemon command-line helpers (common/cli.h): strict environment numbers, server address lists and
+// Daemon command-line helpers (common/config/cli.h): strict environment numbers, server address lists and
 // patterns, exit codes of signals, and the open-files limit raised at start.
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "common/cli.h"
+#include "common/config/cli.h"
 
 using namespace sketchps;
 

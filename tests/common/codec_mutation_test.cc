@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "common/codec.h"
+#include "common/wire/codec.h"
 #include "google/protobuf/stubs/logging.h"
 #include "support/codec_reference.h"
 

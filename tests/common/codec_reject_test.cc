@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/codec.h"
+#include "common/wire/codec.h"
 #include "support/codec_reference.h"
 
 namespace v1 = sketchps::v1;

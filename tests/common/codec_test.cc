@@ -1,6 +1,6 @@
 // Round trips, exact wire bytes and byte accounting of the payload codecs. Rejections are in
 // codec_reject_test.cc, the randomized mutation test in codec_mutation_test.cc.
-#include "common/codec.h"
+#include "common/wire/codec.h"
 
 #include <catch2/catch.hpp>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "common/codec_wire.h"
+#include "common/wire/codec_wire.h"
 #include "common/fp16.h"
 #include "support/codec_reference.h"
 

@@ -1,4 +1,4 @@
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 
 #include <catch2/catch.hpp>
 

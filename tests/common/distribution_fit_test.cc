@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "support/distributions.h"
+#include "bench/synthetic/distributions.h"
 
 using namespace sketchps;
 
@@ -42,7 +42,7 @@ bool MessageHas(const absl::Status& s, const std::string& word) {
 
 TEST_CASE("Exponential fit recovers the scale and its threshold hits the tail", "[distribution_fit]") {
   const double scale = GENERATE(0.003, 2.5);
-  const auto y = testing::ExponentialSamples(200000, scale, 1);
+  const auto y = synthetic::ExponentialSamples(200000, scale, 1);
   auto fit = FitExponential(Moments(y));
   REQUIRE(fit.ok());
   CHECK(fit->scale == Approx(scale).epsilon(0.01));
@@ -57,7 +57,7 @@ TEST_CASE("Exponential fit recovers the scale and its threshold hits the tail", 
 TEST_CASE("Generalized Pareto method of moments recovers shape and scale", "[distribution_fit]") {
   const double xi = GENERATE(-0.2, 0.0, 0.15);
   const double sigma = 1.5;
-  const auto y = testing::GeneralizedParetoSamples(400000, xi, sigma, 2);
+  const auto y = synthetic::GeneralizedParetoSamples(400000, xi, sigma, 2);
   auto fit = FitGeneralizedPareto(Moments(y));
   REQUIRE(fit.ok());
   CAPTURE(xi);
@@ -85,7 +85,7 @@ TEST_CASE("Generalized Pareto threshold is continuous at shape 0", "[distributio
 TEST_CASE("Gamma shape estimate is within 2% (closed form and Newton-refined MLE)", "[distribution_fit]") {
   const double alpha = GENERATE(0.3, 1.0, 2.0);
   const int steps = GENERATE(0, 3);
-  const auto y = testing::GammaSamples(200000, alpha, 0.01, 3);
+  const auto y = synthetic::GammaSamples(200000, alpha, 0.01, 3);
   auto fit = FitGamma(Moments(y), steps);
   REQUIRE(fit.ok());
   CAPTURE(alpha, steps);
@@ -118,7 +118,7 @@ TEST_CASE("Gamma threshold uses the exact inverse incomplete gamma", "[distribut
     CHECK(GammaTail(fit, *t) == Approx(q).epsilon(1e-9));
   }
   // On real samples the fitted threshold selects about q of them.
-  const auto y = testing::GammaSamples(300000, alpha, 2.0, 4);
+  const auto y = synthetic::GammaSamples(300000, alpha, 2.0, 4);
   auto fit = FitGamma(Moments(y));
   REQUIRE(fit.ok());
   const double t = *GammaTailThreshold(*fit, 0.01);
@@ -126,7 +126,7 @@ TEST_CASE("Gamma threshold uses the exact inverse incomplete gamma", "[distribut
 }
 
 TEST_CASE("Fits are scale-equivariant", "[distribution_fit]") {
-  const auto y = testing::GammaSamples(50000, 0.6, 1.0, 5);
+  const auto y = synthetic::GammaSamples(50000, 0.6, 1.0, 5);
   const double c = 1e-5;
   const auto a = Moments(y), b = Moments(y, c);
   CHECK(FitExponential(b)->scale == Approx(FitExponential(a)->scale * c).epsilon(1e-12));

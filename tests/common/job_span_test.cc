@@ -1,9 +1,9 @@
-// JobSpan (common/job_span.h): parsing, resolution against a job, the shortest of several terms.
-#include "common/job_span.h"
+// JobSpan (common/config/job_span.h): parsing, resolution against a job, the shortest of several terms.
+#include "common/config/job_span.h"
 
 #include <catch2/catch.hpp>
 
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 
 using sketchps::ConfigReader;
 using sketchps::JobClock;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/gradient_dump.h"
+#include "common/wire/gradient_dump.h"
 
 using sketchps::ClipLayers;
 using sketchps::GradientDump;

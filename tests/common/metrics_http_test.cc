@@ -1,5 +1,5 @@
 // The standard Prometheus families (build and process) and the /metrics text.
-#include "common/metrics_http.h"
+#include "common/net/metrics_http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

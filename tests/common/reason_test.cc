@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "common/grpc_edge.h"
+#include "common/net/grpc_edge.h"
 #include "common/status.h"
 #include "sketchps/v1/error.pb.h"
 

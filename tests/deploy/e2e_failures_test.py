@@ -31,7 +31,7 @@ TLS_CHECK = """if [ -z "$insecure" ]; then
 fi"""
 # A shard: serves, then exits 0 once the four workers have left (files left-<rank> in its folder).
 SERVER_OK = """trap 'exit 0' TERM
-echo 7070 > "$port_file.tmp" && mv "$port_file.tmp" "$port_file"
+echo '{"grpc": 7070}' > "$port_file.tmp" && mv "$port_file.tmp" "$port_file"
 while [ "$(ls "$(dirname "$port_file")" | grep -c '^left-')" -lt 4 ]; do sleep 0.1; done
 echo "fake: every worker has finished the job"; exit ${END_RC:-0}"""
 SERVER_STAYS = SERVER_OK.replace('-lt 4 ]', '-lt 99 ]')
@@ -68,9 +68,18 @@ CASES = [
 ]
 
 
+# The stand-in front end's `sketchps launch argv ROLE FLAGS...`: the flags as the daemon's command line
+# (a JSON array; the harness puts its own binary in front), as the real launcher library does.
+LAUNCH = """if [ "$1" = launch ] && [ "$2" = argv ]; then
+  shift 3; printf '["%s"' fake-daemon; for a in "$@"; do printf ',"%s"' "$a"; done; echo ']'; exit 0
+fi
+"""
+
+
 def fake(path: Path, body: str, role: str) -> None:
     identity = {"server": 'server-$shard', "worker": 'worker-$rank'}.get(role, "")
-    path.write_text("#!/bin/sh\ninsecure=; tls_dir=\nwhile [ $# -gt 0 ]; do case \"$1\" in\n"
+    path.write_text("#!/bin/sh\n" + (LAUNCH if role == "tool" else "") + "insecure=; tls_dir=\n"
+                    "while [ $# -gt 0 ]; do case \"$1\" in\n"
                     "  --rank) rank=$2; shift;; --shard) shard=$2; shift;; --port-file) port_file=$2; shift;;\n"
                     "  --metrics-out) metrics_out=$2; shift;; --tls-dir) tls_dir=$2; shift;; --insecure) insecure=1;;\n"
                     "  --out) out=$2; shift;; --workers) workers=$2; shift;; --servers) servers=$2; shift;;\n"

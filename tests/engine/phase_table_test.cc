@@ -4,7 +4,7 @@
 #include <atomic>
 #include <thread>
 
-#include "common/strand.h"
+#include "engine/strand.h"
 
 using namespace sketchps;
 

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "fuzz/host_driver.h"
-#include "common/framed_file.h"
+#include "common/wire/framed_file.h"
 #include "ps/checkpoint.h"
 
 namespace {

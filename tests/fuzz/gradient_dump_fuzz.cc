@@ -1,9 +1,9 @@
-// Fuzz harness: gradient dumps (common/gradient_dump.h), which `sketchps bench --input` reads:
+// Fuzz harness: gradient dumps (common/wire/gradient_dump.h), which `sketchps bench --input` reads:
 // bytes (fuzz_target.h FileBytes: a file, or a payload framed here) -> ParseGradientDumpBytes (framing, CRC, parse,
 // layout, values). Invariants: refusals are named; an accepted dump has one value per element of a valid layout and a
 // worker id below the worker count.
-#include "common/framed_file.h"
-#include "common/gradient_dump.h"
+#include "common/wire/framed_file.h"
+#include "common/wire/gradient_dump.h"
 #include "fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "common/checksum.h"
-#include "common/codec.h"
-#include "common/fingerprint.h"
-#include "common/layout_proto.h"
+#include "common/wire/codec.h"
+#include "common/wire/fingerprint.h"
+#include "common/wire/layout_proto.h"
 #include "fuzz/fuzz_target.h"
 #include "job/job_spec.h"
 #include "server/job_adapter.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/gradient_dump.h"
+#include "common/wire/gradient_dump.h"
 #include "engine/wire.h"
 #include "fuzz/host_driver.h"
 #include "peer/partial.h"

@@ -10,11 +10,11 @@
 
 #include "kernels/select.h"
 #include "kernels/vector_ops.h"
-#include "support/distributions.h"
+#include "bench/synthetic/distributions.h"
 
 namespace sk = sketchps::kernels;
-using sketchps::testing::Shape;
-using sketchps::testing::SignedSamples;
+using sketchps::synthetic::Shape;
+using sketchps::synthetic::SignedSamples;
 
 namespace {
 

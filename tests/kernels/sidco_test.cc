@@ -10,12 +10,12 @@
 #include "kernels/select.h"
 #include "kernels/stats.h"
 #include "kernels/vector_ops.h"
-#include "support/distributions.h"
+#include "bench/synthetic/distributions.h"
 
 namespace sk = sketchps::kernels;
-using sketchps::testing::Shape;
-using sketchps::testing::ShapeName;
-using sketchps::testing::SignedSamples;
+using sketchps::synthetic::Shape;
+using sketchps::synthetic::ShapeName;
+using sketchps::synthetic::SignedSamples;
 
 namespace {
 
@@ -219,7 +219,7 @@ TEST_CASE("Single-stage exponential cannot fit Gaussian data, GP stages can", "[
 TEST_CASE("SIDCo-GP single stage on gamma magnitudes uses the exact inverse", "[sidco]") {
   sk::Scratch scratch;
   const double alpha = GENERATE(0.4, 2.0);
-  auto x = sketchps::testing::GammaSamples(kN, alpha, 0.05, 8);
+  auto x = sketchps::synthetic::GammaSamples(kN, alpha, 0.05, 8);
   for (std::size_t i = 0; i < x.size(); i += 2) x[i] = -x[i];
   const auto est = Make(Options(sk::SidcoVariant::kGammaGeneralizedPareto, 0.01, sk::SidcoStageMode::kFixed, 1));
   CAPTURE(alpha);

@@ -5,13 +5,13 @@
 #include <cmath>
 #include <limits>
 
-#include "support/distributions.h"
+#include "bench/synthetic/distributions.h"
 #include "support/reference.h"
 
 namespace sk = sketchps::kernels;
 using sketchps::SampleMoments;
-using sketchps::testing::Shape;
-using sketchps::testing::SignedSamples;
+using sketchps::synthetic::Shape;
+using sketchps::synthetic::SignedSamples;
 
 namespace {
 
@@ -52,7 +52,7 @@ TEST_CASE("ExceedanceStats equals a naive double loop", "[stats]") {
   const bool with_log = eta >= 0.0f;                           // at eta = -1 zeros are included and ln 0 = -inf
   const auto got = RunExceedance(x, eta, sk::MomentSet{true, with_log, true});
   const auto want = NaiveExceedance(x, eta, with_log);
-  CAPTURE(sketchps::testing::ShapeName(shape), n, eta);
+  CAPTURE(sketchps::synthetic::ShapeName(shape), n, eta);
   REQUIRE(got.count == want.count);
   if (want.count == 0) {
     CHECK(got.min == std::numeric_limits<double>::infinity());
@@ -90,7 +90,7 @@ TEST_CASE("ExceedanceStats counts like CountAbove and keeps z positive", "[stats
   const auto x = sketchps::testing::TiedGaussian(50000, 3);  // many ties at the threshold
   const float eta = 1.0f;
   const auto m = RunExceedance(x, eta, sk::MomentSet{true, true, true});
-  CHECK(m.count == sketchps::testing::NaiveCountAbove(x, eta));
+  CHECK(m.count == sketchps::synthetic::NaiveCountAbove(x, eta));
   CHECK(m.min > 0.0);
   CHECK(std::isfinite(m.sum_log));
 }

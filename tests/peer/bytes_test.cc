@@ -5,7 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 #include "peer_group.h"
 #include "schemes/registry.h"
 #include "engine/replica.h"

@@ -14,7 +14,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 #include "peer_group.h"
 #include "engine/in_process.h"
 #include "schemes/registry.h"

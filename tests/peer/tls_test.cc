@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "common/grpc_edge.h"
-#include "common/tls.h"
+#include "common/net/grpc_edge.h"
+#include "common/net/tls.h"
 #include "engine/wire.h"
 #include "peer/service.h"
 #include "tools/certs.h"

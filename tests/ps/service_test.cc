@@ -7,7 +7,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
-#include "common/grpc_edge.h"
+#include "common/net/grpc_edge.h"
 #include "job/job_spec.h"
 #include "server/job_adapter.h"
 #include "ps/service.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/checksum.h"
-#include "common/codec.h"
+#include "common/wire/codec.h"
 #include "engine/phase_table.h"
 #include "engine/wire.h"
 #include "job/job_spec.h"

@@ -14,9 +14,9 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "common/checksum.h"
-#include "common/codec.h"
-#include "common/grpc_edge.h"
-#include "common/tls.h"
+#include "common/wire/codec.h"
+#include "common/net/grpc_edge.h"
+#include "common/net/tls.h"
 #include "engine/wire.h"
 #include "job/job_spec.h"
 #include "server/job_adapter.h"

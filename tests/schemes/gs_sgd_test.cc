@@ -4,7 +4,7 @@
 // replicas, the NaN guard, warm-up, state round trip and configuration errors.
 #include <catch2/catch.hpp>
 
-#include "common/codec.h"
+#include "common/wire/codec.h"
 #include "schemes/gs_sgd.h"
 #include "schemes/registry.h"
 #include "support/scheme_checks.h"

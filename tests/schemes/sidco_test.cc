@@ -11,13 +11,14 @@
 #include "engine/reduce.h"
 #include "schemes/registry.h"
 #include "schemes/sidco.h"
-#include "support/distributions.h"
+#include "bench/synthetic/distributions.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"
 #include "support/sketch_schemes.h"
 
 using namespace sketchps;
 using namespace sketchps::testing;
+using namespace sketchps::synthetic;
 
 namespace {
 

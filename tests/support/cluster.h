@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "job/job_spec.h"
-#include "common/grpc_edge.h"
+#include "common/net/grpc_edge.h"
 #include "server/job_adapter.h"
 #include "ps/metrics.h"
 #include "ps/service.h"

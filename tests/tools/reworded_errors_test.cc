@@ -1,5 +1,5 @@
 // No decision depends on an error's words: with SKETCHPS_TEST_REWORD_ERRORS=1 every process of a job
-// rewords each status message it sends over gRPC (common/grpc_edge.h), keeping code and Reason, and
+// rewords each status message it sends over gRPC (common/net/grpc_edge.h), keeping code and Reason, and
 // the job behaves exactly as it does with the original words:
 //   - a shard killed mid-run and restarted: the workers join again (Reason::kRejoin) and replay the
 //     round (kReplayRound); the final weights equal an uninterrupted run's, bitwise;
@@ -17,7 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/process.h"
+#include "common/net/port_file.h"
+#include "launch/child.h"
 #include "tools/run.h"
 
 using namespace sketchps;
@@ -62,11 +63,11 @@ std::string ReadText(const fs::path& file) {
 }
 
 fs::path Binary(const std::string& folder, const std::string& name) {
-  return fs::path(SelfExecutable()).parent_path().parent_path() / folder / name;
+  return fs::path(launch::SelfExecutable()).parent_path().parent_path() / folder / name;
 }
 
 // Waits up to `seconds` for `child` to exit; its exit status, or -1 if it still runs.
-int WaitExit(Child& child, double seconds) {
+int WaitExit(launch::Child& child, double seconds) {
   for (int i = 0; i < static_cast<int>(seconds * 20); ++i) {
     if (auto rc = child.Poll()) return *rc;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -108,12 +109,13 @@ TEST_CASE("With every message reworded a worker whose job differs still exits 2"
                                   "--port-file",
                                   (dir / "port").string()};
   server.insert(server.end(), common.begin(), common.end());
-  auto s = Child::Start("server", server, (dir / "server.log").string());
+  auto s = launch::Child::Start("server", server, (dir / "server.log").string());
   REQUIRE(s.ok());
   for (int i = 0; i < 200 && !fs::exists(dir / "port"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(fs::exists(dir / "port"));
-  std::string port = ReadText(dir / "port");
-  port.erase(port.find_last_not_of("\n") + 1);
+  const auto ports = ReadPortFile((dir / "port").string());
+  REQUIRE(ports.ok());
+  const std::string port = std::to_string(ports->grpc);
   std::vector<std::string> worker{Binary("worker", "sketchps-worker").string(),
                                   "--rank",
                                   "0",
@@ -124,7 +126,7 @@ TEST_CASE("With every message reworded a worker whose job differs still exits 2"
                                   "--patience-seconds",
                                   "20"};
   worker.insert(worker.end(), common.begin(), common.end());
-  auto w = Child::Start("worker", worker, (dir / "worker.log").string());
+  auto w = launch::Child::Start("worker", worker, (dir / "worker.log").string());
   REQUIRE(w.ok());
   const int rc = WaitExit(*w, 60);
   const std::string log = ReadText(dir / "worker.log");

@@ -34,8 +34,12 @@ ScriptOptions ShellScript(const std::string& body) {
 TEST_CASE("ScriptEnv gives a ps worker its rank, job, servers and identity", "[run_script]") {
   ScriptOptions script;
   script.python_path = "/pkg";
-  ScriptWorker w{1, 4, "/run/job.yaml", "/run/worker-1.jsonl"};
-  w.servers = "127.0.0.1:5,127.0.0.1:6";
+  sketchps::launch::WorkerLaunch w;
+  w.rank = 1;
+  w.world_size = 4;
+  w.job_path = "/run/job.yaml";
+  w.metrics_out = "/run/worker-1.jsonl";
+  w.servers = {"127.0.0.1:5", "127.0.0.1:6"};
   w.tls_dir = "/run/tls";
   const auto env = ScriptEnv(script, w);
   for (const char* e : {"RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=4", "SKETCHPS_JOB=/run/job.yaml",
@@ -48,7 +52,10 @@ TEST_CASE("ScriptEnv gives a ps worker its rank, job, servers and identity", "[r
 }
 
 TEST_CASE("ScriptEnv gives a decentralized worker its Peer service and the peers file", "[run_script]") {
-  ScriptWorker w{0, 2, "/j", "/m"};
+  sketchps::launch::WorkerLaunch w;
+  w.world_size = 2;
+  w.job_path = "/j";
+  w.metrics_out = "/m";
   w.listen = "127.0.0.1:0";
   w.port_file = "/run/worker-0.port";
   w.peers_file = "/run/peers.txt";

@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/compare.h"
-#include "common/process.h"
+#include "launch/child.h"
 #include "tools/run.h"
 
 using namespace sketchps;
@@ -55,7 +55,7 @@ RunOptions Options(const fs::path& dir, std::vector<std::string> overrides) {
 
 // The build tree's binary `name` in `folder` (tests/ is its sibling).
 fs::path Binary(const std::string& folder, const std::string& name) {
-  return fs::path(SelfExecutable()).parent_path().parent_path() / folder / name;
+  return fs::path(launch::SelfExecutable()).parent_path().parent_path() / folder / name;
 }
 
 std::vector<nlohmann::json> JsonLines(const fs::path& file) {

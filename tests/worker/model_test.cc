@@ -10,7 +10,7 @@
 #include <numeric>
 #include <vector>
 
-#include "common/layout_proto.h"
+#include "common/wire/layout_proto.h"
 #include "job/model_layout.h"
 #include "worker/evaluate.h"
 #include "worker/fashion_mnist.h"

@@ -22,7 +22,8 @@ gRPC; the role is the name this file is run under (symlinks in server/, worker/,
                    --checkpoint-dir); at start it logs "resumed from its checkpoint" if that file
                    exists, else "no checkpoint". --metrics-listen: plain HTTP, any path answers
                    "sketchps_rounds_applied N", N growing by FAKE_ROUNDS_PER_SECOND (10) from
-                   the first "weights" request; the start line names "metrics on port P".
+                   the first "weights" request; --port-file FILE: the bound ports as JSON
+                   ({"grpc": N, "health": N, "metrics": N}, common/net/port_file.h).
                    Exit 2 if the job file is unreadable.
   sketchps-worker  the same TLS rule for worker-<rank>; connects to every server of
                    --servers/SKETCHPS_SERVERS (comma-separated, or one address with {shard} in it,
@@ -36,6 +37,7 @@ gRPC; the role is the name this file is run under (symlinks in server/, worker/,
   sketchps health HOST:PORT [--service NAME]   plaintext; exit 0 only if the answer is SERVING.
 """
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -193,16 +195,24 @@ class Server:
         listeners = [(flag(self.args, "--listen", "0.0.0.0:7070"), False)]
         if flag(self.args, "--health-listen"):
             listeners.append((flag(self.args, "--health-listen"), True))
+        ports = {}
         for address, health_port in listeners:
             host, port = address.rsplit(":", 1)
             sock = socket.create_server((host, int(port)))
+            ports["health" if health_port else "grpc"] = sock.getsockname()[1]
             threading.Thread(target=self.serve, args=(sock, health_port), daemon=True).start()
         metrics = ""
         if flag(self.args, "--metrics-listen"):
             host, port = flag(self.args, "--metrics-listen").rsplit(":", 1)
             sock = socket.create_server((host, int(port)))
             threading.Thread(target=self.serve_metrics, args=(sock,), daemon=True).start()
-            metrics = f", metrics on port {sock.getsockname()[1]}"
+            ports["metrics"] = sock.getsockname()[1]
+            metrics = f", metrics on port {ports['metrics']}"
+        if flag(self.args, "--port-file"):  # common/net/port_file.h: written once serving, atomically
+            path = flag(self.args, "--port-file")
+            with open(path + ".tmp", "w") as out:
+                json.dump(ports, out)
+            os.replace(path + ".tmp", path)
         signal.signal(signal.SIGTERM, lambda *_: self.done.set())
         resumed = self.checkpoint and os.path.exists(os.path.join(self.checkpoint, f"shard-{self.shard}.ckpt"))
         log("sketchps-server", f"shard {self.shard} listening on {', '.join(a for a, _ in listeners)} "

@@ -1,0 +1,109 @@
+#include "common/wire/framed_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace sketchps {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr std::size_t kHeaderBytes = 8 + 8 + 4;
+
+void PutLe(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+std::uint64_t GetLe(const std::string& in, std::size_t at, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= std::uint64_t{static_cast<unsigned char>(in[at + i])} << (8 * i);
+  return v;
+}
+
+std::uint32_t Crc(const char* data, std::size_t size) {
+  return static_cast<std::uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(data), static_cast<uInt>(size)));
+}
+
+absl::Status WriteAllAndSync(const std::string& path, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return absl::UnavailableError(absl::StrCat(path, ": write failed: ", why));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  const std::string why = synced ? "" : std::strerror(errno);
+  ::close(fd);
+  if (!synced) return absl::UnavailableError(absl::StrCat(path, ": fsync failed: ", why));
+  return absl::OkStatus();
+}
+
+void SyncDir(const fs::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+std::string FrameBytes(const char (&magic)[8], const std::string& payload) {
+  std::string bytes(magic, sizeof(magic));
+  PutLe(bytes, payload.size(), 8);
+  PutLe(bytes, Crc(payload.data(), payload.size()), 4);
+  bytes += payload;
+  return bytes;
+}
+
+absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], const std::string& payload) {
+  const std::string bytes = FrameBytes(magic, payload);
+  const std::string tmp = path + ".tmp";
+  SKETCHPS_RETURN_IF_ERROR(WriteAllAndSync(tmp, bytes));
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat(path, ": rename failed: ", ec.message()));
+  SyncDir(fs::path(path).parent_path());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFramedFile(const std::string& path, const char (&magic)[8], std::uint64_t max_payload) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return UnframeBytes(std::move(bytes), magic, max_payload, path);
+}
+
+absl::StatusOr<std::string> UnframeBytes(std::string bytes, const char (&magic)[8], std::uint64_t max_payload,
+                                         const std::string& name) {
+  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), magic, sizeof(magic)) != 0) {
+    return absl::DataLossError(
+        absl::StrCat(name, ": not a ", std::string(magic, sizeof(magic)), " file (bad magic or too short)"));
+  }
+  const std::uint64_t length = GetLe(bytes, 8, 8);
+  if (length > max_payload || bytes.size() != kHeaderBytes + length) {
+    return absl::DataLossError(absl::StrCat(name, ": truncated or padded (header says ", length,
+                                            " payload bytes, file has ", bytes.size() - kHeaderBytes, ")"));
+  }
+  if (Crc(bytes.data() + kHeaderBytes, length) != GetLe(bytes, 16, 4))
+    return absl::DataLossError(absl::StrCat(name, ": CRC mismatch"));
+  bytes.erase(0, kHeaderBytes);
+  return bytes;
+}
+
+}  // namespace sketchps

@@ -1,0 +1,19 @@
+// `sketchps launch`: the launcher library (launch/) for programs that are not C++, so that the
+// Python harnesses (bench/e2e, deploy/emulate) start the daemons exactly as `sketchps run` does.
+//
+//   sketchps launch argv server --shard 1 --job job.yaml --port-file p.json [--tls-dir D] ...
+//   sketchps launch argv worker --rank 0 --world-size 4 --servers a:1,b:2 ...
+//       print the daemon's command line as a JSON array (its binary found as launch/binaries.h says)
+//   sketchps launch ports FILE [--wait SECONDS]
+//       print a port file's ports as JSON (common/net/port_file.h), waiting for it to appear
+// Exit 0 with the JSON on stdout; 2 for bad flags or a binary not found; 1 when the wait times out.
+#pragma once
+
+#include "CLI/CLI.hpp"
+
+namespace sketchps::tools {
+
+// Adds the `launch` subcommand; `run` is set to the code to run once the command line is parsed.
+void AddLaunchCommand(CLI::App& app, std::function<int()>& run);
+
+}  // namespace sketchps::tools

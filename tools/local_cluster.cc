@@ -1,0 +1,177 @@
+#include "tools/local_cluster.h"
+
+#include <csignal>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/net/rendezvous_file.h"
+#include "common/status.h"
+#include "launch/binaries.h"
+#include "launch/ports.h"
+
+namespace sketchps::tools {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr absl::Duration kStartTimeout = absl::Seconds(60);
+
+}  // namespace
+
+absl::Status LocalCluster::Prepare() {
+  SKETCHPS_ASSIGN_OR_RETURN(server_bin_, launch::FindBinary(launch::Program::kServer, o_.bin_dir));
+  SKETCHPS_ASSIGN_OR_RETURN(worker_bin_, launch::FindBinary(launch::Program::kWorker, o_.bin_dir));
+  ports_.assign(decentralized() ? job_.workers : job_.servers, 0);
+  return absl::OkStatus();
+}
+
+fs::path LocalCluster::PortFile(const char* role, std::uint32_t index) const {
+  return o_.out / absl::StrCat(role, "-", index, ".port");
+}
+
+launch::DaemonLaunch LocalCluster::Common() const {
+  launch::DaemonLaunch d;
+  d.job_path = (o_.out / "job.yaml").string();
+  d.tls_dir = o_.tls_dir;
+  d.log_level = o_.log_level;
+  return d;
+}
+
+launch::ServerLaunch LocalCluster::Server(std::uint32_t s) const {
+  launch::ServerLaunch l;
+  static_cast<launch::DaemonLaunch&>(l) = Common();
+  l.binary = server_bin_;
+  l.shard = s;
+  l.listen = absl::StrCat("127.0.0.1:", ports_[s]);  // a restarted shard binds the port it had
+  l.port_file = PortFile("server", s).string();
+  l.checkpoint_dir = o_.checkpoint_dir.string();
+  return l;
+}
+
+launch::WorkerLaunch LocalCluster::Worker(std::uint32_t r, const std::vector<std::string>& servers) const {
+  launch::WorkerLaunch l;
+  static_cast<launch::DaemonLaunch&>(l) = Common();
+  l.binary = worker_bin_;
+  l.rank = r;
+  l.world_size = job_.workers;
+  l.metrics_out = (o_.out / absl::StrCat("worker-", r, ".jsonl")).string();
+  l.threads = o_.worker_threads;
+  if (decentralized()) {
+    l.listen = "127.0.0.1:0";
+    l.port_file = PortFile("worker", r).string();
+    l.peers_file = (o_.out / "peers.txt").string();
+    l.peer_timeout_seconds = o_.peer_timeout_seconds;
+  } else {
+    l.servers = servers;
+  }
+  if (!o_.dump_rounds.empty()) {
+    l.extra = {"--dump-gradients", absl::StrJoin(o_.dump_rounds, ","), "--dump-dir", (o_.out / "gradients").string()};
+  }
+  return l;
+}
+
+absl::Status LocalCluster::StartServer(std::uint32_t s) {
+  fs::remove(PortFile("server", s));
+  SKETCHPS_ASSIGN_OR_RETURN(
+      launch::Child child,
+      launch::Child::Start(absl::StrCat("server ", s), launch::ServerArgv(Server(s)),
+                           (o_.out / absl::StrCat("server-", s, ".log")).string(), launch::ChildEnv(1)));
+  if (s < servers_.size()) {
+    servers_[s] = std::move(child);
+  } else {
+    servers_.push_back(std::move(child));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartServers() {
+  if (decentralized()) return absl::OkStatus();  // the workers reach each other directly
+  for (std::uint32_t s = 0; s < job_.servers; ++s) SKETCHPS_RETURN_IF_ERROR(StartServer(s));
+  for (std::uint32_t s = 0; s < job_.servers; ++s) {
+    SKETCHPS_ASSIGN_OR_RETURN(const PortReport ports,
+                              launch::AwaitPortFile(servers_[s], PortFile("server", s).string(), kStartTimeout));
+    ports_[s] = ports.grpc;
+  }
+  std::fprintf(stderr, "run: %u servers serving on ports %s\n", job_.servers, absl::StrJoin(ports_, ", ").c_str());
+  return absl::OkStatus();
+}
+
+// Decentralized mode: once every worker's Peer service reports its port, every worker gets the list.
+absl::Status LocalCluster::PublishPeers() {
+  std::vector<std::string> addresses;
+  for (std::uint32_t r = 0; r < job_.workers; ++r) {
+    SKETCHPS_ASSIGN_OR_RETURN(const PortReport ports,
+                              launch::AwaitPortFile(workers_[r], PortFile("worker", r).string(), kStartTimeout));
+    ports_[r] = ports.peer;
+    addresses.push_back(absl::StrCat("127.0.0.1:", ports_[r]));
+  }
+  return WriteFileAtomically((o_.out / "peers.txt").string(), absl::StrJoin(addresses, ",") + "\n");
+}
+
+absl::Status LocalCluster::StartWorkers() {
+  std::vector<std::string> servers;
+  if (!decentralized()) {
+    for (int p : ports_) servers.push_back(absl::StrCat("127.0.0.1:", p));
+  }
+  for (std::uint32_t r = 0; r < job_.workers; ++r) {
+    const launch::WorkerLaunch worker = Worker(r, servers);
+    std::vector<std::string> argv = launch::WorkerArgv(worker);
+    std::vector<std::string> env = launch::ChildEnv(o_.worker_threads);
+    if (!o_.script.path.empty()) {
+      argv = ScriptArgv(o_.script);
+      for (auto& e : ScriptEnv(o_.script, worker)) env.push_back(std::move(e));
+    }
+    SKETCHPS_ASSIGN_OR_RETURN(launch::Child child,
+                              launch::Child::Start(absl::StrCat("worker ", r), std::move(argv),
+                                                   (o_.out / absl::StrCat("worker-", r, ".log")).string(), env));
+    workers_.push_back(std::move(child));
+  }
+  if (decentralized()) SKETCHPS_RETURN_IF_ERROR(PublishPeers());
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::Kill(bool server, std::uint32_t index) {
+  launch::Child& victim = server ? servers_.at(index) : workers_.at(index);
+  victim.Signal(SIGKILL);
+  while (!victim.Poll()) absl::SleepFor(absl::Milliseconds(5));
+  return server ? StartServer(index) : absl::OkStatus();
+}
+
+std::optional<Failure> LocalCluster::FirstFailure(const std::set<std::uint32_t>& spared) {
+  for (auto& s : servers_) {
+    // A shard exits 0 by itself once every worker has left the job (Leave).
+    if (auto code = s.Poll(); code && *code != 0) return Failure{&s, *code};
+  }
+  for (std::uint32_t r = 0; r < workers_.size(); ++r) {
+    if (spared.contains(r)) continue;
+    if (auto code = workers_[r].Poll(); code && *code != 0) return Failure{&workers_[r], *code};
+  }
+  return std::nullopt;
+}
+
+bool LocalCluster::WorkersDone(const std::set<std::uint32_t>& spared) {
+  for (std::uint32_t r = 0; r < workers_.size(); ++r) {
+    if (!spared.contains(r) && !workers_[r].Poll()) return false;
+  }
+  return true;
+}
+
+void LocalCluster::StopAll() {
+  for (auto& w : workers_) w.Stop(absl::Seconds(5));
+  for (auto& s : servers_) s.Stop(absl::Seconds(15));
+}
+
+absl::Status LocalCluster::StopServers() {
+  for (auto& s : servers_) {
+    // Servers exit 0 by themselves once every worker has left; one still running is stopped with
+    // SIGTERM, drains, checkpoints and exits 143. Anything else is a failure of the run.
+    if (const int status = s.Stop(absl::Seconds(15)); status != 0 && status != 143) {
+      return absl::InternalError(absl::StrCat(s.name(), " did not stop cleanly on SIGTERM (exit code ", status,
+                                              "); last log lines:\n", s.LogTail(10)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sketchps::tools
