@@ -1,9 +1,9 @@
 // The primitives `sketchps bench` times, one Method each (see workspace.h). Where a method has
 // settings the issue leaves open, they are stated here and in docs/benchmarks.md.
 #include <cmath>
+#include <cstdint>
 
 #include <boost/math/special_functions/erf.hpp>
-#include <cstdint>
 
 #include "bench/workspace.h"
 #include "common/status.h"

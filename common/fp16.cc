@@ -4,9 +4,9 @@
 #if !__has_include(<fp16.h>)
 #error "common/fp16.cc needs the Debian package libfp16-dev (header-only); run scripts/setup.sh"
 #endif
-#include <fp16.h>
-
 #include <bit>
+
+#include <fp16.h>
 
 namespace sketchps {
 

@@ -49,8 +49,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/reason.h"
-#include "engine/strand.h"
 #include "engine/phase.h"
+#include "engine/strand.h"
 
 namespace sketchps {
 

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/backend.h"
 #include "engine/phase.h"
+#include "kernels/backend.h"
 
 namespace sketchps {
 

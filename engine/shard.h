@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "engine/strand.h"
 #include "engine/optimizer.h"
 #include "engine/phase_table.h"
 #include "engine/reduce.h"
+#include "engine/strand.h"
 #include "kernels/backend.h"
 
 namespace sketchps {

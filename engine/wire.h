@@ -7,11 +7,11 @@
 
 #include <cstdint>
 #include <optional>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "common/wire/codec.h"
+#include "absl/strings/string_view.h"
 #include "common/layout.h"
+#include "common/wire/codec.h"
 #include "common/wire/layout_proto.h"
 #include "engine/phase.h"
 #include "sketchps/v1/parameter_server.pb.h"

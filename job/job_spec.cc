@@ -1,17 +1,18 @@
 #include "job/job_spec.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/config/config_reader.h"
-#include "job/model_layout.h"
-#include <xxhash.h>
-#include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "job/model_layout.h"
 
 namespace sketchps {
 namespace {

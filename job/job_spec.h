@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/optimizer.h"
-#include "common/wire/fingerprint.h"
 #include "common/config/job_span.h"
 #include "common/layout.h"
+#include "common/wire/fingerprint.h"
+#include "engine/optimizer.h"
 #include "schemes/registry.h"
 
 namespace sketchps {

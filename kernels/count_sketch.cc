@@ -10,26 +10,26 @@
 // batch first and then touch the table, so that many cache misses are in flight.
 #include "kernels/count_sketch.h"
 
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
 #include <thrust/count.h>
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform.h>
 
-#include <algorithm>
-#include <cmath>
-#include <type_traits>
-
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/poly_lanes.h"
+#include "kernels/internal/scratch_array.h"
 #include "kernels/internal/sketch_binning.h"
 #include "kernels/internal/sketch_bins.h"
 #include "kernels/internal/sketch_cursor.h"
 #include "kernels/internal/sketch_estimate.h"
 #include "kernels/internal/sketch_recover.h"
-#include "kernels/internal/scratch_array.h"
 
 namespace sketchps::kernels {
 namespace {

@@ -9,18 +9,18 @@
 // every chunk's output offset and no adaptation step that lowers τ once costs an extra pass.
 #include "kernels/dgc.h"
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/reduce.h>
 #include <thrust/scan.h>
-#include <thrust/transform_scan.h>
 #include <thrust/sort.h>
 #include <thrust/transform.h>
-
-#include <algorithm>
-#include <cmath>
-#include <functional>
+#include <thrust/transform_scan.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/splitmix.h"

@@ -1,20 +1,20 @@
 // Selection kernels (see select.h). One Thrust source for the CPU (OpenMP) and CUDA backends.
 #include "kernels/select.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <thrust/copy.h>
 #include <thrust/count.h>
 #include <thrust/for_each.h>
-#include <thrust/reduce.h>
-#include <thrust/scan.h>
 #include <thrust/functional.h>
 #include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
+#include <thrust/reduce.h>
+#include <thrust/scan.h>
 #include <thrust/sort.h>
 #include <thrust/transform.h>
-
-#include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/splitmix.h"

@@ -2,6 +2,9 @@
 // the CPU (OpenMP) and CUDA backends.
 #include "kernels/internal/sketch_recover.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <thrust/fill.h>
 #include <thrust/functional.h>
 #include <thrust/gather.h>
@@ -10,9 +13,6 @@
 #include <thrust/sequence.h>
 #include <thrust/sort.h>
 #include <thrust/transform.h>
-
-#include <algorithm>
-#include <cmath>
 
 #include "common/splitmix.h"
 #include "common/status.h"

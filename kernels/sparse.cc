@@ -1,6 +1,9 @@
 // Sparse-vector kernels (see sparse.h). One Thrust source for the CPU (OpenMP) and CUDA backends.
 #include "kernels/sparse.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
@@ -11,9 +14,6 @@
 #include <thrust/reduce.h>
 #include <thrust/scatter.h>
 #include <thrust/sort.h>
-
-#include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"

@@ -1,14 +1,14 @@
 // Statistics kernels (see stats.h). One Thrust source for the CPU (OpenMP) and CUDA backends.
 #include "kernels/stats.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
-
-#include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"

@@ -2,6 +2,10 @@
 // backends.
 #include "kernels/vector_ops.h"
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
 #include <thrust/copy.h>
 #include <thrust/count.h>
 #include <thrust/fill.h>
@@ -9,10 +13,6 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
-
-#include <cmath>
-#include <cstdint>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"

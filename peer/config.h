@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/wire/fingerprint.h"
 #include "common/net/tls.h"
+#include "common/wire/fingerprint.h"
 
 namespace sketchps::peer {
 

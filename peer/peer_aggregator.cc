@@ -6,9 +6,9 @@
 #include "absl/time/clock.h"
 #include "common/net/grpc_edge.h"
 #include "common/status.h"
+#include "engine/wire.h"
 #include "peer/schedule.h"
 #include "peer/wire.h"
-#include "engine/wire.h"
 
 namespace sketchps::peer {
 namespace {

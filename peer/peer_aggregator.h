@@ -40,9 +40,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "peer/service.h"
 #include "engine/aggregator.h"
 #include "engine/reduce.h"
+#include "peer/service.h"
 
 namespace sketchps::peer {
 

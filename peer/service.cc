@@ -1,11 +1,11 @@
 #include "peer/service.h"
 
-#include "common/net/grpc_edge.h"
 #include "absl/strings/str_cat.h"
+#include "common/net/grpc_edge.h"
 #include "common/status.h"
+#include "engine/wire.h"
 #include "peer/schedule.h"
 #include "peer/wire.h"
-#include "engine/wire.h"
 
 namespace sketchps::peer {
 namespace {

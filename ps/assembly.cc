@@ -5,9 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
+#include "common/reason.h"
 #include "common/status.h"
 #include "engine/wire.h"
-#include "common/reason.h"
 
 namespace sketchps::ps {
 namespace {

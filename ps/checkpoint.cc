@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/wire/framed_file.h"
 #include "common/status.h"
+#include "common/wire/framed_file.h"
 
 namespace sketchps::ps {
 namespace {

@@ -6,12 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/checksum.h"
-#include "common/wire/codec.h"
 #include "common/net/grpc_edge.h"
+#include "common/reason.h"
 #include "common/status.h"
+#include "common/wire/codec.h"
 #include "engine/wire.h"
 #include "spdlog/spdlog.h"
-#include "common/reason.h"
 
 namespace sketchps::ps {
 namespace {

@@ -29,9 +29,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/wire/fingerprint.h"
 #include "common/layout.h"
 #include "common/net/tls.h"
+#include "common/wire/fingerprint.h"
 #include "engine/aggregator.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 

@@ -1,9 +1,9 @@
 #include "ps/export.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "common/wire/codec.h"
 #include "common/wire/layout_proto.h"
-#include "common/status.h"
 #include "ps/checkpoint.h"
 
 namespace sketchps::ps {

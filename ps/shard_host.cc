@@ -6,13 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
-#include "common/wire/codec.h"
+#include "common/reason.h"
 #include "common/status.h"
+#include "common/wire/codec.h"
 #include "engine/phase_table.h"
 #include "engine/wire.h"
 #include "ps/checkpoint.h"
 #include "spdlog/spdlog.h"
-#include "common/reason.h"
 
 namespace sketchps::ps {
 namespace {

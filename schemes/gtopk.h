@@ -32,9 +32,9 @@
 #include "absl/status/statusor.h"
 #include "common/config/config_reader.h"
 #include "common/payload.h"
+#include "engine/scheme.h"
 #include "kernels/backend.h"
 #include "schemes/error_feedback.h"
-#include "engine/scheme.h"
 
 namespace sketchps {
 

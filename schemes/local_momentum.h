@@ -26,9 +26,9 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/config_reader.h"
+#include "engine/scheme.h"
 #include "kernels/backend.h"
 #include "kernels/stats.h"
-#include "engine/scheme.h"
 
 namespace sketchps {
 

@@ -6,13 +6,13 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "schemes/dense.h"
-#include "schemes/gs_sgd.h"
-#include "schemes/sketched_sgd.h"
 #include "schemes/dgc.h"
-#include "schemes/sdagc.h"
+#include "schemes/gs_sgd.h"
 #include "schemes/gtopk.h"
 #include "schemes/scalecom.h"
+#include "schemes/sdagc.h"
 #include "schemes/sidco.h"
+#include "schemes/sketched_sgd.h"
 #include "schemes/topk_ef.h"
 
 namespace sketchps {

@@ -16,8 +16,8 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/backend.h"
 #include "engine/scheme.h"
+#include "kernels/backend.h"
 
 namespace sketchps {
 

@@ -64,8 +64,8 @@
 #include "absl/status/status.h"
 #include "common/config/config_reader.h"
 #include "common/config/job_span.h"
-#include "schemes/local_momentum.h"
 #include "engine/scheme.h"
+#include "schemes/local_momentum.h"
 
 namespace sketchps {
 

@@ -34,8 +34,8 @@
 #include "absl/status/status.h"
 #include "common/config/config_reader.h"
 #include "common/config/job_span.h"
-#include "kernels/sidco.h"
 #include "engine/scheme.h"
+#include "kernels/sidco.h"
 
 namespace sketchps {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/net/grpc_edge.h"
 #include "common/layout.h"
+#include "common/net/grpc_edge.h"
 #include "engine/phase.h"
 #include "job/job_spec.h"
 #include "ps/shard_host.h"

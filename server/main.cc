@@ -26,15 +26,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/config/cli.h"
-#include "job/job_spec.h"
 #include "common/net/grpc_edge.h"
-#include "engine/phase.h"
 #include "common/net/port_file.h"
 #include "common/net/rendezvous_file.h"
-#include "server/job_adapter.h"
+#include "engine/phase.h"
+#include "job/job_spec.h"
 #include "ps/metrics.h"
 #include "ps/service.h"
 #include "ps/shard_host.h"
+#include "server/job_adapter.h"
 #include "spdlog/spdlog.h"
 
 namespace {

@@ -5,10 +5,10 @@
 // names at ';' and joins them across an unclosed '[' (tests/CMakeLists.txt); the resulting filters
 // would match nothing.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <iostream>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 int main(int argc, char* argv[]) {
   Catch::Session session;

@@ -9,20 +9,19 @@
 //   export  a run's checkpoints as a PyTorch state_dict file (tools/export.h)
 //   loadgen traffic of every scheme against the number of workers P (sketchps-bench)
 //   launch  the daemons' command lines and ports for other launchers (tools/launch_command.h)
+#include <unistd.h>
+
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include <unistd.h>
-
-#include <functional>
-
 #include "common/config/cli.h"
-#include "launch/binaries.h"
 #include "common/version.h"
 #include "kernels/backend.h"
+#include "launch/binaries.h"
 #include "tools/certs.h"
 #include "tools/compare.h"
 #include "tools/export.h"

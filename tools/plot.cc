@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status.h"
-#include "tools/plot_script.h"
 #include "launch/child.h"
+#include "tools/plot_script.h"
 #include "tools/report.h"
 #include "tools/summary.h"
 

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

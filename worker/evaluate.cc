@@ -1,14 +1,14 @@
 #include "worker/evaluate.h"
 
-#include <ATen/core/grad_mode.h>
-#include <ATen/ops/argmax.h>
-#include <ATen/ops/cross_entropy_loss.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <vector>
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/cross_entropy_loss.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"

@@ -1,6 +1,5 @@
 #include "worker/fashion_mnist.h"
 
-#include <ATen/ops/empty.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -11,6 +10,8 @@
 #include <filesystem>
 #include <memory>
 #include <utility>
+
+#include <ATen/ops/empty.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -22,12 +22,12 @@
 // Normalization: x = (pixel / 255 - 0.2860) / 0.3530 (the Fashion-MNIST train mean/std).
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

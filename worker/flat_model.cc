@@ -1,11 +1,11 @@
 #include "worker/flat_model.h"
 
-#include <torch/torch.h>
-
 #include <string>
 #include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

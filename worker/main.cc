@@ -31,12 +31,12 @@
 #include "absl/strings/str_split.h"
 #include "common/config/cli.h"
 #include "common/net/metrics_http.h"
+#include "common/reason.h"
 #include "common/status.h"
 #include "job/job_spec.h"
 #include "spdlog/spdlog.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
-#include "common/reason.h"
 
 namespace {
 

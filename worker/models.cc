@@ -1,9 +1,9 @@
 #include "worker/models.h"
 
-#include <torch/torch.h>
-
 #include <cmath>
 #include <utility>
+
+#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -16,12 +16,12 @@
 // - Model is move-only and not thread-safe (one per worker thread).
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -15,9 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/wire/fingerprint.h"
 #include "common/layout.h"
 #include "common/net/tls.h"
+#include "common/wire/fingerprint.h"
 #include "worker/transport.h"
 
 namespace sketchps::worker {

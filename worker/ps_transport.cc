@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
-#include "common/wire/codec.h"
-#include "common/status.h"
 #include "common/reason.h"
+#include "common/status.h"
+#include "common/wire/codec.h"
 
 namespace sketchps::worker {
 namespace {

@@ -7,11 +7,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
+#include "common/reason.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
-#include "common/reason.h"
 
 namespace sketchps::worker {
 namespace {

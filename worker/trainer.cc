@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
-#include "common/wire/gradient_dump.h"
 #include "common/status.h"
+#include "common/wire/gradient_dump.h"
 #include "engine/aggregator.h"
 #include "engine/replica.h"
 #include "spdlog/spdlog.h"
@@ -21,8 +21,8 @@
 #include "worker/models.h"
 #include "worker/ps_transport.h"
 #include "worker/round_plan.h"
-#include "worker/worker_metrics.h"
 #include "worker/session.h"
+#include "worker/worker_metrics.h"
 
 namespace sketchps::worker {
 namespace {

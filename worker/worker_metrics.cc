@@ -3,13 +3,12 @@
 #include <iterator>
 #include <optional>
 
+#include <nlohmann/json.hpp>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
-
-#include <nlohmann/json.hpp>
 
 namespace sketchps::worker {
 namespace {

@@ -26,8 +26,8 @@
 #include "bench/loadgen/transports.h"
 #include "bench/loadgen/tree_peers.h"
 #include "common/config/cli.h"
-#include "common/wire/layout_proto.h"
 #include "common/status.h"
+#include "common/wire/layout_proto.h"
 #include "engine/replica.h"
 
 namespace sketchps::bench {

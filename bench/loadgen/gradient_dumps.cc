@@ -7,8 +7,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/wire/gradient_dump.h"
 #include "common/status.h"
+#include "common/wire/gradient_dump.h"
 
 namespace sketchps::bench {
 namespace fs = std::filesystem;

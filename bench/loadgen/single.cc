@@ -11,8 +11,8 @@
 #include "absl/strings/str_split.h"
 #include "bench/loadgen/config_run.h"
 #include "bench/loadgen/server_fleet.h"
-#include "launch/binaries.h"
 #include "common/status.h"
+#include "launch/binaries.h"
 
 namespace sketchps::bench {
 namespace fs = std::filesystem;

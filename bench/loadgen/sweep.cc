@@ -17,9 +17,9 @@
 #include "absl/strings/str_format.h"
 #include "bench/loadgen/machine.h"
 #include "bench/loadgen/server_fleet.h"
-#include "launch/binaries.h"
 #include "common/config/cli.h"
 #include "common/version.h"
+#include "launch/binaries.h"
 #include "launch/child.h"
 
 namespace sketchps::bench {

@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench/synthetic/distributions.h"
 #include "kernels/select.h"
 #include "kernels/sidco.h"
-#include "bench/synthetic/distributions.h"
 
 namespace sk = sketchps::kernels;
 using sketchps::synthetic::Shape;

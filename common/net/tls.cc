@@ -1,12 +1,13 @@
 #include "common/net/tls.h"
 
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 #include <sys/stat.h>
 
 #include <fstream>
 #include <iterator>
 #include <memory>
+
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/wire/codec.h"
-#include "common/wire/codec_wire.h"
 #include "common/fp16.h"
 #include "common/status.h"
+#include "common/wire/codec.h"
+#include "common/wire/codec_wire.h"
 #include "google/protobuf/io/coded_stream.h"
 
 namespace sketchps {

@@ -2,10 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status.h"
 #include "common/wire/codec.h"
 #include "common/wire/framed_file.h"
 #include "common/wire/layout_proto.h"
-#include "common/status.h"
 #include "sketchps/v1/gradient_dump.pb.h"
 
 namespace sketchps {

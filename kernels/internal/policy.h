@@ -14,6 +14,7 @@
 
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
+
 #include <thrust/system/cuda/execution_policy.h>
 #define SKETCHPS_KERNELS_CUDA 1
 #else

@@ -12,12 +12,12 @@
 // each row's cells read for the whole item into an item-sized array before the medians.
 #pragma once
 
-#include <thrust/for_each.h>
-#include <thrust/iterator/counting_iterator.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
 
 #include "kernels/internal/poly_lanes.h"
 #include "kernels/internal/scratch_array.h"

@@ -1,8 +1,8 @@
 #include "python/src/errors.h"
 
-#include <pybind11/pybind11.h>
-
 #include <string>
+
+#include <pybind11/pybind11.h>
 
 #include "common/reason.h"
 

@@ -2,17 +2,16 @@
 // spec, the environment helpers and the data order are the C++ ones, and a PyWorker (py_worker.h)
 // runs the rounds on views of the user's own tensors. Errors become the exceptions of
 // sketchps/errors.py (errors.cc).
-#include <torch/extension.h>
-
 #include <pybind11/stl.h>
+#include <torch/extension.h>
 
 #include "common/config/cli.h"
 #include "engine/shard.h"
 #include "job/job_spec.h"
 #include "job/model_layout.h"
+#include "ps/export.h"
 #include "python/src/errors.h"
 #include "python/src/py_worker.h"
-#include "ps/export.h"
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"
 

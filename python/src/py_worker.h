@@ -17,8 +17,6 @@
 // the agreed round, next_round() moves back to it, and Step's record carries "regroup".
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -26,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"

@@ -1,14 +1,16 @@
 // `sketchps bench --input` (bench/input_bench.h) on dumps whose answer is known: a few large entries
 // shared by every worker over small noise.
-#include <catch2/catch.hpp>
+#include "bench/input_bench.h"
+
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
-#include <unistd.h>
 
-#include "bench/input_bench.h"
-#include "common/wire/gradient_dump.h"
+#include <catch2/catch.hpp>
+
 #include "common/splitmix.h"
+#include "common/wire/gradient_dump.h"
 
 using namespace sketchps;
 namespace fs = std::filesystem;

@@ -1,10 +1,10 @@
 // The loadgen's option checks and configuration list (bench/loadgen/loadgen.h), the job binding of
 // one configuration (bench/loadgen/config.h) and the assembly of counter snapshots into a
 // Measurement (bench/loadgen/collect.h), against hand-computed values. No servers, no timing.
-#include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "bench/loadgen/collect.h"
 #include "bench/loadgen/config.h"

@@ -1,7 +1,5 @@
 // The loadgen's figures from counters (bench/loadgen/figures.h) against hand-computed values, and its
 // Prometheus reader and /metrics scrape against a literal exposition and a stand-in HTTP server.
-#include <catch2/catch.hpp>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -9,6 +7,8 @@
 
 #include <string>
 #include <thread>
+
+#include <catch2/catch.hpp>
 
 #include "bench/loadgen/figures.h"
 #include "bench/loadgen/metrics_scrape.h"

@@ -6,8 +6,6 @@
 //
 // Layout: the default job's CNN (the servers take the layer table from the job's model), d =
 // 220,234 over 2 shards, density 0.01: k = KOfRange(0.01, shard length) per shard.
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 
 #include <cerrno>
@@ -16,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "bench/loadgen/config_run.h"
 #include "bench/loadgen/synth.h"

@@ -2,13 +2,13 @@
 // the Student-t(3) CDF in closed form, a full-sort top-k union, the union of independent random
 // k-sets, and the calibration target (union of 4 workers' top-k sets ~2.8 k per shard at density
 // 0.01 on the default job's layout).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <set>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "bench/loadgen/synth.h"
 #include "common/layout.h"

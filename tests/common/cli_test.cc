@@ -1,11 +1,12 @@
 // Daemon command-line helpers (common/config/cli.h): strict environment numbers, server address lists and
 // patterns, exit codes of signals, and the open-files limit raised at start.
+#include "common/config/cli.h"
+
 #include <sys/resource.h>
 
-#include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "common/config/cli.h"
+#include <catch2/catch.hpp>
 
 using namespace sketchps;
 

@@ -2,13 +2,13 @@
 // truncated or extended bytes and rewritten scalars either decode to a valid object or fail with
 // INVALID_ARGUMENT naming a field; nothing else, and never a crash (run it under the asan preset
 // for the memory-safety half of that claim).
-#include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <random>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "common/wire/codec.h"

@@ -1,12 +1,12 @@
 // Rejection tests of the payload codecs: every malformed input yields INVALID_ARGUMENT with a
 // message that starts with the offending field's path.
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "common/wire/codec.h"
 #include "support/codec_reference.h"

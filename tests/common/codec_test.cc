@@ -2,16 +2,16 @@
 // codec_reject_test.cc, the randomized mutation test in codec_mutation_test.cc.
 #include "common/wire/codec.h"
 
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <vector>
 
-#include "common/wire/codec_wire.h"
+#include <catch2/catch.hpp>
+
 #include "common/fp16.h"
+#include "common/wire/codec_wire.h"
 #include "support/codec_reference.h"
 
 namespace v1 = sketchps::v1;

@@ -1,12 +1,13 @@
 #include "common/count_sketch_hash.h"
 
-#include <boost/math/distributions/chi_squared.hpp>
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <boost/math/distributions/chi_squared.hpp>
+#include <catch2/catch.hpp>
 
 #include "support/sketch_reference.h"
 

@@ -1,11 +1,11 @@
 #include "common/distribution_fit.h"
 
-#include <catch2/catch.hpp>
-
-#include <boost/math/special_functions/gamma.hpp>
 #include <cmath>
 #include <limits>
 #include <string>
+
+#include <boost/math/special_functions/gamma.hpp>
+#include <catch2/catch.hpp>
 
 #include "bench/synthetic/distributions.h"
 

@@ -1,13 +1,13 @@
 #include "common/fp16.h"
 
-#include <catch2/catch.hpp>
-
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "support/codec_reference.h"
 

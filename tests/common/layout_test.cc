@@ -2,9 +2,10 @@
 
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+
+#include <catch2/catch.hpp>
 
 #include "common/wire/gradient_dump.h"
 

@@ -6,10 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "common/version.h"
 

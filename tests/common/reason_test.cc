@@ -1,11 +1,11 @@
 #include "common/reason.h"
 
-#include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstdlib>
 #include <set>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "common/net/grpc_edge.h"
 #include "common/status.h"

@@ -1,8 +1,9 @@
 #include "engine/optimizer.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+
+#include <catch2/catch.hpp>
 
 using namespace sketchps;
 

@@ -1,8 +1,9 @@
 #include "engine/phase_table.h"
 
-#include <catch2/catch.hpp>
 #include <atomic>
 #include <thread>
+
+#include <catch2/catch.hpp>
 
 #include "engine/strand.h"
 

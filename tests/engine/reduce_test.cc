@@ -1,9 +1,10 @@
 #include "engine/reduce.h"
 
-#include <catch2/catch.hpp>
 #include <limits>
 #include <map>
 #include <random>
+
+#include <catch2/catch.hpp>
 
 #include "common/count_sketch_hash.h"
 #include "kernels/count_sketch.h"

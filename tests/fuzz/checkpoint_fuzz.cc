@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "fuzz/host_driver.h"
 #include "common/wire/framed_file.h"
+#include "fuzz/host_driver.h"
 #include "ps/checkpoint.h"
 
 namespace {

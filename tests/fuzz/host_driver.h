@@ -17,8 +17,8 @@
 #include "common/wire/layout_proto.h"
 #include "fuzz/fuzz_target.h"
 #include "job/job_spec.h"
-#include "server/job_adapter.h"
 #include "ps/shard_host.h"
+#include "server/job_adapter.h"
 
 namespace sketchps::fuzz {
 

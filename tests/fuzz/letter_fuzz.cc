@@ -5,9 +5,9 @@
 // Invariants: refusals are named; the mailbox never holds more than its bound; a stored letter can
 // be taken (as itself or as its rejection); a letter taken intact re-encodes (EncodePartial) to a
 // request that a fresh endpoint files and decodes to the same contributor count and items.
+#include "fuzz/fuzz_target.h"
 #include "peer/service.h"
 #include "peer/wire.h"
-#include "fuzz/fuzz_target.h"
 
 namespace {
 

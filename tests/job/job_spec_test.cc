@@ -1,9 +1,9 @@
 #include "job/job_spec.h"
 
-#include <catch2/catch.hpp>
-
 #include <utility>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "kernels/backend.h"
 

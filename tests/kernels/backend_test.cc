@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "kernels/backend.h"
+
+#include <catch2/catch.hpp>
 
 namespace sk = sketchps::kernels;
 

@@ -1,13 +1,14 @@
 // Count Sketch kernels against naive host references (docs/methods.md, decision 3).
 #include "kernels/count_sketch.h"
 
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "kernels/select.h"
 #include "support/reference.h"

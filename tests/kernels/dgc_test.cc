@@ -1,12 +1,13 @@
 #include "kernels/dgc.h"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
 #include <limits>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "common/splitmix.h"
 #include "kernels/vector_ops.h"

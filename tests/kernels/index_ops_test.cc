@@ -1,7 +1,8 @@
 #include "kernels/index_ops.h"
 
-#include <catch2/catch.hpp>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 namespace sk = sketchps::kernels;
 

@@ -4,9 +4,10 @@
 
 #include "kernels/internal/poly_lanes.h"
 
-#include <catch2/catch.hpp>
 #include <cstdint>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "support/sketch_reference.h"
 

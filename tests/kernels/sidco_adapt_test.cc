@@ -1,11 +1,11 @@
 // SIDCo stage-count adaptation (kernels/sidco.h, SidcoAdaptState), driven by scripted achieved
 // densities: no data, only Record() feedback.
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "kernels/sidco.h"
 

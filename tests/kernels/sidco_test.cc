@@ -1,16 +1,16 @@
 #include "kernels/sidco.h"
 
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <map>
 #include <string>
 
+#include <catch2/catch.hpp>
+
+#include "bench/synthetic/distributions.h"
 #include "kernels/select.h"
 #include "kernels/stats.h"
 #include "kernels/vector_ops.h"
-#include "bench/synthetic/distributions.h"
 
 namespace sk = sketchps::kernels;
 using sketchps::synthetic::Shape;

@@ -2,11 +2,12 @@
 // ones: the same thread count must give the same tables and estimates bit for bit.
 #include "kernels/internal/sketch_binning.h"
 
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "kernels/count_sketch.h"
 #include "support/reference.h"

@@ -1,8 +1,9 @@
 #include "kernels/sparse.h"
 
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "support/sparse_reference.h"
 

@@ -1,9 +1,9 @@
 #include "kernels/stats.h"
 
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
+
+#include <catch2/catch.hpp>
 
 #include "bench/synthetic/distributions.h"
 #include "support/reference.h"

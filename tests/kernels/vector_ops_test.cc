@@ -1,9 +1,10 @@
 #include "kernels/vector_ops.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "support/reference.h"
 #include "support/sparse_reference.h"

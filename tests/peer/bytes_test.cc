@@ -2,14 +2,13 @@
 // log2 P plus the value round (p2 * k floats) times log2 P, measured with the peer aggregator's
 // counters over real gRPC for P = 2, 4, 8.
 #include <catch2/catch.hpp>
-
 #include <yaml-cpp/yaml.h>
 
 #include "common/config/config_reader.h"
-#include "peer_group.h"
-#include "schemes/registry.h"
 #include "engine/replica.h"
 #include "engine/shard.h"
+#include "peer_group.h"
+#include "schemes/registry.h"
 #include "support/simulation.h"
 
 using namespace sketchps;

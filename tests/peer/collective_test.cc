@@ -2,13 +2,13 @@
 // Reducer (worker-id order) on the same contributions. Sums use dyadic values (small multiples of
 // 1/8), whose float sums are exact in any order, so every collective must match the PS bitwise;
 // with arbitrary floats sums match within rounding. Skipping workers are included.
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <random>
 
-#include "peer_group.h"
+#include <catch2/catch.hpp>
+
 #include "engine/reduce.h"
+#include "peer_group.h"
 
 using namespace sketchps;
 using namespace sketchps::testing;

@@ -1,7 +1,7 @@
 // PeerConfig: validation names the field; the message limit follows the job's ranges and P.
-#include <catch2/catch.hpp>
-
 #include "peer/config.h"
+
+#include <catch2/catch.hpp>
 
 using namespace sketchps;
 

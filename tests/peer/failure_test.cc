@@ -1,13 +1,13 @@
 // Failure behaviour of the peer mode: a dead peer makes RunPhase fail with UNAVAILABLE naming it
 // within peer_timeout plus slack (never a hang), on its partners and, through abort notices, on
 // the others; invalid steps (NaN, wrong dimension, wrong length, another job or epoch) are refused.
-#include <catch2/catch.hpp>
-
 #include <thread>
 
+#include <catch2/catch.hpp>
+
 #include "absl/time/clock.h"
-#include "peer_group.h"
 #include "engine/wire.h"
+#include "peer_group.h"
 
 using namespace sketchps;
 using namespace sketchps::testing;

@@ -1,11 +1,12 @@
 // The peer mailbox: idempotent puts, stale letters dropped, bounded size (in all and per sender), a
 // round window, deadlines, rejections and abort notices.
-#include <catch2/catch.hpp>
+#include "peer/mailbox.h"
 
 #include <thread>
 
+#include <catch2/catch.hpp>
+
 #include "absl/time/clock.h"
-#include "peer/mailbox.h"
 
 using namespace sketchps;
 using namespace sketchps::peer;

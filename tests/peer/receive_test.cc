@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "absl/time/clock.h"
-#include "peer/service.h"
 #include "engine/wire.h"
+#include "peer/service.h"
 
 using namespace sketchps;
 using namespace sketchps::peer;

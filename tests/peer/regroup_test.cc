@@ -1,12 +1,12 @@
 // The regroup agreement (peer/regroup.h) with real Peer servers on loopback: survivors agree on the
 // members and the lowest next round, dead ranks are left out, a minority stops, a late rank is left
 // out, and requests for another job or epoch are refused.
-#include <catch2/catch.hpp>
-
 #include <future>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "absl/time/clock.h"
 #include "peer/service.h"

@@ -2,15 +2,15 @@
 // compare with: the workers compare with each other), for a sum scheme and a gather scheme, with
 // two shards run in parallel and a non-power-of-two P, and for gTop-k with the tree merge. The loss
 // must also go down.
-#include <catch2/catch.hpp>
+#include "engine/replica.h"
 
+#include <catch2/catch.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "common/config/config_reader.h"
+#include "engine/shard.h"
 #include "peer_group.h"
 #include "schemes/registry.h"
-#include "engine/replica.h"
-#include "engine/shard.h"
 #include "support/simulation.h"
 
 using namespace sketchps;

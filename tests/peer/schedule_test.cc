@@ -1,12 +1,12 @@
 // The step schedule of the peer collectives: sends and receives pair up, every rank ends covering
 // every rank exactly once (simulated with rank sets), nobody sends more than ceil(log2 P) times, and
 // SentBlock describes what the simulation actually sends.
-#include <catch2/catch.hpp>
+#include "peer/schedule.h"
 
 #include <map>
 #include <set>
 
-#include "peer/schedule.h"
+#include <catch2/catch.hpp>
 
 using namespace sketchps::peer;
 

@@ -8,18 +8,17 @@
 //   - otherwise (a dense or sketch all-reduce: pairwise instead of worker-order summation) within a
 //     relative difference of 1e-5.
 // Peer replicas must also be bitwise equal to each other after every round.
-#include <catch2/catch.hpp>
-
 #include <set>
 
+#include <catch2/catch.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "common/config/config_reader.h"
-#include "peer_group.h"
 #include "engine/in_process.h"
-#include "schemes/registry.h"
 #include "engine/replica.h"
 #include "engine/shard.h"
+#include "peer_group.h"
+#include "schemes/registry.h"
 #include "support/simulation.h"
 
 using namespace sketchps;

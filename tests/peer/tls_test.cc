@@ -1,13 +1,15 @@
 // Identity between peers: with mutual TLS every letter and abort notice must come from the
 // certificate of the rank it claims; a forged one is PERMISSION_DENIED and stores nothing, and
 // after a regroup the renumbered ranks keep their certificates' identities.
+#include "common/net/tls.h"
+
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <filesystem>
 
+#include <catch2/catch.hpp>
+
 #include "common/net/grpc_edge.h"
-#include "common/net/tls.h"
 #include "engine/wire.h"
 #include "peer/service.h"
 #include "tools/certs.h"

@@ -1,9 +1,10 @@
 #include "ps/checkpoint.h"
 
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <random>
+
+#include <catch2/catch.hpp>
 
 namespace fs = std::filesystem;
 using namespace sketchps;

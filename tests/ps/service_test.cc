@@ -1,17 +1,18 @@
 // The gRPC adapter of a shard: request bodies that do not parse get INVALID_ARGUMENT naming the
 // message (not gRPC's INTERNAL with an empty message), and no status leaves without a message.
-#include <catch2/catch.hpp>
+#include "ps/service.h"
+
 #include <future>
 
+#include <catch2/catch.hpp>
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include "common/net/grpc_edge.h"
 #include "job/job_spec.h"
-#include "server/job_adapter.h"
-#include "ps/service.h"
 #include "ps/shard_host.h"
+#include "server/job_adapter.h"
 
 using namespace sketchps;
 

@@ -2,7 +2,8 @@
 // naming the field, and changes nothing), admission, idempotent pushes, numeric safety, assembly
 // of a starting shard's state from the workers' offers and its checkpoint, shutdown. Every wait in
 // this file is bounded (kWait).
-#include <catch2/catch.hpp>
+#include "ps/shard_host.h"
+
 #include <cmath>
 #include <filesystem>
 #include <future>
@@ -10,13 +11,14 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "common/checksum.h"
 #include "common/wire/codec.h"
 #include "engine/phase_table.h"
 #include "engine/wire.h"
 #include "job/job_spec.h"
 #include "server/job_adapter.h"
-#include "ps/shard_host.h"
 
 using namespace sketchps;
 using namespace sketchps::ps;

@@ -1,27 +1,28 @@
 // Identity on the wire: a parameter server with mutual TLS (certificates from `sketchps certs`)
 // refuses clients without a certificate or with one of another CA at the handshake, binds every
 // request's worker id to the caller's certificate, and serves only health on its plaintext port.
+#include "common/net/tls.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <future>
 
+#include <catch2/catch.hpp>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "common/checksum.h"
-#include "common/wire/codec.h"
 #include "common/net/grpc_edge.h"
-#include "common/net/tls.h"
+#include "common/wire/codec.h"
 #include "engine/wire.h"
 #include "job/job_spec.h"
-#include "server/job_adapter.h"
 #include "ps/service.h"
 #include "ps/shard_host.h"
+#include "server/job_adapter.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 #include "tools/certs.h"
 

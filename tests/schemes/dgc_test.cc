@@ -1,11 +1,12 @@
 // DGC (schemes/dgc.h): warm-up schedule, selection, velocity conservation and masking, clipping,
 // density-1 equivalences, convergence, bytes, NaN guard, checkpoints, config errors, compression.
-#include <catch2/catch.hpp>
+#include "schemes/dgc.h"
 
 #include <cmath>
 #include <set>
 
-#include "schemes/dgc.h"
+#include <catch2/catch.hpp>
+
 #include "job/job_spec.h"
 #include "support/local_momentum_reference.h"
 #include "support/scheme_checks.h"

@@ -2,10 +2,11 @@
 // (exact global top-k when the sketch is collision-free; top-p2k estimates then exact top-k with
 // collisions), error-feedback conservation, bytes per phase, density 1 == dense, convergence,
 // replicas, the NaN guard, warm-up, state round trip and configuration errors.
+#include "schemes/gs_sgd.h"
+
 #include <catch2/catch.hpp>
 
 #include "common/wire/codec.h"
-#include "schemes/gs_sgd.h"
 #include "schemes/registry.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"

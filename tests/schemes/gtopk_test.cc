@@ -1,12 +1,13 @@
 // gTop-k (PS mode): the global top-k of the summed local top-k selections, the residual put-back, and
 // end-to-end behaviour through the in-process aggregator. References are naive host loops.
-#include <catch2/catch.hpp>
+#include "schemes/gtopk.h"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
-#include "schemes/gtopk.h"
+#include <catch2/catch.hpp>
+
 #include "engine/reduce.h"
 #include "schemes/registry.h"
 #include "schemes/topk_ef.h"

@@ -1,14 +1,15 @@
 // ScaleCom (PS mode): CLT-k with the cyclic leader, the low-pass-filtered memory and end-to-end
 // behaviour through the in-process aggregator. References are naive host loops.
-#include <catch2/catch.hpp>
+#include "schemes/scalecom.h"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
+#include <catch2/catch.hpp>
+
 #include "engine/reduce.h"
 #include "schemes/registry.h"
-#include "schemes/scalecom.h"
 #include "schemes/topk_ef.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"

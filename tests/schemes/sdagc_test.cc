@@ -1,13 +1,14 @@
 // SDAGC (schemes/sdagc.h): achieved density vs the Gaussian tail, per-layer thresholds, residual
 // accumulation and masking, clipping, λ = 0 equivalence, convergence, bytes, NaN guard, checkpoints,
 // config errors, default compression and the closed loop.
-#include <catch2/catch.hpp>
+#include "schemes/sdagc.h"
 
 #include <cmath>
 #include <set>
 
+#include <catch2/catch.hpp>
+
 #include "job/job_spec.h"
-#include "schemes/sdagc.h"
 #include "support/local_momentum_reference.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"

@@ -1,6 +1,6 @@
 // SIDCo: threshold selection with error feedback, the achieved density against the target, and
 // end-to-end behaviour through the in-process aggregator.
-#include <catch2/catch.hpp>
+#include "schemes/sidco.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +8,11 @@
 #include <random>
 #include <set>
 
+#include <catch2/catch.hpp>
+
+#include "bench/synthetic/distributions.h"
 #include "engine/reduce.h"
 #include "schemes/registry.h"
-#include "schemes/sidco.h"
-#include "bench/synthetic/distributions.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"
 #include "support/sketch_schemes.h"

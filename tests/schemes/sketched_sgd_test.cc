@@ -2,10 +2,11 @@
 // momentum correction (exact global top-k of the summed v when the sketch is collision-free; top
 // p2*k estimates then exact top-k with collisions), masking of u and v, bytes per phase, density 1
 // == dense without momentum, convergence, replicas, the NaN guard, warm-up, state and configuration.
+#include "schemes/sketched_sgd.h"
+
 #include <catch2/catch.hpp>
 
 #include "schemes/registry.h"
-#include "schemes/sketched_sgd.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"
 #include "support/sketch_schemes.h"

@@ -12,12 +12,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "job/job_spec.h"
 #include "common/net/grpc_edge.h"
-#include "server/job_adapter.h"
+#include "job/job_spec.h"
 #include "ps/metrics.h"
 #include "ps/service.h"
 #include "ps/shard_host.h"
+#include "server/job_adapter.h"
 
 namespace sketchps::testing {
 

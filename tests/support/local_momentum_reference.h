@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/backend.h"
 #include "common/layout.h"
 #include "engine/scheme.h"
+#include "kernels/backend.h"
 #include "support/scheme_checks.h"
 #include "support/simulation.h"
 

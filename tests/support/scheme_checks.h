@@ -4,8 +4,6 @@
 // scheme-specific cases and call these with their own factories and options.
 #pragma once
 
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,8 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "schemes/dense.h"
+#include <catch2/catch.hpp>
+
 #include "job/job_spec.h"
+#include "schemes/dense.h"
 #include "support/simulation.h"
 
 namespace sketchps::testing {

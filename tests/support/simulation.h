@@ -20,12 +20,12 @@
 
 #include "common/layout.h"
 #include "common/status.h"
-#include "kernels/backend.h"
 #include "engine/in_process.h"
 #include "engine/optimizer.h"
 #include "engine/replica.h"
 #include "engine/round.h"
 #include "engine/scheme.h"
+#include "kernels/backend.h"
 
 namespace sketchps::testing {
 

@@ -5,8 +5,6 @@
 // tie-break, a Count Sketch built with host loops).
 #pragma once
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,11 +14,13 @@
 #include <random>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "common/count_sketch_hash.h"
-#include "kernels/backend.h"
 #include "engine/phase.h"
 #include "engine/reduce.h"
 #include "engine/scheme.h"
+#include "kernels/backend.h"
 
 namespace sketchps::testing {
 

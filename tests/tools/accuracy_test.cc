@@ -3,11 +3,11 @@
 // version of the default job. With round 1's epoch-long warm-ups, DGC (78.1%), SDAGC (79.2%) and
 // ScaleCom (79.7%) were still short at 200 rounds; docs/results.md has every scheme's accuracy
 // against its compression.
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "tools/run.h"

@@ -1,16 +1,16 @@
 // `sketchps report --plot`: the series taken from a run directory, and the PNG and SVG drawn from
 // them by python3 with matplotlib.
+#include "tools/plot.h"
+
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-
-#include "tools/plot.h"
 
 using namespace sketchps::tools;
 namespace fs = std::filesystem;

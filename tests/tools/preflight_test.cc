@@ -1,9 +1,10 @@
 // The checks `sketchps run` makes before it starts any process (tools/preflight.h).
 #include "tools/preflight.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 using namespace sketchps;
 

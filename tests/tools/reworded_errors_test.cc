@@ -6,8 +6,6 @@
 //   - a worker whose job differs from the servers': the server refuses its Join
 //     (kFingerprintMismatch) and the worker exits 2, the configuration-error code.
 // tests/structure/test_no_message_decisions.py scans the code for decisions on message text.
-#include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/net/port_file.h"

@@ -1,14 +1,15 @@
 // The --script launcher's helpers (tools/run_script.h). DescribeScript runs /bin/sh as the
 // "interpreter", so these tests need no Python.
+#include "tools/run_script.h"
+
 #include <unistd.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include "tools/run_script.h"
+#include <catch2/catch.hpp>
 
 using namespace sketchps::tools;
 namespace fs = std::filesystem;

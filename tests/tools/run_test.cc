@@ -8,22 +8,23 @@
 //   - bad flags exit 2, in the front end and in both daemons;
 //   - decentralized mode: a peer killed mid-run, the survivors regroup and finish with equal
 //     replicas (or stop, with peer.on_failure: stop).
+#include "tools/run.h"
+
 #include <sys/wait.h>
 
-#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "tools/compare.h"
 #include "launch/child.h"
-#include "tools/run.h"
+#include "tools/compare.h"
 
 using namespace sketchps;
 using namespace sketchps::tools;

@@ -1,14 +1,16 @@
 // The launcher's pieces without processes: --kill parsing, the run summary and its traffic, following
 // a growing metrics file, the progress line, the report table.
-#include <catch2/catch.hpp>
+#include "tools/summary.h"
+
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include <catch2/catch.hpp>
+
 #include "tools/progress.h"
 #include "tools/report.h"
 #include "tools/run.h"
-#include "tools/summary.h"
 
 using namespace sketchps::tools;
 

@@ -6,7 +6,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +15,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 using namespace sketchps::worker;
 namespace fs = std::filesystem;

@@ -1,14 +1,16 @@
 // FlatModel views, model construction and determinism, gradient equivalence of the data order rule,
 // and a short SGD run on real Fashion-MNIST written through params().
 #include <torch/torch.h>
-
-#include <catch2/catch.hpp>
+// After libtorch's headers, so that Catch's CHECK replaces glog's.
+#undef CHECK
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <numeric>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "common/wire/layout_proto.h"
 #include "job/model_layout.h"

@@ -2,8 +2,6 @@
 // thread per worker): dense PS equals single-process SGD with batch P*b, every scheme keeps every
 // replica bitwise equal to the servers' master copy (the trainer checks it after every round), and
 // the bytes on the wire are the payload bytes each scheme promises plus small framing.
-#include <ATen/Parallel.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,12 +10,13 @@
 #include <string>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
-#include "job/job_spec.h"
 #include "engine/optimizer.h"
-#include "schemes/registry.h"
 #include "engine/shard.h"
+#include "job/job_spec.h"
+#include "schemes/registry.h"
 #include "support/cluster.h"
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"

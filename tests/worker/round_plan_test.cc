@@ -6,9 +6,9 @@
 #include "worker/fashion_mnist.h"
 
 #undef CHECK
-#include <catch2/catch.hpp>
-
 #include <set>
+
+#include <catch2/catch.hpp>
 
 #include "engine/shard.h"
 

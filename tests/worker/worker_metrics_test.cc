@@ -1,10 +1,11 @@
 // The worker's Prometheus families, fed with per-round records as the trainer writes them.
 #include "worker/worker_metrics.h"
 
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 using sketchps::worker::WorkerMetrics;
 
