@@ -4,7 +4,7 @@
 //   mode: ps                      # ps | decentralized
 //   workers: 4
 //   servers: 2
-//   model: cnn                    # mlp | cnn | resnet | custom (a Python model, docs/pytorch.md)
+//   model: cnn                    # mlp | cnn | resnet | vgg | custom (a Python model, docs/pytorch.md)
 //   layers: [["fc.weight", [10, 784]], ...]   # model: custom only: its layout (job/model_layout.h)
 //   data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
 //   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, eval_samples: 0, seed: 1}

@@ -53,7 +53,7 @@ Shapes ResNet() {
 }  // namespace
 
 const std::vector<std::string>& BuiltinModels() {
-  static const std::vector<std::string> names = {"mlp", "cnn", "resnet"};
+  static const std::vector<std::string> names = {"mlp", "cnn", "resnet", "vgg"};
   return names;
 }
 
@@ -70,6 +70,12 @@ absl::StatusOr<LayerTable> ModelLayout(const std::string& model) {
     Linear(s, "fc2", 64, 10);
   } else if (model == "resnet") {
     s = ResNet();
+  } else if (model == "vgg") {  // bench/e2e/workload_vgg.py's network, named as torch.nn.Sequential does
+    Conv(s, "features.0", 1, 32, 3, true);
+    Conv(s, "features.3", 32, 64, 3, true);
+    Linear(s, "classifier.1", 64 * 7 * 7, 1536);
+    Linear(s, "classifier.3", 1536, 512);
+    Linear(s, "classifier.5", 512, 10);
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("model: unknown model '", model, "' (valid: ", absl::StrJoin(BuiltinModels(), ", "), ")"));

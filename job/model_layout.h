@@ -16,10 +16,10 @@
 
 namespace sketchps {
 
-// "mlp", "cnn", "resnet".
+// "mlp", "cnn", "resnet", "vgg" (bench/e2e/workload_vgg.py's network).
 const std::vector<std::string>& BuiltinModels();
 
-// InvalidArgument "model: unknown model 'x' (valid: mlp, cnn, resnet)" for any other name.
+// InvalidArgument "model: unknown model 'x' (valid: mlp, cnn, resnet, vgg)" for any other name.
 absl::StatusOr<LayerTable> ModelLayout(const std::string& model);
 
 // `model: custom` (a model of the user's own, trained from Python: docs/pytorch.md) takes its layout

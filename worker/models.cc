@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "job/model_layout.h"
 #include "worker/rng.h"
 
 namespace sketchps::worker {
@@ -58,6 +59,26 @@ class Cnn : public NetBase {
  private:
   nn::Conv2d conv1_, conv2_;
   nn::Linear fc1_, fc2_;
+};
+
+// The VGG-like network of bench/e2e/workload_vgg.py, with the same parameter names (a Sequential of
+// features and one of the classifier, as torch.nn.Sequential numbers them), so that the C++ worker
+// and the Python script train the same layout: two conv blocks, then 3136 -> 1536 -> 512 -> 10.
+class Vgg : public NetBase {
+ public:
+  Vgg()
+      : features_(register_module(
+            "features",
+            nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                           nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2)))),
+        classifier_(register_module(
+            "classifier", nn::Sequential(nn::Flatten(), nn::Linear(64 * 7 * 7, 1536), nn::ReLU(), nn::Linear(1536, 512),
+                                         nn::ReLU(), nn::Linear(512, kClasses)))) {}
+
+  at::Tensor forward(const at::Tensor& x) override { return classifier_->forward(features_->forward(x)); }
+
+ private:
+  nn::Sequential features_, classifier_;
 };
 
 nn::Conv2d Conv3x3(std::int64_t in, std::int64_t out, std::int64_t stride) {
@@ -172,7 +193,7 @@ absl::Status CheckInput(const at::Tensor& x) {
 
 }  // namespace
 
-std::vector<std::string> ModelNames() { return {"mlp", "cnn", "resnet"}; }
+std::vector<std::string> ModelNames() { return BuiltinModels(); }
 
 absl::StatusOr<std::shared_ptr<torch::nn::Module>> MakeModel(const std::string& name, std::uint64_t seed) {
   std::shared_ptr<NetBase> net;
@@ -182,6 +203,8 @@ absl::StatusOr<std::shared_ptr<torch::nn::Module>> MakeModel(const std::string& 
     net = std::make_shared<Cnn>();
   } else if (name == "resnet") {
     net = std::make_shared<ResNet>();
+  } else if (name == "vgg") {
+    net = std::make_shared<Vgg>();
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown model '", name, "'; valid names: ", absl::StrJoin(ModelNames(), ", ")));

@@ -29,7 +29,7 @@
 
 namespace sketchps::worker {
 
-// "mlp", "cnn", "resnet".
+// "mlp", "cnn", "resnet", "vgg": job/model_layout.h BuiltinModels(), whose layouts they have.
 std::vector<std::string> ModelNames();
 
 absl::StatusOr<std::shared_ptr<torch::nn::Module>> MakeModel(const std::string& name, std::uint64_t seed);

@@ -38,8 +38,8 @@ workers: 4
 servers: 2
 model: cnn
 data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
-train: {epochs: 1, eval_every_rounds: 100, seed: 1}
-optimizer: {lr: 0.05, momentum: 0.9}
+train: {epochs: 1, eval_every_rounds: 100, eval_samples: 2000, seed: 1}
+optimizer: {lr: 0.05}  # SGD with momentum 0.9 (the default)
 scheme: {name: gs_sgd, density: 0.01}
 """
 # optimizer keys ddp_train.py mirrors, with the values that mean "off" for the others

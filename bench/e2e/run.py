@@ -88,6 +88,9 @@ def parse_args(argv):
     ap.add_argument("--insecure", action="store_true",
                     help="run the daemons in plaintext (--insecure) instead of mutual TLS; no certificates, no sketchps binary")
     ap.add_argument("--python-path", help="the sketchps package for the workload scripts (default: BIN_DIR/python)")
+    ap.add_argument("--cpp-worker", action="store_true",
+                    help="also run each ps scheme on the vgg workload with sketchps-worker (its network is built in) "
+                         "beside the Python script: the Python path against the C++ worker")
     ap.add_argument("--workload", action="append", metavar="NAME",
                     help=f"{', '.join(jobspec.WORKLOADS)}; repeatable or comma-separated (default cnn)")
     ap.add_argument("--schemes", default="gs_sgd", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}")
@@ -143,6 +146,8 @@ def plan_systems(args) -> list[System]:
         ddp = []
     systems = [System(f"sketchps {s}" + ("" if m == "ps" else " decentralized"), "sketchps", s, m)
                for m in modes for s in schemes]
+    if getattr(args, "cpp_worker", False):
+        systems += [System(f"sketchps {s} C++ worker", "sketchps", s, "ps", worker="cpp") for s in schemes]
     for d in ddp:
         m = DDP_VARIANTS.match(d)
         if not m:
@@ -190,7 +195,8 @@ def check_args(args):
     ddp_args = jobspec.ddp_args(jobs["cnn"]) if "cnn" in jobs and any(s.kind == "ddp" for s in systems) else []
     bins, package = {}, ""
     if any(s.kind == "sketchps" for s in systems):
-        bins = binaries(args, ["sketchps-server", *(["sketchps-worker"] if "cnn" in jobs else [])])
+        cpp = "cnn" in jobs or (args.cpp_worker and "vgg" in jobs)
+        bins = binaries(args, ["sketchps-server", *(["sketchps-worker"] if cpp else [])])
         if any(w != "cnn" for w in workloads):
             package = python_path(args)
     return bandwidths, workloads, systems, jobs, ddp_args, bins, package
@@ -205,7 +211,7 @@ def prepare_jobs(out: Path, jobs: dict, systems: list[System], package: str) -> 
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "job.yaml").write_text(jobspec.dump(job, workload))
         files[workload] = {}
-        mine = [s for s in systems if s.kind == "sketchps"]
+        mine = [s for s in systems if s.kind == "sketchps" and s.worker != "cpp"]
         if workload == "cnn" or not mine:
             continue
         say(f"{workload}: describing {jobspec.script(workload)} (its model's layout for the sketchps job)")
@@ -246,6 +252,8 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
                           rounds=jobspec.total_rounds(job), job_path=w["job_path"], workload=workload,
                           script=jobspec.script(workload), job_files=w["job_files"], runs=runs, **common)
             for system in systems:
+                if system.worker == "cpp" and workload != "vgg":
+                    continue  # sketchps-worker has vgg's network built in; cnn runs on it anyway; vit: none
                 say(f"[{workload} {bw}] {system.name}: starting ({ctx.rounds} rounds, timeout {ctx.timeout:.0f} s)")
                 load = os.getloadavg()[0]
                 record = run_system(system, ctx, out / workload / bw / system.name.replace(" ", "-"))

@@ -57,6 +57,7 @@ class System:
     scheme: str = ""        # sketchps scheme, or the DDP compression ("none", "fp16" or "powersgd")
     mode: str = "ps"        # sketchps: ps or decentralized
     powersgd_rank: int = 0  # DDP PowerSGD: matrix_approximation_rank
+    worker: str = "script"  # sketchps on a workload: its script (the package), or "cpp": sketchps-worker
 
 
 @dataclass
@@ -130,6 +131,9 @@ def job_flags(system: System, ctx: Context) -> dict:
     if ctx.workload == "cnn":
         return {"job": str(ctx.job_path), "overrides": [*ctx.overrides, f"scheme.name={system.scheme}",
                                                          f"mode={system.mode}"]}
+    if system.worker == "cpp":  # the workload's job with its network built into sketchps-worker
+        return {"job": str(ctx.job_path), "overrides": [f"scheme.name={system.scheme}", f"mode={system.mode}",
+                                                         f"model={ctx.workload}"]}
     return {"job": str(ctx.job_files[system.name]), "overrides": []}
 
 
@@ -177,7 +181,7 @@ def start_script_workers(procs: Procs, system: System, ctx: Context, folder: Pat
 
 
 def start_sketchps_workers(procs: Procs, system: System, ctx: Context, folder: Path, servers: list[str]) -> None:
-    if ctx.workload != "cnn":
+    if ctx.workload != "cnn" and system.worker != "cpp":
         start_script_workers(procs, system, ctx, folder, servers)
         return
     for r in range(ctx.workers):

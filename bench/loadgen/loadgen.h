@@ -35,7 +35,7 @@ struct LoadgenOptions {
   std::vector<std::uint32_t> workers = {4, 8, 16, 32, 64};  // --workers
   std::uint32_t servers = 2;                                // --servers (ps: processes; decentralized: ranges)
   std::vector<std::string> schemes;                         // --schemes (empty: every registered scheme)
-  std::string model = "cnn";                                // --model: mlp | cnn | resnet (the layout)
+  std::string model = "cnn";                                // --model: mlp | cnn | resnet | vgg (the layout)
   double density = 0.01;                                    // --density
   std::uint64_t rounds = 5;                                 // --rounds (timed)
   std::uint64_t warmup_rounds = 2;                          // --warmup-rounds (untimed, first)

@@ -104,7 +104,7 @@ void BindEnvironment(py::module_& m) {
         return model.flat().params_tensor().clone();
       },
       py::arg("name"), py::arg("seed"),
-      "The flat initial weights sketchps-worker gives a built-in model (mlp, cnn, resnet) for a seed");
+      "The flat initial weights sketchps-worker gives a built-in model (mlp, cnn, resnet, vgg) for a seed");
   m.def(
       "learning_rate",
       [](const JobSpec& job, std::uint64_t round) {

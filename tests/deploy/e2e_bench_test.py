@@ -74,9 +74,9 @@ class JobTest(unittest.TestCase):
         args = jobspec.ddp_args(jobspec.make_job(["train.eval_every_rounds=6", "optimizer.lr=0.1"]))
         pairs = dict(zip(args[::2], args[1::2]))
         self.assertEqual((pairs["--rounds"], pairs["--eval-every"], pairs["--lr"], pairs["--batch"]), ("468", "6", "0.1", "32"))
-        self.assertNotIn("--eval-samples", pairs)
-        pairs = jobspec.ddp_args(jobspec.make_job(["train.eval_samples=2000"]))
-        self.assertIn("2000", pairs)
+        self.assertEqual(pairs["--eval-samples"], "2000")  # the default job's, as job/job_spec.cc has it
+        pairs = jobspec.ddp_args(jobspec.make_job(["train.eval_samples=500"]))
+        self.assertIn("500", pairs)
         with self.assertRaisesRegex(jobspec.JobError, "model"):
             jobspec.ddp_args(jobspec.make_job(["model=mlp"]))
         with self.assertRaisesRegex(jobspec.JobError, "optimizer.nesterov"):

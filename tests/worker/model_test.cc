@@ -197,9 +197,10 @@ TEST_CASE("MakeModel: names, parameter counts and output shapes", "[worker][mode
     CHECK(sketchps::SameLayers(*layout, MustCreate(name, 1).flat().layers()));
   }
 
-  const auto unknown = MakeModel("vgg", 1);
+  const auto unknown = MakeModel("alexnet", 1);
   CHECK(unknown.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(unknown.status().message()), Catch::Contains("'vgg'") && Catch::Contains("mlp, cnn, resnet"));
+  CHECK_THAT(std::string(unknown.status().message()),
+             Catch::Contains("'alexnet'") && Catch::Contains("mlp, cnn, resnet, vgg"));
 
   Model mlp = MustCreate("mlp", 1);
   const auto bad_shape = mlp.Forward(torch::zeros({2, 784}));
