@@ -241,7 +241,7 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
     servers = max(int(w["job"]["servers"]) for w in workloads.values())
     workers = max(int(w["job"]["workers"]) for w in workloads.values())
     hosts = [f"server-{s}" for s in range(servers)] + [f"worker-{w}" for w in range(workers)]
-    net = Network(f"{os.getpid() % 10000:04d}{i}", hosts, None if bw == "none" else bw)
+    net = Network(f"{os.getpid()}.{i}", hosts, None if bw == "none" else bw)
     common = {k: v for k, v in ctx_args.items() if k != "workloads"}
     try:
         net.create()

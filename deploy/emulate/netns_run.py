@@ -163,8 +163,33 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     return proc
 
 
+NAMESPACE = re.compile(r"^sps(\d+)(?:\.\d+)?-")
+
+
+def run_is_alive(pid: int) -> bool:
+    """Whether the Python process that named namespaces after `pid` (a Network's run_id starts with the
+    owner's pid) still runs."""
+    try:
+        return b"python" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def reap_stale_namespaces():
+    """Removes the namespaces of runs that were killed before they could clean up (SIGKILL, a session
+    that ended): each name carries its emulator's pid, and a namespace whose emulator is gone is stale.
+    A live run's namespaces are left alone, so two runs on one host do not disturb each other."""
+    for ns in sh("ip", "netns", "list", check=False).stdout.split():
+        match = NAMESPACE.match(ns)
+        if match and not run_is_alive(int(match.group(1))):
+            sh("ip", "netns", "del", ns, check=False)
+            shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
+            log(f"removed namespace {ns}: left behind by run {match.group(1)}, which no longer runs")
+
+
 class Network:
-    """The namespaces, links and hosts files of one run; remove() undoes whatever was made."""
+    """The namespaces, links and hosts files of one run; remove() undoes whatever was made. run_id is the
+    owning process's pid, optionally followed by '.' and a number: namespaces of a dead owner are stale."""
 
     def __init__(self, run_id: str, services: list[str], bandwidth: str | None):
         self.switch = f"sps{run_id}-switch"
@@ -175,6 +200,7 @@ class Network:
         self.made_etc: list[Path] = []
 
     def create(self):
+        reap_stale_namespaces()
         for ns in [self.switch, *self.ns.values()]:
             proc = sh("ip", "netns", "add", ns, check=False)
             if proc.returncode != 0:
@@ -231,7 +257,7 @@ class Runner:
         self.started: dict[str, float] = {}
         self.exit: dict[str, int] = {}
         self.healthy: set[str] = set()     # compose re-checks; once is enough for a start order
-        self.net = Network(f"{os.getpid() % 100000:05d}", self.order, args.bandwidth)
+        self.net = Network(str(os.getpid()), self.order, args.bandwidth)
         self.deadline = time.monotonic() + args.timeout
         self.kills = [Kill(k) for k in args.kill]
         self.restarts: dict[str, int] = {}

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from netns_leftovers import namespaces, new_namespaces
+
 RUN = Path(__file__).resolve().parents[2] / "bench/e2e/run.sh"
 
 # Both daemons: the TLS rule of the real ones (exit 2 without their certificate or --insecure).
@@ -88,9 +90,8 @@ def fake(path: Path, body: str, role: str) -> None:
     path.chmod(0o755)
 
 
-def leftovers(tmp: str) -> list[str]:
-    found = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-             if n.startswith("sps")]
+def leftovers(tmp: str, before: set[str]) -> list[str]:
+    found = new_namespaces(before)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if tmp.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
@@ -102,6 +103,7 @@ def leftovers(tmp: str) -> list[str]:
 
 def run_case(case) -> tuple[bool, str]:
     name, server, worker, certs, extra, kill_after, want_rc, expect = case
+    before = namespaces()
     with tempfile.TemporaryDirectory(prefix="sketchps-e2e-case-") as tmp:
         fake(Path(tmp) / "server", server, "server")
         fake(Path(tmp) / "worker", worker, "worker")
@@ -119,7 +121,7 @@ def run_case(case) -> tuple[bool, str]:
             out, _ = proc.communicate()
             return False, f"the harness hung (killed after 120 s)\n{out}"
         time.sleep(0.2)
-        left = leftovers(tmp)
+        left = leftovers(tmp, before)
         results = Path(tmp) / "out/results.json"
         good_rounds = want_rc == 0 and json.loads(results.read_text())["runs"][0]["figures"]["rounds"] == 3
     if proc.returncode != want_rc:

@@ -28,6 +28,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from netns_leftovers import namespaces, new_namespaces
+
 RUN = Path(__file__).resolve().parents[2] / "bench/e2e/run.sh"
 DATA = Path("/usr/share/datasets/fashion-mnist")
 SYSTEMS = ["sketchps gs_sgd", "DDP dense"]
@@ -135,9 +137,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.workload != "cnn" and not args.python_path:
         args.python_path = str(Path(args.server).resolve().parents[1] / "python")
+    before = namespaces()
     problems = run_harness(args) or check_outputs(Path(args.out), args.workload)
-    left = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-            if n.startswith("sps")]
+    left = new_namespaces(before)
     if left:
         problems.append(f"namespaces left behind: {left}")
     for p in problems:

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from netns_leftovers import namespaces, new_namespaces
+
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "deploy/emulate/run.sh"
 FAKE = Path(__file__).resolve().parent / "fake_build"
@@ -100,6 +102,7 @@ CASES = [
 
 def run_case(case) -> tuple[bool, str]:
     name, edits, extra, fake_ip, want_rc, expect = case
+    before = namespaces()
     with tempfile.TemporaryDirectory(prefix="sketchps-emu-case-") as tmp:
         copy = Path(tmp) / "deploy"
         shutil.copytree(REPO / "deploy", copy, ignore=shutil.ignore_patterns("node_modules", "__pycache__"))
@@ -124,8 +127,7 @@ def run_case(case) -> tuple[bool, str]:
         return False, f"exit {proc.returncode}, expected {want_rc}\n{out}"
     if expect not in out:
         return False, f"output lacks {expect!r}\n{out}"
-    leftovers = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-                 if n.startswith("sps")]
+    leftovers = new_namespaces(before)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if str(FAKE).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
@@ -137,6 +139,19 @@ def run_case(case) -> tuple[bool, str]:
     return True, ""
 
 
+def stale_namespace_case() -> tuple[bool, str]:
+    """A run killed before its cleanup leaves namespaces named after its pid; the next run removes them."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"sps{dead.pid}-worker-0"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    ok, detail = run_case(("good run after a killed one", [], [], False, 0, f"removed namespace {stale}"))
+    if stale in namespaces():
+        subprocess.run(["ip", "netns", "del", stale])
+        return False, f"{stale} is still there\n{detail}"
+    return ok, detail
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only")
@@ -145,6 +160,12 @@ def main() -> int:
     for case in [c for c in CASES if args.only in (None, c[0])]:
         ok, detail = run_case(case)
         print(f"{'ok  ' if ok else 'FAIL'} {case[0]}", flush=True)
+        if not ok:
+            print("     " + detail.replace("\n", "\n     "))
+        passed, failed = passed + ok, failed + (not ok)
+    if args.only in (None, "stale namespaces"):
+        ok, detail = stale_namespace_case()
+        print(f"{'ok  ' if ok else 'FAIL'} stale namespaces", flush=True)
         if not ok:
             print("     " + detail.replace("\n", "\n     "))
         passed, failed = passed + ok, failed + (not ok)
