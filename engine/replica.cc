@@ -1,6 +1,7 @@
 #include "engine/replica.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -43,6 +44,16 @@ absl::Status Replica::WireStatus() const {
   return absl::OkStatus();
 }
 
+std::vector<std::string> Replica::Advisories() const {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (std::size_t s = 0; s < schemes_.size(); ++s) {
+    const std::string a = schemes_[s]->advisory();
+    if (!a.empty() && seen.insert(a).second) out.push_back(absl::StrCat("shard ", s, ": ", a));
+  }
+  return out;
+}
+
 absl::StatusOr<RoundOutcome> Replica::RunShard(std::uint32_t s, Aggregator& aggregator, const RoundInfo& info,
                                                const float* d_grad, float* d_weights) {
   const auto lo = options_.shards.ranges[s].lo;
@@ -73,6 +84,7 @@ absl::StatusOr<ReplicaRound> Replica::Combine(std::vector<absl::StatusOr<RoundOu
     round.traffic.bytes_down += outcomes[s]->traffic.bytes_down;
     round.selected += schemes_[s]->selected();
     round.skipped |= schemes_[s]->skipped();
+    round.diagnostics += schemes_[s]->diagnostics();
   }
   return round;
 }

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,9 +39,10 @@ struct ReplicaOptions {
 };
 
 struct ReplicaRound {
-  RoundTraffic traffic;        // raw payload bytes, summed over shards
-  std::uint64_t selected = 0;  // entries this worker sent, summed over shards
-  bool skipped = false;        // the worker's gradient was not finite (it contributed nothing)
+  RoundTraffic traffic;          // raw payload bytes, summed over shards
+  std::uint64_t selected = 0;    // entries this worker sent, summed over shards
+  bool skipped = false;          // the worker's gradient was not finite (it contributed nothing)
+  RoundDiagnostics diagnostics;  // summed over shards (Scheme::diagnostics)
 };
 
 class Replica {
@@ -48,6 +50,8 @@ class Replica {
   static absl::StatusOr<std::unique_ptr<Replica>> Create(const ReplicaOptions& options);
   // OK when every shard's payloads can travel (Scheme::wire_status); else the first shard's reason.
   absl::Status WireStatus() const;
+  // The shards' schemes' advisories (Scheme::advisory), "shard S: ..." each, repeats left out.
+  std::vector<std::string> Advisories() const;
 
   // One round on every shard; d_grad and d_weights cover the whole vector (device memory).
   absl::StatusOr<ReplicaRound> RunRound(Aggregator& aggregator, const RoundInfo& info, const float* d_grad,

@@ -50,11 +50,50 @@ struct SchemeContext {
   std::uint64_t seed = 0;           // job seed: sketch hashing and sampling
   std::uint64_t warmup_rounds = 0;  // dense rounds before compression starts (every scheme)
   JobClock clock;                   // the job's length, to resolve the scheme's schedules (common/config/job_span.h)
+  bool diagnostics = false;         // scheme.diagnostics: compare each round with the exact sum (below)
 };
 
 struct RoundInfo {
   std::uint64_t round = 0;  // what the schemes' schedules follow (spans resolved with ctx.clock)
   double epoch = 0.0;       // fractional epochs completed before this round (the optimizer's LR schedule)
+};
+
+// What a compressed round did on this worker's range (metrics.jsonl; docs/methods.md "Recovery
+// diagnostics"). Squared L2 norms and counts, so that shards add up. Dense rounds and skipped
+// rounds report compressed == false.
+struct RoundDiagnostics {
+  bool compressed = false;
+  double input_sq = 0;        // ||a||^2, the compression input (e + g with error feedback)
+  bool has_residual = false;  // the scheme keeps what it did not send (error feedback)
+  double residual_sq = 0;     // ||e||^2 after the round
+  // With ctx.diagnostics: the round first sums every worker's input densely (an extra phase, 4 x dim
+  // bytes each way), then the scheme's phases run unchanged; G_t is compared with that exact sum s.
+  bool exact = false;
+  double exact_sq = 0;               // ||s||^2
+  double returned_sq = 0;            // ||s at G_t's indices||^2: the mass the round returned
+  double best_sq = 0;                // ||s at its own k largest entries||^2: what exact top-k returns
+  std::uint64_t k = 0;               // ctx.k
+  std::uint64_t hits = 0;            // of s's k largest, how many G_t holds
+  bool has_candidates = false;       // the scheme's first phase proposes an index set (sketch
+                                     // candidates, a leader's set)
+  std::uint64_t candidate_hits = 0;  // of s's k largest, how many that set holds
+
+  // Adds another shard's figures (the whole vector's diagnostics are the sum over its shards).
+  RoundDiagnostics& operator+=(const RoundDiagnostics& o) {
+    compressed |= o.compressed;
+    input_sq += o.input_sq;
+    has_residual |= o.has_residual;
+    residual_sq += o.residual_sq;
+    exact |= o.exact;
+    exact_sq += o.exact_sq;
+    returned_sq += o.returned_sq;
+    best_sq += o.best_sq;
+    k += o.k;
+    hits += o.hits;
+    has_candidates |= o.has_candidates;
+    candidate_hits += o.candidate_hits;
+    return *this;
+  }
 };
 
 // Saved worker state: named device arrays (copied to host) and named scalars.
@@ -83,6 +122,11 @@ class Scheme {
   virtual bool skipped() const = 0;
   // Entries this worker selected in the current round (its uplink nnz); dim for dense rounds.
   virtual std::uint64_t selected() const = 0;
+  // A warning about this configuration that does not stop the job (a setting measured to diverge),
+  // naming the keys to change; empty when there is none. `sketchps run` prints it before starting.
+  virtual std::string advisory() const { return ""; }
+  // The current round's diagnostics, valid after Finish.
+  virtual RoundDiagnostics diagnostics() const { return {}; }
 
   // Whether the replicated optimizer applies momentum to this scheme's aggregate (global momentum)
   // or the scheme keeps momentum locally (DGC-style momentum correction; optimizer momentum 0).

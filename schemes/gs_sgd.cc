@@ -23,6 +23,7 @@ class GsSgdScheme final : public SchemeBase {
 
   const char* name() const override { return "gs_sgd"; }
   absl::Status wire_status() const override { return sketch_.wire_status(); }
+  std::string advisory() const override { return sketch_.advisory(); }
   bool uses_global_momentum() const override { return true; }
   SchemeState SaveState() const override { return {{{"residual", e_.ToHost()}}, {}}; }
   absl::Status RestoreState(const SchemeState& state) override { return RestoreArray(state, name(), "residual", e_); }
@@ -46,6 +47,7 @@ class GsSgdScheme final : public SchemeBase {
     return sketch_.ZeroTaken(e_.data(), exec());
   }
   void OnDenseSent() override { e_.Zero(); }
+  const float* residual_data() const override { return e_.data(); }
 
  private:
   SketchExchange sketch_;

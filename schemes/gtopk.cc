@@ -77,6 +77,7 @@ class GTopKScheme final : public SchemeBase {
     return worker_.PutBack(*global, exec());
   }
   void OnDenseSent() override { worker_.Reset(); }
+  const float* residual_data() const override { return worker_.residual().data(); }
 
  private:
   GTopKWorker worker_;

@@ -52,6 +52,7 @@ class LocalMomentumScheme : public SchemeBase {
     return sel_.ToSparse(ctx().dim);
   }
   void OnDenseSent() override { lm_.ResetAccumulated(); }
+  const float* residual_data() const override { return lm_.velocity(); }
 
   absl::Status init_;
   LocalMomentum lm_;

@@ -61,9 +61,11 @@ std::vector<std::string> SchemeNames() {
 
 absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobClock& clock) {
   BoundScheme bound;
-  bound.name = "gs_sgd";
+  bound.name = "topk";  // the default job's method (job/job_spec.cc)
   SKETCHPS_RETURN_IF_ERROR(scheme.Get("name", bound.name));
   SKETCHPS_RETURN_IF_ERROR(scheme.Get("density", bound.density));
+  bool diagnostics = false;  // scheme.diagnostics: compare every round with the exact sum (scheme.h)
+  SKETCHPS_RETURN_IF_ERROR(scheme.Get("diagnostics", diagnostics));
   JobSpan dense_warmup;  // scheme.dense_warmup, or the round-1 count scheme.warmup_rounds
   SKETCHPS_RETURN_IF_ERROR(
       ReadSpanOrLegacy(scheme, "dense_warmup", "warmup_rounds", JobSpan::Unit::kRounds, dense_warmup).status());
@@ -88,8 +90,9 @@ absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobCl
   }
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader section, scheme.Child(bound.name));
   SKETCHPS_ASSIGN_OR_RETURN(SchemeMaker make, entry->read(section));
-  bound.make = [make, warmup_rounds, clock](SchemeContext ctx) {
+  bound.make = [make, warmup_rounds, clock, diagnostics](SchemeContext ctx) {
     ctx.warmup_rounds = warmup_rounds;
+    ctx.diagnostics = diagnostics;
     ctx.clock = clock;
     return make(std::move(ctx));
   };

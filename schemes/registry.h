@@ -7,6 +7,8 @@
 //     density: 0.01         # k = density x range length (per shard)
 //     dense_warmup: 0       # dense rounds first (every scheme): a span, e.g. 100 rounds or 5%
 //                           # (common/config/job_span.h); warmup_rounds: N is the older spelling of N rounds
+//     diagnostics: false    # true: every compressed round also sums the inputs densely and
+//                           # reports how G_t compares (engine/scheme.h RoundDiagnostics)
 //     gs_sgd: {rows: 5}     # the method's own section, read by its config's Read()
 // and ParseSchemeSection() turns it into a BoundScheme that builds Scheme instances.
 #pragma once

@@ -79,6 +79,7 @@ class ScaleComScheme final : public SchemeBase {
     return kernels::Axpy(beta_, p_.data(), m_.data(), ctx().dim, exec());
   }
   void OnDenseSent() override { m_.Zero(); }
+  const float* residual_data() const override { return m_.data(); }
 
  private:
   std::uint32_t Leader() const {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/vector_ops.h"
+#include "schemes/recovery_check.h"
 
 namespace sketchps {
 
@@ -14,43 +15,56 @@ absl::Status SchemeBase::BeginRound(const RoundInfo& info, const float* d_grad) 
   round_ = info;
   dense_round_ = info.round < ctx_.warmup_rounds;
   results_.clear();
+  exact_.reset();
+  diag_ = {};
   input_ = nullptr;
   selected_ = 0;
   SKETCHPS_ASSIGN_OR_RETURN(const bool finite, kernels::AllFinite(d_grad, ctx_.dim, exec_));
   skipped_ = !finite;
   if (skipped_) return absl::OkStatus();
   SKETCHPS_ASSIGN_OR_RETURN(input_, Accumulate(info, d_grad));
-  if (dense_round_) selected_ = ctx_.dim;
+  if (dense_round_) {
+    selected_ = ctx_.dim;
+  } else {
+    SKETCHPS_ASSIGN_OR_RETURN(diag_.input_sq, kernels::SumSquares(input_, ctx_.dim, exec_));
+  }
   return absl::OkStatus();
 }
 
-std::uint32_t SchemeBase::NumPhases() const { return dense_round_ ? 1 : CompressedPhases(); }
+std::uint32_t SchemeBase::NumPhases() const { return dense_round_ ? 1 : diagnostic_phases() + CompressedPhases(); }
 
 absl::StatusOr<Contribution> SchemeBase::Contribute(std::uint32_t phase, const PhaseResult* previous) {
   if (phase >= NumPhases()) {
     return absl::InvalidArgumentError(absl::StrCat(name(), ": phase ", phase, " of a ", NumPhases(), "-phase round"));
   }
+  const std::uint32_t first = diagnostic_phases();  // the round's phase holding the scheme's phase 0
   if (phase > 0) {
     if (previous == nullptr) return absl::InvalidArgumentError("Contribute: missing the previous phase's result");
-    results_.push_back(std::make_shared<const PhaseResult>(*previous));
+    auto kept = std::make_shared<const PhaseResult>(*previous);
+    if (phase == first) {
+      exact_ = std::move(kept);
+    } else {
+      results_.push_back(std::move(kept));
+    }
   }
+  const bool dense = dense_round_ || phase < first;
   Contribution c;
-  c.spec = dense_round_ ? PhaseSpec{Reduction::kDenseSum} : Spec(phase);
+  c.spec = dense ? PhaseSpec{Reduction::kDenseSum} : Spec(phase - first);
   c.spec.final_phase = phase + 1 == NumPhases();
   if (skipped_) return c;
-  if (dense_round_) {
+  if (dense) {
     c.payload = DenseValues{ToHost(input_, ctx_.dim)};
   } else {
-    SKETCHPS_ASSIGN_OR_RETURN(c.payload, Payload(phase, results_));
+    SKETCHPS_ASSIGN_OR_RETURN(c.payload, Payload(phase - first, results_));
   }
   return c;
 }
 
 absl::StatusOr<Aggregate> SchemeBase::Finish(const PhaseResult& last) {
   results_.push_back(std::make_shared<const PhaseResult>(last));
-  if (results_.size() != NumPhases()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name(), ": Finish after ", results_.size(), " of ", NumPhases(), " phases"));
+  const std::size_t done = results_.size() + (exact_ ? 1 : 0);
+  if (done != NumPhases()) {
+    return absl::FailedPreconditionError(absl::StrCat(name(), ": Finish after ", done, " of ", NumPhases(), " phases"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto g, MeanAggregate(last, ctx_.dim));
   if (skipped_) return g;
@@ -58,8 +72,23 @@ absl::StatusOr<Aggregate> SchemeBase::Finish(const PhaseResult& last) {
     OnDenseSent();
   } else {
     SKETCHPS_RETURN_IF_ERROR(Update(g, results_));
+    SKETCHPS_RETURN_IF_ERROR(Diagnose(g));
   }
   return g;
+}
+
+absl::Status SchemeBase::Diagnose(const Aggregate& g) {
+  diag_.compressed = true;
+  if (const float* e = residual_data()) {
+    diag_.has_residual = true;
+    SKETCHPS_ASSIGN_OR_RETURN(diag_.residual_sq, kernels::SumSquares(e, ctx_.dim, exec_));
+  }
+  if (!exact_) return absl::OkStatus();
+  // A refused exact phase (an overflowing sum) carries nothing to compare with.
+  if (exact_->refused) return absl::OkStatus();
+  // The scheme's first phase proposes candidates when more phases follow it.
+  const std::vector<std::uint32_t>* candidates = results_.size() > 1 ? ResultIndices(*results_.front()) : nullptr;
+  return CompareWithExact(exact_->value, g, ctx_.dim, ctx_.k, candidates, diag_);
 }
 
 std::vector<float> SchemeBase::ToHost(const float* d_x, std::size_t n) const {

@@ -10,6 +10,12 @@
 // G_t is always MeanAggregate(final result) (phase.h), so a worker that skipped the round, and the
 // server's master copy, compute the same aggregate.
 // plus OnDenseSent() (the whole input was sent in a warm-up round) and the state accessors.
+// A scheme that keeps a residual (error feedback, momentum accumulation) returns it from
+// residual_data() so that diagnostics() reports its norm.
+//
+// With ctx.diagnostics, a compressed round gets one more phase first: a dense sum of every worker's
+// input (the exact aggregate). The scheme's own phases follow unchanged (its phase p is the round's
+// phase p + 1) and never see that result; Finish compares G_t with it (schemes/recovery_check.h).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +37,7 @@ class SchemeBase : public Scheme {
   absl::StatusOr<Aggregate> Finish(const PhaseResult& last) final;
   bool skipped() const final { return skipped_; }
   std::uint64_t selected() const final { return selected_; }
+  RoundDiagnostics diagnostics() const final { return diag_; }
 
  protected:
   explicit SchemeBase(SchemeContext ctx);
@@ -41,6 +48,8 @@ class SchemeBase : public Scheme {
   virtual absl::StatusOr<PayloadValue> Payload(std::uint32_t phase, const PhaseResults& earlier) = 0;
   virtual absl::Status Update(const Aggregate& aggregate, const PhaseResults& results) = 0;
   virtual void OnDenseSent() = 0;
+  // The residual the scheme keeps between rounds (ctx.dim device floats), or nullptr.
+  virtual const float* residual_data() const { return nullptr; }
 
   const SchemeContext& ctx() const { return ctx_; }
   const kernels::Exec& exec() const { return exec_; }
@@ -52,6 +61,10 @@ class SchemeBase : public Scheme {
   std::vector<float> ToHost(const float* d_x, std::size_t n) const;
 
  private:
+  // 1 when this round starts with the diagnostic phase (ctx.diagnostics, compressed round), else 0.
+  std::uint32_t diagnostic_phases() const { return ctx_.diagnostics && !dense_round_ ? 1 : 0; }
+  absl::Status Diagnose(const Aggregate& g);
+
   const SchemeContext ctx_;
   kernels::Scratch scratch_;
   kernels::Exec exec_;
@@ -60,8 +73,10 @@ class SchemeBase : public Scheme {
   bool dense_round_ = false;
   bool skipped_ = false;
   std::uint64_t selected_ = 0;
-  const float* input_ = nullptr;  // this round's compression input (dense rounds send it whole)
-  PhaseResults results_;
+  const float* input_ = nullptr;              // this round's compression input (dense rounds send it whole)
+  PhaseResults results_;                      // the scheme's own phases' results
+  std::shared_ptr<const PhaseResult> exact_;  // the diagnostic phase's result
+  RoundDiagnostics diag_;
 };
 
 }  // namespace sketchps

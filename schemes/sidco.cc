@@ -196,6 +196,7 @@ class SidcoScheme final : public SchemeBase {
   }
   absl::Status Update(const Aggregate&, const PhaseResults&) override { return absl::OkStatus(); }
   void OnDenseSent() override { ef_.Reset(); }
+  const float* residual_data() const override { return ef_.data(); }
 
  private:
   static absl::StatusOr<kernels::SidcoEstimator> MakeEstimator(const SidcoConfig& config, double density,

@@ -126,6 +126,15 @@ absl::Status SketchExchange::wire_status() const {
                                                  " cells per entry): lower cols, cols_factor or rows"));
 }
 
+std::string SketchExchange::advisory() const {
+  const std::uint64_t candidates = sizing_.p2 == 0 ? k_ : candidates_;
+  if (100 * candidates >= dim_) return "";
+  return absl::StrCat(candidates, " candidates are fewer than 1% of a range of ", dim_,
+                      " entries (p2 x density < 0.01): the sketch methods diverged below that rule on the CNN and "
+                      "the ResNet (docs/results.md \"Why the sketches diverge\"); raise p2 or density, or watch "
+                      "recovered_share with scheme.diagnostics: true");
+}
+
 std::uint64_t SketchExchange::max_taken() const { return taken_.size(); }
 
 absl::StatusOr<std::uint64_t> SketchExchange::LoadTaken(const Aggregate& g) {

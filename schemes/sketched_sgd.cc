@@ -40,6 +40,7 @@ class SketchedSgdScheme final : public SchemeBase {
 
   const char* name() const override { return "sketched_sgd"; }
   absl::Status wire_status() const override { return sketch_.wire_status(); }
+  std::string advisory() const override { return sketch_.advisory(); }
   bool uses_global_momentum() const override { return false; }
   SchemeState SaveState() const override { return {{{"momentum", u_.ToHost()}, {"accumulator", v_.ToHost()}}, {}}; }
   absl::Status RestoreState(const SchemeState& state) override {
@@ -69,6 +70,7 @@ class SketchedSgdScheme final : public SchemeBase {
     return sketch_.ZeroTaken(v_.data(), exec());
   }
   void OnDenseSent() override { v_.Zero(); }
+  const float* residual_data() const override { return v_.data(); }
 
  private:
   SketchExchange sketch_;

@@ -30,6 +30,7 @@ class TopKEfScheme final : public SchemeBase {
   }
   absl::Status Update(const Aggregate&, const PhaseResults&) override { return absl::OkStatus(); }
   void OnDenseSent() override { ef_.Reset(); }
+  const float* residual_data() const override { return ef_.data(); }
 
  private:
   ErrorFeedback ef_;

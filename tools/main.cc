@@ -79,7 +79,7 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
   run->add_flag("--resume", options.resume,
                 "Continue the run in --out from its checkpoints (ps mode); without it a "
                 "run directory that holds a previous run is refused");
-  run->add_flag("!--no-plot", options.plots, "Do not draw accuracy.png / accuracy.svg");
+  run->add_flag("!--no-plot", options.plots, "Do not draw accuracy.png / recovery.png (and .svg)");
 }
 
 struct ReportOptions {
@@ -92,7 +92,8 @@ void AddReportCommand(CLI::App& app, ReportOptions& options) {
   report->add_option("run_dirs", options.run_dirs, "Run directories written by `sketchps run`")->required();
   report->add_option("--plot", options.plot,
                      "Also draw test accuracy against wall time, rounds and bytes, every run "
-                     "side by side, into PLOT.png and PLOT.svg (python3 with matplotlib)");
+                     "side by side, into PLOT.png and PLOT.svg, and their recovery figures into "
+                     "PLOT-recovery.png/.svg (python3 with matplotlib)");
 }
 
 int Report(const ReportOptions& options) {
@@ -103,7 +104,7 @@ int Report(const ReportOptions& options) {
   }
   std::cout << *table;
   if (options.plot.empty()) return 0;
-  if (auto st = sketchps::tools::WritePlots(options.run_dirs, options.plot); !st.ok()) {
+  if (auto st = sketchps::tools::WritePlots(options.run_dirs, options.plot, options.plot + "-recovery"); !st.ok()) {
     std::fprintf(stderr, "sketchps report: %s\n", std::string(st.message()).c_str());
     return st.code() == absl::StatusCode::kInternal ? 1 : 2;
   }

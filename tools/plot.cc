@@ -14,6 +14,7 @@
 #include "tools/plot_script.h"
 #include "tools/report.h"
 #include "tools/summary.h"
+#include "worker/recovery_figures.h"
 
 namespace sketchps::tools {
 namespace fs = std::filesystem;
@@ -34,6 +35,15 @@ std::string Label(const std::string& dir, const nlohmann::json& summary) {
                       summary.value("workers", 0), " workers");
 }
 
+void AddRecoveryPoint(const nlohmann::json& record, nlohmann::json& recovery) {
+  if (!record.contains("input_norm")) return;  // a dense, skipped or older record
+  recovery["rounds"].push_back(record.value("round", 0.0) + 1);
+  for (const char* figure : worker::kRecoveryFigures) {
+    const auto it = record.find(figure);
+    recovery[figure].push_back(it != record.end() && it->is_number() ? *it : nlohmann::json());
+  }
+}
+
 nlohmann::json ToJson(const std::vector<PlotSeries>& runs) {
   nlohmann::json out{{"runs", nlohmann::json::array()}};
   for (const auto& r : runs) {
@@ -41,7 +51,8 @@ nlohmann::json ToJson(const std::vector<PlotSeries>& runs) {
                            {"seconds", r.seconds},
                            {"rounds", r.rounds},
                            {"bytes", r.bytes},
-                           {"accuracy", r.accuracy}});
+                           {"accuracy", r.accuracy},
+                           {"recovery", r.recovery}});
   }
   return out;
 }
@@ -91,6 +102,7 @@ absl::StatusOr<PlotSeries> LoadPlotSeries(const std::string& run_dir) {
   const double start = records.empty() ? 0.0 : records.front().value("round_start", 0.0);
   for (const auto& r : records) {
     bytes += WireBytes(r);
+    AddRecoveryPoint(r, s.recovery);
     if (!r.contains("test_accuracy") || !r["test_accuracy"].is_number()) continue;
     s.seconds.push_back(r.value("time", start) - start);
     s.rounds.push_back(r.value("round", 0.0) + 1);
@@ -100,7 +112,8 @@ absl::StatusOr<PlotSeries> LoadPlotSeries(const std::string& run_dir) {
   return s;
 }
 
-absl::Status WritePlots(const std::vector<std::string>& run_dirs, const std::string& prefix) {
+absl::Status WritePlots(const std::vector<std::string>& run_dirs, const std::string& prefix,
+                        const std::string& recovery_prefix) {
   std::vector<PlotSeries> runs;
   bool any = false;
   for (const auto& dir : run_dirs) {
@@ -113,7 +126,9 @@ absl::Status WritePlots(const std::vector<std::string>& run_dirs, const std::str
   std::error_code ec;
   if (!parent.empty()) fs::create_directories(parent, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--plot ", prefix, ": ", ec.message()));
-  return RunScript(ToJson(runs), fs::absolute(prefix).string());
+  nlohmann::json data = ToJson(runs);
+  if (!recovery_prefix.empty()) data["recovery_prefix"] = fs::absolute(recovery_prefix).string();
+  return RunScript(data, fs::absolute(prefix).string());
 }
 
 }  // namespace sketchps::tools

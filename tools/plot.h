@@ -10,6 +10,9 @@
 //             worker sent and received so far
 //   accuracy  test_accuracy, in [0, 1]
 // The label is "<directory name>: <scheme>, <mode>, <workers> workers".
+// The recovery series (docs/methods.md "Recovery diagnostics"): one point per compressed record,
+// rounds and the record's input_norm, residual_norm, sent_share, recovered_share, best_share,
+// hit_rate, candidate_hit_rate (null where a record lacks one).
 //
 // Drawing is tools/plot_runs.py, embedded in the binary, run by python3 with matplotlib: the
 // interpreter is $SKETCHPS_PYTHON, else /usr/bin/python3 (Debian's python3-matplotlib).
@@ -27,15 +30,19 @@ namespace sketchps::tools {
 struct PlotSeries {
   std::string label;
   std::vector<double> seconds, rounds, bytes, accuracy;
+  nlohmann::json recovery = nlohmann::json::object();  // {"rounds": [..], "<figure>": [..], ...}
 };
 
 // NotFound / InvalidArgument naming the file when metrics.jsonl or summary.json cannot be read.
 // A run without any evaluation gives empty series.
 absl::StatusOr<PlotSeries> LoadPlotSeries(const std::string& run_dir);
 
-// Writes <prefix>.png and <prefix>.svg. InvalidArgument when no run has an evaluation;
+// Writes <prefix>.png and <prefix>.svg, and <recovery_prefix>.png/.svg (residual norms, recovered
+// shares and hit rates against rounds) when recovery_prefix is set and a run has compressed rounds.
+// InvalidArgument when no run has an evaluation;
 // FailedPrecondition naming the interpreter when python3 or matplotlib is missing; Internal with
 // the script's last lines when it fails otherwise.
-absl::Status WritePlots(const std::vector<std::string>& run_dirs, const std::string& prefix);
+absl::Status WritePlots(const std::vector<std::string>& run_dirs, const std::string& prefix,
+                        const std::string& recovery_prefix = "");
 
 }  // namespace sketchps::tools

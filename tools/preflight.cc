@@ -16,7 +16,7 @@ absl::Status Prefixed(const absl::Status& status, const std::string& key) {
 
 }  // namespace
 
-absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job) {
+absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job, std::vector<std::string>* advisories) {
   auto shards = MakeShardMap(job.layout, job.servers);
   SKETCHPS_RETURN_IF_ERROR(
       Prefixed(shards.status(), absl::StrCat("servers (", job.servers, " shards of model ", job.model, ")")));
@@ -35,6 +35,10 @@ absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job) {
   auto built = Replica::Create(replica);
   SKETCHPS_RETURN_IF_ERROR(Prefixed(built.status(), scheme));
   SKETCHPS_RETURN_IF_ERROR(Prefixed((*built)->WireStatus(), scheme));
+  if (advisories != nullptr) {
+    for (const std::string& a : (*built)->Advisories())
+      advisories->push_back(absl::StrCat("scheme.", job.scheme.name, ", ", a));
+  }
   return worker::CheckFashionMnist(job);
 }
 

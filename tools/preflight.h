@@ -9,6 +9,9 @@
 //     (worker/idx_file.h).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "job/job_spec.h"
 #include "worker/idx_file.h"
@@ -16,7 +19,9 @@
 namespace sketchps::tools {
 
 // The data set's sizes when the job can run; else the first problem (InvalidArgument or NotFound),
-// its message starting with the key.
-absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job);
+// its message starting with the key. Warnings that do not stop the job (Scheme::advisory, each
+// starting with "scheme.<name>") go to *advisories when given.
+absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job,
+                                                      std::vector<std::string>* advisories = nullptr);
 
 }  // namespace sketchps::tools

@@ -88,7 +88,9 @@ absl::Status Launch::PrepareRunDirectory() {
 
 absl::Status Launch::Prepare() {
   SKETCHPS_ASSIGN_OR_RETURN(faults_, Faults::Plan(options_.kills, job_));
-  SKETCHPS_ASSIGN_OR_RETURN(data_, CheckJobRunnable(job_));
+  std::vector<std::string> advisories;
+  SKETCHPS_ASSIGN_OR_RETURN(data_, CheckJobRunnable(job_, &advisories));
+  for (const std::string& a : advisories) std::fprintf(stderr, "run: warning: %s\n", a.c_str());
   SKETCHPS_RETURN_IF_ERROR(PrepareRunDirectory());
   ClusterOptions c;
   c.out = out_;
@@ -214,7 +216,8 @@ absl::Status Launch::Finish() {
 }
 
 void Launch::WritePlots() const {
-  if (auto st = tools::WritePlots({out_.string()}, (out_ / "accuracy").string()); !st.ok()) {
+  if (auto st = tools::WritePlots({out_.string()}, (out_ / "accuracy").string(), (out_ / "recovery").string());
+      !st.ok()) {
     std::fprintf(stderr, "run: no accuracy plots: %s\n", std::string(st.message()).c_str());
   }
 }

@@ -15,6 +15,7 @@
 //   summary.json          tools/summary.h
 //   accuracy.png, accuracy.svg   test accuracy against wall time, rounds and bytes (tools/plot.h),
 //                         when python3 with matplotlib is there (else a warning) and not --no-plot
+//   recovery.png, .svg    residual norms, recovered shares, hit rates against rounds (compressed rounds)
 // Before any process starts the whole job is checked (tools/preflight.h): a job that cannot run
 // exits 2 with the key named.
 //

@@ -1,6 +1,7 @@
 #include "worker/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -180,6 +181,29 @@ RoundRuns Session::Land(RoundFlight& flight, absl::Time start, bool abandon) {
   return runs;
 }
 
+namespace {
+
+// The recovery figures of a compressed round (docs/methods.md "Recovery diagnostics"): norms always,
+// the comparison with the exact sum under scheme.diagnostics. Nothing for dense or skipped rounds.
+void AddDiagnostics(const RoundDiagnostics& d, nlohmann::json& record) {
+  if (!d.compressed) return;
+  const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  record["input_norm"] = std::sqrt(d.input_sq);
+  if (d.has_residual) {
+    record["residual_norm"] = std::sqrt(d.residual_sq);
+    record["sent_share"] = 1.0 - ratio(d.residual_sq, d.input_sq);
+  }
+  if (!d.exact) return;
+  record["recovered_share"] = ratio(d.returned_sq, d.exact_sq);
+  record["best_share"] = ratio(d.best_sq, d.exact_sq);
+  record["hit_rate"] = ratio(static_cast<double>(d.hits), static_cast<double>(d.k));
+  if (d.has_candidates) {
+    record["candidate_hit_rate"] = ratio(static_cast<double>(d.candidate_hits), static_cast<double>(d.k));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss, RoundRuns runs, const float* params) {
   const absl::Time end = absl::Now();
   const absl::Time start = runs.start, computed = runs.computed;
@@ -196,7 +220,7 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
     local = std::max(local, std::max(0.0, runs.shards[i].seconds - rpc));
   }
   const bool raw = after.counts_raw;
-  return nlohmann::json{{"round", round},
+  nlohmann::json record{{"round", round},
                         {"round_start", UnixSeconds(start)},
                         {"time", UnixSeconds(end)},
                         {"epoch", plan_.EpochOf(round)},
@@ -214,6 +238,8 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
                         {"communicate_s", communicate},
                         {"workers", plan_.workers},
                         {"checksum", absl::StrFormat("%016x", WeightsChecksum({params, dim()}))}};
+  AddDiagnostics(out.diagnostics, record);
+  return record;
 }
 
 absl::StatusOr<std::vector<float>> Session::SumOverWorkers(std::uint64_t round, std::vector<float> values) {

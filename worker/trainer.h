@@ -29,7 +29,10 @@
 //     this round), compute_s (forward + backward), exchange_s (from the end of compute to the end of
 //     the last shard's round: what overlap did not hide), communicate_s (the longest time one shard
 //     spent inside the transport's calls), compress_s (the longest time one shard spent outside
-//     them: compression, decompression, optimizer step), checksum (hex); after an evaluation
+//     them: compression, decompression, optimizer step), checksum (hex); in compressed rounds
+//     input_norm, residual_norm, sent_share and, with scheme.diagnostics, recovered_share,
+//     best_share, hit_rate, candidate_hit_rate (worker/session.cc, engine/scheme.h
+//     RoundDiagnostics); after an evaluation
 //     test_accuracy, test_loss, test_round (the round whose weights were evaluated), test_samples,
 //     eval_s, and final: true after the last round; on the first round after a regroup "regroup":
 //     {epoch, workers, lost, rounds_redone, seconds}.

@@ -10,6 +10,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "worker/recovery_figures.h"
+
 namespace sketchps::worker {
 namespace {
 
@@ -43,6 +45,7 @@ struct WorkerMetrics::Families {
   prometheus::Gauge* ratio_up;
   prometheus::Gauge* ratio_down;
   prometheus::Counter* phases[std::size(kPhases)];
+  prometheus::Gauge* recovery[std::size(kRecoveryFigures)];
   prometheus::Histogram* round_seconds;
   prometheus::Gauge* loss;
   prometheus::Gauge* accuracy;
@@ -90,6 +93,12 @@ WorkerMetrics::WorkerMetrics(std::uint32_t rank)
                      .Register(reg);
   for (std::size_t i = 0; i < std::size(kPhases); ++i)
     f_->phases[i] = &phases.Add({{"rank", r}, {"phase", kPhases[i][0]}});
+  auto& recovery = BuildGauge()
+                       .Name("sketchps_worker_recovery")
+                       .Help("The last compressed round's recovery figure (docs/methods.md Recovery diagnostics)")
+                       .Register(reg);
+  for (std::size_t i = 0; i < std::size(kRecoveryFigures); ++i)
+    f_->recovery[i] = &recovery.Add({{"rank", r}, {"figure", kRecoveryFigures[i]}});
   f_->round_seconds =
       &BuildHistogram()
            .Name("sketchps_worker_round_seconds")
@@ -130,6 +139,9 @@ void WorkerMetrics::ObserveRound(const nlohmann::json& record) {
   Add(f_->payload_down, record, "bytes_down");
   Add(f_->dense, record, "dense_bytes");
   for (std::size_t i = 0; i < std::size(kPhases); ++i) Add(f_->phases[i], record, kPhases[i][1]);
+  for (std::size_t i = 0; i < std::size(kRecoveryFigures); ++i) {
+    if (auto v = Number(record, kRecoveryFigures[i])) f_->recovery[i]->Set(*v);
+  }
   const auto start = Number(record, "round_start"), end = Number(record, "time");
   if (start && end && *end >= *start) f_->round_seconds->Observe(*end - *start);
   const double dense = f_->dense->Value();

@@ -16,6 +16,10 @@
 //   sketchps_worker_loss                           gauge    training loss of the last round
 //   sketchps_worker_test_accuracy                  gauge    the last evaluation's accuracy
 //   sketchps_worker_skipped_rounds_total           counter  rounds whose gradient was skipped (not finite)
+//   sketchps_worker_recovery{figure}               gauge    the last compressed round's input_norm,
+//                                                           residual_norm, sent_share and, with
+//                                                           scheme.diagnostics, recovered_share, best_share,
+//                                                           hit_rate, candidate_hit_rate (metrics.jsonl)
 // /metrics also serves sketchps_build_info{role="worker"} and the process families
 // (common/net/metrics_http.h). A record that lacks a field leaves that family unchanged.
 // Thread-safe (prometheus-cpp metrics are).

@@ -177,14 +177,15 @@ struct SimOptions {
 };
 
 struct SimResult {
-  std::vector<std::vector<float>> replicas;  // final weights of every worker
-  bool replicas_identical = false;           // after every round on every worker, and the shards' master copy
-  std::vector<float> master;                 // the shards' master copies, concatenated
-  std::vector<RoundTraffic> traffic;         // per round, summed over shards, worker 0
-  std::vector<std::uint64_t> selected;       // per round, summed over shards, worker 0
-  std::vector<std::uint64_t> checksums;      // per round, of the weights after the update
-  std::uint64_t skipped_rounds = 0;          // rounds any worker skipped (NaN guard)
-  absl::Status status;                       // first error of any worker
+  std::vector<std::vector<float>> replicas;   // final weights of every worker
+  bool replicas_identical = false;            // after every round on every worker, and the shards' master copy
+  std::vector<float> master;                  // the shards' master copies, concatenated
+  std::vector<RoundTraffic> traffic;          // per round, summed over shards, worker 0
+  std::vector<std::uint64_t> selected;        // per round, summed over shards, worker 0
+  std::vector<RoundDiagnostics> diagnostics;  // per round, summed over shards, worker 0
+  std::vector<std::uint64_t> checksums;       // per round, of the weights after the update
+  std::uint64_t skipped_rounds = 0;           // rounds any worker skipped (NaN guard)
+  absl::Status status;                        // first error of any worker
 };
 
 // FNV-1a over the bytes of the weights: equal exactly when the replicas are bitwise equal (w.h.p.).
@@ -228,6 +229,7 @@ inline absl::Status RunWorker(std::uint32_t w, const SchemeFactory& factory, con
     if (replica->scheme(0).skipped()) ++result.skipped_rounds;  // counted once per worker-round
     result.traffic.push_back(out.traffic);
     result.selected.push_back(out.selected);
+    result.diagnostics.push_back(out.diagnostics);
     result.checksums.push_back(Checksum(d_w.ToHost()));
   }
   weights = d_w.ToHost();
@@ -265,6 +267,7 @@ inline SimResult Simulate(const SchemeFactory& factory, const Problem& problem, 
   }
   result.traffic = per_worker[0].traffic;
   result.selected = per_worker[0].selected;
+  result.diagnostics = per_worker[0].diagnostics;
   for (const auto& p : per_worker) result.skipped_rounds += p.skipped_rounds;
   result.replicas_identical = true;
   for (const auto& p : per_worker) result.replicas_identical &= p.checksums == per_worker[0].checksums;

@@ -46,3 +46,22 @@ TEST_CASE("A job that cannot run is refused before any process starts, naming th
   REQUIRE(!job.ok());
   CHECK_THAT(std::string(job.status().message()), Catch::StartsWith("model: unknown model 'resnet50'"));
 }
+
+TEST_CASE("The preflight warns for sketch settings below the candidate rule and only for them", "[tools]") {
+  const auto advisories = [](const std::vector<std::string>& overrides) {
+    auto job = LoadJobSpec("", overrides);
+    REQUIRE(job.ok());
+    std::vector<std::string> out;
+    REQUIRE(tools::CheckJobRunnable(*job, &out).ok());
+    return out;
+  };
+  // p2 x density = 8 x 0.001 < 0.01: a warning naming the scheme, the shard and the rule (shards with
+  // the same text are told once).
+  const auto low = advisories({"scheme.name=gs_sgd", "scheme.density=0.001", "scheme.gs_sgd.p2=8"});
+  REQUIRE(low.size() == 1);
+  CHECK_THAT(low[0], Catch::StartsWith("scheme.gs_sgd, shard 0: "));
+  CHECK_THAT(low[0], Catch::Contains("p2 x density < 0.01"));
+  CHECK(advisories({"scheme.name=gs_sgd", "scheme.density=0.001", "scheme.gs_sgd.p2=16"}).empty());
+  CHECK(advisories({"scheme.name=sketched_sgd", "scheme.density=0.001"}).size() == 1);
+  CHECK(advisories({"scheme.name=topk", "scheme.density=0.001"}).empty());
+}
