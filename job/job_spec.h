@@ -14,7 +14,7 @@
 //              # name: adam | adamw instead take betas: [0.9, 0.999], eps: 1e-8 and optionally
 //              # freeze_variance: <span> (the second moment is held after it); no_decay lists the
 //              # parameters (layer names) without weight decay; the cosine schedule ends with the job
-//   scheme: {name: gs_sgd, density: 0.01, dense_warmup: 0, gs_sgd: {...}}
+//   scheme: {name: topk, density: 0.01, dense_warmup: 0, diagnostics: false, topk: {...}}
 //   checkpoint: {dir: "", every_rounds: 100}   # a restarted shard recovers later rounds from the workers
 //   peer: {timeout_seconds: 60, on_failure: regroup}   # decentralized mode; on_failure: regroup | stop
 //

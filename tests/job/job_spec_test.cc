@@ -21,7 +21,7 @@ TEST_CASE("The embedded default job parses and derives its round count", "[job_s
   REQUIRE(job.ok());
   CHECK(job->workers == 4);
   CHECK(job->servers == 2);
-  CHECK(job->scheme.name == "gs_sgd");
+  CHECK(job->scheme.name == "topk");
   CHECK(job->rounds_per_epoch() == 468.0);  // floor(60000 / (4 * 32))
   CHECK(job->total_rounds() == 468);
   CHECK(job->scheme.make != nullptr);
