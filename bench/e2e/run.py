@@ -93,7 +93,7 @@ def parse_args(argv):
                          "beside the Python script: the Python path against the C++ worker")
     ap.add_argument("--workload", action="append", metavar="NAME",
                     help=f"{', '.join(jobspec.WORKLOADS)}; repeatable or comma-separated (default cnn)")
-    ap.add_argument("--schemes", default="gs_sgd", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}")
+    ap.add_argument("--schemes", default="topk", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}")
     ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
     ap.add_argument("--ddp", default="dense,fp16,powersgd-r2,powersgd-r4",
                     help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R) (none: no DDP)")
@@ -107,8 +107,9 @@ def parse_args(argv):
     ap.add_argument("--progress-every", type=float, default=5, help="seconds between progress lines")
     ap.add_argument("--out", default=str(REPO / "runs" / time.strftime("e2e-%Y%m%d-%H%M%S")), help="output folder")
     ap.add_argument("--write-doc", metavar="FILE.md", help="write the results into this Markdown file's generated block")
-    ap.add_argument("--from-results", metavar="results.json",
-                    help="run nothing: redo the table, plots, targets and --write-doc from an earlier run's results")
+    ap.add_argument("--from-results", metavar="results.json", action="append",
+                    help="run nothing: redo the table, plots, targets and --write-doc from an earlier run's results; "
+                         "repeated: the runs of several invocations merged (outputs in the first one's folder)")
     return ap.parse_args(argv)
 
 
@@ -311,20 +312,41 @@ def on_signal(signum, _frame):
 def rerender(args) -> int:
     """--from-results: the outputs of an earlier run again (in its folder), e.g. for --write-doc;
     the figures are derived again from the run's metrics files and process records."""
-    path = Path(args.from_results)
-    try:
-        results = json.loads(path.read_text())
-        rows = results["runs"]
-        for row in rows:  # from the metrics files again: the definitions may have changed since
-            row["figures"] = figures.derive(row)
-        results.setdefault("upfront_targets", upfront_targets(describe.jobs(results)))
-    except (OSError, ValueError, KeyError, figures.MetricsError, jobspec.JobError) as e:
-        print(f"e2e: --from-results {path}: not the results.json of a run with its metrics files ({e})", file=sys.stderr)
-        return 2
-    systems = results.get("systems", [])
-    default = results.get("default_system", systems[0] if systems and systems[0].startswith("sketchps") else "")
-    finish(args, results, rows, path.parent.absolute(), default)
+    merged = None
+    for path in map(Path, args.from_results):
+        try:
+            results = json.loads(path.read_text())
+            for row in results["runs"]:  # from the metrics files again: the definitions may have changed since
+                row["figures"] = figures.derive(row)
+            results.setdefault("upfront_targets", upfront_targets(describe.jobs(results)))
+        except (OSError, ValueError, KeyError, figures.MetricsError, jobspec.JobError) as e:
+            print(f"e2e: --from-results {path}: not the results.json of a run with its metrics files ({e})",
+                  file=sys.stderr)
+            return 2
+        merged = results if merged is None else merge(merged, results)
+    systems = merged.get("systems", [])
+    default = merged.get("default_system", systems[0] if systems and systems[0].startswith("sketchps") else "")
+    finish(args, merged, merged["runs"], Path(args.from_results[0]).parent.absolute(), default)
     return 0
+
+
+def merge(into: dict, more: dict) -> dict:
+    """The runs of two invocations as one: rows, workloads, systems and bandwidths appended (first
+    seen first); a later row replaces an earlier one of the same workload, system and bandwidth (a
+    rerun); the machine is the first's, with the other command and commit added to it."""
+    def key(row):
+        return row.get("workload", "cnn"), row["system"], row["bandwidth"]
+    rerun = {key(r) for r in more["runs"]}
+    into["runs"] = [r for r in into["runs"] if key(r) not in rerun] + more["runs"]
+    into["jobs"] = {**describe.jobs(more), **describe.jobs(into)}
+    for key in ("workloads", "systems", "bandwidths"):
+        into[key] = list(dict.fromkeys(into.get(key, []) + more.get(key, [])))
+    into["upfront_targets"] = {**more.get("upfront_targets", {}), **into.get("upfront_targets", {})}
+    m, other = into["machine"], more["machine"]
+    m["command"] += f"\n{other['command']}"
+    if other["commit"] != m["commit"]:
+        m["commit"] += f" (and {other['commit']})"
+    return into
 
 
 def main(argv=None) -> int:

@@ -407,6 +407,25 @@ class FromResultsTest(unittest.TestCase):
         self.assertIn("| vgg | sketchps topk | 100mbit | 2.5 (round 2) | 0.42 |", text)
         self.assertIn("![accuracy against time, vgg, 100mbit](img/performance-accuracy-vgg-100mbit.png)", text)
 
+    def test_merge_of_two_invocations_replaces_rerun_rows(self):
+        machine = {"command": "run.sh --a", "commit": "abc"}
+        first = {"machine": dict(machine), "jobs": {"cnn": {"workers": 4}}, "workloads": ["cnn"],
+                 "systems": ["sketchps topk", "DDP dense"], "bandwidths": ["100mbit"], "upfront_targets": {"cnn": 0.87},
+                 "runs": [{"system": "sketchps topk", "bandwidth": "100mbit", "workload": "cnn", "n": 1},
+                          {"system": "DDP dense", "bandwidth": "100mbit", "workload": "cnn", "n": 2}]}
+        second = {"machine": {"command": "run.sh --b", "commit": "def"}, "jobs": {"vgg": {"workers": 4}},
+                  "workloads": ["cnn", "vgg"], "systems": ["sketchps topk"], "bandwidths": ["100mbit"],
+                  "upfront_targets": {"vgg": 0.83},
+                  "runs": [{"system": "sketchps topk", "bandwidth": "100mbit", "workload": "cnn", "n": 3},
+                           {"system": "sketchps topk", "bandwidth": "100mbit", "workload": "vgg", "n": 4}]}
+        merged = run.merge(first, second)
+        self.assertEqual([r["n"] for r in merged["runs"]], [2, 3, 4])  # the rerun replaced row 1
+        self.assertEqual(merged["workloads"], ["cnn", "vgg"])
+        self.assertEqual(set(merged["jobs"]), {"cnn", "vgg"})
+        self.assertEqual(merged["upfront_targets"], {"cnn": 0.87, "vgg": 0.83})
+        self.assertEqual(merged["machine"]["command"], "run.sh --a\nrun.sh --b")
+        self.assertEqual(merged["machine"]["commit"], "abc (and def)")
+
     def test_bad_results_file(self):
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "results.json").write_text("{}")
