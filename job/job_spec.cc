@@ -240,7 +240,8 @@ std::uint64_t JobSpec::total_rounds() const {
 }
 
 const std::string& DefaultJobSpecYaml() {
-  static const std::string yaml = R"(# The embedded default job: top-k with error feedback on Fashion-MNIST with a small CNN.
+  static const std::string yaml =
+      R"(# The embedded default job: top-k with error feedback on Fashion-MNIST with a small CNN.
 job_id: sketchps-default
 mode: ps
 workers: 4

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -100,6 +101,17 @@ int Child::Stop(absl::Duration grace) {
     while (!Poll()) absl::SleepFor(absl::Milliseconds(5));
   }
   return *status_;
+}
+
+void StopTogether(const std::vector<Child*>& children, absl::Duration grace) {
+  for (Child* c : children) c->Signal(SIGTERM);
+  const auto running = [&] {
+    return std::any_of(children.begin(), children.end(), [](Child* c) { return !c->Poll(); });
+  };
+  const absl::Time end = absl::Now() + grace;
+  while (running() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
+  for (Child* c : children) c->Signal(SIGKILL);
+  while (running()) absl::SleepFor(absl::Milliseconds(5));
 }
 
 std::string Child::LogTail(int lines) const {

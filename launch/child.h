@@ -53,6 +53,10 @@ class Child {
   std::optional<int> status_;
 };
 
+// Stops `children` at once (a failed run's teardown): SIGTERM to every one that still runs, then
+// SIGKILL to those still running after `grace`. Returns once every one has exited.
+void StopTogether(const std::vector<Child*>& children, absl::Duration grace);
+
 // Path of the running executable (/proc/self/exe).
 std::string SelfExecutable();
 

@@ -38,6 +38,7 @@ std::vector<std::string> ServerArgv(const ServerLaunch& s) {
   Add(argv, "--checkpoint-dir", s.checkpoint_dir);
   AddNumber(argv, "--idle-exit-seconds", s.idle_exit_seconds);
   AddNumber(argv, "--max-wait-seconds", s.max_wait_seconds);
+  AddNumber(argv, "--grace-seconds", s.grace_seconds);
   argv.insert(argv.end(), s.extra.begin(), s.extra.end());
   return argv;
 }

@@ -34,6 +34,7 @@ struct ServerLaunch : DaemonLaunch {
   std::string checkpoint_dir;          // --checkpoint-dir ("" : the job's checkpoint.dir)
   double idle_exit_seconds = -1;       // --idle-exit-seconds (< 0: the daemon's default)
   double max_wait_seconds = -1;        // --max-wait-seconds (< 0: the daemon's default)
+  double grace_seconds = -1;           // --grace-seconds (< 0: the daemon's default)
 };
 
 struct WorkerLaunch : DaemonLaunch {

@@ -130,6 +130,23 @@ absl::Status Client::Leave(std::uint32_t shard, std::uint64_t rounds_applied) {
                      [&](grpc::ClientContext& ctx) { return links_[shard].stub->Leave(&ctx, request, &response); });
 }
 
+absl::Status Client::ReportFailure(std::uint32_t shard, std::uint64_t rounds_applied, const std::string& reason,
+                                   absl::Duration timeout) {
+  if (shard >= links_.size())
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
+  v1::LeaveRequest request;
+  request.set_job_id(options_.job_id);
+  request.set_worker_id(options_.worker_id);
+  request.set_shard_id(shard);
+  request.set_rounds_applied(rounds_applied);
+  request.set_failed(true);
+  request.set_reason(reason);
+  v1::LeaveResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return FromGrpcStatus(links_[shard].stub->Leave(&ctx, request, &response));
+}
+
 void Client::set_range_length(std::uint32_t shard, std::uint64_t length) { links_.at(shard).range_len = length; }
 
 absl::StatusOr<v1::PushPullResponse> Client::Push(std::uint32_t shard, const v1::PushPullRequest& request) {

@@ -82,6 +82,10 @@ class Client final : public Aggregator {
   absl::StatusOr<v1::GetWeightsResponse> GetWeights(std::uint32_t shard);
   // Tells `shard` this worker has finished the job with `rounds_applied` rounds.
   absl::Status Leave(std::uint32_t shard, std::uint64_t rounds_applied);
+  // Tells `shard` this worker stops on an error (a Leave with `failed`): one attempt within
+  // `timeout`, not retried (the shard may be what failed). Thread-safe with a RunPhase in flight.
+  absl::Status ReportFailure(std::uint32_t shard, std::uint64_t rounds_applied, const std::string& reason,
+                             absl::Duration timeout);
 
   absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round,
                                                               std::uint32_t phase, Contribution contribution) override;

@@ -320,11 +320,23 @@ absl::StatusOr<PhaseKey> ShardHost::Admit(const v1::PushPullRequest& request, Sh
 void ShardHost::PushPull(const v1::PushPullRequest& request, const std::optional<Identity>& caller, PushReply reply) {
   MarkCall();
   in_flight_.fetch_add(1);
-  PushReply done = [this, reply = std::move(reply)](absl::StatusOr<v1::PushPullResponse> response) {
+  // Answered once: by its phase, or by ReleaseInFlight at shutdown (which holds a copy meanwhile).
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  const std::uint64_t id = next_call_id_.fetch_add(1);
+  PushReply done = [this, id, answered, reply = std::move(reply)](absl::StatusOr<v1::PushPullResponse> response) {
+    if (answered->exchange(true)) return;
+    {
+      absl::MutexLock lock(&calls_mu_);
+      waiting_calls_.erase(id);
+    }
     if (metrics_ && !response.ok()) metrics_->CountPush(ServerMetrics::Push::kRejected);
     reply(std::move(response));
     in_flight_.fetch_sub(1);
   };
+  {
+    absl::MutexLock lock(&calls_mu_);
+    waiting_calls_.emplace(id, done);
+  }
   if (auto st = CheckHeader(request.payload().header()); !st.ok()) return done(st);
   if (auto st = CheckWorker(caller, request.payload().header().worker_id(), "payload.header.worker_id"); !st.ok()) {
     return done(st);
@@ -436,6 +448,17 @@ absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& reque
   }
   SKETCHPS_RETURN_IF_ERROR(CheckWorker(caller, request.worker_id(), "worker_id"));
   absl::MutexLock lock(&mu_);
+  v1::LeaveResponse response;
+  if (request.failed()) {
+    // A failure report, not a departure: the worker is not counted as having left, so the shard keeps
+    // serving (a restarted worker rejoins) until the job ends or it is stopped.
+    spdlog::warn("shard {}: worker {} failed at round {}: {} ({} of {} workers finished)", options_.shard_id,
+                 request.worker_id(), request.rounds_applied(),
+                 request.reason().empty() ? std::string("no reason given") : request.reason().substr(0, 1000),
+                 left_.size(), options_.job.workers);
+    response.set_workers_left(static_cast<std::uint32_t>(left_.size()));
+    return response;
+  }
   if (!shard_) return Precondition("shard", "a shard without state has no job to leave");
   if (request.rounds_applied() != shard_->rounds_applied()) {
     return Precondition("rounds_applied",
@@ -446,7 +469,6 @@ absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& reque
     spdlog::info("shard {}: worker {} finished the job ({} of {} workers)", options_.shard_id, request.worker_id(),
                  left_.size(), options_.job.workers);
   }
-  v1::LeaveResponse response;
   response.set_workers_left(static_cast<std::uint32_t>(left_.size()));
   return response;
 }
@@ -492,6 +514,24 @@ void ShardHost::SubmitCheckpoint(const ShardSnapshot& s) {
 }
 
 void ShardHost::BeginShutdown() { closing_.store(true); }
+
+void ShardHost::ReleaseInFlight() {
+  const absl::Status stopping =
+      WithReason(absl::UnavailableError("the server is shutting down: retry after it restarts"), Reason::kShuttingDown);
+  std::vector<JoinReply> joins;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [worker, pending] : joining_) joins.push_back(std::move(pending.reply));
+    joining_.clear();
+  }
+  std::map<std::uint64_t, PushReply> calls;
+  {
+    absl::MutexLock lock(&calls_mu_);
+    calls.swap(waiting_calls_);
+  }
+  for (auto& reply : joins) reply(stopping);
+  for (auto& [id, reply] : calls) reply(stopping);
+}
 
 absl::Status ShardHost::CheckpointNow() {
   if (!writer_) return absl::OkStatus();

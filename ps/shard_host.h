@@ -25,9 +25,12 @@
 //     Every `checkpoint_every` rounds the strand takes a snapshot of the master copy before the
 //     round's result is published and hands it to the CheckpointWriter, which writes it on its own
 //     thread; what is not yet on disk when the process dies, assembly recovers from the workers.
-//   - Leave(): a worker has finished the job; once all have, job_done() (the daemon exits 0).
+//   - Leave(): a worker has finished the job; once all have, job_done() (the daemon exits 0). A
+//     Leave with `failed` set is a worker's report that it stops on an error: logged as a failure,
+//     not counted as having left.
 //   - BeginShutdown(): new phases are refused (UNAVAILABLE), phases that already have contributions
-//     still complete; then CheckpointNow() saves the current state.
+//     still complete; ReleaseInFlight() answers the calls still waiting after the grace; then
+//     CheckpointNow() saves the current state.
 // Thread-safe. Callbacks run on gRPC's or the strand's threads and must not block.
 #pragma once
 
@@ -94,7 +97,8 @@ class ShardHost {
                                                     const std::optional<Identity>& caller);
 
   // Records that a worker has finished (idempotent); `caller` as for Join. Once every worker has
-  // left, job_done() turns true (the daemon then shuts down as on SIGTERM and exits 0).
+  // left, job_done() turns true (the daemon then shuts down as on SIGTERM and exits 0). With
+  // request.failed(): logs "worker N failed at round R: <reason>" (any round) and records nothing.
   absl::StatusOr<v1::LeaveResponse> Leave(const v1::LeaveRequest& request, const std::optional<Identity>& caller);
   bool job_done() const;
 
@@ -102,6 +106,10 @@ class ShardHost {
   std::string AssemblyStatus() const;
 
   void BeginShutdown();
+  // After BeginShutdown and the drain's grace: answers every Join and PushPull still waiting (for
+  // the other workers, who may be gone) with UNAVAILABLE (Reason::kShuttingDown; the worker retries
+  // after a restart), so that the gRPC server can shut down at once.
+  void ReleaseInFlight();
   // PushPull calls currently inside the host (waiting for their phase included).
   int in_flight() const { return in_flight_.load(); }
   // Time since the last call of any kind began (zero while a PushPull is inside); from Open on.
@@ -161,6 +169,9 @@ class ShardHost {
   std::optional<ShardState> restored_;  // the checkpoint's state, until assembly
   std::atomic<bool> closing_{false};
   std::atomic<int> in_flight_{0};
+  std::atomic<std::uint64_t> next_call_id_{0};
+  absl::Mutex calls_mu_;
+  std::map<std::uint64_t, PushReply> waiting_calls_ ABSL_GUARDED_BY(calls_mu_);  // PushPulls not yet answered
   std::atomic<std::int64_t> last_call_ns_{absl::ToUnixNanos(absl::Now())};
 
   mutable absl::Mutex mu_;

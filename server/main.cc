@@ -8,9 +8,10 @@
 // for readiness, "liveness" for liveness).
 // The shard exits 0 once every worker has left the job (Leave). SIGTERM/SIGINT: readiness turns
 // NOT_SERVING (liveness stays SERVING until exit), new phases are refused, phases in flight finish
-// (up to --grace-seconds), a checkpoint is written, exit 128 + the signal (143 for SIGTERM), so a
-// supervisor can tell a stopped shard from a finished job. No call from any worker for
-// --idle-exit-seconds (the workers failed or left while this shard was down): exit 4.
+// (up to --grace-seconds; calls still waiting then are answered UNAVAILABLE), a checkpoint is
+// written, exit 128 + the signal (143 for SIGTERM), so a supervisor can tell a stopped shard from
+// a finished job. No call from any worker for --idle-exit-seconds (the workers failed or left
+// while this shard was down): exit 4.
 // Exit codes: 0 job finished; 1 runtime failure (cannot listen, final checkpoint failed, ...);
 // 2 bad configuration or an unusable checkpoint; 4 idle; 130/143 stopped by SIGINT/SIGTERM.
 #include <unistd.h>
@@ -164,6 +165,12 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
   (*host)->BeginShutdown();
   const absl::Time grace_end = absl::Now() + absl::Seconds(flags.grace_seconds);
   while ((*host)->in_flight() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(10));
+  // Phases still open wait for workers that are gone or stopping too: their calls are answered
+  // UNAVAILABLE now, else the gRPC server's shutdown would wait for their deadlines.
+  if (const int waiting = (*host)->in_flight(); waiting > 0) {
+    spdlog::info("{} call(s) still waiting for their phase after --grace-seconds: answered UNAVAILABLE", waiting);
+  }
+  (*host)->ReleaseInFlight();
   grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   if (auto st = (*host)->CheckpointNow(); !st.ok()) {
     spdlog::error("final checkpoint failed: {}", std::string(st.message()));

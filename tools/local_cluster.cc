@@ -16,6 +16,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(60);
+// A failed or interrupted run's teardown (StopAll): every process gets SIGTERM at once, SIGKILL after
+// kStopGrace. A shard's own drain grace is shorter, so that it writes its final checkpoint in time:
+// the workers stop at the same moment, so the phases it holds would never complete anyway.
+constexpr absl::Duration kStopGrace = absl::Seconds(3);
+constexpr double kServerDrainSeconds = 0.5;
 
 }  // namespace
 
@@ -46,6 +51,7 @@ launch::ServerLaunch LocalCluster::Server(std::uint32_t s) const {
   l.listen = absl::StrCat("127.0.0.1:", ports_[s]);  // a restarted shard binds the port it had
   l.port_file = PortFile("server", s).string();
   l.checkpoint_dir = o_.checkpoint_dir.string();
+  l.grace_seconds = kServerDrainSeconds;
   return l;
 }
 
@@ -158,8 +164,10 @@ bool LocalCluster::WorkersDone(const std::set<std::uint32_t>& spared) {
 }
 
 void LocalCluster::StopAll() {
-  for (auto& w : workers_) w.Stop(absl::Seconds(5));
-  for (auto& s : servers_) s.Stop(absl::Seconds(15));
+  std::vector<launch::Child*> all;
+  for (auto& w : workers_) all.push_back(&w);
+  for (auto& s : servers_) all.push_back(&s);
+  launch::StopTogether(all, kStopGrace);
 }
 
 absl::Status LocalCluster::StopServers() {

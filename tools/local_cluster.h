@@ -62,7 +62,8 @@ class LocalCluster {
   // Whether every worker outside `spared` has exited (with code 0: FirstFailure reports the others).
   bool WorkersDone(const std::set<std::uint32_t>& spared);
 
-  // SIGTERM to every process, SIGKILL after a grace period.
+  // After a failure or a signal: SIGTERM to every process at once, SIGKILL to those still running
+  // after a few seconds (the shards drain, checkpoint and exit 143 before that).
   void StopAll();
   // At the job's end: shards that still run get SIGTERM; each must end with 0 or 143 (drained).
   absl::Status StopServers();

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <future>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "common/checksum.h"
 #include "common/reason.h"
 #include "common/status.h"
@@ -13,6 +15,8 @@
 
 namespace sketchps::worker {
 namespace {
+
+constexpr absl::Duration kReportTimeout = absl::Seconds(2);  // per shard, for ReportFailure
 
 class PsTransport final : public Transport {
  public:
@@ -88,6 +92,21 @@ class PsTransport final : public Transport {
     absl::Status first;
     for (std::uint32_t s = 0; s < client_->num_shards(); ++s) {
       if (auto st = client_->Leave(s, rounds_applied); !st.ok() && first.ok()) first = st;
+    }
+    return first;
+  }
+
+  // Every shard at once, so that unreachable shards cost one timeout in all.
+  absl::Status ReportFailure(std::uint64_t rounds_applied, const std::string& reason) override {
+    std::vector<std::future<absl::Status>> reports;
+    for (std::uint32_t s = 0; s < client_->num_shards(); ++s) {
+      reports.push_back(std::async(std::launch::async, [this, s, rounds_applied, &reason] {
+        return client_->ReportFailure(s, rounds_applied, reason, kReportTimeout);
+      }));
+    }
+    absl::Status first;
+    for (auto& r : reports) {
+      if (auto st = r.get(); !st.ok() && first.ok()) first = st;
     }
     return first;
   }

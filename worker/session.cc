@@ -291,4 +291,8 @@ absl::StatusOr<Regrouped> Session::Recover(const absl::Status& failure, std::uin
 
 absl::Status Session::Finish(std::uint64_t rounds_applied) { return transport_->Finish(rounds_applied); }
 
+absl::Status Session::ReportFailure(std::uint64_t rounds_applied, const std::string& reason) {
+  return transport_->ReportFailure(rounds_applied, reason);
+}
+
 }  // namespace sketchps::worker

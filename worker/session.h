@@ -146,6 +146,9 @@ class Session {
                                     nlohmann::json* note);
   // After the last round: tells the servers this worker is done (best effort).
   absl::Status Finish(std::uint64_t rounds_applied);
+  // Instead of Finish when the caller stops on an error: tells the servers this worker failed
+  // (Transport::ReportFailure: best effort, a few seconds at most).
+  absl::Status ReportFailure(std::uint64_t rounds_applied, const std::string& reason);
 
   bool can_regroup() const;
   const JobSpec& job() const { return o_.job; }

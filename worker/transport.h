@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -54,6 +55,12 @@ class Transport {
   // After the job's last round (and evaluation), with this worker's rounds: tells the aggregation side
   // the worker is done (parameter servers exit once every worker has). Best effort for the caller.
   virtual absl::Status Finish(std::uint64_t rounds_applied) { return absl::OkStatus(); }
+  // Instead of Finish, when the worker stops on an error (`reason`): tells the aggregation side it
+  // failed, so that it is not taken for finished. Best effort and prompt: one attempt per server,
+  // within a few seconds (the peers of decentralized mode notice a lost peer by themselves).
+  virtual absl::Status ReportFailure(std::uint64_t rounds_applied, const std::string& reason) {
+    return absl::OkStatus();
+  }
   // Cumulative within one membership; call between rounds.
   virtual TransportCounters counters() const = 0;
 };

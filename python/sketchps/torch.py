@@ -25,6 +25,7 @@ per round. The torch optimizer only declares the hyperparameters; they must equa
 import json
 import math
 import os
+import sys
 import time
 
 import torch
@@ -314,9 +315,18 @@ class DistributedOptimizer:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        if not self._worker.finished:
+    def __exit__(self, exc_type, exc, tb):
+        if self._worker.finished:
+            return False
+        if exc_type is None or (exc_type is SystemExit and exc.code in (None, 0)):
             self.finish()
+        else:
+            # The script failed: not finish() (the servers would log this worker as having finished
+            # the job) but a failure report, best effort within seconds; the exception propagates.
+            reason = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
+            note = self._worker.abandon(reason[:1000])
+            if note:
+                print(f"sketchps: could not tell every server that this rank failed: {note}", file=sys.stderr)
         return False
 
     # --- where the job stands ----------------------------------------------------------------

@@ -199,6 +199,15 @@ void BindWorker(py::module_& m) {
              }
              Check(st);
            })
+      .def("abandon",
+           [](PyWorker& w, const std::string& reason) {
+             absl::Status st;
+             {
+               py::gil_scoped_release release;
+               st = w.Abandon(reason);
+             }
+             return std::string(st.message());  // best effort: "" when every server was told
+           })
       .def("zero_grad", [](PyWorker& w) { Check(w.ZeroGrad()); })
       .def("batch_indices", [](PyWorker& w, std::uint64_t round) { return Unwrap(w.BatchIndices(round)); })
       .def("learning_rate", &PyWorker::learning_rate)

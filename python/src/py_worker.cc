@@ -91,6 +91,9 @@ absl::StatusOr<nlohmann::json> PyWorker::Recover(const absl::Status& failure) {
 }
 
 absl::Status PyWorker::Usable(const char* call) const {
+  if (abandoned_) {
+    return absl::FailedPreconditionError(absl::StrCat(call, ": called after the job was left on an error"));
+  }
   if (finished_) return absl::FailedPreconditionError(absl::StrCat(call, ": called after finish()"));
   return absl::OkStatus();
 }
@@ -134,6 +137,14 @@ absl::Status PyWorker::Finish() {
   finished_ = true;
   if (pending_) log_.Write(*std::exchange(pending_, std::nullopt));
   return session_->Finish(next_round_);
+}
+
+absl::Status PyWorker::Abandon(const std::string& reason) {
+  if (finished_) return absl::OkStatus();
+  finished_ = true;
+  abandoned_ = true;
+  if (pending_) log_.Write(*std::exchange(pending_, std::nullopt));
+  return session_->ReportFailure(next_round_, reason);
 }
 
 absl::StatusOr<std::vector<std::uint64_t>> PyWorker::BatchIndices(std::uint64_t round) {

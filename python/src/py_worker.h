@@ -63,6 +63,11 @@ class PyWorker {
   absl::StatusOr<std::string> Evaluate(double correct, double samples, double loss_sum, double seconds, bool final);
   // Writes the last record and tells the servers this worker is done. Later calls do nothing.
   absl::Status Finish();
+  // Instead of Finish when the script stops on an error (`reason`): writes the last record and tells
+  // the servers this worker failed, not finished (Session::ReportFailure: one attempt per server,
+  // a few seconds at most; decentralized mode: nothing to tell). Later calls do nothing; the
+  // worker is then unusable, as after Finish.
+  absl::Status Abandon(const std::string& reason);
   // Zeroes the gradients; with overlap, starts the next round in flight (see above).
   absl::Status ZeroGrad();
 
@@ -98,6 +103,7 @@ class PyWorker {
   std::uint64_t first_round_ = 0;
   std::uint64_t next_round_ = 0;
   bool finished_ = false;
+  bool abandoned_ = false;  // by Abandon (finished_ is then set too)
 };
 
 }  // namespace sketchps::python

@@ -1,7 +1,8 @@
 // ShardHost: validation of every request field (each bad input gets its status code and a message
 // naming the field, and changes nothing), admission, idempotent pushes, numeric safety, assembly
-// of a starting shard's state from the workers' offers and its checkpoint, shutdown. Every wait in
-// this file is bounded (kWait).
+// of a starting shard's state from the workers' offers and its checkpoint, shutdown (calls still
+// waiting are answered after the grace), a worker's failure report. Every wait in this file is
+// bounded (kWait).
 #include "ps/shard_host.h"
 
 #include <cmath>
@@ -421,6 +422,57 @@ TEST_CASE("Shutdown refuses new phases and finishes the one in flight", "[shard_
   CHECK(Get(waiting).ok());
   ExpectRejected(PushNow(*host, Push(0, 1, g)).status(), absl::StatusCode::kUnavailable, "shutting down");
   CHECK(host->rounds_applied() == 1);
+}
+
+TEST_CASE("After the grace, shutdown answers the calls still waiting for a gone worker", "[shard_host]") {
+  auto host = OpenHost(nullptr);
+  // A Join waiting for the other worker, who never comes.
+  auto join = JoinLater(*host, JoinRequest(0));
+  host->BeginShutdown();
+  host->ReleaseInFlight();
+  ExpectRejected(Get(join).status(), absl::StatusCode::kUnavailable, "shutting down");
+  // A push waiting for the other worker's contribution.
+  auto serving = OpenHost(nullptr);
+  JoinBoth(*serving);
+  auto waiting = PushLater(*serving, Push(0, 0, std::vector<float>(kDim, 1.0f)));
+  CHECK(serving->in_flight() == 1);
+  serving->BeginShutdown();
+  serving->ReleaseInFlight();
+  ExpectRejected(Get(waiting).status(), absl::StatusCode::kUnavailable, "shutting down");
+  CHECK(serving->in_flight() == 0);
+  CHECK(serving->rounds_applied() == 0);
+  serving->ReleaseInFlight();  // nothing left: a no-op
+}
+
+TEST_CASE("A worker that reports a failure is not taken for finished", "[shard_host]") {
+  auto host = OpenHost(nullptr);
+  JoinBoth(*host);
+  DenseRound(*host, 0, std::vector<float>(kDim, 1.0f), std::vector<float>(kDim, 1.0f));
+  v1::LeaveRequest failed;
+  failed.set_job_id("t");
+  failed.set_worker_id(1);
+  failed.set_shard_id(0);
+  failed.set_rounds_applied(7);  // any round: a failure may come from anywhere
+  failed.set_failed(true);
+  failed.set_reason("RuntimeError: fails on purpose");
+  auto answer = host->Leave(failed, std::nullopt);
+  REQUIRE(answer.ok());
+  CHECK(answer->workers_left() == 0);
+  CHECK(!host->job_done());
+  // Still checked like any Leave: the caller may only speak for itself.
+  ExpectRejected(host->Leave(failed, Worker(0)).status(), absl::StatusCode::kPermissionDenied, "worker_id");
+  // Finishing still works for both, and only then is the job done.
+  v1::LeaveRequest leave = failed;
+  leave.set_failed(false);
+  leave.clear_reason();
+  leave.set_rounds_applied(7);
+  ExpectRejected(host->Leave(leave, std::nullopt).status(), absl::StatusCode::kFailedPrecondition, "rounds_applied");
+  leave.set_rounds_applied(1);
+  for (std::uint32_t w : {0u, 1u}) {
+    leave.set_worker_id(w);
+    REQUIRE(host->Leave(leave, std::nullopt).ok());
+  }
+  CHECK(host->job_done());
 }
 
 TEST_CASE("A worker identity can only join, push and read as itself", "[shard_host][identity]") {

@@ -1,7 +1,8 @@
 // `sketchps run` end to end: real sketchps-server and sketchps-worker processes on loopback.
 //   - a server killed with SIGKILL mid-run and restarted with the same flags: the run completes and
 //     its final weights equal an uninterrupted run's, bitwise;
-//   - a worker that fails stops the run with its name and log lines;
+//   - a worker that fails stops the run with its name and log lines; one that fails mid-run (ps and
+//     decentralized) ends the run at once: the others are stopped together, the shards drain;
 //   - a job that cannot run, or a run directory that holds a previous run, is refused before any
 //     process starts; --resume continues a run from its checkpoints;
 //   - every evaluation lands in metrics.jsonl under the round it evaluated, and the run draws them;
@@ -12,6 +13,7 @@
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -124,6 +126,51 @@ TEST_CASE("A failing worker stops the run with a non-zero exit", "[run][processe
   const auto faults = nlohmann::json::parse(in);
   CHECK_THAT(faults["first_failure"]["process"].get<std::string>(), Catch::StartsWith("worker "));
   CHECK_THAT(faults["first_failure"]["log_tail"].get<std::string>(), Catch::Contains("fails on purpose"));
+  fs::remove_all(dir.parent_path());
+}
+
+TEST_CASE("A worker failing mid-run ends the whole run at once, naming its rank and exit code", "[run][processes]") {
+  const std::string mode = GENERATE(std::string("ps"), std::string("decentralized"));
+  const fs::path dir = RunDir("failing-midway-" + mode);
+  // The real daemons; rank 1's worker is SIGKILLed once it has written a round, and its wrapper
+  // exits 3. The others then wait for it: their patience (120 s) or peer timeout is far longer
+  // than the teardown the launcher owes.
+  const fs::path bin = dir.parent_path() / ("fake-bin-" + mode);
+  fs::create_directories(bin);
+  fs::create_symlink(Binary("server", "sketchps-server"), bin / "sketchps-server");
+  std::ofstream(bin / "sketchps-worker")
+      << "#!/bin/sh\nreal='" << Binary("worker", "sketchps-worker").string() << "'\n"
+      << "case \" $* \" in *\" --rank 1 \"*) ;; *) exec \"$real\" \"$@\" ;; esac\n"
+      << "prev=''; for a in \"$@\"; do [ \"$prev\" = --metrics-out ] && metrics=\"$a\"; prev=\"$a\"; done\n"
+      << "\"$real\" \"$@\" & pid=$!\n"
+      << "i=0; while [ ! -s \"$metrics\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n"
+      << "kill -9 $pid; echo 'rank 1 stops on purpose' >&2; exit 3\n";
+  fs::permissions(bin / "sketchps-worker", fs::perms::owner_all);
+  RunOptions o = Options(dir, {"model=mlp", "workers=2", "servers=2", "mode=" + mode, "scheme.name=dense",
+                               "train.rounds=20000", "train.eval_every_rounds=0", "job_id=failing-midway"});
+  o.bin_dir = bin.string();
+  o.job.log_level = "info";
+  CHECK(RunJob(o) == 1);
+  const double ended = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::ifstream in(dir / "faults.json");
+  REQUIRE(in.good());
+  const auto faults = nlohmann::json::parse(in);
+  CHECK(faults["first_failure"]["process"] == "worker 1");
+  CHECK(faults["first_failure"]["code"] == 3);
+  CHECK_THAT(faults["first_failure"]["log_tail"].get<std::string>(), Catch::Contains("rank 1 stops on purpose"));
+  // Every other process was stopped together, not one after another with their own timeouts (this
+  // took 25-30 s): a generous bound, far below the survivors' patience.
+  CHECK(ended - faults["first_failure"]["at"].get<double>() < 20);
+  CHECK(JsonLines(dir / "worker-0.jsonl").size() < 20000);
+  if (mode == "ps") {
+    for (const char* log : {"server-0.log", "server-1.log"}) {
+      INFO(log);
+      const std::string text = ReadText(dir / log);
+      // Drained (the calls waiting for rank 1 answered), checkpointed and exited by itself.
+      CHECK_THAT(text, Catch::Contains("stopped after"));
+      CHECK_THAT(text, !Catch::Contains("finished the job"));
+    }
+  }
   fs::remove_all(dir.parent_path());
 }
 

@@ -1,9 +1,11 @@
 """The Python tests' training script: Fashion-MNIST with a model from tiny_models.py.
 
     train.py --model mlp|frozen_stem [--optimizer sgd|adamw] [--cpp-init] [--perturb-rank R] [--save PATH]
+             [--fail-rank R --fail-at-round N]
 
 --cpp-init starts from sketchps-worker's initial weights of its built-in mlp (to compare both paths
-bit for bit); --perturb-rank makes rank R's model differ (a bad-use test)."""
+bit for bit); --perturb-rank makes rank R's model differ (a bad-use test); --fail-rank makes rank R
+raise inside `with opt:` before round N (a failure test)."""
 import argparse
 import sys
 import os
@@ -23,6 +25,8 @@ parser.add_argument("--perturb-rank", type=int, default=-1)
 parser.add_argument("--save", default="")
 parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
 parser.add_argument("--no-overlap", action="store_true", help="DistributedOptimizer(overlap=False)")
+parser.add_argument("--fail-rank", type=int, default=-1, help="this rank raises RuntimeError ...")
+parser.add_argument("--fail-at-round", type=int, default=0, help="... before this round")
 parser.add_argument("--backward-twice", action="store_true", help="two backward passes per step (misuse with overlap)")
 args = parser.parse_args()
 
@@ -45,6 +49,8 @@ train_x, train_y = data.fashion_mnist("train", job.data_path)
 test_x, test_y = data.fashion_mnist("test", job.data_path)
 with opt:
     while not opt.done:
+        if ctx.rank == args.fail_rank and opt.round == args.fail_at_round:
+            raise RuntimeError(f"rank {ctx.rank} fails on purpose at round {opt.round}")
         idx = opt.batch_indices()
         opt.zero_grad()
         loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
