@@ -44,7 +44,8 @@ class Launch {
   // 0 when every worker finished, 1 on a failure, 130 on a signal.
   int Monitor();
   absl::Status Finish();
-  void StopAll() { cluster_->StopAll(); }
+  // Stops every process at once (tools/local_cluster.h); says why the run ended and how long that took.
+  void StopAll();
   void WriteFaults() const { faults_->Write(out_); }
 
  private:
@@ -170,6 +171,18 @@ int Launch::Monitor() {
   }
 }
 
+void Launch::StopAll() {
+  const absl::Time t0 = absl::Now();
+  cluster_->StopAll();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  if (const auto it = faults_->record().find("first_failure"); it != faults_->record().end()) {
+    std::fprintf(stderr, "run: failed: %s exited with code %d; every other process stopped in %.1f s\n",
+                 (*it)["process"].get<std::string>().c_str(), (*it)["code"].get<int>(), seconds);
+  } else {
+    std::fprintf(stderr, "run: every process stopped in %.1f s\n", seconds);
+  }
+}
+
 absl::Status Launch::Finish() {
   SKETCHPS_RETURN_IF_ERROR(cluster_->StopServers());
   std::vector<std::vector<nlohmann::json>> metrics;
@@ -210,6 +223,9 @@ absl::Status Launch::Finish() {
                summary["bytes_up_per_worker_per_round"].get<double>(),
                summary["bytes_down_per_worker_per_round"].get<double>(), summary["compression_ratio_up"].get<double>(),
                summary["compression_ratio_down"].get<double>());
+  if (const nlohmann::json& growth = summary["residual_growth"]; growth.is_object()) {
+    std::fprintf(stderr, "run: warning: %s\n", growth["message"].get<std::string>().c_str());
+  }
   if (options_.plots) WritePlots();
   std::printf("%s\n", (out_ / "summary.json").c_str());
   return absl::OkStatus();

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/status.h"
 #include "common/version.h"
+#include "tools/recovery_watch.h"
 
 namespace sketchps::tools {
 namespace {
@@ -188,6 +189,7 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
       {"final_weights_checksum", last.value("checksum", "")},
       {"reporting_rank", reporter},
       {"faults", facts.faults.is_object() ? facts.faults : nlohmann::json::object()},
+      {"residual_growth", ResidualGrowthJson(FindResidualGrowth(metrics))},
   };
   if (!facts.peer.is_null()) s["peer"] = facts.peer;
   return s;

@@ -19,6 +19,8 @@
 //   final_weights_checksum (the reporting rank's, hex; every replica's is checked equal to the
 //   servers' every round), reporting_rank;
 //   faults: faults.json of the run (tools/run.h: kills and the first failure), {} when none;
+//   residual_growth: null, or the rank whose compression residual kept growing (a diverging
+//   method; tools/recovery_watch.h);
 //   date (when the run finished, UTC, ISO 8601) and machine (CPU model and core count: ThisMachine()),
 //   so that tables and figures drawn from summaries alone can say where and when they were measured.
 // The reporting rank is the lowest rank among those whose last record has the highest round: rank 0
