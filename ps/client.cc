@@ -117,7 +117,7 @@ absl::StatusOr<v1::GetWeightsResponse> Client::GetWeights(std::uint32_t shard) {
   return response;
 }
 
-absl::Status Client::Leave(std::uint32_t shard, std::uint64_t rounds_applied) {
+absl::StatusOr<v1::LeaveRequest> Client::LeaveRequestFor(std::uint32_t shard, std::uint64_t rounds_applied) const {
   if (shard >= links_.size())
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   v1::LeaveRequest request;
@@ -125,6 +125,11 @@ absl::Status Client::Leave(std::uint32_t shard, std::uint64_t rounds_applied) {
   request.set_worker_id(options_.worker_id);
   request.set_shard_id(shard);
   request.set_rounds_applied(rounds_applied);
+  return request;
+}
+
+absl::Status Client::Leave(std::uint32_t shard, std::uint64_t rounds_applied) {
+  SKETCHPS_ASSIGN_OR_RETURN(const v1::LeaveRequest request, LeaveRequestFor(shard, rounds_applied));
   v1::LeaveResponse response;
   return WithRetries(shard, "Leave",
                      [&](grpc::ClientContext& ctx) { return links_[shard].stub->Leave(&ctx, request, &response); });
@@ -132,13 +137,7 @@ absl::Status Client::Leave(std::uint32_t shard, std::uint64_t rounds_applied) {
 
 absl::Status Client::ReportFailure(std::uint32_t shard, std::uint64_t rounds_applied, const std::string& reason,
                                    absl::Duration timeout) {
-  if (shard >= links_.size())
-    return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
-  v1::LeaveRequest request;
-  request.set_job_id(options_.job_id);
-  request.set_worker_id(options_.worker_id);
-  request.set_shard_id(shard);
-  request.set_rounds_applied(rounds_applied);
+  SKETCHPS_ASSIGN_OR_RETURN(v1::LeaveRequest request, LeaveRequestFor(shard, rounds_applied));
   request.set_failed(true);
   request.set_reason(reason);
   v1::LeaveResponse response;

@@ -101,6 +101,8 @@ class Client final : public Aggregator {
   void set_range_length(std::uint32_t shard, std::uint64_t length);
 
  private:
+  // The LeaveRequest of this worker for `shard` (InvalidArgument: no such shard).
+  absl::StatusOr<v1::LeaveRequest> LeaveRequestFor(std::uint32_t shard, std::uint64_t rounds_applied) const;
   struct ShardLink {
     std::string address;
     std::unique_ptr<v1::ParameterServer::Stub> stub;
