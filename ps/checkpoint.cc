@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -36,21 +38,45 @@ std::vector<fs::path> ShardFiles(const std::string& dir, std::uint32_t shard) {
 
 }  // namespace
 
-std::map<std::uint32_t, std::uint64_t> NewestCheckpointRounds(const std::string& dir) {
-  std::map<std::uint32_t, std::uint64_t> newest;
+namespace {
+
+// The shard and round a checkpoint file name stands for; nullopt for any other name.
+std::optional<std::pair<std::uint32_t, std::uint64_t>> ParseFileName(const fs::path& path) {
+  if (path.extension() != ".ckpt") return std::nullopt;
+  std::uint32_t shard = 0;
+  std::uint64_t round = 0;
+  const std::string name = path.filename().string();
+  if (std::sscanf(name.c_str(), "shard-%" SCNu32 "-round-%" SCNu64 ".ckpt", &shard, &round) != 2 ||
+      name != FileName(shard, round))
+    return std::nullopt;
+  return std::make_pair(shard, round);
+}
+
+}  // namespace
+
+std::map<std::uint32_t, std::set<std::uint64_t>> CheckpointRounds(const std::string& dir) {
+  std::map<std::uint32_t, std::set<std::uint64_t>> rounds;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() != ".ckpt") continue;
-    std::uint32_t shard = 0;
-    std::uint64_t round = 0;
-    const std::string name = e.path().filename().string();
-    if (std::sscanf(name.c_str(), "shard-%" SCNu32 "-round-%" SCNu64 ".ckpt", &shard, &round) != 2 ||
-        name != FileName(shard, round))
-      continue;
-    auto [it, inserted] = newest.emplace(shard, round);
-    if (!inserted) it->second = std::max(it->second, round);
+    if (const auto parsed = ParseFileName(e.path())) rounds[parsed->first].insert(parsed->second);
   }
-  return newest;
+  return rounds;
+}
+
+absl::StatusOr<std::vector<std::string>> SetAsideCheckpointsAfter(const std::string& dir, std::uint32_t shard,
+                                                                  std::uint64_t round, const std::string& aside) {
+  std::vector<std::string> moved;
+  for (const fs::path& file : ShardFiles(dir, shard)) {
+    const auto parsed = ParseFileName(file);
+    if (!parsed || parsed->second <= round) continue;
+    std::error_code ec;
+    fs::create_directories(aside, ec);
+    const fs::path to = fs::path(aside) / file.filename();
+    if (!ec) fs::rename(file, to, ec);
+    if (ec) return absl::UnavailableError(absl::StrCat(file.string(), ": cannot move it to ", aside, ": ", ec.message()));
+    moved.push_back(to.string());
+  }
+  return moved;
 }
 
 namespace {

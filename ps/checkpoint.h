@@ -6,7 +6,8 @@
 //
 // Write is atomic: the bytes go to a temporary file, which is fsynced, renamed over the final name,
 // and the directory is fsynced; a crash leaves either the old or the new file, never a torn one that
-// validates. The newest `keep` files are kept, older ones removed.
+// validates. The newest `keep` files are kept, older ones removed: three by default, so that a
+// round every shard holds survives shards that stopped a round or two apart (tools/previous_run.h).
 //
 // LoadLatest returns the newest checkpoint of the shard that passes validation (magic, length, CRC,
 // parse, job, shard and sizes); torn or corrupt newer files are skipped and reported in `skipped`.
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,7 @@ namespace sketchps::ps {
 
 inline constexpr char kCheckpointMagic[8] = {'S', 'K', 'P', 'S', 'C', 'K', 'P', '1'};
 
-absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& checkpoint, int keep = 2);
+absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& checkpoint, int keep = 3);
 
 struct LoadedCheckpoint {
   v1::ShardCheckpoint checkpoint;
@@ -35,10 +37,14 @@ struct LoadedCheckpoint {
 
 absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id);
 
-// The newest round of each shard's checkpoint files in `dir` (shard -> round), from the file names
-// alone (the files are not read, so not validated). Empty when the directory is missing or holds
-// none.
-std::map<std::uint32_t, std::uint64_t> NewestCheckpointRounds(const std::string& dir);
+// The rounds of each shard's checkpoint files in `dir` (shard -> rounds), from the file names alone
+// (the files are not read, so not validated). Empty when the directory is missing or holds none.
+std::map<std::uint32_t, std::set<std::uint64_t>> CheckpointRounds(const std::string& dir);
+
+// Moves the shard's checkpoint files of rounds after `round` from `dir` into `aside` (created), so
+// that LoadLatest finds `round`; returns the moved files' new paths. The error names the file.
+absl::StatusOr<std::vector<std::string>> SetAsideCheckpointsAfter(const std::string& dir, std::uint32_t shard,
+                                                                  std::uint64_t round, const std::string& aside);
 
 // Validates one file's framing and content; the error names the file and the problem.
 absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path);

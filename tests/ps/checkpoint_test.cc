@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include <catch2/catch.hpp>
 
@@ -103,15 +104,35 @@ TEST_CASE("Checkpoint errors name the file and the problem", "[checkpoint]") {
   CHECK(ps::WriteCheckpoint((dir.path / "file" / "sub").string(), Make(1)).code() == absl::StatusCode::kUnavailable);
 }
 
-TEST_CASE("NewestCheckpointRounds reads each shard's newest round from the file names", "[checkpoint]") {
+TEST_CASE("CheckpointRounds reads each shard's rounds from the file names", "[checkpoint]") {
   TempDir dir;
-  CHECK(ps::NewestCheckpointRounds((dir.path / "missing").string()).empty());
+  CHECK(ps::CheckpointRounds((dir.path / "missing").string()).empty());
   for (std::uint64_t r : {3, 12}) REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(r, /*shard=*/1)).ok());
   REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(1000000000000 - 1, /*shard=*/0)).ok());
   WriteAll(dir.path / "shard-2-round-7.ckpt", "not the checkpoint naming (12 digits)");
   WriteAll(dir.path / "shard-3-round-000000000009.tmp", "not a checkpoint");
-  const auto rounds = ps::NewestCheckpointRounds(dir.path.string());
+  const auto rounds = ps::CheckpointRounds(dir.path.string());
   REQUIRE(rounds.size() == 2);
-  CHECK(rounds.at(0) == 999999999999ull);
-  CHECK(rounds.at(1) == 12);
+  CHECK(rounds.at(0) == std::set<std::uint64_t>{999999999999ull});
+  CHECK(rounds.at(1) == std::set<std::uint64_t>{3, 12});
+}
+
+TEST_CASE("SetAsideCheckpointsAfter moves a shard's newer files away so that LoadLatest finds the round",
+          "[checkpoint]") {
+  TempDir dir;
+  for (std::uint64_t r : {4, 8, 9}) REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(r, 0), /*keep=*/3).ok());
+  REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(9, 1)).ok());
+  const std::string aside = (dir.path / "superseded").string();
+  auto moved = ps::SetAsideCheckpointsAfter(dir.path.string(), 0, 4, aside);
+  REQUIRE(moved.ok());
+  CHECK(moved->size() == 2);
+  CHECK(fs::exists(fs::path(aside) / "shard-0-round-000000000009.ckpt"));
+  CHECK(ps::CheckpointRounds(dir.path.string()).at(0) == std::set<std::uint64_t>{4});
+  CHECK(ps::CheckpointRounds(dir.path.string()).at(1) == std::set<std::uint64_t>{9});  // other shards untouched
+  auto loaded = ps::LoadLatest(dir.path.string(), "job", 0);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->checkpoint.rounds_applied() == 4);
+  auto none = ps::SetAsideCheckpointsAfter(dir.path.string(), 0, 4, aside);
+  REQUIRE(none.ok());
+  CHECK(none->empty());
 }

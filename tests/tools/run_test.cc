@@ -189,7 +189,7 @@ TEST_CASE("A run directory with a previous run is refused, or resumed from its c
           "[run][processes]") {
   const std::vector<std::string> job{"model=mlp",
                                      "workers=2",
-                                     "servers=1",
+                                     "servers=2",
                                      "scheme.name=dense",
                                      "train.rounds=10",
                                      "train.eval_every_rounds=0",
@@ -205,11 +205,11 @@ TEST_CASE("A run directory with a previous run is refused, or resumed from its c
   RunOptions elsewhere = Options(RunDir("resume-empty"), job);
   elsewhere.resume = true;
   CHECK(RunJob(elsewhere) == 2);  // nothing to resume
-  // Without the final checkpoint the newest holds round 8: two rounds are left.
-  for (const auto& e : fs::directory_iterator(dir / "checkpoints")) {
-    if (e.path().filename().string().find("-round-000000000010") != std::string::npos) fs::remove(e.path());
-  }
+  // As if shard 0 had stopped at round 8 and shard 1 at 10: round 8 is the newest both hold, shard
+  // 1's newer file is set aside, and two rounds are left.
+  fs::remove(dir / "checkpoints" / "shard-0-round-000000000010.ckpt");
   REQUIRE(RunJob(resume) == 0);
+  CHECK(fs::exists(dir / "checkpoints" / "superseded" / "shard-1-round-000000000010.ckpt"));
   const auto second = ReadSummary(dir);
   CHECK(second["rounds"] == 10);
   CHECK(second["final_weights_checksum"] == first["final_weights_checksum"]);  // dense keeps no worker state
