@@ -22,6 +22,7 @@
 #include "tools/preflight.h"
 #include "tools/previous_run.h"
 #include "tools/progress.h"
+#include "tools/run_script.h"
 #include "tools/summary.h"
 
 namespace sketchps::tools {
@@ -246,6 +247,9 @@ static absl::StatusOr<JobSpec> LoadScriptJob(const RunOptions& options) {
   if (options.script.path.empty()) return job;
   if (!options.dump_rounds.empty()) return absl::InvalidArgumentError("--dump-gradients: not with --script");
   SKETCHPS_ASSIGN_OR_RETURN(auto keys, DescribeScript(options.script, job.effective_yaml, job.workers));
+  std::vector<std::string> notes;
+  SKETCHPS_RETURN_IF_ERROR(ReconcileScriptKeys(options.job.overrides, job.effective_yaml, keys, &notes));
+  for (const std::string& note : notes) std::fprintf(stderr, "run: %s\n", note.c_str());
   std::vector<std::string> overrides = options.job.overrides;
   overrides.insert(overrides.end(), keys.begin(), keys.end());
   return LoadJobSpec(options.job.job_path, overrides);

@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/status.h"
 #include "launch/child.h"
+#include "yaml-cpp/yaml.h"
 
 namespace sketchps::tools {
 namespace fs = std::filesystem;
@@ -98,6 +102,88 @@ absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& scr
     overrides.emplace_back(absl::StripAsciiWhitespace(line));
   }
   return overrides;
+}
+
+namespace {
+
+// "key=value" split at the first '='.
+std::pair<std::string, std::string> SplitAssignment(const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos) return {assignment, ""};
+  return {assignment.substr(0, eq), assignment.substr(eq + 1)};
+}
+
+YAML::Node ParseValue(const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    return YAML::Node(text);
+  }
+}
+
+bool SameValue(const YAML::Node& a, const YAML::Node& b) {
+  if (a.IsNull() || b.IsNull()) return a.IsNull() == b.IsNull();
+  if (a.IsScalar() && b.IsScalar()) {
+    double x = 0, y = 0;
+    if (YAML::convert<double>::decode(a, x) && YAML::convert<double>::decode(b, y)) {
+      return x == y || std::abs(x - y) <= 1e-12 * std::max(std::abs(x), std::abs(y));
+    }
+    return a.Scalar() == b.Scalar();
+  }
+  if (a.IsSequence() && b.IsSequence() && a.size() == b.size()) {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!SameValue(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  return YAML::Dump(a) == YAML::Dump(b);
+}
+
+std::string Shown(const YAML::Node& v) { return v.IsNull() ? "null (unset)" : YAML::Dump(v); }
+
+// The node at a dotted key path of `root`; a null node when absent.
+YAML::Node At(const YAML::Node& root, const std::string& dotted) {
+  YAML::Node node = YAML::Clone(root);
+  for (absl::string_view key : absl::StrSplit(dotted, '.')) {
+    if (!node.IsMap()) return YAML::Node();
+    node = node[std::string(key)];
+    if (!node) return YAML::Node();
+  }
+  return node;
+}
+
+}  // namespace
+
+absl::Status ReconcileScriptKeys(const std::vector<std::string>& set, const std::string& job_yaml,
+                                 const std::vector<std::string>& script_keys, std::vector<std::string>* notes) {
+  YAML::Node file;
+  try {
+    file = YAML::Load(job_yaml);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec: ", e.what()));
+  }
+  for (const std::string& assignment : script_keys) {
+    const auto [key, text] = SplitAssignment(assignment);
+    const YAML::Node mine = ParseValue(text);
+    bool given = false;
+    for (auto it = set.rbegin(); it != set.rend() && !given; ++it) {
+      const auto [set_key, set_text] = SplitAssignment(*it);
+      if (set_key != key) continue;
+      given = true;  // the last --set of the key is the one that counts
+      if (!SameValue(ParseValue(set_text), mine)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--set ", *it, ": the script defines ", key, " = ", Shown(mine),
+            "; change the script or drop the --set (sketchps run --script takes the model, optimizer and scheme "
+            "from the script)"));
+      }
+    }
+    const YAML::Node in_file = At(file, key);
+    if (!given && key != "layers" && in_file && !in_file.IsNull() && !SameValue(in_file, mine)) {
+      notes->push_back(
+          absl::StrCat(key, ": ", Shown(mine), " from the script (the job file has ", Shown(in_file), ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace sketchps::tools

@@ -30,6 +30,13 @@ struct ScriptOptions {
 absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& script, const std::string& job_yaml,
                                                         std::uint32_t workers);
 
+// No silent overrides: a key the script defines that a --set (`set`, "key=value") also gives with
+// another value is an error naming both; one the job file (`job_yaml`, before the script's keys)
+// gives with another value is taken from the script, and `notes` says so ("optimizer.lr: 0.05 from
+// the script, the job file has 0.1"). Values compare as YAML: numbers by value, the rest as text.
+absl::Status ReconcileScriptKeys(const std::vector<std::string>& set, const std::string& job_yaml,
+                                 const std::vector<std::string>& script_keys, std::vector<std::string>* notes);
+
 std::vector<std::string> ScriptArgv(const ScriptOptions& script);
 // PYTHONPATH with the package's folder first (script.python_path, else <build>/python).
 std::string PackagePythonPath(const ScriptOptions& script);

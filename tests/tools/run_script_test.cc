@@ -101,3 +101,31 @@ TEST_CASE("DescribeScript names a script that fails or writes nothing", "[run_sc
   CHECK(std::string(DescribeScript(missing, "", 1).status().message()) ==
         "--script /nonexistent/train.py: cannot read the file");
 }
+
+TEST_CASE("A --set that the script contradicts is an error naming both values", "[run_script]") {
+  const std::string file = "optimizer: {lr: 0.1, momentum: 0.9}\nscheme: {name: gs_sgd}\nmodel: mlp\n";
+  const std::vector<std::string> script{"model=custom", "optimizer.lr=0.05", "optimizer.momentum=null",
+                                        "scheme.name=gs_sgd"};
+  std::vector<std::string> notes;
+  auto st = ReconcileScriptKeys({"optimizer.lr=0.2"}, file, script, &notes);
+  REQUIRE(st.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(st.message()), Catch::Contains("--set optimizer.lr=0.2") && Catch::Contains("0.05"));
+  // The last --set of a key counts; equal values (as numbers) agree.
+  CHECK(ReconcileScriptKeys({"optimizer.lr=0.2", "optimizer.lr=5e-2"}, file, script, &notes).ok());
+  // A key the script clears (AdamW has no momentum) contradicts a --set of it.
+  st = ReconcileScriptKeys({"optimizer.momentum=0.9"}, file, script, &notes);
+  REQUIRE(!st.ok());
+  CHECK_THAT(std::string(st.message()), Catch::Contains("null"));
+  CHECK(!ReconcileScriptKeys({"scheme.name=topk"}, file, script, &notes).ok());
+}
+
+TEST_CASE("A job-file value the script replaces is reported, not silent", "[run_script]") {
+  const std::string file = "optimizer: {lr: 0.1, momentum: 0.9}\nmodel: mlp\nlayers: [[w, [2]]]\n";
+  std::vector<std::string> notes;
+  REQUIRE(ReconcileScriptKeys({}, file, {"optimizer.lr=0.05", "optimizer.momentum=0.9", "model=custom",
+                                         "layers=[[v, [3]]]", "scheme.density=0.01"},
+                              &notes)
+              .ok());
+  CHECK(notes == std::vector<std::string>{"optimizer.lr: 0.05 from the script (the job file has 0.1)",
+                                          "model: custom from the script (the job file has mlp)"});
+}
