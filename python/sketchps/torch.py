@@ -22,6 +22,7 @@ AdamW with the job's learning-rate schedule) is the C++ core's, on views of the 
 trainable parameters and their .grad are re-pointed into two flat buffers once, and nothing is copied
 per round. The torch optimizer only declares the hyperparameters; they must equal the job's.
 """
+import contextlib
 import json
 import math
 import os
@@ -216,6 +217,17 @@ def _trainable(model, optimizer):
     return named
 
 
+def _refuse_buffers(model):
+    """The replicas keep only parameters equal (the flat buffer): state in buffers, such as BatchNorm's
+    running statistics, would drift apart. Checked before the describe pass writes anything, so
+    `sketchps run --script` fails before it starts a server."""
+    buffers = [n for n, _ in model.named_buffers()]
+    if buffers:
+        raise ConfigError(f"model: has buffer '{buffers[0]}' (state outside the parameters, e.g. BatchNorm running "
+                          "statistics, that the replicas would not keep equal); use GroupNorm or LayerNorm (or no "
+                          "normalization) instead of BatchNorm")
+
+
 def _describe(ctx, named, settings, scheme, density):
     """Writes the job keys this script defines (sketchps run --script reads them), then exits."""
     lines = [f"layers={_core.layout_text([(n, list(p.shape)) for n, p in named])}"]
@@ -249,7 +261,8 @@ class DistributedOptimizer:
 
     overlap (default True): zero_grad() starts the round, and during backward each shard's exchange
     starts as soon as its gradients are complete (as DDP's buckets do); step() waits for them. To
-    accumulate gradients over several backward passes per step, pass overlap=False.
+    accumulate gradients over several backward passes per step, pass overlap=False (no_sync() then
+    marks the passes as DDP's does).
     Decentralized mode with peer.on_failure regroup: when a peer is lost, step() returns
     {"regroup": ..., "redo_from": round}: the survivors rolled the model back to that round and the
     loop goes on from it (opt.round and opt.batch_indices() follow).
@@ -261,6 +274,7 @@ class DistributedOptimizer:
             raise OrderError("DistributedOptimizer: call sketchps.torch.init() first")
         settings = _optimizer_settings(optimizer, model)
         named = _trainable(model, optimizer)
+        _refuse_buffers(model)
         if ctx.describe:
             _describe(ctx, named, settings, scheme, density)
         job = ctx.job
@@ -272,8 +286,8 @@ class DistributedOptimizer:
         self.model = model
         self.job = job
         self._lr = [g["lr"] for g in optimizer.param_groups]
-        buffers = [n for n, _ in model.named_buffers()]
-        self._worker = _core.Worker(job, ctx.config, named, buffers, overlap)
+        self._overlap = overlap
+        self._worker = _core.Worker(job, ctx.config, named, [], overlap)  # buffers: refused above
         self._compute_start = None
         self.last_stats = None
 
@@ -295,11 +309,27 @@ class DistributedOptimizer:
         if [g["lr"] for g in self.optimizer.param_groups] != self._lr:
             raise ConfigError("optimizer.lr: changed after DistributedOptimizer was made; the learning rate "
                               "follows the job's optimizer.schedule (set it there)")
+        if self.done and not self._worker.finished:
+            raise OrderError(f"step: the job's {self.rounds} rounds are done (check DistributedOptimizer.done before "
+                             "stepping)")
         value = float(loss) if loss is not None else float("nan")
         compute = time.monotonic() - self._compute_start if self._compute_start is not None else 0.0
         self._compute_start = None
         self.last_stats = json.loads(self._worker.step(value, compute))
         return self.last_stats
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """DDP's no_sync() for gradient accumulation: the backward passes inside add their gradients
+        to .grad, and the step's exchange takes the sum. It needs DistributedOptimizer(...,
+        overlap=False), where every backward accumulates until step() anyway (no_sync only marks
+        it); with overlap (the default) the exchange starts during the first backward, so no_sync
+        raises OrderError at once, before a partial gradient could be sent."""
+        if self._overlap:
+            raise OrderError("no_sync: gradient accumulation over several backward passes needs "
+                             "DistributedOptimizer(..., overlap=False) (with overlap, each shard's exchange starts "
+                             "during the first backward)")
+        yield
 
     def evaluate(self, correct, samples, loss_sum, final=False, seconds=0.0):
         """Sums this rank's evaluation counts over every worker (each evaluates its share) and records
