@@ -106,7 +106,7 @@ struct JobSpec {
 // (its section as written). Not job_id, paths, checkpoints, evaluation or peer timeouts.
 Fingerprint JobFingerprint(const JobSpec& job, const YAML::Node& root);
 
-// The embedded default job (gs-SGD, CNN, Fashion-MNIST, 4 workers, 2 servers, one epoch).
+// The embedded default job (top-k at density 0.01, CNN, Fashion-MNIST, 4 workers, 2 servers, one epoch).
 const std::string& DefaultJobSpecYaml();
 
 // Parses `yaml_text` (named `source` in errors) with `overrides` ("a.b=value") applied first.

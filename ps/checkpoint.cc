@@ -73,7 +73,8 @@ absl::StatusOr<std::vector<std::string>> SetAsideCheckpointsAfter(const std::str
     fs::create_directories(aside, ec);
     const fs::path to = fs::path(aside) / file.filename();
     if (!ec) fs::rename(file, to, ec);
-    if (ec) return absl::UnavailableError(absl::StrCat(file.string(), ": cannot move it to ", aside, ": ", ec.message()));
+    if (ec)
+      return absl::UnavailableError(absl::StrCat(file.string(), ": cannot move it to ", aside, ": ", ec.message()));
     moved.push_back(to.string());
   }
   return moved;

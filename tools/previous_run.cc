@@ -36,8 +36,8 @@ absl::StatusOr<std::vector<std::uint64_t>> CommonRounds(const std::map<std::uint
     }
   }
   if (!common || common->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--resume: no round has a checkpoint of every shard in ", dir,
-                                                   " (", absl::StrJoin(held, "; "), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--resume: no round has a checkpoint of every shard in ", dir, " (",
+                                                   absl::StrJoin(held, "; "), ")"));
   }
   return std::vector<std::uint64_t>(common->rbegin(), common->rend());
 }
@@ -69,7 +69,8 @@ absl::StatusOr<std::uint64_t> ResumeRound(const std::map<std::uint32_t, std::set
   for (const std::uint64_t r : common) {
     if (r <= recorded) return r;
   }
-  std::fprintf(stderr, "run: warning: the workers' records end at round %llu, the oldest checkpoint every shard "
+  std::fprintf(stderr,
+               "run: warning: the workers' records end at round %llu, the oldest checkpoint every shard "
                "holds is round %llu: rounds %llu to %llu will have no records\n",
                static_cast<unsigned long long>(recorded), static_cast<unsigned long long>(common.back()),
                static_cast<unsigned long long>(recorded), static_cast<unsigned long long>(common.back() - 1));

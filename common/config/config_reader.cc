@@ -62,6 +62,7 @@ absl::StatusOr<ConfigReader> ConfigReader::Child(const std::string& key) {
 
 bool ConfigReader::Has(const std::string& key) {
   known_.insert(key);
+  KeyCatalog::Record(KeyPath(key), std::nullopt);
   return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
 }
 

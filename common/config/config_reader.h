@@ -12,12 +12,16 @@
 // Not thread-safe; the node must outlive the reader.
 #pragma once
 
+#include <iomanip>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/config/key_catalog.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sketchps {
@@ -64,9 +68,42 @@ class ConfigReader {
   std::set<std::string> known_;
 };
 
+namespace config_internal {
+// The value as the key reference shows a default (common/config/key_catalog.h); nullopt when it has
+// no plain form.
+template <class T>
+std::optional<std::string> DefaultText(const T& value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value ? "true" : "false";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return value;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    std::ostringstream s;
+    s << std::setprecision(17) << static_cast<double>(value);
+    return s.str();
+  } else if constexpr (std::is_integral_v<T>) {
+    return std::to_string(value);
+  } else if constexpr (requires {
+                         value.begin();
+                         typename T::value_type;
+                       }) {
+    std::string out = "[";
+    for (const auto& item : value) {
+      auto text = DefaultText(item);
+      if (!text) return std::nullopt;
+      out += (out.size() > 1 ? ", " : "") + *text;
+    }
+    return out + "]";
+  } else {
+    return std::nullopt;
+  }
+}
+}  // namespace config_internal
+
 template <class T>
 absl::Status ConfigReader::Get(const std::string& key, T& out) {
   known_.insert(key);
+  KeyCatalog::Record(KeyPath(key), config_internal::DefaultText(out));
   // An absent key and a null one (`key: ~`, `--set key=null`) keep the default.
   if (!node_ || !node_.IsMap() || !node_[key] || node_[key].IsNull()) return absl::OkStatus();
   const YAML::Node value = node_[key];

@@ -122,8 +122,9 @@ TEST_CASE("A --set that the script contradicts is an error naming both values", 
 TEST_CASE("A job-file value the script replaces is reported, not silent", "[run_script]") {
   const std::string file = "optimizer: {lr: 0.1, momentum: 0.9}\nmodel: mlp\nlayers: [[w, [2]]]\n";
   std::vector<std::string> notes;
-  REQUIRE(ReconcileScriptKeys({}, file, {"optimizer.lr=0.05", "optimizer.momentum=0.9", "model=custom",
-                                         "layers=[[v, [3]]]", "scheme.density=0.01"},
+  REQUIRE(ReconcileScriptKeys({}, file,
+                              {"optimizer.lr=0.05", "optimizer.momentum=0.9", "model=custom", "layers=[[v, [3]]]",
+                               "scheme.density=0.01"},
                               &notes)
               .ok());
   CHECK(notes == std::vector<std::string>{"optimizer.lr: 0.05 from the script (the job file has 0.1)",
