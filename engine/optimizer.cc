@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "kernels/optimizer.h"
 #include "kernels/sparse.h"
+#include "kernels/vector_ops.h"
 
 namespace sketchps {
 namespace {
@@ -80,6 +81,7 @@ const char* OptimizerName(OptimizerKind kind) {
     case OptimizerKind::kSgd: return "sgd";
     case OptimizerKind::kAdam: return "adam";
     case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kExternal: return "external";
   }
   return "sgd";
 }
@@ -87,6 +89,14 @@ const char* OptimizerName(OptimizerKind kind) {
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& c, const std::string& prefix) {
   SKETCHPS_RETURN_IF_ERROR(ValidateSchedule(c.lr, prefix));
   SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".weight_decay", c.weight_decay, 0.0, 1.0, false));
+  if (c.kind == OptimizerKind::kExternal) {
+    if (c.weight_decay != 0.0 || !c.no_decay.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ".weight_decay / ", prefix,
+                                                     ".no_decay: not with name external (the torch optimizer "
+                                                     "applies its own weight decay)"));
+    }
+    return absl::OkStatus();
+  }
   if (c.kind == OptimizerKind::kSgd) {
     SKETCHPS_RETURN_IF_ERROR(Range(prefix + ".momentum", c.momentum, 0.0, 1.0, true));
     if (c.nesterov && c.momentum == 0.0) {
@@ -106,6 +116,7 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& c, const std::string
 }
 
 std::uint64_t OptimizerStateSize(const OptimizerConfig& config, std::uint64_t dim, bool global_momentum) {
+  if (config.kind == OptimizerKind::kExternal) return 0;
   if (config.kind != OptimizerKind::kSgd) return 2 * dim;
   return global_momentum && config.momentum > 0.0 ? dim : 0;
 }
@@ -113,7 +124,9 @@ std::uint64_t OptimizerStateSize(const OptimizerConfig& config, std::uint64_t di
 Optimizer::Optimizer(const OptimizerConfig& config, std::uint64_t dim, bool global_momentum, const LayerTable& layers)
     : config_(config),
       dim_(dim),
-      momentum_(!global_momentum ? 0.0 : (config.kind == OptimizerKind::kSgd ? config.momentum : config.beta1)),
+      momentum_(!global_momentum || config.kind == OptimizerKind::kExternal
+                    ? 0.0
+                    : (config.kind == OptimizerKind::kSgd ? config.momentum : config.beta1)),
       exec_{nullptr, &scratch_},
       state_(OptimizerStateSize(config, dim, global_momentum)),
       dense_g_(adam() || momentum_ > 0.0 || config.weight_decay > 0.0 ? dim : 0) {
@@ -185,6 +198,7 @@ absl::Status Optimizer::StepAdam(const float* d_g, float* d_w, double lr, std::u
 }
 
 absl::Status Optimizer::Apply(const Aggregate& g, float* d_w, const StepClock& clock) {
+  if (config_.kind == OptimizerKind::kExternal) return WriteAggregate(g, d_w);
   const double lr = LearningRate(config_.lr, clock.epoch);
   // Plain SGD on a sparse aggregate touches only its entries.
   if (const auto* sparse = std::get_if<SparseVector>(&g); sparse != nullptr && dense_g_.size() == 0) {
@@ -212,6 +226,29 @@ absl::Status Optimizer::Apply(const Aggregate& g, float* d_w, const StepClock& c
   const float* d_g = nullptr;
   SKETCHPS_RETURN_IF_ERROR(Densify(g, &d_g));
   return adam() ? StepAdam(d_g, d_w, lr, clock.round) : StepSgd(d_g, d_w, static_cast<float>(lr));
+}
+
+absl::Status Optimizer::WriteAggregate(const Aggregate& g, float* d_w) {
+  if (const auto* dense = std::get_if<DenseValues>(&g); dense != nullptr) {
+    if (dense->values.size() != dim_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregate has ", dense->values.size(), " values, expected ", dim_));
+    }
+    kernels::CopyToDevice(d_w, dense->values.data(), dim_ * sizeof(float));
+    return absl::OkStatus();
+  }
+  const auto& sparse = std::get<SparseVector>(g);
+  if (sparse.dim != dim_ || sparse.idx.size() != sparse.val.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("sparse aggregate over ", sparse.dim, " entries, expected ", dim_));
+  }
+  if (idx_.size() < sparse.idx.size()) {
+    idx_ = kernels::DeviceArray<std::uint32_t>(sparse.idx.size());
+    val_ = kernels::DeviceArray<float>(sparse.idx.size());
+  }
+  idx_.FromHost(sparse.idx);
+  val_.FromHost(sparse.val);
+  SKETCHPS_RETURN_IF_ERROR(kernels::Fill(0.0f, d_w, dim_, exec_));
+  return kernels::ScatterAdd(idx_.data(), val_.data(), sparse.idx.size(), d_w, dim_, exec_);
 }
 
 std::vector<float> Optimizer::State() const { return state_.ToHost(); }

@@ -46,8 +46,11 @@ struct OptimizerConfig;
 // The size of an Optimizer's State() over `dim` entries (SGD with momentum: dim; Adam: 2 * dim).
 std::uint64_t OptimizerStateSize(const OptimizerConfig& config, std::uint64_t dim, bool global_momentum);
 
-enum class OptimizerKind { kSgd, kAdam, kAdamW };
-// "sgd", "adam", "adamw".
+// kExternal: the replicas apply no update; Apply writes the aggregate G_t itself into the
+// destination (the Python package's DistributedOptimizer then gives it to a torch optimizer as the
+// gradient, Horovod-style, docs/pytorch.md). It has no state and no learning rate of its own.
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kExternal };
+// "sgd", "adam", "adamw", "external".
 const char* OptimizerName(OptimizerKind kind);
 
 struct OptimizerConfig {
@@ -81,7 +84,7 @@ class Optimizer {
   // first moment (SGD momentum 0, Adam beta1 0).
   Optimizer(const OptimizerConfig& config, std::uint64_t dim, bool global_momentum, const LayerTable& layers = {});
 
-  // w <- step(w, g) for the range's weights d_w (dim floats, device memory).
+  // w <- step(w, g) for the range's weights d_w (dim floats, device memory); kExternal: w <- g.
   absl::Status Apply(const Aggregate& g, float* d_w, const StepClock& clock);
 
   // The state as one host array (SGD with momentum: dim floats; Adam: 2 * dim; else empty).
@@ -97,9 +100,10 @@ class Optimizer {
     bool decays = true;
   };
   absl::Status Densify(const Aggregate& g, const float** d_g);
+  absl::Status WriteAggregate(const Aggregate& g, float* d_w);  // kExternal
   absl::Status StepSgd(const float* d_g, float* d_w, float lr);
   absl::Status StepAdam(const float* d_g, float* d_w, double lr, std::uint64_t round);
-  bool adam() const { return config_.kind != OptimizerKind::kSgd; }
+  bool adam() const { return config_.kind == OptimizerKind::kAdam || config_.kind == OptimizerKind::kAdamW; }
 
   const OptimizerConfig config_;
   const std::uint64_t dim_;

@@ -86,8 +86,20 @@ absl::Status ReadOptimizerKind(ConfigReader& r, OptimizerConfig& o) {
     o.kind = OptimizerKind::kAdam;
   } else if (name == "adamw") {
     o.kind = OptimizerKind::kAdamW;
+  } else if (name == "external") {
+    o.kind = OptimizerKind::kExternal;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(r.KeyPath("name"), ": '", name, "' is not sgd, adam or adamw"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.KeyPath("name"), ": '", name, "' is not sgd, adam, adamw or external"));
+  }
+  if (o.kind == OptimizerKind::kExternal) {
+    for (const char* key : {"momentum", "nesterov", "betas", "eps", "freeze_variance"}) {
+      if (r.Has(key)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(r.KeyPath(key), ": not a key of external (the torch optimizer holds its settings)"));
+      }
+    }
+    return absl::OkStatus();
   }
   const bool sgd = o.kind == OptimizerKind::kSgd;
   for (const char* key : sgd ? std::vector<const char*>{"betas", "eps", "freeze_variance"}
@@ -176,6 +188,18 @@ absl::Status ReadClockedSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_RETURN_IF_ERROR(ReadOptimizer(root, job));
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader scheme, root.Child("scheme"));
   SKETCHPS_ASSIGN_OR_RETURN(job.scheme, ParseSchemeSection(scheme, job.clock()));
+  if (job.optimizer.kind == OptimizerKind::kExternal) {
+    if (!job.scheme.global_momentum) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scheme.name: ", job.scheme.name,
+          " keeps its own momentum, which a torch optimizer would apply again: not with optimizer.name external"));
+    }
+    if (job.decentralized() && job.peer.on_failure == OnPeerFailure::kRegroup) {
+      return absl::InvalidArgumentError(
+          "peer.on_failure: regroup rolls the replicas back a round, which a torch optimizer's state cannot "
+          "follow: set peer.on_failure: stop with optimizer.name external");
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -16,7 +16,13 @@ absl::Status Prefixed(const absl::Status& status, const std::string& key) {
 
 }  // namespace
 
-absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job, std::vector<std::string>* advisories) {
+absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job, std::vector<std::string>* advisories,
+                                                      bool script_workers) {
+  if (!script_workers && job.optimizer.kind == OptimizerKind::kExternal) {
+    return absl::InvalidArgumentError(
+        "optimizer.name: external is for workers that run a torch optimizer (the Python package, sketchps run "
+        "--script); sketchps-worker applies the replicated optimizer: choose sgd, adam or adamw");
+  }
   auto shards = MakeShardMap(job.layout, job.servers);
   SKETCHPS_RETURN_IF_ERROR(
       Prefixed(shards.status(), absl::StrCat("servers (", job.servers, " shards of model ", job.model, ")")));
@@ -39,6 +45,7 @@ absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job, std::v
     for (const std::string& a : (*built)->Advisories())
       advisories->push_back(absl::StrCat("scheme.", job.scheme.name, ", ", a));
   }
+  if (script_workers) return worker::DatasetSizes{job.data.train_samples, 0};  // the script reads its own data
   return worker::CheckFashionMnist(job);
 }
 

@@ -6,7 +6,8 @@
 //   - every shard's scheme and optimizer can be built for this model, as each worker builds them
 //     (engine/replica.h);
 //   - the data set: the files exist, their headers agree and hold data.train_samples
-//     (worker/idx_file.h).
+//     (worker/idx_file.h); not for script workers (sketchps run --script), which read their own;
+//   - optimizer.name external only for script workers.
 #pragma once
 
 #include <string>
@@ -20,8 +21,10 @@ namespace sketchps::tools {
 
 // The data set's sizes when the job can run; else the first problem (InvalidArgument or NotFound),
 // its message starting with the key. Warnings that do not stop the job (Scheme::advisory, each
-// starting with "scheme.<name>") go to *advisories when given.
+// starting with "scheme.<name>") go to *advisories when given. `script_workers`: the workers are a
+// Python script (sketchps run --script).
 absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job,
-                                                      std::vector<std::string>* advisories = nullptr);
+                                                      std::vector<std::string>* advisories = nullptr,
+                                                      bool script_workers = false);
 
 }  // namespace sketchps::tools

@@ -91,7 +91,7 @@ absl::Status Launch::PrepareRunDirectory() {
 absl::Status Launch::Prepare() {
   SKETCHPS_ASSIGN_OR_RETURN(faults_, Faults::Plan(options_.kills, job_));
   std::vector<std::string> advisories;
-  SKETCHPS_ASSIGN_OR_RETURN(data_, CheckJobRunnable(job_, &advisories));
+  SKETCHPS_ASSIGN_OR_RETURN(data_, CheckJobRunnable(job_, &advisories, !options_.script.path.empty()));
   for (const std::string& a : advisories) std::fprintf(stderr, "run: warning: %s\n", a.c_str());
   SKETCHPS_RETURN_IF_ERROR(PrepareRunDirectory());
   ClusterOptions c;

@@ -83,6 +83,12 @@ int Run(Flags& flags) {
     spdlog::error("bad job spec: {}", std::string(job.status().message()));
     return 2;
   }
+  if (job->optimizer.kind == OptimizerKind::kExternal) {
+    spdlog::error(
+        "optimizer.name: external is for workers that run a torch optimizer (the Python package); "
+        "sketchps-worker applies the replicated optimizer: choose sgd, adam or adamw");
+    return 2;
+  }
   if (flags.world_size && *flags.world_size != job->workers) {
     spdlog::error("--world-size / WORLD_SIZE {} disagrees with the job's workers: {}", *flags.world_size, job->workers);
     return 2;

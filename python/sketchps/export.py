@@ -24,6 +24,10 @@ def state_dict_from_checkpoints(job_path, checkpoints):
     if job.mode != "ps":
         raise ConfigError("mode: decentralized jobs have no servers and no checkpoints; save the model from the "
                           "script (torch.save on rank 0)")
+    if job.optimizer == "external":
+        raise ConfigError("optimizer.name: external (a torch optimizer applied the updates): the servers hold the "
+                          "last aggregated gradient, not weights; save the model from the script (torch.save on "
+                          "rank 0)")
     rounds, layout, flat = _core.load_checkpoints(checkpoints, job.job_id, job.servers)
     state, offset = collections.OrderedDict(), 0
     for name, shape in layout:

@@ -137,15 +137,31 @@ _SUPPORTED = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.Adam
 _OFF = ("amsgrad", "maximize", "capturable", "differentiable", "fused")  # options that must be off
 
 
+def _external_settings(optimizer):
+    """optimizer.name external: any torch optimizer applies the update to the aggregated gradient."""
+    return {"name": "external", "lr": float(optimizer.param_groups[0]["lr"]), "weight_decay": 0.0, "no_decay": []}
+
+
+def _applies(optimizer, apply):
+    """Who applies the update: "sketchps" (the replicated SGD, Adam or AdamW in C++, on the workers and
+    the servers' master copy) or "torch" (the user's optimizer, on the aggregated gradient)."""
+    if apply not in ("auto", "sketchps", "torch"):
+        raise ConfigError(f"apply: '{apply}' is not auto, sketchps or torch")
+    if apply != "auto":
+        return apply
+    supported = type(optimizer) in _SUPPORTED and not any(g.get(k) for g in optimizer.param_groups for k in _OFF)
+    return "sketchps" if supported else "torch"
+
+
 def _optimizer_settings(optimizer, model):
     """The job's optimizer keys that `optimizer` (torch's SGD, Adam or AdamW) stands for: name, lr,
     momentum/nesterov or betas/eps, weight_decay and no_decay (the parameters of param groups with
     weight decay 0 while others have it). Param groups may differ only in weight_decay (wd or 0)."""
     name = _SUPPORTED.get(type(optimizer))
     if name is None:
-        raise ConfigError(f"optimizer: {type(optimizer).__name__} is not supported: sketchps applies the update "
-                          "itself (the servers keep the master copy); pass torch.optim.SGD, torch.optim.Adam or "
-                          "torch.optim.AdamW")
+        raise ConfigError(f"optimizer: {type(optimizer).__name__} cannot be applied by sketchps (it applies SGD, "
+                          "Adam and AdamW itself); pass apply=\"torch\" (or \"auto\") to let the torch optimizer "
+                          "apply the aggregated gradient")
     groups = optimizer.param_groups
     keys = ("lr", "momentum", "nesterov", "dampening") if name == "sgd" else ("lr", "betas", "eps")
     first = {k: groups[0][k] for k in keys}
@@ -182,7 +198,10 @@ def _settings_overrides(settings):
            f"optimizer.weight_decay={settings['weight_decay']!r}",
            f"optimizer.no_decay={json.dumps(settings['no_decay'])}"]
     # The other optimizer's keys are cleared (null): a job file written for SGD may hold momentum.
-    if settings["name"] == "sgd":
+    if settings["name"] == "external":
+        out += ["optimizer.momentum=null", "optimizer.nesterov=null", "optimizer.betas=null", "optimizer.eps=null",
+                "optimizer.freeze_variance=null"]
+    elif settings["name"] == "sgd":
         out += [f"optimizer.momentum={settings['momentum']!r}",
                 f"optimizer.nesterov={str(settings['nesterov']).lower()}", "optimizer.betas=null",
                 "optimizer.eps=null"]
@@ -195,6 +214,8 @@ def _settings_overrides(settings):
 def _check_optimizer(job, settings):
     """The job's optimizer section must be the one the script's optimizer stands for."""
     _check_equal("optimizer.name", job.optimizer, settings["name"], "the torch optimizer")
+    if settings["name"] == "external":
+        return  # the torch optimizer holds its own settings
     for key in ("lr", "weight_decay"):
         _check_equal(f"optimizer.{key}", getattr(job, key), settings[key], "the torch optimizer")
     _check_equal("optimizer.no_decay", sorted(job.no_decay), settings["no_decay"], "the param groups")
@@ -269,14 +290,23 @@ def _describe(ctx, named, settings, scheme, density):
 
 
 class DistributedOptimizer:
-    """The user's torch.optim.SGD, Adam or AdamW turned into compressed data-parallel training over
-    the job.
+    """The user's torch optimizer turned into compressed data-parallel training over the job.
 
-    scheme / density: the method (scheme.name) and its density; None takes the job's. The
-    optimizer's settings must equal the job's optimizer section (the servers apply the same update):
-    name, lr, momentum and nesterov (SGD) or betas and eps (Adam, AdamW), weight_decay, and
-    no_decay (the parameters of param groups whose weight_decay is 0, e.g. biases and norms); the
-    job's learning-rate schedule applies.
+    scheme / density: the method (scheme.name) and its density; None takes the job's.
+
+    apply: who applies the update to the round's aggregated gradient G_t.
+      "sketchps": the replicated SGD, Adam or AdamW in C++ on every worker and on the servers'
+        master copy (so a worker or shard that restarts rejoins with the weights and the optimizer
+        state). The optimizer's settings must equal the job's optimizer section: name, lr, momentum
+        and nesterov (SGD) or betas and eps (Adam, AdamW), weight_decay, and no_decay (the
+        parameters of param groups whose weight_decay is 0, e.g. biases and norms); the job's
+        learning-rate schedule applies and changing a group's lr is an error.
+      "torch": Horovod-style: step() writes G_t into every .grad and calls your optimizer's step(),
+        so any torch.optim.Optimizer and any LR scheduler work, and every rank applies the same
+        update to the same gradient (the job's optimizer.name is external; the servers hold G_t, not
+        weights, and a worker cannot rejoin a running job; schemes with their own momentum, DGC,
+        SDAGC and Sketched-SGD, are refused, as is peer.on_failure regroup).
+      "auto" (default): "sketchps" for torch's SGD, Adam and AdamW, "torch" for any other.
 
     Creating it joins the job: afterwards the model's trainable parameters hold the servers' weights
     (parameter-server mode) and are views into one flat buffer, as is each .grad; frozen parameters
@@ -291,11 +321,12 @@ class DistributedOptimizer:
     loop goes on from it (opt.round and opt.batch_indices() follow).
     """
 
-    def __init__(self, optimizer, model, scheme=None, density=None, overlap=True):
+    def __init__(self, optimizer, model, scheme=None, density=None, overlap=True, apply="auto"):
         ctx = _context
         if ctx is None:
             raise OrderError("DistributedOptimizer: call sketchps.torch.init() first")
-        settings = _optimizer_settings(optimizer, model)
+        self._apply = _applies(optimizer, apply)
+        settings = _optimizer_settings(optimizer, model) if self._apply == "sketchps" else _external_settings(optimizer)
         named = _trainable(model, optimizer)
         _refuse_buffers(model)
         if ctx.describe:
@@ -331,9 +362,10 @@ class DistributedOptimizer:
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        if [g["lr"] for g in self.optimizer.param_groups] != self._lr:
-            raise ConfigError("optimizer.lr: changed after DistributedOptimizer was made; the learning rate "
-                              "follows the job's optimizer.schedule (set it there)")
+        if self._apply == "sketchps" and [g["lr"] for g in self.optimizer.param_groups] != self._lr:
+            raise ConfigError("optimizer.lr: changed after DistributedOptimizer was made; sketchps applies the update "
+                              "with the job's optimizer.schedule (set it there), or pass apply=\"torch\" to keep "
+                              "your LR scheduler and let the torch optimizer apply the aggregated gradient")
         if self.done and not self._worker.finished:
             raise OrderError(f"step: the job's {self.rounds} rounds are done (check DistributedOptimizer.done before "
                              "stepping; a DataLoader loop runs `for epoch in range(opt.epochs)` over a "
@@ -344,6 +376,8 @@ class DistributedOptimizer:
         self.last_stats = json.loads(self._worker.step(value, compute))
         if "redo_from" in self.last_stats:
             self._regroups += 1
+        elif self._apply == "torch":
+            self.optimizer.step()  # .grad holds the round's aggregate G_t, the same on every rank
         return self.last_stats
 
     @contextlib.contextmanager

@@ -3,8 +3,10 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "common/checksum.h"
 #include "common/config/cli.h"
 #include "common/status.h"
 #include "engine/optimizer.h"
@@ -40,7 +42,13 @@ absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, c
   std::unique_ptr<PyWorker> w(new PyWorker(std::move(flat), job.train.seed));
   SKETCHPS_RETURN_IF_ERROR(w->log_.Open(config.metrics_out));
   SKETCHPS_ASSIGN_OR_RETURN(w->session_, worker::Session::Create(options, w->flat_.layers(), w->flat_.params()));
+  w->external_ = job.optimizer.kind == OptimizerKind::kExternal;
   SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->flat_.params()));
+  if (w->external_ && w->first_round_ > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "optimizer.name external: this worker would rejoin the running job at round ", w->first_round_,
+        ", but the torch optimizer's state lives in the script; restart the job (from your own checkpoint)"));
+  }
   w->next_round_ = w->first_round_;
   w->session_->RememberRoundStart(w->next_round_, w->flat_.params());
   if (overlap) {
@@ -56,7 +64,7 @@ absl::Status PyWorker::ZeroGrad() {
   }
   flat_.ZeroGrad();
   if (watch_ && !flight_ && next_round_ < last_round()) {
-    flight_ = session_->StartRound(next_round_, flat_.grads(), flat_.params());
+    flight_ = session_->StartRound(next_round_, flat_.grads(), destination());
     flight_start_ = absl::Now();
     watch_->Arm([flight = &*flight_](std::uint32_t s) { flight->Ready(s); });
   }
@@ -65,7 +73,7 @@ absl::Status PyWorker::ZeroGrad() {
 
 absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_seconds) {
   if (!flight_) {
-    return session_->Step(next_round_, loss, flat_.grads(), flat_.params(), absl::Seconds(compute_seconds));
+    return session_->Step(next_round_, loss, flat_.grads(), destination(), absl::Seconds(compute_seconds));
   }
   watch_->Finish();
   const bool repeated = watch_->repeated();
@@ -77,7 +85,7 @@ absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_sec
         "gradients were sent; to accumulate gradients over several backward passes, create "
         "DistributedOptimizer(..., overlap=False)");
   }
-  return session_->Complete(next_round_, loss, std::move(runs), flat_.params());
+  return session_->Complete(next_round_, loss, std::move(runs), destination());
 }
 
 absl::StatusOr<nlohmann::json> PyWorker::Recover(const absl::Status& failure) {
@@ -88,6 +96,14 @@ absl::StatusOr<nlohmann::json> PyWorker::Recover(const absl::Status& failure) {
   next_round_ = g.round;
   session_->RememberRoundStart(next_round_, flat_.params());
   return record;
+}
+
+void PyWorker::WritePending() {
+  if (!pending_) return;
+  if (external_) {
+    (*pending_)["checksum"] = absl::StrFormat("%016x", WeightsChecksum({flat_.params(), flat_.dim()}));
+  }
+  log_.Write(*std::exchange(pending_, std::nullopt));
 }
 
 absl::Status PyWorker::Usable(const char* call) const {
@@ -113,7 +129,8 @@ absl::StatusOr<std::string> PyWorker::Step(float loss, double compute_seconds) {
   nlohmann::json& record = *exchanged;
   if (std::isnan(loss)) record.erase("loss");  // step() without a loss
   if (regroup_note_) record["regroup"] = *std::exchange(regroup_note_, std::nullopt);
-  if (pending_) log_.Write(*pending_);
+  if (external_) record["aggregate_checksum"] = record["checksum"];
+  WritePending();
   pending_ = record;
   ++next_round_;
   session_->RememberRoundStart(next_round_, flat_.params());
@@ -135,7 +152,7 @@ absl::StatusOr<std::string> PyWorker::Evaluate(double correct, double samples, d
 absl::Status PyWorker::Finish() {
   if (finished_) return absl::OkStatus();
   finished_ = true;
-  if (pending_) log_.Write(*std::exchange(pending_, std::nullopt));
+  WritePending();
   return session_->Finish(next_round_);
 }
 
@@ -143,7 +160,7 @@ absl::Status PyWorker::Abandon(const std::string& reason) {
   if (finished_) return absl::OkStatus();
   finished_ = true;
   abandoned_ = true;
-  if (pending_) log_.Write(*std::exchange(pending_, std::nullopt));
+  WritePending();
   return session_->ReportFailure(next_round_, reason);
 }
 

@@ -15,6 +15,14 @@
 // Decentralized mode with peer.on_failure regroup: a round that fails because a peer is lost makes
 // the survivors regroup (Session::Recover): the parameters and the optimizer state roll back to
 // the agreed round, next_round() moves back to it, and Step's record carries "regroup".
+//
+// optimizer.name external (a torch optimizer applies the update, Horovod-style): the round writes
+// the aggregate G_t into the gradient buffer instead of updating the parameters (engine/optimizer.h),
+// the servers hold G_t as their copy and compare its checksum with the worker's every round, and the
+// caller then steps its torch optimizer. Step's record carries "aggregate_checksum"; the record
+// written to the metrics has "checksum" of the parameters after the caller's update (it is written at
+// the next Step, Finish or Abandon). Such a worker cannot rejoin a running job (the torch optimizer's
+// state is the script's).
 #pragma once
 
 #include <cstdint>
@@ -90,6 +98,10 @@ class PyWorker {
   absl::StatusOr<nlohmann::json> Exchange(float loss, double compute_seconds);
   // After a failed round: regroup (decentralized) or the failure.
   absl::StatusOr<nlohmann::json> Recover(const absl::Status& failure);
+  // Where a round writes: the parameters (the replicated optimizer) or, external, the gradients.
+  float* destination() { return external_ ? flat_.grads() : flat_.params(); }
+  // Writes the pending record (external: with the checksum of the parameters as the caller left them).
+  void WritePending();
 
   worker::FlatModel flat_;
   std::unique_ptr<worker::Session> session_;
@@ -104,6 +116,7 @@ class PyWorker {
   std::uint64_t next_round_ = 0;
   bool finished_ = false;
   bool abandoned_ = false;  // by Abandon (finished_ is then set too)
+  bool external_ = false;   // optimizer.name external
 };
 
 }  // namespace sketchps::python

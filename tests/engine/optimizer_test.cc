@@ -96,6 +96,26 @@ TEST_CASE("Optimizer without momentum updates only the sparse entries", "[optimi
   CHECK(opt.Apply(SparseVector{11, {1}, {1.0f}}, d_w.data(), StepClock{}).code() == absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("The external optimizer writes the aggregate itself into the destination and keeps no state", "[optimizer]") {
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::kExternal;
+  REQUIRE(ValidateOptimizerConfig(cfg).ok());
+  Optimizer opt(cfg, 6, /*global_momentum=*/true);
+  CHECK(opt.momentum() == 0.0);
+  CHECK(opt.state_size() == 0);
+  CHECK(OptimizerStateSize(cfg, 6, true) == 0);
+  kernels::DeviceArray<float> d_w(std::vector<float>(6, 7.0f));
+  REQUIRE(opt.Apply(SparseVector{6, {1, 4}, {2.0f, -3.0f}}, d_w.data(), StepClock{3, 0.5}).ok());
+  CHECK(d_w.ToHost() == std::vector<float>{0, 2, 0, 0, -3, 0});  // every other entry zeroed
+  REQUIRE(opt.Apply(DenseValues{{1, 2, 3, 4, 5, 6}}, d_w.data(), StepClock{}).ok());
+  CHECK(d_w.ToHost() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(opt.Apply(DenseValues{{1, 2}}, d_w.data(), StepClock{}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(opt.Apply(SparseVector{7, {1}, {1.0f}}, d_w.data(), StepClock{}).code() == absl::StatusCode::kInvalidArgument);
+  cfg.weight_decay = 0.01;
+  CHECK_THAT(std::string(ValidateOptimizerConfig(cfg).message()), Catch::Contains("optimizer.weight_decay"));
+  CHECK(std::string(OptimizerName(OptimizerKind::kExternal)) == "external");
+}
+
 TEST_CASE("Optimizer config validation names the key", "[optimizer]") {
   OptimizerConfig cfg;
   cfg.momentum = 1.0;

@@ -45,7 +45,8 @@ std::map<std::string, std::optional<std::string>> KeysInTheCode() {
   KeyCatalog catalog;
   std::vector<std::vector<std::string>> variants;
   for (const std::string& scheme : SchemeNames()) variants.push_back({"scheme.name=" + scheme});
-  for (const char* schedule : {"constant", "step", "cosine"}) variants.push_back({std::string("optimizer.schedule=") + schedule});
+  for (const char* schedule : {"constant", "step", "cosine"})
+    variants.push_back({std::string("optimizer.schedule=") + schedule});
   for (const char* name : {"sgd", "adam", "adamw"}) {
     variants.push_back({std::string("optimizer.name=") + name, "optimizer.momentum=null"});
   }

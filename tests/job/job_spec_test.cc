@@ -109,3 +109,16 @@ TEST_CASE("Job spec errors name the key", "[job_spec]") {
   CHECK_THAT(Error("", {"workers.x=1", "workers.x.y=2"}), Catch::Contains("not a mapping"));
   CHECK(LoadJobSpec("/nonexistent/job.yaml").status().code() == absl::StatusCode::kNotFound);
 }
+
+TEST_CASE("optimizer.name external takes no optimizer settings and refuses what a torch optimizer cannot follow",
+          "[job_spec]") {
+  auto job = ParseJobSpec("optimizer: {name: external}\nscheme: {name: topk}\n", "t.yaml");
+  REQUIRE(job.ok());
+  CHECK(job->optimizer.kind == OptimizerKind::kExternal);
+  CHECK_THAT(Error("optimizer: {name: external, betas: [0.9, 0.99]}\n"), Catch::StartsWith("optimizer.betas"));
+  CHECK_THAT(Error("optimizer: {name: external, weight_decay: 0.1}\n"), Catch::StartsWith("optimizer.weight_decay"));
+  CHECK_THAT(Error("optimizer: {name: external}\nscheme: {name: dgc}\n"), Catch::StartsWith("scheme.name"));
+  CHECK_THAT(Error("optimizer: {name: external}\nmode: decentralized\n"), Catch::StartsWith("peer.on_failure"));
+  CHECK(ParseJobSpec("optimizer: {name: external}\nmode: decentralized\npeer: {on_failure: stop}\n", "t").ok());
+  CHECK_THAT(Error("optimizer: {name: rmsprop}\n"), Catch::StartsWith("optimizer.name"));
+}

@@ -100,11 +100,16 @@ def test_optimizer_before_init(env):
         sps.DistributedOptimizer(sgd(model), model)
 
 
-def test_other_optimizers_are_refused_naming_the_supported_ones(env):
+def test_other_optimizers_go_to_torch_and_cannot_be_applied_by_sketchps(env):
     ps_worker(env)
     model = tiny_models.Mlp()
-    with pytest.raises(ConfigError, match="RMSprop is not supported.*SGD, torch.optim.Adam or torch.optim.AdamW"):
+    # apply="auto" gives RMSprop to torch: the job (sgd) must then say external.
+    with pytest.raises(ConfigError, match="optimizer.name: the job has sgd, the torch optimizer external"):
         sps.DistributedOptimizer(torch.optim.RMSprop(model.parameters()), model)
+    with pytest.raises(ConfigError, match="RMSprop cannot be applied by sketchps.*apply=\"torch\""):
+        sps.DistributedOptimizer(torch.optim.RMSprop(model.parameters()), model, apply="sketchps")
+    with pytest.raises(ConfigError, match="apply: 'server' is not auto, sketchps or torch"):
+        sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05), model, apply="server")
     # Adam is supported, but the job says SGD: the disagreement is named.
     with pytest.raises(ConfigError, match="optimizer.name: the job has sgd, the torch optimizer adam"):
         sps.DistributedOptimizer(torch.optim.Adam(model.parameters()), model)
@@ -121,7 +126,7 @@ def test_param_groups_may_differ_only_in_weight_decay(env):
     with pytest.raises(ConfigError, match="one value, and 0 for the groups without decay"):
         sps.DistributedOptimizer(torch.optim.AdamW(groups), model)
     with pytest.raises(ConfigError, match="amsgrad=True is not supported"):
-        sps.DistributedOptimizer(torch.optim.AdamW(params, amsgrad=True), model)
+        sps.DistributedOptimizer(torch.optim.AdamW(params, amsgrad=True), model, apply="sketchps")
 
 
 def test_hyperparameters_must_equal_the_jobs(env):

@@ -65,3 +65,14 @@ TEST_CASE("The preflight warns for sketch settings below the candidate rule and 
   CHECK(advisories({"scheme.name=sketched_sgd", "scheme.density=0.001"}).size() == 1);
   CHECK(advisories({"scheme.name=topk", "scheme.density=0.001"}).empty());
 }
+
+TEST_CASE("optimizer.name external is refused for sketchps-worker and taken for script workers", "[tools]") {
+  RequireRefused({"model=mlp", "workers=2", "optimizer.name=external", "optimizer.momentum=null"}, "optimizer.name");
+  auto job = LoadJobSpec("", {"model=mlp", "workers=2", "optimizer.name=external", "optimizer.momentum=null",
+                              "data.path=/nonexistent", "data.train_samples=640"});
+  REQUIRE(job.ok());
+  auto sizes = tools::CheckJobRunnable(*job, nullptr, /*script_workers=*/true);
+  REQUIRE(sizes.ok());  // the script reads its own data: data.path is not checked
+  CHECK(sizes->train == 640);
+  CHECK(!tools::CheckJobRunnable(*job).ok());
+}

@@ -41,3 +41,10 @@ def adamw_groups(model, weight_decay):
     decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() > 1]
     rest = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() <= 1]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def adamw_cosine(model, rounds):
+    """Torch's AdamW in adamw_groups with torch's CosineAnnealingLR over `rounds` steps (the user's own
+    optimizer and scheduler, applied by torch: DistributedOptimizer(..., apply="torch"))."""
+    opt = torch.optim.AdamW(adamw_groups(model, 0.05), lr=3e-3, betas=(0.9, 0.98), eps=1e-7)
+    return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=rounds)

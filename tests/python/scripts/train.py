@@ -23,7 +23,9 @@ parser.add_argument("--model", default="mlp")
 parser.add_argument("--cpp-init", action="store_true")
 parser.add_argument("--perturb-rank", type=int, default=-1)
 parser.add_argument("--save", default="")
-parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
+parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw", "torch-adamw-cosine", "rmsprop"],
+                    help="torch-adamw-cosine: AdamW with apply='torch' and torch's CosineAnnealingLR stepped every "
+                         "round; rmsprop: torch.optim.RMSprop (apply 'auto' makes it 'torch')")
 parser.add_argument("--no-overlap", action="store_true", help="DistributedOptimizer(overlap=False)")
 parser.add_argument("--fail-rank", type=int, default=-1, help="this rank raises RuntimeError ...")
 parser.add_argument("--fail-at-round", type=int, default=0, help="... before this round")
@@ -40,11 +42,17 @@ if ctx.rank == args.perturb_rank:
     with torch.no_grad():
         next(model.parameters()).add_(1e-3)
 
+scheduler = None
 if args.optimizer == "adamw":
     torch_opt = torch.optim.AdamW(tiny_models.adamw_groups(model, 0.05), lr=2e-3, betas=(0.9, 0.98), eps=1e-7)
+elif args.optimizer == "torch-adamw-cosine":
+    torch_opt, scheduler = tiny_models.adamw_cosine(model, job.total_rounds)
+elif args.optimizer == "rmsprop":
+    torch_opt = torch.optim.RMSprop([p for p in model.parameters() if p.requires_grad], lr=1e-3)
 else:
     torch_opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=job.lr, momentum=job.momentum)
-opt = sps.DistributedOptimizer(torch_opt, model, overlap=not args.no_overlap)
+opt = sps.DistributedOptimizer(torch_opt, model, overlap=not args.no_overlap,
+                               apply="torch" if args.optimizer == "torch-adamw-cosine" else "auto")
 train_x, train_y = data.fashion_mnist("train", job.data_path)
 test_x, test_y = data.fashion_mnist("test", job.data_path)
 with opt:
@@ -58,6 +66,8 @@ with opt:
         if args.backward_twice:
             F.cross_entropy(model(train_x[idx]), train_y[idx]).backward()
         stats = opt.step(loss=loss)
+        if scheduler is not None:
+            scheduler.step()
         if "regroup" in stats and "redo_from" in stats:
             print(f"rank {ctx.rank}: regrouped, going on from round {stats['redo_from']}", flush=True)
     mine = torch.tensor(data.share(len(test_y), ctx.rank, ctx.world_size), dtype=torch.int64)
