@@ -19,4 +19,8 @@ namespace sketchps::launch {
 // InvalidArgument for a file that is not a port file.
 absl::StatusOr<PortReport> AwaitPortFile(Child& child, const std::string& path, absl::Duration timeout);
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed): for a service
+// a child binds itself, such as torch.distributed's MASTER_PORT. Another process may take it first.
+absl::StatusOr<int> FreeLocalPort();
+
 }  // namespace sketchps::launch

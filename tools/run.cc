@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/status.h"
 #include "job/job_spec.h"
+#include "launch/ports.h"
 #include "tools/certs.h"
 #include "tools/faults.h"
 #include "tools/local_cluster.h"
@@ -104,6 +105,9 @@ absl::Status Launch::Prepare() {
   c.peer_timeout_seconds = options_.peer_timeout_seconds;
   c.dump_rounds = options_.dump_rounds;
   c.script = options_.script;
+  if (!c.script.path.empty()) {
+    SKETCHPS_ASSIGN_OR_RETURN(c.script.master_port, launch::FreeLocalPort());  // a DDP script's process group
+  }
   cluster_.emplace(job_, std::move(c));
   SKETCHPS_RETURN_IF_ERROR(cluster_->Prepare());
   progress_.emplace(
@@ -246,7 +250,7 @@ static absl::StatusOr<JobSpec> LoadScriptJob(const RunOptions& options) {
   SKETCHPS_ASSIGN_OR_RETURN(JobSpec job, LoadJobSpec(options.job.job_path, options.job.overrides));
   if (options.script.path.empty()) return job;
   if (!options.dump_rounds.empty()) return absl::InvalidArgumentError("--dump-gradients: not with --script");
-  SKETCHPS_ASSIGN_OR_RETURN(auto keys, DescribeScript(options.script, job.effective_yaml, job.workers));
+  SKETCHPS_ASSIGN_OR_RETURN(auto keys, DescribeScript(options.script, job.effective_yaml));
   std::vector<std::string> notes;
   SKETCHPS_RETURN_IF_ERROR(ReconcileScriptKeys(options.job.overrides, job.effective_yaml, keys, &notes));
   for (const std::string& note : notes) std::fprintf(stderr, "run: %s\n", note.c_str());

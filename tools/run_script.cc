@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/status.h"
 #include "launch/child.h"
+#include "launch/ports.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sketchps::tools {
@@ -55,6 +56,9 @@ std::vector<std::string> ScriptEnv(const ScriptOptions& script, const launch::Wo
                                "SKETCHPS_JOB=" + w.job_path,
                                "SKETCHPS_METRICS_OUT=" + w.metrics_out,
                                "PYTHONPATH=" + PackagePythonPath(script)};
+  if (script.master_port > 0) {
+    env.insert(env.end(), {"MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", script.master_port)});
+  }
   if (!w.servers.empty()) env.push_back("SKETCHPS_SERVERS=" + absl::StrJoin(w.servers, ","));
   if (!w.listen.empty()) {
     env.insert(env.end(), {"SKETCHPS_LISTEN=" + w.listen, "SKETCHPS_PORT_FILE=" + w.port_file,
@@ -65,8 +69,7 @@ std::vector<std::string> ScriptEnv(const ScriptOptions& script, const launch::Wo
   return env;
 }
 
-absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& script, const std::string& job_yaml,
-                                                        std::uint32_t workers) {
+absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& script, const std::string& job_yaml) {
   if (access(script.path.c_str(), R_OK) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("--script ", script.path, ": cannot read the file"));
   }
@@ -77,9 +80,13 @@ absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& scr
   std::vector<std::string> env{"SKETCHPS_DESCRIBE=" + (dir / "keys.txt").string(),
                                "SKETCHPS_JOB=" + (dir / "job.yaml").string(),
                                "RANK=0",
-                               absl::StrCat("WORLD_SIZE=", workers),
+                               "LOCAL_RANK=0",
+                               "WORLD_SIZE=1",
                                "PYTHONPATH=" + PackagePythonPath(script),
                                "OMP_NUM_THREADS=1"};
+  if (auto port = launch::FreeLocalPort(); port.ok()) {
+    env.insert(env.end(), {"MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", *port)});
+  }
   SKETCHPS_ASSIGN_OR_RETURN(launch::Child child,
                             launch::Child::Start("script", ScriptArgv(script), (dir / "describe.log").string(), env));
   const absl::Time deadline = absl::Now() + absl::Minutes(5);

@@ -23,12 +23,12 @@ struct ScriptOptions {
   std::vector<std::string> args;  // after `--`
   std::string python = "/usr/bin/python3";
   std::string python_path;  // folder holding the sketchps package ("" : <build>/python)
+  int master_port = 0;      // torch.distributed's MASTER_PORT for the workers (0: none given)
 };
 
 // The overrides the script defines (above). `job_yaml`: the effective job spec so far. Errors name
 // the script and show the end of its output when it fails or writes nothing.
-absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& script, const std::string& job_yaml,
-                                                        std::uint32_t workers);
+absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& script, const std::string& job_yaml);
 
 // No silent overrides: a key the script defines that a --set (`set`, "key=value") also gives with
 // another value is an error naming both; one the job file (`job_yaml`, before the script's keys)
@@ -44,7 +44,10 @@ std::string PackagePythonPath(const ScriptOptions& script);
 // the environment sketchps.torch.init() reads: RANK, LOCAL_RANK, WORLD_SIZE, SKETCHPS_JOB,
 // SKETCHPS_METRICS_OUT, SKETCHPS_SERVERS or SKETCHPS_LISTEN + SKETCHPS_PORT_FILE +
 // SKETCHPS_PEERS_FILE, SKETCHPS_TLS_DIR or SKETCHPS_INSECURE=1, SKETCHPS_PEER_TIMEOUT_SECONDS,
-// PYTHONPATH (the package first).
+// PYTHONPATH (the package first), and MASTER_ADDR=127.0.0.1 with MASTER_PORT (script.master_port)
+// so that a DDP script's torch.distributed.init_process_group() works unchanged (the comm hook).
+// The describe pass runs with WORLD_SIZE=1 and a MASTER_PORT of its own: a script that makes a
+// process group there makes a group of one.
 std::vector<std::string> ScriptEnv(const ScriptOptions& script, const launch::WorkerLaunch& worker);
 
 }  // namespace sketchps::tools

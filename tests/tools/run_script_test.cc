@@ -35,6 +35,7 @@ ScriptOptions ShellScript(const std::string& body) {
 TEST_CASE("ScriptEnv gives a ps worker its rank, job, servers and identity", "[run_script]") {
   ScriptOptions script;
   script.python_path = "/pkg";
+  script.master_port = 29500;
   sketchps::launch::WorkerLaunch w;
   w.rank = 1;
   w.world_size = 4;
@@ -45,7 +46,7 @@ TEST_CASE("ScriptEnv gives a ps worker its rank, job, servers and identity", "[r
   const auto env = ScriptEnv(script, w);
   for (const char* e : {"RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=4", "SKETCHPS_JOB=/run/job.yaml",
                         "SKETCHPS_METRICS_OUT=/run/worker-1.jsonl", "SKETCHPS_SERVERS=127.0.0.1:5,127.0.0.1:6",
-                        "SKETCHPS_TLS_DIR=/run/tls"}) {
+                        "SKETCHPS_TLS_DIR=/run/tls", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500"}) {
     CHECK(Has(env, e));
   }
   CHECK_FALSE(Has(env, "SKETCHPS_INSECURE=1"));
@@ -78,27 +79,28 @@ TEST_CASE("ScriptArgv runs the script with its arguments", "[run_script]") {
 
 TEST_CASE("DescribeScript returns the keys the script writes", "[run_script]") {
   auto script = ShellScript(
-      "test \"$RANK\" = 0 && test \"$WORLD_SIZE\" = 3 && grep -q '^workers: 3' \"$SKETCHPS_JOB\" &&\n"
+      "test \"$RANK\" = 0 && test \"$WORLD_SIZE\" = 1 && grep -q '^workers: 3' \"$SKETCHPS_JOB\" &&\n"
+      "test \"$MASTER_ADDR\" = 127.0.0.1 && test \"$MASTER_PORT\" -gt 0 &&\n"
       "printf 'model=custom\\nlayers=[[\"w\", [2]]]\\n\\n' > \"$SKETCHPS_DESCRIBE\"\n");
-  auto keys = DescribeScript(script, "workers: 3\n", 3);
+  auto keys = DescribeScript(script, "workers: 3\n");
   fs::remove(script.path);
   REQUIRE(keys.ok());
   CHECK(*keys == std::vector<std::string>{"model=custom", "layers=[[\"w\", [2]]]"});
 }
 
 TEST_CASE("DescribeScript names a script that fails or writes nothing", "[run_script]") {
-  auto failing = DescribeScript(ShellScript("echo no model here; exit 3\n"), "", 1);
+  auto failing = DescribeScript(ShellScript("echo no model here; exit 3\n"), "");
   REQUIRE_FALSE(failing.ok());
   const std::string message(failing.status().message());
   CHECK(message.find("failed with exit code 3") != std::string::npos);
   CHECK(message.find("no model here") != std::string::npos);
-  auto silent = DescribeScript(ShellScript("exit 0\n"), "", 1);
+  auto silent = DescribeScript(ShellScript("exit 0\n"), "");
   fs::remove(ShellScript("").path);
   REQUIRE_FALSE(silent.ok());
   CHECK(std::string(silent.status().message()).find("wrote nothing") != std::string::npos);
   ScriptOptions missing;
   missing.path = "/nonexistent/train.py";
-  CHECK(std::string(DescribeScript(missing, "", 1).status().message()) ==
+  CHECK(std::string(DescribeScript(missing, "").status().message()) ==
         "--script /nonexistent/train.py: cannot read the file");
 }
 
