@@ -75,8 +75,8 @@ void Progress::Add(const nlohmann::json& r) {
   if (round >= 0) rounds_ = std::max<std::uint64_t>(rounds_, static_cast<std::uint64_t>(round) + 1);
   // A diverged worker writes its NaN loss as null.
   if (r.contains("loss")) loss_ = NumberOr(r, "loss", std::numeric_limits<double>::quiet_NaN());
-  wire_up_ += NumberOr(r, "wire_up", 0.0);
-  wire_down_ += NumberOr(r, "wire_down", 0.0);
+  wire_up_ += NumberOr(r, "bytes_up", 0.0);
+  wire_down_ += NumberOr(r, "bytes_down", 0.0);
   dense_ += NumberOr(r, "dense_bytes", 0.0);
   if (r.contains("test_accuracy") && r["test_accuracy"].is_number()) {
     accuracy_ = r["test_accuracy"].get<double>();

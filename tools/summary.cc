@@ -19,7 +19,7 @@
 namespace sketchps::tools {
 namespace {
 
-constexpr const char* kSummed[] = {"wire_up",   "wire_down",  "bytes_up",     "bytes_down",
+constexpr const char* kSummed[] = {"bytes_up",  "bytes_down", "payload_up",   "payload_down",
                                    "compute_s", "compress_s", "communicate_s"};
 
 // Every summed field of every record of `rank` is a number.
@@ -101,7 +101,7 @@ double WireBytes(const nlohmann::json& record) {
   auto get = [&](const char* key) {
     return record.contains(key) && record[key].is_number() ? record[key].get<double>() : 0.0;
   };
-  return get("wire_up") + get("wire_down");
+  return get("bytes_up") + get("bytes_down");
 }
 
 absl::StatusOr<Traffic> TrafficPerWorkerPerRound(const std::vector<std::vector<nlohmann::json>>& metrics) {
@@ -111,10 +111,10 @@ absl::StatusOr<Traffic> TrafficPerWorkerPerRound(const std::vector<std::vector<n
     t.worker_rounds += static_cast<double>(metrics[rank].size());
   }
   if (t.worker_rounds == 0) return absl::InvalidArgumentError("no worker recorded a round");
-  t.wire_up = Total(metrics, "wire_up") / t.worker_rounds;
-  t.wire_down = Total(metrics, "wire_down") / t.worker_rounds;
-  t.raw_up = Total(metrics, "bytes_up") / t.worker_rounds;
-  t.raw_down = Total(metrics, "bytes_down") / t.worker_rounds;
+  t.wire_up = Total(metrics, "bytes_up") / t.worker_rounds;
+  t.wire_down = Total(metrics, "bytes_down") / t.worker_rounds;
+  t.raw_up = Total(metrics, "payload_up") / t.worker_rounds;
+  t.raw_down = Total(metrics, "payload_down") / t.worker_rounds;
   return t;
 }
 

@@ -69,8 +69,8 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& pat
 // The reporting rank of `metrics` (see above).
 std::uint32_t ReportingRank(const std::vector<std::vector<nlohmann::json>>& metrics);
 
-// The one definition of a run's traffic: the sums over every rank's records of wire_up, wire_down
-// (serialized messages) and bytes_up, bytes_down (payload arrays), divided by the number of
+// The one definition of a run's traffic: the sums over every rank's records of bytes_up, bytes_down
+// (serialized messages) and payload_up, payload_down (payload arrays), divided by the number of
 // records (worker-rounds). summary.json, `sketchps compare` and the plots use it.
 struct Traffic {
   double wire_up = 0, wire_down = 0, raw_up = 0, raw_down = 0;
@@ -79,7 +79,7 @@ struct Traffic {
 // metrics[r] holds rank r's records. InvalidArgument when a record lacks a field (named), or when
 // there is no record at all.
 absl::StatusOr<Traffic> TrafficPerWorkerPerRound(const std::vector<std::vector<nlohmann::json>>& metrics);
-// The bytes one record says its worker sent and received: wire_up + wire_down (0 when absent).
+// The bytes one record says its worker sent and received: bytes_up + bytes_down (0 when absent).
 double WireBytes(const nlohmann::json& record);
 
 // metrics[r] holds rank r's records. InvalidArgument when a rank has no records or a record lacks a

@@ -24,18 +24,16 @@
 //   by P'/P (the global batch shrank) and goes on with the data plan of worker/round_plan.h.
 //   Every round appends one JSON line to options.metrics_out (when set):
 //     round, round_start and time (unix seconds when the round's compute began and when its exchange
-//     ended), epoch, loss, bytes_up, bytes_down (raw payload bytes), wire_up, wire_down (serialized
-//     messages), dense_bytes (4 * d, what dense SGD sends each way), selected, skipped, workers (P of
-//     this round), compute_s (forward + backward), exchange_s (from the end of compute to the end of
-//     the last shard's round: what overlap did not hide), communicate_s (the longest time one shard
-//     spent inside the transport's calls), compress_s (the longest time one shard spent outside
-//     them: compression, decompression, optimizer step), checksum (hex); in compressed rounds
-//     input_norm, residual_norm, sent_share and, with scheme.diagnostics, recovered_share,
-//     best_share, hit_rate, candidate_hit_rate (worker/session.cc, engine/scheme.h
-//     RoundDiagnostics); after an evaluation
-//     test_accuracy, test_loss, test_round (the round whose weights were evaluated), test_samples,
-//     eval_s, and final: true after the last round; on the first round after a regroup "regroup":
-//     {epoch, workers, lost, rounds_redone, seconds}.
+//     ended), epoch, loss, bytes_up, bytes_down (the serialized messages: the one "bytes" figure of
+//     every report), payload_up, payload_down (the payload arrays inside them), dense_bytes (4 * d, what dense SGD
+//     sends each way), selected, skipped, workers (P of this round), compute_s (forward + backward), exchange_s (from
+//     the end of compute to the end of the last shard's round: what overlap did not hide), communicate_s (the longest
+//     time one shard spent inside the transport's calls), compress_s (the longest time one shard spent outside them:
+//     compression, decompression, optimizer step), checksum (hex); in compressed rounds input_norm, residual_norm,
+//     sent_share and, with scheme.diagnostics, recovered_share, best_share, hit_rate, candidate_hit_rate
+//     (worker/session.cc, engine/scheme.h RoundDiagnostics); after an evaluation test_accuracy, test_loss, test_round
+//     (the round whose weights were evaluated), test_samples, eval_s, and final: true after the last round; on the
+//     first round after a regroup "regroup": {epoch, workers, lost, rounds_redone, seconds}.
 #pragma once
 
 #include <cstdint>

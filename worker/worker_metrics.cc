@@ -133,10 +133,10 @@ void WorkerMetrics::ObserveRound(const nlohmann::json& record) {
   if (const auto it = record.find("skipped"); it != record.end() && it->is_boolean() && it->get<bool>()) {
     f_->skipped->Increment();
   }
-  Add(f_->wire_up, record, "wire_up");
-  Add(f_->wire_down, record, "wire_down");
-  Add(f_->payload_up, record, "bytes_up");
-  Add(f_->payload_down, record, "bytes_down");
+  Add(f_->wire_up, record, "bytes_up");
+  Add(f_->wire_down, record, "bytes_down");
+  Add(f_->payload_up, record, "payload_up");
+  Add(f_->payload_down, record, "payload_down");
   Add(f_->dense, record, "dense_bytes");
   for (std::size_t i = 0; i < std::size(kPhases); ++i) Add(f_->phases[i], record, kPhases[i][1]);
   for (std::size_t i = 0; i < std::size(kRecoveryFigures); ++i) {

@@ -34,7 +34,7 @@ All times are unix seconds on the one machine clock (every host is a namespace o
   rusage of `os.wait4`.
 - **accuracy**: `test_accuracy` of a `{"event": "final_eval"}` record (rank 0's, else any rank's),
   else of the last record carrying one (rank 0's, else the highest `test_round` of any rank).
-- **up / down B/worker/round**: mean `wire_up` / `wire_down` (serialized gRPC messages) over every
+- **up / down B/worker/round**: mean `bytes_up` / `bytes_down` (serialized gRPC messages) over every
   worker's round records; "x less" is `dense_bytes` (4·d, what dense SGD sends each way) divided
   by it. Not measured for DDP (gloo's traffic is not counted).
 - **busiest link B/round**: the bytes the busiest host link carried in its busier direction
@@ -174,10 +174,12 @@ def busiest_link(samples: list | None, start: float, end: float, rounds: int) ->
 
 def traffic(by_rank: dict[int, list[dict]]) -> dict:
     recs = [x for r in by_rank.values() for x in rounds_of(r)]
-    if not recs or "wire_up" not in recs[0]:
+    # Records name the serialized bytes bytes_up (runs before round 3's rename: wire_up).
+    key = "wire_up" if recs and "wire_up" in recs[0] else "bytes_up"
+    if not recs or key not in recs[0]:
         return {}
-    up = sum(float(x["wire_up"]) for x in recs) / len(recs)
-    down = sum(float(x["wire_down"]) for x in recs) / len(recs)
+    up = sum(float(x[key]) for x in recs) / len(recs)
+    down = sum(float(x[key.replace("up", "down")]) for x in recs) / len(recs)
     dense = float(recs[0].get("dense_bytes", 0))
     return {"wire_up": up, "wire_down": down, "dense_bytes": dense,
             "ratio_up": dense / up if up else None, "ratio_down": dense / down if down else None}

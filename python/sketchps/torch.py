@@ -357,7 +357,8 @@ class DistributedOptimizer:
     def step(self, closure=None, loss=None):
         """Runs one round with the gradients in the .grad tensors: compression, exchange, the
         replicated SGD update written into the parameters. Returns the round's statistics (a dict:
-        round, epoch, loss, bytes_up, bytes_down, dense_bytes, selected, compute_s, exchange_s,
+        round, epoch, loss, bytes_up, bytes_down (the serialized messages, as summary.json counts them;
+        the payload arrays inside them: payload_up, payload_down), dense_bytes, selected, compute_s, exchange_s,
         compress_s, communicate_s, checksum, ...). loss (a number or tensor) is recorded."""
         if closure is not None:
             with torch.enable_grad():

@@ -87,12 +87,12 @@ class FiguresTest(unittest.TestCase):
     """A sketchps-like run (no round_start: derived) and a DDP-like one (final_eval event)."""
 
     def sketchps_run(self, folder: Path) -> dict:
-        base = {"compute_s": 0.5, "compress_s": 0.1, "communicate_s": 0.4, "wire_up": 100, "wire_down": 50,
+        base = {"compute_s": 0.5, "compress_s": 0.1, "communicate_s": 0.4, "bytes_up": 100, "bytes_down": 50,
                 "dense_bytes": 1000}
         r0 = [{**base, "round": 0, "time": 1010.0}, {**base, "round": 1, "time": 1011.0},
               {**base, "round": 2, "time": 1012.0, "test_accuracy": 0.5, "test_round": 0},
               {**base, "round": 3, "time": 1013.0, "test_accuracy": 0.7, "test_round": 3}]
-        r1 = [{**base, "round": i, "time": 1010.0 + i, "wire_up": 300, "wire_down": 150} for i in range(4)]
+        r1 = [{**base, "round": i, "time": 1010.0 + i, "bytes_up": 300, "bytes_down": 150} for i in range(4)]
         procs = [proc("server-0", "server", 1000.0, 1030.0, 2.0), proc("worker-0", "worker", 1001.0, 1020.0, 10.0),
                  proc("worker-1", "worker", 1001.0, 1014.0, 5.0)]
         return {"launch": 1000.0, "procs": procs, "expected_rounds": 4,

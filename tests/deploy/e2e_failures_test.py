@@ -39,7 +39,7 @@ echo "fake: every worker has finished the job"; exit ${END_RC:-0}"""
 SERVER_STAYS = SERVER_OK.replace('-lt 4 ]', '-lt 99 ]')
 WORKER_OK = """i=0
 while [ $i -lt 3 ]; do
-  printf '{"round": %d, "time": %s, "compute_s": 0.01, "wire_up": 10, "wire_down": 5, "dense_bytes": 100%s}\\n' \\
+  printf '{"round": %d, "time": %s, "compute_s": 0.01, "bytes_up": 10, "bytes_down": 5, "dense_bytes": 100%s}\\n' \\
     $i "$(date +%s.%N)" "$([ $i -eq 2 ] && echo ', "test_accuracy": 0.5, "test_round": 2')" >> "$metrics_out"
   i=$((i + 1)); sleep 0.2
 done

@@ -15,7 +15,7 @@ def test_python_workers_equal_cpp_workers_bit_for_bit(tmp_path):
         assert len(a) == len(b) == 24
         assert [r["checksum"] for r in a] == [r["checksum"] for r in b]
         assert len({r["checksum"] for r in a}) == 24  # the weights move every round
-        assert [r["bytes_up"] for r in a] == [r["bytes_up"] for r in b]
+        assert [r["payload_up"] for r in a] == [r["payload_up"] for r in b]
         assert [r["loss"] for r in a] == [r["loss"] for r in b]
     assert summary(py)["final_test_accuracy"] == summary(cpp)["final_test_accuracy"]
     rounds_cpp, weights_cpp = state_dict_from_checkpoints(str(cpp / "job.yaml"), str(cpp / "checkpoints"))

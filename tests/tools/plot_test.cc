@@ -29,8 +29,8 @@ fs::path MakeRun(const fs::path& root, const std::string& name, bool evaluations
     nlohmann::json rec{{"round", r},
                        {"round_start", 50.0 + 2 * r},
                        {"time", 51.0 + 2 * r},
-                       {"wire_up", 100.0 * (r + 1)},
-                       {"wire_down", 10.0}};
+                       {"bytes_up", 100.0 * (r + 1)},
+                       {"bytes_down", 10.0}};
     if (evaluations && r % 2 == 1) {
       rec["test_accuracy"] = 0.5 + 0.1 * r;
       rec["test_round"] = r;

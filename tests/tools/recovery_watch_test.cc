@@ -20,8 +20,8 @@ std::vector<nlohmann::json> Records(int rounds, const std::function<double(int)>
   std::vector<nlohmann::json> out;
   for (int t = 0; t < rounds; ++t) {
     const double v = norm(t);
-    nlohmann::json r{{"round", t},         {"wire_up", 100.0},      {"wire_down", 100.0},
-                     {"bytes_up", 90.0},   {"bytes_down", 90.0},    {"compute_s", 0.1},
+    nlohmann::json r{{"round", t},         {"bytes_up", 100.0},     {"bytes_down", 100.0},
+                     {"payload_up", 90.0}, {"payload_down", 90.0},  {"compute_s", 0.1},
                      {"compress_s", 0.01}, {"communicate_s", 0.05}, {"dense_bytes", 4000.0}};
     r["residual_norm"] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
     out.push_back(std::move(r));

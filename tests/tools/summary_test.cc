@@ -17,9 +17,9 @@ using namespace sketchps::tools;
 namespace {
 
 nlohmann::json Record(int round, double up, double down, double compute = 1.0) {
-  return {{"round", round},      {"loss", 1.0 / (round + 1)}, {"wire_up", up},         {"wire_down", down},
-          {"bytes_up", up - 10}, {"bytes_down", down - 10},   {"dense_bytes", 4000.0}, {"compute_s", compute},
-          {"compress_s", 0.5},   {"communicate_s", 0.25},     {"checksum", "00ff"}};
+  return {{"round", round},        {"loss", 1.0 / (round + 1)}, {"bytes_up", up},        {"bytes_down", down},
+          {"payload_up", up - 10}, {"payload_down", down - 10}, {"dense_bytes", 4000.0}, {"compute_s", compute},
+          {"compress_s", 0.5},     {"communicate_s", 0.25},     {"checksum", "00ff"}};
 }
 
 // The facts of a run; the other fields keep their defaults.
@@ -114,11 +114,11 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   CHECK((*k)["final_weights_checksum"] == "0aaa");
   CHECK(ReportingRank({{Record(3, 1, 1, 1)}, {Record(3, 1, 1, 1)}, {Record(2, 1, 1, 1)}}) == 0);
 
-  metrics[1][0].erase("wire_up");
+  metrics[1][0].erase("bytes_up");
   auto missing = Summarize(facts, metrics);
   CHECK(missing.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(missing.status().message()),
-             Catch::Contains("worker 1 record 0") && Catch::Contains("wire_up"));
+             Catch::Contains("worker 1 record 0") && Catch::Contains("bytes_up"));
   CHECK(!Summarize(facts, {{}}).ok());
 }
 
@@ -230,7 +230,7 @@ TEST_CASE("The progress line shows rate and ETA, names what it waits for and fit
   // A diverged worker writes its NaN loss as null: shown as nan, never an exception (it was one).
   auto diverged = Timed(8, 1004.0);
   diverged["loss"] = nullptr;
-  diverged["wire_up"] = "garbage";
+  diverged["bytes_up"] = "garbage";
   REQUIRE_NOTHROW(progress.Add(diverged));
   CHECK_THAT(progress.Line(200), Catch::Contains("loss nan"));
   for (int r = 9; r < 99; ++r) progress.Add(Timed(r, 1000.0 + 0.5 * r));

@@ -149,8 +149,8 @@ TEST_CASE("Every scheme keeps replicas equal to the master copy and sends what i
         const auto records = ReadRecords(prefix + std::to_string(rank) + ".jsonl");
         REQUIRE(records.size() == 5);
         for (const auto& rec : records) {
-          const double raw_up = rec["bytes_up"], wire_up = rec["wire_up"];
-          const double raw_down = rec["bytes_down"], wire_down = rec["wire_down"];
+          const double raw_up = rec["payload_up"], wire_up = rec["bytes_up"];
+          const double raw_down = rec["payload_down"], wire_down = rec["bytes_down"];
           INFO(name << " rank " << rank << " round " << rec["round"] << ": up " << raw_up << " raw / " << wire_up
                     << " wire, down " << raw_down << " / " << wire_down);
           // The promise is the raw arrays (u32 indices, f32 values); the wire codes indices delta +

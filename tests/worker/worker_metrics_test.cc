@@ -22,8 +22,8 @@ double Sample(const std::string& text, const std::string& prefix) {
 nlohmann::json Record(int round, double up, double down) {
   return {{"round", round},        {"round_start", 100.0 + round},
           {"time", 100.5 + round}, {"loss", 2.0 / (round + 1)},
-          {"wire_up", up},         {"wire_down", down},
-          {"bytes_up", up - 20},   {"bytes_down", down - 20},
+          {"bytes_up", up},        {"bytes_down", down},
+          {"payload_up", up - 20}, {"payload_down", down - 20},
           {"dense_bytes", 4000.0}, {"compute_s", 0.25},
           {"exchange_s", 0.125},   {"compress_s", 0.0625},
           {"communicate_s", 0.1},  {"workers", 3},
@@ -62,7 +62,7 @@ TEST_CASE("Worker metrics count rounds, bytes, phase times and compression from 
 
 TEST_CASE("A record without some fields leaves those families unchanged", "[metrics]") {
   WorkerMetrics metrics(0);
-  metrics.ObserveRound(nlohmann::json{{"round", 4}, {"wire_up", "not a number"}});
+  metrics.ObserveRound(nlohmann::json{{"round", 4}, {"bytes_up", "not a number"}});
   const std::string t = metrics.Text();
   CHECK(Sample(t, "sketchps_worker_rounds_total{rank=\"0\"}") == 1);
   CHECK(Sample(t, "sketchps_worker_round{rank=\"0\"}") == 4);
