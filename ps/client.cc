@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/checksum.h"
 #include "common/net/grpc_edge.h"
@@ -18,6 +22,31 @@ namespace {
 
 // Join also retries a call that a newer Join of this worker superseded.
 bool Retryable(const absl::Status& s, bool join) { return IsTransient(s) || (join && IsSuperseded(s)); }
+
+// While it lives, says every few seconds that `what` is still waiting, so that a worker whose
+// servers are unreachable (or still assembling) never waits in silence until its patience ends.
+class WaitNotice {
+ public:
+  WaitNotice(std::string what, absl::Duration patience)
+      : thread_([this, what = std::move(what), patience] {
+          const absl::Time start = absl::Now();
+          while (!done_.WaitForNotificationWithTimeout(absl::Seconds(5))) {
+            spdlog::warn("{}: still waiting after {} (giving up after {})", what,
+                         absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1))),
+                         absl::FormatDuration(patience));
+          }
+        }) {}
+  ~WaitNotice() {
+    done_.Notify();
+    thread_.join();
+  }
+  WaitNotice(const WaitNotice&) = delete;
+  WaitNotice& operator=(const WaitNotice&) = delete;
+
+ private:
+  absl::Notification done_;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -48,6 +77,12 @@ template <class Call>
 absl::Status Client::WithRetries(std::uint32_t shard, const char* what, Call call) {
   Backoff backoff(absl::Milliseconds(50), absl::Seconds(1), options_.patience);
   const bool join = std::string_view(what) == "Join";
+  std::optional<WaitNotice> notice;
+  if (join) {
+    notice.emplace(absl::StrCat("joining shard ", shard, " at ", links_[shard].address,
+                                " (it answers once it is reachable and every worker has offered its weights)"),
+                   options_.patience);
+  }
   for (;;) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
