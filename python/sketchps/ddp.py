@@ -1,0 +1,269 @@
+"""sketchps.ddp: a torch DistributedDataParallel model's gradient exchange through sketchps, as a DDP
+communication hook (docs/pytorch.md "DDP's comm hook").
+
+PUBLIC SURFACE: CommHookState and comm_hook, and the state's methods and properties below.
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import sketchps.ddp
+    import sketchps.torch as sps
+
+    dist.init_process_group("gloo")          # `sketchps run --script` sets MASTER_ADDR and MASTER_PORT
+    sps.init()                               # the job: RANK, WORLD_SIZE, SKETCHPS_JOB, SKETCHPS_SERVERS ...
+    model = DDP(Net())
+    state = sketchps.ddp.CommHookState(model, scheme="topk", density=0.01)
+    model.register_comm_hook(state, sketchps.ddp.comm_hook)
+    with state:                              # leaves the job (or reports the failure) at the end
+        ...                                  # the DDP loop as it was: DataLoader, optimizer, scheduler
+
+Design. DDP hands the hook its gradient buckets in bucket order (index 0, 1, ..., the last one
+with is_last()), and at the end of backward waits on every bucket's future and copies each result
+into the parameters' .grad, without dividing it by the world size (a hook's result is the
+gradient). The state holds a sketchps._core.Worker over SHADOW tensors: detached clones of the
+module's trainable parameters, their .grad views into the worker's flat gradient buffer (the DDP
+model's own parameters are never re-pointed: DDP's buckets view them). The job's optimizer.name is
+external, so the round writes the aggregate G_t (the workers' mean for the dense scheme) into that
+gradient buffer instead of updating weights. comm_hook copies each bucket's gradients into the
+shadows' .grad and returns a pending future; on the last bucket it copies the model's weights into
+the shadows (the weights the round starts from: the records' checksums), runs the round
+(Worker.step, without overlap) and completes every pending future with G_t laid out as that
+bucket's buffer. The script's optimizer then steps on G_t, the same on every rank, so the replicas
+stay bitwise equal. Buffers (BatchNorm's running statistics) are DDP's: broadcast_buffers (the
+default) broadcasts rank 0's over the process group at the start of every forward.
+"""
+import json
+import sys
+import time
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+import sketchps.torch as _sps  # not `from sketchps import torch`: sketchps/__init__.py binds the name torch to torch
+from sketchps import _core
+from sketchps.errors import ConfigError, OrderError
+
+__all__ = ["CommHookState", "comm_hook"]
+
+
+class _Pending:
+    """A bucket of the running backward: its future, buffer, gradient views and their shadows."""
+
+    __slots__ = ("index", "future", "buffer", "grads", "slots")
+
+    def __init__(self, index, future, buffer, grads, slots):
+        self.index, self.future, self.buffer, self.grads, self.slots = index, future, buffer, grads, slots
+
+
+class CommHookState:
+    """The state of sketchps.ddp.comm_hook: this rank's place in the job, for one DDP model.
+
+        state = sketchps.ddp.CommHookState(ddp_model, scheme=None, density=None)
+        ddp_model.register_comm_hook(state, sketchps.ddp.comm_hook)
+
+    Make it after sketchps.torch.init() and DDP(model). scheme / density: the method and its
+    density (None: the job's); any scheme without momentum of its own (not DGC, SDAGC or
+    Sketched-SGD: the script's optimizer applies momentum). Every backward that DDP synchronizes
+    is one round of the job (train.rounds, or train.epochs of data.train_samples); one past the
+    last is an OrderError.
+
+    In the describe pass of `sketchps run --script` (SKETCHPS_DESCRIBE) it writes the job keys the
+    script defines: the module's trainable layout (model: custom, layers), optimizer.name external
+    (the other optimizer keys cleared) and the scheme and density given here, then exits 0.
+    """
+
+    def __init__(self, ddp_model, scheme=None, density=None):
+        ctx = _sps._context
+        if ctx is None:
+            raise OrderError("CommHookState: call sketchps.torch.init() first")
+        if not isinstance(ddp_model, DistributedDataParallel):
+            raise ConfigError(f"CommHookState: ddp_model is a {type(ddp_model).__name__}, not a torch "
+                              "DistributedDataParallel (make the state for DDP(model), then "
+                              "ddp_model.register_comm_hook(state, sketchps.ddp.comm_hook))")
+        module = ddp_model.module
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not named:
+            raise ConfigError("model: no trainable parameter (every parameter has requires_grad == False)")
+        job = ctx.job
+        # optimizer.name external: the script's optimizer applies the aggregate (lr: the job's, unused).
+        settings = {"name": "external", "lr": float(job.lr), "weight_decay": 0.0, "no_decay": []}
+        if ctx.describe:
+            _sps._describe(ctx, named, settings, scheme, density)  # writes the keys and exits 0
+        if job.optimizer != "external":
+            raise ConfigError(f"optimizer.name: the job has {job.optimizer}; the DDP comm hook needs external (the "
+                              "script's torch optimizer applies the aggregated gradient; `sketchps run --script` "
+                              "sets it)")
+        _sps._check_equal("scheme.name", job.scheme, scheme if scheme is not None else job.scheme, "CommHookState")
+        _sps._check_equal("scheme.density", job.density, float(density) if density is not None else job.density,
+                          "CommHookState")
+        group = ddp_model.process_group
+        if group.size() != job.workers or group.rank() != ctx.rank:
+            raise ConfigError(f"CommHookState: the DDP model's process group is rank {group.rank()} of "
+                              f"{group.size()}, the job's worker is rank {ctx.rank} of {job.workers} "
+                              "(init_process_group and sketchps.torch.init must read the same RANK and WORLD_SIZE)")
+        self.model = ddp_model
+        self.job = job
+        self._params = [p for _, p in named]
+        self._names = [n for n, _ in named]
+        self._slot = {id(p): i for i, p in enumerate(self._params)}
+        with torch.no_grad():
+            self._shadows = [p.detach().clone().requires_grad_(True) for p in self._params]
+        self._worker = _core.Worker(job, ctx.config, list(zip(self._names, self._shadows)), [], False)
+        self._pending = []
+        self._loss = None
+        self._compute_start = None
+        self._failure = None  # why the last round failed: later backward passes refuse to go on
+        self.last_stats = None
+        self._forward_hook = ddp_model.register_forward_pre_hook(self._forward_starts)
+
+    # --- the hook's work ------------------------------------------------------------------------
+    def _forward_starts(self, module, inputs):
+        """The round's compute clock starts at the first training forward after the previous round."""
+        if torch.is_grad_enabled() and self._compute_start is None:
+            self._compute_start = time.monotonic()
+
+    def _usable(self, call):
+        if self._worker.finished:
+            raise OrderError(f"{call}: called after the state left the job (finish() or the end of `with state:`)")
+        if self._failure is not None:
+            raise OrderError(f"{call}: an earlier round failed ({self._failure}); the job cannot go on")
+
+    def _on_bucket(self, bucket):
+        self._usable("comm_hook")
+        if self.done:
+            raise OrderError(f"comm_hook: the job's {self.rounds} rounds are done, and this backward would be one more "
+                             "(every backward DDP synchronizes is a round: set train.rounds, or train.epochs, to the "
+                             "loop's, or stop when state.done)")
+        index = bucket.index()
+        if self._pending and index <= self._pending[-1].index:
+            self._drop_pending("the previous backward did not reach DDP's last bucket")
+        grads = bucket.gradients()
+        slots = []
+        for p, g in zip(bucket.parameters(), grads):
+            i = self._slot.get(id(p))
+            if i is None:
+                raise ConfigError(f"comm_hook: bucket {index} holds a parameter of shape {list(p.shape)} that is not a "
+                                  "trainable parameter of the state's model (register the hook on the DDP model the "
+                                  "CommHookState was made for)")
+            self._shadows[i].grad.copy_(g.view_as(self._shadows[i]))
+            slots.append(i)
+        future = torch.futures.Future()
+        self._pending.append(_Pending(index, future, bucket.buffer(), grads, slots))
+        if bucket.is_last():
+            self._round()
+        return future
+
+    def _drop_pending(self, why):
+        for p in self._pending:
+            if not p.future.done():
+                p.future.set_exception(OrderError(f"comm_hook: {why}"))
+        self._pending = []
+
+    def _round(self):
+        pending, self._pending = self._pending, []
+        covered = sorted(i for p in pending for i in p.slots)
+        if covered != list(range(len(self._params))):
+            missing = sorted(set(range(len(self._params))) - set(covered))
+            error = ConfigError(f"comm_hook: DDP's buckets of this backward did not hold each trainable parameter once"
+                                f"{' (missing ' + repr(self._names[missing[0]]) + ')' if missing else ''}; "
+                                "parameters DDP ignores cannot be trained through the hook")
+            for p in pending:
+                p.future.set_exception(error)
+            raise error
+        with torch.no_grad():
+            for p, s in zip(self._params, self._shadows):
+                s.copy_(p)  # the weights this round starts from (the previous round's record checksums them)
+        loss = float(self._loss) if self._loss is not None else float("nan")
+        compute = time.monotonic() - self._compute_start if self._compute_start is not None else 0.0
+        self._loss, self._compute_start = None, None
+        try:
+            self.last_stats = json.loads(self._worker.step(loss, compute))
+        except BaseException as e:
+            self._failure = f"{type(e).__name__}: {e}"
+            for p in pending:
+                p.future.set_exception(e)
+            raise
+        for p in pending:  # the aggregate G_t, laid out as each bucket's buffer
+            for i, g in zip(p.slots, p.grads):
+                g.copy_(self._shadows[i].grad.view_as(g))
+            p.future.set_result(p.buffer)
+
+    # --- what the script may call --------------------------------------------------------------
+    def record_loss(self, loss):
+        """The loss of the next round (a number or tensor), recorded with its statistics (the "loss"
+        of metrics.jsonl and of sketchps run's progress line). Optional; call it before backward."""
+        self._loss = float(loss)
+
+    def evaluate(self, correct, samples, loss_sum, final=False, seconds=0.0):
+        """Sums this rank's evaluation counts over every worker and records them with the last round
+        (as DistributedOptimizer.evaluate; every rank calls it after the same round). Returns
+        {"accuracy", "loss", "samples"} of the whole evaluation. sketchps records nothing unless asked."""
+        return json.loads(self._worker.evaluate(float(correct), float(samples), float(loss_sum), float(seconds),
+                                                bool(final)))
+
+    def finish(self):
+        """Writes the last record and leaves the job (the servers exit once every worker has). The
+        loop may stop before the job's last round."""
+        if self._worker.finished:
+            return
+        self._sync_shadows()
+        self._forward_hook.remove()
+        self._worker.finish()
+
+    def _sync_shadows(self):
+        with torch.no_grad():
+            for p, s in zip(self._params, self._shadows):
+                s.copy_(p)  # the last record's checksum: the weights after the script's last update
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._worker.finished:
+            return False
+        if exc_type is None or (exc_type is SystemExit and exc.code in (None, 0)):
+            self.finish()
+        else:
+            # As DistributedOptimizer.__exit__: not finish() but a failure report; the exception propagates.
+            self._drop_pending("the script failed")
+            self._sync_shadows()
+            self._forward_hook.remove()
+            reason = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
+            note = self._worker.abandon(reason[:1000])
+            if note:
+                print(f"sketchps: could not tell every server that this rank failed: {note}", file=sys.stderr)
+        return False
+
+    # --- where the job stands ------------------------------------------------------------------
+    @property
+    def round(self):
+        """The next round (the next backward DDP synchronizes)."""
+        return self._worker.next_round
+
+    @property
+    def rounds(self):
+        """One past the job's last round."""
+        return self._worker.last_round
+
+    @property
+    def done(self):
+        return self._worker.next_round >= self._worker.last_round
+
+    @property
+    def finished(self):
+        return self._worker.finished
+
+    @property
+    def epoch(self):
+        """The job's fractional epoch of the next round (data.train_samples, data.batch_size, workers)."""
+        return self._worker.epoch_of(min(self.round, self.rounds - 1))
+
+
+def comm_hook(state, bucket):
+    """DDP communication hook: model.register_comm_hook(state, sketchps.ddp.comm_hook) with a
+    CommHookState. Returns a future of the bucket's aggregated gradient: the round runs when DDP
+    hands over its last bucket, and completes every bucket's future."""
+    if not isinstance(state, CommHookState):
+        raise OrderError(f"comm_hook: the state is {type(state).__name__}, not a sketchps.ddp.CommHookState (after "
+                         "sketchps.torch.init() and DDP(model): model.register_comm_hook("
+                         "sketchps.ddp.CommHookState(model), sketchps.ddp.comm_hook))")
+    return state._on_bucket(bucket)
