@@ -48,3 +48,26 @@ def adamw_cosine(model, rounds):
     optimizer and scheduler, applied by torch: DistributedOptimizer(..., apply="torch"))."""
     opt = torch.optim.AdamW(adamw_groups(model, 0.05), lr=3e-3, betas=(0.9, 0.98), eps=1e-7)
     return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=rounds)
+
+
+class BatchNormMlp(nn.Module):
+    """A small MLP with BatchNorm1d (running statistics: buffers) for DDP scripts: 20-dimensional
+    points, 4 classes (centres_dataset)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(20, 64)
+        self.norm = nn.BatchNorm1d(64)
+        self.fc2 = nn.Linear(64, 4)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.norm(self.fc1(x))))
+
+
+def centres_dataset(n=1024, seed=0):
+    """A TensorDataset of n 20-dimensional points labelled by the nearest of 4 random centres (the
+    same on every rank: its own generator)."""
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.randn(4, 20, generator=g)
+    x = torch.randn(n, 20, generator=g)
+    return torch.utils.data.TensorDataset(x, torch.cdist(x, centres).argmin(1))

@@ -1,0 +1,91 @@
+"""A DDP training script whose gradient exchange goes through sketchps (sketchps.ddp.comm_hook): the
+rest is plain DDP: torch.distributed over gloo, a DataLoader with torch's DistributedSampler,
+torch's AdamW and CosineAnnealingLR, a model with BatchNorm1d (DDP broadcasts its buffers).
+
+    ddp_hook.py [--plain] [--scheme S --density D] [--epochs N] [--save-dir DIR] [--check-mean]
+
+Under `sketchps run --script` (RANK, WORLD_SIZE, MASTER_ADDR/MASTER_PORT and the job from the
+environment). --plain: the same script without sketchps (DDP's own allreduce), for 2 processes
+started with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. --save-dir: every rank saves its
+state_dict there (rank<R>.pt) after a final evaluation through the DDP model (whose forward
+broadcasts rank 0's buffers). --check-mean: each rank prints the largest difference between the
+hook's aggregate and the mean of the workers' local gradients (over gloo) in the first rounds."""
+import argparse
+import contextlib
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+
+sys.path.insert(0, os.path.dirname(__file__))
+import tiny_models  # noqa: E402
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--plain", action="store_true", help="no sketchps: DDP's own allreduce")
+parser.add_argument("--scheme", default=None)
+parser.add_argument("--density", type=float, default=None)
+parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--save-dir", default="")
+parser.add_argument("--check-mean", action="store_true")
+parser.add_argument("--lr", type=float, default=3e-3)
+args = parser.parse_args()
+
+dist.init_process_group("gloo")
+if not args.plain:
+    import sketchps.ddp
+    import sketchps.torch as sps
+    sps.init()
+rank = dist.get_rank()
+torch.manual_seed(7)  # the same initial weights in both variants (DDP broadcasts rank 0's anyway)
+dataset = tiny_models.centres_dataset()
+sampler = DistributedSampler(dataset, seed=1)
+loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+model = DDP(tiny_models.BatchNormMlp())
+state = None
+if not args.plain:
+    state = sketchps.ddp.CommHookState(model, scheme=args.scheme, density=args.density)
+    hook = sketchps.ddp.comm_hook
+    local = []
+    if args.check_mean:
+        def hook(state, bucket, local=local):  # noqa: F811  (keeps this rank's own gradient of the bucket)
+            local.extend((id(p), g.clone()) for p, g in zip(bucket.parameters(), bucket.gradients()))
+            return sketchps.ddp.comm_hook(state, bucket)
+    model.register_comm_hook(state, hook)
+opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs * len(loader))
+
+losses = []
+with state if state is not None else contextlib.nullcontext():
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            if state is not None:
+                state.record_loss(loss)
+            loss.backward()
+            if args.check_mean and len(losses) < 3:
+                grads = {id(p): p for p in model.parameters()}
+                worst = 0.0
+                for key, g in local:
+                    mean = g.clone()
+                    dist.all_reduce(mean)
+                    worst = max(worst, (grads[key].grad - mean / dist.get_world_size()).abs().max().item())
+                local.clear()
+                print(f"rank {rank}: round {len(losses)} aggregate - mean of local gradients: {worst:.3g}", flush=True)
+            opt.step()
+            scheduler.step()
+            losses.append(loss.item())
+    model.eval()
+    with torch.no_grad():  # through DDP: its forward first broadcasts rank 0's BatchNorm buffers
+        x, y = dataset.tensors
+        accuracy = (model(x).argmax(1) == y).float().mean().item()
+print(f"rank {rank}: {len(losses)} steps, first loss {losses[0]:.4f}, last loss {losses[-1]:.4f}, "
+      f"accuracy {accuracy:.4f}", flush=True)
+if args.save_dir:
+    torch.save(model.module.state_dict(), os.path.join(args.save_dir, f"rank{rank}.pt"))
+dist.destroy_process_group()
