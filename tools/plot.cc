@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +53,7 @@ nlohmann::json ToJson(const std::vector<PlotSeries>& runs) {
                            {"rounds", r.rounds},
                            {"bytes", r.bytes},
                            {"accuracy", r.accuracy},
+                           {"loss", {{"rounds", r.loss_rounds}, {"loss", r.loss}}},
                            {"recovery", r.recovery}});
   }
   return out;
@@ -103,6 +105,10 @@ absl::StatusOr<PlotSeries> LoadPlotSeries(const std::string& run_dir) {
   for (const auto& r : records) {
     bytes += WireBytes(r);
     AddRecoveryPoint(r, s.recovery);
+    if (const auto loss = r.find("loss"); loss != r.end() && loss->is_number() && std::isfinite(loss->get<double>())) {
+      s.loss_rounds.push_back(r.value("round", 0.0) + 1);
+      s.loss.push_back(loss->get<double>());
+    }
     if (!r.contains("test_accuracy") || !r["test_accuracy"].is_number()) continue;
     s.seconds.push_back(r.value("time", start) - start);
     s.rounds.push_back(r.value("round", 0.0) + 1);
@@ -118,10 +124,13 @@ absl::Status WritePlots(const std::vector<std::string>& run_dirs, const std::str
   bool any = false;
   for (const auto& dir : run_dirs) {
     SKETCHPS_ASSIGN_OR_RETURN(PlotSeries s, LoadPlotSeries(dir));
-    any |= !s.accuracy.empty();
+    any |= !s.accuracy.empty() || !s.loss.empty();
     runs.push_back(std::move(s));
   }
-  if (!any) return absl::InvalidArgumentError("--plot: no run has an evaluation to plot (train.eval_every_rounds)");
+  if (!any) {
+    return absl::InvalidArgumentError(
+        "--plot: no run has an evaluation or a training loss to plot (train.eval_every_rounds)");
+  }
   const fs::path parent = fs::path(prefix).parent_path();
   std::error_code ec;
   if (!parent.empty()) fs::create_directories(parent, ec);

@@ -1,4 +1,5 @@
-// Plots of test accuracy against wall time, against rounds and against cumulative bytes, for one run
+// Plots of test accuracy against wall time, against rounds and against cumulative bytes (drawn in
+// MB), and of the training loss against rounds, for one run
 // directory or several side by side: `sketchps report --plot PREFIX RUN_DIR...`, and `sketchps run`
 // into its run directory (accuracy.png, accuracy.svg).
 //
@@ -9,6 +10,8 @@
 //   bytes     the sum of WireBytes (tools/summary.h) over the records up to this one: what this
 //             worker sent and received so far
 //   accuracy  test_accuracy, in [0, 1]
+// and one loss point per record that carries a finite loss: loss_rounds (round + 1) and loss (the
+// training loss this worker recorded for its batch).
 // The label is "<directory name>: <scheme>, <mode>, <workers> workers".
 // The recovery series (docs/methods.md "Recovery diagnostics"): one point per compressed record,
 // rounds and the record's input_norm, residual_norm, sent_share, recovered_share, best_share,
@@ -30,6 +33,7 @@ namespace sketchps::tools {
 struct PlotSeries {
   std::string label;
   std::vector<double> seconds, rounds, bytes, accuracy;
+  std::vector<double> loss_rounds, loss;
   nlohmann::json recovery = nlohmann::json::object();  // {"rounds": [..], "<figure>": [..], ...}
 };
 

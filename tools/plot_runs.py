@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Draws test accuracy against wall time, rounds and cumulative bytes, one line per run.
+"""Draws test accuracy against wall time, rounds and cumulative megabytes, and the training loss
+against rounds, one line per run.
 
 Called by `sketchps report --plot` and `sketchps run` (tools/plot.h), which embed this file and
 prepare its input, so every quantity is defined in C++ once:
@@ -7,8 +8,9 @@ prepare its input, so every quantity is defined in C++ once:
     plot_runs.py DATA.json PREFIX      writes PREFIX.png and PREFIX.svg
 
 DATA.json: {"runs": [{"label": str, "seconds": [..], "rounds": [..], "bytes": [..],
-"accuracy": [..], "recovery": {...}}, ...], "recovery_prefix": str} with one entry per evaluation,
-accuracy in [0, 1]. "recovery" (optional) holds per compressed round "rounds" and the figures of
+"accuracy": [..], "loss": {"rounds": [..], "loss": [..]}, "recovery": {...}}, ...],
+"recovery_prefix": str} with one entry per evaluation, accuracy in [0, 1], bytes in bytes; "loss"
+(optional) has one entry per round that recorded a loss. "recovery" (optional) holds per compressed round "rounds" and the figures of
 metrics.jsonl (residual_norm, recovered_share, ...; null where absent); with "recovery_prefix" they
 are drawn into RECOVERY_PREFIX.png and .svg: residual norm, and the shares and hit rates.
 Exit codes: 0 written, 2 bad usage or input, 3 matplotlib is missing.
@@ -28,9 +30,10 @@ except ImportError as e:
 PANELS = [
     ("seconds", "wall time since training began (s)", "linear"),
     ("rounds", "rounds", "linear"),
-    ("bytes", "bytes one worker sent and received (cumulative)", "log"),
+    ("bytes", "MB one worker sent and received (cumulative)", "log"),
 ]
 KEYS = ["label", "seconds", "rounds", "bytes", "accuracy"]
+LOSS_SMOOTH = 20  # rounds per point of the loss panel: one batch's loss is noisy
 
 
 def load(path: str) -> list:
@@ -45,17 +48,44 @@ def load(path: str) -> list:
     return runs
 
 
+def accuracy_limits(runs: list) -> tuple:
+    """A y range (%) that shows every point, at least 10 points tall, never above 100 or below 0
+    (a single evaluation would otherwise get an axis such as 93-102%)."""
+    values = [100 * a for run in runs for a in run["accuracy"]]
+    lo, hi = max(0.0, min(values) - 3), min(100.0, max(values) + 2)
+    if hi - lo < 10:
+        lo = max(0.0, hi - 10)
+        hi = min(100.0, lo + 10)
+    return lo, hi
+
+
 def draw(runs: list, prefix: str) -> None:
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 4.6), sharey=True)
+    fig, axes = plt.subplots(1, len(PANELS) + 1, figsize=(19, 4.6))
+    evaluated = any(run["accuracy"] for run in runs)
     for ax, (key, xlabel, scale) in zip(axes, PANELS):
         for run in runs:
-            ax.plot(run[key], [100 * a for a in run["accuracy"]], marker="o", markersize=3, label=run["label"])
+            xs = [x / 1e6 for x in run[key]] if key == "bytes" else run[key]
+            ax.plot(xs, [100 * a for a in run["accuracy"]], marker="o", markersize=3, label=run["label"])
         if scale == "log" and any(x > 0 for run in runs for x in run[key]):
             ax.set_xscale("log")
+        elif scale == "linear":
+            ax.set_xlim(left=0)  # from the start of training, also for a single evaluation at the end
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
+        if evaluated:
+            ax.set_ylim(*accuracy_limits(runs))
+        else:
+            ax.text(0.5, 0.5, "no evaluation", ha="center", va="center", transform=ax.transAxes, color="gray")
     axes[0].set_ylabel("test accuracy (%)")
-    axes[0].legend(fontsize="small", loc="lower right")
+    loss = axes[-1]
+    for i, run in enumerate(runs):
+        x, y = points(run.get("loss", {}), "loss", smooth=LOSS_SMOOTH)
+        if x:
+            loss.plot(x, y, color=f"C{i}", label=run["label"])
+    loss.set_xlabel("rounds")
+    loss.set_ylabel(f"training loss (mean of {LOSS_SMOOTH} rounds)")
+    loss.grid(alpha=0.3)
+    (axes[0] if evaluated else loss).legend(fontsize="small", loc="lower right" if evaluated else "upper right")
     fig.tight_layout()
     fig.savefig(prefix + ".png", dpi=110)
     fig.savefig(prefix + ".svg", metadata={"Date": None})

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path MakeRun(const fs::path& root, const std::string& name, bool evaluations) {
+fs::path MakeRun(const fs::path& root, const std::string& name, bool evaluations, bool losses = true) {
   const fs::path dir = root / name;
   fs::create_directories(dir);
   std::ofstream(dir / "summary.json") << nlohmann::json{
@@ -31,6 +31,7 @@ fs::path MakeRun(const fs::path& root, const std::string& name, bool evaluations
                        {"time", 51.0 + 2 * r},
                        {"bytes_up", 100.0 * (r + 1)},
                        {"bytes_down", 10.0}};
+    if (losses && r != 2) rec["loss"] = 2.0 - 0.5 * r;  // round 2: a step() without a loss
     if (evaluations && r % 2 == 1) {
       rec["test_accuracy"] = 0.5 + 0.1 * r;
       rec["test_round"] = r;
@@ -66,6 +67,8 @@ TEST_CASE("Plot series take one point per evaluation with cumulative bytes and t
   CHECK(series->seconds == std::vector<double>{3, 7});  // times 53 and 57, training began at 50
   REQUIRE(series->accuracy.size() == 2);
   CHECK(series->accuracy[1] == Approx(0.8));
+  CHECK(series->loss_rounds == std::vector<double>{1, 2, 4});
+  CHECK(series->loss == std::vector<double>{2.0, 1.5, 0.5});
   CHECK(LoadPlotSeries((scratch.path / "none").string()).status().code() == absl::StatusCode::kNotFound);
 }
 
@@ -77,15 +80,25 @@ TEST_CASE("report --plot draws a PNG and an SVG of several runs", "[tools][pytho
   CHECK(Head(fs::path(prefix.string() + ".png"), 8) == "\x89PNG\r\n\x1a\n");
   std::ifstream svg(prefix.string() + ".svg");
   const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
-  CHECK_THAT(text, Catch::Contains("<svg") && Catch::Contains("test accuracy (%)") && Catch::Contains("a: topk"));
+  CHECK_THAT(text, Catch::Contains("<svg") && Catch::Contains("test accuracy (%)") && Catch::Contains("a: topk") &&
+                       Catch::Contains("training loss") && Catch::Contains("MB one worker"));
+}
+
+TEST_CASE("report --plot draws the loss of a run that never evaluated", "[tools][python]") {
+  Scratch scratch;
+  const fs::path prefix = scratch.path / "quiet-plot";
+  REQUIRE(WritePlots({MakeRun(scratch.path, "quiet", false).string()}, prefix.string()).ok());
+  std::ifstream svg(prefix.string() + ".svg");
+  const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("training loss") && Catch::Contains("no evaluation"));
 }
 
 TEST_CASE("report --plot names what is missing: evaluations, the interpreter", "[tools]") {
   Scratch scratch;
-  const auto quiet = MakeRun(scratch.path, "quiet", false);
+  const auto quiet = MakeRun(scratch.path, "quiet", false, /*losses=*/false);
   auto none = WritePlots({quiet.string()}, (scratch.path / "p").string());
   CHECK(none.code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(none.message()), Catch::Contains("no run has an evaluation"));
+  CHECK_THAT(std::string(none.message()), Catch::Contains("no run has an evaluation or a training loss"));
   const auto run = MakeRun(scratch.path, "run", true);
   ::setenv("SKETCHPS_PYTHON", "/nonexistent/python3", 1);
   auto missing = WritePlots({run.string()}, (scratch.path / "p").string());
