@@ -5,7 +5,10 @@ DistributedSampler, torch's AdamW and CosineAnnealingLR) trains under `sketchps 
 aggregate is the mean of the workers' gradients (the same as DDP's allreduce), every rank's
 state_dict is bitwise equal (after the final evaluation through DDP, whose forward broadcasts rank 0's
 BatchNorm buffers), and the model equals the same script's under plain DDP (gloo allreduce, 2 local
-processes) to 1e-6 (measured: bitwise equal). With topk it trains in both modes."""
+processes) to 1e-6 (measured: bitwise equal). With topk it trains in both modes. docs/pytorch.md's
+diff under "DDP's comm hook" applies to the DDP script of "Migrating a DDP script"
+(tests/python/scripts/ddp_before.py) and the result, with BatchNorm, trains under `sketchps run`."""
+import re
 import os
 import socket
 import subprocess
@@ -16,6 +19,7 @@ import torch
 
 from conftest import HERE, records, run, summary
 from sketchps import _core
+from test_migrate_ddp import BEFORE, DOC, apply_diff
 
 SCRIPT = os.path.join(HERE, "scripts", "ddp_hook.py")
 
@@ -92,3 +96,33 @@ def test_topk_trains_through_the_hook(tmp_path, mode):
     assert all(r["bytes_up"] < r["dense_bytes"] / 4 for r in a)  # compressed: 10% of the values and their indices
     first, last = sum(r["loss"] for r in a[:8]) / 8, sum(r["loss"] for r in a[-8:]) / 8
     assert last < 0.8 * first, (first, last)
+
+
+def hook_diff():
+    """The ```diff block under the heading "DDP's comm hook", as lines."""
+    with open(DOC) as f:
+        text = f.read()
+    section = text[text.index("## DDP's comm hook"):]
+    match = re.search(r"```diff\n(.*?)```", section, re.S)
+    assert match, "docs/pytorch.md: no ```diff block under \"DDP's comm hook\""
+    return match.group(1).splitlines()
+
+
+def test_the_docs_diff_makes_a_ddp_script_with_batchnorm_train_through_the_hook(tmp_path):
+    with open(BEFORE) as f:
+        after = apply_diff(hook_diff(), f.read())
+    assert "self.norm = nn.LayerNorm(64)" in after
+    script = tmp_path / "train.py"
+    script.write_text(after.replace("self.norm = nn.LayerNorm(64)", "self.norm = nn.BatchNorm1d(64)"))
+    # The script's 10 epochs of 16 batches per rank: 160 rounds.
+    job = JOB.replace("rounds: 48", "rounds: 160")
+    out, _ = run(tmp_path, "docs", "--script", str(script), job=job)
+    described = _core.load_job(str(out / "job.yaml"))
+    assert (described.scheme, described.density, described.optimizer) == ("topk", 0.01, "external")
+    assert [n for n, _ in described.layout][2:4] == ["norm.weight", "norm.bias"]
+    a, b = records(out, 0), records(out, 1)
+    assert len(a) == len(b) == 160 and [r["checksum"] for r in a] == [r["checksum"] for r in b]
+    for rank in range(2):
+        log = (out / f"worker-{rank}.log").read_text()
+        loss = float(re.search(r"final loss (\S+)", log).group(1))
+        assert loss < 1.0, log[-2000:]  # 4 classes: it learns (ln 4 = 1.39 at the start)
