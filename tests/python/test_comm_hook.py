@@ -7,12 +7,15 @@ state_dict is bitwise equal (after the final evaluation through DDP, whose forwa
 BatchNorm buffers), and the model equals the same script's under plain DDP (gloo allreduce, 2 local
 processes) to 1e-6 (measured: bitwise equal). With topk it trains in both modes. docs/pytorch.md's
 diff under "DDP's comm hook" applies to the DDP script of "Migrating a DDP script"
-(tests/python/scripts/ddp_before.py) and the result, with BatchNorm, trains under `sketchps run`."""
-import re
+(tests/python/scripts/ddp_before.py) and the result, with BatchNorm, trains under `sketchps run`. A rank
+that raises inside `with state:` is logged by the servers as failed, and the run ends at once."""
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -126,3 +129,21 @@ def test_the_docs_diff_makes_a_ddp_script_with_batchnorm_train_through_the_hook(
         log = (out / f"worker-{rank}.log").read_text()
         loss = float(re.search(r"final loss (\S+)", log).group(1))
         assert loss < 1.0, log[-2000:]  # 4 classes: it learns (ln 4 = 1.39 at the start)
+
+
+def test_a_rank_that_raises_inside_with_state_is_logged_as_failed(tmp_path):
+    """Leaving `with state:` on an exception tells the servers this rank failed (not finished), and
+    `sketchps run` ends the run at once."""
+    out, done = run(tmp_path, "fail", "--script", SCRIPT, "--", "--fail-rank", "1", "--fail-at-round", "5",
+                    job=JOB, check=False)
+    ended = time.time()
+    assert done.returncode == 1, done.stderr[-4000:]
+    assert "worker 1 exited with code 1" in done.stderr
+    assert "RuntimeError: rank 1 fails on purpose at round 5" in (out / "worker-1.log").read_text()
+    faults = json.loads((out / "faults.json").read_text())
+    assert faults["first_failure"]["process"] == "worker 1"
+    assert ended - faults["first_failure"]["at"] < 20
+    for shard in (0, 1):
+        log = (out / f"server-{shard}.log").read_text()
+        assert "worker 1 finished the job" not in log
+        assert "worker 1 failed at round 5: RuntimeError: rank 1 fails on purpose at round 5" in log

@@ -3,13 +3,15 @@ rest is plain DDP: torch.distributed over gloo, a DataLoader with torch's Distri
 torch's AdamW and CosineAnnealingLR, a model with BatchNorm1d (DDP broadcasts its buffers).
 
     ddp_hook.py [--plain] [--scheme S --density D] [--epochs N] [--save-dir DIR] [--check-mean]
+                [--fail-rank R --fail-at-round N]
 
 Under `sketchps run --script` (RANK, WORLD_SIZE, MASTER_ADDR/MASTER_PORT and the job from the
 environment). --plain: the same script without sketchps (DDP's own allreduce), for 2 processes
 started with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. --save-dir: every rank saves its
 state_dict there (rank<R>.pt) after a final evaluation through the DDP model (whose forward
 broadcasts rank 0's buffers). --check-mean: each rank prints the largest difference between the
-hook's aggregate and the mean of the workers' local gradients (over gloo) in the first rounds."""
+hook's aggregate and the mean of the workers' local gradients (over gloo) in the first rounds.
+--fail-rank: rank R raises inside `with state:` before its backward of round N (a failure test)."""
 import argparse
 import contextlib
 import os
@@ -32,6 +34,8 @@ parser.add_argument("--epochs", type=int, default=3)
 parser.add_argument("--save-dir", default="")
 parser.add_argument("--check-mean", action="store_true")
 parser.add_argument("--lr", type=float, default=3e-3)
+parser.add_argument("--fail-rank", type=int, default=-1)
+parser.add_argument("--fail-at-round", type=int, default=0)
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -67,6 +71,8 @@ with state if state is not None else contextlib.nullcontext():
             loss = F.cross_entropy(model(x), y)
             if state is not None:
                 state.record_loss(loss)
+                if rank == args.fail_rank and state.round == args.fail_at_round:
+                    raise RuntimeError(f"rank {rank} fails on purpose at round {state.round}")
             loss.backward()
             if args.check_mean and len(losses) < 3:
                 grads = {id(p): p for p in model.parameters()}
