@@ -2,6 +2,8 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -161,6 +163,32 @@ bool LocalCluster::WorkersDone(const std::set<std::uint32_t>& spared) {
     if (!spared.contains(r) && !workers_[r].Poll()) return false;
   }
   return true;
+}
+
+bool LocalCluster::ServersDone() {
+  for (auto& s : servers_) {
+    if (!s.Poll()) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> LocalCluster::WorkerEnvironment() const {
+  std::vector<std::string> servers;
+  for (int port : ports_) servers.push_back(absl::StrCat("127.0.0.1:", port));
+  launch::WorkerLaunch w = Worker(0, servers);
+  w.metrics_out = (o_.out / "worker-{rank}.jsonl").string();
+  std::vector<std::string> env;
+  for (std::string& e : ScriptEnv(o_.script, w)) {
+    if (e.rfind("RANK=", 0) == 0 || e.rfind("LOCAL_RANK=", 0) == 0 || e.rfind("WORLD_SIZE=", 0) == 0 ||
+        e.rfind("MASTER_", 0) == 0) {
+      continue;  // torchrun's
+    }
+    for (const char* path : {"SKETCHPS_JOB=", "SKETCHPS_METRICS_OUT=", "SKETCHPS_TLS_DIR="}) {
+      if (e.rfind(path, 0) == 0) e = path + std::filesystem::absolute(e.substr(std::strlen(path))).string();
+    }
+    env.push_back(std::move(e));
+  }
+  return env;
 }
 
 void LocalCluster::StopAll() {

@@ -61,6 +61,11 @@ class LocalCluster {
   std::optional<Failure> FirstFailure(const std::set<std::uint32_t>& spared);
   // Whether every worker outside `spared` has exited (with code 0: FirstFailure reports the others).
   bool WorkersDone(const std::set<std::uint32_t>& spared);
+  // Whether every shard has exited (they do by themselves once every worker has left the job).
+  bool ServersDone();
+  // The workers' environment for a launcher of their own (torchrun): rank-independent variables
+  // of ScriptEnv (tools/run_script.h), SKETCHPS_METRICS_OUT with {rank} for the rank.
+  std::vector<std::string> WorkerEnvironment() const;
 
   // After a failure or a signal: SIGTERM to every process at once, SIGKILL to those still running
   // after a few seconds (the shards drain, checkpoint and exit 143 before that).

@@ -80,6 +80,9 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
                 "Continue the run in --out from its checkpoints (ps mode); without it a "
                 "run directory that holds a previous run is refused");
   run->add_flag("!--no-plot", options.plots, "Do not draw accuracy.png / recovery.png (and .svg)");
+  run->add_flag("--servers-only", options.servers_only,
+                "ps mode: start the servers, print the workers' environment (also <out>/workers.env) and wait "
+                "until the workers, started by another launcher such as torchrun, have left");
 }
 
 struct ReportOptions {

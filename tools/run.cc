@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/net/rendezvous_file.h"
 #include "common/status.h"
 #include "job/job_spec.h"
 #include "launch/ports.h"
@@ -55,6 +56,7 @@ class Launch {
     return job_.checkpoint.dir.empty() ? out_ / "checkpoints" : fs::path(job_.checkpoint.dir);
   }
   absl::Status PrepareRunDirectory();
+  absl::Status PublishWorkerEnvironment();
   void ShowProgress(bool final);
   void WritePlots() const;
 
@@ -119,6 +121,7 @@ absl::Status Launch::Prepare() {
 absl::Status Launch::Start() {
   SKETCHPS_RETURN_IF_ERROR(cluster_->StartServers());
   workers_start_ = absl::Now();
+  if (options_.servers_only) return PublishWorkerEnvironment();
   progress_->SetStatus(absl::StrCat(job_.workers, " workers starting (loading data, ",
                                     job_.decentralized() ? "reaching their peers)" : "joining the servers)"));
   SKETCHPS_RETURN_IF_ERROR(cluster_->StartWorkers());
@@ -156,6 +159,23 @@ void Launch::ShowProgress(bool final) {
   }
 }
 
+absl::Status Launch::PublishWorkerEnvironment() {
+  std::string text;
+  for (const std::string& e : cluster_->WorkerEnvironment()) absl::StrAppend(&text, e, "\n");
+  const fs::path file = out_ / "workers.env";
+  SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically(file.string(), text));
+  std::printf("%s", text.c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "run: %u servers ready for %u workers; start them with their RANK and WORLD_SIZE and this "
+               "environment, e.g.\n  (set -a; . %s; torchrun --nproc_per_node %u SCRIPT)\n(Debian 12's torchrun "
+               "1.13 under Python 3.11 also needs --redirects 1 --tee 1)\nrun: waiting until every worker has left "
+               "the job (Ctrl-C stops the servers)\n",
+               job_.servers, job_.workers, file.c_str(), job_.workers);
+  progress_->SetStatus("waiting for the workers (started by another launcher)");
+  return absl::OkStatus();
+}
+
 int Launch::Monitor() {
   for (;;) {
     if (const std::string sig = PendingTerminationSignal(); !sig.empty()) {
@@ -165,7 +185,8 @@ int Launch::Monitor() {
     if (auto failure = cluster_->FirstFailure(faults_->killed_workers())) {
       return faults_->Failed(*failure, progress_->rounds_done());
     }
-    const bool all_done = cluster_->WorkersDone(faults_->killed_workers());
+    const bool all_done =
+        options_.servers_only ? cluster_->ServersDone() : cluster_->WorkersDone(faults_->killed_workers());
     ShowProgress(all_done);
     faults_->Inject(progress_->rounds_done(), *cluster_);
     if (all_done) {
@@ -190,6 +211,11 @@ void Launch::StopAll() {
 
 absl::Status Launch::Finish() {
   SKETCHPS_RETURN_IF_ERROR(cluster_->StopServers());
+  if (options_.servers_only && !fs::exists(out_ / "worker-0.jsonl")) {
+    std::fprintf(stderr, "run: the servers are done; no summary: the workers wrote no records to %s\n",
+                 (out_ / "worker-{rank}.jsonl").c_str());
+    return absl::OkStatus();
+  }
   std::vector<std::vector<nlohmann::json>> metrics;
   for (std::uint32_t r = 0; r < job_.workers; ++r) {
     SKETCHPS_ASSIGN_OR_RETURN(auto records, ReadJsonLines((out_ / absl::StrCat("worker-", r, ".jsonl")).string()));
@@ -264,6 +290,14 @@ int RunJob(const RunOptions& options) {
   auto job = LoadScriptJob(options);
   if (!job.ok()) {
     std::fprintf(stderr, "sketchps run: %s\n", std::string(job.status().message()).c_str());
+    return 2;
+  }
+  if (options.servers_only && job->decentralized()) {
+    std::fprintf(stderr, "sketchps run: --servers-only: mode decentralized has no servers\n");
+    return 2;
+  }
+  if (options.servers_only && !options.kills.empty()) {
+    std::fprintf(stderr, "sketchps run: --kill: not with --servers-only (the workers are not this launcher's)\n");
     return 2;
   }
   Launch launch(options, *job);

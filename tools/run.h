@@ -67,6 +67,11 @@ struct RunOptions {
   bool resume = false;                     // continue a previous run in `out` from its checkpoints (see above)
   bool plots = true;                       // write accuracy.png / .svg at the end
   ScriptOptions script;                    // --script: the workers run the user's Python script (tools/run_script.h)
+  // --servers-only (ps mode): start the shards, write the workers' environment to <out>/workers.env
+  // (and print it), and wait until the shards exit, which they do once every worker has left; the
+  // workers are started by another launcher (torchrun, docs/pytorch.md). The summary is written when
+  // the workers left their records in <out>.
+  bool servers_only = false;
 };
 
 // Returns the process exit code: 0 success, 1 a process failed, 2 bad options, 130 interrupted.

@@ -86,7 +86,7 @@ def _config(job, rank):
     c.rank = rank
     c.tls_dir = _env("SKETCHPS_TLS_DIR")
     c.insecure = _env("SKETCHPS_INSECURE") == "1"
-    c.metrics_out = _env("SKETCHPS_METRICS_OUT")
+    c.metrics_out = _env("SKETCHPS_METRICS_OUT").replace("{rank}", str(rank))  # one file per rank
     if job.mode == "ps":
         c.servers = _env("SKETCHPS_SERVERS")
         if not c.servers:
