@@ -5,6 +5,7 @@
 #include "absl/strings/str_split.h"
 #include "common/net/port_file.h"
 #include "common/net/rendezvous_file.h"
+#include "common/reason.h"
 #include "common/status.h"
 #include "peer/peer_aggregator.h"
 #include "peer/service.h"
@@ -14,6 +15,10 @@ namespace sketchps::worker {
 namespace {
 
 constexpr absl::Duration kRegroupSlack = absl::Seconds(10);  // window = peer_timeout + this
+// A rank that finds another job (or other initial weights) at a peer stays reachable this long
+// before it gives up, so that every peer probes it too and names the differing keys itself (they
+// reported "Deadline Exceeded" when it exited at once).
+constexpr absl::Duration kMismatchLinger = absl::Seconds(5);
 
 class PeerTransport final : public Transport {
  public:
@@ -38,7 +43,14 @@ class PeerTransport final : public Transport {
 
   // Every peer must run the same job: their fingerprints are compared before the first round.
   absl::StatusOr<std::uint64_t> Start(const LayerTable&, const ShardMap&, float*, Replica&) override {
-    SKETCHPS_RETURN_IF_ERROR(aggregator_->CheckPeers(patience_));
+    if (absl::Status st = aggregator_->CheckPeers(patience_); !st.ok()) {
+      if (IsFingerprintMismatch(st) || IsModelMismatch(st)) {
+        spdlog::error("{}; staying reachable for {} so that every peer can name the difference",
+                      std::string(st.message()), absl::FormatDuration(kMismatchLinger));
+        absl::SleepFor(kMismatchLinger);
+      }
+      return st;
+    }
     return 0;
   }
   Aggregator& aggregator() override { return *aggregator_; }
