@@ -41,6 +41,7 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
 import yaml  # python3-yaml: a dependency of Debian's python3-torch
 
 from sketchps import _core
@@ -252,15 +253,82 @@ def _trainable(model, optimizer):
     return named
 
 
-def _refuse_buffers(model):
-    """The replicas keep only parameters equal (the flat buffer): state in buffers, such as BatchNorm's
-    running statistics, would drift apart. Checked before the describe pass writes anything, so
-    `sketchps run --script` fails before it starts a server."""
-    buffers = [n for n, _ in model.named_buffers()]
-    if buffers:
-        raise ConfigError(f"model: has buffer '{buffers[0]}' (state outside the parameters, e.g. BatchNorm running "
-                          "statistics, that the replicas would not keep equal); use GroupNorm or LayerNorm (or no "
-                          "normalization) instead of BatchNorm")
+def _on_failure(job):
+    """The job's peer.on_failure (decentralized mode; default regroup)."""
+    root = yaml.safe_load(job.effective_yaml) or {}
+    peer = root.get("peer") if isinstance(root, dict) else None
+    value = peer.get("on_failure") if isinstance(peer, dict) else None
+    return value or "regroup"
+
+
+def _check_buffers(ctx, model, broadcast):
+    """Buffers (BatchNorm's running statistics) are not in the job: the replicas keep only the
+    parameters equal. With broadcast_buffers (DDP's default) DistributedOptimizer broadcasts rank
+    0's over a torch.distributed process group; what that needs is checked here, before the describe
+    pass writes anything, so `sketchps run --script` fails before it starts a server. Returns the
+    buffers to broadcast (named_buffers' order), [] without buffers or with broadcast_buffers False."""
+    named = list(model.named_buffers())
+    if not named or not broadcast:
+        return []
+    what = (f"model: has buffer '{named[0][0]}' (state outside the parameters, e.g. BatchNorm running statistics), "
+            "which DistributedOptimizer broadcasts from rank 0 every round over a torch.distributed gloo process "
+            "group (broadcast_buffers=True, as DDP)")
+    instead = ("; or pass broadcast_buffers=False (each rank keeps its own statistics), or use GroupNorm or "
+               "LayerNorm instead of BatchNorm (no buffers)")
+    if ctx.job.mode == "decentralized" and _on_failure(ctx.job) == "regroup":
+        raise ConfigError("peer.on_failure: regroup (the default in decentralized mode) goes on without a lost peer, "
+                          f"which the process group cannot follow; set peer.on_failure: stop ({what}){instead}")
+    if not dist.is_available():
+        raise ConfigError(f"{what}: this torch has no torch.distributed{instead}")
+    if dist.is_initialized():
+        if not ctx.describe and (dist.get_world_size() != ctx.job.workers or dist.get_rank() != ctx.rank):
+            raise ConfigError(f"{what}: the default process group is rank {dist.get_rank()} of "
+                              f"{dist.get_world_size()}, the job's worker is rank {ctx.rank} of {ctx.job.workers} "
+                              "(init_process_group and sketchps.torch.init must read the same RANK and WORLD_SIZE)")
+    elif not _env("MASTER_ADDR") or not _env("MASTER_PORT"):
+        missing = "MASTER_ADDR" if not _env("MASTER_ADDR") else "MASTER_PORT"
+        raise ConfigError(f"MASTER_ADDR / MASTER_PORT: {missing} is not set ({what}, made from MASTER_ADDR, "
+                          "MASTER_PORT, RANK and WORLD_SIZE: `sketchps run --script` and torchrun set them; "
+                          "or call torch.distributed.init_process_group before DistributedOptimizer)" + instead)
+    return [b for _, b in named]
+
+
+def _buffer_group(ctx):
+    """The process group the buffers are broadcast over: the default one when the script made it (a
+    gloo subgroup of it when its backend cannot broadcast CPU tensors, e.g. nccl), else a gloo group
+    made from the environment (MASTER_ADDR, MASTER_PORT; rank and world size the job's). Returns
+    (group, made): group None is the default group; made: DistributedOptimizer made the default
+    group (finish() destroys it)."""
+    if dist.is_initialized():
+        if dist.get_backend() in ("gloo", "mpi"):
+            return None, False
+        return dist.new_group(backend="gloo"), False
+    dist.init_process_group("gloo", init_method="env://", rank=ctx.rank, world_size=ctx.job.workers)
+    return None, True
+
+
+class _BufferBroadcast:
+    """Broadcasts the buffers from rank 0 in one call: their bytes are packed into one uint8 tensor
+    (largest element size first, so every buffer's slice stays aligned for its dtype), which keeps
+    every dtype (float running statistics, int64 num_batches_tracked) bitwise."""
+
+    def __init__(self, buffers, group, rank):
+        self.buffers = sorted(buffers, key=lambda b: -b.element_size())
+        self.sizes = [b.numel() * b.element_size() for b in self.buffers]
+        self.flat = torch.empty(sum(self.sizes), dtype=torch.uint8)
+        self.group = group
+        self.rank = rank
+
+    def __call__(self):
+        with torch.no_grad():
+            if self.rank == 0:
+                torch.cat([b.detach().reshape(-1).view(torch.uint8) for b in self.buffers], out=self.flat)
+            dist.broadcast(self.flat, 0, group=self.group)
+            if self.rank != 0:
+                offset = 0
+                for b, n in zip(self.buffers, self.sizes):
+                    b.copy_(self.flat[offset:offset + n].view(b.dtype).view(b.shape))
+                    offset += n
 
 
 def _job_sets(job, section, key):
@@ -310,7 +378,22 @@ class DistributedOptimizer:
 
     Creating it joins the job: afterwards the model's trainable parameters hold the servers' weights
     (parameter-server mode) and are views into one flat buffer, as is each .grad; frozen parameters
-    (requires_grad False) are left out. A model with buffers (BatchNorm statistics) is refused.
+    (requires_grad False) are left out.
+
+    broadcast_buffers (default True, as DDP's): the model's buffers (BatchNorm's running statistics)
+    are not in the job; rank 0's are broadcast to every rank over a torch.distributed gloo process
+    group once when the optimizer is made and at the end of every step(), so every rank's next
+    forward starts from rank 0's buffers, as it does under DDP (which broadcasts at the start of
+    the forward that follows a synchronized one). The group is the default one when the script made
+    it (its size and rank must be the job's), else DistributedOptimizer makes it with
+    init_process_group("gloo") from MASTER_ADDR and MASTER_PORT (`sketchps run --script` and
+    torchrun set them) and destroys it in finish(). Refused (ConfigError, before the describe pass
+    writes anything): no MASTER_ADDR/MASTER_PORT and no group; decentralized mode with
+    peer.on_failure regroup (the group cannot follow a regroup). A worker that would rejoin a
+    running job (first round > 0: a restarted worker, or a --resume'd job) cannot rejoin the group,
+    and the servers' checkpoints hold no buffers: refused at creation. broadcast_buffers=False:
+    each rank keeps its own buffers (its own statistics), so the replicas' buffers differ; evaluate
+    with rank 0's (or save rank 0's model).
 
     overlap (default True): zero_grad() starts the round, and during backward each shard's exchange
     starts as soon as its gradients are complete (as DDP's buckets do); step() waits for them. To
@@ -321,15 +404,16 @@ class DistributedOptimizer:
     loop goes on from it (opt.round and opt.batch_indices() follow).
     """
 
-    def __init__(self, optimizer, model, scheme=None, density=None, overlap=True, apply="auto"):
+    def __init__(self, optimizer, model, scheme=None, density=None, overlap=True, apply="auto",
+                 broadcast_buffers=True):
         ctx = _context
         if ctx is None:
             raise OrderError("DistributedOptimizer: call sketchps.torch.init() first")
         self._apply = _applies(optimizer, apply)
         settings = _optimizer_settings(optimizer, model) if self._apply == "sketchps" else _external_settings(optimizer)
         named = _trainable(model, optimizer)
-        _refuse_buffers(model)
-        if ctx.describe:
+        buffers = _check_buffers(ctx, model, broadcast_buffers)
+        if ctx.describe:  # no process group: a world of one has nothing to broadcast
             _describe(ctx, named, settings, scheme, density)
         job = ctx.job
         _check_equal("scheme.name", job.scheme, scheme if scheme is not None else job.scheme, "DistributedOptimizer")
@@ -341,7 +425,23 @@ class DistributedOptimizer:
         self.job = job
         self._lr = [g["lr"] for g in optimizer.param_groups]
         self._overlap = overlap
-        self._worker = _core.Worker(job, ctx.config, named, [], overlap)  # buffers: refused above
+        # The buffers are not the core's (it would refuse them): broadcast below, or left local.
+        self._worker = _core.Worker(job, ctx.config, named, [], overlap)
+        self._broadcast = None
+        self._own_group = False
+        if buffers:
+            first = self._worker.first_round
+            if first > 0:
+                reason = (f"broadcast_buffers: this worker would rejoin the running job at round {first} (a "
+                          "restarted worker or a --resume'd job), but it cannot rejoin the torch.distributed "
+                          "process group the buffers are broadcast over, and the servers' checkpoints hold no "
+                          "buffers; restart the job from round 0, or pass broadcast_buffers=False (each rank's "
+                          "own statistics)")
+                self._worker.abandon(reason[:1000])
+                raise ConfigError(reason)
+            group, self._own_group = _buffer_group(ctx)
+            self._broadcast = _BufferBroadcast(buffers, group, ctx.rank)
+            self._broadcast()  # rank 0's initial buffers, as DDP's constructor broadcasts them
         self._compute_start = None
         self._regroups = 0
         self.last_stats = None
@@ -359,7 +459,8 @@ class DistributedOptimizer:
         replicated SGD update written into the parameters. Returns the round's statistics (a dict:
         round, epoch, loss, bytes_up, bytes_down (the serialized messages, as summary.json counts them;
         the payload arrays inside them: payload_up, payload_down), dense_bytes, selected, compute_s, exchange_s,
-        compress_s, communicate_s, checksum, ...). loss (a number or tensor) is recorded."""
+        compress_s, communicate_s, checksum, ...). loss (a number or tensor) is recorded. With
+        broadcast_buffers, rank 0's buffers are then broadcast to every rank (one call)."""
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
@@ -379,6 +480,8 @@ class DistributedOptimizer:
             self._regroups += 1
         elif self._apply == "torch":
             self.optimizer.step()  # .grad holds the round's aggregate G_t, the same on every rank
+        if self._broadcast is not None:
+            self._broadcast()  # the next forward starts from rank 0's buffers, as under DDP
         return self.last_stats
 
     @contextlib.contextmanager
@@ -402,8 +505,12 @@ class DistributedOptimizer:
                                                 bool(final)))
 
     def finish(self):
-        """Writes the last record and leaves the job (the servers exit once every worker has)."""
+        """Writes the last record and leaves the job (the servers exit once every worker has); destroys
+        the process group DistributedOptimizer made for the buffers."""
         self._worker.finish()
+        if self._own_group:
+            self._own_group = False
+            dist.destroy_process_group()
 
     def __enter__(self):
         return self
