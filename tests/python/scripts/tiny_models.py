@@ -71,3 +71,10 @@ def centres_dataset(n=1024, seed=0):
     centres = torch.randn(4, 20, generator=g)
     x = torch.randn(n, 20, generator=g)
     return torch.utils.data.TensorDataset(x, torch.cdist(x, centres).argmin(1))
+
+
+def centres_data(train=1024, test=512, seed=0):
+    """(train_x, train_y, test_x, test_y): centres_dataset's points, the first `train` for training
+    and the next `test` for evaluation."""
+    x, y = centres_dataset(train + test, seed).tensors
+    return x[:train], y[:train], x[train:], y[train:]
