@@ -12,7 +12,9 @@ namespace {
 // The payload's type URL; its value is the reason's number in decimal.
 constexpr char kReasonUrl[] = "type.sketchps.dev/sketchps.Reason";
 
-constexpr Reason kLastReason = Reason::kRefused;
+constexpr char kCulpritUrl[] = "type.sketchps.dev/sketchps.Culprit";
+
+constexpr Reason kLastReason = Reason::kEvicted;
 
 }  // namespace
 
@@ -32,6 +34,8 @@ const char* ReasonName(Reason reason) {
     case Reason::kBusy: return "busy";
     case Reason::kTooLarge: return "too_large";
     case Reason::kRefused: return "refused";
+    case Reason::kMisbehaved: return "misbehaved";
+    case Reason::kEvicted: return "evicted";
   }
   return "none";
 }
@@ -67,7 +71,20 @@ bool IsTransient(const absl::Status& status) {
 
 bool IsConfigurationError(const absl::Status& status) {
   if (IsFingerprintMismatch(status) || IsModelMismatch(status)) return true;
-  return status.code() == absl::StatusCode::kInvalidArgument && !HasReason(status, Reason::kRefused);
+  return status.code() == absl::StatusCode::kInvalidArgument && !HasReason(status, Reason::kRefused) &&
+         !IsMisbehaved(status) && !IsEvicted(status);
+}
+
+absl::Status WithCulprit(absl::Status status, std::uint32_t rank) {
+  if (!status.ok()) status.SetPayload(kCulpritUrl, absl::Cord(std::to_string(rank)));
+  return status;
+}
+
+std::optional<std::uint32_t> CulpritOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(kCulpritUrl);
+  std::uint32_t rank = 0;
+  if (!payload || !absl::SimpleAtoi(std::string(*payload), &rank)) return std::nullopt;
+  return rank;
 }
 
 }  // namespace sketchps

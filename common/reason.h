@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 
@@ -41,6 +42,10 @@ enum class Reason : std::uint32_t {
   // Set by the gRPC edge on an INVALID_ARGUMENT that another process returned without a Reason: it
   // refused what this process sent (the message names the field). Not a configuration error here.
   kRefused = 13,
+  // Decentralized mode (docs/protocol.md "Eviction"): a peer sent a letter that failed validation
+  // (malformed, wrong shape, non-finite); the receivers evict it and regroup without it.
+  kMisbehaved = 14,
+  kEvicted = 15,  // this worker was evicted by its peers (its letter was refused): it stops
 };
 
 // "rejoin", "replay_round", ... ("none" for kNone and numbers this build does not know).
@@ -64,6 +69,8 @@ inline bool IsFingerprintMismatch(const absl::Status& s) { return HasReason(s, R
 inline bool IsModelMismatch(const absl::Status& s) { return HasReason(s, Reason::kModelMismatch); }
 inline bool IsReplicaDivergence(const absl::Status& s) { return HasReason(s, Reason::kReplicaDiverged); }
 inline bool IsTooLarge(const absl::Status& s) { return HasReason(s, Reason::kTooLarge); }
+inline bool IsMisbehaved(const absl::Status& s) { return HasReason(s, Reason::kMisbehaved); }
+inline bool IsEvicted(const absl::Status& s) { return HasReason(s, Reason::kEvicted); }
 
 // Whether another attempt of the same call may succeed: UNAVAILABLE and DEADLINE_EXCEEDED, and a
 // full queue (Reason::kBusy). gRPC's own RESOURCE_EXHAUSTED refusals carry no Reason (a message
@@ -75,5 +82,10 @@ bool IsTransient(const absl::Status& status);
 // model that differs from the others'. Such errors are permanent (the daemons exit 2, a Kubernetes
 // Job does not retry them).
 bool IsConfigurationError(const absl::Status& status);
+
+// The rank a kMisbehaved status blames (in the membership epoch it happened in), carried in the
+// status's payload like the Reason; nullopt when there is none.
+absl::Status WithCulprit(absl::Status status, std::uint32_t rank);
+std::optional<std::uint32_t> CulpritOf(const absl::Status& status);
 
 }  // namespace sketchps

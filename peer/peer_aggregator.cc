@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/net/grpc_edge.h"
+#include "common/reason.h"
 #include "common/status.h"
 #include "engine/wire.h"
 #include "peer/schedule.h"
@@ -223,6 +224,13 @@ void PeerAggregator::AbortPeers(const PhaseRef& ref, const absl::Status& why) {
     call->request = Header(ref);
     call->request.set_abort_code(static_cast<int>(why.code()));
     call->request.set_abort_message(std::string(why.message()));
+    // The rank to evict: the one whose letter this rank refused, or this rank itself when a peer
+    // refused its letter (so that every peer hears the culprit, whichever notice comes first).
+    if (const auto culprit = CulpritOf(why); culprit && IsMisbehaved(why)) {
+      call->request.set_evict_rank(*culprit);
+    } else if (IsEvicted(why)) {
+      call->request.set_evict_rank(config().rank);
+    }
     call->context.set_deadline(absl::ToChronoTime(deadline));
     call->reader = links_[r].stub->AsyncExchange(&call->context, call->request, &cq);
     call->reader->Finish(&call->response, &call->status, call.get());

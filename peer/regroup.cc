@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/net/grpc_edge.h"
+#include "common/reason.h"
 #include "common/status.h"
 
 namespace sketchps::peer {
@@ -81,7 +82,10 @@ absl::StatusOr<RegroupPlan> Regrouper::Handle(const v1::RegroupRequest& request,
       SKETCHPS_RETURN_IF_ERROR(CheckWorker(caller, id, "rank"));
     }
     Collection& c = collections_[epoch];
-    if (c.decision) return AnswerFor(c, epoch, request.rank());
+    for (std::uint32_t r : request.evict()) {
+      if (r < config_.peers.size()) c.evicted.insert(r);
+    }
+    if (c.decision || c.evicted.contains(request.rank())) return AnswerFor(c, epoch, request.rank());
     c.asked[request.rank()] = request.next_round();
     if (c.started) {
       const auto decided = [&c]() { return c.decision.has_value(); };
@@ -114,10 +118,10 @@ void Regrouper::Collect(std::uint64_t epoch) {
       if (config_.epoch != epoch) return;  // re-armed meanwhile
       Collection& c = collections_[epoch];
       for (std::uint32_t r = 0; r < config_.peers.size(); ++r) {
-        if (!c.asked.contains(r) && !c.dead.contains(r)) missing.push_back(r);
+        if (!c.asked.contains(r) && !c.dead.contains(r) && !c.evicted.contains(r)) missing.push_back(r);
       }
       if (missing.empty() || absl::Now() >= deadline) {
-        c.decision = DecideRegroup(config_.epoch, config_.peers.size(), c.asked);
+        c.decision = DecideRegroup(config_.epoch, config_.peers.size(), c.asked, c.evicted);
         return;
       }
     }
@@ -136,11 +140,13 @@ void Regrouper::Collect(std::uint64_t epoch) {
 }
 
 absl::StatusOr<RegroupPlan> DecideRegroup(std::uint64_t failed_epoch, std::size_t num_ranks,
-                                          const std::map<std::uint32_t, std::uint64_t>& asked) {
+                                          const std::map<std::uint32_t, std::uint64_t>& asked,
+                                          const std::set<std::uint32_t>& evicted) {
   RegroupPlan plan;
   plan.epoch = failed_epoch + 1;
   std::uint64_t lo = ~0ull, hi = 0;
   for (const auto& [rank, next] : asked) {
+    if (evicted.contains(rank)) continue;
     plan.members.push_back(rank);
     lo = std::min(lo, next);
     hi = std::max(hi, next);
@@ -185,6 +191,11 @@ absl::StatusOr<RegroupPlan> PlanFromResponse(const v1::RegroupResponse& response
 }
 
 absl::StatusOr<RegroupPlan> Regrouper::AnswerFor(const Collection& c, std::uint64_t epoch, std::uint32_t rank) {
+  if (c.evicted.contains(rank)) {
+    return WithReason(absl::FailedPreconditionError(absl::StrCat("regroup: rank ", rank, " of epoch ", epoch,
+                                                                 " is evicted: a peer refused its letter")),
+                      Reason::kEvicted);
+  }
   if (!c.decision->ok()) return c.decision->status();
   const RegroupPlan& plan = **c.decision;
   if (!plan.RankOf(rank)) {
@@ -210,7 +221,7 @@ bool Regrouper::Probe(std::uint32_t rank) {
   return stub->Probe(&ctx, request, &response).ok();
 }
 
-absl::StatusOr<RegroupPlan> Regrouper::Ask(std::uint64_t next_round) {
+absl::StatusOr<RegroupPlan> Regrouper::Ask(std::uint64_t next_round, const std::set<std::uint32_t>& evict) {
   v1::RegroupRequest request;
   std::size_t n = 0;
   absl::Duration window;
@@ -224,8 +235,10 @@ absl::StatusOr<RegroupPlan> Regrouper::Ask(std::uint64_t next_round) {
     window = config_.window;
   }
   request.set_next_round(next_round);
+  for (std::uint32_t r : evict) request.add_evict(r);
   std::vector<std::string> skipped;
   for (std::uint32_t c = 0; c < n; ++c) {
+    if (evict.contains(c)) continue;  // not a coordinator to trust
     if (c == request.rank()) return Handle(request);
     if (!Probe(c)) {
       skipped.push_back(absl::StrCat(c));

@@ -19,6 +19,10 @@
 //     members are not a strict majority of the failed epoch (two disjoint groups could otherwise both
 //     go on; so P = 2 cannot continue) or their next_rounds differ by more than one (collectives
 //     that need every rank cannot leave them further apart).
+//   - Eviction: a request may name ranks whose letters its sender refused (evict); the coordinator
+//     neither waits for them nor admits them, and answers their own requests with kEvicted. Asking
+//     survivors skip an evicted rank as coordinator. (Not Byzantine-tolerant: a rank that lies
+//     about a letter can have an honest peer evicted.)
 //   - A late request gets the decision when its sender is a member, else FailedPrecondition naming
 //     it as left out. Requests for another job or epoch are FailedPrecondition; a rank out of range
 //     is InvalidArgument.
@@ -65,8 +69,10 @@ struct RegroupPlan {
 // The decision rules, without the network (pure; Regrouper uses them):
 // DecideRegroup: the plan for `asked` (rank -> next_round) of the failed epoch's num_ranks ranks, or
 // FailedPrecondition (no strict majority, next rounds more than one apart).
+// `evicted`: ranks a survivor refused a letter of: never members, and not waited for.
 absl::StatusOr<RegroupPlan> DecideRegroup(std::uint64_t failed_epoch, std::size_t num_ranks,
-                                          const std::map<std::uint32_t, std::uint64_t>& asked);
+                                          const std::map<std::uint32_t, std::uint64_t>& asked,
+                                          const std::set<std::uint32_t>& evicted = {});
 // PlanFromResponse: a survivor's check of the coordinator's answer to `request` (an epoch of
 // num_ranks ranks): epoch + 1, members ascending, in range, a strict majority that includes the
 // asker, round = the asker's next_round or the one before. InvalidArgument naming the field.
@@ -86,8 +92,9 @@ class Regrouper {
   // PermissionDenied.
   absl::StatusOr<RegroupPlan> Handle(const v1::RegroupRequest& request,
                                      const std::optional<Identity>& caller = std::nullopt);
-  // Survivor side: the decision for this worker's failed epoch (see the protocol above).
-  absl::StatusOr<RegroupPlan> Ask(std::uint64_t next_round);
+  // Survivor side: the decision for this worker's failed epoch (see the protocol above). `evict`:
+  // ranks whose letters this worker refused (kMisbehaved): the coordinator leaves them out.
+  absl::StatusOr<RegroupPlan> Ask(std::uint64_t next_round, const std::set<std::uint32_t>& evict = {});
   // The armed epoch (0 before Arm).
   std::uint64_t epoch() const;
 
@@ -95,6 +102,7 @@ class Regrouper {
   struct Collection {
     std::map<std::uint32_t, std::uint64_t> asked;  // rank -> next_round
     std::set<std::uint32_t> dead;
+    std::set<std::uint32_t> evicted;  // named by any request
     bool started = false;
     std::optional<absl::StatusOr<RegroupPlan>> decision;
   };

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/net/grpc_edge.h"
+#include "common/reason.h"
 #include "common/status.h"
 #include "engine/wire.h"
 #include "peer/schedule.h"
@@ -45,9 +46,16 @@ absl::Status FileAbort(Endpoint& e, const PhaseRef& ref, const v1::ExchangeReque
     return Invalid("abort_code", absl::StrCat(r.abort_code(), " is not a status code"));
   }
   const std::string why = r.abort_message().substr(0, kMaxAbortMessage);
-  (void)e.mailbox.Abort(ref,
-                        PeerAbortStatus(static_cast<absl::StatusCode>(r.abort_code()),
-                                        absl::StrCat("rank ", r.header().worker_id(), " abandoned the phase: ", why)));
+  absl::Status notice = PeerAbortStatus(static_cast<absl::StatusCode>(r.abort_code()),
+                                        absl::StrCat("rank ", r.header().worker_id(), " abandoned the phase: ", why));
+  if (r.has_evict_rank()) {
+    if (r.evict_rank() >= e.config.num_workers) {
+      return Invalid("evict_rank", absl::StrCat(r.evict_rank(), " >= ", e.config.num_workers, " workers"));
+    }
+    // The sender refused a letter of that rank: so does this one (docs/protocol.md "Eviction").
+    notice = WithCulprit(WithReason(std::move(notice), Reason::kMisbehaved), r.evict_rank());
+  }
+  (void)e.mailbox.Abort(ref, std::move(notice));
   return absl::OkStatus();
 }
 
@@ -93,11 +101,16 @@ absl::Status Receive(Endpoint& e, const v1::ExchangeRequest& r, const std::optio
   const std::size_t cap = SenderCap(c, sender);
   auto letter = Open(c, r);
   if (letter.ok()) return e.mailbox.Put(ref, r.step(), *std::move(letter), cap);
+  // A letter from an authenticated rank that fails validation: this rank's phase fails naming the
+  // sender, which is evicted (the survivors regroup without it); the sender is told so.
   Letter refused;
   refused.sender = sender;
-  refused.rejected = Annotate(letter.status(), absl::StrCat("invalid step ", r.step()));
+  refused.rejected = WithCulprit(
+      WithReason(Annotate(letter.status(), absl::StrCat("invalid step ", r.step())), Reason::kMisbehaved), sender);
   (void)e.mailbox.Put(ref, r.step(), std::move(refused), cap);
-  return letter.status();
+  return WithReason(Annotate(letter.status(), absl::StrCat("rank ", c.rank, " refused this letter and evicts rank ",
+                                                           sender, " from the job")),
+                    Reason::kEvicted);
 }
 
 grpc::Status PeerService::Exchange(grpc::ServerContext* context, const v1::ExchangeRequest* request,

@@ -137,6 +137,7 @@ int Run(Flags& flags) {
   if (!summary.ok()) {
     spdlog::error("training failed: {}", std::string(summary.status().message()));
     if (IsReplicaDivergence(summary.status())) return 3;
+    if (IsEvicted(summary.status())) return 4;  // its peers refused its letter and go on without it
     // Configuration problems are permanent (exit 2: a Kubernetes Job does not retry them).
     return IsConfigurationError(summary.status()) ? 2 : 1;
   }

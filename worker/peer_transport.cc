@@ -1,5 +1,8 @@
 #include "worker/peer_transport.h"
 
+#include <optional>
+#include <set>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -57,10 +60,26 @@ class PeerTransport final : public Transport {
   absl::Status CheckReplica(std::uint64_t, const ShardMap&, const float*) override { return absl::OkStatus(); }
 
   absl::StatusOr<Regrouped> Regroup(const absl::Status& failure, std::uint64_t next_round) override {
-    if (!regroup_ || failure.code() != absl::StatusCode::kUnavailable) return failure;
-    spdlog::warn("round {} failed ({}); regrouping with the other survivors of epoch {}", next_round,
-                 std::string(failure.message()), config_.epoch);
-    SKETCHPS_ASSIGN_OR_RETURN(peer::RegroupPlan plan, server_->regrouper().Ask(next_round));
+    // A rank whose letter a peer refused is evicted: it stops (exit code 4), the others go on.
+    const std::optional<std::uint32_t> culprit = IsMisbehaved(failure) ? CulpritOf(failure) : std::nullopt;
+    if (IsEvicted(failure) || (culprit && *culprit == config_.rank)) {
+      return WithReason(absl::FailedPreconditionError(
+                            absl::StrCat("evicted from the job at round ", next_round, ": ", failure.message())),
+                        Reason::kEvicted);
+    }
+    if (!regroup_ || (failure.code() != absl::StatusCode::kUnavailable && !culprit)) return failure;
+    std::set<std::uint32_t> evict;
+    if (culprit) {
+      evict.insert(*culprit);
+      spdlog::warn(
+          "round {}: rank {} sent a letter that failed validation ({}); evicting it and regrouping with "
+          "the others of epoch {}",
+          next_round, *culprit, std::string(failure.message()), config_.epoch);
+    } else {
+      spdlog::warn("round {} failed ({}); regrouping with the other survivors of epoch {}", next_round,
+                   std::string(failure.message()), config_.epoch);
+    }
+    SKETCHPS_ASSIGN_OR_RETURN(peer::RegroupPlan plan, server_->regrouper().Ask(next_round, evict));
     std::vector<std::string> peers;
     std::vector<std::uint32_t> identities;  // certificates keep the ranks of the job's start
     for (std::uint32_t m : plan.members) {

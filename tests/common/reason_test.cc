@@ -21,7 +21,7 @@ using sketchps::WithReason;
 namespace {
 
 // Every Reason this build knows, by number (the wire protocol's numbering).
-constexpr std::uint32_t kLastKnown = static_cast<std::uint32_t>(Reason::kRefused);
+constexpr std::uint32_t kLastKnown = static_cast<std::uint32_t>(Reason::kEvicted);
 
 }  // namespace
 
@@ -119,4 +119,18 @@ TEST_CASE("The rewording hook changes the words a process sends and nothing else
   CHECK(received.code() == sent.code());
   CHECK(sketchps::IsRejoin(received));
   CHECK(ToGrpcStatus(sent).error_message() == "join again with your replica");  // off again
+}
+
+TEST_CASE("A culprit travels with a status, and eviction is not a configuration error", "[reason]") {
+  const absl::Status blamed = sketchps::WithCulprit(
+      sketchps::WithReason(absl::InvalidArgumentError("dense.values: not finite"), Reason::kMisbehaved), 2);
+  CHECK(sketchps::CulpritOf(blamed) == 2u);
+  CHECK(sketchps::IsMisbehaved(blamed));
+  CHECK(!sketchps::IsConfigurationError(blamed));
+  CHECK(!sketchps::CulpritOf(absl::InvalidArgumentError("x")).has_value());
+  CHECK(!sketchps::CulpritOf(absl::OkStatus()).has_value());
+  CHECK(sketchps::WithCulprit(absl::OkStatus(), 1).ok());
+  CHECK(!sketchps::IsConfigurationError(
+      sketchps::WithReason(absl::InvalidArgumentError("refused and evicted"), Reason::kEvicted)));
+  CHECK(sketchps::IsConfigurationError(absl::InvalidArgumentError("--rank: bad")));
 }

@@ -6,7 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include "absl/time/clock.h"
+#include "common/reason.h"
 #include "engine/wire.h"
+#include "peer/schedule.h"
 #include "peer_group.h"
 
 using namespace sketchps;
@@ -29,16 +31,16 @@ struct Timed {
 
 // A hand-made step from `sender` to `to` (P = 2: the doubling step is step 1).
 v1::ExchangeRequest Step(std::uint32_t sender, const PhaseSpec& spec, const PayloadValue& payload,
-                         std::uint64_t round = 0) {
+                         std::uint64_t round = 0, std::uint32_t step = 1, const std::string& job = "fail") {
   v1::ExchangeRequest r;
   auto* h = r.mutable_header();
-  h->set_job_id("fail");
+  h->set_job_id(job);
   h->set_epoch(0);
   h->set_worker_id(sender);
   h->set_shard_id(0);
   h->set_round(round);
   h->set_phase(0);
-  r.set_step(1);
+  r.set_step(step);
   *r.mutable_spec() = SpecToProto(spec);
   r.set_contributors(1);
   auto* item = r.add_items();
@@ -110,6 +112,11 @@ TEST_CASE("Invalid steps from a peer are refused and fail the receiver's phase a
     CHECK(out.rank0.result.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK(std::string(out.rank0.result.status().message()).find("rank 1 (") != std::string::npos);
     CHECK(out.rank0.took < absl::Seconds(5));
+    // The receiver blames the sender (it evicts it); the sender is told it is evicted.
+    CHECK(IsMisbehaved(out.rank0.result.status()));
+    CHECK(CulpritOf(out.rank0.result.status()) == 1u);
+    CHECK(!IsConfigurationError(out.rank0.result.status()));
+    CHECK(out.sent.error_message().find("evicts rank 1") != std::string::npos);
   }
   SECTION("a sparse payload of the wrong dimension") {
     const PhaseSpec spec{Reduction::kSparseSum};
@@ -170,4 +177,30 @@ TEST_CASE("After a membership change the old epoch is refused", "[peer][grpc][fa
   fresh.mutable_header()->set_epoch(1);
   CHECK(Send(group.addresses()[0], fresh).ok());
   CHECK(group.server(0).endpoint()->mailbox.HeldLetters(0) == 1);
+}
+
+TEST_CASE("Every rank blames the rank whose letter one of them refused, so all can evict it", "[peer][grpc][failure]") {
+  // P = 3: rank 2 folds into a partner at step 0; the test plays rank 2 and sends NaN there.
+  PeerGroup group(3, PeerBase("evict", {kDim}, absl::Seconds(10)));
+  const std::uint32_t partner = *peer::StepOf(3, 2, 0).send_to;
+  std::vector<float> v(kDim, 1.0f);
+  v[0] = NAN;
+  std::vector<Timed> out(2);
+  const absl::Time t0 = absl::Now();
+  std::thread ranks([&] {
+    RunRanks({0, 1}, [&](std::uint32_t r) {
+      out[r].result = group.aggregator(r).RunPhase(0, 0, 0, Dense(1.0f));
+      out[r].took = absl::Now() - t0;
+    });
+  });
+  const grpc::Status sent =
+      Send(group.addresses()[partner], Step(2, {Reduction::kDenseSum}, DenseValues{v}, 0, 0, "evict"));
+  ranks.join();
+  CHECK(sent.error_message().find("evicts rank 2") != std::string::npos);
+  for (std::uint32_t r : {0u, 1u}) {
+    INFO("rank " << r << " after " << absl::FormatDuration(out[r].took) << ": " << out[r].result.status());
+    CHECK(IsMisbehaved(out[r].result.status()));  // the partner refused it; the other heard the abort notice
+    CHECK(CulpritOf(out[r].result.status()) == 2u);
+    CHECK(out[r].took < absl::Seconds(5));
+  }
 }

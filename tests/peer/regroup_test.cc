@@ -3,12 +3,14 @@
 // out, and requests for another job or epoch are refused.
 #include <future>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "absl/time/clock.h"
+#include "common/reason.h"
 #include "peer/service.h"
 
 using namespace sketchps;
@@ -36,11 +38,12 @@ struct Group {
   }
   void Kill(std::uint32_t r) { servers[r]->Shutdown(absl::ZeroDuration()); }
   // Every rank in `ranks` asks at once, with its next round.
-  std::vector<absl::StatusOr<RegroupPlan>> AskAll(const std::vector<std::pair<std::uint32_t, std::uint64_t>>& ranks) {
+  std::vector<absl::StatusOr<RegroupPlan>> AskAll(const std::vector<std::pair<std::uint32_t, std::uint64_t>>& ranks,
+                                                  const std::set<std::uint32_t>& evict = {}) {
     std::vector<std::future<absl::StatusOr<RegroupPlan>>> calls;
     for (auto [r, next] : ranks) {
-      calls.push_back(
-          std::async(std::launch::async, [this, r = r, next = next] { return servers[r]->regrouper().Ask(next); }));
+      calls.push_back(std::async(
+          std::launch::async, [this, r = r, next = next, evict] { return servers[r]->regrouper().Ask(next, evict); }));
     }
     std::vector<absl::StatusOr<RegroupPlan>> out;
     for (auto& c : calls) out.push_back(c.get());
@@ -124,4 +127,27 @@ TEST_CASE("Regroup requests for another job, epoch or rank are refused", "[peer]
   CHECK(unarmed.Ask(0).status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(unarmed.Arm(RegroupConfig{"x", 0, 2, {"a:1", "b:2"}, absl::Seconds(1), {}, {}}).code() ==
         absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("An evicted rank is left out at once although it is alive, and told it is evicted", "[peer][regroup]") {
+  Group g(3, absl::Seconds(30));  // a window far longer than the test may take
+  // Rank 0 sent a letter the others refused: they name it; it is alive and the lowest rank, yet
+  // neither the coordinator nor a member.
+  const absl::Time start = absl::Now();
+  const auto plans = g.AskAll({{1, 5}, {2, 5}}, {0});
+  CHECK(absl::Now() - start < absl::Seconds(10));
+  for (const auto& plan : plans) {
+    REQUIRE(plan.ok());
+    CHECK(plan->members == std::vector<std::uint32_t>{1, 2});
+    CHECK(plan->round == 5);
+  }
+  v1::RegroupRequest late;
+  late.set_job_id("regroup");
+  late.set_epoch(0);
+  late.set_rank(0);
+  late.set_next_round(5);
+  const auto evicted = g.servers[1]->regrouper().Handle(late);
+  CHECK(IsEvicted(evicted.status()));
+  CHECK(DecideRegroup(0, 3, {{0, 5}, {1, 5}, {2, 5}}, {0})->members == std::vector<std::uint32_t>{1, 2});
+  CHECK(DecideRegroup(0, 3, {{0, 5}, {1, 5}}, {0}).status().code() == absl::StatusCode::kFailedPrecondition);
 }
