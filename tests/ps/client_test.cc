@@ -13,8 +13,7 @@
 
 using namespace sketchps;
 
-TEST_CASE("A Join to an unreachable shard says it is waiting every few seconds, then names the shard",
-          "[processes]") {
+TEST_CASE("A Join to an unreachable shard says it is waiting every few seconds, then names the shard", "[processes]") {
   auto port = launch::FreeLocalPort();  // free a moment ago: nobody listens there
   REQUIRE(port.ok());
   ps::ClientOptions o;

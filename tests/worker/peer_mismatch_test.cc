@@ -38,8 +38,9 @@ TEST_CASE("Every rank names the differing job key when one rank runs another job
     o.patience = absl::Seconds(20);
     o.fingerprint = {{"scheme", 1}, {"optimizer", rank == 2 ? 7u : 3u}};  // rank 2: another learning rate
     SKETCHPS_ASSIGN_OR_RETURN(auto transport, worker::StartPeers(o, *shards));
-    ReplicaOptions ro{rank, 3, *shards, job->layout, job->scheme.make, job->scheme.density, job->scheme.global_momentum,
-                      job->optimizer, 1, false};
+    ReplicaOptions ro{
+        rank,           3, *shards, job->layout, job->scheme.make, job->scheme.density, job->scheme.global_momentum,
+        job->optimizer, 1, false};
     SKETCHPS_ASSIGN_OR_RETURN(auto replica, Replica::Create(ro));
     std::vector<float> params(job->layout.dim(), 0.0f);
     return transport->Start(job->layout, *shards, params.data(), *replica).status();
