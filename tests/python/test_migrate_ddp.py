@@ -1,8 +1,9 @@
 """docs/pytorch.md "Migrating a DDP script" is a working diff: applied to a DDP script
 (tests/python/scripts/ddp_before.py, which runs under torch.distributed as it is), the result trains
 under `sketchps run --script` with a DataLoader over sps.DistributedSampler: 2 workers over real
-servers, the job's rounds, finite losses, data.train_samples taken from len(dataset). A model with
-BatchNorm stops `sketchps run --script` before any server starts."""
+servers, the job's rounds, finite losses, data.train_samples taken from len(dataset). The same
+script with BatchNorm trains too, its buffers broadcast from rank 0 every round (DDP's
+broadcast_buffers) over the gloo group `sketchps run` makes possible, with equal replicas."""
 import math
 import os
 import re
@@ -106,12 +107,13 @@ def test_the_migrated_script_trains_under_sketchps_run(tmp_path):
     assert a[-1]["epoch"] == pytest.approx(23 / 16)
 
 
-def test_a_model_with_batchnorm_stops_before_any_server_starts(tmp_path):
+def test_the_migrated_script_with_batchnorm_trains_with_equal_replicas(tmp_path):
     after = after_script()
     assert "self.norm = nn.LayerNorm(64)" in after
     script = tmp_path / "train.py"
     script.write_text(after.replace("self.norm = nn.LayerNorm(64)", "self.norm = nn.BatchNorm1d(64)"))
     out, done = run(tmp_path, "batchnorm", "--script", str(script), job=JOB, check=False)
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert "model: has buffer 'norm.running_mean'" in done.stderr and "use GroupNorm or LayerNorm" in done.stderr
-    assert not out.exists()  # no run directory: nothing was started
+    assert done.returncode == 0, done.stderr[-2000:]
+    a, b = records(out, 0), records(out, 1)
+    assert len(a) == len(b) > 0
+    assert [r["checksum"] for r in a] == [r["checksum"] for r in b]
