@@ -114,13 +114,16 @@ def init(job=None, overrides=()):
     job: a job spec file (default: $SKETCHPS_JOB); overrides: "key=value" strings as --set takes.
     Environment: RANK (or JOB_COMPLETION_INDEX), WORLD_SIZE (must equal the job's workers);
     ps mode SKETCHPS_SERVERS; decentralized mode SKETCHPS_LISTEN and SKETCHPS_PEERS (or
-    SKETCHPS_PEERS_FILE); SKETCHPS_TLS_DIR or SKETCHPS_INSECURE=1; optional SKETCHPS_METRICS_OUT.
+    SKETCHPS_PEERS_FILE); SKETCHPS_TLS_DIR or SKETCHPS_INSECURE=1; optional SKETCHPS_METRICS_OUT ({rank}: the rank) and SKETCHPS_SET (overrides, ";"-separated).
     Raises ConfigError naming the variable or key."""
     global _context
     path = job if job is not None else _env("SKETCHPS_JOB")
     if not path:
         raise ConfigError("SKETCHPS_JOB: no job spec (pass init(job=...) or set SKETCHPS_JOB)")
-    spec = _core.load_job(path, list(overrides))
+    # SKETCHPS_SET: "key=value" overrides separated by ';', applied before `overrides` (a launcher's
+    # --set for scripts, e.g. the Kubernetes overlay's workers/servers from sketchps-scale).
+    from_env = [kv.strip() for kv in _env("SKETCHPS_SET").split(";") if kv.strip()]
+    spec = _core.load_job(path, from_env + list(overrides))
     describe = _env("SKETCHPS_DESCRIBE")
     rank = _rank() if not describe else 0
     world = _core.env_uint32("WORLD_SIZE")

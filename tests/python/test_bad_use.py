@@ -13,7 +13,7 @@ from sketchps.errors import ConfigError, ModelMismatchError, OrderError
 
 ENV = ("RANK", "WORLD_SIZE", "JOB_COMPLETION_INDEX", "SKETCHPS_JOB", "SKETCHPS_SERVERS", "SKETCHPS_PEERS",
        "SKETCHPS_PEERS_FILE", "SKETCHPS_LISTEN", "SKETCHPS_TLS_DIR", "SKETCHPS_INSECURE", "SKETCHPS_DESCRIBE",
-       "SKETCHPS_METRICS_OUT")
+       "SKETCHPS_METRICS_OUT", "SKETCHPS_SET")
 
 PS_JOB = """job_id: bad-use
 workers: 2
@@ -195,3 +195,17 @@ def test_parameters_become_views_of_the_flat_buffers(env, tmp_path):
     assert flat.numel() == 235146
     assert model.fc1.weight.data_ptr() == flat.data_ptr()
     assert model.fc3.bias.grad.data_ptr() == opt.flat_gradients.data_ptr() + 4 * (235146 - 10)
+
+
+def test_sketchps_set_overrides_the_job_as_a_launcher_would(env):
+    """SKETCHPS_SET (the Kubernetes overlay deploy/k8s/overlays/python-script sets it from
+    sketchps-scale) applies ';'-separated overrides before init()'s own."""
+    env.setenv("SKETCHPS_SET", "workers=3; servers=1")
+    env.setenv("RANK", "2")
+    env.setenv("SKETCHPS_SERVERS", "127.0.0.1:1")  # never reached
+    ctx = sps.init()
+    assert (ctx.job.workers, ctx.job.servers) == (3, 1)
+    env.setattr(sps, "_context", None)
+    env.setenv("SKETCHPS_SET", "workerz=3")
+    with pytest.raises(ConfigError, match="workerz"):
+        sps.init()
