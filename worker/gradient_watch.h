@@ -40,6 +40,9 @@ class GradientWatch {
   ~GradientWatch();
 
   void Arm(std::function<void(std::uint32_t)> ready);
+  // Hooks only accumulate until the next Arm (gradient accumulation: the backward passes of DDP's
+  // no_sync(); the caller arms again before the last one). Not during a backward.
+  void Disarm() { ready_ = nullptr; }
   void Finish();
   // Whether a parameter's gradient was accumulated twice since the last Arm.
   bool repeated() const { return repeated_.load(); }

@@ -489,16 +489,23 @@ class DistributedOptimizer:
 
     @contextlib.contextmanager
     def no_sync(self):
-        """DDP's no_sync() for gradient accumulation: the backward passes inside add their gradients
-        to .grad, and the step's exchange takes the sum. It needs DistributedOptimizer(...,
-        overlap=False), where every backward accumulates until step() anyway (no_sync only marks
-        it); with overlap (the default) the exchange starts during the first backward, so no_sync
-        raises OrderError at once, before a partial gradient could be sent."""
-        if self._overlap:
-            raise OrderError("no_sync: gradient accumulation over several backward passes needs "
-                             "DistributedOptimizer(..., overlap=False) (with overlap, each shard's exchange starts "
-                             "during the first backward)")
-        yield
+        """DDP's no_sync() for gradient accumulation: the backward passes inside only add their
+        gradients to .grad; the next backward, outside, is the step's last, and the exchange takes
+        the sum. With overlap (the default) the exchange of each shard starts during that last
+        backward, as DDP's does; step() inside no_sync() is an OrderError.
+
+            opt.zero_grad()
+            with opt.no_sync():
+                for x, y in micro_batches[:-1]:
+                    loss_fn(model(x), y).backward()
+            loss_fn(model(x_last), y_last).backward()
+            opt.step()
+        """
+        self._worker.no_sync(True)
+        try:
+            yield
+        finally:
+            self._worker.no_sync(False)
 
     def evaluate(self, correct, samples, loss_sum, final=False, seconds=0.0):
         """Sums this rank's evaluation counts over every worker (each evaluates its share) and records

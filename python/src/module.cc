@@ -209,6 +209,7 @@ void BindWorker(py::module_& m) {
              return std::string(st.message());  // best effort: "" when every server was told
            })
       .def("zero_grad", [](PyWorker& w) { Check(w.ZeroGrad()); })
+      .def("no_sync", [](PyWorker& w, bool on) { Check(w.SetNoSync(on)); })
       .def("batch_indices", [](PyWorker& w, std::uint64_t round) { return Unwrap(w.BatchIndices(round)); })
       .def("learning_rate", &PyWorker::learning_rate)
       .def("epoch_of", &PyWorker::epoch_of)

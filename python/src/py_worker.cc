@@ -66,6 +66,21 @@ absl::Status PyWorker::ZeroGrad() {
   if (watch_ && !flight_ && next_round_ < last_round()) {
     flight_ = session_->StartRound(next_round_, flat_.grads(), destination());
     flight_start_ = absl::Now();
+    if (!no_sync_) watch_->Arm([flight = &*flight_](std::uint32_t s) { flight->Ready(s); });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PyWorker::SetNoSync(bool on) {
+  SKETCHPS_RETURN_IF_ERROR(Usable("no_sync"));
+  if (on == no_sync_) {
+    return absl::FailedPreconditionError(on ? "no_sync: already inside no_sync()" : "no_sync: not inside no_sync()");
+  }
+  no_sync_ = on;
+  if (!watch_ || !flight_) return absl::OkStatus();  // no overlap, or no round started yet (ZeroGrad arms)
+  if (on) {
+    watch_->Disarm();
+  } else {
     watch_->Arm([flight = &*flight_](std::uint32_t s) { flight->Ready(s); });
   }
   return absl::OkStatus();
@@ -116,6 +131,10 @@ absl::Status PyWorker::Usable(const char* call) const {
 
 absl::StatusOr<std::string> PyWorker::Step(float loss, double compute_seconds) {
   SKETCHPS_RETURN_IF_ERROR(Usable("step"));
+  if (no_sync_) {
+    return absl::FailedPreconditionError(
+        "step: inside no_sync() (its backward passes only accumulate; step after the last backward, outside it)");
+  }
   if (next_round_ >= last_round()) {
     return absl::FailedPreconditionError(absl::StrCat("step: the job's ", last_round(), " rounds are done (check ",
                                                       "DistributedOptimizer.done before stepping)"));

@@ -78,6 +78,11 @@ class PyWorker {
   absl::Status Abandon(const std::string& reason);
   // Zeroes the gradients; with overlap, starts the next round in flight (see above).
   absl::Status ZeroGrad();
+  // DDP's no_sync(): between SetNoSync(true) and SetNoSync(false) backward passes only accumulate
+  // (with overlap, the gradient watch is disarmed, and armed again on leaving, so the next backward,
+  // the last of the step, starts each shard's exchange with the summed gradients). Step inside is
+  // FailedPrecondition.
+  absl::Status SetNoSync(bool on);
 
   // This worker's sample indices of round `round` (the data order rule, worker/fashion_mnist.h).
   absl::StatusOr<std::vector<std::uint64_t>> BatchIndices(std::uint64_t round);
@@ -117,6 +122,7 @@ class PyWorker {
   bool finished_ = false;
   bool abandoned_ = false;  // by Abandon (finished_ is then set too)
   bool external_ = false;   // optimizer.name external
+  bool no_sync_ = false;    // inside no_sync()
 };
 
 }  // namespace sketchps::python

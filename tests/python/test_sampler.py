@@ -172,12 +172,29 @@ def test_no_sync_accumulates_without_overlap(env, tmp_path):
         assert opt.step()["round"] == 0
 
 
-def test_no_sync_with_overlap_is_refused_at_once(env, tmp_path):
-    _, _, _, opt = live(env, tmp_path)
+def accumulated_step(env, tmp_path, overlap):
+    """One round of two micro-batches accumulated with no_sync(); the parameters after it."""
+    env.setattr(sps, "_context", None)
+    tmp_path.mkdir()
+    _, sampler, model, opt = live(env, tmp_path, overlap=overlap)
+    x, i = next(iter(DataLoader(sampler.dataset, batch_size=8, sampler=sampler)))
     with opt:
-        with pytest.raises(OrderError, match=r"no_sync: .*overlap=False"):
-            with opt.no_sync():
-                pass
+        opt.zero_grad()
+        with opt.no_sync():
+            F.cross_entropy(model(x[:4]), i[:4] % 10).backward()
+            with pytest.raises(OrderError, match="inside no_sync"):
+                opt.step()
+        F.cross_entropy(model(x[4:]), i[4:] % 10).backward()
+        assert opt.step()["round"] == 0
+        return opt.flat_parameters.clone()
+
+
+def test_no_sync_with_overlap_sends_the_summed_gradients(env, tmp_path):
+    """With overlap, the exchange starts during the last backward, outside no_sync(), with the sum of
+    both passes: the same update as without overlap (bitwise), not the first pass alone."""
+    overlapped = accumulated_step(env, tmp_path / "a", overlap=True)
+    plain = accumulated_step(env, tmp_path / "b", overlap=False)
+    assert torch.equal(overlapped, plain)
 
 
 # --- data.train_samples from the dataset; buffers; the describe pass ---------------------------
