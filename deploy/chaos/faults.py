@@ -1,0 +1,179 @@
+"""How the chaos suite breaks the emulated network and disks (deploy/emulate/netns_run.py's topology:
+one namespace per service, one veth `eth0` per host to port `pN` of bridge `br0` in the switch's
+namespace).
+
+This kernel has no netem (shared/design/TOOLCHAIN.md), so:
+  - loss: an nftables `bridge` table in the switch drops each forwarded frame with probability p
+    (`numgen random`), one draw per frame between two hosts: what `netem loss p` on every host's
+    egress gives. Silent, as on a real link (dropping in the sender's own output would return EPERM
+    to the sender instead of losing the packet);
+  - partition: the same kind of table drops every frame entering or leaving the host's switch port;
+    the host keeps its link up and sees silence; healing deletes the table;
+  - latency: delay_relay.py in each connecting host's namespace, fed by an nftables `nat output`
+    redirect of the host's TCP connections to the emulated subnet (marked relay traffic excluded);
+  - slow link: tbf at the given rate on both ends of the host's veth (the harness's own cap method);
+  - full disk: a small tmpfs mounted over the shard's checkpoint folder and filled to the last byte.
+The *_ruleset functions are pure (tested); apply with nft().
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TABLE = "sketchps_chaos"
+RELAY_PORT = 15999
+RELAY_MARK = 0x5C
+HERE = Path(__file__).resolve().parent
+
+
+class FaultError(Exception):
+    pass
+
+
+def loss_ruleset(percent: float, ports: list[str]) -> str:
+    """Drops each frame that a host sends through the switch (from one of `ports`) with probability
+    percent/100, resolved to 1/10000."""
+    if not 0 < percent <= 100:
+        raise FaultError(f"loss {percent}%: expected 0 < p <= 100")
+    threshold = round(percent * 100)
+    ifaces = ", ".join(f'"{p}"' for p in ports)
+    return (f"table bridge {TABLE}_loss {{\n"
+            f"  chain forward {{\n"
+            f"    type filter hook forward priority 0; policy accept;\n"
+            f"    iifname {{ {ifaces} }} numgen random mod 10000 < {threshold} counter drop\n"
+            f"  }}\n"
+            f"}}\n")
+
+
+def partition_ruleset(port: str) -> str:
+    """Drops every frame entering the switch from `port` or leaving it to `port`."""
+    return (f"table bridge {TABLE}_partition {{\n"
+            f"  chain forward {{\n"
+            f"    type filter hook forward priority 0; policy accept;\n"
+            f'    iifname "{port}" counter drop\n'
+            f'    oifname "{port}" counter drop\n'
+            f"  }}\n"
+            f"}}\n")
+
+
+def redirect_ruleset(subnet: str, port: int = RELAY_PORT, mark: int = RELAY_MARK) -> str:
+    """Sends the host's new TCP connections to `subnet` through the local relay on `port`."""
+    return (f"table ip {TABLE}_delay {{\n"
+            f"  chain output {{\n"
+            f"    type nat hook output priority -100; policy accept;\n"
+            f"    ip daddr {subnet} meta l4proto tcp meta mark != {mark:#x} counter redirect to :{port}\n"
+            f"  }}\n"
+            f"}}\n")
+
+
+def nft(ns: str, ruleset: str) -> None:
+    proc = subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=ruleset, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise FaultError(f"nft in {ns} failed: {proc.stderr.strip()}\n{ruleset}")
+
+
+def nft_delete(ns: str, family: str, table: str) -> None:
+    proc = subprocess.run(["ip", "netns", "exec", ns, "nft", "delete", "table", family, table],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise FaultError(f"nft delete table {family} {table} in {ns} failed: {proc.stderr.strip()}")
+
+
+def counters(ns: str, family: str, table: str) -> int:
+    """Packets counted by the table's `counter` statements (0 when it is gone)."""
+    proc = subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "table", family, table],
+                          capture_output=True, text=True)
+    return sum(int(w) for w in _after(proc.stdout.split(), "packets"))
+
+
+def _after(words: list[str], key: str):
+    for i, w in enumerate(words[:-1]):
+        if w == key and words[i + 1].isdigit():
+            yield words[i + 1]
+
+
+def tbf(ns: str, dev: str, rate: str) -> None:
+    proc = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate,
+                           "burst", "32kbit", "latency", "50ms"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise FaultError(f"tc tbf {rate} on {dev} in {ns} failed: {proc.stderr.strip()}")
+
+
+class Relay:
+    """delay_relay.py in one namespace, with its redirect rule."""
+
+    def __init__(self, ns: str, subnet: str, delay_ms: float, jitter_ms: float, log: Path, seed: int):
+        self.ns, self.log = ns, log
+        out = open(log, "w")
+        self.proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, str(HERE / "delay_relay.py"),
+                                      "--port", str(RELAY_PORT), "--delay-ms", str(delay_ms), "--jitter-ms",
+                                      str(jitter_ms), "--mark", hex(RELAY_MARK), "--seed", str(seed)],
+                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        out.close()
+        deadline = time.monotonic() + 10
+        while "listening" not in log.read_text(errors="replace"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise FaultError(f"delay relay in {ns} did not start: {log.read_text(errors='replace').strip()}")
+            time.sleep(0.05)
+        nft(ns, redirect_ruleset(subnet))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def fill_tmpfs(path: Path, size: str = "1m") -> int:
+    """Mounts a tmpfs of `size` at `path` and fills it; returns the bytes written. The caller unmounts."""
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "chaos-full", str(path)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise FaultError(f"mount tmpfs at {path} failed: {proc.stderr.strip()}")
+    written = 0
+    with open(path / "filler", "wb") as f:
+        block = b"\0" * 65536
+        while True:
+            try:
+                written += f.write(block)
+                f.flush()
+            except OSError:
+                break
+    # the last partial block, byte by byte
+    with open(path / "filler", "ab", buffering=0) as f:
+        while True:
+            try:
+                f.write(b"\0")
+                written += 1
+            except OSError:
+                break
+    return written
+
+
+def unmount(path: Path) -> None:
+    if os.path.ismount(path):
+        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def mounts_under(folder: Path) -> list[Path]:
+    """tmpfs mounts this suite left under `folder` (a run that was killed before its cleanup)."""
+    found = []
+    try:
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and parts[0] == "chaos-full":
+                p = Path(parts[1].replace("\\040", " "))
+                if folder.resolve() in [p, *p.parents]:
+                    found.append(p)
+    except OSError:
+        pass
+    return found
