@@ -1,0 +1,561 @@
+#!/usr/bin/env python3
+"""The chaos suite: small jobs on emulated hosts (deploy/emulate/netns_run.py: one network namespace per
+service, veth links to a bridge, 100mbit tbf caps), one fault per case, each judged against what the
+documentation says should happen (cases.py). Run it with deploy/chaos/run.sh (root; see docs/reliability.md):
+
+  bash deploy/chaos/run.sh --bin-dir DIR [--out runs/chaos] [--cases GLOB,...] [--short] [--write-doc docs/reliability.md]
+
+DIR holds the daemons, either as a build folder (server/sketchps-server, worker/sketchps-worker,
+tools/sketchps) or flat. Use a copy of the build, not a folder being rebuilt.
+
+For each case (and first, once per job, the fault-free baseline it is compared with) it runs the job
+in ps mode on deploy/compose/docker-compose.yml (certs, 2 shards, 2 workers, mutual TLS) or in
+decentralized mode on a compose file of the same shape without shards (written to OUT/compose/),
+with the workers' round records (--metrics-out) in OUT/CASE/records/. The fault:
+  loss, delay, slow link: from just before the first worker starts to the end;
+  partition: when worker-0 has recorded the case's round, for its duration, then healed;
+  kill: a shard at its applied round (the harness's --kill, restarted on its checkpoint volume); a worker
+        at worker-0's recorded round, SIGKILL, then started again (ps) or gone for good (decentralized);
+  disk-full: the shards' checkpoint folders are full tmpfs mounts before the shards start.
+A worker that fails is given --settle seconds for the others to end by themselves before the run is
+stopped, so "every worker stops" can be observed. Writes OUT/CASE/outcome.json, OUT/results.json,
+OUT/table.md and, with --write-doc, the table into the file between its GENERATED markers.
+--render-only rebuilds table and doc from OUT/results.json without running anything.
+
+Everything is cleaned up after each case, also on failure or Ctrl-C: processes, relays, namespaces,
+tmpfs mounts. Exit 0 when every case ran and passed, 1 when a case failed, 2 for bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "deploy/emulate"))
+import cases as C  # noqa: E402
+import faults  # noqa: E402
+import netns_run  # noqa: E402
+import topology  # noqa: E402
+
+PS_COMPOSE = REPO / "deploy/compose/docker-compose.yml"
+JOB_FILE = REPO / "deploy/k8s/base/job.yaml"
+ACCURACY = re.compile(r"final test accuracy ([0-9.]+)")
+PROBLEM_LINE = re.compile(r"^\S+ \S+ (?:warn|warning|error|fatal|critical) ", re.I)
+SETTLE_S = 40.0
+
+
+def log(msg: str) -> None:
+    print(f"chaos: {time.strftime('%H:%M:%S')} {msg}", flush=True)
+    if CASE_LOG[0] is not None:
+        CASE_LOG[0](msg)
+
+
+CASE_LOG: list = [None]
+
+
+def decentralized_compose(workers: int) -> dict:
+    """Compose services for a decentralized job: the one-shot `certs`, then P workers that serve the Peer
+    service on 7080 and name every rank's address; the same job file, TLS folder and worker flags as
+    deploy/compose/docker-compose.yml."""
+    peers = ",".join(f"worker-{r}:7080" for r in range(workers))
+    services: dict = {"certs": {"entrypoint": ["sketchps", "certs"],
+                                "command": ["--out", "/certs", "--workers", str(workers)],
+                                "volumes": ["certs:/certs"], "restart": "no", "healthcheck": {"disable": True}}}
+    for r in range(workers):
+        services[f"worker-{r}"] = {
+            "entrypoint": ["sketchps-worker"],
+            "command": ["--patience-seconds=300", "--listen=0.0.0.0:7080", f"--peers={peers}"],
+            "environment": {"SKETCHPS_JOB": "/etc/sketchps/job.yaml", "SKETCHPS_TLS_DIR": "/certs", "RANK": str(r),
+                            "WORLD_SIZE": str(workers)},
+            "volumes": [f"{JOB_FILE}:/etc/sketchps/job.yaml:ro", "certs:/certs:ro"],
+            "depends_on": {"certs": {"condition": "service_completed_successfully"}},
+            "healthcheck": {"disable": True},
+        }
+    return {"services": services, "volumes": {"certs": {}}}
+
+
+def binaries(bin_dir: Path) -> list[str]:
+    """--bin NAME=PATH for the three binaries, from a build folder or a flat folder."""
+    out = []
+    for name, rel in netns_run.BINARIES.items():
+        for path in (bin_dir / rel, bin_dir / name):
+            if path.is_file() and os.access(path, os.X_OK):
+                out += ["--bin", f"{name}={path.absolute()}"]
+                break
+        else:
+            raise SystemExit(f"chaos: no executable {name} in {bin_dir} (as {rel} or {name})")
+    return out
+
+
+class ChaosRunner(netns_run.Runner):
+    """The emulator's runner plus the case's fault, settled failures and the timings the table needs."""
+
+    def __init__(self, args, services, case: C.Case, rec_dir: Path, settle_s: float):
+        super().__init__(args, services)
+        self.case = case
+        self.rec_dir = rec_dir
+        self.settle_s = settle_s
+        self.original_jobs = list(self.jobs)
+        self.exit_time: dict[str, float] = {}
+        self.held: dict[str, int] = {}
+        self.first_job_start: float | None = None
+        self.fault_at: float | None = None
+        self.healed_at: float | None = None
+        self.fault_done = False
+        self.killed_for_good: list[str] = []
+        self.interrupted: list[str] = []
+        self.relays: list[faults.Relay] = []
+        self.mounts: list[Path] = []
+        self.notes: list[str] = []
+        self.kills_seen = 0
+
+    # --- helpers --------------------------------------------------------------------------------
+    def port_of(self, service: str) -> str:
+        """The switch port of a service's link (netns_run.Network names them p<index> in start order)."""
+        return f"p{list(self.net.ns).index(service)}"
+
+    def worker0_rounds(self) -> int:
+        try:
+            return (self.rec_dir / "worker-0.jsonl").read_bytes().count(b"\n")
+        except OSError:
+            return 0
+
+    def targets(self) -> list[str]:
+        return [s for s in self.order if fnmatch.fnmatchcase(s, self.case.target)] if self.case.target else []
+
+    # --- the fault ------------------------------------------------------------------------------
+    def start(self, name: str, restart: str = ""):
+        c = self.case
+        if not restart and name in self.original_jobs and self.first_job_start is None:
+            self.whole_job_fault()
+        if not restart and c.fault == "disk-full" and fnmatch.fnmatchcase(name, c.target):
+            folder = self.run_dir / "volumes" / f"checkpoints-{name.rsplit('-', 1)[1]}"
+            written = faults.fill_tmpfs(folder)
+            self.mounts.append(folder)
+            log(f"{name}'s checkpoint folder {folder} is a full 1 MiB tmpfs ({written} bytes of filler)")
+        super().start(name, restart)
+        if not restart and name in self.original_jobs and self.first_job_start is None:
+            self.first_job_start = self.started[name]
+
+    def whole_job_fault(self):
+        c = self.case
+        subnet = f"{netns_run.SUBNET}.0/24"
+        if c.fault == "loss":
+            ports = [self.port_of(s) for s in self.order]
+            faults.nft(self.net.switch, faults.loss_ruleset(c.loss_pct, ports))
+            log(f"fault: {c.loss_pct:g}% loss on every frame a host sends through the switch")
+        elif c.fault == "delay":
+            for i, w in enumerate(self.original_jobs):
+                self.relays.append(faults.Relay(self.net.ns[w], subnet, c.delay_ms, c.jitter_ms,
+                                                self.run_dir / f"relay-{w}.log", seed=i + 1))
+            log(f"fault: {c.delay_ms:g} ms +- {c.jitter_ms:g} ms each way on every connection the workers open")
+        elif c.fault == "slow":
+            for t in self.targets():
+                faults.tbf(self.net.ns[t], "eth0", c.rate)
+                faults.tbf(self.net.switch, self.port_of(t), c.rate)
+            log(f"fault: {', '.join(self.targets())} at {c.rate} (tbf, both ends of the link)")
+        else:
+            return
+        self.fault_at = time.monotonic()
+        self.fault_done = True
+
+    def inject_faults(self):
+        before = sum(k.done for k in self.kills)
+        super().inject_faults()                      # the shard kills (--kill SERVICE@ROUND)
+        if sum(k.done for k in self.kills) > before:
+            self.fault_at = self.fault_at or time.monotonic()
+            self.interrupted += [k.service for k in self.kills if k.done and k.service not in self.interrupted]
+        c = self.case
+        now = time.monotonic()
+        if c.fault == "partition":
+            if not self.fault_done and self.worker0_rounds() >= c.at_round:
+                for t in self.targets():
+                    faults.nft(self.net.switch, faults.partition_ruleset(self.port_of(t)))
+                self.fault_at, self.fault_done = now, True
+                log(f"fault: {c.target} cut off at worker-0's round {self.worker0_rounds()} for {c.duration_s:g} s")
+            elif self.fault_done and self.healed_at is None and now - self.fault_at >= c.duration_s:
+                dropped = faults.counters(self.net.switch, "bridge", f"{faults.TABLE}_partition")
+                faults.nft_delete(self.net.switch, "bridge", f"{faults.TABLE}_partition")
+                self.healed_at = now
+                self.notes.append(f"{dropped} frames dropped during the partition")
+                log(f"fault: {c.target} reconnected after {now - self.fault_at:.1f} s ({dropped} frames dropped)")
+        elif c.fault == "kill" and c.target.startswith("worker") and not self.fault_done:
+            if self.worker0_rounds() >= c.at_round:
+                name = c.target
+                p = self.procs[name]
+                p.send_signal(signal.SIGKILL)
+                code = p.wait()
+                self.fault_at, self.fault_done = now, True
+                where = f"at worker-0's round {self.worker0_rounds()}"
+                if c.restart:
+                    self.interrupted.append(name)
+                    log(f"fault: SIGKILL {name} {where} (exit {code}); starting it again, same command")
+                    self.start(name, restart=f"after SIGKILL {where}")
+                else:
+                    self.killed_for_good.append(name)
+                    self.jobs.remove(name)
+                    self.exit[name] = code
+                    self.exit_time[name] = now
+                    log(f"fault: SIGKILL {name} {where} (exit {code}); not restarted")
+
+    # --- exits: a failing worker waits for the others (settle) ----------------------------------
+    def poll(self):
+        now = time.monotonic()
+        for name, p in self.procs.items():
+            if name in self.exit or name in self.held:
+                continue
+            code = p.poll()
+            if code is None:
+                continue
+            self.exit_time[name] = now
+            since = now - self.started[name]
+            if code != 0 and name in self.jobs and self.settle_s > 0:
+                self.held[name] = code
+                netns_run.log(f"{name} exited {code} after {since:.1f} s (waiting up to {self.settle_s:.0f} s "
+                              "for the other workers to end by themselves)")
+                continue
+            self.exit[name] = code
+            netns_run.log(f"{name} exited {code} after {since:.1f} s")
+        if self.held:
+            first = min(self.exit_time[n] for n in self.held)
+            if all(j in self.exit or j in self.held for j in self.jobs) or now - first >= self.settle_s:
+                self.exit.update(self.held)
+                self.held.clear()
+
+    def finish_long_running(self):
+        """The shards' end is recorded and judged by the case, not a run failure here."""
+        try:
+            super().finish_long_running()
+        except netns_run.RunError as e:
+            if not re.search(r"exited -?\d+ at the end of the job", str(e)):  # exit codes are in the outcome
+                self.notes.append(f"at the end: {C._first_line(str(e))}")
+            for name in self.long_running:
+                if name not in self.exit:
+                    self.exit[name] = None
+
+    def cleanup(self):
+        for r in self.relays:
+            r.stop()
+            text = r.log.read_text(errors="replace")
+            stats = [l for l in text.splitlines() if "connections" in l]
+            if stats:
+                self.notes.append(f"relay {r.ns.rsplit('-', 2)[-2]}-{r.ns.rsplit('-', 1)[-1]}: {stats[-1].split(': ', 1)[-1]}")
+        if self.case.fault == "loss" and self.net.made_ns:
+            dropped = faults.counters(self.net.switch, "bridge", f"{faults.TABLE}_loss")
+            self.notes.append(f"{dropped} frames dropped by the loss rule")
+        try:
+            super().cleanup()
+        finally:
+            for m in self.mounts:
+                faults.unmount(m)
+
+
+def read_records(folder: Path) -> dict[str, list[dict]]:
+    out = {}
+    for path in sorted(folder.glob("worker-*.jsonl")):
+        recs = []
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                recs.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a line cut by SIGKILL
+        out[path.stem] = recs
+    return out
+
+
+def problem_lines(text: str, limit: int = 6) -> str:
+    lines = [l for l in text.splitlines() if PROBLEM_LINE.match(l)]
+    return "\n".join(lines[-limit:])
+
+
+def failure_of(service: str, code, log_text: str, fallback: str = "") -> dict:
+    """A failed process's message: its last error line first, then the warnings and errors before it
+    (where the cause usually is), without time stamps."""
+    lines = [strip_stamp(l) for l in problem_lines(log_text).splitlines()]
+    errors = [l for l in lines if l.startswith(("error", "fatal", "critical"))]
+    if errors:
+        lines = [errors[-1]] + [l for l in lines if l != errors[-1]]
+    if not lines:
+        lines = [strip_stamp(l) for l in log_text.splitlines()[-3:]] or [fallback]
+    return {"service": service, "code": code, "message": "\n".join(lines)}
+
+
+def strip_stamp(line: str) -> str:
+    """'2026-11-27 04:40:25.829 error [worker 0] text' -> 'error [worker 0] text'."""
+    parts = line.split(" ", 2)
+    return parts[2] if len(parts) == 3 and re.match(r"\d{4}-\d\d-\d\d", parts[0]) else line
+
+
+def run_case(case: C.Case, out: Path, bin_args: list[str], settle_s: float, verbose: bool = False) -> dict:
+    """Runs one case and returns its outcome (cases.judge's input)."""
+    folder = out / case.name
+    rec_dir = folder / "records"
+    for m in faults.mounts_under(folder):
+        faults.unmount(m)
+    if folder.exists():
+        subprocess.run(["rm", "-rf", str(folder)], check=False)
+    rec_dir.mkdir(parents=True)
+    if case.mode == "ps":
+        compose = PS_COMPOSE
+    else:
+        compose = out / "compose" / f"decentralized-p{case.workers}.yml"
+        compose.parent.mkdir(parents=True, exist_ok=True)
+        compose.write_text("# Written by deploy/chaos/chaos_run.py: a decentralized job on emulated hosts.\n" +
+                           yaml.safe_dump(decentralized_compose(case.workers), sort_keys=False))
+    argv = ["--compose", str(compose), *bin_args, "--bandwidth", C.BANDWIDTH, "--timeout", str(case.timeout_s),
+            "--exit-wait", "20", "--log-dir", str(folder)]
+    for s in C.job_sets(case):
+        argv += ["--set", s]
+    for r in range(case.workers):
+        argv += ["--service-arg", f"worker-{r}=--metrics-out={rec_dir / f'worker-{r}.jsonl'}"]
+    if case.fault == "kill" and case.target.startswith("server"):
+        argv += ["--kill", f"{case.target}@{case.at_round}"]
+    if case.also_kill:
+        argv += ["--kill", f"{case.also_kill}@{case.at_round}"]
+    args = netns_run.parse_args(argv)
+    harness_log = open(folder / "harness.log", "w")
+
+    def write(line: str) -> None:
+        harness_log.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+        harness_log.flush()
+
+    def harness(msg: str) -> None:  # the emulator's own lines go to the case's harness.log
+        write(f"emulate: {msg}")
+        if verbose:
+            print(f"emulate: {msg}", flush=True)
+
+    netns_run.log = harness
+    CASE_LOG[0] = lambda msg: write(f"chaos: {msg}")
+    (folder / "command.txt").write_text("netns_run.py " + " ".join(shlex.quote(a) for a in argv) + "\n")
+    services = topology.load(args.compose)
+    runner = ChaosRunner(args, services, case, rec_dir, settle_s)
+    for s in services.values():
+        runner.binary(s.argv[0])
+    log(f"case {case.name}: {case.what}")
+    t0 = time.monotonic()
+    completed, error = False, None
+    try:
+        runner.run()
+        completed = True
+    except (netns_run.RunError, topology.TopologyError, faults.FaultError) as e:
+        error = str(e)
+    finally:
+        end = time.monotonic()
+        runner.poll()
+        runner.exit.update(runner.held)
+        runner.cleanup()
+        CASE_LOG[0] = None
+        harness_log.close()
+    return outcome_of(case, runner, completed, error, t0, end)
+
+
+def outcome_of(case: C.Case, runner: ChaosRunner, completed: bool, error: str | None, t0: float, end: float) -> dict:
+    start = runner.first_job_start or t0
+    fault_at = runner.fault_at
+    jobs = runner.original_jobs
+    logs = {s: runner.current_log(s) for s in runner.order}
+    whole = {s: (runner.run_dir / f"{s}.log").read_text(errors="replace") if (runner.run_dir / f"{s}.log").exists()
+             else "" for s in runner.order}
+    survivors = [j for j in jobs if j not in runner.killed_for_good]
+    checksums = {}
+    for j in survivors:
+        found = netns_run.CHECKSUM.findall(logs[j])
+        if found:
+            checksums[j] = found[-1].lower()
+    checksum = next(iter(checksums.values())) if checksums and len(set(checksums.values())) == 1 else None
+    accuracy = None
+    for j in survivors:
+        found = ACCURACY.findall(logs[j])
+        if found:
+            accuracy = float(found[-1])
+            break
+    ref = fault_at if fault_at is not None else start
+    worker_exits = {}
+    for j in jobs:
+        code = runner.exit.get(j)
+        t = runner.exit_time.get(j)
+        worker_exits[j] = (code, None if t is None or code is None else round(t - ref, 2))
+    failed = sorted(((runner.exit_time.get(j, end), j) for j in survivors
+                     if runner.exit.get(j) not in (None, 0)), key=lambda x: x[0])
+    failure = {}
+    if failed:
+        t, j = failed[0]
+        failure = failure_of(j, runner.exit.get(j), logs[j])
+    elif error:
+        m = re.match(r"(\S+) exited (-?\d+)", error)
+        if m and m.group(1) in logs:
+            failure = failure_of(m.group(1), int(m.group(2)), logs[m.group(1)], fallback=C._first_line(error))
+        else:
+            failure = {"service": "", "code": None, "message": C._first_line(error)}
+    last_exit = max((runner.exit_time[j] for j in survivors if j in runner.exit_time), default=end)
+    wall = (last_exit if completed else (failed[0][0] if failed else end)) - start
+    records = read_records(runner.rec_dir)
+    led = C.ledger(records, C.ROUNDS, survivors, runner.interrupted) if records else None
+    timing = C.round_timing(records.get("worker-0", []))
+    notes = list(runner.notes)
+    for s in runner.order:
+        if runner.restarts.get(s) or s in runner.interrupted:
+            m = re.search(r"serving range [^\n]* from ([^\n]*)", logs[s])
+            if m:
+                notes.append(f"restarted {s} took its state from {m.group(1)}")
+    if case.fault == "disk-full":
+        for s in runner.order:
+            if s.startswith("server"):
+                n = len(re.findall(C._NO_SPACE, whole[s]))
+                line = next((l for l in whole[s].splitlines() if re.search(C._NO_SPACE, l)), "")
+                notes.append(f"{s}: {n} log lines name the full disk" +
+                             (f", e.g. \"{C._clip(strip_stamp(line).split('] ', 1)[-1], 160)}\"" if line else ""))
+    return {
+        "case": case.name, "completed": completed, "error": error, "checksum": checksum, "checksums": checksums,
+        "accuracy": accuracy, "wall_s": round(wall, 2),
+        "fault_at_s": None if fault_at is None else round(fault_at - start, 2),
+        "healed_at_s": None if runner.healed_at is None else round(runner.healed_at - start, 2),
+        "first_failure_s": None if not failed or fault_at is None else round(failed[0][0] - fault_at, 2),
+        "exits": {s: runner.exit.get(s) for s in runner.long_running},
+        "worker_exits": worker_exits, "killed_for_good": runner.killed_for_good, "interrupted": runner.interrupted,
+        "failure": failure, "ledger": led, "logs": {s: logs[s][-20000:] for s in runner.order},
+        "addresses": dict(runner.net.addr), "notes": notes, "run_s": round(end - t0, 1), **timing,
+    }
+
+
+def render(rows: list[dict], out: Path, write_doc: Path | None, meta: dict) -> None:
+    text = C.table(rows)
+    summary = C.summary_line(rows)
+    (out / "table.md").write_text(text + "\n\n" + summary + "\n")
+    if write_doc:
+        generated = (f"Generated by `{meta['command']}` on {meta['date']} in {meta['minutes']:.1f} min "
+                     f"(binaries: {meta['bin_dir']}). {summary}; time cost = the case's wall time (first worker "
+                     "start to last worker exit) minus its fault-free baseline's.\n\n" + text + "\n")
+        if meta.get("not_run"):
+            generated += "\nNot run this time: " + ", ".join(meta["not_run"]) + ".\n"
+        C.write_doc(write_doc, generated)
+        log(f"wrote the table into {write_doc}")
+
+
+def rows_from(results: dict, selected: list[C.Case]) -> list[dict]:
+    by_name = {c.name: c for c in C.CASES}
+    rows = []
+    baselines = {b.name: b for b in C.baselines_for(selected)}
+    for b in baselines.values():
+        o = results.get(b.name, {"skipped": "not run"})
+        rows.append({"case": b, "outcome": o, "baseline": o, "verdict": "PASS" if o.get("completed") else "FAIL",
+                     "unmet": [] if o.get("completed") else ["the fault-free run did not complete"]})
+    for c in selected:
+        o = results.get(c.name)
+        if o is None:
+            rows.append({"case": by_name[c.name], "outcome": {"skipped": "not run"}, "verdict": "not run", "unmet": []})
+            continue
+        base = results.get(c.baseline)
+        verdict, unmet = C.judge(c, o, base)
+        rows.append({"case": c, "outcome": o, "baseline": base, "verdict": verdict, "unmet": unmet})
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Chaos suite on emulated hosts (see the module doc).")
+    ap.add_argument("--bin-dir", help="folder of sketchps-server, sketchps-worker, sketchps (build or flat)")
+    ap.add_argument("--out", default=str(REPO / "runs/chaos"))
+    ap.add_argument("--cases", help="comma-separated case names or globs (baselines are added as needed)")
+    ap.add_argument("--short", action="store_true", help="the quick subset for CI")
+    ap.add_argument("--write-doc", help="write the table into this Markdown file (between GENERATED markers)")
+    ap.add_argument("--settle", type=float, default=SETTLE_S,
+                    help="seconds a failed worker's peers get to end by themselves before the case is stopped")
+    ap.add_argument("--render-only", action="store_true", help="rebuild table/doc from OUT/results.json")
+    ap.add_argument("--list", action="store_true", help="print the cases and exit")
+    ap.add_argument("--reuse-baselines", action="store_true",
+                    help="take the fault-free runs from OUT/<baseline>/outcome.json when they exist (while iterating)")
+    ap.add_argument("--verbose", action="store_true", help="also print the emulator's lines (always in CASE/harness.log)")
+    args = ap.parse_args(argv)
+    out = Path(args.out).absolute()
+    try:
+        selected = C.select(C.CASES, args.cases.split(",") if args.cases else None, args.short)
+    except ValueError as e:
+        print(f"chaos: {e}", file=sys.stderr)
+        return 2
+    if args.list:
+        for c in selected:
+            print(f"{c.name:28} {'short ' if c.short else '      '}{c.what}")
+        return 0
+    write_doc = Path(args.write_doc).absolute() if args.write_doc else None
+    results_path = out / "results.json"
+    if args.render_only:
+        if not results_path.exists():
+            print(f"chaos: {results_path} does not exist", file=sys.stderr)
+            return 2
+        saved = json.loads(results_path.read_text())
+        results, meta = saved["outcomes"], saved["meta"]
+        selected = [c for c in C.CASES if c.name in results] if not args.cases and not args.short else selected
+        rows = rows_from(results, selected)
+        render(rows, out, write_doc, meta)
+        print(C.summary_line(rows))
+        return 0 if all(r["verdict"] == "PASS" for r in rows) else 1
+    if not args.bin_dir:
+        print("chaos: --bin-dir is required", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("chaos: FAILED: must run as root (network namespaces, tmpfs mounts); not skipping", file=sys.stderr)
+        return 1
+    bin_args = binaries(Path(args.bin_dir))
+    out.mkdir(parents=True, exist_ok=True)
+
+    def on_signal(signum, _frame):
+        raise netns_run.RunError(f"interrupted by signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    t0 = time.time()
+    results: dict[str, dict] = {}
+    order = C.baselines_for(selected) + selected
+    try:
+        for case in order:
+            saved = out / case.name / "outcome.json"
+            if case.fault == "none" and args.reuse_baselines and saved.exists():
+                results[case.name] = json.loads(saved.read_text())
+                log(f"baseline {case.name}: reused from {saved}")
+                continue
+            outcome = run_case(case, out, bin_args, args.settle, args.verbose)
+            (out / case.name / "outcome.json").write_text(json.dumps(outcome, indent=1) + "\n")
+            results[case.name] = outcome
+            if case.fault == "none":
+                verdict = "ok" if outcome["completed"] else "FAILED"
+                log(f"baseline {case.name}: {verdict}, {outcome['wall_s']:.1f} s, checksum {outcome['checksum']}, "
+                    f"accuracy {outcome['accuracy']}")
+            else:
+                verdict, unmet = C.judge(case, outcome, results.get(case.baseline))
+                log(f"case {case.name}: {verdict}: {C.observed(case, outcome, results.get(case.baseline))}"
+                    + ("".join(f"\n    unmet: {u}" for u in unmet)))
+    except netns_run.RunError as e:  # Ctrl-C between cases: the case's own cleanup already ran
+        log(f"stopped: {e}")
+    minutes = (time.time() - t0) / 60
+    cmd = "bash deploy/chaos/run.sh --bin-dir DIR --out OUT" + (f" --cases {args.cases}" if args.cases else "") + \
+          (" --short" if args.short else "") + (" --write-doc " + str(args.write_doc) if args.write_doc else "")
+    meta = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(t0)), "minutes": minutes,
+            "bin_dir": "a copy of build/ci" if "build" in str(args.bin_dir) else str(args.bin_dir),
+            "not_run": [c.name for c in order if c.name not in results]}
+    results_path.write_text(json.dumps({"meta": meta, "outcomes": results}, indent=1) + "\n")
+    rows = rows_from(results, selected)
+    render(rows, out, write_doc, meta)
+    log(f"{C.summary_line(rows)} in {minutes:.1f} min; table: {out / 'table.md'}")
+    leftovers = [l for l in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+                 if netns_run.NAMESPACE.match(l) and l.startswith(f"sps{os.getpid()}")]
+    if leftovers:
+        log(f"FAILED: namespaces left behind: {', '.join(leftovers)}")
+        return 1
+    return 0 if all(r["verdict"] == "PASS" for r in rows) and not meta["not_run"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
