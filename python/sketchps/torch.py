@@ -407,6 +407,8 @@ class DistributedOptimizer:
     loop goes on from it (opt.round and opt.batch_indices() follow).
     """
 
+    _own_group = False  # whether finish() destroys a process group made for the buffers
+
     def __init__(self, optimizer, model, scheme=None, density=None, overlap=True, apply="auto",
                  broadcast_buffers=True):
         ctx = _context
