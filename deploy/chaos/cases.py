@@ -443,6 +443,37 @@ def judge(case: Case, outcome: dict, baseline: dict | None) -> tuple[str, list[s
     return ("PASS" if not unmet else "FAIL"), unmet
 
 
+def merge_baseline(first: dict, again: dict) -> dict:
+    """One baseline from its two runs (before and after the cases): wall time the mean of both (the
+    cases' cost is measured against it; the two walls show how much the machine's load moves it),
+    completed only if both completed, reproducible when both ended with the same checksum."""
+    merged = dict(first)
+    walls = [o.get("wall_s") for o in (first, again) if o.get("wall_s") is not None]
+    merged["wall_s_runs"] = walls
+    if walls:
+        merged["wall_s"] = round(sum(walls) / len(walls), 2)
+    merged["completed"] = bool(first.get("completed") and again.get("completed"))
+    merged["error"] = first.get("error") or again.get("error")
+    merged["reproducible"] = bool(first.get("checksum")) and first.get("checksum") == again.get("checksum")
+    if not merged["reproducible"]:
+        merged.setdefault("notes", [])
+        merged["notes"] = list(merged["notes"]) + [f"second run: checksum {again.get('checksum')}, "
+                                                   f"completed {again.get('completed')}"]
+    return merged
+
+
+def judge_baseline(outcome: dict) -> tuple[str, list[str]]:
+    """A fault-free run passes when it completed and, run twice, ended with the same weights both times."""
+    unmet = []
+    if not outcome.get("completed"):
+        unmet.append("the fault-free run did not complete" + (
+            ": " + _first_line(outcome["error"]) if outcome.get("error") else ""))
+    if outcome.get("reproducible") is False:
+        unmet.append("its two runs ended with different weights: the job is not deterministic, bitwise "
+                     "comparisons against it mean nothing")
+    return ("PASS" if not unmet else "FAIL"), unmet
+
+
 def cost_s(outcome: dict, baseline: dict | None) -> float | None:
     if not baseline or outcome.get("wall_s") is None or baseline.get("wall_s") is None:
         return None
@@ -462,6 +493,8 @@ def observed(case: Case, outcome: dict, baseline: dict | None) -> str:
         what = "completed"
         if case.fault == "none":
             what += f", checksum {outcome.get('checksum')}"
+            if outcome.get("reproducible"):
+                what += " (the same in both runs)"
         elif baseline and baseline.get("checksum") and outcome.get("checksum"):
             what += ", bitwise equal" if outcome["checksum"] == baseline["checksum"] else \
                     f", weights differ from fault-free ({outcome['checksum'][:8]} vs {baseline['checksum'][:8]})"
@@ -526,6 +559,8 @@ def table(rows: list[dict]) -> str:
             cost_text = "-"
         elif c.fault == "none":
             cost_text = f"{o['wall_s']:.1f} s (wall)" if o.get("wall_s") is not None else "-"
+            if len(o.get("wall_s_runs") or []) > 1:
+                cost_text = f"{o['wall_s']:.1f} s (wall, mean of {' and '.join(f'{w:.1f}' for w in o['wall_s_runs'])})"
         elif cost is None:
             cost_text = "-"
         elif o.get("completed"):

@@ -316,6 +316,27 @@ class JudgeTest(unittest.TestCase):
         self.assertEqual(C.judge(case, o, BASE), ("PASS", []))
 
 
+class BaselineTest(unittest.TestCase):
+    def test_two_runs_merge(self):
+        merged = C.merge_baseline(dict(BASE, wall_s=20.0), dict(BASE, wall_s=24.0))
+        self.assertEqual(merged["wall_s"], 22.0)
+        self.assertEqual(merged["wall_s_runs"], [20.0, 24.0])
+        self.assertTrue(merged["reproducible"])
+        self.assertEqual(C.judge_baseline(merged), ("PASS", []))
+
+    def test_not_reproducible(self):
+        merged = C.merge_baseline(dict(BASE), dict(BASE, checksum="bb"))
+        verdict, unmet = C.judge_baseline(merged)
+        self.assertEqual(verdict, "FAIL")
+        self.assertIn("not deterministic", unmet[0])
+
+    def test_failed_run(self):
+        merged = C.merge_baseline(dict(BASE), {"completed": False, "error": "worker-0 exited 1\nx"})
+        self.assertFalse(merged["completed"])
+        self.assertIn("did not complete: worker-0 exited 1", C.judge_baseline(merged)[1][0])
+        self.assertEqual(C.judge_baseline(dict(BASE)), ("PASS", []))   # run once: nothing to compare
+
+
 class NamesFaultTest(unittest.TestCase):
     def test_target_by_name_rank_or_address(self):
         case = by_name("dec-partition-worker-60s")
@@ -340,7 +361,7 @@ class NamesFaultTest(unittest.TestCase):
 class TableTest(unittest.TestCase):
     def rows(self):
         base = C.baseline_case("ps")
-        b = dict(BASE, completed=True)
+        b = C.merge_baseline(dict(BASE, wall_s=17.0), dict(BASE, wall_s=19.0))
         return [
             {"case": base, "outcome": b, "baseline": b, "verdict": "PASS", "unmet": []},
             {"case": by_name("ps-partition-worker-5s"), "outcome": completed(stall_s=6.2, stall_round=41,
@@ -359,7 +380,8 @@ class TableTest(unittest.TestCase):
         self.assertEqual(len(lines), 2 + 4)
         for line in lines:
             self.assertEqual(line.replace("\\|", "").count("|"), 8, line)
-        self.assertIn("18.0 s (wall)", lines[2])
+        self.assertIn("18.0 s (wall, mean of 17.0 and 19.0)", lines[2])
+        self.assertIn("checksum aa (the same in both runs)", lines[2])
         self.assertIn("+2.0 s (20.0 vs 18.0); stall 6.2 s at round 41", lines[3])
         self.assertIn("33 frames \\| dropped", lines[3])
         self.assertIn("stopped (worker-0 exit 1 at +22.0 s, worker-1 exit 1 at +23.0 s)", lines[4])
