@@ -217,7 +217,7 @@ CASES: list[Case] = [
                        log=(("worker-0", r"regrouped into epoch 1 .*rank \d+ of 2"),),
                        text="completes: the 2 survivors regroup (P' = 2) and finish with equal weights; every round "
                             "applied exactly once in their ledger (a rolled-back round re-run once); accuracy within "
-                            f"0.05 of the 3-worker run; stall ≤ peer timeout + 20 s")),
+                            "0.05 of the 3-worker run; stall ≤ peer timeout + 20 s")),
 ]
 
 def select(cases: list[Case], patterns: list[str] | None, short: bool) -> list[Case]:
@@ -531,7 +531,12 @@ def observed(case: Case, outcome: dict, baseline: dict | None) -> str:
             parts.append(f"\"{_clip(_first_line(outcome['error']), 220)}\"")
     for note in outcome.get("notes") or []:
         parts.append(note)
-    return "; ".join(parts)
+    return short_paths("; ".join(parts))
+
+
+def short_paths(text: str) -> str:
+    """Absolute paths shortened to their last component (run folders say nothing in a table)."""
+    return re.sub(r"(?<![\w.])/(?:[\w.+-]+/)+([\w.+-]+)", r"…/\1", text)
 
 
 def _clip(text: str, n: int) -> str:

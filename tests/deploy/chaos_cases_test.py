@@ -389,6 +389,11 @@ class TableTest(unittest.TestCase):
         self.assertIn("not run", lines[5])
         self.assertEqual(C.summary_line(self.rows()), "1 PASS, 1 FAIL, 1 not run of 3 cases")
 
+    def test_short_paths(self):
+        self.assertEqual(C.short_paths("x /work/runs/chaos/ps/volumes/shard-0-round-1.ckpt.tmp: write failed"),
+                         "x …/shard-0-round-1.ckpt.tmp: write failed")
+        self.assertEqual(C.short_paths("10.213.0.4:7080 and 1/2 workers"), "10.213.0.4:7080 and 1/2 workers")
+
     def test_write_doc_keeps_the_text_around_the_block(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "reliability.md"
