@@ -32,7 +32,6 @@ stay bitwise equal. Buffers (BatchNorm's running statistics) are DDP's: broadcas
 default) broadcasts rank 0's over the process group at the start of every forward.
 """
 import json
-import sys
 import time
 
 import torch
@@ -54,7 +53,7 @@ class _Pending:
         self.index, self.future, self.buffer, self.grads, self.slots = index, future, buffer, grads, slots
 
 
-class CommHookState:
+class CommHookState(_sps._JobPosition):
     """The state of sketchps.ddp.comm_hook: this rank's place in the job, for one DDP model.
 
         state = sketchps.ddp.CommHookState(ddp_model, scheme=None, density=None)
@@ -227,35 +226,13 @@ class CommHookState:
             self._drop_pending("the script failed")
             self._sync_shadows()
             self._forward_hook.remove()
-            reason = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
-            note = self._worker.abandon(reason[:1000])
-            if note:
-                print(f"sketchps: could not tell every server that this rank failed: {note}", file=sys.stderr)
+            _sps._report_failure(self._worker, exc_type, exc)
         return False
 
-    # --- where the job stands ------------------------------------------------------------------
-    @property
-    def round(self):
-        """The next round (the next backward DDP synchronizes)."""
-        return self._worker.next_round
-
-    @property
-    def rounds(self):
-        """One past the job's last round."""
-        return self._worker.last_round
-
-    @property
-    def done(self):
-        return self._worker.next_round >= self._worker.last_round
-
+    # --- where the job stands (round, rounds, done, epoch: sketchps.torch._JobPosition) --------
     @property
     def finished(self):
         return self._worker.finished
-
-    @property
-    def epoch(self):
-        """The job's fractional epoch of the next round (data.train_samples, data.batch_size, workers)."""
-        return self._worker.epoch_of(min(self.round, self.rounds - 1))
 
 
 def comm_hook(state, bucket):

@@ -360,7 +360,40 @@ def _describe(ctx, named, settings, scheme, density):
     raise SystemExit(0)
 
 
-class DistributedOptimizer:
+def _report_failure(worker, exc_type, exc):
+    """Tells every server that this rank failed with `exc` (instead of finish()), best effort within
+    seconds; says so on stderr when some server could not be told."""
+    reason = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
+    note = worker.abandon(reason[:1000])
+    if note:
+        print(f"sketchps: could not tell every server that this rank failed: {note}", file=sys.stderr)
+
+
+class _JobPosition:
+    """Where the job stands, for the objects that hold a _core.Worker as self._worker
+    (DistributedOptimizer, sketchps.ddp.CommHookState)."""
+
+    @property
+    def round(self):
+        """The next round to run."""
+        return self._worker.next_round
+
+    @property
+    def rounds(self):
+        """One past the job's last round."""
+        return self._worker.last_round
+
+    @property
+    def done(self):
+        return self._worker.next_round >= self._worker.last_round
+
+    @property
+    def epoch(self):
+        """The fractional epoch of the next round (the learning-rate schedule's)."""
+        return self._worker.epoch_of(min(self.round, self.rounds - 1))
+
+
+class DistributedOptimizer(_JobPosition):
     """The user's torch optimizer turned into compressed data-parallel training over the job.
 
     scheme / density: the method (scheme.name) and its density; None takes the job's.
@@ -535,31 +568,8 @@ class DistributedOptimizer:
         else:
             # The script failed: not finish() (the servers would log this worker as having finished
             # the job) but a failure report, best effort within seconds; the exception propagates.
-            reason = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
-            note = self._worker.abandon(reason[:1000])
-            if note:
-                print(f"sketchps: could not tell every server that this rank failed: {note}", file=sys.stderr)
+            _report_failure(self._worker, exc_type, exc)
         return False
-
-    # --- where the job stands ----------------------------------------------------------------
-    @property
-    def round(self):
-        """The next round to run."""
-        return self._worker.next_round
-
-    @property
-    def rounds(self):
-        """One past the job's last round."""
-        return self._worker.last_round
-
-    @property
-    def done(self):
-        return self._worker.next_round >= self._worker.last_round
-
-    @property
-    def epoch(self):
-        """The fractional epoch of the next round (the learning-rate schedule's)."""
-        return self._worker.epoch_of(min(self.round, self.rounds - 1))
 
     @property
     def epochs(self):
