@@ -213,21 +213,11 @@ class CommHookState(_sps._JobPosition):
             for p, s in zip(self._params, self._shadows):
                 s.copy_(p)  # the last record's checksum: the weights after the script's last update
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if self._worker.finished:
-            return False
-        if exc_type is None or (exc_type is SystemExit and exc.code in (None, 0)):
-            self.finish()
-        else:
-            # As DistributedOptimizer.__exit__: not finish() but a failure report; the exception propagates.
-            self._drop_pending("the script failed")
-            self._sync_shadows()
-            self._forward_hook.remove()
-            _sps._report_failure(self._worker, exc_type, exc)
-        return False
+    def _before_failure_report(self):
+        # Leaving `with state:` on an exception (sketchps.torch._JobPosition.__exit__).
+        self._drop_pending("the script failed")
+        self._sync_shadows()
+        self._forward_hook.remove()
 
     # --- where the job stands (round, rounds, done, epoch: sketchps.torch._JobPosition) --------
     @property

@@ -370,8 +370,26 @@ def _report_failure(worker, exc_type, exc):
 
 
 class _JobPosition:
-    """Where the job stands, for the objects that hold a _core.Worker as self._worker
-    (DistributedOptimizer, sketchps.ddp.CommHookState)."""
+    """Where the job stands, and leaving it, for the objects that hold a _core.Worker as
+    self._worker and have finish() (DistributedOptimizer, sketchps.ddp.CommHookState)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._worker.finished:
+            return False
+        if exc_type is None or (exc_type is SystemExit and exc.code in (None, 0)):
+            self.finish()
+        else:
+            # The script failed: not finish() (the servers would log this worker as having finished
+            # the job) but a failure report, best effort within seconds; the exception propagates.
+            self._before_failure_report()
+            _report_failure(self._worker, exc_type, exc)
+        return False
+
+    def _before_failure_report(self):
+        """What a subclass undoes before the failure report (nothing here)."""
 
     @property
     def round(self):
@@ -556,20 +574,6 @@ class DistributedOptimizer(_JobPosition):
         if self._own_group:
             self._own_group = False
             dist.destroy_process_group()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if self._worker.finished:
-            return False
-        if exc_type is None or (exc_type is SystemExit and exc.code in (None, 0)):
-            self.finish()
-        else:
-            # The script failed: not finish() (the servers would log this worker as having finished
-            # the job) but a failure report, best effort within seconds; the exception propagates.
-            _report_failure(self._worker, exc_type, exc)
-        return False
 
     @property
     def epochs(self):
