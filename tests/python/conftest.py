@@ -2,6 +2,7 @@
 SKETCHPS_BUILD_DIR=<build>; see tests/CMakeLists.txt)."""
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -23,6 +24,30 @@ optimizer: {lr: 0.05, momentum: 0.9}
 scheme: {name: gs_sgd, density: 0.02}
 checkpoint: {every_rounds: 8}
 """
+
+
+# Every variable sketchps.torch.init() (and a gloo group) reads: clean_env clears them, so that an
+# in-process test sees only what it sets.
+INIT_ENV = ("RANK", "WORLD_SIZE", "JOB_COMPLETION_INDEX", "MASTER_ADDR", "MASTER_PORT", "SKETCHPS_JOB",
+            "SKETCHPS_SERVERS", "SKETCHPS_PEERS", "SKETCHPS_PEERS_FILE", "SKETCHPS_PORT_FILE", "SKETCHPS_LISTEN",
+            "SKETCHPS_TLS_DIR", "SKETCHPS_INSECURE", "SKETCHPS_DESCRIBE", "SKETCHPS_METRICS_OUT", "SKETCHPS_SET")
+
+
+def clean_env(monkeypatch):
+    """In-process tests of sketchps.torch: none of INIT_ENV, no init() context, plaintext."""
+    import sketchps.torch as sps
+    for name in INIT_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sps, "_context", None)
+    monkeypatch.setenv("SKETCHPS_INSECURE", "1")
+    return monkeypatch
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def build_dir():

@@ -10,10 +10,8 @@ from torch import nn
 import sketchps.torch as sps
 import tiny_models
 from sketchps.errors import ConfigError, ModelMismatchError, OrderError
+from conftest import clean_env
 
-ENV = ("RANK", "WORLD_SIZE", "JOB_COMPLETION_INDEX", "SKETCHPS_JOB", "SKETCHPS_SERVERS", "SKETCHPS_PEERS",
-       "SKETCHPS_PEERS_FILE", "SKETCHPS_LISTEN", "SKETCHPS_TLS_DIR", "SKETCHPS_INSECURE", "SKETCHPS_DESCRIBE",
-       "SKETCHPS_METRICS_OUT", "SKETCHPS_SET")
 
 PS_JOB = """job_id: bad-use
 workers: 2
@@ -28,13 +26,10 @@ scheme: {name: topk, density: 0.05}
 
 @pytest.fixture
 def env(monkeypatch, tmp_path):
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(sps, "_context", None)
+    clean_env(monkeypatch)
     job = tmp_path / "job.yaml"
     job.write_text(PS_JOB)
     monkeypatch.setenv("SKETCHPS_JOB", str(job))
-    monkeypatch.setenv("SKETCHPS_INSECURE", "1")
     return monkeypatch
 
 

@@ -21,7 +21,6 @@ single decentralized peer (peer.on_failure stop) makes its own group of one, tra
 the group in finish(), while a group the script made is left to it."""
 import copy
 import os
-import socket
 
 import pytest
 import torch
@@ -30,7 +29,7 @@ import torch.nn.functional as F
 
 import sketchps.torch as sps
 import tiny_models
-from conftest import HERE, records, run, summary
+from conftest import HERE, clean_env, free_port, records, run, summary
 from sketchps import _core, data
 from sketchps.errors import ConfigError
 
@@ -157,9 +156,6 @@ def test_decentralized_regroup_stops_before_anything_starts(tmp_path):
 
 # --- in-process: what is refused, and the group's life ----------------------------------------
 
-ENV = ("RANK", "WORLD_SIZE", "JOB_COMPLETION_INDEX", "SKETCHPS_JOB", "SKETCHPS_SERVERS", "SKETCHPS_PEERS",
-       "SKETCHPS_PEERS_FILE", "SKETCHPS_LISTEN", "SKETCHPS_TLS_DIR", "SKETCHPS_INSECURE", "SKETCHPS_DESCRIBE",
-       "SKETCHPS_METRICS_OUT", "MASTER_ADDR", "MASTER_PORT")
 
 LAYERS = _core.layout_text([(n, list(p.shape)) for n, p in tiny_models.BatchNormMlp().named_parameters()])
 SMALL = f"""job_id: buffers
@@ -174,18 +170,10 @@ scheme: {{name: topk, density: 0.05}}
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture
 def env(monkeypatch, tmp_path):
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(sps, "_context", None)
-    monkeypatch.setenv("SKETCHPS_INSECURE", "1")
+    clean_env(monkeypatch)
     monkeypatch.setenv("RANK", "0")
     yield monkeypatch
     if dist.is_initialized():

@@ -7,7 +7,6 @@ error raised inside DDP's backward reaches the script as torch's RuntimeError ca
 the aggregate replaces .grad and the recorded loss is the script's; DDP's no_sync() accumulates into
 one round (also with gradient_as_bucket_view); the describe pass writes the hook's job keys."""
 import os
-import socket
 
 import pytest
 import torch
@@ -17,13 +16,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import sketchps.ddp
 import sketchps.torch as sps
 import tiny_models
-from conftest import HERE, run
+from conftest import HERE, clean_env, free_port, run
 from sketchps import _core
 from sketchps.errors import ConfigError, OrderError
 
-ENV = ("RANK", "WORLD_SIZE", "JOB_COMPLETION_INDEX", "SKETCHPS_JOB", "SKETCHPS_SERVERS", "SKETCHPS_PEERS",
-       "SKETCHPS_PEERS_FILE", "SKETCHPS_LISTEN", "SKETCHPS_TLS_DIR", "SKETCHPS_INSECURE", "SKETCHPS_DESCRIBE",
-       "SKETCHPS_METRICS_OUT")
 
 LAYERS = ('[["fc1.weight", [64, 20]], ["fc1.bias", [64]], ["norm.weight", [64]], ["norm.bias", [64]], '
           '["fc2.weight", [4, 64]], ["fc2.bias", [4]]]')
@@ -42,19 +38,11 @@ scheme: {{name: topk, density: 0.05}}
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture
 def env(monkeypatch, tmp_path):
     """A clean environment, no sketchps context, and a gloo process group of one."""
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(sps, "_context", None)
-    monkeypatch.setenv("SKETCHPS_INSECURE", "1")
+    clean_env(monkeypatch)
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)

@@ -15,10 +15,8 @@ import sketchps.torch as sps
 import tiny_models
 from sketchps import data
 from sketchps.errors import ConfigError, OrderError
+from conftest import clean_env
 
-ENV = ("RANK", "WORLD_SIZE", "JOB_COMPLETION_INDEX", "SKETCHPS_JOB", "SKETCHPS_SERVERS", "SKETCHPS_PEERS",
-       "SKETCHPS_PEERS_FILE", "SKETCHPS_LISTEN", "SKETCHPS_TLS_DIR", "SKETCHPS_INSECURE", "SKETCHPS_DESCRIBE",
-       "SKETCHPS_METRICS_OUT", "SKETCHPS_PORT_FILE")
 
 # 100 samples, batch 8, one worker: 12 rounds per epoch (4 samples dropped each epoch), 2 epochs.
 JOB = """job_id: sampler
@@ -39,10 +37,7 @@ def indexed_dataset(n):
 
 @pytest.fixture
 def env(monkeypatch, tmp_path):
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(sps, "_context", None)
-    monkeypatch.setenv("SKETCHPS_INSECURE", "1")
+    clean_env(monkeypatch)
     monkeypatch.setenv("RANK", "0")
     return monkeypatch
 
