@@ -48,6 +48,7 @@ std::vector<std::string> WorkerArgv(const WorkerLaunch& w) {
   argv.insert(argv.end(), {"--rank", std::to_string(w.rank), "--world-size", std::to_string(w.world_size), "--threads",
                            std::to_string(w.threads)});
   Add(argv, "--metrics-out", w.metrics_out);
+  Add(argv, "--state-dir", w.state_dir);
   if (!w.servers.empty()) argv.insert(argv.end(), {"--servers", absl::StrJoin(w.servers, ",")});
   Add(argv, "--listen", w.listen);
   Add(argv, "--peers-file", w.peers_file);

@@ -41,6 +41,7 @@ struct WorkerLaunch : DaemonLaunch {
   std::uint32_t rank = 0;
   std::uint32_t world_size = 1;
   std::string metrics_out;           // --metrics-out, one JSON line per round
+  std::string state_dir;             // ps mode: --state-dir, the schemes' state across restarts
   int threads = 1;                   // --threads
   std::vector<std::string> servers;  // ps mode: --servers, by shard
   std::string listen;                // decentralized: --listen (this worker's Peer service)

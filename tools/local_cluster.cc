@@ -72,6 +72,7 @@ launch::WorkerLaunch LocalCluster::Worker(std::uint32_t r, const std::vector<std
     l.peer_timeout_seconds = o_.peer_timeout_seconds;
   } else {
     l.servers = servers;
+    l.state_dir = (o_.out / "worker-state").string();  // a restarted (or --resume'd) worker loses nothing
   }
   if (!o_.dump_rounds.empty()) {
     l.extra = {"--dump-gradients", absl::StrJoin(o_.dump_rounds, ","), "--dump-dir", (o_.out / "gradients").string()};
@@ -183,7 +184,7 @@ std::vector<std::string> LocalCluster::WorkerEnvironment() const {
         e.rfind("MASTER_", 0) == 0) {
       continue;  // torchrun's
     }
-    for (const char* path : {"SKETCHPS_JOB=", "SKETCHPS_METRICS_OUT=", "SKETCHPS_TLS_DIR="}) {
+    for (const char* path : {"SKETCHPS_JOB=", "SKETCHPS_METRICS_OUT=", "SKETCHPS_TLS_DIR=", "SKETCHPS_STATE_DIR="}) {
       if (e.rfind(path, 0) == 0) e = path + std::filesystem::absolute(e.substr(std::strlen(path))).string();
     }
     env.push_back(std::move(e));

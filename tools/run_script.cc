@@ -60,6 +60,7 @@ std::vector<std::string> ScriptEnv(const ScriptOptions& script, const launch::Wo
     env.insert(env.end(), {"MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", script.master_port)});
   }
   if (!w.servers.empty()) env.push_back("SKETCHPS_SERVERS=" + absl::StrJoin(w.servers, ","));
+  if (!w.state_dir.empty()) env.push_back("SKETCHPS_STATE_DIR=" + w.state_dir);
   if (!w.listen.empty()) {
     env.insert(env.end(), {"SKETCHPS_LISTEN=" + w.listen, "SKETCHPS_PORT_FILE=" + w.port_file,
                            "SKETCHPS_PEERS_FILE=" + w.peers_file});

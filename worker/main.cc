@@ -3,7 +3,9 @@
 //   parameter-server mode (job mode: ps):
 //   sketchps-worker --job job.yaml --rank 0 --world-size 4 --servers host0:7070,host1:7070
 //                   [--metrics-out FILE] [--metrics-listen HOST:PORT] [--patience-seconds 120] [--threads 1]
-//                   [--set key=value]...
+//                   [--state-dir DIR] [--set key=value]...
+//   (--state-dir, else env SKETCHPS_STATE_DIR: the schemes' state after every round, restored when
+//   the worker restarts, so a restart loses nothing: worker/scheme_state_file.h)
 //   decentralized mode (job mode: decentralized, or --set mode=decentralized):
 //   sketchps-worker --job job.yaml --rank 0 --world-size 4 --listen 0.0.0.0:7080
 //                   --peers host0:7080,host1:7080,host2:7080,host3:7080 [--peer-timeout-seconds S]
@@ -49,6 +51,7 @@ struct Flags {
   std::string servers;
   std::string metrics_out;
   std::string metrics_listen;
+  std::string state_dir;
   std::string listen = "0.0.0.0:7080";
   std::string peers;
   std::string port_file;
@@ -110,6 +113,7 @@ int Run(Flags& flags) {
   options.peers_file = flags.peers_file;
   options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job->peer.timeout_seconds));
   options.metrics_out = flags.metrics_out;
+  options.state_dir = flags.state_dir;
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
   options.overlap = !flags.no_overlap;
@@ -177,6 +181,10 @@ int main(int argc, char** argv) {
          "Decentralized mode: a peer silent this long fails the round (default: the job's peer.timeout_seconds)")
       ->check(CLI::PositiveNumber);
   app.add_option("--metrics-out", flags.metrics_out, "Append one JSON line per round to this file");
+  app.add_option("--state-dir", flags.state_dir,
+                 "ps mode: save the compression state here after every round and restore it on a restart "
+                 "(one directory per worker or shared; files are named by rank)")
+      ->envname("SKETCHPS_STATE_DIR");
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
   app.add_option("--patience-seconds", flags.patience_seconds, "Give up when a server stays unreachable this long")

@@ -80,6 +80,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   s->optimizer_ = options.job.optimizer;
   SKETCHPS_RETURN_IF_ERROR(s->StartTransport());
   SKETCHPS_ASSIGN_OR_RETURN(s->replica_, s->MakeReplica());
+  if (!options.state_dir.empty() && options.job.decentralized()) {
+    spdlog::info("worker {}: --state-dir is for ps mode; a decentralized worker keeps no state across restarts",
+                 options.rank);
+  } else if (!options.state_dir.empty()) {
+    s->state_files_ = std::make_unique<SchemeStateFiles>(options.state_dir, options.job.job_id, options.rank,
+                                                         layers.dim(), options.job.checkpoint.every_rounds);
+  }
   return s;
 }
 
@@ -140,7 +147,21 @@ absl::Status Session::StartTransport() {
 }
 
 absl::StatusOr<std::uint64_t> Session::Join(float* params) {
-  return transport_->Start(layers_, shards_, params, *replica_);
+  SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t first, transport_->Start(layers_, shards_, params, *replica_));
+  if (state_files_ == nullptr) return first;
+  const auto restored = state_files_->Restore(first, *replica_, params);
+  std::uint64_t start = first;
+  if (!restored.ok()) {
+    spdlog::warn("worker {}: saved state refused, starting round {} with empty scheme state: {}", o_.rank, first,
+                 std::string(restored.status().message()));
+  } else if (restored->restored) {
+    spdlog::info("worker {}: {}", o_.rank, restored->note);
+    start = restored->first_round;
+  } else if (first > 0) {
+    spdlog::warn("worker {}: joining at round {} with empty scheme state: {}", o_.rank, first, restored->note);
+  }
+  state_files_->DiscardAfter(start);
+  return start;
 }
 
 ShardRun Session::RunShard(std::uint32_t shard, std::uint64_t round, const float* grads, float* params) {
@@ -212,6 +233,9 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
   for (auto& r : runs.shards) outcomes.push_back(std::move(r.outcome));
   SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, replica_->Combine(std::move(outcomes)));
   SKETCHPS_RETURN_IF_ERROR(transport_->CheckReplica(round, shards_, params));
+  const absl::Time saving = absl::Now();
+  if (state_files_ != nullptr) SKETCHPS_RETURN_IF_ERROR(state_files_->Save(round + 1, *replica_, params));
+  const double state_seconds = absl::ToDoubleSeconds(absl::Now() - saving);
   const TransportCounters after = transport_->counters();
   double communicate = 0, local = 0;
   for (std::size_t i = 0; i < after.seconds.size() && i < runs.shards.size(); ++i) {
@@ -238,6 +262,7 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
                         {"communicate_s", communicate},
                         {"workers", plan_.workers},
                         {"checksum", absl::StrFormat("%016x", WeightsChecksum({params, dim()}))}};
+  if (state_files_ != nullptr) record["state_s"] = state_seconds;
   AddDiagnostics(out.diagnostics, record);
   return record;
 }

@@ -44,6 +44,7 @@
 #include "engine/shard_threads.h"
 #include "job/job_spec.h"
 #include "worker/round_plan.h"
+#include "worker/scheme_state_file.h"
 #include "worker/transport.h"
 
 namespace sketchps::worker {
@@ -60,6 +61,10 @@ struct SessionOptions {
   absl::Duration rpc_timeout = absl::Seconds(20);
   absl::Duration peer_timeout = absl::Seconds(60);  // decentralized: a silent peer fails the round
   TlsConfig tls;                                    // common/net/tls.h; this worker is worker-<rank>
+  // ps mode: save the schemes' state here after every round and restore it at Join, so a restarted
+  // worker loses nothing (worker/scheme_state_file.h). "": not saved (a restart starts it empty).
+  // Decentralized mode ignores it (a killed peer does not rejoin; a regroup starts it empty).
+  std::string state_dir;
 };
 
 // One shard's part of a round, as its thread saw it.
@@ -114,7 +119,11 @@ class Session {
                                                          const float* params);
 
   // Agrees on the starting point with the servers (or peers); may overwrite params. Returns the first
-  // round to run. Once, before any round.
+  // round to run. Once, before any round. With options.state_dir (ps mode), then restores the state
+  // saved after that round; or, when the newest file is one round behind the servers, the state,
+  // weights and optimizer state of the round before, and returns that round, which the worker
+  // replays (worker/scheme_state_file.h). A missing or refused file is logged (naming it) and the
+  // worker goes on with empty scheme state, as without a state directory.
   absl::StatusOr<std::uint64_t> Join(float* params);
 
   // A whole round: every shard on a thread of its own, then Complete. `compute`: how long the
@@ -130,7 +139,8 @@ class Session {
   // Readies every shard not yet started (abandon: releases them unrun, after a failed backward) and
   // collects the round's runs; `start` is when the round's compute began.
   RoundRuns Land(RoundFlight& flight, absl::Time start, bool abandon = false);
-  // After every shard's run of `round`: their totals, the replica check and the round's record.
+  // After every shard's run of `round`: their totals, the replica check, the schemes' state saved
+  // (options.state_dir; the record's state_s) and the round's record.
   absl::StatusOr<nlohmann::json> Complete(std::uint64_t round, float loss, RoundRuns runs, const float* params);
 
   // The elementwise sum of every worker's values after round `round` (engine/aggregator.h).
@@ -180,6 +190,7 @@ class Session {
   OptimizerConfig optimizer_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Replica> replica_;
+  std::unique_ptr<SchemeStateFiles> state_files_;  // options.state_dir in ps mode, else null
 };
 
 }  // namespace sketchps::worker

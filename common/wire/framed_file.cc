@@ -33,7 +33,8 @@ std::uint32_t Crc(const char* data, std::size_t size) {
   return static_cast<std::uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(data), static_cast<uInt>(size)));
 }
 
-absl::Status WriteAllAndSync(const std::string& path, const std::string& bytes) {
+// Writes `bytes` to `path`; with `sync`, fsyncs it before closing.
+absl::Status WriteAllAndSync(const std::string& path, const std::string& bytes, bool sync) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
   std::size_t done = 0;
@@ -46,7 +47,7 @@ absl::Status WriteAllAndSync(const std::string& path, const std::string& bytes) 
     }
     done += static_cast<std::size_t>(n);
   }
-  const bool synced = ::fsync(fd) == 0;
+  const bool synced = !sync || ::fsync(fd) == 0;
   const std::string why = synced ? "" : std::strerror(errno);
   ::close(fd);
   if (!synced) return absl::UnavailableError(absl::StrCat(path, ": fsync failed: ", why));
@@ -71,14 +72,16 @@ std::string FrameBytes(const char (&magic)[8], const std::string& payload) {
   return bytes;
 }
 
-absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], const std::string& payload) {
+absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], const std::string& payload,
+                             Durability durability) {
   const std::string bytes = FrameBytes(magic, payload);
   const std::string tmp = path + ".tmp";
-  SKETCHPS_RETURN_IF_ERROR(WriteAllAndSync(tmp, bytes));
+  const bool sync = durability == Durability::kSurvivesPowerLoss;
+  SKETCHPS_RETURN_IF_ERROR(WriteAllAndSync(tmp, bytes, sync));
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) return absl::UnavailableError(absl::StrCat(path, ": rename failed: ", ec.message()));
-  SyncDir(fs::path(path).parent_path());
+  if (sync) SyncDir(fs::path(path).parent_path());
   return absl::OkStatus();
 }
 

@@ -88,6 +88,7 @@ def _config(job, rank):
     c.tls_dir = _env("SKETCHPS_TLS_DIR")
     c.insecure = _env("SKETCHPS_INSECURE") == "1"
     c.metrics_out = _env("SKETCHPS_METRICS_OUT").replace("{rank}", str(rank))  # one file per rank
+    c.state_dir = _env("SKETCHPS_STATE_DIR")  # ps: the schemes' state across restarts (files named by rank)
     if job.mode == "ps":
         c.servers = _env("SKETCHPS_SERVERS")
         if not c.servers:

@@ -25,6 +25,7 @@ absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, cons
   o.peers = absl::StrSplit(c.peers, ',', absl::SkipEmpty());
   o.peers_file = c.peers_file;
   o.port_file = c.port_file;
+  o.state_dir = c.state_dir;
   o.patience = absl::Seconds(c.patience_seconds);
   o.peer_timeout = absl::Seconds(c.peer_timeout_seconds > 0 ? c.peer_timeout_seconds : job.peer.timeout_seconds);
   SKETCHPS_ASSIGN_OR_RETURN(o.tls,

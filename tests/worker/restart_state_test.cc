@@ -1,0 +1,210 @@
+// A worker killed between rounds and restarted goes on exactly where it stopped when it keeps its
+// scheme state (SessionOptions::state_dir, worker/scheme_state_file.h): the job ends bitwise equal to
+// the run without the fault. Without the state directory the restarted worker starts with an empty
+// residual and the job ends elsewhere, which shows the comparison can fail. Real gRPC on loopback
+// (tests/support/cluster.h), sessions as the Python package drives them, synthetic gradients that
+// depend only on the weights, the round and the rank (so a restarted worker recomputes the same ones).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "job/job_spec.h"
+#include "support/cluster.h"
+#include "worker/scheme_state_file.h"
+#include "worker/session.h"
+
+#undef CHECK
+#include <catch2/catch.hpp>
+
+using namespace sketchps;
+using namespace sketchps::worker;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::uint64_t kRounds = 24;
+constexpr std::uint64_t kKillAfter = 11;  // the killed worker completes rounds [0, 11)
+
+JobSpec Job(const std::string& scheme) {
+  const std::string yaml = absl::StrCat(
+      "job_id: restart-state\nmodel: custom\nlayers: [[\"a\", [40, 10]], [\"b\", [300]]]\nworkers: 3\nservers: 2\n"
+      "train: {rounds: ",
+      kRounds,
+      ", eval_every_rounds: 0}\noptimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+      "checkpoint: {every_rounds: 5}\nscheme: {name: ",
+      scheme, ", density: 0.02}\n");
+  auto job = ParseJobSpec(yaml, "test.yaml");
+  INFO(job.status().ToString());
+  REQUIRE(job.ok());
+  return *job;
+}
+
+std::vector<float> Gradient(const std::vector<float>& w, std::uint64_t round, std::uint32_t rank) {
+  std::vector<float> g(w.size());
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    g[j] = std::sin(0.37f * static_cast<float>(j) + 1.3f * static_cast<float>(round) + 2.1f * rank) *
+               (1.0f + 0.002f * static_cast<float>(j % 97)) +
+           0.5f * w[j];
+  }
+  return g;
+}
+
+// Runs rank `rank` from wherever the servers are until round `stop` (exclusive); Finish only when
+// that is the end of the job. Returns the weights it ends with. `lose_last_file`: the state file of
+// the last round is lost, as when the process is killed after the servers applied the round and
+// before its file was written.
+std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::vector<std::string>& servers,
+                             const std::string& state_dir, std::uint64_t stop, bool lose_last_file = false) {
+  SessionOptions o;
+  o.job = job;
+  o.rank = rank;
+  o.servers = servers;
+  o.patience = absl::Seconds(30);
+  o.state_dir = state_dir;
+  std::vector<float> w(job.layout.dim());
+  for (std::size_t j = 0; j < w.size(); ++j) w[j] = 0.01f * static_cast<float>(j % 13);
+  auto session = Session::Create(o, job.layout, w.data());
+  if (!session.ok()) throw std::runtime_error(session.status().ToString());
+  auto first = (*session)->Join(w.data());
+  if (!first.ok()) throw std::runtime_error(first.status().ToString());
+  const fs::path snapshot = state_dir + ".before-last-round";
+  for (std::uint64_t r = *first; r < stop; ++r) {
+    if (lose_last_file && r + 1 == stop) fs::copy(state_dir, snapshot, fs::copy_options::recursive);
+    const std::vector<float> g = Gradient(w, r, rank);
+    auto record = (*session)->Step(r, 0.0f, g.data(), w.data());
+    if (!record.ok()) throw std::runtime_error(record.status().ToString());
+  }
+  if (lose_last_file) {
+    fs::remove_all(state_dir);
+    fs::rename(snapshot, state_dir);
+  }
+  if (stop == kRounds) (void)(*session)->Finish(stop);
+  return w;  // a killed worker's session ends here without a word to the servers
+}
+
+enum class Kill { kNone, kBetweenRounds, kBeforeItsFile };
+
+// Every rank's final weights; rank 1 stops after kKillAfter rounds and starts again unless kNone.
+std::vector<std::vector<float>> Train(const JobSpec& job, Kill kill, const std::string& state_root) {
+  testing::LocalCluster cluster(job);
+  std::vector<std::future<std::vector<float>>> ranks;
+  for (std::uint32_t r = 0; r < job.workers; ++r) {
+    const std::string dir = state_root.empty() ? "" : (fs::path(state_root) / absl::StrCat("w", r)).string();
+    ranks.push_back(std::async(std::launch::async, [&, r, dir] {
+      if (kill != Kill::kNone && r == 1) {
+        RunWorker(job, r, cluster.addresses(), dir, kKillAfter, kill == Kill::kBeforeItsFile);
+      }
+      return RunWorker(job, r, cluster.addresses(), dir, kRounds);
+    }));
+  }
+  std::vector<std::vector<float>> out;
+  for (auto& f : ranks) out.push_back(f.get());
+  return out;
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / absl::StrCat("sketchps-state-", ::getpid(), "-", std::rand());
+  ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("A worker restarted with its state directory ends bitwise equal to the fault-free run", "[worker][grpc]") {
+  for (const std::string scheme : {"topk", "dgc", "gs_sgd", "scalecom"}) {
+    DYNAMIC_SECTION(scheme) {
+      const JobSpec job = Job(scheme);
+      TempDir clean, between, before_file;
+      const auto reference = Train(job, Kill::kNone, clean.path.string());
+      const auto restarted = Train(job, Kill::kBetweenRounds, between.path.string());
+      // Killed after the servers applied round 10, before its file: the worker replays round 10.
+      const auto replayed = Train(job, Kill::kBeforeItsFile, before_file.path.string());
+      for (std::size_t r = 0; r < reference.size(); ++r) {
+        INFO("rank " << r);
+        CHECK(restarted[r] == reference[r]);
+        CHECK(replayed[r] == reference[r]);
+      }
+      // The residual is not zero at the kill: without the state the same kill ends elsewhere.
+      const auto forgetful = Train(job, Kill::kBetweenRounds, "");
+      CHECK(forgetful[0] != reference[0]);
+    }
+  }
+}
+
+TEST_CASE("Scheme state files: kept at checkpoint rounds, refused when they belong to another worker", "[worker]") {
+  const JobSpec job = Job("topk");
+  TempDir dir;
+  testing::LocalCluster cluster(job);
+  std::vector<std::future<std::vector<float>>> ranks;
+  for (std::uint32_t r = 0; r < job.workers; ++r) {
+    ranks.push_back(std::async(std::launch::async, [&, r] {
+      return RunWorker(job, r, cluster.addresses(), (dir.path / "shared").string(), kRounds);
+    }));
+  }
+  for (auto& f : ranks) f.get();
+  // Every round's file replaced the previous one, except at the shards' checkpoint rounds (every 5):
+  // the newest three of those stay, with the last round's.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path / "shared")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{
+                     "worker-0-state-000000000010.bin", "worker-0-state-000000000015.bin",
+                     "worker-0-state-000000000020.bin", "worker-0-state-000000000024.bin",
+                     "worker-1-state-000000000010.bin", "worker-1-state-000000000015.bin",
+                     "worker-1-state-000000000020.bin", "worker-1-state-000000000024.bin",
+                     "worker-2-state-000000000010.bin", "worker-2-state-000000000015.bin",
+                     "worker-2-state-000000000020.bin", "worker-2-state-000000000024.bin"});
+
+  auto replica = Replica::Create(ReplicaOptions{0, job.workers, *MakeShardMap(job.layout, job.servers), job.layout,
+                                                job.scheme.make, job.scheme.density, job.scheme.global_momentum,
+                                                job.optimizer, job.train.seed});
+  REQUIRE(replica.ok());
+  std::vector<float> w(job.layout.dim());
+  const auto shared = (dir.path / "shared").string();
+  SchemeStateFiles mine(shared, job.job_id, 0, job.layout.dim(), 5);
+  auto restored = mine.Restore(20, **replica, w.data());
+  REQUIRE(restored.ok());
+  CHECK(restored->restored);
+  CHECK(restored->first_round == 20);
+  CHECK(w == std::vector<float>(job.layout.dim()));  // the file of the servers' round leaves the weights
+  auto replay = mine.Restore(21, **replica, w.data());  // one round behind: weights from the file
+  REQUIRE(replay.ok());
+  CHECK(replay->first_round == 20);
+  CHECK(w != std::vector<float>(job.layout.dim()));
+  CHECK_FALSE(mine.Restore(22, **replica, w.data())->restored);  // no file of round 22 or 21: nothing
+
+  SchemeStateFiles other_job(shared, "another-job", 0, job.layout.dim(), 5);
+  CHECK(other_job.Restore(20, **replica, w.data()).status().message() ==
+        absl::StrCat(shared, "/worker-0-state-000000000020.bin: job_id is restart-state, this worker's is another-job "
+                             "(a file of another job?)"));
+  SchemeStateFiles longer(shared, job.job_id, 0, job.layout.dim() + 1, 5);
+  CHECK(absl::StrContains(longer.Restore(20, **replica, w.data()).status().message(), ": dim is 700, this worker's is 701"));
+
+  // A truncated file and a flipped byte are refused, naming the file.
+  const fs::path file = fs::path(shared) / "worker-0-state-000000000015.bin";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 3);
+  CHECK(mine.Restore(15, **replica, w.data()).status().message() ==
+        absl::StrCat(file.string(), ": truncated or padded (header says ", bytes.size() - 20, " payload bytes, file has ",
+                     bytes.size() - 23, ")"));
+  bytes[bytes.size() / 2] ^= 0x40;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  CHECK(mine.Restore(15, **replica, w.data()).status().message() == absl::StrCat(file.string(), ": CRC mismatch"));
+
+  // A restart from round 15 removes the later files of its rank: they belong to a trajectory that
+  // will be computed again.
+  mine.DiscardAfter(15);
+  CHECK_FALSE(fs::exists(fs::path(shared) / "worker-0-state-000000000020.bin"));
+  CHECK(fs::exists(fs::path(shared) / "worker-1-state-000000000020.bin"));
+}

@@ -1,0 +1,79 @@
+// SchemeStateFiles: a worker's state on disk, so that a worker killed mid-job and restarted goes on
+// exactly where it stopped (docs/reliability.md "Killing a worker").
+//
+// What is saved after every round: every shard range's Scheme::SaveState() (error-feedback
+// residuals, local momentum, SIDCo/SDAGC stage state, DGC's clipping state), the worker's weights and
+// its replica's optimizer state.
+//
+// Files: <dir>/worker-<rank>-state-<rounds_applied, 12 digits>.bin, framed like a shard checkpoint
+// (common/wire/framed_file.h, magic "SKPSWST1": a length and a CRC32 that the loader verifies) around
+// a sketchps.v1.WorkerSchemeState. Save writes one after every round (atomic rename; no fsync, see
+// Durability::kSurvivesProcessKill) and removes the previous one, except at the rounds where the
+// shards checkpoint (multiples of checkpoint_every), of which the newest three are kept: a whole-job
+// `--resume` from a shard checkpoint of round R then finds the workers' state of round R too.
+//
+// Restore(R, replica, params), R being the round the shards say this worker (re)joins at:
+//   - a file of round R: the schemes' state is restored; params and the optimizer state stay as the
+//     shards gave them (the same values); the worker starts at R;
+//   - else a file of round R - 1: the shards applied one more round than the worker saved (it was
+//     killed between that round's result and its file). Schemes, params and optimizer state are
+//     restored from the file and the worker starts at R - 1: it replays that round, whose pushes the
+//     shards acknowledge as retries and whose results they still hold (engine/phase_table.h keeps
+//     the last kRetainRounds), and ends it with the shards' weights, checked bitwise as every round;
+//   - else (a fresh job, a first start, a worker that never saved, or a directory further behind):
+//     nothing changes, the worker starts at R with empty scheme state, and the note says what was
+//     found;
+//   - a file that fails validation (magic, length, CRC, parse) or belongs to another job, rank,
+//     vector length, shard layout, scheme or optimizer: an error naming the file and the field
+//     (DataLoss or FailedPrecondition), nothing changed; the caller decides whether to go on.
+// DiscardAfter(R) removes this rank's files of rounds after R: at a (re)start from round R they are
+// left over from an earlier run of the job (or a trajectory a --resume abandoned), and a later
+// restart must not mistake one for its own.
+// Not thread-safe; one instance per worker.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "engine/replica.h"
+
+namespace sketchps::worker {
+
+inline constexpr char kSchemeStateMagic[8] = {'S', 'K', 'P', 'S', 'W', 'S', 'T', '1'};
+
+struct StateRestore {
+  bool restored = false;
+  std::uint64_t first_round = 0;  // where the worker starts: R, or R - 1 to replay it
+  std::string note;               // what was loaded, or why nothing was (for the worker's log)
+};
+
+class SchemeStateFiles {
+ public:
+  // `dim`: the whole vector's length; `checkpoint_every`: the job's checkpoint.every_rounds.
+  SchemeStateFiles(std::string dir, std::string job_id, std::uint32_t rank, std::uint64_t dim,
+                   std::uint64_t checkpoint_every)
+      : dir_(std::move(dir)), job_id_(std::move(job_id)), rank_(rank), dim_(dim), every_(checkpoint_every) {}
+
+  // The file name of round `rounds_applied` (without the directory).
+  std::string FileName(std::uint64_t rounds_applied) const;
+  // `params`: the whole vector (dim floats) after `rounds_applied` rounds.
+  absl::Status Save(std::uint64_t rounds_applied, Replica& replica, const float* params);
+  absl::StatusOr<StateRestore> Restore(std::uint64_t rounds_applied, Replica& replica, float* params) const;
+  void DiscardAfter(std::uint64_t rounds_applied) const;
+
+ private:
+  void RemoveSuperseded(std::uint64_t newest) const;
+  // Loads and checks the file of round `round` and puts it into the replica (and params when
+  // `with_params`); on an error nothing has changed.
+  absl::Status Load(std::uint64_t round, Replica& replica, float* params, bool with_params) const;
+
+  std::string dir_;
+  std::string job_id_;
+  std::uint32_t rank_;
+  std::uint64_t dim_;
+  std::uint64_t every_;
+};
+
+}  // namespace sketchps::worker
