@@ -149,6 +149,17 @@ def _ps_kill_worker(every: int) -> Case:
                                    "equal to the fault-free dense run; stall ≤ 15 s"))
 
 
+def _ps_kill_worker_with_state() -> Case:
+    return Case("ps-kill-worker-topk", "ps", "kill", target="worker-1", at_round=KILL_ROUND, restart=True,
+                what=f"SIGKILL worker-1 at round {KILL_ROUND}, restarted at once (scheme topk: an error-feedback "
+                     "residual; the worker's SKETCHPS_STATE_DIR on a volume, as in deploy/compose)",
+                expect=Expect(True, bitwise=True, max_stall_s=15,
+                              log=(("worker-1", r"restored the (scheme )?state of round \d+"),),
+                              text="completes bitwise: the restarted worker restores its residual from the state "
+                                   "it saved after its last round, or replays the one round the shards applied after "
+                                   "it (worker/scheme_state_file.h); stall ≤ 15 s"))
+
+
 def _ps_kill_shard(every: int, short: bool = False) -> Case:
     return Case(f"ps-kill-shard-ckpt{every}", "ps", "kill", target="server-1", at_round=KILL_ROUND,
                 checkpoint_every=every, restart=True, short=short,
@@ -172,6 +183,7 @@ CASES: list[Case] = [
     _slow("ps"),
     _ps_kill_worker(1),
     _ps_kill_worker(20),
+    _ps_kill_worker_with_state(),
     _ps_kill_shard(1),
     _ps_kill_shard(20, short=True),
     Case("ps-disk-full", "ps", "disk-full", target="server-*",
