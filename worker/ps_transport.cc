@@ -39,18 +39,22 @@ class PsTransport final : public Transport {
             return client_->Join(shard, 0, offer);
           }));
     }
-    std::optional<std::uint64_t> round;
+    std::uint64_t lo = ~0ull, hi = 0;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       SKETCHPS_ASSIGN_OR_RETURN(auto joined, joins[shard].get());
       SKETCHPS_RETURN_IF_ERROR(Adopt(shard, shards.ranges[shard], joined, params, replica));
-      if (round && *round != joined.rounds_applied()) {
-        return absl::FailedPreconditionError(absl::StrCat("shards disagree on the round: ", *round, " vs ",
-                                                          joined.rounds_applied(), " on shard ", shard));
-      }
-      round = joined.rounds_applied();
+      lo = std::min<std::uint64_t>(lo, joined.rounds_applied());
+      hi = std::max<std::uint64_t>(hi, joined.rounds_applied());
     }
-    return round.value_or(0);
+    if (hi > lo + 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shards disagree on the round: they have applied between ", lo, " and ", hi, " rounds"));
+    }
+    ahead_ = hi != lo;
+    return shards.ranges.empty() ? 0 : lo;
   }
+
+  bool shards_ahead() const override { return ahead_; }
 
   static absl::Status Adopt(std::uint32_t shard, const ShardRange& r, const v1::JoinResponse& joined, float* params,
                             Replica& replica) {
@@ -118,6 +122,7 @@ class PsTransport final : public Transport {
 
  private:
   std::unique_ptr<ps::Client> client_;
+  bool ahead_ = false;  // Start found shards one round apart
 };
 
 }  // namespace

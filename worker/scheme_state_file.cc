@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <future>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -49,8 +51,8 @@ v1::ShardSchemeState ToProto(std::uint32_t shard, const Scheme& scheme) {
 absl::StatusOr<SchemeState> FromProto(const v1::ShardSchemeState& in, const std::string& file) {
   SchemeState state;
   for (const auto& [name, bytes] : in.arrays()) {
-    SKETCHPS_ASSIGN_OR_RETURN(state.arrays[name],
-                              ToFloats(bytes, absl::StrCat(file, ": shards[", in.shard_id(), "].arrays['", name, "']")));
+    SKETCHPS_ASSIGN_OR_RETURN(
+        state.arrays[name], ToFloats(bytes, absl::StrCat(file, ": shards[", in.shard_id(), "].arrays['", name, "']")));
   }
   for (const auto& [name, value] : in.scalars()) state.scalars[name] = value;
   return state;
@@ -78,10 +80,8 @@ std::string SchemeStateFiles::FileName(std::uint64_t rounds_applied) const {
   return absl::StrFormat("worker-%u-state-%012u.bin", rank_, rounds_applied);
 }
 
-absl::Status SchemeStateFiles::Save(std::uint64_t rounds_applied, Replica& replica, const float* params) {
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat(dir_, ": cannot create the state directory: ", ec.message()));
+void SchemeStateFiles::SaveAsync(std::uint64_t rounds_applied, Replica& replica, const float* params) {
+  (void)WaitSaved();  // one write at a time (the caller has normally waited already)
   v1::WorkerSchemeState state;
   state.set_job_id(job_id_);
   state.set_worker_id(rank_);
@@ -93,12 +93,41 @@ absl::Status SchemeStateFiles::Save(std::uint64_t rounds_applied, Replica& repli
     shard = ToProto(s, replica.scheme(s));
     shard.set_optimizer_state(ToBytes(replica.optimizer(s).State()));
   }
-  std::string payload;
-  if (!state.SerializeToString(&payload)) return absl::InternalError("worker scheme state does not serialize");
+  auto payload = std::make_shared<std::string>();
+  if (!state.SerializeToString(payload.get())) {
+    absl::MutexLock lock(&mu_);
+    pending_ = std::async(std::launch::deferred, [] {
+                 return absl::InternalError("worker scheme state does not serialize");
+               }).share();
+    return;
+  }
   const std::string path = (fs::path(dir_) / FileName(rounds_applied)).string();
-  SKETCHPS_RETURN_IF_ERROR(WriteFramedFile(path, kSchemeStateMagic, payload, Durability::kSurvivesProcessKill));
-  RemoveSuperseded(rounds_applied);
-  return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  pending_ =
+      std::async(std::launch::async, [this, path, payload, rounds_applied]() -> absl::Status {
+        std::error_code ec;
+        fs::create_directories(dir_, ec);
+        if (ec) {
+          return absl::UnavailableError(absl::StrCat(dir_, ": cannot create the state directory: ", ec.message()));
+        }
+        SKETCHPS_RETURN_IF_ERROR(WriteFramedFile(path, kSchemeStateMagic, *payload, Durability::kSurvivesProcessKill));
+        RemoveSuperseded(rounds_applied);
+        return absl::OkStatus();
+      }).share();
+}
+
+absl::Status SchemeStateFiles::WaitSaved() {
+  std::shared_future<absl::Status> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    pending = pending_;
+  }
+  return pending.valid() ? pending.get() : absl::OkStatus();
+}
+
+absl::Status SchemeStateFiles::Save(std::uint64_t rounds_applied, Replica& replica, const float* params) {
+  SaveAsync(rounds_applied, replica, params);
+  return WaitSaved();
 }
 
 void SchemeStateFiles::RemoveSuperseded(std::uint64_t newest) const {
@@ -127,23 +156,23 @@ void SchemeStateFiles::DiscardAfter(std::uint64_t rounds_applied) const {
   }
 }
 
-absl::StatusOr<StateRestore> SchemeStateFiles::Restore(std::uint64_t rounds_applied, Replica& replica,
-                                                       float* params) const {
+absl::StatusOr<StateRestore> SchemeStateFiles::Restore(std::uint64_t rounds_applied, Replica& replica, float* params,
+                                                       bool from_file) const {
   const std::vector<std::uint64_t> rounds = Rounds(dir_, rank_);
   const auto has = [&](std::uint64_t r) { return std::find(rounds.begin(), rounds.end(), r) != rounds.end(); };
   if (has(rounds_applied)) {
-    SKETCHPS_RETURN_IF_ERROR(Load(rounds_applied, replica, params, /*with_params=*/false));
+    SKETCHPS_RETURN_IF_ERROR(Load(rounds_applied, replica, params, /*with_params=*/from_file));
     return StateRestore{true, rounds_applied,
                         absl::StrCat("restored the scheme state of round ", rounds_applied, " from ",
                                      (fs::path(dir_) / FileName(rounds_applied)).string())};
   }
   if (rounds_applied > 0 && has(rounds_applied - 1)) {
     SKETCHPS_RETURN_IF_ERROR(Load(rounds_applied - 1, replica, params, /*with_params=*/true));
-    return StateRestore{true, rounds_applied - 1,
-                        absl::StrCat("restored the state of round ", rounds_applied - 1, " from ",
-                                     (fs::path(dir_) / FileName(rounds_applied - 1)).string(),
-                                     "; the servers applied round ", rounds_applied - 1,
-                                     " after it was saved, so this worker replays that round")};
+    return StateRestore{
+        true, rounds_applied - 1,
+        absl::StrCat("restored the state of round ", rounds_applied - 1, " from ",
+                     (fs::path(dir_) / FileName(rounds_applied - 1)).string(), "; the servers applied round ",
+                     rounds_applied - 1, " after it was saved, so this worker replays that round")};
   }
   if (rounds.empty()) return StateRestore{false, rounds_applied, absl::StrCat("no saved scheme state in ", dir_)};
   return StateRestore{false, rounds_applied,
@@ -164,7 +193,8 @@ absl::Status SchemeStateFiles::Load(std::uint64_t round, Replica& replica, float
   if (state.worker_id() != rank_) return differs("worker_id", state.worker_id(), rank_);
   if (state.rounds_applied() != round) return differs("rounds_applied", state.rounds_applied(), round);
   if (state.dim() != dim_) return differs("dim", state.dim(), dim_);
-  if (state.weights().size() != dim_ * sizeof(float)) return differs("the size of weights", state.weights().size(), dim_ * 4);
+  if (state.weights().size() != dim_ * sizeof(float))
+    return differs("the size of weights", state.weights().size(), dim_ * 4);
   if (static_cast<std::uint32_t>(state.shards_size()) != replica.num_shards()) {
     return differs("the number of shards", state.shards_size(), replica.num_shards());
   }
@@ -173,11 +203,13 @@ absl::Status SchemeStateFiles::Load(std::uint64_t round, Replica& replica, float
   for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
     const v1::ShardSchemeState& shard = state.shards(static_cast<int>(s));
     if (shard.shard_id() != s) return differs("shards[].shard_id", shard.shard_id(), s);
-    if (shard.scheme() != replica.scheme(s).name()) return differs("shards[].scheme", shard.scheme(), replica.scheme(s).name());
+    if (shard.scheme() != replica.scheme(s).name())
+      return differs("shards[].scheme", shard.scheme(), replica.scheme(s).name());
     SKETCHPS_ASSIGN_OR_RETURN(SchemeState one, FromProto(shard, path));
     schemes.push_back(std::move(one));
-    SKETCHPS_ASSIGN_OR_RETURN(optimizers.emplace_back(),
-                              ToFloats(shard.optimizer_state(), absl::StrCat(path, ": shards[", s, "].optimizer_state")));
+    SKETCHPS_ASSIGN_OR_RETURN(
+        optimizers.emplace_back(),
+        ToFloats(shard.optimizer_state(), absl::StrCat(path, ": shards[", s, "].optimizer_state")));
     if (optimizers.back().size() != replica.optimizer(s).state_size()) {
       return differs("the optimizer state's size", optimizers.back().size(), replica.optimizer(s).state_size());
     }

@@ -7,14 +7,19 @@
 //
 // Files: <dir>/worker-<rank>-state-<rounds_applied, 12 digits>.bin, framed like a shard checkpoint
 // (common/wire/framed_file.h, magic "SKPSWST1": a length and a CRC32 that the loader verifies) around
-// a sketchps.v1.WorkerSchemeState. Save writes one after every round (atomic rename; no fsync, see
-// Durability::kSurvivesProcessKill) and removes the previous one, except at the rounds where the
+// a sketchps.v1.WorkerSchemeState. SaveAsync snapshots the state after a round and writes the file on
+// a thread of its own (atomic rename; no fsync, see Durability::kSurvivesProcessKill), so the write
+// overlaps the next round's compute; WaitSaved waits for it. The caller must wait before it sends
+// anything of the next round: then the shards can never apply a round whose predecessor's file is
+// not complete, so the newest file is at most one round behind them (the replay below). Each write
+// removes the previous file, except at the rounds where the
 // shards checkpoint (multiples of checkpoint_every), of which the newest three are kept: a whole-job
 // `--resume` from a shard checkpoint of round R then finds the workers' state of round R too.
 //
 // Restore(R, replica, params), R being the round the shards say this worker (re)joins at:
 //   - a file of round R: the schemes' state is restored; params and the optimizer state stay as the
-//     shards gave them (the same values); the worker starts at R;
+//     shards gave them (the same values), unless `from_file` (some shards are a round ahead, so params
+//     hold two rounds: worker/transport.h), then they are restored too; the worker starts at R;
 //   - else a file of round R - 1: the shards applied one more round than the worker saved (it was
 //     killed between that round's result and its file). Schemes, params and optimizer state are
 //     restored from the file and the worker starts at R - 1: it replays that round, whose pushes the
@@ -29,14 +34,17 @@
 // DiscardAfter(R) removes this rank's files of rounds after R: at a (re)start from round R they are
 // left over from an earlier run of the job (or a trajectory a --resume abandoned), and a later
 // restart must not mistake one for its own.
-// Not thread-safe; one instance per worker.
+// Thread-safe for WaitSaved (every shard thread of a round waits); the rest from one thread at a time.
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/replica.h"
 
 namespace sketchps::worker {
@@ -58,9 +66,15 @@ class SchemeStateFiles {
 
   // The file name of round `rounds_applied` (without the directory).
   std::string FileName(std::uint64_t rounds_applied) const;
-  // `params`: the whole vector (dim floats) after `rounds_applied` rounds.
+  // `params`: the whole vector (dim floats) after `rounds_applied` rounds; read before SaveAsync
+  // returns (the file is written from a copy).
+  void SaveAsync(std::uint64_t rounds_applied, Replica& replica, const float* params);
+  // The pending write's outcome (OK when there is none); the error names the file.
+  absl::Status WaitSaved();
+  // SaveAsync, then WaitSaved.
   absl::Status Save(std::uint64_t rounds_applied, Replica& replica, const float* params);
-  absl::StatusOr<StateRestore> Restore(std::uint64_t rounds_applied, Replica& replica, float* params) const;
+  absl::StatusOr<StateRestore> Restore(std::uint64_t rounds_applied, Replica& replica, float* params,
+                                       bool from_file = false) const;
   void DiscardAfter(std::uint64_t rounds_applied) const;
 
  private:
@@ -74,6 +88,8 @@ class SchemeStateFiles {
   std::uint32_t rank_;
   std::uint64_t dim_;
   std::uint64_t every_;
+  absl::Mutex mu_;
+  std::shared_future<absl::Status> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sketchps::worker

@@ -148,15 +148,28 @@ absl::Status Session::StartTransport() {
 
 absl::StatusOr<std::uint64_t> Session::Join(float* params) {
   SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t first, transport_->Start(layers_, shards_, params, *replica_));
-  if (state_files_ == nullptr) return first;
-  const auto restored = state_files_->Restore(first, *replica_, params);
+  const bool ahead = transport_->shards_ahead();
+  const auto split = [&](const std::string& why) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shards disagree on the round: some have applied ", first, " rounds, others ", first + 1,
+        " (this worker stopped between them); replaying round ", first, " needs this worker's state of it: ", why));
+  };
+  if (state_files_ == nullptr) {
+    if (ahead) return split("no --state-dir was given");
+    return first;
+  }
+  const auto restored = state_files_->Restore(first, *replica_, params, /*from_file=*/ahead);
   std::uint64_t start = first;
   if (!restored.ok()) {
+    if (ahead) return split(std::string(restored.status().message()));
     spdlog::warn("worker {}: saved state refused, starting round {} with empty scheme state: {}", o_.rank, first,
                  std::string(restored.status().message()));
   } else if (restored->restored) {
-    spdlog::info("worker {}: {}", o_.rank, restored->note);
+    spdlog::info("worker {}: {}{}", o_.rank, restored->note,
+                 ahead ? absl::StrCat(" (some shards had applied round ", first, " already)") : "");
     start = restored->first_round;
+  } else if (ahead) {
+    return split(restored->note);
   } else if (first > 0) {
     spdlog::warn("worker {}: joining at round {} with empty scheme state: {}", o_.rank, first, restored->note);
   }
@@ -167,6 +180,9 @@ absl::StatusOr<std::uint64_t> Session::Join(float* params) {
 ShardRun Session::RunShard(std::uint32_t shard, std::uint64_t round, const float* grads, float* params) {
   ShardRun run;
   const absl::Time start = absl::Now();
+  // Nothing of this round leaves before the previous round's state file is complete
+  // (worker/scheme_state_file.h); its outcome is reported in Complete.
+  if (state_files_ != nullptr) (void)state_files_->WaitSaved();
   run.outcome =
       replica_->RunShard(shard, transport_->aggregator(), RoundInfo{round, plan_.EpochOf(round)}, grads, params);
   run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -234,7 +250,7 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
   SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, replica_->Combine(std::move(outcomes)));
   SKETCHPS_RETURN_IF_ERROR(transport_->CheckReplica(round, shards_, params));
   const absl::Time saving = absl::Now();
-  if (state_files_ != nullptr) SKETCHPS_RETURN_IF_ERROR(state_files_->Save(round + 1, *replica_, params));
+  if (state_files_ != nullptr) SaveState(round + 1, params);
   const double state_seconds = absl::ToDoubleSeconds(absl::Now() - saving);
   const TransportCounters after = transport_->counters();
   double communicate = 0, local = 0;
@@ -265,6 +281,17 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
   if (state_files_ != nullptr) record["state_s"] = state_seconds;
   AddDiagnostics(out.diagnostics, record);
   return record;
+}
+
+void Session::SaveState(std::uint64_t rounds_applied, const float* params) {
+  // A state file that cannot be written costs a restart its state, not the job its progress.
+  if (auto st = state_files_->WaitSaved(); !st.ok() && state_failures_++ % 100 == 0) {
+    spdlog::warn(
+        "worker {}: the state of a round was not saved ({} so far; training continues, a restart would "
+        "start with empty scheme state): {}",
+        o_.rank, state_failures_, std::string(st.message()));
+  }
+  state_files_->SaveAsync(rounds_applied, *replica_, params);
 }
 
 absl::StatusOr<std::vector<float>> Session::SumOverWorkers(std::uint64_t round, std::vector<float> values) {

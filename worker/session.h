@@ -139,8 +139,9 @@ class Session {
   // Readies every shard not yet started (abandon: releases them unrun, after a failed backward) and
   // collects the round's runs; `start` is when the round's compute began.
   RoundRuns Land(RoundFlight& flight, absl::Time start, bool abandon = false);
-  // After every shard's run of `round`: their totals, the replica check, the schemes' state saved
-  // (options.state_dir; the record's state_s) and the round's record.
+  // After every shard's run of `round`: their totals, the replica check, the state saved
+  // (options.state_dir: snapshot here, the record's state_s; written while the next round computes,
+  // and waited for before its exchange) and the round's record.
   absl::StatusOr<nlohmann::json> Complete(std::uint64_t round, float loss, RoundRuns runs, const float* params);
 
   // The elementwise sum of every worker's values after round `round` (engine/aggregator.h).
@@ -174,6 +175,8 @@ class Session {
   absl::Status CheckOptions() const;
   absl::Status StartTransport();
   absl::StatusOr<std::unique_ptr<Replica>> MakeReplica() const;
+  // Starts writing the state after `rounds_applied` rounds; logs a failed earlier write.
+  void SaveState(std::uint64_t rounds_applied, const float* params);
 
   // A worker's state at the start of a round: what a regroup rolls back to.
   struct RoundStart {
@@ -191,6 +194,7 @@ class Session {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Replica> replica_;
   std::unique_ptr<SchemeStateFiles> state_files_;  // options.state_dir in ps mode, else null
+  std::uint64_t state_failures_ = 0;               // state files that could not be written
 };
 
 }  // namespace sketchps::worker

@@ -42,8 +42,13 @@ class Transport {
   // Once, before the first round: agrees on the starting point. May overwrite `params` (the whole
   // flat vector) and the replica's optimizer state with the authoritative copy; returns the first
   // round to run.
+  // Parameter servers: the shards may be one round apart (a worker killed after some shards applied
+  // a round and before the others did); Start then returns the lower round and shards_ahead() is
+  // true: the worker must replay that round from its own saved state (worker/scheme_state_file.h),
+  // because params then hold ranges of two different rounds.
   virtual absl::StatusOr<std::uint64_t> Start(const LayerTable& layers, const ShardMap& shards, float* params,
                                               Replica& replica) = 0;
+  virtual bool shards_ahead() const { return false; }
   virtual Aggregator& aggregator() = 0;
   // After round `round` was applied to `params`: FailedPrecondition containing "replica diverged"
   // when the replica differs from the authoritative copy (where there is one to compare with).

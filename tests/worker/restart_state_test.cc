@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::uint64_t kRounds = 24;
-constexpr std::uint64_t kKillAfter = 11;  // the killed worker completes rounds [0, 11)
+constexpr std::uint64_t kKillAfter = 11;  // the killed worker completes rounds [0, 11); 10 is a checkpoint round
 
 JobSpec Job(const std::string& scheme) {
   const std::string yaml = absl::StrCat(
@@ -57,12 +57,15 @@ std::vector<float> Gradient(const std::vector<float>& w, std::uint64_t round, st
   return g;
 }
 
-// Runs rank `rank` from wherever the servers are until round `stop` (exclusive); Finish only when
-// that is the end of the job. Returns the weights it ends with. `lose_last_file`: the state file of
-// the last round is lost, as when the process is killed after the servers applied the round and
-// before its file was written.
+// How rank 1 dies after kKillAfter rounds: not at all; between two rounds; after the servers applied
+// its last round and before that round's state file was written (the file is lost); or in the
+// middle of the next round, after shard 1 applied it and before shard 0 did.
+enum class Kill { kNone, kBetweenRounds, kBeforeItsFile, kBetweenShards };
+
+// Runs rank `rank` from wherever the servers are until round `stop` (exclusive), then dies as `kill`
+// says, or Finishes when that is the end of the job. Returns the weights it ends with.
 std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::vector<std::string>& servers,
-                             const std::string& state_dir, std::uint64_t stop, bool lose_last_file = false) {
+                             const std::string& state_dir, std::uint64_t stop, Kill kill = Kill::kNone) {
   SessionOptions o;
   o.job = job;
   o.rank = rank;
@@ -75,22 +78,23 @@ std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::
   if (!session.ok()) throw std::runtime_error(session.status().ToString());
   auto first = (*session)->Join(w.data());
   if (!first.ok()) throw std::runtime_error(first.status().ToString());
-  const fs::path snapshot = state_dir + ".before-last-round";
   for (std::uint64_t r = *first; r < stop; ++r) {
-    if (lose_last_file && r + 1 == stop) fs::copy(state_dir, snapshot, fs::copy_options::recursive);
     const std::vector<float> g = Gradient(w, r, rank);
     auto record = (*session)->Step(r, 0.0f, g.data(), w.data());
     if (!record.ok()) throw std::runtime_error(record.status().ToString());
   }
-  if (lose_last_file) {
-    fs::remove_all(state_dir);
-    fs::rename(snapshot, state_dir);
-  }
   if (stop == kRounds) (void)(*session)->Finish(stop);
-  return w;  // a killed worker's session ends here without a word to the servers
+  if (kill == Kill::kBetweenShards) {
+    const std::vector<float> g = Gradient(w, stop, rank);
+    (void)(*session)->RunShard(1, stop, g.data(), w.data());
+  }
+  session->reset();  // waits for the last state file
+  // The file of round stop - 1 is there: a checkpoint round (every 5), kept when the next came.
+  if (kill == Kill::kBeforeItsFile) {
+    fs::remove(fs::path(state_dir) / SchemeStateFiles(state_dir, job.job_id, rank, 0, 0).FileName(stop));
+  }
+  return w;  // a killed worker's session ended without a word to the servers
 }
-
-enum class Kill { kNone, kBetweenRounds, kBeforeItsFile };
 
 // Every rank's final weights; rank 1 stops after kKillAfter rounds and starts again unless kNone.
 std::vector<std::vector<float>> Train(const JobSpec& job, Kill kill, const std::string& state_root) {
@@ -100,7 +104,7 @@ std::vector<std::vector<float>> Train(const JobSpec& job, Kill kill, const std::
     const std::string dir = state_root.empty() ? "" : (fs::path(state_root) / absl::StrCat("w", r)).string();
     ranks.push_back(std::async(std::launch::async, [&, r, dir] {
       if (kill != Kill::kNone && r == 1) {
-        RunWorker(job, r, cluster.addresses(), dir, kKillAfter, kill == Kill::kBeforeItsFile);
+        RunWorker(job, r, cluster.addresses(), dir, kKillAfter, kill);
       }
       return RunWorker(job, r, cluster.addresses(), dir, kRounds);
     }));
@@ -121,15 +125,19 @@ TEST_CASE("A worker restarted with its state directory ends bitwise equal to the
   for (const std::string scheme : {"topk", "dgc", "gs_sgd", "scalecom"}) {
     DYNAMIC_SECTION(scheme) {
       const JobSpec job = Job(scheme);
-      TempDir clean, between, before_file;
+      TempDir clean, between, before_file, between_shards;
       const auto reference = Train(job, Kill::kNone, clean.path.string());
       const auto restarted = Train(job, Kill::kBetweenRounds, between.path.string());
       // Killed after the servers applied round 10, before its file: the worker replays round 10.
       const auto replayed = Train(job, Kill::kBeforeItsFile, before_file.path.string());
+      // Killed in round 11 after shard 1 applied it: the worker replays round 11 (shard 1 answers
+      // its pushes as retries).
+      const auto split = Train(job, Kill::kBetweenShards, between_shards.path.string());
       for (std::size_t r = 0; r < reference.size(); ++r) {
         INFO("rank " << r);
         CHECK(restarted[r] == reference[r]);
         CHECK(replayed[r] == reference[r]);
+        CHECK(split[r] == reference[r]);
       }
       // The residual is not zero at the kill: without the state the same kill ends elsewhere.
       const auto forgetful = Train(job, Kill::kBetweenRounds, "");
@@ -154,13 +162,12 @@ TEST_CASE("Scheme state files: kept at checkpoint rounds, refused when they belo
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir.path / "shared")) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  CHECK(names == std::vector<std::string>{
-                     "worker-0-state-000000000010.bin", "worker-0-state-000000000015.bin",
-                     "worker-0-state-000000000020.bin", "worker-0-state-000000000024.bin",
-                     "worker-1-state-000000000010.bin", "worker-1-state-000000000015.bin",
-                     "worker-1-state-000000000020.bin", "worker-1-state-000000000024.bin",
-                     "worker-2-state-000000000010.bin", "worker-2-state-000000000015.bin",
-                     "worker-2-state-000000000020.bin", "worker-2-state-000000000024.bin"});
+  CHECK(names == std::vector<std::string>{"worker-0-state-000000000010.bin", "worker-0-state-000000000015.bin",
+                                          "worker-0-state-000000000020.bin", "worker-0-state-000000000024.bin",
+                                          "worker-1-state-000000000010.bin", "worker-1-state-000000000015.bin",
+                                          "worker-1-state-000000000020.bin", "worker-1-state-000000000024.bin",
+                                          "worker-2-state-000000000010.bin", "worker-2-state-000000000015.bin",
+                                          "worker-2-state-000000000020.bin", "worker-2-state-000000000024.bin"});
 
   auto replica = Replica::Create(ReplicaOptions{0, job.workers, *MakeShardMap(job.layout, job.servers), job.layout,
                                                 job.scheme.make, job.scheme.density, job.scheme.global_momentum,
@@ -173,7 +180,7 @@ TEST_CASE("Scheme state files: kept at checkpoint rounds, refused when they belo
   REQUIRE(restored.ok());
   CHECK(restored->restored);
   CHECK(restored->first_round == 20);
-  CHECK(w == std::vector<float>(job.layout.dim()));  // the file of the servers' round leaves the weights
+  CHECK(w == std::vector<float>(job.layout.dim()));     // the file of the servers' round leaves the weights
   auto replay = mine.Restore(21, **replica, w.data());  // one round behind: weights from the file
   REQUIRE(replay.ok());
   CHECK(replay->first_round == 20);
@@ -182,10 +189,12 @@ TEST_CASE("Scheme state files: kept at checkpoint rounds, refused when they belo
 
   SchemeStateFiles other_job(shared, "another-job", 0, job.layout.dim(), 5);
   CHECK(other_job.Restore(20, **replica, w.data()).status().message() ==
-        absl::StrCat(shared, "/worker-0-state-000000000020.bin: job_id is restart-state, this worker's is another-job "
-                             "(a file of another job?)"));
+        absl::StrCat(shared,
+                     "/worker-0-state-000000000020.bin: job_id is restart-state, this worker's is another-job "
+                     "(a file of another job?)"));
   SchemeStateFiles longer(shared, job.job_id, 0, job.layout.dim() + 1, 5);
-  CHECK(absl::StrContains(longer.Restore(20, **replica, w.data()).status().message(), ": dim is 700, this worker's is 701"));
+  CHECK(absl::StrContains(longer.Restore(20, **replica, w.data()).status().message(),
+                          ": dim is 700, this worker's is 701"));
 
   // A truncated file and a flipped byte are refused, naming the file.
   const fs::path file = fs::path(shared) / "worker-0-state-000000000015.bin";
@@ -196,8 +205,8 @@ TEST_CASE("Scheme state files: kept at checkpoint rounds, refused when they belo
   }
   std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 3);
   CHECK(mine.Restore(15, **replica, w.data()).status().message() ==
-        absl::StrCat(file.string(), ": truncated or padded (header says ", bytes.size() - 20, " payload bytes, file has ",
-                     bytes.size() - 23, ")"));
+        absl::StrCat(file.string(), ": truncated or padded (header says ", bytes.size() - 20,
+                     " payload bytes, file has ", bytes.size() - 23, ")"));
   bytes[bytes.size() / 2] ^= 0x40;
   std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
   CHECK(mine.Restore(15, **replica, w.data()).status().message() == absl::StrCat(file.string(), ": CRC mismatch"));
