@@ -38,16 +38,6 @@ absl::StatusOr<std::vector<float>> ToFloats(const std::string& bytes, const std:
   return values;
 }
 
-v1::ShardSchemeState ToProto(std::uint32_t shard, const Scheme& scheme) {
-  v1::ShardSchemeState out;
-  out.set_shard_id(shard);
-  out.set_scheme(scheme.name());
-  const SchemeState state = scheme.SaveState();
-  for (const auto& [name, values] : state.arrays) (*out.mutable_arrays())[name] = ToBytes(values);
-  for (const auto& [name, value] : state.scalars) (*out.mutable_scalars())[name] = value;
-  return out;
-}
-
 absl::StatusOr<SchemeState> FromProto(const v1::ShardSchemeState& in, const std::string& file) {
   SchemeState state;
   for (const auto& [name, bytes] : in.arrays()) {
@@ -82,38 +72,44 @@ std::string SchemeStateFiles::FileName(std::uint64_t rounds_applied) const {
 
 void SchemeStateFiles::SaveAsync(std::uint64_t rounds_applied, Replica& replica, const float* params) {
   (void)WaitSaved();  // one write at a time (the caller has normally waited already)
+  // Only the copies happen here; the message is built, serialized and written on the writer's thread.
+  auto snapshot = std::make_shared<Snapshot>();
+  snapshot->weights.assign(params, params + dim_);
+  for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
+    snapshot->schemes.push_back(replica.scheme(s).SaveState());
+    snapshot->scheme_names.push_back(replica.scheme(s).name());
+    snapshot->optimizers.push_back(replica.optimizer(s).State());
+  }
+  absl::MutexLock lock(&mu_);
+  pending_ = std::async(std::launch::async, [this, snapshot, rounds_applied] {
+               return Write(rounds_applied, *snapshot);
+             }).share();
+}
+
+absl::Status SchemeStateFiles::Write(std::uint64_t rounds_applied, const Snapshot& snapshot) const {
   v1::WorkerSchemeState state;
   state.set_job_id(job_id_);
   state.set_worker_id(rank_);
   state.set_rounds_applied(rounds_applied);
   state.set_dim(dim_);
-  state.set_weights(params, dim_ * sizeof(float));
-  for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
+  state.set_weights(ToBytes(snapshot.weights));
+  for (std::size_t s = 0; s < snapshot.schemes.size(); ++s) {
     v1::ShardSchemeState& shard = *state.add_shards();
-    shard = ToProto(s, replica.scheme(s));
-    shard.set_optimizer_state(ToBytes(replica.optimizer(s).State()));
+    shard.set_shard_id(static_cast<std::uint32_t>(s));
+    shard.set_scheme(snapshot.scheme_names[s]);
+    for (const auto& [name, values] : snapshot.schemes[s].arrays) (*shard.mutable_arrays())[name] = ToBytes(values);
+    for (const auto& [name, value] : snapshot.schemes[s].scalars) (*shard.mutable_scalars())[name] = value;
+    shard.set_optimizer_state(ToBytes(snapshot.optimizers[s]));
   }
-  auto payload = std::make_shared<std::string>();
-  if (!state.SerializeToString(payload.get())) {
-    absl::MutexLock lock(&mu_);
-    pending_ = std::async(std::launch::deferred, [] {
-                 return absl::InternalError("worker scheme state does not serialize");
-               }).share();
-    return;
-  }
+  std::string payload;
+  if (!state.SerializeToString(&payload)) return absl::InternalError("worker scheme state does not serialize");
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat(dir_, ": cannot create the state directory: ", ec.message()));
   const std::string path = (fs::path(dir_) / FileName(rounds_applied)).string();
-  absl::MutexLock lock(&mu_);
-  pending_ =
-      std::async(std::launch::async, [this, path, payload, rounds_applied]() -> absl::Status {
-        std::error_code ec;
-        fs::create_directories(dir_, ec);
-        if (ec) {
-          return absl::UnavailableError(absl::StrCat(dir_, ": cannot create the state directory: ", ec.message()));
-        }
-        SKETCHPS_RETURN_IF_ERROR(WriteFramedFile(path, kSchemeStateMagic, *payload, Durability::kSurvivesProcessKill));
-        RemoveSuperseded(rounds_applied);
-        return absl::OkStatus();
-      }).share();
+  SKETCHPS_RETURN_IF_ERROR(WriteFramedFile(path, kSchemeStateMagic, payload, Durability::kSurvivesProcessKill));
+  RemoveSuperseded(rounds_applied);
+  return absl::OkStatus();
 }
 
 absl::Status SchemeStateFiles::WaitSaved() {

@@ -41,6 +41,7 @@
 #include <future>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -78,6 +79,14 @@ class SchemeStateFiles {
   void DiscardAfter(std::uint64_t rounds_applied) const;
 
  private:
+  // What SaveAsync copies for the writer's thread.
+  struct Snapshot {
+    std::vector<float> weights;
+    std::vector<SchemeState> schemes;
+    std::vector<std::string> scheme_names;
+    std::vector<std::vector<float>> optimizers;
+  };
+  absl::Status Write(std::uint64_t rounds_applied, const Snapshot& snapshot) const;
   void RemoveSuperseded(std::uint64_t newest) const;
   // Loads and checks the file of round `round` and puts it into the replica (and params when
   // `with_params`); on an error nothing has changed.
