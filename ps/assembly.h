@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,8 @@ struct ShardState {
   std::vector<float> weights;
   std::vector<float> optimizer_state;
   std::optional<FinalResult> last;
-  std::string origin;  // for the log: "fresh start", "checkpoint of round 300", ...
+  std::set<std::uint32_t> workers_left;  // from a checkpoint: the workers that had finished the job
+  std::string origin;                    // for the log: "fresh start", "checkpoint of round 300", ...
 };
 
 // `offers` holds one offer per worker (any order); `checkpoint` the shard's restored state.

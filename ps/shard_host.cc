@@ -79,6 +79,17 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Open(HostOptions options, 
   auto restored = host->Restore(loaded->checkpoint);
   if (!restored.ok()) return Annotate(restored.status(), loaded->path);
   host->restored_ = *std::move(restored);
+  {
+    absl::MutexLock lock(&host->mu_);
+    host->loaded_ = loaded->checkpoint;
+  }
+  if (!host->restored_->workers_left.empty()) {
+    absl::MutexLock lock(&host->left_mu_);
+    host->left_ = host->restored_->workers_left;
+    spdlog::info("shard {}: {} of {} workers had finished the job before the restart (worker(s) {})",
+                 host->options_.shard_id, host->left_.size(), host->options_.job.workers,
+                 absl::StrJoin(host->left_, ", "));
+  }
   host->origin_ = absl::StrCat("checkpoint of round ", loaded->checkpoint.rounds_applied(), " in ", loaded->path);
   return host;
 }
@@ -108,6 +119,12 @@ absl::StatusOr<ShardState> ShardHost::Restore(const v1::ShardCheckpoint& c) {
       return Invalid("checkpoint.last_result.header.round",
                      absl::StrCat(state.last->key.round, " is not the last applied round"));
     }
+  }
+  for (std::uint32_t w : c.workers_left()) {
+    if (w >= options_.job.workers) {
+      return Invalid("checkpoint.workers_left", absl::StrCat(w, " is not in [0, ", options_.job.workers, ")"));
+    }
+    state.workers_left.insert(w);
   }
   return state;
 }
@@ -249,6 +266,7 @@ absl::Status ShardHost::Serve(ShardState state) {
   const bool adopted = !restored_ || restored_->rounds_applied != state.rounds_applied;
   if (adopted && state.rounds_applied > 0) SubmitCheckpoint(shard_->Snapshot());  // the new restart point
   restored_.reset();
+  loaded_.reset();
   return absl::OkStatus();
 }
 
@@ -447,11 +465,11 @@ absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& reque
     return Invalid("shard_id", absl::StrCat(request.shard_id(), " sent to shard ", options_.shard_id));
   }
   SKETCHPS_RETURN_IF_ERROR(CheckWorker(caller, request.worker_id(), "worker_id"));
-  absl::MutexLock lock(&mu_);
   v1::LeaveResponse response;
   if (request.failed()) {
     // A failure report, not a departure: the worker is not counted as having left, so the shard keeps
     // serving (a restarted worker rejoins) until the job ends or it is stopped.
+    absl::MutexLock lock(&left_mu_);
     spdlog::warn("shard {}: worker {} failed at round {}: {} ({} of {} workers finished)", options_.shard_id,
                  request.worker_id(), request.rounds_applied(),
                  request.reason().empty() ? std::string("no reason given") : request.reason().substr(0, 1000),
@@ -459,22 +477,47 @@ absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& reque
     response.set_workers_left(static_cast<std::uint32_t>(left_.size()));
     return response;
   }
-  if (!shard_) return Precondition("shard", "a shard without state has no job to leave");
-  if (request.rounds_applied() != shard_->rounds_applied()) {
-    return Precondition("rounds_applied",
-                        absl::StrCat(request.rounds_applied(), " != this shard's ", shard_->rounds_applied(),
-                                     ": the worker has not finished the job this shard holds"));
+  std::shared_ptr<Shard> shard;
+  std::optional<v1::ShardCheckpoint> unassembled;  // restarted, not serving yet: its checkpoint
+  {
+    absl::MutexLock lock(&mu_);
+    shard = shard_;
+    // A shard restarted after the last round may hear from workers that finished before its crash.
+    const std::uint64_t held = shard ? shard->rounds_applied() : (restored_ ? restored_->rounds_applied : 0);
+    if (!shard && !restored_) return Precondition("shard", "a shard without state has no job to leave");
+    if (request.rounds_applied() != held) {
+      return Precondition("rounds_applied", absl::StrCat(request.rounds_applied(), " != this shard's ", held,
+                                                         ": the worker has not finished the job this shard holds"));
+    }
+    if (!shard) unassembled = loaded_;
   }
-  if (left_.insert(request.worker_id()).second) {
-    spdlog::info("shard {}: worker {} finished the job ({} of {} workers)", options_.shard_id, request.worker_id(),
-                 left_.size(), options_.job.workers);
+  bool added = false;
+  {
+    absl::MutexLock lock(&left_mu_);
+    added = left_.insert(request.worker_id()).second;
+    if (added) {
+      spdlog::info("shard {}: worker {} finished the job ({} of {} workers)", options_.shard_id, request.worker_id(),
+                   left_.size(), options_.job.workers);
+    }
+    response.set_workers_left(static_cast<std::uint32_t>(left_.size()));
   }
-  response.set_workers_left(static_cast<std::uint32_t>(left_.size()));
+  // Persist who left, so that a restart of this shard does not wait for them.
+  if (added && shard) SubmitCheckpoint(shard->Snapshot());
+  if (added && unassembled && writer_) {
+    SetWorkersLeft(*unassembled);
+    writer_->Submit(*std::move(unassembled));
+  }
   return response;
 }
 
+void ShardHost::SetWorkersLeft(v1::ShardCheckpoint& c) const {
+  absl::MutexLock lock(&left_mu_);
+  c.clear_workers_left();
+  for (std::uint32_t w : left_) c.add_workers_left(w);
+}
+
 bool ShardHost::job_done() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&left_mu_);
   return left_.size() == options_.job.workers;
 }
 
@@ -510,6 +553,7 @@ void ShardHost::SubmitCheckpoint(const ShardSnapshot& s) {
     last->mutable_header()->set_phase(s.last.key.phase);
     c.set_last_result_contributors(s.last.result->contributors);
   }
+  SetWorkersLeft(c);
   writer_->Submit(std::move(c));
 }
 

@@ -97,8 +97,11 @@ class ShardHost {
                                                     const std::optional<Identity>& caller);
 
   // Records that a worker has finished (idempotent); `caller` as for Join. Once every worker has
-  // left, job_done() turns true (the daemon then shuts down as on SIGTERM and exits 0). With
-  // request.failed(): logs "worker N failed at round R: <reason>" (any round) and records nothing.
+  // left, job_done() turns true (the daemon then shuts down as on SIGTERM and exits 0). A new
+  // departure is written to a checkpoint (ShardCheckpoint.workers_left), so a restarted shard still
+  // knows it; a restarted shard that is not serving yet accepts the Leave of a worker at its
+  // checkpoint's round. With request.failed(): logs "worker N failed at round R: <reason>" (any
+  // round) and records nothing.
   absl::StatusOr<v1::LeaveResponse> Leave(const v1::LeaveRequest& request, const std::optional<Identity>& caller);
   bool job_done() const;
 
@@ -152,6 +155,7 @@ class ShardHost {
   std::shared_ptr<Shard> shard() const;
   void OnApplied(const AppliedRound& round);
   void SubmitCheckpoint(const ShardSnapshot& snapshot);
+  void SetWorkersLeft(v1::ShardCheckpoint& checkpoint) const;  // c.workers_left = left_
   absl::Status CheckHeader(const v1::PayloadHeader& h) const;
   absl::StatusOr<PhaseKey> Admit(const v1::PushPullRequest& request, Shard& shard, bool& first_arrival);
   void Answer(const Asked& asked, Shard& shard, absl::StatusOr<std::shared_ptr<const PhaseResult>> outcome,
@@ -166,7 +170,8 @@ class ShardHost {
   const HostOptions options_;
   ServerMetrics* const metrics_;
   std::string origin_ = "no checkpoint";
-  std::optional<ShardState> restored_;  // the checkpoint's state, until assembly
+  std::optional<ShardState> restored_;                              // the checkpoint's state, until assembly
+  std::optional<v1::ShardCheckpoint> loaded_ ABSL_GUARDED_BY(mu_);  // the checkpoint it came from
   std::atomic<bool> closing_{false};
   std::atomic<int> in_flight_{0};
   std::atomic<std::uint64_t> next_call_id_{0};
@@ -178,7 +183,10 @@ class ShardHost {
   std::shared_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);
   LayerTable layers_ ABSL_GUARDED_BY(mu_);
   std::map<std::uint32_t, PendingJoin> joining_ ABSL_GUARDED_BY(mu_);  // by worker, while assembling
-  std::set<std::uint32_t> left_ ABSL_GUARDED_BY(mu_);                  // workers that have finished the job
+  // Workers that have finished the job; its own lock, taken last (after mu_), so that checkpoints
+  // taken on the strand can read it.
+  mutable absl::Mutex left_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::set<std::uint32_t> left_ ABSL_GUARDED_BY(left_mu_);
 
   // Lock order: mu_ before results_mu_ and arrivals_mu_.
   absl::Mutex results_mu_;

@@ -475,6 +475,39 @@ TEST_CASE("A worker that reports a failure is not taken for finished", "[shard_h
   CHECK(host->job_done());
 }
 
+TEST_CASE("A shard restarted after workers finished still knows who left", "[shard_host]") {
+  const auto dir = TempDir("left");
+  v1::LeaveRequest leave;
+  leave.set_job_id("t");
+  leave.set_shard_id(0);
+  leave.set_rounds_applied(1);
+  {
+    auto host = OpenHost(nullptr, dir.string());
+    JoinBoth(*host);
+    DenseRound(*host, 0, std::vector<float>(kDim, 1.0f), std::vector<float>(kDim, 1.0f));
+    leave.set_worker_id(0);
+    REQUIRE(host->Leave(leave, std::nullopt).ok());
+    CHECK(!host->job_done());
+  }  // killed after worker 0 finished: its checkpoint of the Leave survives
+  {
+    auto host = OpenHost(nullptr, dir.string());
+    CHECK(!host->job_done());  // worker 1 has not finished
+    // Worker 1 finishes against the restarted shard before anyone rejoined it (nobody will).
+    leave.set_worker_id(1);
+    auto answer = host->Leave(leave, std::nullopt);
+    REQUIRE(answer.ok());
+    CHECK(answer->workers_left() == 2);
+    CHECK(host->job_done());
+    leave.set_rounds_applied(2);
+    ExpectRejected(host->Leave(leave, std::nullopt).status(), absl::StatusCode::kFailedPrecondition, "rounds_applied");
+  }
+  // Killed again: both departures were written, so the next start is done at once.
+  auto host = OpenHost(nullptr, dir.string());
+  CHECK(host->job_done());
+  host.reset();
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("A worker identity can only join, push and read as itself", "[shard_host][identity]") {
   auto host = OpenHost(nullptr);
   // Worker 1's certificate cannot join as worker 0 (e.g. to define the state) ...
