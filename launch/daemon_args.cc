@@ -49,6 +49,7 @@ std::vector<std::string> WorkerArgv(const WorkerLaunch& w) {
                            std::to_string(w.threads)});
   Add(argv, "--metrics-out", w.metrics_out);
   Add(argv, "--state-dir", w.state_dir);
+  if (w.state_every_rounds > 0) argv.insert(argv.end(), {"--state-every-rounds", absl::StrCat(w.state_every_rounds)});
   if (!w.servers.empty()) argv.insert(argv.end(), {"--servers", absl::StrJoin(w.servers, ",")});
   Add(argv, "--listen", w.listen);
   Add(argv, "--peers-file", w.peers_file);

@@ -40,14 +40,15 @@ struct ServerLaunch : DaemonLaunch {
 struct WorkerLaunch : DaemonLaunch {
   std::uint32_t rank = 0;
   std::uint32_t world_size = 1;
-  std::string metrics_out;           // --metrics-out, one JSON line per round
-  std::string state_dir;             // ps mode: --state-dir, the schemes' state across restarts
-  int threads = 1;                   // --threads
-  std::vector<std::string> servers;  // ps mode: --servers, by shard
-  std::string listen;                // decentralized: --listen (this worker's Peer service)
-  std::string peers_file;            // decentralized: --peers-file ...
-  std::vector<std::string> peers;    // ... or --peers, by rank
-  double peer_timeout_seconds = 0;   // decentralized: > 0 gives --peer-timeout-seconds
+  std::string metrics_out;               // --metrics-out, one JSON line per round
+  std::string state_dir;                 // ps mode: --state-dir, the schemes' state across restarts
+  std::uint64_t state_every_rounds = 0;  // > 0 gives --state-every-rounds
+  int threads = 1;                       // --threads
+  std::vector<std::string> servers;      // ps mode: --servers, by shard
+  std::string listen;                    // decentralized: --listen (this worker's Peer service)
+  std::string peers_file;                // decentralized: --peers-file ...
+  std::vector<std::string> peers;        // ... or --peers, by rank
+  double peer_timeout_seconds = 0;       // decentralized: > 0 gives --peer-timeout-seconds
 };
 
 std::vector<std::string> ServerArgv(const ServerLaunch& launch);

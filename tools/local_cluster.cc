@@ -72,7 +72,9 @@ launch::WorkerLaunch LocalCluster::Worker(std::uint32_t r, const std::vector<std
     l.peer_timeout_seconds = o_.peer_timeout_seconds;
   } else {
     l.servers = servers;
-    l.state_dir = (o_.out / "worker-state").string();  // a restarted (or --resume'd) worker loses nothing
+    // At the shards' checkpoint rounds: a --resume is exact (the launcher restarts no single worker).
+    l.state_dir = (o_.out / "worker-state").string();
+    l.state_every_rounds = job_.checkpoint.every_rounds;
   }
   if (!o_.dump_rounds.empty()) {
     l.extra = {"--dump-gradients", absl::StrJoin(o_.dump_rounds, ","), "--dump-dir", (o_.out / "gradients").string()};

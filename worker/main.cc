@@ -3,7 +3,7 @@
 //   parameter-server mode (job mode: ps):
 //   sketchps-worker --job job.yaml --rank 0 --world-size 4 --servers host0:7070,host1:7070
 //                   [--metrics-out FILE] [--metrics-listen HOST:PORT] [--patience-seconds 120] [--threads 1]
-//                   [--state-dir DIR] [--set key=value]...
+//                   [--state-dir DIR [--state-every-rounds 1]] [--set key=value]...
 //   (--state-dir, else env SKETCHPS_STATE_DIR: the schemes' state after every round, restored when
 //   the worker restarts, so a restart loses nothing: worker/scheme_state_file.h)
 //   decentralized mode (job mode: decentralized, or --set mode=decentralized):
@@ -52,6 +52,7 @@ struct Flags {
   std::string metrics_out;
   std::string metrics_listen;
   std::string state_dir;
+  std::uint64_t state_every_rounds = 1;
   std::string listen = "0.0.0.0:7080";
   std::string peers;
   std::string port_file;
@@ -114,6 +115,7 @@ int Run(Flags& flags) {
   options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job->peer.timeout_seconds));
   options.metrics_out = flags.metrics_out;
   options.state_dir = flags.state_dir;
+  options.state_every_rounds = flags.state_every_rounds;
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
   options.overlap = !flags.no_overlap;
@@ -185,6 +187,13 @@ int main(int argc, char** argv) {
                  "ps mode: save the compression state here after every round and restore it on a restart "
                  "(one directory per worker or shared; files are named by rank)")
       ->envname("SKETCHPS_STATE_DIR");
+  app.add_option(
+         "--state-every-rounds", flags.state_every_rounds,
+         "With --state-dir: save every N rounds (1: a restart loses nothing; the job's checkpoint.every_rounds: "
+         "only a --resume from a shard checkpoint is exact, at a fraction of the writes)")
+      ->envname("SKETCHPS_STATE_EVERY_ROUNDS")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
   app.add_option("--patience-seconds", flags.patience_seconds, "Give up when a server stays unreachable this long")

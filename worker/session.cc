@@ -250,7 +250,9 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
   SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, replica_->Combine(std::move(outcomes)));
   SKETCHPS_RETURN_IF_ERROR(transport_->CheckReplica(round, shards_, params));
   const absl::Time saving = absl::Now();
-  if (state_files_ != nullptr) SaveState(round + 1, params);
+  if (state_files_ != nullptr && (round + 1) % std::max<std::uint64_t>(1, o_.state_every_rounds) == 0) {
+    SaveState(round + 1, params);
+  }
   const double state_seconds = absl::ToDoubleSeconds(absl::Now() - saving);
   const TransportCounters after = transport_->counters();
   double communicate = 0, local = 0;

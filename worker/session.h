@@ -65,6 +65,10 @@ struct SessionOptions {
   // worker loses nothing (worker/scheme_state_file.h). "": not saved (a restart starts it empty).
   // Decentralized mode ignores it (a killed peer does not rejoin; a regroup starts it empty).
   std::string state_dir;
+  // Save every this many rounds: 1 (a restart at any round loses nothing) or the job's
+  // checkpoint.every_rounds (only a whole-job --resume from a shard checkpoint is exact; the writes
+  // cost a copy of the scheme state, weights and optimizer state: 16 bytes per parameter with AdamW).
+  std::uint64_t state_every_rounds = 1;
 };
 
 // One shard's part of a round, as its thread saw it.

@@ -89,6 +89,10 @@ def _config(job, rank):
     c.insecure = _env("SKETCHPS_INSECURE") == "1"
     c.metrics_out = _env("SKETCHPS_METRICS_OUT").replace("{rank}", str(rank))  # one file per rank
     c.state_dir = _env("SKETCHPS_STATE_DIR")  # ps: the schemes' state across restarts (files named by rank)
+    every = _env("SKETCHPS_STATE_EVERY_ROUNDS", "1")
+    if not every.isdigit() or int(every) < 1:
+        raise ConfigError(f"SKETCHPS_STATE_EVERY_ROUNDS: '{every}' is not a whole number >= 1")
+    c.state_every_rounds = int(every)
     if job.mode == "ps":
         c.servers = _env("SKETCHPS_SERVERS")
         if not c.servers:

@@ -159,6 +159,7 @@ void BindWorker(py::module_& m) {
       .def_readwrite("insecure", &WorkerConfig::insecure)
       .def_readwrite("metrics_out", &WorkerConfig::metrics_out)
       .def_readwrite("state_dir", &WorkerConfig::state_dir)
+      .def_readwrite("state_every_rounds", &WorkerConfig::state_every_rounds)
       .def_readwrite("patience_seconds", &WorkerConfig::patience_seconds)
       .def_readwrite("peer_timeout_seconds", &WorkerConfig::peer_timeout_seconds);
   py::class_<PyWorker>(m, "Worker")

@@ -26,6 +26,7 @@ absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, cons
   o.peers_file = c.peers_file;
   o.port_file = c.port_file;
   o.state_dir = c.state_dir;
+  o.state_every_rounds = c.state_every_rounds;
   o.patience = absl::Seconds(c.patience_seconds);
   o.peer_timeout = absl::Seconds(c.peer_timeout_seconds > 0 ? c.peer_timeout_seconds : job.peer.timeout_seconds);
   SKETCHPS_ASSIGN_OR_RETURN(o.tls,

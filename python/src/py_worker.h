@@ -54,6 +54,7 @@ struct WorkerConfig {
   bool insecure = false;    // ... or plaintext: exactly one of the two (common/config/cli.h ResolveTls)
   std::string metrics_out;  // JSON lines, one per round ("" : none)
   std::string state_dir;    // ps: the schemes' state across restarts (worker/session.h; "" : none)
+  std::uint64_t state_every_rounds = 1;
   double patience_seconds = 120;
   double peer_timeout_seconds = 0;  // 0: the job's peer.timeout_seconds
 };
