@@ -14,9 +14,12 @@
 //   false: the momentum is rho, in sketch space; optimizer.momentum is ignored as for the other
 //   local-momentum schemes).
 //
-// Hyperparameters (scheme.fetchsgd): rows (5), cols_factor (4), cols (0: ceil(cols_factor * k)),
-// table (f16), momentum rho (0.9). Sketch sizing, hashing and seeding as schemes/sketch_exchange.h
-// (SketchSeed(seed, shard): every worker of a shard and its reducer agree).
+// Hyperparameters (scheme.fetchsgd): rows (1), cols_factor (20), cols (0: ceil(cols_factor * k)),
+// table (f16), momentum rho (0.9). The defaults are not the other sketch methods' r = 5, c = 4k (the
+// same bytes): zeroing S(Delta)'s cells wipes k of every row's c cells each round, a quarter of each
+// row at c = 4k and a twentieth at c = 20k, and on the default CNN job r = 1, c = 20k reached 87.5%
+// where r = 5, c = 4k reached 82.7% (docs/methods.md "fetchsgd"; one run each). Sketch sizing, hashing and seeding as
+// schemes/sketch_exchange.h (SketchSeed(seed, shard): every worker of a shard and its reducer agree).
 //
 // Choices where the paper and the code differ or are silent:
 //   - one phase, estimated values: the workers hold no state, so there is no exact second phase
@@ -46,7 +49,11 @@ namespace sketchps {
 // The sketch fields of SketchSizing that FetchSGD uses (rows, cols_factor, cols, table; one phase:
 // p2 = 0 always) and the momentum rho.
 struct FetchSgdConfig : SketchSizing {
-  FetchSgdConfig() { p2 = 0; }
+  FetchSgdConfig() {
+    p2 = 0;
+    rows = 1;
+    cols_factor = 20;
+  }
   double momentum = 0.9;  // rho, the momentum of the momentum sketch, in [0, 1)
 
   // Errors name the key under `prefix` (e.g. "scheme.fetchsgd.momentum: ...").
