@@ -13,6 +13,7 @@ const char* ReductionName(Reduction r) {
     case Reduction::kSparseSum: return "sparse_sum";
     case Reduction::kSketchRecover: return "sketch_recover";
     case Reduction::kLeaderIndexSet: return "leader_index_set";
+    case Reduction::kSketchMomentumError: return "sketch_momentum_error";
   }
   return "unknown";
 }

@@ -15,6 +15,9 @@
 //                                                                 (SparseVector of estimates when the
 //                                                                 phase is final, else an IndexSet)
 //   kLeaderIndexSet  IndexSet (only the leader's may be non-empty) -> the leader's set
+//   kSketchMomentumError  SketchTable as kSketchRecover, final phase only -> SparseVector of the `keep`
+//                    largest |estimates| of an error sketch that the reduction keeps across rounds
+//                    (momentum `momentum` and error accumulation in sketch space; engine/reduce.h)
 //
 // The result of a round's final phase is always DenseValues over the whole range or a SparseVector
 // over it, and the round's aggregate G_t is that sum divided by PhaseResult::contributors
@@ -44,20 +47,23 @@ inline constexpr std::uint64_t kSketchCellsPerElement = 8;
 
 using PayloadValue = std::variant<DenseValues, SparseVector, SketchTable, IndexSet>;
 
-enum class Reduction : std::uint8_t { kDenseSum, kSparseSum, kSketchRecover, kLeaderIndexSet };
+enum class Reduction : std::uint8_t { kDenseSum, kSparseSum, kSketchRecover, kLeaderIndexSet, kSketchMomentumError };
 
-// "dense_sum", "sparse_sum", "sketch_recover", "leader_index_set".
+// "dense_sum", "sparse_sum", "sketch_recover", "leader_index_set", "sketch_momentum_error".
 const char* ReductionName(Reduction r);
 
 struct PhaseSpec {
   Reduction reduction = Reduction::kDenseSum;
-  std::uint64_t keep = 0;            // kSparseSum / indexed kDenseSum: 0 keeps all; kSketchRecover: candidates (> 0)
+  std::uint64_t keep = 0;            // kSparseSum / indexed kDenseSum: 0 keeps all; kSketchRecover: candidates (> 0);
+                                     // kSketchMomentumError: entries of G_t (> 0)
   std::uint32_t leader = 0;          // kLeaderIndexSet: the worker whose set is taken
   bool at_previous_indices = false;  // kDenseSum: values at the previous result's indices
   bool final_phase = true;           // the round's last phase (its result yields G_t); set by SchemeBase
   // An auxiliary phase (kAuxPhase, aggregator.h): a dense sum outside the scheme's phases; it needs
   // no previous phase and never ends a round.
   bool auxiliary = false;
+  // kSketchMomentumError: the momentum rho of the reduction's momentum sketch, in [0, 1); 0 elsewhere.
+  double momentum = 0.0;
 
   friend bool operator==(const PhaseSpec&, const PhaseSpec&) = default;
 };
@@ -68,8 +74,8 @@ struct Contribution {
   std::optional<PayloadValue> payload;
 };
 
-// What every worker receives at the end of a phase. Sparse results (kSparseSum, kSketchRecover)
-// are SparseVectors with strictly increasing indices.
+// What every worker receives at the end of a phase. Sparse results (kSparseSum, kSketchRecover,
+// kSketchMomentumError) are SparseVectors with strictly increasing indices.
 struct PhaseResult {
   PayloadValue value;
   std::uint32_t contributors = 0;  // workers whose payload was included

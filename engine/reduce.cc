@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/count_sketch_hash.h"
@@ -114,12 +115,20 @@ absl::Status Reducer::Admit(const PhaseSpec& spec, const PayloadValue& payload, 
       SKETCHPS_RETURN_IF_ERROR(CheckDim(p->dim, dim_, "index_set.dim"));
       return CheckIndices(p->idx, dim_, "index_set.indices");
     }
+    case Reduction::kSketchMomentumError: {
+      if (!spec.final_phase) return Invalid("spec.final_phase: a sketch_momentum_error phase ends its round");
+      if (!(spec.momentum >= 0.0 && spec.momentum < 1.0)) {
+        return Invalid(absl::StrCat("spec.momentum: ", spec.momentum, " is not in [0, 1)"));
+      }
+      SKETCHPS_ASSIGN_OR_RETURN(const auto* p, PayloadAs<SketchTable>(payload, spec.reduction));
+      return AdmitSketch(spec, *p, first);
+    }
   }
   return Invalid("spec.reduction: unknown");
 }
 
 absl::StatusOr<PhaseResult> Reducer::Reduce(const PhaseSpec& spec, const std::vector<const Contribution*>& in,
-                                            const PhaseResult* previous) {
+                                            const PhaseResult* previous, std::optional<std::uint32_t> contributors) {
   PhaseResult result;
   const PayloadValue* first = nullptr;
   for (std::size_t w = 0; w < in.size(); ++w) {
@@ -130,8 +139,15 @@ absl::StatusOr<PhaseResult> Reducer::Reduce(const PhaseSpec& spec, const std::ve
     if (first == nullptr) first = &*in[w]->payload;
     ++result.contributors;
   }
+  if (contributors) result.contributors = first == nullptr ? 0 : *contributors;
   if (first == nullptr && spec.reduction == Reduction::kDenseSum && !spec.at_previous_indices) {
     result.value = SparseVector{dim_, {}, {}};  // every worker skipped: no gradient this round
+    return result;
+  }
+  if (spec.reduction == Reduction::kSketchMomentumError) {
+    bool refused = false;
+    SKETCHPS_ASSIGN_OR_RETURN(result.value, SketchMomentumError(in, spec, result.contributors, refused));
+    if (refused || !AllFinite(result.value)) return RefusedResult(spec.reduction, dim_);
     return result;
   }
   SKETCHPS_ASSIGN_OR_RETURN(result.value, Dispatch(spec, in, previous));
@@ -155,6 +171,7 @@ absl::StatusOr<PayloadValue> Reducer::Dispatch(const PhaseSpec& spec, const std:
       return PayloadValue{IndexSet{candidates.dim, std::move(candidates.idx)}};
     }
     case Reduction::kLeaderIndexSet: return LeaderSet(in, spec.leader);
+    case Reduction::kSketchMomentumError: break;  // stateful: Reduce calls it itself
   }
   return absl::InvalidArgumentError("unknown reduction");
 }
@@ -237,6 +254,106 @@ absl::StatusOr<PayloadValue> Reducer::SketchRecover(const std::vector<const Cont
   SKETCHPS_RETURN_IF_ERROR(kernels::SortByIndex(idx_.data(), val_.data(), count, exec_));
   SKETCHPS_ASSIGN_OR_RETURN(auto out, Collect(count, /*drop_zeros=*/false));
   return PayloadValue{std::move(out)};
+}
+
+absl::StatusOr<PayloadValue> Reducer::SketchMomentumError(const std::vector<const Contribution*>& in,
+                                                          const PhaseSpec& spec, std::uint32_t contributors,
+                                                          bool& refused) {
+  // S = the sum of the tables, in worker order (as SketchRecover).
+  const SketchTable* first = nullptr;
+  for (const auto* c : in) {
+    if (!c->payload) continue;
+    const auto& p = std::get<SketchTable>(*c->payload);
+    if (first == nullptr) {
+      first = &p;
+      Reserve(std::max<std::uint64_t>(p.table.size(), dim_));
+      acc_.Zero();
+    }
+    val_.FromHost(p.table);
+    SKETCHPS_RETURN_IF_ERROR(kernels::SketchMerge(acc_.data(), val_.data(), p.table.size(), exec_));
+  }
+  if (first == nullptr || contributors == 0) return PayloadValue{SparseVector{dim_, {}, {}}};  // state untouched
+  const std::size_t cells = first->table.size();
+  if (momentum_.size() == 0) {  // the first round (or a cleared state): zeros of the tables' shape
+    shape_ = ReductionState{first->rows, first->cols, first->seed, {}, {}};
+    momentum_ = kernels::DeviceArray<float>(cells);
+    error_ = kernels::DeviceArray<float>(cells);
+    momentum_.Zero();
+    error_.Zero();
+  } else if (shape_.rows != first->rows || shape_.cols != first->cols || shape_.seed != first->seed) {
+    return absl::InvalidArgumentError(absl::StrCat("sketch.rows/cols/seed: ", first->rows, " x ", first->cols, " seed ",
+                                                   first->seed,
+                                                   " differ from the reduction state's momentum and error sketches (",
+                                                   shape_.rows, " x ", shape_.cols, " seed ", shape_.seed, ")"));
+  }
+  if (next_momentum_.size() != cells) {
+    next_momentum_ = kernels::DeviceArray<float>(cells);
+    next_error_ = kernels::DeviceArray<float>(cells);
+    mask_ = kernels::DeviceArray<float>(cells);
+  }
+  // S_u' = rho * S_u + S / n;  S_e' = S_e + S_u'  (aside: the state changes only on success).
+  next_momentum_.Zero();
+  SKETCHPS_RETURN_IF_ERROR(
+      kernels::Axpy(static_cast<float>(spec.momentum), momentum_.data(), next_momentum_.data(), cells, exec_));
+  SKETCHPS_RETURN_IF_ERROR(
+      kernels::Axpy(1.0f / static_cast<float>(contributors), acc_.data(), next_momentum_.data(), cells, exec_));
+  next_error_.Zero();
+  SKETCHPS_RETURN_IF_ERROR(kernels::Axpy(1.0f, error_.data(), next_error_.data(), cells, exec_));
+  SKETCHPS_RETURN_IF_ERROR(kernels::Axpy(1.0f, next_momentum_.data(), next_error_.data(), cells, exec_));
+  // Delta = the `keep` largest |estimates| of S_e'.
+  SKETCHPS_ASSIGN_OR_RETURN(auto hash, CountSketchHash::Create({first->rows, first->cols, first->seed, dim_}));
+  SKETCHPS_ASSIGN_OR_RETURN(std::size_t count, kernels::SketchRecover(next_error_.data(), hash, dim_, spec.keep,
+                                                                      idx_.data(), val_.data(), exec_));
+  SKETCHPS_RETURN_IF_ERROR(kernels::SortByIndex(idx_.data(), val_.data(), count, exec_));
+  // Zero every cell of S_u' and S_e' where S(Delta) is nonzero (FetchSGD's code; the paper's S_e -= S(Delta)
+  // diverged there, docs/methods.md "fetchsgd").
+  mask_.Zero();
+  SKETCHPS_RETURN_IF_ERROR(kernels::SketchAccumulateSparse(idx_.data(), val_.data(), count, hash, mask_.data(), exec_));
+  const std::vector<float> mask = mask_.ToHost();
+  std::vector<std::uint32_t> touched;
+  for (std::size_t c = 0; c < cells; ++c) {
+    if (mask[c] != 0.0f) touched.push_back(static_cast<std::uint32_t>(c));
+  }
+  if (!touched.empty()) {
+    kernels::DeviceArray<std::uint32_t> d_touched(touched);
+    SKETCHPS_RETURN_IF_ERROR(
+        kernels::FillAt(next_momentum_.data(), cells, d_touched.data(), touched.size(), 0.0f, exec_));
+    SKETCHPS_RETURN_IF_ERROR(kernels::FillAt(next_error_.data(), cells, d_touched.data(), touched.size(), 0.0f, exec_));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(SparseVector out, Collect(count, /*drop_zeros=*/false));
+  SKETCHPS_ASSIGN_OR_RETURN(const bool momentum_finite, kernels::AllFinite(next_momentum_.data(), cells, exec_));
+  SKETCHPS_ASSIGN_OR_RETURN(const bool error_finite, kernels::AllFinite(next_error_.data(), cells, exec_));
+  const auto n = static_cast<float>(contributors);
+  for (float& v : out.val) v *= n;  // MeanAggregate divides by n again: G_t = Delta
+  refused = !(momentum_finite && error_finite && AllFinite(PayloadValue{out}));
+  if (refused) return PayloadValue{SparseVector{dim_, {}, {}}};
+  std::swap(momentum_, next_momentum_);
+  std::swap(error_, next_error_);
+  return PayloadValue{std::move(out)};
+}
+
+ReductionState Reducer::State() const {
+  if (momentum_.size() == 0) return {};
+  return ReductionState{shape_.rows, shape_.cols, shape_.seed, momentum_.ToHost(), error_.ToHost()};
+}
+
+absl::Status Reducer::SetState(const ReductionState& state) {
+  if (state.empty()) {
+    momentum_ = kernels::DeviceArray<float>();
+    error_ = kernels::DeviceArray<float>();
+    shape_ = {};
+    return absl::OkStatus();
+  }
+  const std::uint64_t cells = std::uint64_t{state.rows} * state.cols;
+  if (state.rows == 0 || state.cols == 0 || state.momentum.size() != cells || state.error.size() != cells) {
+    return absl::InvalidArgumentError(absl::StrCat("reduction state: ", state.rows, " x ", state.cols,
+                                                   " sketches with ", state.momentum.size(), " momentum and ",
+                                                   state.error.size(), " error cells"));
+  }
+  shape_ = ReductionState{state.rows, state.cols, state.seed, {}, {}};
+  momentum_ = kernels::DeviceArray<float>(state.momentum);
+  error_ = kernels::DeviceArray<float>(state.error);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PayloadValue> Reducer::LeaderSet(const std::vector<const Contribution*>& in, std::uint32_t leader) {

@@ -131,6 +131,10 @@ class Scheme {
   // Whether the replicated optimizer applies momentum to this scheme's aggregate (global momentum)
   // or the scheme keeps momentum locally (DGC-style momentum correction; optimizer momentum 0).
   virtual bool uses_global_momentum() const = 0;
+  // Whether this scheme's phases keep state with the reduction (engine/reduce.h kSketchMomentumError:
+  // FetchSGD's sketches), which lives on the shard (checkpointed with it) or on every peer, never on
+  // the workers: a parameter-server shard can then resume only from its own checkpoint.
+  virtual bool reduction_state() const { return false; }
 
   virtual SchemeState SaveState() const = 0;
   virtual absl::Status RestoreState(const SchemeState& state) = 0;

@@ -36,7 +36,9 @@ Shard::Shard(ShardOptions options)
     if (!options_.optimizer_state.empty())
       optimizer_.SetState(options_.optimizer_state).IgnoreError();  // sizes checked by callers
     if (options_.last) last_ = *options_.last;
+    reduction_state_ = options_.reduction_state;
   }
+  reducer_.SetState(options_.reduction_state).IgnoreError();  // sizes checked by callers
   if (options_.last) table_->Seed(options_.last->key, options_.last->result);
 }
 
@@ -73,7 +75,8 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Shard::ApplyFinal(const Phase
     SKETCHPS_ASSIGN_OR_RETURN(bool ok, TryApply(key, result));
     if (!ok) {
       // The update would make the master copy non-finite: apply no gradient instead (every replica does
-      // the same with the refused result it receives).
+      // the same with the refused result it receives), and forget what the round did to the reducer's state.
+      SKETCHPS_RETURN_IF_ERROR(reducer_.SetState(reduction_state_));
       result = RefusedResult(Reduction::kSparseSum, dim_);
       SKETCHPS_ASSIGN_OR_RETURN(ok, TryApply(key, result));
       if (!ok) {
@@ -84,6 +87,7 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Shard::ApplyFinal(const Phase
     }
     ++rounds_applied_;
     checksum_ = WeightsChecksum(master_.ToHost());
+    reduction_state_ = reducer_.State();
     last_ = FinalResult{key, std::make_shared<const PhaseResult>(std::move(result))};
     applied = AppliedRound{rounds_applied_, checksum_, last_, last_.result->refused};
   }
@@ -113,7 +117,12 @@ std::uint64_t Shard::rounds_applied() const {
 
 ShardSnapshot Shard::Snapshot() const {
   absl::MutexLock lock(&master_mu_);
-  return ShardSnapshot{rounds_applied_, master_.ToHost(), optimizer_.State(), checksum_, last_};
+  return ShardSnapshot{rounds_applied_, master_.ToHost(), optimizer_.State(), reduction_state_, checksum_, last_};
+}
+
+ReductionState Shard::reduction_state() const {
+  absl::MutexLock lock(&master_mu_);
+  return reduction_state_;
 }
 
 void Shard::Drain() {

@@ -15,8 +15,15 @@
 // make the master copy non-finite (momentum diverged), the round fails with DataLoss for every worker
 // and nothing is applied, served or checkpointed.
 //
-// A restarted shard is built from its saved state (rounds_applied, weights, optimizer state and the final
-// result of its last round, which is seeded into the table so late workers can still fetch it).
+// A restarted shard is built from its saved state (rounds_applied, weights, optimizer state, the
+// reducer's state and the final result of its last round, which is seeded into the table so late
+// workers can still fetch it).
+//
+// Reduction state (engine/reduce.h, kSketchMomentumError: FetchSGD's momentum and error sketches)
+// lives in the shard's Reducer and belongs to the master copy: Snapshot() returns the state as of
+// the round the snapshot's weights include (copied when the round is applied), and a round whose
+// update the shard refuses (non-finite master copy) also puts the reducer's state back as it was
+// before that round, so the state always matches the weights.
 // on_applied, when set, runs after every applied round, before any worker receives that round's
 // result (the server takes its checkpoint snapshot there, with Snapshot()).
 //
@@ -53,6 +60,7 @@ struct ShardSnapshot {
   std::uint64_t rounds_applied = 0;
   std::vector<float> weights;
   std::vector<float> optimizer_state;  // engine/optimizer.h State(); empty: none
+  ReductionState reduction_state;      // the reducer's state after those rounds (empty: none)
   std::uint64_t checksum = 0;          // WeightsChecksum(weights)
   FinalResult last;                    // the round's final phase result (unset before the first round)
 };
@@ -76,6 +84,7 @@ struct ShardOptions {
   // zeros) and the last round's final result (seeded into the table when set).
   std::uint64_t rounds_applied = 0;
   std::vector<float> optimizer_state;
+  ReductionState reduction_state;  // the reducer's state after rounds_applied rounds (empty: none)
   std::optional<FinalResult> last;
   std::function<void(const AppliedRound&)> on_applied;
   bool own_strand = false;  // reduce, apply and publish on a strand of the shard's own
@@ -92,6 +101,8 @@ class Shard {
   // A copy of the master weights and the number of rounds applied to them.
   std::vector<float> Weights() const;
   std::vector<float> OptimizerState() const;
+  // The reducer's state as of the last applied round (empty when the scheme keeps none).
+  ReductionState reduction_state() const;
   std::uint64_t rounds_applied() const;
   // WeightsChecksum of the master weights (cached: updated once per applied round).
   std::uint64_t checksum() const;
@@ -117,7 +128,8 @@ class Shard {
   std::uint64_t rounds_applied_ ABSL_GUARDED_BY(master_mu_) = 0;
   std::uint64_t checksum_ ABSL_GUARDED_BY(master_mu_) = 0;
   FinalResult last_ ABSL_GUARDED_BY(master_mu_);
-  std::vector<float> backup_ ABSL_GUARDED_BY(master_mu_);  // the weights before the round being applied
+  ReductionState reduction_state_ ABSL_GUARDED_BY(master_mu_);  // the reducer's, as of rounds_applied_
+  std::vector<float> backup_ ABSL_GUARDED_BY(master_mu_);       // the weights before the round being applied
 
   // Last: destroyed first, so no task runs once the members above are gone.
   std::unique_ptr<Strand> strand_;

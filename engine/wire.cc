@@ -13,6 +13,7 @@ v1::ReductionKind ToProto(Reduction r) {
     case Reduction::kSparseSum: return v1::REDUCTION_SPARSE_SUM;
     case Reduction::kSketchRecover: return v1::REDUCTION_SKETCH_RECOVER;
     case Reduction::kLeaderIndexSet: return v1::REDUCTION_LEADER_INDEX_SET;
+    case Reduction::kSketchMomentumError: return v1::REDUCTION_SKETCH_MOMENTUM_ERROR;
   }
   return v1::REDUCTION_DENSE_SUM;
 }
@@ -23,6 +24,7 @@ absl::StatusOr<Reduction> FromProto(int kind) {
     case v1::REDUCTION_SPARSE_SUM: return Reduction::kSparseSum;
     case v1::REDUCTION_SKETCH_RECOVER: return Reduction::kSketchRecover;
     case v1::REDUCTION_LEADER_INDEX_SET: return Reduction::kLeaderIndexSet;
+    case v1::REDUCTION_SKETCH_MOMENTUM_ERROR: return Reduction::kSketchMomentumError;
     default: return absl::InvalidArgumentError(absl::StrCat("spec.reduction: unknown value ", kind));
   }
 }
@@ -37,6 +39,7 @@ v1::PhaseSpecMsg SpecToProto(const PhaseSpec& spec) {
   msg.set_at_previous_indices(spec.at_previous_indices);
   msg.set_final_phase(spec.final_phase);
   msg.set_auxiliary(spec.auxiliary);
+  msg.set_momentum(spec.momentum);
   return msg;
 }
 
@@ -56,6 +59,19 @@ absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32
   spec.at_previous_indices = msg.at_previous_indices();
   spec.final_phase = msg.final_phase();
   spec.auxiliary = msg.auxiliary();
+  spec.momentum = msg.momentum();
+  if (spec.reduction == Reduction::kSketchMomentumError) {
+    if (!(spec.momentum >= 0.0 && spec.momentum < 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat("spec.momentum: ", spec.momentum, " is not in [0, 1)"));
+    }
+    if (!spec.final_phase || spec.keep == 0) {
+      return absl::InvalidArgumentError("spec.final_phase/keep: a sketch_momentum_error phase is final with keep > 0");
+    }
+  } else if (spec.momentum != 0.0) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.momentum: ", spec.momentum, " in a ",
+                                                   ReductionName(spec.reduction), " phase (only ",
+                                                   ReductionName(Reduction::kSketchMomentumError), " has one)"));
+  }
   if (spec.auxiliary && (spec.final_phase || spec.reduction != Reduction::kDenseSum || spec.at_previous_indices)) {
     return absl::InvalidArgumentError(
         "spec.auxiliary: an auxiliary phase is a plain dense sum that never ends a round");

@@ -108,10 +108,12 @@ bool RecoverAbove(const float* d_table, const CountSketchHash& hash, std::size_t
 absl::StatusOr<std::size_t> RecoverTopK(const float* d_table, const CountSketchHash& hash, std::size_t n, std::size_t k,
                                         std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec,
                                         const SketchBinning& binning) {
-  if (k * 4 < n) {
-    const std::size_t m = std::min(n, kSample);
-    const double expected = static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
-    const auto rank = static_cast<std::size_t>(std::ceil(expected + 4.0 * std::sqrt(expected) + 8.0));
+  const std::size_t m = std::min(n, kSample);
+  const double expected = static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
+  const auto rank = static_cast<std::size_t>(std::ceil(expected + 4.0 * std::sqrt(expected) + 8.0));
+  // The sampled threshold needs a rank inside the sample: small ranges (n < about 4k + 13) take the
+  // exact path below.
+  if (k * 4 < n && rank < m) {
     SKETCHPS_ASSIGN_OR_RETURN(const float tau, SampledThreshold(d_table, hash, n, m, rank, exec));
     // Slots: four times the expected candidates of an item, plus slack for small items.
     const std::size_t item = EstimateItemSize(hash, n, binning);

@@ -91,7 +91,8 @@ bool KindMatches(Reduction r, const PayloadValue& p) {
   switch (r) {
     case Reduction::kDenseSum: return std::holds_alternative<DenseValues>(p);
     case Reduction::kSparseSum: return std::holds_alternative<SparseVector>(p);
-    case Reduction::kSketchRecover: return std::holds_alternative<SketchTable>(p);
+    case Reduction::kSketchRecover:
+    case Reduction::kSketchMomentumError: return std::holds_alternative<SketchTable>(p);
     case Reduction::kLeaderIndexSet: return std::holds_alternative<IndexSet>(p);
   }
   return false;
@@ -112,7 +113,8 @@ const char* CollectiveName(Collective c) {
 Collective CollectiveFor(const PhaseSpec& spec, bool gtopk_tree) {
   switch (spec.reduction) {
     case Reduction::kDenseSum:
-    case Reduction::kSketchRecover: return Collective::kSum;
+    case Reduction::kSketchRecover:
+    case Reduction::kSketchMomentumError: return Collective::kSum;
     case Reduction::kSparseSum: return gtopk_tree && spec.keep > 0 ? Collective::kTreeTopK : Collective::kGather;
     case Reduction::kLeaderIndexSet: return Collective::kLeader;
   }
@@ -123,7 +125,8 @@ const char* ExpectedKind(Reduction r) {
   switch (r) {
     case Reduction::kDenseSum: return "dense";
     case Reduction::kSparseSum: return "sparse";
-    case Reduction::kSketchRecover: return "sketch";
+    case Reduction::kSketchRecover:
+    case Reduction::kSketchMomentumError: return "sketch";
     case Reduction::kLeaderIndexSet: return "index_set";
   }
   return "unknown";
@@ -179,7 +182,9 @@ absl::StatusOr<PhaseResult> FinishPartial(Collective c, const PhaseSpec& spec, P
   }
   std::vector<const Contribution*> ptrs;
   for (const auto& x : in) ptrs.push_back(&x);
-  SKETCHPS_ASSIGN_OR_RETURN(PhaseResult result, reducer.Reduce(spec, ptrs, previous));
+  // The reducer learns how many workers the (pre-summed) payloads stand for: the stateful sketch
+  // reduction averages by it (engine/reduce.h).
+  SKETCHPS_ASSIGN_OR_RETURN(PhaseResult result, reducer.Reduce(spec, ptrs, previous, state.contributors));
   result.contributors = state.contributors;
   return result;
 }

@@ -1,7 +1,8 @@
 // Partial: what a rank holds while a peer collective runs (peer/schedule.h gives the steps), and how
 // two partial states combine. One collective per reduction (engine/phase.h):
 //
-//   kSum       kDenseSum, kSketchRecover: one summed payload (DenseValues or SketchTable) plus the
+//   kSum       kDenseSum, kSketchRecover, kSketchMomentumError: one summed payload (DenseValues or SketchTable) plus
+//   the
 //              number of contributors; combine(low, high) = low + high elementwise, in that order;
 //   kGather    kSparseSum: every covered rank's payload (or its skip), in rank order; combine
 //              concatenates, so the final state holds all P payloads;
@@ -12,7 +13,9 @@
 //
 // The final state turns into the PhaseResult with the parameter server's own Reducer (FinishPartial),
 // so post-processing (indexed sums, sketch recovery, keep-k, skips) is the PS code path; sums are fed
-// to it as one contribution and the all-reduced contributor count replaces its count.
+// to it as one contribution and the all-reduced contributor count replaces its count (passed to the
+// Reducer, so the stateful sketch reduction averages by it: every rank then holds a bitwise-identical
+// replica of the momentum and error sketches, in its aggregator's per-shard Reducer).
 //
 // Errors are InvalidArgument naming the field ("dense.count 10 != 12"); callers prefix the peer.
 // Not thread-safe (the Reducer passed in belongs to one shard).

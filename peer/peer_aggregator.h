@@ -2,8 +2,12 @@
 // phase as a collective among themselves over the Peer service (peer/service.h), with the schedule
 // of peer/schedule.h and the partial states of peer/partial.h:
 //
-//   kDenseSum, kSketchRecover   recursive-doubling all-reduce (sum, fixed order), then the PS
-//                               Reducer's post-processing on the sum (sketch recovery, indexed keep-k)
+//   kDenseSum, kSketchRecover,  recursive-doubling all-reduce (sum, fixed order), then the PS
+//   kSketchMomentumError        Reducer's post-processing on the sum (sketch recovery, indexed keep-k;
+//                               FetchSGD's momentum and error sketches, which every rank's per-shard
+//                               Reducer keeps as a bitwise-identical replica: the same summed table
+//                               goes through the same code on every rank. A new aggregator (a regroup)
+//                               starts them from zero on every member, as every scheme's worker state)
 //   kSparseSum                  recursive-doubling all-gather, then the Reducer in worker-id order
 //                               (bitwise the PS result); with PeerConfig::gtopk_tree and keep > 0 the
 //                               gTop-k tree merge instead

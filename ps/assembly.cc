@@ -68,7 +68,8 @@ absl::StatusOr<const Offer*> AgreeingOffers(const std::vector<Offer>& offers, st
 
 }  // namespace
 
-absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const std::optional<ShardState>& checkpoint) {
+absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const std::optional<ShardState>& checkpoint,
+                                       bool reduction_state) {
   if (offers.empty()) return Precondition("no worker has offered its state");
   SKETCHPS_RETURN_IF_ERROR(CheckLayouts(offers, checkpoint));
   std::uint64_t w = checkpoint ? checkpoint->rounds_applied : 0;
@@ -88,6 +89,14 @@ absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const s
     return state;
   }
   if (best == nullptr) return Precondition(absl::StrCat("no offer holds round ", w));
+  if (reduction_state && w > 0) {
+    return Precondition(absl::StrCat(
+        "scheme.name: the scheme keeps state with the reduction on this shard (fetchsgd: momentum and error ",
+        "sketches), which no worker holds; the workers are at round ", w, " but this shard's checkpoint ",
+        checkpoint ? absl::StrCat("holds round ", checkpoint->rounds_applied) : std::string("is missing"),
+        ". Resume the job from a round every shard's checkpoint holds (checkpoint.dir; checkpoint.every_rounds: 1 ",
+        "keeps the loss to the last round), or use a scheme without reduction state"));
+  }
   if (w > 0 && !best->last) {
     return Precondition(
         absl::StrCat("last_result: worker ", best->worker, " offers round ", w, " without its final result"));

@@ -10,8 +10,10 @@
 //     agree), with the final result of round w - 1 they received, so that a worker still waiting
 //     for that result gets it.
 // Every offer must be fresh (round 0) or at round w - 1 or w: in synchronous training no worker can
-// be further behind. Any violation is FailedPrecondition naming the workers and rounds involved, and
-// the shard serves nothing.
+// be further behind. With `reduction_state` (the scheme keeps state with the reduction: FetchSGD's
+// sketches, which no worker holds), a state taken from the workers at w > 0 is refused: only the
+// shard's checkpoint of round w holds the reducer's state of round w. Any violation is FailedPrecondition naming the
+// workers and rounds involved, and the shard serves nothing.
 #pragma once
 
 #include <cstdint>
@@ -46,9 +48,11 @@ struct ShardState {
   std::optional<FinalResult> last;
   std::set<std::uint32_t> workers_left;  // from a checkpoint: the workers that had finished the job
   std::string origin;                    // for the log: "fresh start", "checkpoint of round 300", ...
+  ReductionState reduction_state;        // the reducer's (engine/reduce.h); only a checkpoint holds one
 };
 
 // `offers` holds one offer per worker (any order); `checkpoint` the shard's restored state.
-absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const std::optional<ShardState>& checkpoint);
+absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const std::optional<ShardState>& checkpoint,
+                                       bool reduction_state = false);
 
 }  // namespace sketchps::ps

@@ -111,6 +111,21 @@ absl::StatusOr<ShardState> ShardHost::Restore(const v1::ShardCheckpoint& c) {
     SKETCHPS_ASSIGN_OR_RETURN(state.optimizer_state, ParseF32Bytes(c.optimizer_state(), StateSize(range.size()),
                                                                    "checkpoint.optimizer_state"));
   }
+  if (c.has_reduction_state()) {
+    const auto& r = c.reduction_state();
+    const std::uint64_t cells = std::uint64_t{r.rows()} * r.cols();
+    if (r.rows() == 0 || r.cols() == 0 || cells > kSketchCellsPerElement * range.size()) {
+      return Invalid("checkpoint.reduction_state",
+                     absl::StrCat(r.rows(), " x ", r.cols(), " sketches for a range of ", range.size(), " entries"));
+    }
+    state.reduction_state.rows = r.rows();
+    state.reduction_state.cols = r.cols();
+    state.reduction_state.seed = r.seed();
+    SKETCHPS_ASSIGN_OR_RETURN(state.reduction_state.momentum,
+                              ParseF32Bytes(r.momentum(), cells, "checkpoint.reduction_state.momentum"));
+    SKETCHPS_ASSIGN_OR_RETURN(state.reduction_state.error,
+                              ParseF32Bytes(r.error(), cells, "checkpoint.reduction_state.error"));
+  }
   if (c.rounds_applied() > 0) {
     if (!c.has_last_result()) return Invalid("checkpoint.last_result", "missing");
     SKETCHPS_ASSIGN_OR_RETURN(
@@ -206,7 +221,7 @@ void ShardHost::Join(const v1::JoinRequest& request, const std::optional<Identit
       if (joining_.size() == options_.job.workers) {
         std::vector<Offer> offers;
         for (auto& [w, p] : joining_) offers.push_back(p.offer);
-        auto state = DecideState(offers, restored_);
+        auto state = DecideState(offers, restored_, options_.job.reduction_state);
         absl::Status served = state.ok() ? Serve(*std::move(state)) : state.status();
         if (!served.ok())
           spdlog::error("shard {}: cannot assemble its state: {}", options_.shard_id, std::string(served.message()));
@@ -255,6 +270,7 @@ absl::Status ShardHost::Serve(ShardState state) {
   o.rounds_per_epoch = options_.job.rounds_per_epoch;
   o.rounds_applied = state.rounds_applied;
   o.optimizer_state = std::move(state.optimizer_state);
+  o.reduction_state = std::move(state.reduction_state);
   o.last = state.last;
   o.on_applied = [this](const AppliedRound& round) { OnApplied(round); };
   o.own_strand = true;
@@ -544,6 +560,14 @@ void ShardHost::SubmitCheckpoint(const ShardSnapshot& s) {
   c.set_rounds_applied(s.rounds_applied);
   c.set_weights(F32Bytes(s.weights));
   c.set_optimizer_state(F32Bytes(s.optimizer_state));
+  if (!s.reduction_state.empty()) {
+    auto* r = c.mutable_reduction_state();
+    r->set_rows(s.reduction_state.rows);
+    r->set_cols(s.reduction_state.cols);
+    r->set_seed(s.reduction_state.seed);
+    r->set_momentum(F32Bytes(s.reduction_state.momentum));
+    r->set_error(F32Bytes(s.reduction_state.error));
+  }
   if (s.last.result) {
     auto* last = c.mutable_last_result();
     if (!EncodeBody(s.last.result->value, last).ok()) return;  // a published result always encodes

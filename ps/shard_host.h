@@ -70,6 +70,9 @@ struct ShardJob {
   double rounds_per_epoch = 1.0;
   LayerTable layout;        // the model's (empty: taken from the workers' offers, tests)
   Fingerprint fingerprint;  // the job's; a Join whose fingerprint differs is refused
+  // The scheme keeps state with the reduction (Scheme::reduction_state: FetchSGD): it is checkpointed
+  // with the shard, and a restart may only resume from the shard's own checkpoint (ps/assembly.h).
+  bool reduction_state = false;
 };
 
 struct HostOptions {

@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "schemes/dense.h"
 #include "schemes/dgc.h"
+#include "schemes/fetchsgd.h"
 #include "schemes/gs_sgd.h"
 #include "schemes/gtopk.h"
 #include "schemes/scalecom.h"
@@ -44,6 +45,8 @@ const std::vector<SchemeEntry>& Schemes() {
        Reader<GsSgdConfig>(MakeGsSgdScheme)},
       {"sketched_sgd", "Sketched-SGD: sketch of the local momentum-corrected accumulator, p2*k candidates",
        Reader<SketchedSgdConfig>(MakeSketchedSgdScheme)},
+      {"fetchsgd", "FetchSGD: stateless workers send S(g); momentum and error sketches kept with the reduction",
+       Reader<FetchSgdConfig>(MakeFetchSgdScheme)},
       {"dgc", "DGC: local momentum correction, sampled-threshold top-k", Reader<DgcConfig>(MakeDgcScheme)},
       {"sdagc", "SDAGC: per-layer std thresholds, local momentum", Reader<SdagcConfig>(MakeSdagcScheme)},
       {"gtopk", "gTop-k: global top-k of the summed local top-k sets, EF", Reader<GTopKConfig>(MakeGTopKScheme)},
@@ -100,7 +103,9 @@ absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobCl
   SchemeContext probe;
   probe.dim = 1;
   probe.k = 1;
-  bound.global_momentum = bound.make(probe)->uses_global_momentum();
+  const auto probed = bound.make(probe);
+  bound.global_momentum = probed->uses_global_momentum();
+  bound.reduction_state = probed->reduction_state();
   return bound;
 }
 

@@ -28,7 +28,8 @@ struct BoundScheme {
   std::string name;
   double density = 0.01;
   SchemeMaker make;
-  bool global_momentum = true;  // whether the replicated optimizer applies momentum (scheme.h)
+  bool global_momentum = true;   // whether the replicated optimizer applies momentum (scheme.h)
+  bool reduction_state = false;  // whether the scheme keeps state with the reduction (scheme.h)
 };
 
 struct SchemeEntry {

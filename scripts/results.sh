@@ -74,12 +74,13 @@ cnn_table=(
   "gtopk 0.0065"
   "sketched_sgd 0.0075"
   "gs_sgd 0.005"
+  "fetchsgd 0.01"
   "sdagc 0.0009"
   "sidco 0.006"
   "scalecom 0.0085"
 )
 resnet_table=("dense 1" "topk 0.001" "sketched_sgd 0.001" "gs_sgd 0.001")
-sweep_schemes=(topk dgc gtopk sketched_sgd gs_sgd sdagc sidco scalecom)
+sweep_schemes=(topk dgc gtopk sketched_sgd gs_sgd fetchsgd sdagc sidco scalecom)
 sweep_densities=(0.1 0.01 0.003 0.001)
 
 table() {

@@ -62,7 +62,7 @@ from netns_run import Network, RunError  # noqa: E402
 from procs import RunFailure  # noqa: E402
 from systems import Context, System, describe_script, run_system, say, system_job  # noqa: E402
 
-SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "sdagc", "sidco", "scalecom"]
+SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "fetchsgd", "sdagc", "sidco", "scalecom"]
 DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*))$")
 # The up-front accuracy of DDP dense on the cnn job (docs/performance.md: 88.00%); the workloads state theirs.
 CNN_EXPECTED_ACCURACY = 0.88

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/count_sketch_hash.h"
+#include "engine/wire.h"
 #include "kernels/count_sketch.h"
 
 using namespace sketchps;
@@ -206,4 +207,82 @@ TEST_CASE("Indexed dense sum lands at the previous result's indices and keeps th
   in[1] = With(Reduction::kDenseSum, DenseValues{{1, 1, 2}});
   CHECK(!r.Reduce(spec, Ptrs(in), &previous).ok());
   CHECK(!r.Reduce(spec, Ptrs(in), nullptr).ok());
+}
+
+namespace {
+
+PhaseSpec MomentumErrorSpec(std::uint64_t keep, double rho) {
+  PhaseSpec spec{Reduction::kSketchMomentumError, keep};
+  spec.momentum = rho;
+  return spec;
+}
+
+SketchTable RandomTable(std::uint64_t dim, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal;
+  SketchTable t{3, 16, 5, dim, std::vector<float>(48)};
+  for (auto& v : t.table) v = normal(rng);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("Stateful sketch reduction: pre-summed tables with their count give the per-worker result and state",
+          "[reduce]") {
+  // The peers all-reduce the tables and hand the Reducer one sum standing for n workers.
+  const std::uint64_t dim = 50;
+  std::mt19937_64 rng(3);
+  Reducer per_worker(dim), pre_summed(dim);
+  const PhaseSpec spec = MomentumErrorSpec(4, 0.9);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Contribution> in;
+    SketchTable sum{3, 16, 5, dim, std::vector<float>(48, 0.0f)};
+    for (int w = 0; w < 3; ++w) {
+      SketchTable t = RandomTable(dim, rng);
+      for (std::size_t c = 0; c < 48; ++c) sum.table[c] += t.table[c];
+      in.push_back(Contribution{spec, t});
+    }
+    in.push_back(Contribution{spec, std::nullopt});  // a skip: 3 contributors of 4
+    auto a = per_worker.Reduce(spec, Ptrs(in), nullptr);
+    auto b = pre_summed.Reduce(spec, Ptrs({Contribution{spec, sum}}), nullptr, 3u);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(a->contributors == 3);
+    CHECK(b->contributors == 3);
+    CHECK(std::get<SparseVector>(a->value) == std::get<SparseVector>(b->value));
+    CHECK(std::get<SparseVector>(a->value).idx.size() == 4);
+    CHECK(per_worker.State() == pre_summed.State());
+  }
+  // A round in which every worker skipped applies nothing and keeps the state.
+  const ReductionState before = per_worker.State();
+  auto none = per_worker.Reduce(spec, Ptrs({Contribution{spec, std::nullopt}}), nullptr);
+  REQUIRE(none.ok());
+  CHECK(std::get<SparseVector>(none->value).idx.empty());
+  CHECK(per_worker.State() == before);
+  // Tables of another shape than the state's are refused, the state kept.
+  SketchTable other{3, 17, 5, dim, std::vector<float>(51, 1.0f)};
+  auto bad = per_worker.Reduce(spec, Ptrs({Contribution{spec, other}}), nullptr);
+  CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("reduction state"));
+  CHECK(per_worker.State() == before);
+  // A non-final phase, or a momentum outside [0, 1), is not admitted.
+  PhaseSpec not_final = spec;
+  not_final.final_phase = false;
+  CHECK(!per_worker.Admit(not_final, other, nullptr, nullptr).ok());
+  CHECK(!per_worker.Admit(MomentumErrorSpec(4, 1.0), other, nullptr, nullptr).ok());
+  // Clearing the state starts from zeros again.
+  REQUIRE(per_worker.SetState({}).ok());
+  CHECK(per_worker.State().empty());
+}
+
+TEST_CASE("The momentum of a stateful sketch phase travels on the wire and is refused elsewhere", "[reduce][wire]") {
+  const PhaseSpec spec = MomentumErrorSpec(7, 0.75);
+  auto back = SpecFromProto(SpecToProto(spec), 4, 100);
+  REQUIRE(back.ok());
+  CHECK(*back == spec);
+  PhaseSpec dense{Reduction::kSparseSum};
+  dense.momentum = 0.5;
+  CHECK_THAT(std::string(SpecFromProto(SpecToProto(dense), 4, 100).status().message()),
+             Catch::Contains("spec.momentum"));
+  CHECK_THAT(std::string(SpecFromProto(SpecToProto(MomentumErrorSpec(7, 1.5)), 4, 100).status().message()),
+             Catch::Contains("spec.momentum"));
 }

@@ -272,6 +272,18 @@ TEST_CASE("Recover returns the top-k estimates, ties by index", "[count_sketch]"
   CHECK(f.Recover(table, hash, 5000, 0).empty());
 }
 
+TEST_CASE("Recover on a small range (the sampled rank beyond the sample) is exact", "[count_sketch]") {
+  // n = 8, k = 1: the sampled pass would ask for rank 13 of 8 samples; it must take the exact path.
+  Fixture f;
+  for (std::size_t n : {5u, 8u, 20u}) {
+    const auto hash = MakeHash(5, 4, 7, n);
+    const auto table = f.Sketch(IntegerVector(n, 3), hash);
+    const auto est = f.EstimateAll(table, hash, n);
+    INFO("n = " << n);
+    CHECK(f.Recover(table, hash, n, 1) == sketchps::testing::NaiveTopKIndices(est, 1));
+  }
+}
+
 TEST_CASE("Recover over many work items equals the naive top-k, spread or clustered", "[count_sketch]") {
   // n spans 16 estimate work items on the CPU and is not a multiple of the 8 hash lanes. Spread
   // spikes take the sampled-threshold pass; 5000 spikes packed into one work item hold more

@@ -19,6 +19,7 @@
 #include "engine/phase_table.h"
 #include "engine/wire.h"
 #include "job/job_spec.h"
+#include "ps/checkpoint.h"
 #include "server/job_adapter.h"
 
 using namespace sketchps;
@@ -536,4 +537,118 @@ TEST_CASE("A worker identity can only join, push and read as itself", "[shard_ho
   CHECK(host->GetWeights(read, std::nullopt).ok());
   ExpectRejected(host->GetWeights(read, Identity{Identity::Role::kServer, 1}).status(),
                  absl::StatusCode::kPermissionDenied, "server-1 is not a worker");
+}
+
+namespace {
+
+// FetchSGD on the test model (d = 8, k = 1): 5 x 4 sketch tables in a kSketchMomentumError phase.
+std::unique_ptr<ShardHost> OpenFetchHost(const std::string& dir, std::uint64_t every) {
+  auto job = ParseJobSpec(DefaultJobSpecYaml(), "test",
+                          {"job_id=t", "workers=2", "servers=1", "scheme.name=fetchsgd", "optimizer.lr=0.5"});
+  REQUIRE(job.ok());
+  HostOptions options = HostOptionsFor(*job, 0, dir);
+  CHECK(options.job.reduction_state);
+  options.job.layout = Layers();
+  options.checkpoint_every = every;
+  auto host = ShardHost::Open(options, nullptr);
+  REQUIRE(host.ok());
+  return *std::move(host);
+}
+
+v1::PushPullRequest SketchPush(std::uint32_t worker, std::uint64_t round) {
+  v1::PushPullRequest r;
+  auto* h = r.mutable_payload()->mutable_header();
+  h->set_job_id("t");
+  h->set_worker_id(worker);
+  h->set_shard_id(0);
+  h->set_round(round);
+  PhaseSpec spec{Reduction::kSketchMomentumError, 1};
+  spec.momentum = 0.9;
+  *r.mutable_spec() = SpecToProto(spec);
+  std::vector<float> table(20);
+  for (std::size_t c = 0; c < table.size(); ++c) {
+    table[c] = std::sin(static_cast<float>(1 + c * 7 + worker * 3 + round * 11));
+  }
+  REQUIRE(EncodeBody(SketchTable{5, 4, 7, kDim, table}, r.mutable_payload()).ok());
+  return r;
+}
+
+v1::PushPullResponse SketchRound(ShardHost& host, std::uint64_t round) {
+  auto first = PushLater(host, SketchPush(0, round));
+  auto second = PushNow(host, SketchPush(1, round));
+  const auto answered = Get(first);
+  INFO("round " << round << ": " << answered.status() << " / " << second.status());
+  REQUIRE(answered.ok());
+  REQUIRE(second.ok());
+  return *second;
+}
+
+}  // namespace
+
+TEST_CASE("A FetchSGD shard restarted from its checkpoint continues bitwise with its momentum and error sketches",
+          "[shard_host][fetchsgd]") {
+  const auto dir = TempDir("fetch-resume");
+  std::vector<v1::PushPullResponse> reference;
+  {
+    auto host = OpenFetchHost("", 1);  // never stops
+    JoinBoth(*host);
+    for (std::uint64_t round = 0; round < 5; ++round) reference.push_back(SketchRound(*host, round));
+  }
+  std::vector<float> weights;
+  {
+    auto host = OpenFetchHost(dir.string(), 1);
+    JoinBoth(*host);
+    for (std::uint64_t round = 0; round < 3; ++round) SketchRound(*host, round);
+    REQUIRE(host->CheckpointNow().ok());
+    weights = *ParseF32Bytes(JoinNow(*host, JoinRequest(0))->weights(), kDim, "w");
+  }  // the shard "crashes"
+  auto loaded = LoadLatest(dir.string(), "t", 0);
+  REQUIRE(loaded.ok());
+  REQUIRE(loaded->checkpoint.has_reduction_state());
+  CHECK(loaded->checkpoint.reduction_state().rows() == 5);
+  CHECK(loaded->checkpoint.reduction_state().cols() == 4);
+  auto host = OpenFetchHost(dir.string(), 1);
+  auto offer = [&](std::uint32_t worker) {
+    v1::JoinRequest r = JoinRequest(worker, weights, 3);
+    *r.mutable_last_result() = reference[2].result();
+    r.set_last_result_contributors(2);
+    return r;
+  };
+  auto [j0, j1] = JoinBoth(*host, offer(0), offer(1));
+  REQUIRE(j0.ok());
+  REQUIRE(j1.ok());
+  for (std::uint64_t round = 3; round < 5; ++round) {
+    const auto got = SketchRound(*host, round);
+    CHECK(got.result().SerializeAsString() == reference[round].result().SerializeAsString());
+    CHECK(got.weights_checksum() == reference[round].weights_checksum());
+  }
+  host.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("A FetchSGD shard restarted behind the workers refuses their replica: its sketches are lost",
+          "[shard_host][fetchsgd]") {
+  const auto dir = TempDir("fetch-behind");
+  v1::PushPullResponse last;
+  std::vector<float> weights;
+  {
+    auto host = OpenFetchHost(dir.string(), 2);
+    JoinBoth(*host);
+    SketchRound(*host, 0);
+    SketchRound(*host, 1);         // the checkpoint of round 2
+    last = SketchRound(*host, 2);  // round 3 never reaches the disk
+    weights = *ParseF32Bytes(JoinNow(*host, JoinRequest(0))->weights(), kDim, "w");
+  }
+  auto host = OpenFetchHost(dir.string(), 2);
+  auto offer = [&](std::uint32_t worker) {
+    v1::JoinRequest r = JoinRequest(worker, weights, 3);
+    *r.mutable_last_result() = last.result();
+    r.set_last_result_contributors(2);
+    return r;
+  };
+  auto [j0, j1] = JoinBoth(*host, offer(0), offer(1));
+  ExpectRejected(j0.status(), absl::StatusCode::kFailedPrecondition, "scheme.name");
+  CHECK_THAT(std::string(j0.status().message()), Catch::Contains("checkpoint.every_rounds"));
+  host.reset();
+  std::filesystem::remove_all(dir);
 }
