@@ -252,9 +252,14 @@ class JudgeTest(unittest.TestCase):
         self.assertEqual(verdict, "FAIL")
         self.assertIn("server-1 4", unmet[0])
         disk = by_name("ps-disk-full")
-        logs = {"server-0": "x: write failed: No space left on device", "server-1": "No space left on device"}
-        self.assertEqual(C.judge(disk, completed(exits={"server-0": 1, "server-1": 1}, logs=logs), BASE)[0], "PASS")
+        done = "final checkpoint failed (the job is done: every worker finished; ...)"
+        logs = {"server-0": f"x: write failed: No space left on device\n{done}",
+                "server-1": f"No space left on device\n{done}"}
+        self.assertEqual(C.judge(disk, completed(exits={"server-0": 0, "server-1": 0}, logs=logs), BASE)[0], "PASS")
         self.assertEqual(C.judge(disk, completed(exits={"server-0": 0, "server-1": 1}, logs=logs), BASE)[0], "FAIL")
+        # A shard that does not say the job was done when its final checkpoint failed.
+        quiet = dict(logs, **{"server-1": "No space left on device"})
+        self.assertEqual(C.judge(disk, completed(exits={"server-0": 0, "server-1": 0}, logs=quiet), BASE)[0], "FAIL")
 
     def test_log_expectation(self):
         case = by_name("ps-kill-shard-ckpt20")
