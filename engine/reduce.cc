@@ -234,7 +234,7 @@ absl::StatusOr<PayloadValue> Reducer::SparseSum(const std::vector<const Contribu
   return PayloadValue{std::move(out)};
 }
 
-absl::StatusOr<PayloadValue> Reducer::SketchRecover(const std::vector<const Contribution*>& in, std::uint64_t keep) {
+absl::StatusOr<const SketchTable*> Reducer::SumTables(const std::vector<const Contribution*>& in) {
   const SketchTable* first = nullptr;
   for (const auto* c : in) {
     if (!c->payload) continue;
@@ -247,6 +247,11 @@ absl::StatusOr<PayloadValue> Reducer::SketchRecover(const std::vector<const Cont
     val_.FromHost(p.table);
     SKETCHPS_RETURN_IF_ERROR(kernels::SketchMerge(acc_.data(), val_.data(), p.table.size(), exec_));
   }
+  return first;
+}
+
+absl::StatusOr<PayloadValue> Reducer::SketchRecover(const std::vector<const Contribution*>& in, std::uint64_t keep) {
+  SKETCHPS_ASSIGN_OR_RETURN(const SketchTable* first, SumTables(in));
   if (first == nullptr) return PayloadValue{SparseVector{dim_, {}, {}}};
   SKETCHPS_ASSIGN_OR_RETURN(auto hash, CountSketchHash::Create({first->rows, first->cols, first->seed, dim_}));
   SKETCHPS_ASSIGN_OR_RETURN(std::size_t count,
@@ -260,18 +265,7 @@ absl::StatusOr<PayloadValue> Reducer::SketchMomentumError(const std::vector<cons
                                                           const PhaseSpec& spec, std::uint32_t contributors,
                                                           bool& refused) {
   // S = the sum of the tables, in worker order (as SketchRecover).
-  const SketchTable* first = nullptr;
-  for (const auto* c : in) {
-    if (!c->payload) continue;
-    const auto& p = std::get<SketchTable>(*c->payload);
-    if (first == nullptr) {
-      first = &p;
-      Reserve(std::max<std::uint64_t>(p.table.size(), dim_));
-      acc_.Zero();
-    }
-    val_.FromHost(p.table);
-    SKETCHPS_RETURN_IF_ERROR(kernels::SketchMerge(acc_.data(), val_.data(), p.table.size(), exec_));
-  }
+  SKETCHPS_ASSIGN_OR_RETURN(const SketchTable* first, SumTables(in));
   if (first == nullptr || contributors == 0) return PayloadValue{SparseVector{dim_, {}, {}}};  // state untouched
   const std::size_t cells = first->table.size();
   if (momentum_.size() == 0) {  // the first round (or a cleared state): zeros of the tables' shape

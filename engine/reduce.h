@@ -105,6 +105,8 @@ class Reducer {
   absl::StatusOr<PayloadValue> IndexedSum(const std::vector<const Contribution*>& in, const PhaseResult* previous,
                                           std::uint64_t keep);
   absl::StatusOr<PayloadValue> SparseSum(const std::vector<const Contribution*>& in, std::uint64_t keep);
+  // acc_ = the sum of the contributors' tables, in worker order; their first table (nullptr: none).
+  absl::StatusOr<const SketchTable*> SumTables(const std::vector<const Contribution*>& in);
   absl::StatusOr<PayloadValue> SketchRecover(const std::vector<const Contribution*>& in, std::uint64_t keep);
   absl::StatusOr<PayloadValue> SketchMomentumError(const std::vector<const Contribution*>& in, const PhaseSpec& spec,
                                                    std::uint32_t contributors, bool& refused);

@@ -22,13 +22,7 @@ absl::Status FetchSgdConfig::Read(ConfigReader& section) {
   std::string table_name = table == Table::kF32 ? "f32" : "f16";
   SKETCHPS_RETURN_IF_ERROR(section.GetAll("rows", rows, "cols_factor", cols_factor, "cols", cols, "table", table_name,
                                           "momentum", momentum));
-  if (table_name == "f32") {
-    table = Table::kF32;
-  } else if (table_name == "f16") {
-    table = Table::kF16;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(section.KeyPath("table"), ": '", table_name, "' is not f32 or f16"));
-  }
+  SKETCHPS_RETURN_IF_ERROR(SetTable(section, table_name));
   return section.FinishAndValidate(*this);
 }
 

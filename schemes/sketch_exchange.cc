@@ -52,12 +52,16 @@ absl::Status SketchSizing::ReadFields(ConfigReader& section) {
     return absl::InvalidArgumentError(
         absl::StrCat(section.KeyPath("keep"), ": '", keep_name, "' is not top_k or candidates"));
   }
-  if (table_name == "f32") {
+  return SetTable(section, table_name);
+}
+
+absl::Status SketchSizing::SetTable(const ConfigReader& section, const std::string& name) {
+  if (name == "f32") {
     table = Table::kF32;
-  } else if (table_name == "f16") {
+  } else if (name == "f16") {
     table = Table::kF16;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(section.KeyPath("table"), ": '", table_name, "' is not f32 or f16"));
+    return absl::InvalidArgumentError(absl::StrCat(section.KeyPath("table"), ": '", name, "' is not f32 or f16"));
   }
   return absl::OkStatus();
 }

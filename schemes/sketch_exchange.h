@@ -61,6 +61,8 @@ struct SketchSizing {
   absl::Status Validate(const std::string& prefix) const;
   // Reads rows, cols_factor, cols and p2 (no Finish, no Validate: the config's Read does both).
   absl::Status ReadFields(ConfigReader& section);
+  // Sets `table` from its key's value ("f32" or "f16"); the error names the key under `section`.
+  absl::Status SetTable(const ConfigReader& section, const std::string& name);
   // The number of columns for a range of `dim` entries that keeps k: `cols` as given, else
   // ceil(cols_factor * k) clamped so that the table fits the wire (kSketchCellsPerElement * dim cells).
   std::uint32_t ColsFor(std::uint64_t k, std::uint64_t dim) const;
