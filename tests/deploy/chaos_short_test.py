@@ -89,7 +89,9 @@ def main() -> int:
         mounts = [l for l in Path("/proc/self/mounts").read_text().splitlines() if l.startswith("chaos-full ")]
         if mounts:
             problems.append(f"tmpfs mounts left behind: {mounts}")
-        stray = processes_with("delay_relay.py") + processes_with(str(Path(args.bin_dir).absolute()))
+        # The daemons' command lines name this run's folder (checkpoints, records); other tests may be
+        # running binaries of the same build meanwhile, so the build folder alone would blame them.
+        stray = processes_with("delay_relay.py") + processes_with(str(out.absolute()))
         if stray:
             problems.append(f"processes left behind: {stray}")
     print(f"chaos --short took {took:.0f} s")
