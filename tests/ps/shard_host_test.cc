@@ -141,6 +141,15 @@ v1::PushPullResponse DenseRound(ShardHost& host, std::uint64_t round, const std:
   return *second;
 }
 
+// A worker's Join offering its replica at `rounds` with the final result both workers received.
+v1::JoinRequest OfferAt(std::uint32_t worker, const std::vector<float>& weights, std::uint64_t rounds,
+                        const v1::PushPullResponse& last) {
+  v1::JoinRequest r = JoinRequest(worker, weights, rounds);
+  *r.mutable_last_result() = last.result();
+  r.set_last_result_contributors(2);
+  return r;
+}
+
 void ExpectRejected(const absl::Status& st, absl::StatusCode code, const std::string& field) {
   CHECK(st.code() == code);
   CHECK_THAT(std::string(st.message()), Catch::Contains(field));
@@ -608,13 +617,7 @@ TEST_CASE("A FetchSGD shard restarted from its checkpoint continues bitwise with
   CHECK(loaded->checkpoint.reduction_state().rows() == 5);
   CHECK(loaded->checkpoint.reduction_state().cols() == 4);
   auto host = OpenFetchHost(dir.string(), 1);
-  auto offer = [&](std::uint32_t worker) {
-    v1::JoinRequest r = JoinRequest(worker, weights, 3);
-    *r.mutable_last_result() = reference[2].result();
-    r.set_last_result_contributors(2);
-    return r;
-  };
-  auto [j0, j1] = JoinBoth(*host, offer(0), offer(1));
+  auto [j0, j1] = JoinBoth(*host, OfferAt(0, weights, 3, reference[2]), OfferAt(1, weights, 3, reference[2]));
   REQUIRE(j0.ok());
   REQUIRE(j1.ok());
   for (std::uint64_t round = 3; round < 5; ++round) {
@@ -640,13 +643,7 @@ TEST_CASE("A FetchSGD shard restarted behind the workers refuses their replica: 
     weights = *ParseF32Bytes(JoinNow(*host, JoinRequest(0))->weights(), kDim, "w");
   }
   auto host = OpenFetchHost(dir.string(), 2);
-  auto offer = [&](std::uint32_t worker) {
-    v1::JoinRequest r = JoinRequest(worker, weights, 3);
-    *r.mutable_last_result() = last.result();
-    r.set_last_result_contributors(2);
-    return r;
-  };
-  auto [j0, j1] = JoinBoth(*host, offer(0), offer(1));
+  auto [j0, j1] = JoinBoth(*host, OfferAt(0, weights, 3, last), OfferAt(1, weights, 3, last));
   ExpectRejected(j0.status(), absl::StatusCode::kFailedPrecondition, "scheme.name");
   CHECK_THAT(std::string(j0.status().message()), Catch::Contains("checkpoint.every_rounds"));
   host.reset();
