@@ -55,8 +55,8 @@ v1::JoinRequest JoinRequest(std::uint32_t worker, const std::vector<float>& weig
   return r;
 }
 
-v1::PushPullRequest Push(std::uint32_t worker, std::uint64_t round, std::vector<float> values,
-                         std::uint32_t phase = 0) {
+// A push of job "t", shard 0, with its header filled and no spec or body yet.
+v1::PushPullRequest Headed(std::uint32_t worker, std::uint64_t round, std::uint32_t phase = 0) {
   v1::PushPullRequest r;
   auto* h = r.mutable_payload()->mutable_header();
   h->set_job_id("t");
@@ -64,6 +64,12 @@ v1::PushPullRequest Push(std::uint32_t worker, std::uint64_t round, std::vector<
   h->set_shard_id(0);
   h->set_round(round);
   h->set_phase(phase);
+  return r;
+}
+
+v1::PushPullRequest Push(std::uint32_t worker, std::uint64_t round, std::vector<float> values,
+                         std::uint32_t phase = 0) {
+  v1::PushPullRequest r = Headed(worker, round, phase);
   *r.mutable_spec() = SpecToProto(PhaseSpec{Reduction::kDenseSum});
   REQUIRE(EncodeBody(DenseValues{std::move(values)}, r.mutable_payload()).ok());
   return r;
@@ -565,12 +571,7 @@ std::unique_ptr<ShardHost> OpenFetchHost(const std::string& dir, std::uint64_t e
 }
 
 v1::PushPullRequest SketchPush(std::uint32_t worker, std::uint64_t round) {
-  v1::PushPullRequest r;
-  auto* h = r.mutable_payload()->mutable_header();
-  h->set_job_id("t");
-  h->set_worker_id(worker);
-  h->set_shard_id(0);
-  h->set_round(round);
+  v1::PushPullRequest r = Headed(worker, round);
   PhaseSpec spec{Reduction::kSketchMomentumError, 1};
   spec.momentum = 0.9;
   *r.mutable_spec() = SpecToProto(spec);
