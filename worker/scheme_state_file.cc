@@ -121,11 +121,6 @@ absl::Status SchemeStateFiles::WaitSaved() {
   return pending.valid() ? pending.get() : absl::OkStatus();
 }
 
-absl::Status SchemeStateFiles::Save(std::uint64_t rounds_applied, Replica& replica, const float* params) {
-  SaveAsync(rounds_applied, replica, params);
-  return WaitSaved();
-}
-
 void SchemeStateFiles::RemoveSuperseded(std::uint64_t newest) const {
   std::vector<std::uint64_t> kept_checkpoints;
   for (const std::uint64_t round : Rounds(dir_, rank_)) {

@@ -72,8 +72,6 @@ class SchemeStateFiles {
   void SaveAsync(std::uint64_t rounds_applied, Replica& replica, const float* params);
   // The pending write's outcome (OK when there is none); the error names the file.
   absl::Status WaitSaved();
-  // SaveAsync, then WaitSaved.
-  absl::Status Save(std::uint64_t rounds_applied, Replica& replica, const float* params);
   absl::StatusOr<StateRestore> Restore(std::uint64_t rounds_applied, Replica& replica, float* params,
                                        bool from_file = false) const;
   void DiscardAfter(std::uint64_t rounds_applied) const;
