@@ -47,6 +47,12 @@ class GradientWatch {
   // Whether a parameter's gradient was accumulated twice since the last Arm.
   bool repeated() const { return repeated_.load(); }
   bool armed() const { return static_cast<bool>(ready_); }
+  // Tells the watch that parameter `param`'s gradient is complete, for callers that learn it outside
+  // autograd: the DDP comm hook (python/sketchps/ddp.py), which copies DDP's buckets into the flat
+  // buffer. The same as the parameter's accumulator hook firing. Out of range: ignored.
+  void MarkComplete(std::size_t param) {
+    if (param < shards_of_param_.size()) OnParameter(param);
+  }
 
  private:
   struct Hooks;

@@ -17,19 +17,26 @@ PUBLIC SURFACE: CommHookState and comm_hook, and the state's methods and propert
         ...                                  # the DDP loop as it was: DataLoader, optimizer, scheduler
 
 Design. DDP hands the hook its gradient buckets in bucket order (index 0, 1, ..., the last one
-with is_last()), and at the end of backward waits on every bucket's future and copies each result
-into the parameters' .grad, without dividing it by the world size (a hook's result is the
-gradient). The state holds a sketchps._core.Worker over SHADOW tensors: detached clones of the
-module's trainable parameters, their .grad views into the worker's flat gradient buffer (the DDP
-model's own parameters are never re-pointed: DDP's buckets view them). The job's optimizer.name is
-external, so the round writes the aggregate G_t (the workers' mean for the dense scheme) into that
-gradient buffer instead of updating weights. comm_hook copies each bucket's gradients into the
-shadows' .grad and returns a pending future; on the last bucket it copies the model's weights into
-the shadows (the weights the round starts from: the records' checksums), runs the round
-(Worker.step, without overlap) and completes every pending future with G_t laid out as that
-bucket's buffer. The script's optimizer then steps on G_t, the same on every rank, so the replicas
-stay bitwise equal. Buffers (BatchNorm's running statistics) are DDP's: broadcast_buffers (the
-default) broadcasts rank 0's over the process group at the start of every forward.
+with is_last()) while backward runs, and at the end of backward waits on every bucket's future and
+copies each result into the parameters' .grad, without dividing it by the world size (a hook's
+result is the gradient). The state holds a sketchps._core.Worker over SHADOW tensors: detached
+clones of the module's trainable parameters, their .grad views into the worker's flat gradient
+buffer (the DDP model's own parameters are never re-pointed: DDP's buckets view them). The job's
+optimizer.name is external, so the round writes the aggregate G_t (the workers' mean for the dense
+scheme) into that gradient buffer instead of updating weights.
+
+With overlap (the default), the first bucket of a backward copies the model's weights into the
+shadows (the weights the round starts from: the records' checksums) and starts the round in flight
+(Worker.zero_grad); each bucket's gradients are copied into the shadows' .grad and marked complete
+(Worker.ready), so every shard whose gradients are then all in starts its exchange while backward
+goes on with earlier layers, as DDP's own all-reduce of a bucket does. The last bucket lands the
+round (Worker.step) and completes every pending future with G_t laid out as that bucket's buffer.
+Without overlap the last bucket runs the whole round. Either way the script's optimizer then steps on
+G_t, the same on every rank, so the replicas stay bitwise equal, and the result is the same bitwise
+(tests/python). A backward that stops before DDP's last bucket (an exception in it) leaves its
+exchange half sent: the state refuses further rounds. Buffers (BatchNorm's running statistics) are
+DDP's: broadcast_buffers (the default) broadcasts rank 0's over the process group at the start of
+every forward.
 """
 import json
 import time
@@ -61,7 +68,9 @@ class CommHookState(_sps._JobPosition):
 
     Make it after sketchps.torch.init() and DDP(model). scheme / density: the method and its
     density (None: the job's); any scheme without momentum of its own (not DGC, SDAGC or
-    Sketched-SGD: the script's optimizer applies momentum). Every backward that DDP synchronizes
+    Sketched-SGD: the script's optimizer applies momentum). overlap (default True): each shard's
+    exchange starts as soon as DDP has handed over the buckets that complete it, during backward;
+    False runs the round at the last bucket. Every backward that DDP synchronizes
     is one round of the job (train.rounds, or train.epochs of data.train_samples); one past the
     last is an OrderError.
 
@@ -70,7 +79,7 @@ class CommHookState(_sps._JobPosition):
     (the other optimizer keys cleared) and the scheme and density given here, then exits 0.
     """
 
-    def __init__(self, ddp_model, scheme=None, density=None):
+    def __init__(self, ddp_model, scheme=None, density=None, overlap=True):
         ctx = _sps._context
         if ctx is None:
             raise OrderError("CommHookState: call sketchps.torch.init() first")
@@ -106,7 +115,8 @@ class CommHookState(_sps._JobPosition):
         self._slot = {id(p): i for i, p in enumerate(self._params)}
         with torch.no_grad():
             self._shadows = [p.detach().clone().requires_grad_(True) for p in self._params]
-        self._worker = _core.Worker(job, ctx.config, list(zip(self._names, self._shadows)), [], False)
+        self._overlap = bool(overlap)
+        self._worker = _core.Worker(job, ctx.config, list(zip(self._names, self._shadows)), [], self._overlap)
         self._pending = []
         self._loss = None
         self._compute_start = None
@@ -134,7 +144,9 @@ class CommHookState(_sps._JobPosition):
                              "loop's, or stop when state.done)")
         index = bucket.index()
         if self._pending and index <= self._pending[-1].index:
-            self._drop_pending("the previous backward did not reach DDP's last bucket")
+            self._incomplete_backward()
+        if not self._pending:
+            self._round_starts()
         grads = bucket.gradients()
         slots = []
         for p, g in zip(bucket.parameters(), grads):
@@ -147,9 +159,28 @@ class CommHookState(_sps._JobPosition):
             slots.append(i)
         future = torch.futures.Future()
         self._pending.append(_Pending(index, future, bucket.buffer(), grads, slots))
+        if self._overlap:
+            self._worker.ready(slots)  # the shards these complete start their exchange now
         if bucket.is_last():
             self._round()
         return future
+
+    def _round_starts(self):
+        """The first bucket of a backward: the weights the round starts from (the previous round's
+        record checksums them; backward does not change them), and with overlap the round in flight."""
+        with torch.no_grad():
+            for p, s in zip(self._params, self._shadows):
+                s.copy_(p)
+        if self._overlap:
+            self._worker.zero_grad()
+
+    def _incomplete_backward(self):
+        why = "the previous backward did not reach DDP's last bucket"
+        if self._overlap:  # its shards' exchange started with part of the gradients: no way back
+            self._drop_pending(why)
+            self._failure = f"{why}, and its exchange was already in flight"
+            raise OrderError(f"comm_hook: {self._failure}; the job cannot go on")
+        self._drop_pending(why)
 
     def _drop_pending(self, why):
         for p in self._pending:
@@ -167,10 +198,8 @@ class CommHookState(_sps._JobPosition):
                                 "parameters DDP ignores cannot be trained through the hook")
             for p in pending:
                 p.future.set_exception(error)
+            self._failure = str(error)
             raise error
-        with torch.no_grad():
-            for p, s in zip(self._params, self._shadows):
-                s.copy_(p)  # the weights this round starts from (the previous round's record checksums them)
         loss = float(self._loss) if self._loss is not None else float("nan")
         compute = time.monotonic() - self._compute_start if self._compute_start is not None else 0.0
         self._loss, self._compute_start = None, None
@@ -227,8 +256,9 @@ class CommHookState(_sps._JobPosition):
 
 def comm_hook(state, bucket):
     """DDP communication hook: model.register_comm_hook(state, sketchps.ddp.comm_hook) with a
-    CommHookState. Returns a future of the bucket's aggregated gradient: the round runs when DDP
-    hands over its last bucket, and completes every bucket's future."""
+    CommHookState. Returns a future of the bucket's aggregated gradient: with overlap the shards
+    this bucket completes start their exchange now; the round lands when DDP hands over its last
+    bucket, which completes every bucket's future."""
     if not isinstance(state, CommHookState):
         raise OrderError(f"comm_hook: the state is {type(state).__name__}, not a sketchps.ddp.CommHookState (after "
                          "sketchps.torch.init() and DDP(model): model.register_comm_hook("

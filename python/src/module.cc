@@ -212,6 +212,7 @@ void BindWorker(py::module_& m) {
            })
       .def("zero_grad", [](PyWorker& w) { Check(w.ZeroGrad()); })
       .def("no_sync", [](PyWorker& w, bool on) { Check(w.SetNoSync(on)); })
+      .def("ready", [](PyWorker& w, const std::vector<std::uint32_t>& params) { Check(w.GradientsReady(params)); })
       .def("batch_indices", [](PyWorker& w, std::uint64_t round) { return Unwrap(w.BatchIndices(round)); })
       .def("learning_rate", &PyWorker::learning_rate)
       .def("epoch_of", &PyWorker::epoch_of)

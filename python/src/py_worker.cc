@@ -88,6 +88,22 @@ absl::Status PyWorker::SetNoSync(bool on) {
   return absl::OkStatus();
 }
 
+absl::Status PyWorker::GradientsReady(const std::vector<std::uint32_t>& params) {
+  SKETCHPS_RETURN_IF_ERROR(Usable("ready"));
+  if (!watch_ || !flight_ || !watch_->armed()) {
+    return absl::FailedPreconditionError(
+        "ready: no round in flight with overlap (create the worker with overlap and call zero_grad first)");
+  }
+  const std::size_t count = flat_.layers().layers.size();
+  for (std::uint32_t p : params) {
+    if (p >= count) {
+      return absl::InvalidArgumentError(absl::StrCat("ready: parameter ", p, " is not in [0, ", count, ")"));
+    }
+    watch_->MarkComplete(p);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_seconds) {
   if (!flight_) {
     return session_->Step(next_round_, loss, flat_.grads(), destination(), absl::Seconds(compute_seconds));

@@ -85,6 +85,12 @@ class PyWorker {
   // the last of the step, starts each shard's exchange with the summed gradients). Step inside is
   // FailedPrecondition.
   absl::Status SetNoSync(bool on);
+  // With overlap, after ZeroGrad: the gradients of these parameters (indices into the parameters
+  // given to Create) are complete in the buffer, so each shard they complete starts its exchange now
+  // (GradientWatch::MarkComplete). For callers whose gradients do not come from an autograd pass
+  // over the parameters: the DDP comm hook copies DDP's buckets in. FailedPrecondition without
+  // overlap or outside a round; InvalidArgument for an index out of range.
+  absl::Status GradientsReady(const std::vector<std::uint32_t>& params);
 
   // This worker's sample indices of round `round` (the data order rule, worker/fashion_mnist.h).
   absl::StatusOr<std::vector<std::uint64_t>> BatchIndices(std::uint64_t round);

@@ -209,3 +209,24 @@ def test_no_sync_accumulates_into_one_round(env, tmp_path, as_view):
         assert state.round == 1
         for p, q in zip(model.parameters(), reference.parameters()):
             assert torch.allclose(p.grad, q.grad, rtol=1e-6, atol=1e-7)
+
+
+def test_marking_gradients_ready_needs_an_overlapped_round_in_flight(env, tmp_path):
+    """Worker.ready, what the hook calls per bucket with overlap: outside a round in flight (or
+    without overlap) it is an OrderError; a parameter index out of range is a ConfigError."""
+    job(env, tmp_path)
+    quiet = sketchps.ddp.CommHookState(ddp_model(), overlap=False)
+    with pytest.raises(OrderError, match="ready: no round in flight with overlap"):
+        quiet._worker.ready([0])
+    quiet.finish()
+    job(env, tmp_path)
+    state = sketchps.ddp.CommHookState(ddp_model())
+    with pytest.raises(OrderError, match="ready: no round in flight"):
+        state._worker.ready([0])  # before zero_grad started the round
+    state._worker.zero_grad()
+    with pytest.raises(ConfigError, match=r"ready: parameter 6 is not in \[0, 6\)"):
+        state._worker.ready([6])
+    state._worker.ready(list(range(6)))
+    state._worker.step(float("nan"), 0.0)  # the round the marks started lands
+    assert state.round == 1
+    state.finish()

@@ -3,7 +3,7 @@ rest is plain DDP: torch.distributed over gloo, a DataLoader with torch's Distri
 torch's AdamW and CosineAnnealingLR, a model with BatchNorm1d (DDP broadcasts its buffers).
 
     ddp_hook.py [--plain] [--scheme S --density D] [--epochs N] [--save-dir DIR] [--check-mean]
-                [--fail-rank R --fail-at-round N]
+                [--fail-rank R --fail-at-round N] [--middle M] [--no-overlap]
 
 Under `sketchps run --script` (RANK, WORLD_SIZE, MASTER_ADDR/MASTER_PORT and the job from the
 environment). --plain: the same script without sketchps (DDP's own allreduce), for 2 processes
@@ -11,7 +11,10 @@ started with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. --save-dir: every ra
 state_dict there (rank<R>.pt) after a final evaluation through the DDP model (whose forward
 broadcasts rank 0's buffers). --check-mean: each rank prints the largest difference between the
 hook's aggregate and the mean of the workers' local gradients (over gloo) in the first rounds.
---fail-rank: rank R raises inside `with state:` before its backward of round N (a failure test)."""
+--fail-rank: rank R raises inside `with state:` before its backward of round N (a failure test).
+--middle M: a wider model (tiny_models.BatchNormMlp(M): M >= 2500 makes DDP hand over two buckets
+per backward); every rank then prints the most buckets one backward handed the hook.
+--no-overlap: CommHookState(..., overlap=False), the round runs at the last bucket."""
 import argparse
 import contextlib
 import os
@@ -36,6 +39,8 @@ parser.add_argument("--check-mean", action="store_true")
 parser.add_argument("--lr", type=float, default=3e-3)
 parser.add_argument("--fail-rank", type=int, default=-1)
 parser.add_argument("--fail-at-round", type=int, default=0)
+parser.add_argument("--middle", type=int, default=0)
+parser.add_argument("--no-overlap", action="store_true")
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -48,15 +53,20 @@ torch.manual_seed(7)  # the same initial weights in both variants (DDP broadcast
 dataset = tiny_models.centres_dataset()
 sampler = DistributedSampler(dataset, seed=1)
 loader = DataLoader(dataset, batch_size=32, sampler=sampler)
-model = DDP(tiny_models.BatchNormMlp())
+model = DDP(tiny_models.BatchNormMlp(args.middle))
 state = None
 if not args.plain:
-    state = sketchps.ddp.CommHookState(model, scheme=args.scheme, density=args.density)
-    hook = sketchps.ddp.comm_hook
+    state = sketchps.ddp.CommHookState(model, scheme=args.scheme, density=args.density, overlap=not args.no_overlap)
+    buckets = {}  # round -> buckets handed over
+
+    def hook(state, bucket):
+        buckets[state.round] = buckets.get(state.round, 0) + 1
+        return sketchps.ddp.comm_hook(state, bucket)
     local = []
     if args.check_mean:
         def hook(state, bucket, local=local):  # noqa: F811  (keeps this rank's own gradient of the bucket)
             local.extend((id(p), g.clone()) for p, g in zip(bucket.parameters(), bucket.gradients()))
+            buckets[state.round] = buckets.get(state.round, 0) + 1
             return sketchps.ddp.comm_hook(state, bucket)
     model.register_comm_hook(state, hook)
 opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
@@ -92,6 +102,8 @@ with state if state is not None else contextlib.nullcontext():
         accuracy = (model(x).argmax(1) == y).float().mean().item()
 print(f"rank {rank}: {len(losses)} steps, first loss {losses[0]:.4f}, last loss {losses[-1]:.4f}, "
       f"accuracy {accuracy:.4f}", flush=True)
+if args.middle and state is not None:
+    print(f"rank {rank}: most buckets in one backward: {max(buckets.values())}", flush=True)
 if args.save_dir:
     torch.save(model.module.state_dict(), os.path.join(args.save_dir, f"rank{rank}.pt"))
 dist.destroy_process_group()
