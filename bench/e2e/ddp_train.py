@@ -105,7 +105,7 @@ def train(args) -> None:
     torch.set_num_threads(1)
     model = Cnn()
     init_like_sketchps(model, args.seed)
-    model = wrap_ddp(model, args.compression, args.powersgd_rank, args.powersgd_start)
+    model, _ = wrap_ddp(model, args.compression, args.powersgd_rank, args.powersgd_start)
     rank, world = dist.get_rank(), dist.get_world_size()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     batches = Batches(*load_split(args.data, "train"), args.train_samples, args.seed, args.batch, rank, world)

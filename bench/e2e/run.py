@@ -91,6 +91,9 @@ def parse_args(argv):
     ap.add_argument("--cpp-worker", action="store_true",
                     help="also run each ps scheme on the vgg workload with sketchps-worker (its network is built in) "
                          "beside the Python script: the Python path against the C++ worker")
+    ap.add_argument("--hook", default="", metavar="SCHEMES",
+                    help="also run the workload's DDP script with sketchps.ddp.comm_hook, one run per scheme "
+                         "(comma-separated; vgg and vit): one script, the DDP variants' backends and ours")
     ap.add_argument("--workload", action="append", metavar="NAME",
                     help=f"{', '.join(jobspec.WORKLOADS)}; repeatable or comma-separated (default cnn)")
     ap.add_argument("--schemes", default="topk", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}")
@@ -147,6 +150,11 @@ def plan_systems(args) -> list[System]:
         ddp = []
     systems = [System(f"sketchps {s}" + ("" if m == "ps" else " decentralized"), "sketchps", s, m)
                for m in modes for s in schemes]
+    for s in comma_list(getattr(args, "hook", "") or ""):
+        if s not in SCHEMES:
+            raise UsageError(f"--hook: unknown scheme {s!r}; valid: {', '.join(SCHEMES)}")
+        systems += [System(f"DDP + sketchps hook {s}" + ("" if m == "ps" else " decentralized"), "sketchps", s, m,
+                           worker="hook") for m in modes]
     if getattr(args, "cpp_worker", False):
         systems += [System(f"sketchps {s} C++ worker", "sketchps", s, "ps", worker="cpp") for s in schemes]
     for d in ddp:
@@ -215,12 +223,17 @@ def prepare_jobs(out: Path, jobs: dict, systems: list[System], package: str) -> 
         mine = [s for s in systems if s.kind == "sketchps" and s.worker != "cpp"]
         if workload == "cnn" or not mine:
             continue
-        say(f"{workload}: describing {jobspec.script(workload)} (its model's layout for the sketchps job)")
-        keys = describe_script(jobspec.script(workload), package, folder / "job.yaml", int(job["workers"]),
-                               folder / "describe.log")
+        keys = {}
+        for worker, backend in (("script", ("--backend", "sketchps")),
+                                ("hook", ("--backend", "ddp", "--job", str(folder / "job.yaml"), "--hook", "sketchps"))):
+            if any(s.worker == worker for s in mine):
+                say(f"{workload}: describing {jobspec.script(workload)} {' '.join(backend[:2])} (its model's layout "
+                    "for the sketchps job)")
+                keys[worker] = describe_script(jobspec.script(workload), package, folder / "job.yaml",
+                                               int(job["workers"]), folder / f"describe-{worker}.log", backend)
         for s in mine:
-            path = folder / f"job-{s.name.replace(' ', '-')}.yaml"
-            path.write_text(jobspec.dump(system_job(job, s, keys), workload))
+            path = folder / f"job-{s.name.replace(' ', '-').replace('+', 'and')}.yaml"
+            path.write_text(jobspec.dump(system_job(job, s, keys[s.worker]), workload))
             files[workload][s.name] = path
     return files
 
@@ -255,6 +268,8 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
             for system in systems:
                 if system.worker == "cpp" and workload != "vgg":
                     continue  # sketchps-worker has vgg's network built in; cnn runs on it anyway; vit: none
+                if system.worker == "hook" and workload == "cnn":
+                    continue  # the cnn's DDP side is ddp_train.py, not a workload script with --hook
                 say(f"[{workload} {bw}] {system.name}: starting ({ctx.rounds} rounds, timeout {ctx.timeout:.0f} s)")
                 load = os.getloadavg()[0]
                 record = run_system(system, ctx, out / workload / bw / system.name.replace(" ", "-"))

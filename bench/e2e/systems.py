@@ -1,7 +1,10 @@
 """The systems the benchmark compares and how one run of each is launched in the namespaces.
 
 Systems: "sketchps <scheme>" (mode ps: S sketchps-server hosts + P worker hosts), "sketchps <scheme>
-decentralized" (P workers with a Peer service each), and the DDP systems "DDP dense", "DDP fp16",
+decentralized" (P workers with a Peer service each), "DDP + sketchps hook <scheme>" (a workload's
+script under DDP, --backend ddp --hook sketchps, the gradients through sketchps.ddp.comm_hook to
+the shards: the DDP ranks' environment plus the sketchps package's; records in the DDP format with
+the hook's bytes), and the DDP systems "DDP dense", "DDP fp16",
 "DDP PowerSGD r<R>" (P ranks, rank 0's host is MASTER_ADDR). The workers depend on the workload:
 cnn (the default job) runs sketchps-worker and, for DDP, ddp_train.py; vgg and vit run their script
 (bench/e2e/workload_<name>.py) with --backend sketchps (the sketchps package, PYTHONPATH
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
 import subprocess
 import sys
 import tempfile
@@ -57,7 +61,8 @@ class System:
     scheme: str = ""        # sketchps scheme, or the DDP compression ("none", "fp16" or "powersgd")
     mode: str = "ps"        # sketchps: ps or decentralized
     powersgd_rank: int = 0  # DDP PowerSGD: matrix_approximation_rank
-    worker: str = "script"  # sketchps on a workload: its script (the package), or "cpp": sketchps-worker
+    worker: str = "script"  # sketchps on a workload: its script (the package), "cpp": sketchps-worker, or
+    #                         "hook": the script's DDP loop with sketchps.ddp.comm_hook
 
 
 @dataclass
@@ -90,16 +95,21 @@ def say(msg: str) -> None:
     print(f"e2e: {msg}", file=sys.stderr, flush=True)
 
 
-def describe_script(script: str, python_path: str, job_path: Path, workers: int, log: Path) -> list[str]:
+def describe_script(script: str, python_path: str, job_path: Path, workers: int, log: Path,
+                    backend: tuple[str, ...] = ("--backend", "sketchps")) -> list[str]:
     """The job keys the script's model and optimizer define ("key=value" lines), written by the
-    sketchps package when SKETCHPS_DESCRIBE is set; RunFailure (with the log tail) if it fails."""
+    sketchps package when SKETCHPS_DESCRIBE is set; RunFailure (with the log tail) if it fails.
+    backend: the script's arguments (("--backend", "ddp", "--hook", "sketchps", ...) describes the
+    DDP loop's comm hook: optimizer.name external)."""
     with tempfile.TemporaryDirectory(prefix="sketchps-e2e-describe-") as tmp:
         keys = Path(tmp) / "keys.txt"
         env = {**BASE_ENV, "SKETCHPS_DESCRIBE": str(keys), "SKETCHPS_JOB": str(job_path), "RANK": "0",
                "WORLD_SIZE": str(workers), "PYTHONPATH": python_path}
+        if "ddp" in backend:  # a gloo group of one, as `sketchps run --script` describes
+            env.update(WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
         with open(log, "w") as out:
             try:
-                proc = subprocess.run(["/usr/bin/python3", script, "--backend", "sketchps"], env=env, stdout=out,
+                proc = subprocess.run(["/usr/bin/python3", script, *backend], env=env, stdout=out,
                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=300)
                 rc = proc.returncode
             except subprocess.TimeoutExpired:
@@ -109,6 +119,12 @@ def describe_script(script: str, python_path: str, job_path: Path, workers: int,
             raise RunFailure(f"describing {script} (SKETCHPS_DESCRIBE, PYTHONPATH={python_path}) "
                              f"{'exited ' + str(rc) if rc != 0 else 'wrote no keys'}\n{tail}")
         return [line.strip() for line in keys.read_text().splitlines() if line.strip()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def system_job(job: dict, system: System, keys: list[str]) -> dict:
@@ -167,20 +183,38 @@ def grpc_port(path: Path) -> int:
         raise RunFailure(f"{path}: no gRPC port in the port file ({e})")
 
 
-def start_script_workers(procs: Procs, system: System, ctx: Context, folder: Path, servers: list[str]) -> None:
-    """The workload's script with --backend sketchps on every worker host."""
+def sketchps_env(system: System, ctx: Context, folder: Path, servers: list[str], rank: int) -> dict:
+    """What the sketchps package of a script rank reads: its place, the job, the servers or peers, TLS."""
     peers = ",".join(f"worker-{i}:{PEER_PORT}" for i in range(ctx.workers))
     where = {"SKETCHPS_SERVERS": ",".join(servers)} if system.mode == "ps" else \
         {"SKETCHPS_LISTEN": f"0.0.0.0:{PEER_PORT}", "SKETCHPS_PEERS": peers}
+    return {**BASE_ENV, "RANK": str(rank), "WORLD_SIZE": str(ctx.workers), "SKETCHPS_JOB": str(ctx.job_files[system.name]),
+            "PYTHONPATH": ctx.python_path, **where, **tls_env(ctx)}
+
+
+def start_script_workers(procs: Procs, system: System, ctx: Context, folder: Path, servers: list[str]) -> None:
+    """The workload's script with --backend sketchps on every worker host."""
     for r in range(ctx.workers):
-        env = {**BASE_ENV, "RANK": str(r), "WORLD_SIZE": str(ctx.workers), "SKETCHPS_JOB": str(ctx.job_files[system.name]),
-               "SKETCHPS_METRICS_OUT": str(folder / f"worker-{r}.jsonl"), "PYTHONPATH": ctx.python_path, **where,
-               **tls_env(ctx)}
+        env = {**sketchps_env(system, ctx, folder, servers, r), "SKETCHPS_METRICS_OUT": str(folder / f"worker-{r}.jsonl")}
         argv = ["/usr/bin/python3", ctx.script, "--backend", "sketchps"]
         procs.start(f"worker-{r}", "worker", ctx.net.ns[f"worker-{r}"], argv, env, folder / f"worker-{r}.log")
 
 
+def start_hook_ranks(procs: Procs, system: System, ctx: Context, folder: Path, servers: list[str]) -> None:
+    """The workload's script with --backend ddp --hook sketchps: DDP's ranks, the hook to sketchps."""
+    port = ctx.port_base + ctx.runs
+    for r in range(ctx.workers):
+        env = {**sketchps_env(system, ctx, folder, servers, r), "MASTER_ADDR": "worker-0", "MASTER_PORT": str(port),
+               "GLOO_SOCKET_IFNAME": "eth0"}
+        argv = ["/usr/bin/python3", ctx.script, "--backend", "ddp", "--job", str(ctx.job_path), "--hook", "sketchps",
+                "--metrics-out", str(folder / f"worker-{r}.jsonl")]
+        procs.start(f"worker-{r}", "worker", ctx.net.ns[f"worker-{r}"], argv, env, folder / f"worker-{r}.log")
+
+
 def start_sketchps_workers(procs: Procs, system: System, ctx: Context, folder: Path, servers: list[str]) -> None:
+    if ctx.workload != "cnn" and system.worker == "hook":
+        start_hook_ranks(procs, system, ctx, folder, servers)
+        return
     if ctx.workload != "cnn" and system.worker != "cpp":
         start_script_workers(procs, system, ctx, folder, servers)
         return

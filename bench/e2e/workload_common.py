@@ -5,9 +5,13 @@ ddp_train.py (the CNN of the default job) uses the data order and the DDP hooks.
 One script, two backends (--backend), the same job either way:
   ddp       torch.distributed over gloo (env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; set
             GLOO_SOCKET_IFNAME) and DistributedDataParallel with --hook none, fp16
-            (default_hooks.fp16_compress_hook) or powersgd (powerSGD_hook.PowerSGDState(
+            (default_hooks.fp16_compress_hook), powersgd (powerSGD_hook.PowerSGDState(
             process_group=None, matrix_approximation_rank=--powersgd-rank,
-            start_powerSGD_iter=--powersgd-start), torch's defaults otherwise). The job is --job
+            start_powerSGD_iter=--powersgd-start), torch's defaults otherwise) or sketchps
+            (sketchps.ddp.comm_hook: the same loop, the gradients through sketchps; the hook's job
+            is SKETCHPS_JOB, with the SKETCHPS_* variables of the sketchps backend, and the
+            records also get the round's bytes_up, bytes_down, dense_bytes, compute_s and exchange_s
+            from state.last_stats). One script, four DDP backends. The job is --job
             (default: the workload's own) with --set overrides; torch's optimizer steps with the
             learning rate set every round by learning_rate(); --metrics-out gets the records.
   sketchps  the sketchps package (run with PYTHONPATH=<build>/python): sps.init() reads RANK,
@@ -281,22 +285,28 @@ def say(message: str) -> None:
 
 # --- DDP -------------------------------------------------------------------------------------
 
-def wrap_ddp(model: nn.Module, hook: str, powersgd_rank: int = 2, powersgd_start: int = 10) -> nn.Module:
-    """DistributedDataParallel over the joined process group, with the gradient communication hook."""
+def wrap_ddp(model: nn.Module, hook: str, powersgd_rank: int = 2, powersgd_start: int = 10):
+    """(DistributedDataParallel over the joined process group with the gradient communication hook,
+    the hook's sketchps.ddp.CommHookState for --hook sketchps, else None)."""
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
     if not dist.is_initialized():
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     ddp = nn.parallel.DistributedDataParallel(model)
+    state = None
     if hook == "fp16":
         ddp.register_comm_hook(state=None, hook=default_hooks.fp16_compress_hook)
     elif hook == "powersgd":
-        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=powersgd_rank,
-                                            start_powerSGD_iter=powersgd_start)
-        ddp.register_comm_hook(state, powersgd_one_bucket_at_a_time)
+        ps_state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=powersgd_rank,
+                                               start_powerSGD_iter=powersgd_start)
+        ddp.register_comm_hook(ps_state, powersgd_one_bucket_at_a_time)
+    elif hook == "sketchps":  # the two lines of docs/pytorch.md "DDP's comm hook", after sps.init()
+        import sketchps.ddp
+        state = sketchps.ddp.CommHookState(ddp)  # the describe pass (SKETCHPS_DESCRIBE) exits 0 here
+        ddp.register_comm_hook(state, sketchps.ddp.comm_hook)
     elif hook != "none":
-        raise WorkloadError(f"--hook {hook!r}: expected none, fp16 or powersgd")
-    return ddp
+        raise WorkloadError(f"--hook {hook!r}: expected none, fp16, powersgd or sketchps")
+    return ddp, state
 
 
 def powersgd_one_bucket_at_a_time(state, bucket):
@@ -310,6 +320,9 @@ def powersgd_one_bucket_at_a_time(state, bucket):
     fut = powerSGD_hook.powerSGD_hook(state, bucket)
     fut.wait()
     return fut
+
+
+HOOK_STATS = ("bytes_up", "bytes_down", "dense_bytes", "compute_s", "exchange_s")  # of the hook's round record
 
 
 def all_sum(values: list[float]) -> list[float]:
@@ -326,12 +339,16 @@ def train_ddp(workload: Workload, job: dict, args) -> None:
     import torch.distributed as dist
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
-    if world != int(job.get("workers", 4)):
+    describing = bool(os.environ.get("SKETCHPS_DESCRIBE"))  # `--hook sketchps` as a world of one
+    if world != int(job.get("workers", 4)) and not describing:
         raise WorkloadError(f"WORLD_SIZE {world} disagrees with the job's workers: {job.get('workers')}")
     data, train, opt_section = job.get("data", {}), job.get("train", {}), job.get("optimizer", {})
+    if args.hook == "sketchps":
+        import sketchps.torch as sps
+        sps.init()  # SKETCHPS_JOB: the job with the model's layout and optimizer.name external
     model = build_model(workload, int(train.get("seed", 1)))
     start = args.powersgd_start if args.powersgd_start is not None else powersgd_start(job)
-    ddp = wrap_ddp(model, args.hook, args.powersgd_rank, start)
+    ddp, state = wrap_ddp(model, args.hook, args.powersgd_rank, start)
     optimizer = make_optimizer(model, opt_section, workload)
     path = data.get("path", DATA_DIR)
     batches = Batches(*load_split(path, "train"), int(data.get("train_samples", 60000)), int(train.get("seed", 1)),
@@ -344,6 +361,8 @@ def train_ddp(workload: Workload, job: dict, args) -> None:
     if rank == 0:
         say(f"ddp ({args.hook}{f' rank {args.powersgd_rank} from round {start}' if args.hook == 'powersgd' else ''}): "
             f"{sum(p.numel() for p in model.parameters()):,} parameters, weights {checksum(model)}, {rounds} rounds")
+    if state is not None and state.rounds != rounds:
+        raise WorkloadError(f"the hook's job runs {state.rounds} rounds, workload_common.clock_of says {rounds}")
     for r in range(rounds):
         record = {"round": r, "round_start": time.time()}
         x, y = batches(r)
@@ -352,9 +371,13 @@ def train_ddp(workload: Workload, job: dict, args) -> None:
             g["lr"] = lr
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(ddp(x), y)
+        if state is not None:
+            state.record_loss(loss)
         loss.backward()
         optimizer.step()
         record.update(time=time.time(), epoch=r / clock.rounds_per_epoch, loss=loss.item(), lr=lr)
+        if state is not None:
+            record.update({k: state.last_stats[k] for k in HOOK_STATS if k in state.last_stats})
         if eval_due(r, rounds, every):
             t0 = time.time()
             c, n, ls = all_sum(list(count_correct(model, test_x, test_y, *share(n_eval, rank, world))))
@@ -370,6 +393,8 @@ def train_ddp(workload: Workload, job: dict, args) -> None:
         say(f"final test accuracy {c / n:.4f}")
     if out:
         out.close()
+    if state is not None:
+        state.finish()  # leaves the job: the shards exit once every rank has
     dist.barrier()
 
 
@@ -416,7 +441,8 @@ def parse_args(argv=None):
     ap.add_argument("--backend", choices=["ddp", "sketchps"], required=True)
     ap.add_argument("--job", help="the job spec (ddp: default the workload's own; sketchps: default $SKETCHPS_JOB)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="ddp: a job override")
-    ap.add_argument("--hook", choices=["none", "fp16", "powersgd"], default="none", help="ddp: gradient compression")
+    ap.add_argument("--hook", choices=["none", "fp16", "powersgd", "sketchps"], default="none",
+                    help="ddp: gradient compression (sketchps: sketchps.ddp.comm_hook, the job from SKETCHPS_JOB)")
     ap.add_argument("--powersgd-rank", type=int, default=2, help="ddp --hook powersgd: matrix_approximation_rank")
     ap.add_argument("--powersgd-start", type=int, default=None,
                     help="ddp --hook powersgd: start_powerSGD_iter (default: the job's scheme.dense_warmup rounds, "
@@ -453,6 +479,9 @@ def main(workload: Workload, argv=None) -> None:
         say(str(e))
         sys.stderr.flush()
         os._exit(2)
+    except SystemExit as e:  # the describe pass of --hook sketchps: keys written, past DDP's construction
+        sys.stderr.flush()
+        os._exit(e.code if isinstance(e.code, int) else 2)
     # Leave at once: with torch 1.13 and gloo, tearing down the DDP reducer at interpreter exit can
     # deadlock (ddp_train.py); everything is written and every rank has passed the final barrier.
     sys.stderr.flush()

@@ -439,12 +439,19 @@ class OptionsTest(unittest.TestCase):
         self.assertEqual(names, ["sketchps gs_sgd", "sketchps topk", "sketchps gs_sgd decentralized",
                                  "sketchps topk decentralized", "DDP dense", "DDP fp16", "DDP PowerSGD r2",
                                  "DDP PowerSGD r4"])
+        hooked = run.plan_systems(run.parse_args(["--schemes", "topk", "--ddp", "dense", "--hook", "topk,gs_sgd"]))
+        self.assertEqual([(s.name, s.kind, s.scheme, s.worker) for s in hooked],
+                         [("sketchps topk", "sketchps", "topk", "script"),
+                          ("DDP + sketchps hook topk", "sketchps", "topk", "hook"),
+                          ("DDP + sketchps hook gs_sgd", "sketchps", "gs_sgd", "hook"),
+                          ("DDP dense", "ddp", "none", "script")])
         powersgd = run.plan_systems(run.parse_args(["--ddp", "powersgd-r8"]))[-1]
         self.assertEqual((powersgd.name, powersgd.scheme, powersgd.powersgd_rank), ("DDP PowerSGD r8", "powersgd", 8))
         for argv, message in [(["--schemes", "gs-sgd"], "--schemes: unknown scheme 'gs-sgd'"),
                               (["--bandwidth", "100"], "--bandwidth '100'"),
                               (["--set", "scheme.name=topk"], "--set scheme.name=topk"),
                               (["--ddp", "bf16"], "--ddp: 'bf16'"),
+                              (["--hook", "powersgd"], "--hook: unknown scheme 'powersgd'"),
                               (["--ddp", "powersgd-r0"], "--ddp: 'powersgd-r0'"),
                               (["--workload", "cnn,resnet"], "--workload 'resnet'")]:
             with self.assertRaisesRegex(run.UsageError, message):
