@@ -1,7 +1,7 @@
 // oversize_probe: how much memory a gRPC 1.51 server holds for messages above its limit.
 //
 //   oversize_probe serve --port-file F [--max-message N] [--lookahead N] [--bdp 0|1] [--quota N]
-//                        [--frame N] [--streams N]
+//                        [--frame N] [--streams N] [--arg:grpc.channel_arg N]...
 //       A server with a generic service (any method; it reads the request and answers OK) and the
 //       given channel arguments, on 127.0.0.1:0; writes its port to F.
 //   oversize_probe push --target HOST:PORT --bytes N [--calls K] [--connections C] [--method M]
@@ -65,6 +65,9 @@ int Serve(const std::map<std::string, std::string>& flags) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, static_cast<int>(Get(flags, "--bdp", 1)));
   if (flags.count("--frame"))
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, static_cast<int>(Get(flags, "--frame", 16384)));
+  for (const auto& [name, value] : flags) {  // --arg:grpc.some_arg N: any integer channel argument
+    if (name.rfind("--arg:", 0) == 0) builder.AddChannelArgument(name.substr(6), std::atoi(value.c_str()));
+  }
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(Get(flags, "--streams", 256)));
   if (const long quota = Get(flags, "--quota", 0); quota > 0) {
     grpc::ResourceQuota q("probe");
