@@ -44,12 +44,23 @@ inline int MaxMessageBytes(const JobSpec& job, std::uint32_t shard) {
 }
 
 // The gRPC limits of shard `shard_id`: messages up to MaxMessageBytes (or max_message_mb MiB when
-// > 0, the daemon's --max-message-mb), and a memory quota of 8 such messages, at least 64 MiB.
+// > 0, the daemon's --max-message-mb), and a memory quota Q = max(8 MiB, 2 x workers x that size).
+// gRPC 1.51 checks a message's size only once it has received all of it, and opens a stream's
+// HTTP/2 window to the size a message declares, so the quota is what bounds the bytes buffered for
+// messages above the limit (docs/security.md, "Resource limits": peak growth at most about
+// Q + 8 MiB x (C + 1) for C connections pushing at once). It must hold every legal message in flight: each worker has
+// at most one call per shard in flight (x2 for a Join or retry overlapping it); a quota below that fails legal pushes
+// with RESOURCE_EXHAUSTED ("Buffers full").
+inline std::size_t MemoryQuotaBytes(const JobSpec& job, int max_message_bytes) {
+  return std::max<std::size_t>(
+      std::size_t{8} << 20, 2 * std::size_t{std::max<std::uint32_t>(job.workers, 1)} * std::size_t(max_message_bytes));
+}
+
 inline ServerOptions ServerOptionsFor(const JobSpec& job, std::uint32_t shard_id, int max_message_mb) {
   ServerOptions options;
   options.max_message_bytes =
       max_message_mb > 0 ? std::min(max_message_mb, 2047) << 20 : MaxMessageBytes(job, shard_id);
-  options.memory_quota_bytes = std::max<std::size_t>(std::size_t{64} << 20, 8 * std::size_t(options.max_message_bytes));
+  options.memory_quota_bytes = MemoryQuotaBytes(job, options.max_message_bytes);
   return options;
 }
 

@@ -11,15 +11,20 @@
 // (up to --grace-seconds; calls still waiting then are answered UNAVAILABLE), a checkpoint is
 // written, exit 128 + the signal (143 for SIGTERM), so a supervisor can tell a stopped shard from
 // a finished job. No call from any worker for --idle-exit-seconds (the workers failed or left
-// while this shard was down): exit 4.
+// while this shard was down): exit 4. A listening port that has stopped accepting connections for
+// --accept-stall-seconds (gRPC 1.51 after file-descriptor exhaustion, CVE-2023-4785:
+// common/net/accept_watch.h): the shard drains the same way and exits 5, so that its supervisor
+// restarts it.
 // Exit codes: 0 job finished; 1 runtime failure (cannot listen, final checkpoint failed, ...);
-// 2 bad configuration or an unusable checkpoint; 4 idle; 130/143 stopped by SIGINT/SIGTERM.
+// 2 bad configuration or an unusable checkpoint; 4 idle; 5 accept loop stalled (restart it);
+// 130/143 stopped by SIGINT/SIGTERM.
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -27,6 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/config/cli.h"
+#include "common/net/accept_watch.h"
 #include "common/net/grpc_edge.h"
 #include "common/net/port_file.h"
 #include "common/net/rendezvous_file.h"
@@ -43,6 +49,7 @@ namespace {
 using namespace sketchps;
 
 constexpr int kExitIdle = 4;
+constexpr int kExitAcceptStalled = 5;
 
 struct Flags {
   JobFlags job;
@@ -56,6 +63,7 @@ struct Flags {
   double max_wait_seconds = 30;
   double grace_seconds = 10;
   double idle_exit_seconds = 3600;
+  double accept_stall_seconds = 10;
   int max_message_mb = 0;
 };
 
@@ -106,8 +114,9 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
   }
   const ServerOptions server_options = ps::ServerOptionsFor(*job, shard_id, flags.max_message_mb);
   ConfigureServer(builder, server_options);
-  spdlog::info("messages up to {} bytes (--max-message-mb), open files limit {}", server_options.max_message_bytes,
-               RaiseFileLimit());
+  const std::uint64_t open_files = RaiseFileLimit();
+  spdlog::info("messages up to {} bytes (--max-message-mb), gRPC memory quota {} bytes, open files limit {}",
+               server_options.max_message_bytes, server_options.memory_quota_bytes, open_files);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
   if (!grpc_server || port == 0 || (!flags.health_listen.empty() && health_port == 0)) {
@@ -145,9 +154,31 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
                    ? std::string("off (no checkpoint.dir / --checkpoint-dir)")
                    : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds"));
 
+  std::vector<int> watched_ports{port};
+  if (health_port != 0) watched_ports.push_back(health_port);
+  AcceptWatch accept_watch(watched_ports, absl::Seconds(flags.accept_stall_seconds));
+  absl::Time next_accept_sample = absl::Now();
   std::string signal;
   int exit_code = 0;
   while ((signal = PendingTerminationSignal()).empty()) {
+    if (flags.accept_stall_seconds > 0 && absl::Now() >= next_accept_sample) {
+      next_accept_sample = absl::Now() + absl::Seconds(1);
+      const bool was_exhausted = accept_watch.exhausted();
+      const bool stalled = accept_watch.Sample(absl::Now());
+      if (accept_watch.exhausted() && !was_exhausted) {
+        spdlog::warn(
+            "out of file descriptors (open files limit {}): new connections cannot be accepted; gRPC 1.51 "
+            "may stop accepting for good (CVE-2023-4785), watched by --accept-stall-seconds",
+            open_files);
+      }
+      if (stalled) {
+        spdlog::error("{}: restarting (exit {}; the supervisor starts the shard again from its checkpoint)",
+                      accept_watch.Describe(), kExitAcceptStalled);
+        signal = "accept loop stalled";
+        exit_code = kExitAcceptStalled;
+        break;
+      }
+    }
     if ((*host)->job_done()) {
       signal = "every worker has finished the job";
       break;
@@ -211,6 +242,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--idle-exit-seconds", flags.idle_exit_seconds,
                  "Exit (code 4) when no worker has called for this long; 0: never")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--accept-stall-seconds", flags.accept_stall_seconds,
+                 "Exit (code 5, after a drain) when a listening port has had connections waiting to be accepted "
+                 "for this long (gRPC 1.51 after descriptor exhaustion, CVE-2023-4785); 0: never")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-message-mb", flags.max_message_mb,

@@ -64,6 +64,9 @@ void ConfigureServer(grpc::ServerBuilder& builder, const ServerOptions& options)
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (options.max_read_chunk_bytes > 0) {
+    builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, options.max_read_chunk_bytes);
+  }
   if (options.memory_quota_bytes > 0) {
     grpc::ResourceQuota quota("sketchps-server");
     quota.Resize(options.memory_quota_bytes);

@@ -5,7 +5,7 @@
 //                                   the Reason in the details); a non-OK status never leaves with an
 //                                   empty message.
 //   ConfigureServer(builder, opts)  message limits, keepalive policy, stream cap, handshake timeout,
-//                                   memory quota, exclusive port.
+//                                   memory quota and read size, exclusive port.
 //   MakeClientChannel(address, ..)  credentials and the peer's expected identity (common/net/tls.h),
 //                                   message limits, 10 s keepalive pings (servers accept one every
 //                                   5 s), reconnect backoff from 100 ms capped at 1 s, so a restarted
@@ -45,12 +45,17 @@ struct ServerOptions {
   int max_concurrent_streams = 256;                      // per connection
   absl::Duration handshake_timeout = absl::Seconds(10);  // connections that never finish it are closed
   std::size_t memory_quota_bytes = 0;                    // the server's resource quota (0: gRPC's default)
+  // Largest read from one connection's socket. gRPC 1.51 buffers a message whole before its size
+  // check and charges the reads to the quota; smaller reads let the quota's reclaimer stop an
+  // oversize message sooner (measured: docs/security.md, "Resource limits"). gRPC's default: 4 MiB.
+  int max_read_chunk_bytes = 256 << 10;
 };
 
 // Applies `options` to `builder`: message size limits, GRPC_ARG_MAX_CONCURRENT_STREAMS, the
 // handshake timeout, a keepalive policy that accepts pings every 5 s (with or without calls) and
 // closes connections whose keepalive goes unanswered, a ResourceQuota when memory_quota_bytes > 0,
-// and SO_REUSEPORT off, so that a second process cannot bind the same port.
+// reads of at most max_read_chunk_bytes, and SO_REUSEPORT off, so that a second process cannot bind
+// the same port.
 void ConfigureServer(grpc::ServerBuilder& builder, const ServerOptions& options);
 
 // A channel to `address` with `credentials` (common/net/tls.h MakeChannelCredentials). With TLS the

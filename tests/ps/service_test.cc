@@ -108,7 +108,9 @@ TEST_CASE("The message limit follows the job: a body above the shard's largest p
   // 1000 elements: a sketch of 8 float32 cells per element plus 64 KiB of framing.
   const ServerOptions limits = ps::ServerOptionsFor(*job, 0, 0);
   CHECK(limits.max_message_bytes == 4 * 8 * 1000 + (64 << 10));
-  CHECK(limits.memory_quota_bytes == std::size_t{64} << 20);
+  // The memory quota holds every worker's largest message twice, at least 8 MiB.
+  CHECK(limits.memory_quota_bytes == std::size_t{8} << 20);
+  CHECK(ps::ServerOptionsFor(*job, 0, 100).memory_quota_bytes == 2 * 2 * (std::size_t{100} << 20));
   CHECK(ps::ServerOptionsFor(*job, 0, 3).max_message_bytes == 3 << 20);  // --max-message-mb
   CHECK(ps::ServerOptionsFor(*job, 0, 5000).max_message_bytes == 2047 << 20);
 
