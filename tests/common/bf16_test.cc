@@ -109,8 +109,8 @@ TEST_CASE("FloatToBFloat16Bits rounds to the nearest bfloat16, ties to even", "[
     CHECK(failures == 0);
   }
   SECTION("named boundaries") {
-    for (const float f : {0.0f, kBFloat16Max, std::nextafter(kBFloat16Max, INFINITY), 0x1.ffp127f, 0x1.fep127f,
-                          FLT_MAX, INFINITY, std::numeric_limits<float>::denorm_min(), FLT_MIN, 0x1p-133f, 0x1p-134f,
+    for (const float f : {0.0f, kBFloat16Max, std::nextafter(kBFloat16Max, INFINITY), 0x1.ffp127f, 0x1.fep127f, FLT_MAX,
+                          INFINITY, std::numeric_limits<float>::denorm_min(), FLT_MIN, 0x1p-133f, 0x1p-134f,
                           0x1.8p-133f, 0x1.fcp-127f, 0x1.fep-127f, 1.0f, 1.0f + 0x1p-8f, 1.0f + 0x1.8p-7f}) {
       check(f);
     }
@@ -124,12 +124,12 @@ TEST_CASE("FloatToBFloat16Bits special cases by value", "[bf16]") {
   CHECK(FloatToBFloat16Bits(kBFloat16Max) == 0x7F7F);
   CHECK(BFloat16BitsToFloat(0x7F7F) == kBFloat16Max);
   CHECK(FloatToBFloat16Bits(std::nextafter(0x1.ffp127f, 0.0f)) == 0x7F7F);  // just below the overflow tie
-  CHECK(FloatToBFloat16Bits(0x1.ffp127f) == 0x7F80);   // the tie with the (even) overflow value -> infinity
-  CHECK(FloatToBFloat16Bits(FLT_MAX) == 0x7F80);       // finite float, infinite bfloat16
+  CHECK(FloatToBFloat16Bits(0x1.ffp127f) == 0x7F80);  // the tie with the (even) overflow value -> infinity
+  CHECK(FloatToBFloat16Bits(FLT_MAX) == 0x7F80);      // finite float, infinite bfloat16
   CHECK(FloatToBFloat16Bits(-INFINITY) == 0xFF80);
-  CHECK(FloatToBFloat16Bits(0x1p-133f) == 0x0001);     // smallest subnormal
-  CHECK(FloatToBFloat16Bits(0x1p-134f) == 0x0000);     // tie -> even (zero)
-  CHECK(FloatToBFloat16Bits(0x1.8p-133f) == 0x0002);   // 1.5 ulp tie -> even (2 ulp)
+  CHECK(FloatToBFloat16Bits(0x1p-133f) == 0x0001);    // smallest subnormal
+  CHECK(FloatToBFloat16Bits(0x1p-134f) == 0x0000);    // tie -> even (zero)
+  CHECK(FloatToBFloat16Bits(0x1.8p-133f) == 0x0002);  // 1.5 ulp tie -> even (2 ulp)
   CHECK(FloatToBFloat16Bits(-0.0f) == 0x8000);
   CHECK(FloatToBFloat16Bits(1.0f + 0x1p-8f) == 0x3F80);    // tie -> even
   CHECK(FloatToBFloat16Bits(1.0f + 0x1.8p-7f) == 0x3F82);  // tie -> even (up)
