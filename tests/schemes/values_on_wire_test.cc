@@ -1,11 +1,12 @@
 // scheme.values (f32 | f16 | bf16): workers push their dense and sparse values rounded to 2 bytes,
 // the reduction sums float32, bytes are counted at 2 per value. Checked end to end through the
 // in-process aggregator against naive references (tests/support/codec_reference.h).
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <thread>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "common/wire/codec.h"
 #include "engine/in_process.h"
@@ -158,8 +159,7 @@ TEST_CASE("A value beyond f16's range makes that payload travel as f32", "[schem
   CHECK(RawPayloadBytes(*c->payload, c->values) == 32);
 }
 
-TEST_CASE("Top-k with values bf16 sends rounded sparse values and keeps the f32 residual",
-          "[schemes][values]") {
+TEST_CASE("Top-k with values bf16 sends rounded sparse values and keeps the f32 residual", "[schemes][values]") {
   const std::uint64_t dim = 256, k = 16;
   const std::vector<float> g = Gradient(dim, 4);
   auto scheme = MakeTopKEfScheme([&] {
