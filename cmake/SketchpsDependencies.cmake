@@ -8,6 +8,7 @@ find_package(nlohmann_json CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(Boost 1.74 REQUIRED)          # header-only parts: Boost.Math
+find_package(Eigen3 3.4 REQUIRED NO_MODULE)  # header-only: Eigen::bfloat16 (common/bf16.cc)
 find_package(OpenMP REQUIRED)
 if(SKETCHPS_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)

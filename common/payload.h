@@ -72,8 +72,9 @@ enum class IndexEncoding {
 
 // How value arrays travel (mirrors sketchps.v1.ValueEncoding).
 enum class ValueEncoding {
-  kF32,  // 4 bytes per value, IEEE binary32 little-endian (exact)
-  kF16,  // 2 bytes per value, IEEE binary16 little-endian (lossy, round to nearest even)
+  kF32,   // 4 bytes per value, IEEE binary32 little-endian (exact)
+  kF16,   // 2 bytes per value, IEEE binary16 little-endian (lossy, round to nearest even)
+  kBF16,  // 2 bytes per value, bfloat16 little-endian (lossy, round to nearest even; common/bf16.h)
 };
 
 // Encoding choices for one payload. Defaults are the exact, uncompressed encodings.

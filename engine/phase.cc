@@ -25,9 +25,10 @@ const char* PayloadKindName(const PayloadValue& payload) {
       payload);
 }
 
-std::uint64_t RawPayloadBytes(const PayloadValue& payload) {
-  return std::visit(Overloaded{[](const DenseValues& p) -> std::uint64_t { return p.values.size() * 4; },
-                               [](const SparseVector& p) -> std::uint64_t { return p.idx.size() * 8; },
+std::uint64_t RawPayloadBytes(const PayloadValue& payload, ValueEncoding values) {
+  const std::uint64_t value_bytes = values == ValueEncoding::kF32 ? 4 : 2;
+  return std::visit(Overloaded{[&](const DenseValues& p) -> std::uint64_t { return p.values.size() * value_bytes; },
+                               [&](const SparseVector& p) -> std::uint64_t { return p.idx.size() * (4 + value_bytes); },
                                [](const SketchTable& p) -> std::uint64_t { return p.table.size() * 4; },
                                [](const IndexSet& p) -> std::uint64_t { return p.idx.size() * 4; }},
                     payload);

@@ -72,6 +72,10 @@ struct PhaseSpec {
 struct Contribution {
   PhaseSpec spec;
   std::optional<PayloadValue> payload;
+  // How the payload's dense or sparse values travel (the job key scheme.values; SchemeBase sets it
+  // only when every value is exact in it, see scheme_base.h). Sketch tables and index sets ignore it;
+  // receivers decode any encoding to float32. Not part of the spec: reductions never depend on it.
+  ValueEncoding values = ValueEncoding::kF32;
 };
 
 // What every worker receives at the end of a phase. Sparse results (kSparseSum, kSketchRecover,
@@ -106,7 +110,8 @@ const std::vector<std::uint32_t>* ResultIndices(const PhaseResult& result);
 const char* PayloadKindName(const PayloadValue& payload);
 
 // Bytes the payload's arrays occupy with raw encodings (u32 indices, f32 values), the size each
-// method's traffic formula is stated in.
-std::uint64_t RawPayloadBytes(const PayloadValue& payload);
+// method's traffic formula is stated in; with `values` kF16 or kBF16, the dense and sparse values
+// count 2 bytes each (Contribution::values; sketch tables always count 4 bytes per cell).
+std::uint64_t RawPayloadBytes(const PayloadValue& payload, ValueEncoding values = ValueEncoding::kF32);
 
 }  // namespace sketchps

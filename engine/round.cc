@@ -21,7 +21,7 @@ absl::StatusOr<RoundOutcome> RunRound(Scheme& scheme, Aggregator& aggregator, st
       made.push_back(std::move(c));
     }
     const Contribution& c = made[phase];
-    if (c.payload) traffic.bytes_up += RawPayloadBytes(*c.payload);
+    if (c.payload) traffic.bytes_up += RawPayloadBytes(*c.payload, c.values);
     auto outcome = aggregator.RunPhase(shard, info.round, phase, c);
     if (IsReplayRound(outcome.status()) && phase > 0 && replays < kMaxReplays) {
       ++replays;

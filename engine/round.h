@@ -16,7 +16,7 @@
 namespace sketchps {
 
 struct RoundTraffic {
-  std::uint64_t bytes_up = 0;    // this worker's payloads (raw encodings)
+  std::uint64_t bytes_up = 0;    // this worker's payloads (raw encodings; values at Contribution::values)
   std::uint64_t bytes_down = 0;  // the phase results it received
 };
 

@@ -51,6 +51,7 @@ struct SchemeContext {
   std::uint64_t warmup_rounds = 0;  // dense rounds before compression starts (every scheme)
   JobClock clock;                   // the job's length, to resolve the scheme's schedules (common/config/job_span.h)
   bool diagnostics = false;         // scheme.diagnostics: compare each round with the exact sum (below)
+  ValueEncoding values = ValueEncoding::kF32;  // scheme.values: precision of the pushed values (scheme_base.h)
 };
 
 struct RoundInfo {

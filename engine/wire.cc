@@ -79,13 +79,14 @@ absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32
   return spec;
 }
 
-absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out) {
+absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out, ValueEncoding values) {
+  // `values` when it is lossless for these values, else binary32.
+  auto lossless = [values](const std::vector<float>& v) { return ExactIn(v, values) ? values : ValueEncoding::kF32; };
   return std::visit(
       Overloaded{
-          [&](const DenseValues& v) { return EncodeDense(v, ValueEncoding::kF32, out->mutable_dense()); },
+          [&](const DenseValues& v) { return EncodeDense(v, lossless(v.values), out->mutable_dense()); },
           [&](const SparseVector& v) {
-            return EncodeSparse(v, EncodeOptions{IndexEncoding::kDeltaVarint, ValueEncoding::kF32},
-                                out->mutable_sparse());
+            return EncodeSparse(v, EncodeOptions{IndexEncoding::kDeltaVarint, lossless(v.val)}, out->mutable_sparse());
           },
           [&](const SketchTable& v) {
             const auto encoding = ExactInHalf(v.table) ? ValueEncoding::kF16 : ValueEncoding::kF32;

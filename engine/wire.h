@@ -26,8 +26,11 @@ absl::StatusOr<PhaseSpec> SpecFromProto(const v1::PhaseSpecMsg& msg, std::uint32
 
 // Sets out's body (not its header) from `value`, losslessly: indices delta + varint coded, values
 // binary32, except sketch tables whose every cell is exact in binary16 (a scheme that rounded its
-// table, schemes/sketch_exchange.h), which travel as binary16.
-absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out);
+// table, schemes/sketch_exchange.h), which travel as binary16, and dense or sparse values that are
+// all exact in `values` (a worker's contribution rounded to scheme.values: Contribution::values),
+// which travel in it. Values that are not all exact in `values` travel as binary32: a sum of
+// rounded values (a phase result, a peer's partial sum) stays float32 whatever `values` says.
+absl::Status EncodeBody(const PayloadValue& value, v1::Payload* out, ValueEncoding values = ValueEncoding::kF32);
 // The body of `in` for a receiver owning range_len elements: dense, sparse and index-set arrays up to
 // range_len entries over dim <= range_len, sketch tables up to kSketchCellsPerElement * range_len
 // cells, finite values. No body: nullopt (a worker that skips the round).

@@ -135,7 +135,7 @@ absl::StatusOr<PhaseResult> PeerAggregator::RunCollective(ShardState& st, const 
       v1::ExchangeRequest request = Header(ref);
       request.set_step(step.index);
       *request.mutable_spec() = SpecToProto(own.spec);
-      SKETCHPS_RETURN_IF_ERROR(EncodePartial(state, &request));
+      SKETCHPS_RETURN_IF_ERROR(EncodePartial(state, &request, own.values));
       st.raw_up.fetch_add(RawPartialBytes(state));
       st.messages.fetch_add(1);
       SKETCHPS_RETURN_IF_ERROR(Send(st, *step.send_to, request));

@@ -53,13 +53,13 @@ std::vector<std::uint32_t> ExpectedOrigins(Collective c, const PhaseSpec& spec,
 
 }  // namespace
 
-absl::Status EncodePartial(const Partial& partial, v1::ExchangeRequest* out) {
+absl::Status EncodePartial(const Partial& partial, v1::ExchangeRequest* out, ValueEncoding values) {
   out->set_contributors(partial.contributors);
   out->clear_items();
   for (const auto& item : partial.items) {
     auto* msg = out->add_items();
     msg->set_origin(item.origin);
-    if (item.payload) SKETCHPS_RETURN_IF_ERROR(EncodeBody(*item.payload, msg->mutable_payload()));
+    if (item.payload) SKETCHPS_RETURN_IF_ERROR(EncodeBody(*item.payload, msg->mutable_payload(), values));
   }
   return absl::OkStatus();
 }

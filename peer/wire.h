@@ -19,8 +19,11 @@
 
 namespace sketchps::peer {
 
-// Sets out's contributors and items (not its header, step or spec).
-absl::Status EncodePartial(const Partial& partial, v1::ExchangeRequest* out);
+// Sets out's contributors and items (not its header, step or spec). An item's dense or sparse values
+// travel in `values` (the rank's Contribution::values) when they are all exact in it (a rank's own
+// rounded contribution, a gathered one), else as binary32 (a partial sum): engine/wire.h EncodeBody.
+absl::Status EncodePartial(const Partial& partial, v1::ExchangeRequest* out,
+                           ValueEncoding values = ValueEncoding::kF32);
 
 // Raw payload bytes of a partial (RawPayloadBytes summed over its items).
 std::uint64_t RawPartialBytes(const Partial& partial);

@@ -208,7 +208,9 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Client::RunPhase(std::uint32_
   header->set_round(round);
   header->set_phase(phase);
   *request.mutable_spec() = SpecToProto(contribution.spec);
-  if (contribution.payload) SKETCHPS_RETURN_IF_ERROR(EncodeBody(*contribution.payload, request.mutable_payload()));
+  if (contribution.payload) {
+    SKETCHPS_RETURN_IF_ERROR(EncodeBody(*contribution.payload, request.mutable_payload(), contribution.values));
+  }
   auto response = Push(shard, request);
   for (int rejoins = 0; IsRejoin(response.status()) && offer_ && rejoins < kMaxRejoins; ++rejoins) {
     // The shard restarted and assembles its state from the workers' replicas: offer ours (as it

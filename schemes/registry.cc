@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "common/wire/codec.h"
 #include "schemes/dense.h"
 #include "schemes/dgc.h"
 #include "schemes/fetchsgd.h"
@@ -27,6 +28,16 @@ std::function<absl::StatusOr<SchemeMaker>(ConfigReader&)> Reader(MakeFn make) {
     SKETCHPS_RETURN_IF_ERROR(config.Read(section));
     return SchemeMaker([make, config](SchemeContext ctx) { return make(std::move(ctx), config); });
   };
+}
+
+// scheme.values: "f32", "f16" or "bf16"; the error names the key.
+absl::StatusOr<ValueEncoding> ReadValues(ConfigReader& scheme) {
+  std::string name = "f32";
+  SKETCHPS_RETURN_IF_ERROR(scheme.Get("values", name));
+  for (const ValueEncoding e : {ValueEncoding::kF32, ValueEncoding::kF16, ValueEncoding::kBF16}) {
+    if (name == ValueEncodingName(e)) return e;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(scheme.KeyPath("values"), ": '", name, "' is not f32, f16 or bf16"));
 }
 
 struct NoConfig {
@@ -69,6 +80,7 @@ absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobCl
   SKETCHPS_RETURN_IF_ERROR(scheme.Get("density", bound.density));
   bool diagnostics = false;  // scheme.diagnostics: compare every round with the exact sum (scheme.h)
   SKETCHPS_RETURN_IF_ERROR(scheme.Get("diagnostics", diagnostics));
+  SKETCHPS_ASSIGN_OR_RETURN(const ValueEncoding values, ReadValues(scheme));
   JobSpan dense_warmup;  // scheme.dense_warmup, or the round-1 count scheme.warmup_rounds
   SKETCHPS_RETURN_IF_ERROR(
       ReadSpanOrLegacy(scheme, "dense_warmup", "warmup_rounds", JobSpan::Unit::kRounds, dense_warmup).status());
@@ -93,9 +105,10 @@ absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobCl
   }
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader section, scheme.Child(bound.name));
   SKETCHPS_ASSIGN_OR_RETURN(SchemeMaker make, entry->read(section));
-  bound.make = [make, warmup_rounds, clock, diagnostics](SchemeContext ctx) {
+  bound.make = [make, warmup_rounds, clock, diagnostics, values](SchemeContext ctx) {
     ctx.warmup_rounds = warmup_rounds;
     ctx.diagnostics = diagnostics;
+    ctx.values = values;
     ctx.clock = clock;
     return make(std::move(ctx));
   };

@@ -9,6 +9,8 @@
 //                           # (common/config/job_span.h); warmup_rounds: N is the older spelling of N rounds
 //     diagnostics: false    # true: every compressed round also sums the inputs densely and
 //                           # reports how G_t compares (engine/scheme.h RoundDiagnostics)
+//     values: f32           # f32 | f16 | bf16: precision of the gradient values each worker pushes
+//                           # (dense and sparse payloads; schemes/scheme_base.h "Values on the wire")
 //     gs_sgd: {rows: 5}     # the method's own section, read by its config's Read()
 // and ParseSchemeSection() turns it into a BoundScheme that builds Scheme instances.
 #pragma once

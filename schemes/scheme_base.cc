@@ -4,10 +4,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/wire/codec.h"
 #include "kernels/vector_ops.h"
 #include "schemes/recovery_check.h"
 
 namespace sketchps {
+namespace {
+
+// Rounds the payload's dense or sparse values to `values` in place; returns the encoding they are
+// now all exact in: `values`, or kF32 when one was beyond the format's range (or for sketch tables
+// and index sets, whose encoding the wire chooses).
+ValueEncoding RoundPushedValues(PayloadValue& payload, ValueEncoding values) {
+  if (values == ValueEncoding::kF32) return values;
+  std::vector<float>* v = nullptr;
+  if (auto* dense = std::get_if<DenseValues>(&payload)) v = &dense->values;
+  if (auto* sparse = std::get_if<SparseVector>(&payload)) v = &sparse->val;
+  if (v == nullptr) return ValueEncoding::kF32;
+  return RoundValues(*v, values) ? values : ValueEncoding::kF32;
+}
+
+}  // namespace
 
 SchemeBase::SchemeBase(SchemeContext ctx) : ctx_(std::move(ctx)), exec_{nullptr, &scratch_} {}
 
@@ -57,6 +73,7 @@ absl::StatusOr<Contribution> SchemeBase::Contribute(std::uint32_t phase, const P
   } else {
     SKETCHPS_ASSIGN_OR_RETURN(c.payload, Payload(phase - first, results_));
   }
+  if (phase >= first) c.values = RoundPushedValues(*c.payload, ctx_.values);  // not the exact diagnostic sum
   return c;
 }
 

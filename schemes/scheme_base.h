@@ -13,6 +13,21 @@
 // A scheme that keeps a residual (error feedback, momentum accumulation) returns it from
 // residual_data() so that diagnostics() reports its norm.
 //
+// Values on the wire (ctx.values, the job key scheme.values: f32, f16 or bf16; docs/methods.md
+// "Values on the wire"): Contribute rounds the dense and sparse values of every payload this worker
+// pushes (warm-up rounds included) to that format, nearest even, and marks the contribution with it
+// (Contribution::values), so they travel in 2 bytes each and RunRound counts 2 bytes per value.
+// Sketch tables keep their own `table` key and index sets carry no values. Values beyond the
+// format's largest finite value (f16: 65504) are left as they are and that payload travels, and is
+// counted, as f32. Receivers sum in float32; phase results travel back as float32.
+// Decision: the rounding error is NOT fed back into an error-feedback residual. Schemes differ in
+// what their residual keeps of a sent value (top-k zeroes exactly the sent entries; gs-SGD sends
+// values at every candidate but zeroes only the taken ones; DGC, SDAGC and Sketched-SGD keep
+// momentum-corrected accumulators), so one rule here would double-count for some of them. The
+// residual therefore stays what it is with f32 values ("sent + residual == input" holds with the
+// values before rounding), and the round drops at most 2^-9 (bf16) or 2^-12 (f16) of each sent
+// value, as DDP's bf16_compress_hook does. The diagnostic phase below is exact and stays f32.
+//
 // With ctx.diagnostics, a compressed round gets one more phase first: a dense sum of every worker's
 // input (the exact aggregate). The scheme's own phases follow unchanged (its phase p is the round's
 // phase p + 1) and never see that result; Finish compares G_t with it (schemes/recovery_check.h).

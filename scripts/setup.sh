@@ -8,7 +8,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config git
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev
   catch2 libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libboost-dev zlib1g-dev libyaml-cpp-dev
-  libfp16-dev libxxhash-dev prometheus-cpp-dev libssl-dev
+  libfp16-dev libeigen3-dev libxxhash-dev prometheus-cpp-dev libssl-dev
   python3 python3-yaml iproute2 nftables python3-torch python3-matplotlib python3-dev pybind11-dev python3-pytest
   clang-14 clang-format-14 libclang-rt-14-dev libomp-14-dev
   libtorch-dev dataset-fashion-mnist

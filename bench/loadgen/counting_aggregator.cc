@@ -11,7 +11,7 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> CountingAggregator::RunPhase(
                                                                                 std::uint32_t phase,
                                                                                 Contribution contribution) {
   const bool contributed = contribution.payload.has_value();
-  const std::uint64_t up = contributed ? RawPayloadBytes(*contribution.payload) : 0;
+  const std::uint64_t up = contributed ? RawPayloadBytes(*contribution.payload, contribution.values) : 0;
   auto result = inner_.RunPhase(shard, round, phase, std::move(contribution));
   if (result.ok() && shard < slots_.size() && phase < kPhaseSlots) {
     PhaseTotals& t = slots_[shard][phase];

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/bf16.h"
 #include "common/fp16.h"
 #include "common/status.h"
 #include "common/wire/codec_wire.h"
@@ -26,7 +27,21 @@ constexpr std::uint64_t kMaxCount = std::numeric_limits<std::uint32_t>::max();
 v1::IndexEncoding ToProto(IndexEncoding e) {
   return e == IndexEncoding::kDeltaVarint ? v1::INDEX_DELTA_VARINT : v1::INDEX_RAW_U32;
 }
-v1::ValueEncoding ToProto(ValueEncoding e) { return e == ValueEncoding::kF16 ? v1::VALUE_F16 : v1::VALUE_F32; }
+v1::ValueEncoding ToProto(ValueEncoding e) {
+  switch (e) {
+    case ValueEncoding::kF16: return v1::VALUE_F16;
+    case ValueEncoding::kBF16: return v1::VALUE_BF16;
+    case ValueEncoding::kF32: break;
+  }
+  return v1::VALUE_F32;
+}
+
+// One value's 16-bit pattern under kF16 or kBF16, and the largest finite value of that format.
+std::uint16_t To16Bits(float v, ValueEncoding encoding) {
+  return encoding == ValueEncoding::kBF16 ? FloatToBFloat16Bits(v) : FloatToHalfBits(v);
+}
+float Max16(ValueEncoding encoding) { return encoding == ValueEncoding::kBF16 ? kBFloat16Max : kHalfMax; }
+const char* Name16(ValueEncoding encoding) { return encoding == ValueEncoding::kBF16 ? "bfloat16" : "binary16"; }
 
 bool StrictlyIncreasing(std::span<const std::uint32_t> idx) {
   return std::adjacent_find(idx.begin(), idx.end(), std::greater_equal<>()) == idx.end();
@@ -81,7 +96,8 @@ void WriteIndices(std::span<const std::uint32_t> idx, IndexEncoding encoding, st
   }
 }
 
-// Writes values in the chosen encoding; under kF16 a finite value that rounds to infinity fails.
+// Writes values in the chosen encoding; under kF16 and kBF16 a finite value that rounds to infinity
+// fails.
 absl::Status WriteValues(absl::string_view field, std::span<const float> val, ValueEncoding encoding,
                          std::string* out) {
   out->resize(ValueArrayBytes(val.size(), encoding));
@@ -89,11 +105,13 @@ absl::Status WriteValues(absl::string_view field, std::span<const float> val, Va
     codec_internal::StoreLE32(val.data(), val.size(), out->data());
     return absl::OkStatus();
   }
+  // The exponent field: all ones is an infinity or a NaN, which a finite value must not become.
+  const std::uint16_t exponent = encoding == ValueEncoding::kBF16 ? 0x7F80u : 0x7C00u;
   for (std::size_t i = 0; i < val.size(); ++i) {
-    const std::uint16_t h = FloatToHalfBits(val[i]);
-    if ((h & 0x7C00u) == 0x7C00u && std::isfinite(val[i])) {
-      return Invalid(field, "value ", val[i], " at position ", i, " overflows binary16 (largest finite ", kHalfMax,
-                     ")");
+    const std::uint16_t h = To16Bits(val[i], encoding);
+    if ((h & exponent) == exponent && std::isfinite(val[i])) {
+      return Invalid(field, "value ", val[i], " at position ", i, " overflows ", Name16(encoding), " (largest finite ",
+                     Max16(encoding), ")");
     }
     codec_internal::StoreLE16(h, out->data() + 2 * i);
   }
@@ -188,8 +206,19 @@ absl::Status EncodeIndexSet(const IndexSet& in, IndexEncoding index_encoding, v1
   return ClearedOnError(out, [&] { return FillIndexSet(in, index_encoding, out); });
 }
 
+std::uint64_t ValueBytes(ValueEncoding value_encoding) { return value_encoding == ValueEncoding::kF32 ? 4 : 2; }
+
+const char* ValueEncodingName(ValueEncoding value_encoding) {
+  switch (value_encoding) {
+    case ValueEncoding::kF16: return "f16";
+    case ValueEncoding::kBF16: return "bf16";
+    case ValueEncoding::kF32: break;
+  }
+  return "f32";
+}
+
 std::uint64_t ValueArrayBytes(std::uint64_t count, ValueEncoding value_encoding) {
-  return count * (value_encoding == ValueEncoding::kF16 ? 2 : 4);
+  return count * ValueBytes(value_encoding);
 }
 
 std::uint64_t IndexArrayBytes(std::span<const std::uint32_t> idx, IndexEncoding index_encoding) {
@@ -218,6 +247,33 @@ bool ExactInHalf(std::span<const float> values) {
     if (!(std::fabs(v) <= kHalfMax) || HalfBitsToFloat(FloatToHalfBits(v)) != v) return false;
   }
   return true;
+}
+
+bool ExactIn(std::span<const float> values, ValueEncoding value_encoding) {
+  switch (value_encoding) {
+    case ValueEncoding::kF32: return true;
+    case ValueEncoding::kF16: return ExactInHalf(values);
+    case ValueEncoding::kBF16:
+      for (float v : values) {
+        if (!(std::fabs(v) <= kBFloat16Max) || RoundToBFloat16(v) != v) return false;
+      }
+      return true;
+  }
+  return false;
+}
+
+bool RoundValues(std::span<float> values, ValueEncoding value_encoding) {
+  if (value_encoding == ValueEncoding::kF32) return true;
+  const float max = Max16(value_encoding);
+  bool all = true;
+  for (float& v : values) {
+    if (std::fabs(v) <= max) {  // rounds to a finite value of the format
+      v = value_encoding == ValueEncoding::kBF16 ? RoundToBFloat16(v) : HalfBitsToFloat(FloatToHalfBits(v));
+    } else {
+      all = false;  // beyond the format's largest finite value, or not finite: left as it is
+    }
+  }
+  return all;
 }
 
 WireBytes MeasureWireBytes(const v1::Payload& payload) {

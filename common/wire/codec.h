@@ -4,14 +4,15 @@
 // elements with an explicit element count. Index arrays are STRICTLY INCREASING on the wire under
 // both encodings: raw uint32, or delta + varint (the first index, then each gap to the previous
 // index, every number a canonical base-128 varint written and read with protobuf's coded streams).
-// Values are binary32, or binary16 rounded to nearest even (common/fp16.h). The byte order is fixed
+// Values are binary32, or binary16 (common/fp16.h) or bfloat16 (common/bf16.h), both rounded to
+// nearest even. The byte order is fixed
 // (little-endian) whatever the host's; the code converts explicitly on big-endian hosts.
 //
 // Encoders accept any index order (they sort (index, value) pairs when needed) and overwrite *out.
 // They fail with INVALID_ARGUMENT, leaving *out cleared, when the in-memory value is not valid (see
 // payload.h): mismatched array sizes, an index >= dim, a duplicate index, dim > kMaxPayloadDim, a
-// table size != rows * cols, or a finite value that would overflow binary16 under kF16 (it would
-// arrive as an infinity that the receiver rejects). Their messages name the in-memory field, e.g.
+// table size != rows * cols, or a finite value that would overflow binary16 under kF16 or bfloat16
+// under kBF16 (it would arrive as an infinity that the receiver rejects). Their messages name the in-memory field, e.g.
 // "SparseVector.idx: duplicate index 3 at positions 0 and 2". Non-finite values are encoded as they
 // are: the receiver decides (DecodeLimits::allow_nonfinite).
 //
@@ -72,14 +73,14 @@ struct DecodeLimits {
 
 // ---- Encoders ---------------------------------------------------------------------------------
 
-// Fills *out from in.values. Errors: more than 2^32 - 1 values; binary16 overflow under kF16.
+// Fills *out from in.values. Errors: more than 2^32 - 1 values; overflow under kF16 or kBF16.
 absl::Status EncodeDense(const DenseValues& in, ValueEncoding value_encoding, v1::DensePayload* out);
 
 // Fills *out from in, sorting pairs by index when in.idx is not strictly increasing.
-// Errors: idx/val size mismatch, dim > kMaxPayloadDim, index >= dim, duplicate index, binary16 overflow.
+// Errors: idx/val size mismatch, dim > kMaxPayloadDim, index >= dim, duplicate index, kF16/kBF16 overflow.
 absl::Status EncodeSparse(const SparseVector& in, const EncodeOptions& options, v1::SparsePayload* out);
 
-// Fills *out from in. Errors: table.size() != rows * cols, dim > kMaxPayloadDim, binary16 overflow.
+// Fills *out from in. Errors: table.size() != rows * cols, dim > kMaxPayloadDim, kF16/kBF16 overflow.
 absl::Status EncodeSketch(const SketchTable& in, ValueEncoding value_encoding, v1::SketchPayload* out);
 
 // Fills *out from in, sorting the indices when needed. Errors: dim > kMaxPayloadDim, index >= dim,
@@ -119,19 +120,30 @@ absl::StatusOr<std::vector<float>> ParseF32Bytes(const std::string& bytes, std::
 
 // ---- Byte accounting --------------------------------------------------------------------------
 
-// Bytes of a value array of `count` elements: 4 * count (kF32) or 2 * count (kF16).
+// Bytes of one value: 4 (kF32) or 2 (kF16, kBF16).
+std::uint64_t ValueBytes(ValueEncoding value_encoding);
+// Bytes of a value array of `count` elements: count * ValueBytes(value_encoding).
 std::uint64_t ValueArrayBytes(std::uint64_t count, ValueEncoding value_encoding);
+// "f32", "f16" or "bf16" (the job key scheme.values spells them so).
+const char* ValueEncodingName(ValueEncoding value_encoding);
 
 // Bytes the encoders put in an `indices` field for these indices (any order, no duplicates):
 // 4 * n for kRawU32, the sum of the varint sizes of the first index and the gaps for kDeltaVarint.
 std::uint64_t IndexArrayBytes(std::span<const std::uint32_t> idx, IndexEncoding index_encoding);
 
-// Bytes of a sketch table field: rows * cols * 4 (kF32) or * 2 (kF16).
+// Bytes of a sketch table field: rows * cols * ValueBytes(value_encoding).
 std::uint64_t SketchArrayBytes(std::uint32_t rows, std::uint32_t cols,
                                ValueEncoding value_encoding = ValueEncoding::kF32);
 
 // Whether every value is finite and exactly representable in binary16 (so kF16 is lossless).
 bool ExactInHalf(std::span<const float> values);
+// Whether encoding `values` in value_encoding is lossless: always for kF32; for kF16 and kBF16,
+// every value is finite and exactly representable in that format.
+bool ExactIn(std::span<const float> values, ValueEncoding value_encoding);
+// Rounds every value of magnitude <= the format's largest finite value to kF16 or kBF16 (nearest,
+// ties to even) in place; larger and non-finite values are left as they are. Returns whether every
+// value was rounded (then ExactIn(values, value_encoding) holds). kF32: no change, true.
+bool RoundValues(std::span<float> values, ValueEncoding value_encoding);
 
 // Where the serialized bytes of a Payload go.
 struct WireBytes {

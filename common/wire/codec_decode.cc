@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/bf16.h"
 #include "common/fp16.h"
 #include "common/status.h"
 #include "common/wire/codec.h"
@@ -37,6 +38,7 @@ absl::StatusOr<ValueEncoding> ParseValueEncoding(absl::string_view field, int va
   switch (value) {
     case v1::VALUE_F32: return ValueEncoding::kF32;
     case v1::VALUE_F16: return ValueEncoding::kF16;
+    case v1::VALUE_BF16: return ValueEncoding::kBF16;
     default: return Invalid(field, "unknown enum value ", value);
   }
 }
@@ -71,7 +73,7 @@ absl::Status CheckIndexBytes(absl::string_view field, std::size_t bytes, std::ui
 }
 
 absl::Status CheckValueBytes(absl::string_view field, std::size_t bytes, std::uint64_t count, ValueEncoding encoding) {
-  const std::uint64_t element = encoding == ValueEncoding::kF16 ? 2 : 4;
+  const std::uint64_t element = ValueBytes(encoding);
   // Only sketch cell counts (rows * cols) can get this large, and only with an absurd max_count.
   if (count > std::numeric_limits<std::uint64_t>::max() / element) return Invalid(field, "count ", count, " overflows");
   if (bytes != count * element) {
@@ -138,8 +140,12 @@ absl::StatusOr<std::vector<float>> ReadValues(absl::string_view field, const std
   std::vector<float> val(count);
   if (encoding == ValueEncoding::kF32) {
     codec_internal::LoadLE32(bytes.data(), val.size(), val.data());
-  } else {
+  } else if (encoding == ValueEncoding::kF16) {
     for (std::size_t i = 0; i < val.size(); ++i) val[i] = HalfBitsToFloat(codec_internal::LoadLE16(&bytes[2 * i]));
+  } else {
+    for (std::size_t i = 0; i < val.size(); ++i) {
+      val[i] = BFloat16BitsToFloat(codec_internal::LoadLE16(&bytes[2 * i]));
+    }
   }
   if (!allow_nonfinite) {
     for (std::size_t i = 0; i < val.size(); ++i) {

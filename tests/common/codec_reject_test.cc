@@ -1,5 +1,6 @@
 // Rejection tests of the payload codecs: every malformed input yields INVALID_ARGUMENT with a
 // message that starts with the offending field's path.
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -8,12 +9,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/bf16.h"
 #include "common/wire/codec.h"
 #include "support/codec_reference.h"
 
 namespace v1 = sketchps::v1;
 using sketchps::DecodeLimits;
 using sketchps::IndexEncoding;
+using sketchps::kBFloat16Max;
 using sketchps::ValueEncoding;
 using sketchps::testing::RefF32;
 using sketchps::testing::RefLE32;
@@ -76,6 +79,29 @@ TEST_CASE("Decoders reject truncated, extended and miscounted arrays", "[codec]"
     p.set_value_encoding(v1::VALUE_F16);
     RequireInvalid(sketchps::DecodeSparse(p, kLimits), "sparse.values", "expected count 3 x 2 = 6");
   }
+  SECTION("bf16 values need 2 bytes each") {
+    p.set_value_encoding(v1::VALUE_BF16);
+    RequireInvalid(sketchps::DecodeSparse(p, kLimits), "sparse.values", "12 bytes, expected count 3 x 2 = 6");
+  }
+  SECTION("bf16 arrays: truncated, an odd byte count, one value too many") {
+    v1::DensePayload d;
+    REQUIRE(sketchps::EncodeDense({{1.0f, 2.0f, 3.0f}}, ValueEncoding::kBF16, &d).ok());
+    REQUIRE(d.values().size() == 6);
+    REQUIRE(sketchps::DecodeDense(d, kLimits).ok());
+    v1::DensePayload truncated = d;
+    truncated.mutable_values()->resize(4);
+    RequireInvalid(sketchps::DecodeDense(truncated, kLimits), "dense.values", "4 bytes, expected count 3 x 2 = 6");
+    v1::DensePayload odd = d;
+    odd.mutable_values()->pop_back();
+    RequireInvalid(sketchps::DecodeDense(odd, kLimits), "dense.values", "5 bytes, expected count 3 x 2 = 6");
+    v1::DensePayload longer = d;
+    longer.mutable_values()->append(2, '\0');
+    RequireInvalid(sketchps::DecodeDense(longer, kLimits), "dense.values", "8 bytes, expected count 3 x 2 = 6");
+    v1::SparsePayload sp = Sparse({1, 2, 3}, {1, 2, 3});
+    sp.set_value_encoding(v1::VALUE_BF16);
+    sp.set_values(std::string(7, '\0'));
+    RequireInvalid(sketchps::DecodeSparse(sp, kLimits), "sparse.values", "7 bytes, expected count 3 x 2 = 6");
+  }
   SECTION("dense and sketch tables") {
     v1::DensePayload d;
     d.set_count(2);
@@ -131,8 +157,8 @@ TEST_CASE("Decoders reject non-finite values unless allowed", "[codec]") {
   const float bad = GENERATE(std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY);
   DecodeLimits allow = kLimits;
   allow.allow_nonfinite = true;
-  SECTION("sparse f32 and f16") {
-    const auto venc = GENERATE(ValueEncoding::kF32, ValueEncoding::kF16);
+  SECTION("sparse f32, f16 and bf16") {
+    const auto venc = GENERATE(ValueEncoding::kF32, ValueEncoding::kF16, ValueEncoding::kBF16);
     v1::SparsePayload p;
     REQUIRE(sketchps::EncodeSparse({10, {1, 2}, {1.0f, bad}}, {IndexEncoding::kRawU32, venc}, &p).ok());
     RequireInvalid(sketchps::DecodeSparse(p, kLimits), "sparse.values", "non-finite value");
@@ -243,7 +269,7 @@ TEST_CASE("Decoders reject unknown enum values and an empty oneof", "[codec]") {
   p.set_value_encoding(static_cast<v1::ValueEncoding>(-1));
   RequireInvalid(sketchps::DecodeSparse(p, kLimits), "sparse.value_encoding", "unknown enum value -1");
   v1::DensePayload d;
-  d.set_value_encoding(static_cast<v1::ValueEncoding>(2));
+  d.set_value_encoding(static_cast<v1::ValueEncoding>(3));  // VALUE_BF16 = 2 is the last known value
   RequireInvalid(sketchps::DecodeDense(d, kLimits), "dense.value_encoding");
   v1::IndexSetPayload set;
   set.set_index_encoding(static_cast<v1::IndexEncoding>(3));
@@ -299,4 +325,11 @@ TEST_CASE("Encoders reject invalid in-memory payloads and leave the output clear
                  "duplicate index 0");
   v1::DensePayload d;
   RequireInvalid(sketchps::EncodeDense({{-1e9f}}, ValueEncoding::kF16, &d), "DenseValues.values", "overflows binary16");
+  // bfloat16 has binary32's range: only the last half-binade below FLT_MAX overflows.
+  CHECK(sketchps::EncodeDense({{-1e9f, 1e38f, -kBFloat16Max}}, ValueEncoding::kBF16, &d).ok());
+  RequireInvalid(sketchps::EncodeDense({{1.0f, FLT_MAX}}, ValueEncoding::kBF16, &d), "DenseValues.values",
+                 "value 3.40282e+38 at position 1 overflows bfloat16");
+  CHECK(d.values().empty());
+  RequireInvalid(sketchps::EncodeSparse({10, {1}, {-0x1.ffp127f}}, {IndexEncoding::kRawU32, ValueEncoding::kBF16}, &p),
+                 "SparseVector.val", "overflows bfloat16");
 }

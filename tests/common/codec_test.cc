@@ -2,6 +2,7 @@
 // codec_reject_test.cc, the randomized mutation test in codec_mutation_test.cc.
 #include "common/wire/codec.h"
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/bf16.h"
 #include "common/fp16.h"
 #include "common/wire/codec_wire.h"
 #include "support/codec_reference.h"
@@ -30,10 +32,30 @@ const DecodeLimits kWide = DecodeLimits::ForRange(kDimMax);
 // f16 round trip of one value, computed element-wise: what the decoder must return.
 float ThroughHalf(float v) { return sketchps::HalfBitsToFloat(sketchps::FloatToHalfBits(v)); }
 
+// bf16 round trip of one value from the independent nearest-value reference.
+float ThroughBFloat16(float v) {
+  static const sketchps::testing::NearestBFloat16 nearest;
+  return static_cast<float>(sketchps::testing::BFloat16ClosedForm(nearest(v)));
+}
+
 std::vector<float> Expected(const std::vector<float>& v, ValueEncoding enc) {
   std::vector<float> out(v);
   if (enc == ValueEncoding::kF16) {
     for (float& x : out) x = ThroughHalf(x);
+  }
+  if (enc == ValueEncoding::kBF16) {
+    for (float& x : out) x = ThroughBFloat16(x);
+  }
+  return out;
+}
+
+// The little-endian bytes of bfloat16 values: the top 16 bits of the nearest bfloat16's float.
+std::string RefBF16(const std::vector<float>& values) {
+  std::string out;
+  for (const float v : values) {
+    const std::uint32_t bits = sketchps::testing::FloatBits(ThroughBFloat16(v)) >> 16;
+    out.push_back(static_cast<char>(bits & 0xFF));
+    out.push_back(static_cast<char>(bits >> 8));
   }
   return out;
 }
@@ -65,7 +87,7 @@ std::vector<IdxCase> IndexCases() {
 
 TEST_CASE("Sparse payloads round-trip under every encoding", "[codec]") {
   const auto ienc = GENERATE(IndexEncoding::kRawU32, IndexEncoding::kDeltaVarint);
-  const auto venc = GENERATE(ValueEncoding::kF32, ValueEncoding::kF16);
+  const auto venc = GENERATE(ValueEncoding::kF32, ValueEncoding::kF16, ValueEncoding::kBF16);
   for (const IdxCase& c : IndexCases()) {
     const sketchps::SparseVector in{c.dim, c.idx, RandomValues(c.idx.size(), c.dim)};
     v1::SparsePayload wire;
@@ -74,6 +96,7 @@ TEST_CASE("Sparse payloads round-trip under every encoding", "[codec]") {
     CHECK(wire.dim() == c.dim);
     CHECK(wire.indices() == (ienc == IndexEncoding::kRawU32 ? RefLE32(c.idx) : RefDeltaVarint(c.idx)));
     if (venc == ValueEncoding::kF32) CHECK(wire.values() == RefF32(in.val));
+    if (venc == ValueEncoding::kBF16) CHECK(wire.values() == RefBF16(in.val));
     CHECK(wire.values().size() == sketchps::ValueArrayBytes(c.idx.size(), venc));
     const auto out = sketchps::DecodeSparse(wire, kWide);
     REQUIRE(out.ok());
@@ -96,13 +119,18 @@ TEST_CASE("Index sets round-trip under both index encodings", "[codec]") {
   }
 }
 
-TEST_CASE("Dense payloads round-trip under both value encodings", "[codec]") {
-  const auto venc = GENERATE(ValueEncoding::kF32, ValueEncoding::kF16);
+TEST_CASE("Dense payloads round-trip under every value encoding", "[codec]") {
+  const auto venc = GENERATE(ValueEncoding::kF32, ValueEncoding::kF16, ValueEncoding::kBF16);
   const auto n = GENERATE(0, 1, 1000);
   const sketchps::DenseValues in{RandomValues(n, 7)};
   v1::DensePayload wire;
   REQUIRE(sketchps::EncodeDense(in, venc, &wire).ok());
+  CHECK(wire.values().size() == static_cast<std::size_t>(n) * (venc == ValueEncoding::kF32 ? 4 : 2));
   if (venc == ValueEncoding::kF32) CHECK(wire.values() == RefF32(in.values));
+  if (venc == ValueEncoding::kBF16) CHECK(wire.values() == RefBF16(in.values));
+  CHECK(wire.value_encoding() == (venc == ValueEncoding::kBF16  ? v1::VALUE_BF16
+                                  : venc == ValueEncoding::kF16 ? v1::VALUE_F16
+                                                                : v1::VALUE_F32));
   const auto out = sketchps::DecodeDense(wire, DecodeLimits::ForRange(1000));
   REQUIRE(out.ok());
   CHECK(out->values == Expected(in.values, venc));
@@ -127,6 +155,59 @@ TEST_CASE("f16 values stay within half precision of the input", "[codec]") {
     CHECK(err <= std::max(std::fabs(static_cast<double>(v[i])) * 0x1p-11, 0x1p-25));
     CHECK(std::signbit(out->values[i]) == std::signbit(v[i]));
   }
+}
+
+TEST_CASE("bf16 values keep the float exponent range and stay within 2^-9 relative", "[codec]") {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exponent(-149, 127);  // the float subnormals up to the largest binade
+  std::vector<float> v(5000);
+  for (float& x : v) x = std::ldexp(rng() % 2 ? mantissa(rng) : -mantissa(rng), exponent(rng));
+  for (const float x : {0.0f, -0.0f, sketchps::kBFloat16Max, -sketchps::kBFloat16Max, 1e-40f, 65520.0f, 1e30f}) {
+    v.push_back(x);
+  }
+  v1::DensePayload wire;
+  REQUIRE(sketchps::EncodeDense({v}, ValueEncoding::kBF16, &wire).ok());
+  const auto out = sketchps::DecodeDense(wire, DecodeLimits::ForRange(v.size()));
+  REQUIRE(out.ok());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const long double err = std::fabs(static_cast<long double>(out->values[i]) - v[i]);
+    // Half of the spacing: 2^-8 relative for normals (8 significant bits), 2^-134 absolute below 2^-126.
+    CHECK(err <= std::max(std::fabs(static_cast<long double>(v[i])) * 0x1p-8L, 0x1p-134L));
+    CHECK(std::signbit(out->values[i]) == std::signbit(v[i]));
+    CHECK(out->values[i] == ThroughBFloat16(v[i]));
+  }
+}
+
+TEST_CASE("ExactIn and RoundValues agree with the formats", "[codec]") {
+  std::vector<float> v = RandomValues(1000, 11);
+  CHECK(sketchps::ExactIn(v, ValueEncoding::kF32));
+  CHECK_FALSE(sketchps::ExactIn(v, ValueEncoding::kBF16));
+  CHECK_FALSE(sketchps::ExactIn(v, ValueEncoding::kF16));
+  std::vector<float> b = v;
+  CHECK(sketchps::RoundValues(b, ValueEncoding::kBF16));
+  CHECK(b == Expected(v, ValueEncoding::kBF16));
+  CHECK(sketchps::ExactIn(b, ValueEncoding::kBF16));
+  std::vector<float> h = v;
+  CHECK(sketchps::RoundValues(h, ValueEncoding::kF16));
+  CHECK(h == Expected(v, ValueEncoding::kF16));
+  CHECK(sketchps::ExactIn(h, ValueEncoding::kF16));
+  // 1 + 2^-10 is a half but not a bfloat16; 2^20 is a bfloat16 but beyond the half range.
+  CHECK(sketchps::ExactIn(std::vector<float>{1.0f + 0x1p-10f}, ValueEncoding::kF16));
+  CHECK_FALSE(sketchps::ExactIn(std::vector<float>{1.0f + 0x1p-10f}, ValueEncoding::kBF16));
+  CHECK(sketchps::ExactIn(std::vector<float>{0x1p20f}, ValueEncoding::kBF16));
+  CHECK_FALSE(sketchps::ExactIn(std::vector<float>{0x1p20f}, ValueEncoding::kF16));
+  CHECK_FALSE(sketchps::ExactIn(std::vector<float>{INFINITY}, ValueEncoding::kBF16));
+  // Values beyond the format, or not finite, are left as they are and make RoundValues false.
+  std::vector<float> big{1.0f + 0x1p-12f, FLT_MAX, 70000.0f};
+  CHECK_FALSE(sketchps::RoundValues(big, ValueEncoding::kBF16));
+  CHECK(big == std::vector<float>{1.0f, FLT_MAX, 70144.0f});
+  std::vector<float> f32{0.1f};
+  CHECK(sketchps::RoundValues(f32, ValueEncoding::kF32));
+  CHECK(f32[0] == 0.1f);
+  CHECK(sketchps::ValueBytes(ValueEncoding::kBF16) == 2);
+  CHECK(sketchps::ValueArrayBytes(7, ValueEncoding::kBF16) == 14);
+  CHECK(std::string(sketchps::ValueEncodingName(ValueEncoding::kBF16)) == "bf16");
 }
 
 TEST_CASE("Sketch tables round-trip with their shape", "[codec]") {
@@ -220,14 +301,14 @@ TEST_CASE("Wire bytes match the promised array sizes", "[codec]") {
     CHECK(bytes.overhead() <= sketchps::kMaxBodyOverheadBytes);
   }
   SECTION("sparse: count * (4 + value size) for raw indices") {
-    const auto venc = GENERATE(ValueEncoding::kF32, ValueEncoding::kF16);
+    const auto venc = GENERATE(ValueEncoding::kF32, ValueEncoding::kF16, ValueEncoding::kBF16);
     std::vector<std::uint32_t> idx(300);
     for (std::uint32_t i = 0; i < idx.size(); ++i) idx[i] = i * 1000;
     REQUIRE(sketchps::EncodeSparse({1u << 20, idx, RandomValues(300, 2)}, {IndexEncoding::kRawU32, venc},
                                    p.mutable_sparse())
                 .ok());
     const auto bytes = sketchps::MeasureWireBytes(p);
-    CHECK(bytes.arrays == 300 * (4 + (venc == ValueEncoding::kF16 ? 2 : 4)));
+    CHECK(bytes.arrays == 300 * (4 + (venc == ValueEncoding::kF32 ? 4 : 2)));
     CHECK(bytes.total == p.SerializeAsString().size());
     CHECK(bytes.overhead() <= sketchps::kMaxBodyOverheadBytes);
   }

@@ -40,7 +40,8 @@ std::vector<float> Ramp(std::size_t n, float scale = 0.5f) {
   return v;
 }
 
-v1::PushPullRequest Push(const PhaseSpec& spec, const PayloadValue& value, std::uint32_t phase = 0) {
+v1::PushPullRequest Push(const PhaseSpec& spec, const PayloadValue& value, std::uint32_t phase = 0,
+                         ValueEncoding values = ValueEncoding::kF32) {
   v1::PushPullRequest r;
   auto* h = r.mutable_payload()->mutable_header();
   h->set_job_id(fuzz::kJobId);
@@ -49,7 +50,7 @@ v1::PushPullRequest Push(const PhaseSpec& spec, const PayloadValue& value, std::
   h->set_round(0);
   h->set_phase(phase);
   *r.mutable_spec() = SpecToProto(spec);
-  if (!EncodeBody(value, r.mutable_payload()).ok()) fuzz::Fail("make_seeds", "a seed does not encode");
+  if (!EncodeBody(value, r.mutable_payload(), values).ok()) fuzz::Fail("make_seeds", "a seed does not encode");
   return r;
 }
 
@@ -75,6 +76,9 @@ void PayloadAndPushSeeds() {
       {"ok-sketch-f16", Push(Spec(Reduction::kSketchRecover, false, 4), Sketch(d, true))},
       {"ok-sketch-f32", Push(Spec(Reduction::kSketchRecover, true, 4), Sketch(d, false))},
       {"ok-leader-set", Push(Spec(Reduction::kLeaderIndexSet, false), IndexSet{d, {0, 3, 7}})},
+      // scheme.values: bf16 (the ramp and the sparse values are exact in bfloat16)
+      {"ok-dense-bf16", Push(Spec(Reduction::kDenseSum, true), DenseValues{Ramp(d)}, 0, ValueEncoding::kBF16)},
+      {"ok-sparse-bf16", Push(Spec(Reduction::kSparseSum, true), Sparse(d), 0, ValueEncoding::kBF16)},
   };
   for (const auto& [name, r] : ok) {
     WriteMessage("payload", name, r);
@@ -102,6 +106,9 @@ void PayloadAndPushSeeds() {
   values.replace(4, 4, std::string("\x00\x00\xc0\x7f", 4));
   nan.mutable_payload()->mutable_dense()->set_values(values);
   WriteMessage("payload", "bad-nan", nan);
+  v1::PushPullRequest odd = Push(Spec(Reduction::kDenseSum, true), DenseValues{Ramp(d)}, 0, ValueEncoding::kBF16);
+  odd.mutable_payload()->mutable_dense()->mutable_values()->pop_back();  // 2 * count - 1 bytes
+  WriteMessage("payload", "bad-bf16-odd-bytes", odd);
   WriteMessage("push", "bad-nan", nan);
 }
 

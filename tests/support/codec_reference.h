@@ -1,5 +1,6 @@
 // Naive, independent references for the payload codec tests: byte-by-byte little-endian and varint
-// writers (no protobuf), binary16 values from the closed form and a nearest-half search, and
+// writers (no protobuf), binary16 and bfloat16 values from their closed forms and nearest-value
+// searches, and
 // validity predicates for decoded payloads. Deliberately simple: the codecs are checked against them.
 #pragma once
 
@@ -100,6 +101,47 @@ class NearestHalf {
 
  private:
   std::vector<double> values_;
+};
+
+// The value of bfloat16 bit pattern b from its definition (sign, 8-bit exponent with bias 127,
+// 7-bit fraction; NaN for NaN patterns), computed in long double without looking at float bits.
+inline long double BFloat16ClosedForm(std::uint16_t b) {
+  const int sign = (b >> 15) ? -1 : 1;
+  const int e = (b >> 7) & 0xFF;
+  const int m = b & 0x7F;
+  if (e == 255) return m == 0 ? sign * static_cast<long double>(INFINITY) : static_cast<long double>(NAN);
+  if (e == 0) return sign * std::ldexp(static_cast<long double>(m), -133);
+  return sign * std::ldexp(static_cast<long double>(128 + m), e - 134);
+}
+
+// Nearest bfloat16 pattern to a non-NaN f: ties to the even pattern, and 2^128 (pattern 0x7F80)
+// stands in for infinity as the next value after the largest finite one, so overflow falls out of
+// the search. Works in long double (every midpoint of adjacent bfloat16 values is exact there).
+class NearestBFloat16 {
+ public:
+  NearestBFloat16() {
+    for (std::uint32_t b = 0; b < 0x7F80; ++b) values_.push_back(BFloat16ClosedForm(static_cast<std::uint16_t>(b)));
+    values_.push_back(std::ldexp(1.0L, 128));  // index 0x7F80: +infinity
+  }
+
+  std::uint16_t operator()(float f) const {
+    const std::uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    const long double a = std::fabs(static_cast<long double>(f));
+    if (a >= values_.back()) return sign | 0x7F80;
+    const auto hi = static_cast<std::size_t>(std::lower_bound(values_.begin(), values_.end(), a) - values_.begin());
+    if (values_[hi] == a) return sign | static_cast<std::uint16_t>(hi);
+    const std::size_t lo = hi - 1;
+    const long double mid = (values_[lo] + values_[hi]) / 2;
+    std::size_t pick = a < mid ? lo : hi;
+    if (a == mid) pick = (lo % 2 == 0) ? lo : hi;
+    return sign | static_cast<std::uint16_t>(pick);
+  }
+
+  // Non-negative finite bfloat16 values in increasing order, followed by 2^128.
+  const std::vector<long double>& values() const { return values_; }
+
+ private:
+  std::vector<long double> values_;
 };
 
 inline bool AllFinite(const std::vector<float>& v) {
