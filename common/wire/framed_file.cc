@@ -140,7 +140,8 @@ absl::StatusOr<std::string> UnframeBytes(std::string bytes, const char (&magic)[
       bytes.size() - kHeaderBytes - trailer != length) {
     return absl::DataLossError(absl::StrCat(name, ": truncated or padded (header says ", length, " payload bytes",
                                             tagged ? " and a 32-byte integrity tag" : "", ", file has ",
-                                            bytes.size() - kHeaderBytes, " bytes after the header)"));
+                                            bytes.size() - kHeaderBytes,
+                                            tagged ? " bytes after the header)" : ")"));  // untagged: as it was
   }
   if (Crc(bytes.data() + kHeaderBytes, length) != GetLe(bytes, 16, 4))
     return absl::DataLossError(absl::StrCat(name, ": CRC mismatch"));

@@ -105,8 +105,9 @@ TEST_CASE("a tagged file under another key is refused", "[framed]") {
   const FileKey other = Key('b');
   auto read = UnframeBytes(bytes, kMagic, kMax, "x.bin", &other);
   REQUIRE(!read.ok());
-  CHECK(Contains(read.status(), "x.bin: integrity tag does not match the checkpoint key (tampered, or written with "
-                                "another key)"));
+  CHECK(Contains(read.status(),
+                 "x.bin: integrity tag does not match the checkpoint key (tampered, or written with "
+                 "another key)"));
 }
 
 TEST_CASE("a truncated tagged file is refused naming the file", "[framed]") {
