@@ -36,6 +36,7 @@ std::vector<std::string> ServerArgv(const ServerLaunch& s) {
   argv.insert(argv.end(), {"--shard", std::to_string(s.shard), "--listen", s.listen});
   Add(argv, "--health-listen", s.health_listen);
   Add(argv, "--checkpoint-dir", s.checkpoint_dir);
+  Add(argv, "--checkpoint-key-file", s.checkpoint_key_file);
   AddNumber(argv, "--idle-exit-seconds", s.idle_exit_seconds);
   AddNumber(argv, "--max-wait-seconds", s.max_wait_seconds);
   AddNumber(argv, "--grace-seconds", s.grace_seconds);
@@ -49,6 +50,7 @@ std::vector<std::string> WorkerArgv(const WorkerLaunch& w) {
                            std::to_string(w.threads)});
   Add(argv, "--metrics-out", w.metrics_out);
   Add(argv, "--state-dir", w.state_dir);
+  Add(argv, "--checkpoint-key-file", w.checkpoint_key_file);
   if (w.state_every_rounds > 0) argv.insert(argv.end(), {"--state-every-rounds", absl::StrCat(w.state_every_rounds)});
   if (!w.servers.empty()) argv.insert(argv.end(), {"--servers", absl::StrJoin(w.servers, ",")});
   Add(argv, "--listen", w.listen);

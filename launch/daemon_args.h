@@ -32,6 +32,7 @@ struct ServerLaunch : DaemonLaunch {
   std::string listen = "127.0.0.1:0";  // --listen (port 0: any free port, reported in the port file)
   std::string health_listen;           // --health-listen, the plaintext probe port ("" : none)
   std::string checkpoint_dir;          // --checkpoint-dir ("" : the job's checkpoint.dir)
+  std::string checkpoint_key_file;     // --checkpoint-key-file ("" : untagged checkpoints)
   double idle_exit_seconds = -1;       // --idle-exit-seconds (< 0: the daemon's default)
   double max_wait_seconds = -1;        // --max-wait-seconds (< 0: the daemon's default)
   double grace_seconds = -1;           // --grace-seconds (< 0: the daemon's default)
@@ -43,6 +44,7 @@ struct WorkerLaunch : DaemonLaunch {
   std::string metrics_out;               // --metrics-out, one JSON line per round
   std::string state_dir;                 // ps mode: --state-dir, the schemes' state across restarts
   std::uint64_t state_every_rounds = 0;  // > 0 gives --state-every-rounds
+  std::string checkpoint_key_file;       // --checkpoint-key-file for the state files ("" : untagged)
   int threads = 1;                       // --threads
   std::vector<std::string> servers;      // ps mode: --servers, by shard
   std::string listen;                    // decentralized: --listen (this worker's Peer service)

@@ -108,34 +108,39 @@ absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointPayload(const std::string& pa
 
 }  // namespace
 
-absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& checkpoint, int keep) {
+absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& checkpoint, int keep,
+                             const FileKey* key) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat(dir, ": cannot create the checkpoint directory: ", ec.message()));
   std::string payload;
   if (!checkpoint.SerializeToString(&payload)) return absl::InternalError("checkpoint does not serialize");
   const fs::path final_path = fs::path(dir) / FileName(checkpoint.shard_id(), checkpoint.rounds_applied());
-  SKETCHPS_RETURN_IF_ERROR(WriteFramedFile(final_path.string(), kCheckpointMagic, payload));
+  SKETCHPS_RETURN_IF_ERROR(
+      WriteFramedFile(final_path.string(), kCheckpointMagic, payload, Durability::kSurvivesPowerLoss, key));
   const auto files = ShardFiles(dir, checkpoint.shard_id());
   for (std::size_t i = static_cast<std::size_t>(std::max(keep, 1)); i < files.size(); ++i) fs::remove(files[i], ec);
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path) {
-  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, ReadFramedFile(path, kCheckpointMagic, kMaxPayloadBytes));
+absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path, const FileKey* key) {
+  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, ReadFramedFile(path, kCheckpointMagic, kMaxPayloadBytes, key));
   return ParseCheckpointPayload(payload, path);
 }
 
-absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointBytes(std::string bytes, const std::string& name) {
+absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointBytes(std::string bytes, const std::string& name,
+                                                         const FileKey* key) {
   SKETCHPS_ASSIGN_OR_RETURN(const std::string payload,
-                            UnframeBytes(std::move(bytes), kCheckpointMagic, kMaxPayloadBytes, name));
+                            UnframeBytes(std::move(bytes), kCheckpointMagic, kMaxPayloadBytes, name, key));
   return ParseCheckpointPayload(payload, name);
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id) {
+absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id,
+                                            const FileKey* key) {
   LoadedCheckpoint out;
   for (const auto& file : ShardFiles(dir, shard_id)) {
-    auto c = ReadCheckpointFile(file.string());
+    auto c = ReadCheckpointFile(file.string(), key);
+    if (!c.ok() && IsKeyError(c.status())) return c.status();  // tampered, or the key is missing or wrong
     if (c.ok() && (c->job_id() != job_id || c->shard_id() != shard_id)) {
       c = absl::FailedPreconditionError(
           absl::StrCat(file.string(), ": belongs to job '", c->job_id(), "' shard ", c->shard_id()));

@@ -2,7 +2,10 @@
 //
 // File format: "SKPSCKP1" (8 bytes) | payload length (u64 LE) | CRC32 of the payload (u32 LE) |
 // payload (a serialized sketchps.v1.ShardCheckpoint). Files are named
-// shard-<shard>-round-<rounds_applied, 12 digits>.ckpt in the checkpoint directory.
+// shard-<shard>-round-<rounds_applied, 12 digits>.ckpt in the checkpoint directory. With a
+// checkpoint key (`key`, the server's --checkpoint-key-file) the files are tagged instead:
+// "SKPKCKP1" | length | CRC32 | payload | HMAC-SHA256 (common/wire/framed_file.h), and every read
+// here needs the key and refuses untagged files (docs/security.md "Checkpoint integrity").
 //
 // Write is atomic: the bytes go to a temporary file, which is fsynced, renamed over the final name,
 // and the directory is fsynced; a crash leaves either the old or the new file, never a torn one that
@@ -11,7 +14,10 @@
 //
 // LoadLatest returns the newest checkpoint of the shard that passes validation (magic, length, CRC,
 // parse, job, shard and sizes); torn or corrupt newer files are skipped and reported in `skipped`.
-// NotFound when the directory holds no valid checkpoint of the shard.
+// NotFound when the directory holds no valid checkpoint of the shard. A file refused for its
+// integrity tag (IsKeyError: a wrong tag, no tag under a key, a tag without a key) is not skipped:
+// LoadLatest returns that error, naming the file, so that a tampered file or a missing or wrong key
+// stops the shard instead of sending it back to an older file or to a fresh start.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +29,17 @@
 #include "absl/status/statusor.h"
 #include "sketchps/v1/checkpoint.pb.h"
 
+namespace sketchps {
+class FileKey;
+}
+
 namespace sketchps::ps {
 
 inline constexpr char kCheckpointMagic[8] = {'S', 'K', 'P', 'S', 'C', 'K', 'P', '1'};
 
-absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& checkpoint, int keep = 3);
+// `key`: null writes untagged files; else every function here that reads takes the same key.
+absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& checkpoint, int keep = 3,
+                             const FileKey* key = nullptr);
 
 struct LoadedCheckpoint {
   v1::ShardCheckpoint checkpoint;
@@ -35,7 +47,8 @@ struct LoadedCheckpoint {
   std::vector<std::string> skipped;  // "<path>: <why>" for newer files that failed validation
 };
 
-absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id);
+absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id,
+                                            const FileKey* key = nullptr);
 
 // The rounds of each shard's checkpoint files in `dir` (shard -> rounds), from the file names alone
 // (the files are not read, so not validated). Empty when the directory is missing or holds none.
@@ -47,8 +60,9 @@ absl::StatusOr<std::vector<std::string>> SetAsideCheckpointsAfter(const std::str
                                                                   std::uint64_t round, const std::string& aside);
 
 // Validates one file's framing and content; the error names the file and the problem.
-absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path);
+absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path, const FileKey* key = nullptr);
 // The same checks on a file's bytes in memory (`name` stands for the path in errors).
-absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointBytes(std::string bytes, const std::string& name);
+absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointBytes(std::string bytes, const std::string& name,
+                                                         const FileKey* key = nullptr);
 
 }  // namespace sketchps::ps

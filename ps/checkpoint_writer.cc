@@ -7,8 +7,8 @@
 
 namespace sketchps::ps {
 
-CheckpointWriter::CheckpointWriter(std::string dir, Done done)
-    : dir_(std::move(dir)), done_(std::move(done)), thread_([this] { Loop(); }) {}
+CheckpointWriter::CheckpointWriter(std::string dir, Done done, std::shared_ptr<const FileKey> key)
+    : dir_(std::move(dir)), done_(std::move(done)), key_(std::move(key)), thread_([this] { Loop(); }) {}
 
 CheckpointWriter::~CheckpointWriter() {
   {
@@ -43,7 +43,7 @@ void CheckpointWriter::Loop() {
       writing_ = true;
     }
     const absl::Time start = absl::Now();
-    const absl::Status status = WriteCheckpoint(dir_, checkpoint);
+    const absl::Status status = WriteCheckpoint(dir_, checkpoint, /*keep=*/3, key_.get());
     if (done_) done_(checkpoint, status, absl::ToDoubleSeconds(absl::Now() - start));
     absl::MutexLock lock(&mu_);
     writing_ = false;

@@ -1,7 +1,7 @@
 // CheckpointWriter: writes a shard's checkpoints on a thread of its own, so that the file I/O and
 // its fsyncs never hold up a round.
 //
-//   CheckpointWriter writer(dir, on_written);
+//   CheckpointWriter writer(dir, on_written, key);  // key: null, or the checkpoint key (tagged files)
 //   writer.Submit(std::move(checkpoint));   // returns at once
 //   writer.Flush();                         // waits until everything submitted is on disk
 //
@@ -12,12 +12,14 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/wire/file_key.h"
 #include "sketchps/v1/checkpoint.pb.h"
 
 namespace sketchps::ps {
@@ -27,7 +29,7 @@ class CheckpointWriter {
   // Called on the writer's thread after each attempt with its outcome and duration in seconds.
   using Done = std::function<void(const v1::ShardCheckpoint&, const absl::Status&, double seconds)>;
 
-  CheckpointWriter(std::string dir, Done done);
+  CheckpointWriter(std::string dir, Done done, std::shared_ptr<const FileKey> key = nullptr);
   ~CheckpointWriter();  // writes what waits, then stops
 
   void Submit(v1::ShardCheckpoint checkpoint);
@@ -40,6 +42,7 @@ class CheckpointWriter {
 
   const std::string dir_;
   const Done done_;
+  const std::shared_ptr<const FileKey> key_;
   absl::Mutex mu_;
   std::optional<v1::ShardCheckpoint> pending_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -9,10 +9,10 @@
 namespace sketchps::ps {
 
 absl::StatusOr<CheckpointedModel> LoadCheckpointedModel(const std::string& dir, const std::string& job_id,
-                                                        std::uint32_t shards) {
+                                                        std::uint32_t shards, const FileKey* key) {
   CheckpointedModel model;
   for (std::uint32_t s = 0; s < shards; ++s) {
-    SKETCHPS_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadLatest(dir, job_id, s));
+    SKETCHPS_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadLatest(dir, job_id, s, key));
     const v1::ShardCheckpoint& c = loaded.checkpoint;
     SKETCHPS_ASSIGN_OR_RETURN(LayerTable layers, LayersFromProto(c.layers(), loaded.path));
     if (s == 0) {

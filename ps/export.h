@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/layout.h"
+#include "common/wire/file_key.h"
 
 namespace sketchps::ps {
 
@@ -21,7 +22,8 @@ struct CheckpointedModel {
   std::vector<float> weights;  // layers.dim() values
 };
 
+// `key`: the checkpoint key the shards wrote with (null: untagged checkpoints; ps/checkpoint.h).
 absl::StatusOr<CheckpointedModel> LoadCheckpointedModel(const std::string& dir, const std::string& job_id,
-                                                        std::uint32_t shards);
+                                                        std::uint32_t shards, const FileKey* key = nullptr);
 
 }  // namespace sketchps::ps

@@ -41,7 +41,8 @@ absl::StatusOr<FinalResult> DecodeFinal(const v1::Payload& payload, std::uint32_
 ShardHost::ShardHost(HostOptions options, ServerMetrics* metrics) : options_(std::move(options)), metrics_(metrics) {
   if (options_.checkpoint_dir.empty()) return;
   writer_ = std::make_unique<CheckpointWriter>(
-      options_.checkpoint_dir, [this](const v1::ShardCheckpoint& c, const absl::Status& st, double seconds) {
+      options_.checkpoint_dir,
+      [this](const v1::ShardCheckpoint& c, const absl::Status& st, double seconds) {
         if (metrics_) metrics_->CountCheckpoint(st.ok(), seconds);
         if (!st.ok()) {
           spdlog::error(
@@ -49,7 +50,8 @@ ShardHost::ShardHost(HostOptions options, ServerMetrics* metrics) : options_(std
               "workers' replicas): {}",
               options_.shard_id, c.rounds_applied(), std::string(st.message()));
         }
-      });
+      },
+      options_.checkpoint_key);
 }
 
 void ShardHost::MarkCall() { last_call_ns_.store(absl::ToUnixNanos(absl::Now())); }
@@ -72,7 +74,8 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Open(HostOptions options, 
   if (options.checkpoint_every == 0) return Invalid("checkpoint.every_rounds", "must be >= 1");
   std::unique_ptr<ShardHost> host(new ShardHost(std::move(options), metrics));
   if (host->options_.checkpoint_dir.empty()) return host;
-  auto loaded = LoadLatest(host->options_.checkpoint_dir, host->options_.job.job_id, host->options_.shard_id);
+  auto loaded = LoadLatest(host->options_.checkpoint_dir, host->options_.job.job_id, host->options_.shard_id,
+                           host->options_.checkpoint_key.get());
   if (loaded.status().code() == absl::StatusCode::kNotFound) return host;
   SKETCHPS_RETURN_IF_ERROR(loaded.status());
   for (const auto& skipped : loaded->skipped) spdlog::warn("skipped an invalid checkpoint: {}", skipped);

@@ -80,12 +80,16 @@ struct HostOptions {
   std::uint32_t shard_id = 0;
   std::string checkpoint_dir;            // empty: no checkpoints
   std::uint64_t checkpoint_every = 100;  // rounds between checkpoints
+  // The checkpoint key (--checkpoint-key-file): checkpoints are written with an integrity tag and
+  // only tagged ones whose tag matches are restored (ps/checkpoint.h). Null: untagged checkpoints.
+  std::shared_ptr<const FileKey> checkpoint_key;
 };
 
 class ShardHost {
  public:
-  // Errors: shard_id >= job.servers, an unreadable checkpoint directory, or a checkpoint that does
-  // not fit the job (its message names the file).
+  // Errors: shard_id >= job.servers, an unreadable checkpoint directory, a checkpoint that does
+  // not fit the job, or one refused for its integrity tag (tampered, or the key is missing or wrong;
+  // the message names the file).
   static absl::StatusOr<std::unique_ptr<ShardHost>> Open(HostOptions options, ServerMetrics* metrics);
   ~ShardHost();
 

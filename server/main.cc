@@ -1,7 +1,11 @@
 // sketchps-server: one parameter-server shard.
 //
 //   sketchps-server --job job.yaml --shard 0 --listen 0.0.0.0:7070 [--metrics-listen 0.0.0.0:9090]
-//                   [--checkpoint-dir DIR] [--port-file FILE] [--set key=value]...
+//                   [--checkpoint-dir DIR [--checkpoint-key-file FILE]] [--port-file FILE] [--set key=value]...
+//
+// --checkpoint-key-file (env SKETCHPS_CHECKPOINT_KEY_FILE): a private file of 32+ bytes; the shard's
+// checkpoints carry an HMAC-SHA256 integrity tag under it, and a checkpoint whose tag is missing or
+// wrong is refused (exit 2) naming the file (common/wire/framed_file.h, docs/security.md).
 //
 // Shard id: --shard, else env SKETCHPS_SHARD, else the trailing "-N" of the hostname (a StatefulSet
 // ordinal). Serves sketchps.v1.ParameterServer and grpc.health.v1.Health on --listen (service ""
@@ -36,6 +40,7 @@
 #include "common/net/grpc_edge.h"
 #include "common/net/port_file.h"
 #include "common/net/rendezvous_file.h"
+#include "common/wire/file_key.h"
 #include "engine/phase.h"
 #include "job/job_spec.h"
 #include "ps/metrics.h"
@@ -57,6 +62,7 @@ struct Flags {
   std::string listen = "0.0.0.0:7070";
   std::string metrics_listen;
   std::string checkpoint_dir;
+  std::string checkpoint_key_file;
   std::string port_file;
   std::string health_listen;
   TlsFlags tls;
@@ -88,8 +94,16 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("bad job spec: layers: model: custom needs the model's layout (`sketchps run --script` adds it)");
     return 2;
   }
-  const ps::HostOptions options =
+  ps::HostOptions options =
       ps::HostOptionsFor(*job, shard_id, flags.checkpoint_dir.empty() ? job->checkpoint.dir : flags.checkpoint_dir);
+  if (!flags.checkpoint_key_file.empty()) {
+    auto key = FileKey::Load(flags.checkpoint_key_file);
+    if (!key.ok()) {
+      spdlog::error("--checkpoint-key-file: {}", std::string(key.status().message()));
+      return 2;
+    }
+    options.checkpoint_key = std::make_shared<const FileKey>(*std::move(key));
+  }
   ps::ServerMetrics metrics(shard_id);
   auto host = ps::ShardHost::Open(options, &metrics);
   if (!host.ok()) {
@@ -152,7 +166,10 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
   spdlog::info("checkpoints: {}",
                options.checkpoint_dir.empty()
                    ? std::string("off (no checkpoint.dir / --checkpoint-dir)")
-                   : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds"));
+                   : absl::StrCat(options.checkpoint_dir, " every ", options.checkpoint_every, " rounds",
+                                  options.checkpoint_key
+                                      ? absl::StrCat(", tagged with the key in ", options.checkpoint_key->source())
+                                      : std::string(", untagged (no --checkpoint-key-file)")));
 
   std::vector<int> watched_ports{port};
   if (health_port != 0) watched_ports.push_back(health_port);
@@ -231,6 +248,10 @@ int main(int argc, char** argv) {
   AddTlsFlags(app, flags.tls);
   app.add_option("--metrics-listen", flags.metrics_listen, "Prometheus /metrics address (empty: off)");
   app.add_option("--checkpoint-dir", flags.checkpoint_dir, "Checkpoint directory (overrides checkpoint.dir)");
+  app.add_option("--checkpoint-key-file", flags.checkpoint_key_file,
+                 "Private key file (32+ bytes, mode 600): checkpoints carry an HMAC-SHA256 integrity tag under it, "
+                 "and untagged or mistagged ones are refused (env SKETCHPS_CHECKPOINT_KEY_FILE)")
+      ->envname("SKETCHPS_CHECKPOINT_KEY_FILE");
   app.add_option("--port-file", flags.port_file,
                  "Once serving, write the bound ports here as JSON: {\"grpc\": N, \"health\": N, \"metrics\": N} "
                  "(common/net/port_file.h)");

@@ -89,6 +89,7 @@ void AddLaunchCommand(CLI::App& app, std::function<int()>& run) {
   server->add_option("--listen", flags->server.listen, "gRPC address")->capture_default_str();
   server->add_option("--health-listen", flags->server.health_listen, "Plaintext health address");
   server->add_option("--checkpoint-dir", flags->server.checkpoint_dir, "Checkpoint folder");
+  server->add_option("--checkpoint-key-file", flags->server.checkpoint_key_file, "The checkpoints' integrity key");
   server->add_option("--idle-exit-seconds", flags->server.idle_exit_seconds, "The shard's --idle-exit-seconds");
   server->callback([flags, &run] { run = [flags] { return PrintArgv(launch::Program::kServer, *flags); }; });
   CLI::App* worker = argv->add_subcommand("worker", "sketchps-worker");
@@ -102,6 +103,8 @@ void AddLaunchCommand(CLI::App& app, std::function<int()>& run) {
   worker->add_option("--peers-file", flags->worker.peers_file, "Decentralized: a file with every rank's address");
   worker->add_option("--peer-timeout-seconds", flags->worker.peer_timeout_seconds, "Decentralized: peer timeout");
   worker->add_option("--metrics-out", flags->worker.metrics_out, "One JSON line per round");
+  worker->add_option("--state-dir", flags->worker.state_dir, "ps mode: the schemes' state across restarts");
+  worker->add_option("--checkpoint-key-file", flags->worker.checkpoint_key_file, "The state files' integrity key");
   worker->add_option("--threads", flags->worker.threads, "Threads")->capture_default_str();
   worker->callback([flags, &run] { run = [flags] { return PrintArgv(launch::Program::kWorker, *flags); }; });
   CLI::App* ports = cmd->add_subcommand("ports", "Print a daemon's port file (its bound ports) as JSON");

@@ -53,6 +53,7 @@ launch::ServerLaunch LocalCluster::Server(std::uint32_t s) const {
   l.listen = absl::StrCat("127.0.0.1:", ports_[s]);  // a restarted shard binds the port it had
   l.port_file = PortFile("server", s).string();
   l.checkpoint_dir = o_.checkpoint_dir.string();
+  l.checkpoint_key_file = o_.checkpoint_key_file;
   l.grace_seconds = kServerDrainSeconds;
   return l;
 }
@@ -75,6 +76,7 @@ launch::WorkerLaunch LocalCluster::Worker(std::uint32_t r, const std::vector<std
     // At the shards' checkpoint rounds: a --resume is exact (the launcher restarts no single worker).
     l.state_dir = (o_.out / "worker-state").string();
     l.state_every_rounds = job_.checkpoint.every_rounds;
+    l.checkpoint_key_file = o_.checkpoint_key_file;
   }
   if (!o_.dump_rounds.empty()) {
     l.extra = {"--dump-gradients", absl::StrJoin(o_.dump_rounds, ","), "--dump-dir", (o_.out / "gradients").string()};
@@ -186,7 +188,8 @@ std::vector<std::string> LocalCluster::WorkerEnvironment() const {
         e.rfind("MASTER_", 0) == 0) {
       continue;  // torchrun's
     }
-    for (const char* path : {"SKETCHPS_JOB=", "SKETCHPS_METRICS_OUT=", "SKETCHPS_TLS_DIR=", "SKETCHPS_STATE_DIR="}) {
+    for (const char* path : {"SKETCHPS_JOB=", "SKETCHPS_METRICS_OUT=", "SKETCHPS_TLS_DIR=", "SKETCHPS_STATE_DIR=",
+                             "SKETCHPS_CHECKPOINT_KEY_FILE="}) {
       if (e.rfind(path, 0) == 0) e = path + std::filesystem::absolute(e.substr(std::strlen(path))).string();
     }
     env.push_back(std::move(e));

@@ -29,6 +29,7 @@ namespace sketchps::tools {
 struct ClusterOptions {
   std::filesystem::path out;             // the run directory
   std::filesystem::path checkpoint_dir;  // the servers' --checkpoint-dir
+  std::string checkpoint_key_file;       // the servers' and workers' --checkpoint-key-file ("" : none)
   std::string bin_dir;                   // where the daemons are ("" : next to this binary)
   std::string log_level = "warn";
   std::string tls_dir;  // "" : plaintext (--insecure)

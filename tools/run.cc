@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/net/rendezvous_file.h"
 #include "common/status.h"
+#include "common/wire/file_key.h"
 #include "job/job_spec.h"
 #include "launch/ports.h"
 #include "tools/certs.h"
@@ -56,6 +57,7 @@ class Launch {
     return job_.checkpoint.dir.empty() ? out_ / "checkpoints" : fs::path(job_.checkpoint.dir);
   }
   absl::Status PrepareRunDirectory();
+  absl::Status PrepareCheckpointKey(bool resumed);
   absl::Status PublishWorkerEnvironment();
   void ShowProgress(bool final);
   void WritePlots() const;
@@ -63,6 +65,7 @@ class Launch {
   RunOptions options_;
   JobSpec job_;
   fs::path out_;
+  std::string key_file_;  // <out>/checkpoint.key, or "" for a resumed run that was made without one
   std::optional<LocalCluster> cluster_;
   std::optional<Faults> faults_;
   std::optional<Progress> progress_;
@@ -85,9 +88,29 @@ absl::Status Launch::PrepareRunDirectory() {
   fs::create_directories(out_ / "checkpoints", ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--out ", out_.string(), ": ", ec.message()));
   std::ofstream(out_ / "job.yaml") << job_.effective_yaml;
+  SKETCHPS_RETURN_IF_ERROR(PrepareCheckpointKey(resumed.has_value()));
   if (!options_.insecure) {
     SKETCHPS_RETURN_IF_ERROR(MakeCerts(CertsOptions{(out_ / "tls").string(), job_.workers, job_.servers, 30, true}));
   }
+  return absl::OkStatus();
+}
+
+// The run folder's checkpoint key: made once (32 random bytes, mode 0600), kept by --resume, given to
+// the servers and workers, so that their checkpoints and state files carry an integrity tag. A run
+// resumed from a folder made before keys existed has none and stays untagged (a new key would make
+// its checkpoints unreadable).
+absl::Status Launch::PrepareCheckpointKey(bool resumed) {
+  const fs::path key = out_ / "checkpoint.key";
+  std::error_code ec;
+  if (!fs::exists(key, ec)) {
+    if (resumed) {
+      std::fprintf(stderr, "run: %s has no checkpoint.key: its checkpoints stay untagged\n", out_.c_str());
+      return absl::OkStatus();
+    }
+    SKETCHPS_RETURN_IF_ERROR(WriteNewKeyFile(key.string()));
+  }
+  SKETCHPS_RETURN_IF_ERROR(FileKey::Load(key.string()).status());  // refused here rather than by every daemon
+  key_file_ = fs::absolute(key).string();
   return absl::OkStatus();
 }
 
@@ -100,6 +123,7 @@ absl::Status Launch::Prepare() {
   ClusterOptions c;
   c.out = out_;
   c.checkpoint_dir = CheckpointDir();
+  c.checkpoint_key_file = key_file_;
   c.bin_dir = options_.bin_dir;
   c.log_level = options_.job.log_level;
   c.tls_dir = options_.insecure ? "" : (out_ / "tls").string();

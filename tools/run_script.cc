@@ -61,6 +61,7 @@ std::vector<std::string> ScriptEnv(const ScriptOptions& script, const launch::Wo
   }
   if (!w.servers.empty()) env.push_back("SKETCHPS_SERVERS=" + absl::StrJoin(w.servers, ","));
   if (!w.state_dir.empty()) env.push_back("SKETCHPS_STATE_DIR=" + w.state_dir);
+  if (!w.checkpoint_key_file.empty()) env.push_back("SKETCHPS_CHECKPOINT_KEY_FILE=" + w.checkpoint_key_file);
   if (w.state_every_rounds > 0) env.push_back(absl::StrCat("SKETCHPS_STATE_EVERY_ROUNDS=", w.state_every_rounds));
   if (!w.listen.empty()) {
     env.insert(env.end(), {"SKETCHPS_LISTEN=" + w.listen, "SKETCHPS_PORT_FILE=" + w.port_file,

@@ -5,7 +5,9 @@
 //                   [--metrics-out FILE] [--metrics-listen HOST:PORT] [--patience-seconds 120] [--threads 1]
 //                   [--state-dir DIR [--state-every-rounds 1]] [--set key=value]...
 //   (--state-dir, else env SKETCHPS_STATE_DIR: the schemes' state after every round, restored when
-//   the worker restarts, so a restart loses nothing: worker/scheme_state_file.h)
+//   the worker restarts, so a restart loses nothing: worker/scheme_state_file.h; with
+//   --checkpoint-key-file, else env SKETCHPS_CHECKPOINT_KEY_FILE, the files carry an integrity tag
+//   under that key and a file whose tag is missing or wrong stops the worker)
 //   decentralized mode (job mode: decentralized, or --set mode=decentralized):
 //   sketchps-worker --job job.yaml --rank 0 --world-size 4 --listen 0.0.0.0:7080
 //                   --peers host0:7080,host1:7080,host2:7080,host3:7080 [--peer-timeout-seconds S]
@@ -18,7 +20,8 @@
 // expanded for every shard: "sketchps-server-{shard}.sketchps-server:7070"). Peers: --peers, else env
 // SKETCHPS_PEERS (every rank's Peer address, in rank order); --listen, else env SKETCHPS_LISTEN.
 // Exit codes: 0 trained; 1 runtime failure (e.g. servers unreachable for --patience-seconds);
-// 2 bad configuration; 3 this replica diverged from the servers' master copy.
+// 2 bad configuration (a state file refused for its integrity tag too); 3 this replica diverged from
+// the servers' master copy.
 #include <malloc.h>
 #include <omp.h>
 
@@ -35,6 +38,8 @@
 #include "common/net/metrics_http.h"
 #include "common/reason.h"
 #include "common/status.h"
+#include "common/wire/file_key.h"
+#include "common/wire/framed_file.h"
 #include "job/job_spec.h"
 #include "spdlog/spdlog.h"
 #include "worker/trainer.h"
@@ -52,6 +57,7 @@ struct Flags {
   std::string metrics_out;
   std::string metrics_listen;
   std::string state_dir;
+  std::string checkpoint_key_file;
   std::uint64_t state_every_rounds = 1;
   std::string listen = "0.0.0.0:7080";
   std::string peers;
@@ -115,6 +121,14 @@ int Run(Flags& flags) {
   options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job->peer.timeout_seconds));
   options.metrics_out = flags.metrics_out;
   options.state_dir = flags.state_dir;
+  if (!flags.checkpoint_key_file.empty()) {
+    auto key = FileKey::Load(flags.checkpoint_key_file);
+    if (!key.ok()) {
+      spdlog::error("--checkpoint-key-file: {}", std::string(key.status().message()));
+      return 2;
+    }
+    options.checkpoint_key = std::make_shared<const FileKey>(*std::move(key));
+  }
   options.state_every_rounds = flags.state_every_rounds;
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
@@ -144,6 +158,9 @@ int Run(Flags& flags) {
     spdlog::error("training failed: {}", std::string(summary.status().message()));
     if (IsReplicaDivergence(summary.status())) return 3;
     if (IsEvicted(summary.status())) return 4;  // its peers refused its letter and go on without it
+    // A state file refused for its integrity tag (tampered, or the key is missing or wrong): the
+    // operator must act; a restart would meet the same file.
+    if (IsKeyError(summary.status())) return 2;
     // Configuration problems are permanent (exit 2: a Kubernetes Job does not retry them).
     return IsConfigurationError(summary.status()) ? 2 : 1;
   }
@@ -187,6 +204,10 @@ int main(int argc, char** argv) {
                  "ps mode: save the compression state here after every round and restore it on a restart "
                  "(one directory per worker or shared; files are named by rank)")
       ->envname("SKETCHPS_STATE_DIR");
+  app.add_option("--checkpoint-key-file", flags.checkpoint_key_file,
+                 "With --state-dir: a private key file (32+ bytes, mode 600); the state files carry an HMAC-SHA256 "
+                 "integrity tag under it, and untagged or mistagged ones are refused")
+      ->envname("SKETCHPS_CHECKPOINT_KEY_FILE");
   app.add_option(
          "--state-every-rounds", flags.state_every_rounds,
          "With --state-dir: save every N rounds (1: a restart loses nothing; the job's checkpoint.every_rounds: "

@@ -107,7 +107,8 @@ absl::Status SchemeStateFiles::Write(std::uint64_t rounds_applied, const Snapsho
   fs::create_directories(dir_, ec);
   if (ec) return absl::UnavailableError(absl::StrCat(dir_, ": cannot create the state directory: ", ec.message()));
   const std::string path = (fs::path(dir_) / FileName(rounds_applied)).string();
-  SKETCHPS_RETURN_IF_ERROR(WriteFramedFile(path, kSchemeStateMagic, payload, Durability::kSurvivesProcessKill));
+  SKETCHPS_RETURN_IF_ERROR(
+      WriteFramedFile(path, kSchemeStateMagic, payload, Durability::kSurvivesProcessKill, key_.get()));
   RemoveSuperseded(rounds_applied);
   return absl::OkStatus();
 }
@@ -173,7 +174,8 @@ absl::StatusOr<StateRestore> SchemeStateFiles::Restore(std::uint64_t rounds_appl
 
 absl::Status SchemeStateFiles::Load(std::uint64_t round, Replica& replica, float* params, bool with_params) const {
   const std::string path = (fs::path(dir_) / FileName(round)).string();
-  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload, ReadFramedFile(path, kSchemeStateMagic, kMaxPayloadBytes));
+  SKETCHPS_ASSIGN_OR_RETURN(const std::string payload,
+                            ReadFramedFile(path, kSchemeStateMagic, kMaxPayloadBytes, key_.get()));
   v1::WorkerSchemeState state;
   if (!state.ParseFromString(payload)) return absl::DataLossError(absl::StrCat(path, ": payload does not parse"));
   const auto differs = [&](const char* field, const auto& have, const auto& want) {

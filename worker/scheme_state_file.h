@@ -7,7 +7,9 @@
 //
 // Files: <dir>/worker-<rank>-state-<rounds_applied, 12 digits>.bin, framed like a shard checkpoint
 // (common/wire/framed_file.h, magic "SKPSWST1": a length and a CRC32 that the loader verifies) around
-// a sketchps.v1.WorkerSchemeState. SaveAsync snapshots the state after a round and writes the file on
+// a sketchps.v1.WorkerSchemeState. With a checkpoint key (the worker's --checkpoint-key-file) the
+// files carry an HMAC-SHA256 integrity tag under it instead ("SKPKWST1"), and only files whose tag
+// matches are restored. SaveAsync snapshots the state after a round and writes the file on
 // a thread of its own (atomic rename; no fsync, see Durability::kSurvivesProcessKill), so the write
 // overlaps the next round's compute; WaitSaved waits for it. The caller must wait before it sends
 // anything of the next round: then the shards can never apply a round whose predecessor's file is
@@ -28,7 +30,7 @@
 //   - else (a fresh job, a first start, a worker that never saved, or a directory further behind):
 //     nothing changes, the worker starts at R with empty scheme state, and the note says what was
 //     found;
-//   - a file that fails validation (magic, length, CRC, parse) or belongs to another job, rank,
+//   - a file that fails validation (magic, length, CRC, integrity tag, parse) or belongs to another job, rank,
 //     vector length, shard layout, scheme or optimizer: an error naming the file and the field
 //     (DataLoss or FailedPrecondition), nothing changed; the caller decides whether to go on.
 // DiscardAfter(R) removes this rank's files of rounds after R: at a (re)start from round R they are
@@ -39,6 +41,7 @@
 
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +49,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/wire/file_key.h"
 #include "engine/replica.h"
 
 namespace sketchps::worker {
@@ -60,10 +64,16 @@ struct StateRestore {
 
 class SchemeStateFiles {
  public:
-  // `dim`: the whole vector's length; `checkpoint_every`: the job's checkpoint.every_rounds.
+  // `dim`: the whole vector's length; `checkpoint_every`: the job's checkpoint.every_rounds; `key`:
+  // the checkpoint key (null: untagged files).
   SchemeStateFiles(std::string dir, std::string job_id, std::uint32_t rank, std::uint64_t dim,
-                   std::uint64_t checkpoint_every)
-      : dir_(std::move(dir)), job_id_(std::move(job_id)), rank_(rank), dim_(dim), every_(checkpoint_every) {}
+                   std::uint64_t checkpoint_every, std::shared_ptr<const FileKey> key = nullptr)
+      : dir_(std::move(dir)),
+        job_id_(std::move(job_id)),
+        rank_(rank),
+        dim_(dim),
+        every_(checkpoint_every),
+        key_(std::move(key)) {}
 
   // The file name of round `rounds_applied` (without the directory).
   std::string FileName(std::uint64_t rounds_applied) const;
@@ -95,6 +105,7 @@ class SchemeStateFiles {
   std::uint32_t rank_;
   std::uint64_t dim_;
   std::uint64_t every_;
+  std::shared_ptr<const FileKey> key_;
   absl::Mutex mu_;
   std::shared_future<absl::Status> pending_ ABSL_GUARDED_BY(mu_);
 };

@@ -10,6 +10,7 @@
 #include "common/checksum.h"
 #include "common/reason.h"
 #include "common/status.h"
+#include "common/wire/framed_file.h"
 #include "spdlog/spdlog.h"
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
@@ -84,8 +85,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
     spdlog::info("worker {}: --state-dir is for ps mode; a decentralized worker keeps no state across restarts",
                  options.rank);
   } else if (!options.state_dir.empty()) {
-    s->state_files_ = std::make_unique<SchemeStateFiles>(options.state_dir, options.job.job_id, options.rank,
-                                                         layers.dim(), options.job.checkpoint.every_rounds);
+    s->state_files_ =
+        std::make_unique<SchemeStateFiles>(options.state_dir, options.job.job_id, options.rank, layers.dim(),
+                                           options.job.checkpoint.every_rounds, options.checkpoint_key);
   }
   return s;
 }
@@ -160,6 +162,8 @@ absl::StatusOr<std::uint64_t> Session::Join(float* params) {
   }
   const auto restored = state_files_->Restore(first, *replica_, params, /*from_file=*/ahead);
   std::uint64_t start = first;
+  // A tampered file, or a key that is missing or wrong: the operator must act, not lose the state.
+  if (!restored.ok() && IsKeyError(restored.status())) return restored.status();
   if (!restored.ok()) {
     if (ahead) return split(std::string(restored.status().message()));
     spdlog::warn("worker {}: saved state refused, starting round {} with empty scheme state: {}", o_.rank, first,

@@ -69,6 +69,9 @@ struct SessionOptions {
   // checkpoint.every_rounds (only a whole-job --resume from a shard checkpoint is exact; the writes
   // cost a copy of the scheme state, weights and optimizer state: 16 bytes per parameter with AdamW).
   std::uint64_t state_every_rounds = 1;
+  // The checkpoint key (--checkpoint-key-file): state files carry an integrity tag under it, and a
+  // file whose tag is missing or wrong stops the worker at Join (null: untagged files).
+  std::shared_ptr<const FileKey> checkpoint_key;
 };
 
 // One shard's part of a round, as its thread saw it.

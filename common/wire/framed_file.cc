@@ -10,14 +10,30 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/wire/file_key.h"
 
 namespace sketchps {
 namespace {
 
 namespace fs = std::filesystem;
 constexpr std::size_t kHeaderBytes = 8 + 8 + 4;
+constexpr char kKeyErrorPayload[] = "type.sketchps/framed-file-key-error";
+constexpr char kKeyFlag[] = "--checkpoint-key-file (env SKETCHPS_CHECKPOINT_KEY_FILE)";
+
+// The magic of the tagged format: the fourth byte becomes 'K' (docs in the header).
+std::string TaggedMagic(const char (&magic)[8]) {
+  std::string tagged(magic, sizeof(magic));
+  tagged[3] = 'K';
+  return tagged;
+}
+
+absl::Status KeyError(absl::Status status) {
+  status.SetPayload(kKeyErrorPayload, absl::Cord("1"));
+  return status;
+}
 
 void PutLe(std::string& out, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
@@ -72,9 +88,17 @@ std::string FrameBytes(const char (&magic)[8], const std::string& payload) {
   return bytes;
 }
 
+std::string FrameTaggedBytes(const char (&magic)[8], const std::string& payload, const FileKey& key) {
+  std::string bytes = FrameBytes(magic, payload);
+  const std::string tagged = TaggedMagic(magic);
+  bytes.replace(0, tagged.size(), tagged);
+  bytes += key.Tag(bytes);
+  return bytes;
+}
+
 absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], const std::string& payload,
-                             Durability durability) {
-  const std::string bytes = FrameBytes(magic, payload);
+                             Durability durability, const FileKey* key) {
+  const std::string bytes = key ? FrameTaggedBytes(magic, payload, *key) : FrameBytes(magic, payload);
   const std::string tmp = path + ".tmp";
   const bool sync = durability == Durability::kSurvivesPowerLoss;
   SKETCHPS_RETURN_IF_ERROR(WriteAllAndSync(tmp, bytes, sync));
@@ -85,28 +109,54 @@ absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], co
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFramedFile(const std::string& path, const char (&magic)[8], std::uint64_t max_payload) {
+absl::StatusOr<std::string> ReadFramedFile(const std::string& path, const char (&magic)[8], std::uint64_t max_payload,
+                                           const FileKey* key) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return UnframeBytes(std::move(bytes), magic, max_payload, path);
+  return UnframeBytes(std::move(bytes), magic, max_payload, path, key);
 }
 
 absl::StatusOr<std::string> UnframeBytes(std::string bytes, const char (&magic)[8], std::uint64_t max_payload,
-                                         const std::string& name) {
-  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), magic, sizeof(magic)) != 0) {
+                                         const std::string& name, const FileKey* key) {
+  const std::string tagged_magic = TaggedMagic(magic);
+  const bool tagged = bytes.size() >= kHeaderBytes && bytes.compare(0, tagged_magic.size(), tagged_magic) == 0;
+  if (!tagged && (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), magic, sizeof(magic)) != 0)) {
     return absl::DataLossError(
         absl::StrCat(name, ": not a ", std::string(magic, sizeof(magic)), " file (bad magic or too short)"));
   }
+  if (tagged && key == nullptr) {
+    return KeyError(absl::FailedPreconditionError(absl::StrCat(
+        name, ": written with a checkpoint key (it carries an integrity tag); pass the key file with ", kKeyFlag)));
+  }
+  if (!tagged && key != nullptr) {
+    return KeyError(absl::DataLossError(
+        absl::StrCat(name, ": has no integrity tag, but a checkpoint key was given (", key->source(),
+                     "): it was written without the key, or someone without it wrote or replaced it")));
+  }
+  const std::size_t trailer = tagged ? FileKey::kTagBytes : 0;
   const std::uint64_t length = GetLe(bytes, 8, 8);
-  if (length > max_payload || bytes.size() != kHeaderBytes + length) {
-    return absl::DataLossError(absl::StrCat(name, ": truncated or padded (header says ", length,
-                                            " payload bytes, file has ", bytes.size() - kHeaderBytes, ")"));
+  if (length > max_payload || bytes.size() < kHeaderBytes + trailer ||
+      bytes.size() - kHeaderBytes - trailer != length) {
+    return absl::DataLossError(absl::StrCat(name, ": truncated or padded (header says ", length, " payload bytes",
+                                            tagged ? " and a 32-byte integrity tag" : "", ", file has ",
+                                            bytes.size() - kHeaderBytes,
+                                            tagged ? " bytes after the header)" : ")"));  // untagged: as it was
   }
   if (Crc(bytes.data() + kHeaderBytes, length) != GetLe(bytes, 16, 4))
     return absl::DataLossError(absl::StrCat(name, ": CRC mismatch"));
+  if (tagged) {
+    const std::size_t signed_bytes = kHeaderBytes + length;
+    if (!key->Verify(std::string_view(bytes).substr(0, signed_bytes), std::string_view(bytes).substr(signed_bytes))) {
+      return KeyError(absl::DataLossError(absl::StrCat(
+          name, ": integrity tag does not match the checkpoint key (tampered, or written with another key)")));
+    }
+    bytes.resize(signed_bytes);
+  }
   bytes.erase(0, kHeaderBytes);
   return bytes;
 }
+
+bool IsKeyError(const absl::Status& status) { return status.GetPayload(kKeyErrorPayload).has_value(); }
 
 }  // namespace sketchps

@@ -10,6 +10,24 @@
 // the magic, the length (at most max_payload bytes, and exactly the file's size) and the CRC before returning the
 // payload; errors name the file and the problem (NotFound when it cannot be opened, DataLoss for anything else).
 // UnframeBytes does the same checks on a file's bytes already in memory (`name` stands for the path in its errors).
+//
+// Keyed integrity tags (docs/security.md "Checkpoint integrity"). Given a FileKey
+// (common/wire/file_key.h), the writer frames the file as
+//   tagged magic (8 bytes) | payload length (u64 LE) | CRC32 of the payload (u32 LE) | payload |
+//   HMAC-SHA256 under the key of every byte before it (32 bytes)
+// where the tagged magic is the magic with its fourth byte replaced by 'K' ("SKPSCKP1" becomes
+// "SKPKCKP1"), so a tagged file is told from an untagged one by its first bytes, and a reader that
+// knows nothing of tags refuses it as a file of another kind. Without a key the format is the one
+// above, byte for byte: files written before tags existed still load. The reader checks, in order:
+// the magic, the length, the CRC (an accident), then the tag (compared in constant time):
+//   - key given, tagged file, wrong tag: DataLoss "<file>: integrity tag does not match the
+//     checkpoint key (tampered, or written with another key)";
+//   - key given, untagged file: DataLoss "<file>: has no integrity tag ...": under a key, an untagged
+//     file is indistinguishable from one planted by someone without the key;
+//   - no key, tagged file: FailedPrecondition "<file>: written with a checkpoint key ... pass
+//     --checkpoint-key-file ...".
+// IsKeyError tells these three from the other refusals (a torn or corrupt file), for callers that
+// skip a damaged file but must not skip past a key problem (ps/checkpoint.h LoadLatest).
 #pragma once
 
 #include <cstdint>
@@ -19,13 +37,22 @@
 
 namespace sketchps {
 
-// The framed bytes of `payload` (what WriteFramedFile writes).
+class FileKey;
+
+// The framed bytes of `payload` (what WriteFramedFile writes without a key): the untagged format.
 std::string FrameBytes(const char (&magic)[8], const std::string& payload);
+// The tagged framing of `payload` under `key` (what WriteFramedFile writes with one).
+std::string FrameTaggedBytes(const char (&magic)[8], const std::string& payload, const FileKey& key);
 enum class Durability { kSurvivesPowerLoss, kSurvivesProcessKill };
+// `key`: null writes the untagged format, else the tagged one.
 absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], const std::string& payload,
-                             Durability durability = Durability::kSurvivesPowerLoss);
-absl::StatusOr<std::string> ReadFramedFile(const std::string& path, const char (&magic)[8], std::uint64_t max_payload);
+                             Durability durability = Durability::kSurvivesPowerLoss, const FileKey* key = nullptr);
+// `key`: null accepts untagged files only; else tagged files whose tag matches only.
+absl::StatusOr<std::string> ReadFramedFile(const std::string& path, const char (&magic)[8], std::uint64_t max_payload,
+                                           const FileKey* key = nullptr);
 absl::StatusOr<std::string> UnframeBytes(std::string bytes, const char (&magic)[8], std::uint64_t max_payload,
-                                         const std::string& name);
+                                         const std::string& name, const FileKey* key = nullptr);
+// Whether a Read/Unframe refusal is about the integrity tag (missing, wrong, or needing a key).
+bool IsKeyError(const absl::Status& status);
 
 }  // namespace sketchps

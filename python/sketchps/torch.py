@@ -93,6 +93,8 @@ def _config(job, rank):
     if not every.isdigit() or int(every) < 1:
         raise ConfigError(f"SKETCHPS_STATE_EVERY_ROUNDS: '{every}' is not a whole number >= 1")
     c.state_every_rounds = int(every)
+    # ps: the state files' integrity key (--checkpoint-key-file of sketchps-worker; `sketchps run` sets it)
+    c.checkpoint_key_file = _env("SKETCHPS_CHECKPOINT_KEY_FILE")
     if job.mode == "ps":
         c.servers = _env("SKETCHPS_SERVERS")
         if not c.servers:

@@ -6,6 +6,7 @@
 #include <torch/extension.h>
 
 #include "common/config/cli.h"
+#include "common/wire/file_key.h"
 #include "engine/shard.h"
 #include "job/job_spec.h"
 #include "job/model_layout.h"
@@ -133,8 +134,10 @@ void BindEnvironment(py::module_& m) {
 void BindCheckpoints(py::module_& m) {
   m.def(
       "load_checkpoints",
-      [](const std::string& dir, const std::string& job_id, std::uint32_t shards) {
-        auto model = Unwrap(ps::LoadCheckpointedModel(dir, job_id, shards));
+      [](const std::string& dir, const std::string& job_id, std::uint32_t shards, const std::string& key_file) {
+        std::optional<FileKey> key;
+        if (!key_file.empty()) key = Unwrap(FileKey::Load(key_file));
+        auto model = Unwrap(ps::LoadCheckpointedModel(dir, job_id, shards, key ? &*key : nullptr));
         std::vector<std::pair<std::string, std::vector<std::int64_t>>> layout;
         for (const auto& l : model.layers.layers) layout.emplace_back(l.name, l.shape);
         at::Tensor flat =
@@ -142,8 +145,9 @@ void BindCheckpoints(py::module_& m) {
                 .clone();
         return py::make_tuple(model.rounds_applied, layout, flat);
       },
-      py::arg("dir"), py::arg("job_id"), py::arg("shards"),
-      "(rounds, [(name, shape)], flat weights) from every shard's newest checkpoint (ps/export.h)");
+      py::arg("dir"), py::arg("job_id"), py::arg("shards"), py::arg("key_file") = "",
+      "(rounds, [(name, shape)], flat weights) from every shard's newest checkpoint (ps/export.h); key_file: "
+      "the checkpoint key they were written with (\"\": untagged checkpoints)");
 }
 
 void BindWorker(py::module_& m) {
@@ -160,6 +164,7 @@ void BindWorker(py::module_& m) {
       .def_readwrite("metrics_out", &WorkerConfig::metrics_out)
       .def_readwrite("state_dir", &WorkerConfig::state_dir)
       .def_readwrite("state_every_rounds", &WorkerConfig::state_every_rounds)
+      .def_readwrite("checkpoint_key_file", &WorkerConfig::checkpoint_key_file)
       .def_readwrite("patience_seconds", &WorkerConfig::patience_seconds)
       .def_readwrite("peer_timeout_seconds", &WorkerConfig::peer_timeout_seconds);
   py::class_<PyWorker>(m, "Worker")

@@ -55,6 +55,7 @@ struct WorkerConfig {
   std::string metrics_out;  // JSON lines, one per round ("" : none)
   std::string state_dir;    // ps: the schemes' state across restarts (worker/session.h; "" : none)
   std::uint64_t state_every_rounds = 1;
+  std::string checkpoint_key_file;  // the state files' integrity key (common/wire/file_key.h; "" : untagged)
   double patience_seconds = 120;
   double peer_timeout_seconds = 0;  // 0: the job's peer.timeout_seconds
 };

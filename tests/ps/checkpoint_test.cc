@@ -1,11 +1,16 @@
 #include "ps/checkpoint.h"
 
+#include <zlib.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
 
 #include <catch2/catch.hpp>
+
+#include "common/wire/file_key.h"
+#include "common/wire/framed_file.h"
 
 namespace fs = std::filesystem;
 using namespace sketchps;
@@ -40,6 +45,14 @@ std::string ReadAll(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 void WriteAll(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+FileKey Key(char fill) { return *FileKey::FromBytes(std::string(32, fill), "test.key"); }
+
+// Writes the CRC of a tagged file's payload into its header (20 header bytes, a 32-byte tag).
+void RecomputeCrc(std::string& bytes) {
+  const auto crc = crc32(0L, reinterpret_cast<const Bytef*>(bytes.data() + 20), static_cast<uInt>(bytes.size() - 52));
+  for (int i = 0; i < 4; ++i) bytes[16 + i] = static_cast<char>((crc >> (8 * i)) & 0xFF);
+}
 
 }  // namespace
 
@@ -135,4 +148,72 @@ TEST_CASE("SetAsideCheckpointsAfter moves a shard's newer files away so that Loa
   auto none = ps::SetAsideCheckpointsAfter(dir.path.string(), 0, 4, aside);
   REQUIRE(none.ok());
   CHECK(none->empty());
+}
+
+TEST_CASE("Checkpoints written with a key round-trip with it", "[checkpoint]") {
+  TempDir dir;
+  const FileKey key = Key('k');
+  for (std::uint64_t r = 1; r <= 4; ++r) REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(r), 3, &key).ok());
+  const fs::path newest = dir.path / "shard-1-round-000000000004.ckpt";
+  CHECK(ReadAll(newest).substr(0, 8) == "SKPKCKP1");
+  auto loaded = ps::LoadLatest(dir.path.string(), "job", 1, &key);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->checkpoint.rounds_applied() == 4);
+  CHECK(loaded->checkpoint.weights() == Make(4).weights());
+  CHECK(loaded->skipped.empty());
+  auto read = ps::ReadCheckpointFile(newest.string(), &key);
+  REQUIRE(read.ok());
+  CHECK(read->SerializeAsString() == Make(4).SerializeAsString());
+  CHECK(ps::ParseCheckpointBytes(ReadAll(newest), "bytes", &key).ok());
+}
+
+TEST_CASE("A tampered keyed checkpoint stops LoadLatest naming the file", "[checkpoint]") {
+  TempDir dir;
+  const FileKey key = Key('k');
+  REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(1), 3, &key).ok());
+  REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(2), 3, &key).ok());
+  const fs::path newest = dir.path / "shard-1-round-000000000002.ckpt";
+  const std::string good = ReadAll(newest);
+  std::string bad = good;
+  bad[bad.size() - 40] ^= 0x10;  // a weight byte, near the payload's end
+  RecomputeCrc(bad);
+  WriteAll(newest, bad);
+  auto loaded = ps::LoadLatest(dir.path.string(), "job", 1, &key);
+  REQUIRE(!loaded.ok());
+  CHECK(loaded.status().code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(loaded.status().message()),
+             Catch::Contains(newest.string() + ": integrity tag does not match the checkpoint key"));
+
+  // Another key: refused the same way.
+  WriteAll(newest, good);
+  const FileKey other = Key('o');
+  CHECK(IsKeyError(ps::LoadLatest(dir.path.string(), "job", 1, &other).status()));
+
+  // No key: refused naming the flag, not skipped (a shard must not fall back to a fresh start).
+  auto keyless = ps::LoadLatest(dir.path.string(), "job", 1);
+  REQUIRE(!keyless.ok());
+  CHECK(keyless.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(keyless.status().message()),
+             Catch::Contains(newest.string()) && Catch::Contains("--checkpoint-key-file"));
+
+  // A torn keyed file is still skipped for the one before it, as without a key.
+  WriteAll(newest, good.substr(0, good.size() - 5));
+  auto torn = ps::LoadLatest(dir.path.string(), "job", 1, &key);
+  REQUIRE(torn.ok());
+  CHECK(torn->checkpoint.rounds_applied() == 1);
+  REQUIRE(torn->skipped.size() == 1);
+  CHECK_THAT(torn->skipped[0], Catch::Contains(newest.string() + ": truncated"));
+}
+
+TEST_CASE("Under a key an untagged checkpoint is refused, without one it loads as before", "[checkpoint]") {
+  TempDir dir;
+  REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(3)).ok());
+  const fs::path file = dir.path / "shard-1-round-000000000003.ckpt";
+  CHECK(ReadAll(file) == FrameBytes(ps::kCheckpointMagic, Make(3).SerializeAsString()));
+  CHECK(ps::LoadLatest(dir.path.string(), "job", 1).ok());
+  const FileKey key = Key('k');
+  auto loaded = ps::LoadLatest(dir.path.string(), "job", 1, &key);
+  REQUIRE(!loaded.ok());
+  CHECK(loaded.status().code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(loaded.status().message()), Catch::Contains(file.string() + ": has no integrity tag"));
 }

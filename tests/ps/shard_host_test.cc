@@ -16,6 +16,7 @@
 
 #include "common/checksum.h"
 #include "common/wire/codec.h"
+#include "common/wire/file_key.h"
 #include "engine/phase_table.h"
 #include "engine/wire.h"
 #include "job/job_spec.h"
@@ -338,6 +339,40 @@ TEST_CASE("A round whose sum overflows is refused: no gradient, the master copy 
   REQUIRE(second.ok());
   REQUIRE(Get(first).ok());
   CHECK(host->rounds_applied() == 2);
+}
+
+TEST_CASE("A shard with a checkpoint key restores its tagged checkpoint and refuses to start without the key",
+          "[shard_host]") {
+  const auto dir = TempDir("keyed");
+  const auto key = std::make_shared<const FileKey>(*FileKey::FromBytes(std::string(32, 'k'), "test.key"));
+  const auto open = [&](std::shared_ptr<const FileKey> with) {
+    HostOptions options = HostOptionsFor(TestJob(), 0, dir.string());
+    options.job.layout = Layers();
+    options.checkpoint_every = 1;
+    options.checkpoint_key = std::move(with);
+    return ShardHost::Open(options, nullptr);
+  };
+  {
+    auto host = open(key);
+    REQUIRE(host.ok());
+    JoinBoth(**host);
+    const std::vector<float> b{1, 0, 1, 0, 1, 0, 1, 0};
+    DenseRound(**host, 0, b, b);
+    REQUIRE((*host)->CheckpointNow().ok());
+  }
+  {
+    auto host = open(key);
+    REQUIRE(host.ok());
+    CHECK_THAT((*host)->origin(), Catch::Contains("checkpoint of round 1"));
+  }
+  auto keyless = open(nullptr);
+  REQUIRE(!keyless.ok());
+  CHECK_THAT(std::string(keyless.status().message()),
+             Catch::Contains("shard-0-round-000000000001.ckpt") && Catch::Contains("--checkpoint-key-file"));
+  auto other = open(std::make_shared<const FileKey>(*FileKey::FromBytes(std::string(32, 'o'), "other.key")));
+  REQUIRE(!other.ok());
+  CHECK_THAT(std::string(other.status().message()), Catch::Contains("integrity tag does not match"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("A restarted shard resumes from its checkpoint and answers the last round again", "[shard_host]") {
