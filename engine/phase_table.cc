@@ -20,7 +20,8 @@ PhaseTable::PhaseTable(PhaseTableOptions options) : options_(std::move(options))
 }
 
 PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_final)
-    : PhaseTable(PhaseTableOptions{num_workers, std::move(reduce), std::move(on_final)}) {}
+    : PhaseTable(
+          PhaseTableOptions{num_workers, std::move(reduce), std::move(on_final), nullptr, nullptr, std::nullopt}) {}
 
 absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
   if (newest_round_ >= kRetainRounds && key.round < newest_round_ - kRetainRounds) {

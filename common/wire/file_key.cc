@@ -52,8 +52,8 @@ absl::StatusOr<FileKey> FileKey::Load(const std::string& path) {
   if ((st.st_mode & S_IROTH) != 0) {
     ::close(fd);
     return absl::PermissionDeniedError(absl::StrFormat(
-        "%s: the checkpoint key file is readable by other users (mode %04o); make it private: chmod 600 %s",
-        path, st.st_mode & 07777, path));
+        "%s: the checkpoint key file is readable by other users (mode %04o); make it private: chmod 600 %s", path,
+        st.st_mode & 07777, path));
   }
   auto bytes = ReadAll(fd, path);
   ::close(fd);

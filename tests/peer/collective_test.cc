@@ -48,6 +48,7 @@ PayloadValue MakePayload(Reduction r, std::mt19937_64& rng, bool dyadic) {
       for (std::uint32_t i = 0; i < kDim; i += 1 + rng() % 4) s.idx.push_back(i);
       return s;
     }
+    case Reduction::kSketchMomentumError: break;  // a stateful reduction: not one of the collective's stateless phases
   }
   return DenseValues{};
 }
