@@ -96,14 +96,12 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
   }
   ps::HostOptions options =
       ps::HostOptionsFor(*job, shard_id, flags.checkpoint_dir.empty() ? job->checkpoint.dir : flags.checkpoint_dir);
-  if (!flags.checkpoint_key_file.empty()) {
-    auto key = FileKey::Load(flags.checkpoint_key_file);
-    if (!key.ok()) {
-      spdlog::error("--checkpoint-key-file: {}", std::string(key.status().message()));
-      return 2;
-    }
-    options.checkpoint_key = std::make_shared<const FileKey>(*std::move(key));
+  auto key = FileKey::LoadIfGiven(flags.checkpoint_key_file);
+  if (!key.ok()) {
+    spdlog::error("--checkpoint-key-file: {}", std::string(key.status().message()));
+    return 2;
   }
+  options.checkpoint_key = *std::move(key);
   ps::ServerMetrics metrics(shard_id);
   auto host = ps::ShardHost::Open(options, &metrics);
   if (!host.ok()) {

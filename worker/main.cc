@@ -121,14 +121,12 @@ int Run(Flags& flags) {
   options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job->peer.timeout_seconds));
   options.metrics_out = flags.metrics_out;
   options.state_dir = flags.state_dir;
-  if (!flags.checkpoint_key_file.empty()) {
-    auto key = FileKey::Load(flags.checkpoint_key_file);
-    if (!key.ok()) {
-      spdlog::error("--checkpoint-key-file: {}", std::string(key.status().message()));
-      return 2;
-    }
-    options.checkpoint_key = std::make_shared<const FileKey>(*std::move(key));
+  auto key = FileKey::LoadIfGiven(flags.checkpoint_key_file);
+  if (!key.ok()) {
+    spdlog::error("--checkpoint-key-file: {}", std::string(key.status().message()));
+    return 2;
   }
+  options.checkpoint_key = *std::move(key);
   options.state_every_rounds = flags.state_every_rounds;
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status.h"
 
 namespace sketchps {
 namespace {
@@ -36,6 +37,12 @@ absl::StatusOr<std::string> ReadAll(int fd, const std::string& path) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<const FileKey>> FileKey::LoadIfGiven(const std::string& path) {
+  if (path.empty()) return std::shared_ptr<const FileKey>();
+  SKETCHPS_ASSIGN_OR_RETURN(FileKey key, Load(path));
+  return std::make_shared<const FileKey>(std::move(key));
+}
 
 absl::StatusOr<FileKey> FileKey::Load(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

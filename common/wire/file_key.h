@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,9 @@ class FileKey {
   // Reads and checks the key file (see above). NotFound when it cannot be opened, PermissionDenied
   // when its mode lets other users read it, InvalidArgument when it is too short.
   static absl::StatusOr<FileKey> Load(const std::string& path);
+  // The key of a --checkpoint-key-file flag (or its environment variable): nullptr when `path` is
+  // empty (no key), else Load's key or its error.
+  static absl::StatusOr<std::shared_ptr<const FileKey>> LoadIfGiven(const std::string& path);
   // A key from bytes held in memory (tests); `source` names it in messages. InvalidArgument when
   // shorter than kMinKeyBytes.
   static absl::StatusOr<FileKey> FromBytes(std::string bytes, std::string source);

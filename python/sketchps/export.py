@@ -7,7 +7,7 @@ Reads every shard's newest checkpoint (the servers' master copy, ps/export.h) an
 {parameter name: tensor} with torch.save; `model.load_state_dict(torch.load(path))` loads it (with
 strict=False when the model had frozen parameters, which the job does not train or hold). Checkpoints
 written with a checkpoint key need it: --checkpoint-key-file, else env SKETCHPS_CHECKPOINT_KEY_FILE,
-else RUN_DIR/checkpoint.key when it exists (`sketchps run` makes one)."""
+else checkpoint.key beside the checkpoints folder when it exists (`sketchps run` makes RUN_DIR/checkpoint.key)."""
 import argparse
 import collections
 import math
@@ -20,9 +20,21 @@ from sketchps import _core
 from sketchps.errors import ConfigError, Error
 
 
-def state_dict_from_checkpoints(job_path, checkpoints, key_file=""):
+def checkpoint_key_file(checkpoints, key_file=None):
+    """The key file of the checkpoints in `checkpoints`: `key_file` when given ("" : none, untagged
+    checkpoints), else env SKETCHPS_CHECKPOINT_KEY_FILE, else checkpoint.key beside the folder (a
+    `sketchps run` directory: RUN_DIR/checkpoints and RUN_DIR/checkpoint.key) when it exists, else ""."""
+    if key_file is not None:
+        return key_file
+    if os.environ.get("SKETCHPS_CHECKPOINT_KEY_FILE"):
+        return os.environ["SKETCHPS_CHECKPOINT_KEY_FILE"]
+    beside = os.path.join(os.path.dirname(os.path.abspath(checkpoints)), "checkpoint.key")
+    return beside if os.path.exists(beside) else ""
+
+
+def state_dict_from_checkpoints(job_path, checkpoints, key_file=None):
     """(rounds, state_dict) of the job's shards' newest checkpoints in `checkpoints` (key_file: the
-    checkpoint key they were written with, "" for untagged checkpoints)."""
+    checkpoint key they were written with; None: checkpoint_key_file's rule)."""
     job = _core.load_job(job_path)
     if job.mode != "ps":
         raise ConfigError("mode: decentralized jobs have no servers and no checkpoints; save the model from the "
@@ -31,7 +43,8 @@ def state_dict_from_checkpoints(job_path, checkpoints, key_file=""):
         raise ConfigError("optimizer.name: external (a torch optimizer applied the updates): the servers hold the "
                           "last aggregated gradient, not weights; save the model from the script (torch.save on "
                           "rank 0)")
-    rounds, layout, flat = _core.load_checkpoints(checkpoints, job.job_id, job.servers, key_file)
+    key = checkpoint_key_file(checkpoints, key_file)
+    rounds, layout, flat = _core.load_checkpoints(checkpoints, job.job_id, job.servers, key)
     state, offset = collections.OrderedDict(), 0
     for name, shape in layout:
         n = math.prod(shape)
@@ -46,20 +59,17 @@ def main(argv=None):
     parser.add_argument("--job", help="the job spec (default RUN_DIR/job.yaml)")
     parser.add_argument("--checkpoints", help="the servers' checkpoint folder (default RUN_DIR/checkpoints)")
     parser.add_argument("--out", help="the state_dict file (default RUN_DIR/model.pt)")
-    parser.add_argument("--checkpoint-key-file", default=os.environ.get("SKETCHPS_CHECKPOINT_KEY_FILE", ""),
+    parser.add_argument("--checkpoint-key-file", default=None,
                         help="the key the checkpoints were written with (env SKETCHPS_CHECKPOINT_KEY_FILE; "
-                        "default RUN_DIR/checkpoint.key when it exists)")
+                        "default: checkpoint.key beside the checkpoints folder, RUN_DIR/checkpoint.key, when it exists)")
     args = parser.parse_args(argv)
     if not args.run_dir and not (args.job and args.checkpoints and args.out):
         parser.error("give RUN_DIR, or --job, --checkpoints and --out")
     job = args.job or os.path.join(args.run_dir, "job.yaml")
     checkpoints = args.checkpoints or os.path.join(args.run_dir, "checkpoints")
     out = args.out or os.path.join(args.run_dir, "model.pt")
-    key_file = args.checkpoint_key_file
-    if not key_file and args.run_dir and os.path.exists(os.path.join(args.run_dir, "checkpoint.key")):
-        key_file = os.path.join(args.run_dir, "checkpoint.key")
     try:
-        rounds, state = state_dict_from_checkpoints(job, checkpoints, key_file)
+        rounds, state = state_dict_from_checkpoints(job, checkpoints, args.checkpoint_key_file)
     except Error as e:
         print(f"sketchps export: {e}", file=sys.stderr)
         return 2

@@ -28,10 +28,7 @@ absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, cons
   o.port_file = c.port_file;
   o.state_dir = c.state_dir;
   o.state_every_rounds = c.state_every_rounds;
-  if (!c.checkpoint_key_file.empty()) {
-    SKETCHPS_ASSIGN_OR_RETURN(FileKey key, FileKey::Load(c.checkpoint_key_file));
-    o.checkpoint_key = std::make_shared<const FileKey>(std::move(key));
-  }
+  SKETCHPS_ASSIGN_OR_RETURN(o.checkpoint_key, FileKey::LoadIfGiven(c.checkpoint_key_file));
   o.patience = absl::Seconds(c.patience_seconds);
   o.peer_timeout = absl::Seconds(c.peer_timeout_seconds > 0 ? c.peer_timeout_seconds : job.peer.timeout_seconds);
   SKETCHPS_ASSIGN_OR_RETURN(o.tls,
