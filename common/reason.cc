@@ -14,7 +14,7 @@ constexpr char kReasonUrl[] = "type.sketchps.dev/sketchps.Reason";
 
 constexpr char kCulpritUrl[] = "type.sketchps.dev/sketchps.Culprit";
 
-constexpr Reason kLastReason = Reason::kEvicted;
+constexpr Reason kLastReason = Reason::kCheckpointKey;
 
 }  // namespace
 
@@ -36,6 +36,7 @@ const char* ReasonName(Reason reason) {
     case Reason::kRefused: return "refused";
     case Reason::kMisbehaved: return "misbehaved";
     case Reason::kEvicted: return "evicted";
+    case Reason::kCheckpointKey: return "checkpoint_key";
   }
   return "none";
 }

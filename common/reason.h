@@ -46,6 +46,9 @@ enum class Reason : std::uint32_t {
   // (malformed, wrong shape, non-finite); the receivers evict it and regroup without it.
   kMisbehaved = 14,
   kEvicted = 15,  // this worker was evicted by its peers (its letter was refused): it stops
+  // Local files: a checkpoint or state file refused for its integrity tag (a wrong tag, no tag under
+  // a key, a tag without a key: common/wire/framed_file.h IsKeyError); the caller must not fall back.
+  kCheckpointKey = 16,
 };
 
 // "rejoin", "replay_round", ... ("none" for kNone and numbers this build does not know).

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "common/reason.h"
 #include "common/status.h"
 #include "common/wire/file_key.h"
 
@@ -20,7 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr std::size_t kHeaderBytes = 8 + 8 + 4;
-constexpr char kKeyErrorPayload[] = "type.sketchps/framed-file-key-error";
 constexpr char kKeyFlag[] = "--checkpoint-key-file (env SKETCHPS_CHECKPOINT_KEY_FILE)";
 
 // The magic of the tagged format: the fourth byte becomes 'K' (docs in the header).
@@ -30,10 +29,7 @@ std::string TaggedMagic(const char (&magic)[8]) {
   return tagged;
 }
 
-absl::Status KeyError(absl::Status status) {
-  status.SetPayload(kKeyErrorPayload, absl::Cord("1"));
-  return status;
-}
+absl::Status KeyError(absl::Status status) { return WithReason(std::move(status), Reason::kCheckpointKey); }
 
 void PutLe(std::string& out, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
@@ -157,6 +153,6 @@ absl::StatusOr<std::string> UnframeBytes(std::string bytes, const char (&magic)[
   return bytes;
 }
 
-bool IsKeyError(const absl::Status& status) { return status.GetPayload(kKeyErrorPayload).has_value(); }
+bool IsKeyError(const absl::Status& status) { return ReasonOf(status) == Reason::kCheckpointKey; }
 
 }  // namespace sketchps
