@@ -66,6 +66,7 @@ inline bool HasReason(const absl::Status& s, Reason r) { return !s.ok() && Reaso
 inline bool IsRejoin(const absl::Status& s) { return HasReason(s, Reason::kRejoin); }
 inline bool IsReplayRound(const absl::Status& s) { return HasReason(s, Reason::kReplayRound); }
 inline bool IsRoundApplied(const absl::Status& s) { return HasReason(s, Reason::kRoundApplied); }
+inline bool IsStaleRound(const absl::Status& s) { return HasReason(s, Reason::kStaleRound); }
 inline bool IsRoundAhead(const absl::Status& s) { return HasReason(s, Reason::kRoundAhead); }
 inline bool IsSuperseded(const absl::Status& s) { return HasReason(s, Reason::kSuperseded); }
 inline bool IsFingerprintMismatch(const absl::Status& s) { return HasReason(s, Reason::kFingerprintMismatch); }

@@ -1,5 +1,6 @@
 #include "engine/phase.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,10 @@ std::uint64_t RawPayloadBytes(const PayloadValue& payload, ValueEncoding values)
                                [](const SketchTable& p) -> std::uint64_t { return p.table.size() * 4; },
                                [](const IndexSet& p) -> std::uint64_t { return p.idx.size() * 4; }},
                     payload);
+}
+
+bool IsExcluded(const PhaseResult& result, std::uint32_t worker) {
+  return std::binary_search(result.excluded.begin(), result.excluded.end(), worker);
 }
 
 PhaseResult RefusedResult(Reduction reduction, std::uint64_t dim) {

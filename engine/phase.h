@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/payload.h"
@@ -87,7 +88,15 @@ struct PhaseResult {
   // publishes an empty result of its kind instead, with contributors 0, and the round applies no
   // gradient (Reducer and Shard; docs/protocol.md "Numeric safety"). Not sent on the wire.
   bool refused = false;
+  // The workers left out of this round up to and including this phase (sorted): a round deadline
+  // closed a phase without them (engine/phase_table.h, job key ps.round_deadline_seconds). From the
+  // phase that left a worker out on, the round holds nothing of it; the worker applies G_t like
+  // everyone else and keeps its input for the next round (Scheme::FinishExcluded).
+  std::vector<std::uint32_t> excluded = {};
 };
+
+// Whether `worker` is in result.excluded.
+bool IsExcluded(const PhaseResult& result, std::uint32_t worker);
 
 // The empty result a refused phase publishes: an empty IndexSet for kLeaderIndexSet, otherwise an
 // empty SparseVector over dim (a round ending with it applies no gradient).

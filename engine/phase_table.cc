@@ -1,5 +1,6 @@
 #include "engine/phase_table.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,8 +21,8 @@ PhaseTable::PhaseTable(PhaseTableOptions options) : options_(std::move(options))
 }
 
 PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_final)
-    : PhaseTable(
-          PhaseTableOptions{num_workers, std::move(reduce), std::move(on_final), nullptr, nullptr, std::nullopt}) {}
+    : PhaseTable(PhaseTableOptions{num_workers, std::move(reduce), std::move(on_final), nullptr, nullptr, std::nullopt,
+                                   absl::ZeroDuration()}) {}
 
 absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
   if (newest_round_ >= kRetainRounds && key.round < newest_round_ - kRetainRounds) {
@@ -101,6 +102,8 @@ absl::StatusOr<std::optional<PhaseTable::Work>> PhaseTable::Store(const PhaseKey
   if (it != entries_.end() && (it->second.done || it->second.reducing)) {
     return std::nullopt;  // every worker has contributed (or the result was seeded): a retry
   }
+  // Left out of this round by its deadline: acknowledged; the caller awaits the result, which says so.
+  if (!contribution.spec.auxiliary && IsOut(key.round, worker)) return std::nullopt;
   SKETCHPS_RETURN_IF_ERROR(CheckOrder(key, contribution.spec.auxiliary));
   if (key.phase > 0 && !contribution.spec.auxiliary && PreviousResult(key) == nullptr) {
     return ReplayRoundError(key.round, key.phase);
@@ -120,18 +123,80 @@ absl::StatusOr<std::optional<PhaseTable::Work>> PhaseTable::Store(const PhaseKey
   }
   Entry& entry = entries_[key];
   if (entry.contributions.empty()) entry.contributions.resize(options_.num_workers);
+  if (entry.received == 0) {
+    entry.opened = absl::Now();
+    entry.auxiliary = contribution.spec.auxiliary;
+  }
   entry.contributions[worker] = std::move(contribution);
   if (key.round > newest_round_) Forget(newest_round_ = key.round, dropped);
-  if (++entry.received < options_.num_workers) return std::nullopt;
+  if (++entry.received < (entry.auxiliary ? options_.num_workers : Expected(key.round))) return std::nullopt;
+  return std::optional<Work>(Take(key, entry));
+}
+
+PhaseTable::Work PhaseTable::Take(const PhaseKey& key, Entry& entry) {
   entry.reducing = true;
-  Work work{key, {}, nullptr};
-  for (auto& c : entry.contributions) work.contributions.push_back(*std::move(c));
+  Work work{key, {}, nullptr, {}};
+  const PhaseSpec* spec = nullptr;
+  for (const auto& c : entry.contributions) {
+    if (c.has_value()) spec = &c->spec;
+  }
+  for (auto& c : entry.contributions) work.contributions.push_back(c ? *std::move(c) : Contribution{*spec, {}, {}});
   entry.contributions.clear();
   entry.contributions.shrink_to_fit();
-  if (key.phase > 0 && !work.contributions.front().spec.auxiliary) {
-    work.previous = entries_.at(PhaseKey{key.round, key.phase - 1}).result;  // checked above: it exists
+  if (key.phase > 0 && !entry.auxiliary) {
+    work.previous = entries_.at(PhaseKey{key.round, key.phase - 1}).result;  // checked in Store: it exists
   }
-  return std::optional<Work>(std::move(work));
+  if (auto out = out_.find(key.round); out != out_.end() && !entry.auxiliary) {
+    for (std::uint32_t w = 0; w < out->second.size(); ++w) {
+      if (out->second[w]) work.excluded.push_back(w);
+    }
+  }
+  return work;
+}
+
+bool PhaseTable::IsOut(std::uint64_t round, std::uint32_t worker) const {
+  auto it = out_.find(round);
+  return it != out_.end() && worker < it->second.size() && it->second[worker];
+}
+
+std::uint32_t PhaseTable::Expected(std::uint64_t round) const {
+  auto it = out_.find(round);
+  if (it == out_.end()) return options_.num_workers;
+  return options_.num_workers - static_cast<std::uint32_t>(std::count(it->second.begin(), it->second.end(), true));
+}
+
+std::vector<PhaseTable::Closed> PhaseTable::CloseExpired(absl::Time now) {
+  std::vector<Closed> report;
+  if (options_.deadline <= absl::ZeroDuration()) return report;
+  std::vector<Work> closed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, entry] : entries_) {
+      if (entry.done || entry.reducing || entry.auxiliary || entry.received == 0) continue;
+      if (now - entry.opened < options_.deadline) continue;
+      // At least half of the workers still expected: a deadline must not close a round that
+      // everyone is late for (a slow network, a pause of the shard) on its first arrival.
+      if (2 * entry.received < Expected(key.round)) continue;
+      std::vector<bool>& out = out_[key.round];
+      out.resize(options_.num_workers, false);
+      Closed c{key, {}};
+      for (std::uint32_t w = 0; w < options_.num_workers; ++w) {
+        if (!entry.contributions[w].has_value() && !out[w]) {
+          out[w] = true;
+          c.left_out.push_back(w);
+        }
+      }
+      report.push_back(std::move(c));
+      closed.push_back(Take(key, entry));
+    }
+  }
+  for (auto& work : closed) Dispatch(std::move(work));
+  return report;
+}
+
+bool PhaseTable::Excluded(std::uint64_t round, std::uint32_t worker) const {
+  absl::MutexLock lock(&mu_);
+  return IsOut(round, worker);
 }
 
 void PhaseTable::Dispatch(Work work) {
@@ -147,6 +212,7 @@ void PhaseTable::Finish(Work work) {
   absl::StatusOr<PhaseResult> reduced = options_.reduce(spec, in_order, work.previous.get());
   work.contributions.clear();  // payloads are no longer needed
   absl::StatusOr<std::shared_ptr<const PhaseResult>> result = absl::UnknownError("not reduced");
+  if (reduced.ok()) reduced->excluded = work.excluded;
   if (!reduced.ok()) {
     result = reduced.status();
   } else if (spec.final_phase && options_.on_final) {
@@ -156,6 +222,10 @@ void PhaseTable::Finish(Work work) {
   }
   if (!result.ok()) {
     result = Annotate(result.status(), absl::StrCat("round ", work.key.round, " phase ", work.key.phase));
+  } else if ((*result)->excluded != work.excluded) {  // the final hook published a result of its own
+    auto copy = std::make_shared<PhaseResult>(**result);
+    copy->excluded = work.excluded;
+    result = std::shared_ptr<const PhaseResult>(std::move(copy));
   }
   Publish(work.key, std::move(result), spec.final_phase);
 }
@@ -216,6 +286,9 @@ void PhaseTable::Forget(std::uint64_t newest_round, Calls& calls) {
                                                                     " was abandoned: the shard moved on")));
     }
     entries_.erase(entries_.begin());
+  }
+  while (!out_.empty() && newest_round >= kRetainRounds && out_.begin()->first < newest_round - kRetainRounds) {
+    out_.erase(out_.begin());
   }
 }
 

@@ -30,6 +30,14 @@
 //     phases, is FailedPrecondition (IsRoundApplied: applied rounds are immutable), and a phase of a
 //     round beyond the next one to apply is FailedPrecondition (IsRoundAhead). An auxiliary phase
 //     (engine/aggregator.h) may also belong to the last applied round.
+// Round deadline (options.deadline > 0; the job key ps.round_deadline_seconds): a scheme phase (not an
+// auxiliary one) that has waited `deadline` since its first contribution, and holds contributions from
+// at least half of the workers it still expects, is closed by CloseExpired() without the others. They
+// are left out of the rest of the round: the phase and every later phase of that round reduce them as
+// skips (no payload), and each result lists them (PhaseResult::excluded). A Submit of any scheme phase
+// of that round from a worker left out of it is acknowledged and stores nothing (the caller then
+// awaits the phase's result and learns from `excluded` that it was left out; a worker that needs only
+// G_t awaits the final phase directly). Without a deadline nothing is ever left out.
 // A reduction or final hook that fails anyway fails its phase: every waiter receives that error.
 // Await() waits until the result exists or the deadline passes (DeadlineExceeded). Subscribe() is the
 // non-blocking form for asynchronous servers: the callback runs once, with the result or the phase's
@@ -85,6 +93,8 @@ struct PhaseTableOptions {
   Strand* strand = nullptr;  // where reductions run (nullptr: the last contributor's thread)
   // Rounds applied before the table starts (a master copy's); unset: no round-order rules.
   std::optional<std::uint64_t> first_round;
+  // The round deadline (above); zero: none.
+  absl::Duration deadline = absl::ZeroDuration();
 };
 
 class PhaseTable {
@@ -108,6 +118,17 @@ class PhaseTable {
   // to that key is then acknowledged as a retry.
   void Seed(const PhaseKey& key, std::shared_ptr<const PhaseResult> result);
 
+  // A phase CloseExpired closed, and the workers it left out (not those left out by an earlier phase).
+  struct Closed {
+    PhaseKey key;
+    std::vector<std::uint32_t> left_out;
+  };
+  // Closes every scheme phase whose deadline has passed at `now` (see above). Call it periodically
+  // (the parameter server: a few times per deadline); no-op without a deadline.
+  std::vector<Closed> CloseExpired(absl::Time now);
+  // Whether a deadline has left `worker` out of `round` (false once the round is forgotten).
+  bool Excluded(std::uint64_t round, std::uint32_t worker) const;
+
   // Whether `worker` has already contributed to `key` (for duplicate-push accounting).
   bool HasContribution(const PhaseKey& key, std::uint32_t worker) const;
   // Whether any worker has contributed to `key` (or it is complete).
@@ -123,6 +144,8 @@ class PhaseTable {
     std::uint32_t received = 0;
     bool reducing = false;  // every worker has contributed; the reduction task is posted
     bool done = false;
+    bool auxiliary = false;  // an auxiliary phase (never closed by the deadline)
+    absl::Time opened;       // when its first contribution was stored
     absl::Status status;
     std::shared_ptr<const PhaseResult> result;
     std::vector<ResultCallback> waiters;
@@ -132,6 +155,7 @@ class PhaseTable {
     PhaseKey key;
     std::vector<Contribution> contributions;
     std::shared_ptr<const PhaseResult> previous;
+    std::vector<std::uint32_t> excluded = {};  // the round's workers left out so far (PhaseResult::excluded)
   };
 
   using Calls = std::vector<std::pair<ResultCallback, absl::StatusOr<std::shared_ptr<const PhaseResult>>>>;
@@ -145,6 +169,11 @@ class PhaseTable {
   absl::Status Admit(const PhaseKey& key, const Entry& entry, const Contribution& contribution) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const PhaseResult* PreviousResult(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsOut(std::uint64_t round, std::uint32_t worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Workers of `round` not left out.
+  std::uint32_t Expected(std::uint64_t round) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the entry as reducing and moves its contributions (skips for workers left out) into a Work.
+  Work Take(const PhaseKey& key, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void Dispatch(Work work);
   void Finish(Work work);
@@ -158,6 +187,7 @@ class PhaseTable {
 
   mutable absl::Mutex mu_;
   std::map<PhaseKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::map<std::uint64_t, std::vector<bool>> out_ ABSL_GUARDED_BY(mu_);  // by round: left out by a deadline
   std::uint64_t newest_round_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
 };

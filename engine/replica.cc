@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& o
     ctx.layers = ClipLayers(options.layers, r.lo, r.hi);
     ctx.k = k;
     ctx.seed = options.seed;
+    ctx.may_be_left_out = options.may_be_left_out;
     replica->schemes_.push_back(options.make_scheme(std::move(ctx)));
     replica->optimizers_.push_back(std::make_unique<Optimizer>(options.optimizer, r.size(), options.global_momentum,
                                                                ClipLayers(options.layers, r.lo, r.hi)));
@@ -62,6 +63,14 @@ absl::StatusOr<RoundOutcome> Replica::RunShard(std::uint32_t s, Aggregator& aggr
   return out;
 }
 
+absl::StatusOr<RoundOutcome> Replica::FetchShard(std::uint32_t s, Aggregator& aggregator, const RoundInfo& info,
+                                                 float* d_weights) {
+  const auto& r = options_.shards.ranges[s];
+  SKETCHPS_ASSIGN_OR_RETURN(RoundOutcome out, FetchRound(*schemes_[s], aggregator, s, info.round, r.size()));
+  SKETCHPS_RETURN_IF_ERROR(optimizers_[s]->Apply(out.aggregate, d_weights + r.lo, StepClock{info.round, info.epoch}));
+  return out;
+}
+
 absl::StatusOr<ReplicaRound> Replica::RunRound(Aggregator& aggregator, const RoundInfo& info, const float* d_grad,
                                                float* d_weights) {
   auto run = [&](std::uint32_t s) { return RunShard(s, aggregator, info, d_grad, d_weights); };
@@ -82,6 +91,10 @@ absl::StatusOr<ReplicaRound> Replica::Combine(std::vector<absl::StatusOr<RoundOu
     }
     round.traffic.bytes_up += outcomes[s]->traffic.bytes_up;
     round.traffic.bytes_down += outcomes[s]->traffic.bytes_down;
+    if (outcomes[s]->left_out) {  // the scheme's figures are not this round's
+      ++round.left_out;
+      continue;
+    }
     round.selected += schemes_[s]->selected();
     round.skipped |= schemes_[s]->skipped();
     round.diagnostics += schemes_[s]->diagnostics();

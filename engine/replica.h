@@ -35,7 +35,8 @@ struct ReplicaOptions {
   bool global_momentum = true;
   OptimizerConfig optimizer;
   std::uint64_t seed = 0;
-  bool parallel_shards = true;  // false: shards one after another on the calling thread
+  bool parallel_shards = true;   // false: shards one after another on the calling thread
+  bool may_be_left_out = false;  // the job has a round deadline (SchemeContext::may_be_left_out)
 };
 
 struct ReplicaRound {
@@ -43,6 +44,7 @@ struct ReplicaRound {
   std::uint64_t selected = 0;    // entries this worker sent, summed over shards
   bool skipped = false;          // the worker's gradient was not finite (it contributed nothing)
   RoundDiagnostics diagnostics;  // summed over shards (Scheme::diagnostics)
+  std::uint32_t left_out = 0;    // shards whose round closed without this worker (a round deadline)
 };
 
 class Replica {
@@ -62,6 +64,10 @@ class Replica {
   // starts each shard as soon as its gradients exist, worker/gradient_watch.h).
   absl::StatusOr<RoundOutcome> RunShard(std::uint32_t s, Aggregator& aggregator, const RoundInfo& info,
                                         const float* d_grad, float* d_weights);
+  // Catching up: round `round` of shard s already closed without this worker (the shard is ahead):
+  // fetches its G_t and applies it to the shard's range of d_weights, without the scheme.
+  absl::StatusOr<RoundOutcome> FetchShard(std::uint32_t s, Aggregator& aggregator, const RoundInfo& info,
+                                          float* d_weights);
   // The round's totals from every shard's outcome, in shard order; the first error names its shard.
   absl::StatusOr<ReplicaRound> Combine(std::vector<absl::StatusOr<RoundOutcome>> outcomes) const;
 

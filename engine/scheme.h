@@ -20,7 +20,8 @@
 //   - dense warm-up: rounds < warmup_rounds send the scheme's compression input densely;
 //   - NaN/Inf guard: a non-finite gradient makes the worker skip the round: it contributes no
 //     payload to any phase, leaves its state untouched and reports skipped() == true;
-//   - empty selections are valid payloads (zero entries).
+//   - empty selections are valid payloads (zero entries);
+//   - rounds left out by a deadline (FinishExcluded): state restored, the gradient carried over.
 //
 // A Scheme is used by one thread at a time. All device pointers belong to the kernel backend.
 #pragma once
@@ -52,6 +53,9 @@ struct SchemeContext {
   JobClock clock;                   // the job's length, to resolve the scheme's schedules (common/config/job_span.h)
   bool diagnostics = false;         // scheme.diagnostics: compare each round with the exact sum (below)
   ValueEncoding values = ValueEncoding::kF32;  // scheme.values: precision of the pushed values (scheme_base.h)
+  // The job has a round deadline (ps.round_deadline_seconds): a round may close without this worker,
+  // so each round keeps what FinishExcluded needs to undo it (a copy of the state, SaveState()).
+  bool may_be_left_out = false;
 };
 
 struct RoundInfo {
@@ -116,8 +120,16 @@ class Scheme {
   // returns (payloads are built from it during the phases).
   virtual absl::Status BeginRound(const RoundInfo& info, const float* d_grad) = 0;
   virtual std::uint32_t NumPhases() const = 0;
+  // The phases round `round` has (NumPhases() of that round, known without BeginRound).
+  virtual std::uint32_t PhasesIn(std::uint64_t round) const = 0;
   virtual absl::StatusOr<Contribution> Contribute(std::uint32_t phase, const PhaseResult* previous) = 0;
   virtual absl::StatusOr<Aggregate> Finish(const PhaseResult& last) = 0;
+
+  // Ends a round that closed without this worker (a round deadline, PhaseResult::excluded), given the
+  // round's final result: returns G_t as Finish would, puts the worker's state back as it was before
+  // BeginRound and carries this round's gradient into the next round's (added to its d_grad), so the
+  // late gradient is not lost. Needs ctx.may_be_left_out (FailedPrecondition otherwise).
+  virtual absl::StatusOr<Aggregate> FinishExcluded(const PhaseResult& last) = 0;
 
   // Whether this worker skipped the current round (non-finite gradient).
   virtual bool skipped() const = 0;

@@ -20,6 +20,7 @@ Shard::Shard(ShardOptions options)
   if (options_.own_strand) strand_ = std::make_unique<Strand>("shard");
   PhaseTableOptions t;
   t.num_workers = options_.num_workers;
+  t.deadline = options_.round_deadline;
   t.reduce = [this](const PhaseSpec& spec, const std::vector<const Contribution*>& in, const PhaseResult* previous) {
     return reducer_.Reduce(spec, in, previous);
   };

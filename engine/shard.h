@@ -88,6 +88,9 @@ struct ShardOptions {
   std::optional<FinalResult> last;
   std::function<void(const AppliedRound&)> on_applied;
   bool own_strand = false;  // reduce, apply and publish on a strand of the shard's own
+  // The round deadline of the shard's table (engine/phase_table.h; zero: none). Something must call
+  // table().CloseExpired() for it to act (the parameter server's deadline ticker).
+  absl::Duration round_deadline = absl::ZeroDuration();
 };
 
 class Shard {

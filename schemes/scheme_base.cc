@@ -37,8 +37,16 @@ absl::Status SchemeBase::BeginRound(const RoundInfo& info, const float* d_grad) 
   selected_ = 0;
   SKETCHPS_ASSIGN_OR_RETURN(const bool finite, kernels::AllFinite(d_grad, ctx_.dim, exec_));
   skipped_ = !finite;
+  grad_ = d_grad;
   if (skipped_) return absl::OkStatus();
-  SKETCHPS_ASSIGN_OR_RETURN(input_, Accumulate(info, d_grad));
+  if (ctx_.may_be_left_out) {
+    before_ = SaveState();
+    if (carrying_) {
+      SKETCHPS_RETURN_IF_ERROR(kernels::Axpy(1.0f, d_grad, carry_.data(), ctx_.dim, exec_));
+      grad_ = carry_.data();
+    }
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(input_, Accumulate(info, grad_));
   if (dense_round_) {
     selected_ = ctx_.dim;
   } else {
@@ -48,6 +56,11 @@ absl::Status SchemeBase::BeginRound(const RoundInfo& info, const float* d_grad) 
 }
 
 std::uint32_t SchemeBase::NumPhases() const { return dense_round_ ? 1 : diagnostic_phases() + CompressedPhases(); }
+
+std::uint32_t SchemeBase::PhasesIn(std::uint64_t round) const {
+  if (round < ctx_.warmup_rounds) return 1;
+  return (ctx_.diagnostics ? 1 : 0) + CompressedPhases();
+}
 
 absl::StatusOr<Contribution> SchemeBase::Contribute(std::uint32_t phase, const PhaseResult* previous) {
   if (phase >= NumPhases()) {
@@ -85,12 +98,31 @@ absl::StatusOr<Aggregate> SchemeBase::Finish(const PhaseResult& last) {
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto g, MeanAggregate(last, ctx_.dim));
   if (skipped_) return g;
+  carrying_ = false;  // the carried gradient went into this round
   if (dense_round_) {
     OnDenseSent();
   } else {
     SKETCHPS_RETURN_IF_ERROR(Update(g, results_));
     SKETCHPS_RETURN_IF_ERROR(Diagnose(g));
   }
+  return g;
+}
+
+absl::StatusOr<Aggregate> SchemeBase::FinishExcluded(const PhaseResult& last) {
+  if (!ctx_.may_be_left_out) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), ": left out of round ", round_.round, " by a deadline this worker was not told of"));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(auto g, MeanAggregate(last, ctx_.dim));
+  selected_ = 0;
+  diag_ = {};
+  if (skipped_) return g;  // nothing was accumulated, nothing to carry
+  SKETCHPS_RETURN_IF_ERROR(RestoreState(before_));
+  if (!carrying_) {
+    if (carry_.size() != ctx_.dim) carry_ = kernels::DeviceArray<float>(ctx_.dim);
+    SKETCHPS_RETURN_IF_ERROR(kernels::Copy(grad_, carry_.data(), ctx_.dim, exec_));
+    carrying_ = true;
+  }  // else carry_ already holds this round's gradient with the earlier ones
   return g;
 }
 

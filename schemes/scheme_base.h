@@ -28,6 +28,13 @@
 // values before rounding), and the round drops at most 2^-9 (bf16) or 2^-12 (f16) of each sent
 // value, as DDP's bf16_compress_hook does. The diagnostic phase below is exact and stays f32.
 //
+// Rounds left out (ctx.may_be_left_out; engine/phase_table.h "Round deadline"): BeginRound copies the
+// state (SaveState) before it accumulates; FinishExcluded restores that copy and keeps the round's
+// gradient in carry_, which the next BeginRound adds to its gradient. For error-feedback schemes this
+// is the same as keeping the gradient in the residual (their input is e + g either way); for dense and
+// FetchSGD, which keep no residual, it is what keeps the late gradient. A non-finite gradient is
+// skipped and leaves the carry as it is.
+//
 // With ctx.diagnostics, a compressed round gets one more phase first: a dense sum of every worker's
 // input (the exact aggregate). The scheme's own phases follow unchanged (its phase p is the round's
 // phase p + 1) and never see that result; Finish compares G_t with it (schemes/recovery_check.h).
@@ -48,8 +55,10 @@ class SchemeBase : public Scheme {
  public:
   absl::Status BeginRound(const RoundInfo& info, const float* d_grad) final;
   std::uint32_t NumPhases() const final;
+  std::uint32_t PhasesIn(std::uint64_t round) const final;
   absl::StatusOr<Contribution> Contribute(std::uint32_t phase, const PhaseResult* previous) final;
   absl::StatusOr<Aggregate> Finish(const PhaseResult& last) final;
+  absl::StatusOr<Aggregate> FinishExcluded(const PhaseResult& last) final;
   bool skipped() const final { return skipped_; }
   std::uint64_t selected() const final { return selected_; }
   RoundDiagnostics diagnostics() const final { return diag_; }
@@ -92,6 +101,13 @@ class SchemeBase : public Scheme {
   PhaseResults results_;                      // the scheme's own phases' results
   std::shared_ptr<const PhaseResult> exact_;  // the diagnostic phase's result
   RoundDiagnostics diag_;
+
+  // ctx.may_be_left_out: the state before this round (restored by FinishExcluded), and the gradient
+  // of rounds left out, added to the next round's (not part of SaveState: a restart loses it).
+  SchemeState before_;
+  kernels::DeviceArray<float> carry_;
+  bool carrying_ = false;
+  const float* grad_ = nullptr;  // this round's gradient (d_grad, or carry_ holding d_grad + the carry)
 };
 
 }  // namespace sketchps
