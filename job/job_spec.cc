@@ -180,6 +180,9 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   } else {
     return absl::InvalidArgumentError("peer.on_failure: '" + on_failure + "' is not regroup or stop");
   }
+  SKETCHPS_ASSIGN_OR_RETURN(ConfigReader ps, root.Child("ps"));
+  SKETCHPS_RETURN_IF_ERROR(ps.GetAll("round_deadline_seconds", job.ps.round_deadline_seconds));
+  SKETCHPS_RETURN_IF_ERROR(ps.Finish());
   return absl::OkStatus();
 }
 
@@ -219,6 +222,10 @@ absl::Status Validate(const JobSpec& j) {
   if (j.checkpoint.every_rounds < 1) return bad("checkpoint.every_rounds", "must be >= 1");
   if (!(j.peer.timeout_seconds > 0) || j.peer.timeout_seconds > 86400)
     return bad("peer.timeout_seconds", "must be in (0, 86400]");
+  if (!(j.ps.round_deadline_seconds >= 0) || j.ps.round_deadline_seconds > 3600)
+    return bad("ps.round_deadline_seconds", "must be in [0, 3600] (0: no deadline)");
+  if (j.ps.round_deadline_seconds > 0 && j.decentralized())
+    return bad("ps.round_deadline_seconds", "applies to mode: ps only (decentralized rounds have no deadline)");
   return absl::OkStatus();
 }
 

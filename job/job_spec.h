@@ -17,6 +17,7 @@
 //   scheme: {name: topk, density: 0.01, dense_warmup: 0, diagnostics: false, topk: {...}}
 //   checkpoint: {dir: "", every_rounds: 100}   # a restarted shard recovers later rounds from the workers
 //   peer: {timeout_seconds: 60, on_failure: regroup}   # decentralized mode; on_failure: regroup | stop
+//   ps: {round_deadline_seconds: 0}   # ps mode; > 0: rounds close without stragglers (below)
 //
 // Every key is optional (defaults above; DefaultJobSpecYaml() is the embedded default job).
 // Warm-ups and other schedules are spans: "200 rounds", "2 epochs", "10%" of the job, or a list of
@@ -70,6 +71,14 @@ struct PeerSpec {
   OnPeerFailure on_failure = OnPeerFailure::kRegroup;
 };
 
+// Parameter-server mode: with round_deadline_seconds > 0 a shard closes each phase of a round that
+// long after its first push, without the workers that have not pushed yet, once at least half of them
+// have (engine/phase_table.h "Round deadline"). The late workers keep their gradient for the next
+// round (Scheme::FinishExcluded). 0: every round waits for every worker (deterministic).
+struct PsSpec {
+  double round_deadline_seconds = 0;
+};
+
 // ps: S parameter-server shards aggregate; decentralized: the workers' peer collectives.
 enum class Mode { kPs, kDecentralized };
 // "ps" / "decentralized".
@@ -87,6 +96,7 @@ struct JobSpec {
   BoundScheme scheme;
   CheckpointSpec checkpoint;
   PeerSpec peer;
+  PsSpec ps;
   std::string effective_yaml;  // the spec after overrides, for logs and run directories
   LayerTable layout;           // the model's parameter layout (job/model_layout.h); empty for
                                // model: custom without layers
@@ -103,7 +113,8 @@ struct JobSpec {
 
 // A hash per key whose value changes what a job computes: mode, workers, servers, model,
 // data.batch_size, data.train_samples, train.epochs, train.rounds, train.seed, optimizer, scheme
-// (its section as written). Not job_id, paths, checkpoints, evaluation or peer timeouts.
+// (its section as written). Not job_id, paths, checkpoints, evaluation, peer timeouts or the round
+// deadline (ps.round_deadline_seconds: the shards' business, not the workers').
 Fingerprint JobFingerprint(const JobSpec& job, const YAML::Node& root);
 
 // The embedded default job (top-k at density 0.01, CNN, Fashion-MNIST, 4 workers, 2 servers, one epoch).

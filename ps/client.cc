@@ -222,12 +222,15 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Client::RunPhase(std::uint32_
   if (!response.ok()) return response.status();
   SKETCHPS_ASSIGN_OR_RETURN(auto body, DecodeBody(response->result(), link.range_len));
   if (!body) return absl::DataLossError(absl::StrCat("shard ", shard, ": phase result without a body"));
+  link.shard_rounds = response->shard_rounds_applied();
   if (contribution.spec.final_phase) {
     link.final = FinalReport{response->rounds_applied(), response->weights_checksum()};
     link.last_final = response->result();
     link.last_contributors = response->contributors();
   }
-  return std::make_shared<const PhaseResult>(PhaseResult{std::move(*body), response->contributors()});
+  auto result = std::make_shared<PhaseResult>(PhaseResult{std::move(*body), response->contributors()});
+  if (response->excluded()) result->excluded = {options_.worker_id};
+  return std::shared_ptr<const PhaseResult>(std::move(result));
 }
 
 FinalReport Client::last_final(std::uint32_t shard) const { return links_.at(shard).final; }

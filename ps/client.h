@@ -13,6 +13,9 @@
 // continuously for `patience`; then RunPhase returns UNAVAILABLE naming the shard and its address.
 // Other errors are returned at once (IsReplayRound ones are handled by RunRound).
 //
+// A response with `excluded` set (a round deadline closed the phase without this worker) yields a
+// PhaseResult whose `excluded` lists this worker (engine/round.h then fetches the final result).
+//
 // RunPhase may be called concurrently for different shards (Replica runs shards in parallel); calls
 // for the same shard must not overlap. Byte and time counters cover every attempt.
 #pragma once
@@ -95,6 +98,10 @@ class Client final : public Aggregator {
 
   // The server's report for the last final phase on `shard`.
   FinalReport last_final(std::uint32_t shard) const;
+  // The rounds `shard` had applied when it last answered a push (0 before any): a worker that a round
+  // deadline left behind sees that the shards are ahead (engine/round.h FetchRound).
+  std::uint64_t shard_rounds(std::uint32_t shard) const { return links_.at(shard).shard_rounds; }
+  // (Read it between rounds: the shard's thread writes it.)
   // Call between rounds (not while RunPhase runs on another thread).
   ClientCounters counters() const;
   // Sets the range length of `shard` (from Join): results are decoded within it.
@@ -110,7 +117,8 @@ class Client final : public Aggregator {
     FinalReport final;
     v1::Payload last_final;  // the last final phase result received (offered at a rejoin)
     std::uint32_t last_contributors = 0;
-    double rpc_seconds = 0;  // written only by the thread running this shard's calls
+    double rpc_seconds = 0;          // written only by the thread running this shard's calls
+    std::uint64_t shard_rounds = 0;  // the shard's rounds applied at its last answer (same thread rule)
   };
   explicit Client(ClientOptions options) : options_(std::move(options)) {}
   template <class Call>

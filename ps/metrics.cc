@@ -30,6 +30,11 @@ ServerMetrics::ServerMetrics(std::uint32_t shard) : registry_(std::make_shared<p
                   .Help("Rounds applied without a gradient because their sum or update was not finite")
                   .Register(r)
                   .Add(labels);
+  left_out_ = &prometheus::BuildCounter()
+                   .Name("sketchps_workers_left_out_total")
+                   .Help("Workers left out of a round by its deadline (ps.round_deadline_seconds), per phase closed")
+                   .Register(r)
+                   .Add(labels);
   bytes_in_ = &prometheus::BuildCounter()
                    .Name("sketchps_bytes_in_total")
                    .Help("Serialized PushPull request bytes")
@@ -70,6 +75,7 @@ ServerMetrics::~ServerMetrics() = default;
 void ServerMetrics::SetRoundsApplied(std::uint64_t rounds) { rounds_->Set(static_cast<double>(rounds)); }
 
 void ServerMetrics::CountRefusedRound() { refused_->Increment(); }
+void ServerMetrics::CountLeftOut(std::uint64_t workers) { left_out_->Increment(static_cast<double>(workers)); }
 
 void ServerMetrics::AddBytes(std::uint64_t in, std::uint64_t out) {
   bytes_in_->Increment(static_cast<double>(in));

@@ -7,6 +7,7 @@
 //   sketchps_phase_wait_seconds             histogram  per PushPull: arrival to result
 //   sketchps_straggler_wait_seconds         histogram  per phase: first contribution to the last
 //   sketchps_rounds_refused_total           counter    rounds whose sum or update was not finite
+//   sketchps_workers_left_out_total         counter    workers a round deadline left out, per phase closed
 //   sketchps_checkpoints_total{outcome}     counter    written | failed
 //   sketchps_checkpoint_seconds             histogram  time to write (incl. fsync) one checkpoint
 // /metrics also serves sketchps_build_info{role="server"} and the process families
@@ -39,6 +40,7 @@ class ServerMetrics {
 
   void SetRoundsApplied(std::uint64_t rounds);
   void CountRefusedRound();
+  void CountLeftOut(std::uint64_t workers);
   void AddBytes(std::uint64_t in, std::uint64_t out);
   enum class Push { kAccepted, kDuplicate, kRejected };
   void CountPush(Push outcome);
@@ -54,6 +56,7 @@ class ServerMetrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Gauge* rounds_;
   prometheus::Counter* refused_;
+  prometheus::Counter* left_out_;
   prometheus::Counter* bytes_in_;
   prometheus::Counter* bytes_out_;
   prometheus::Counter* accepted_;

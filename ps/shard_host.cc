@@ -39,6 +39,7 @@ absl::StatusOr<FinalResult> DecodeFinal(const v1::Payload& payload, std::uint32_
 }  // namespace
 
 ShardHost::ShardHost(HostOptions options, ServerMetrics* metrics) : options_(std::move(options)), metrics_(metrics) {
+  if (options_.job.round_deadline > absl::ZeroDuration()) ticker_ = std::thread([this] { TickDeadlines(); });
   if (options_.checkpoint_dir.empty()) return;
   writer_ = std::make_unique<CheckpointWriter>(
       options_.checkpoint_dir,
@@ -62,6 +63,8 @@ absl::Duration ShardHost::idle() const {
 }
 
 ShardHost::~ShardHost() {
+  stop_ticker_.Notify();
+  if (ticker_.joinable()) ticker_.join();
   std::shared_ptr<Shard> shard = this->shard();
   if (shard) shard->Drain();  // no strand task may run once the host is gone
 }
@@ -277,6 +280,7 @@ absl::Status ShardHost::Serve(ShardState state) {
   o.last = state.last;
   o.on_applied = [this](const AppliedRound& round) { OnApplied(round); };
   o.own_strand = true;
+  o.round_deadline = options_.job.round_deadline;
   layers_ = std::move(state.layers);
   shard_ = std::make_shared<Shard>(std::move(o));
   if (metrics_) metrics_->SetRoundsApplied(state.rounds_applied);
@@ -385,6 +389,11 @@ void ShardHost::PushPull(const v1::PushPullRequest& request, const std::optional
                                                               AssemblyStatus())),
                            Reason::kRejoin));
   }
+  if (auto old = FinalFromHistory(request, *shard)) {
+    // A left-out worker fetching a round its phase table no longer holds.
+    Asked asked{old->key, request.payload().header(), true, request.ByteSizeLong(), absl::Now(), false};
+    return Answer(asked, *shard, old->result, std::move(done));
+  }
   bool first = false;
   const absl::Time arrived = absl::Now();
   auto key = Admit(request, *shard, first);
@@ -411,6 +420,8 @@ void ShardHost::Answer(const Asked& asked, Shard& shard, absl::StatusOr<std::sha
   if (!encoded.ok()) return reply(encoded.status());
   v1::PushPullResponse response;
   response.set_contributors((*outcome)->contributors);
+  response.set_excluded(IsExcluded(**outcome, asked.header.worker_id()));
+  response.set_shard_rounds_applied(shard.rounds_applied());
   *response.mutable_result() = **encoded;
   *response.mutable_result()->mutable_header() = asked.header;
   if (asked.final_phase) {
@@ -540,6 +551,41 @@ bool ShardHost::job_done() const {
   return left_.size() == options_.job.workers;
 }
 
+std::optional<FinalResult> ShardHost::FinalFromHistory(const v1::PushPullRequest& request, const Shard& shard) {
+  const auto& h = request.payload().header();
+  if (request.payload().body_case() != v1::Payload::BODY_NOT_SET || !request.spec().final_phase() ||
+      request.spec().auxiliary() || h.round() + PhaseTable::kRetainRounds >= shard.rounds_applied()) {
+    return std::nullopt;  // a contribution, or a round the phase table still answers
+  }
+  absl::MutexLock lock(&results_mu_);
+  auto it = applied_.find(h.round());
+  if (it == applied_.end() || !it->second.last.result || it->second.last.key.phase != h.phase()) return std::nullopt;
+  return it->second.last;
+}
+
+void ShardHost::TickDeadlines() {
+  const absl::Duration deadline = options_.job.round_deadline;
+  const absl::Duration tick = std::clamp(deadline / 10, absl::Milliseconds(1), absl::Milliseconds(50));
+  std::map<std::uint32_t, std::uint64_t> times_left_out;  // by worker, for the log
+  while (!stop_ticker_.WaitForNotificationWithTimeout(tick)) {
+    std::shared_ptr<Shard> shard = this->shard();
+    if (!shard) continue;
+    for (const auto& closed : shard->table().CloseExpired(absl::Now())) {
+      if (metrics_) metrics_->CountLeftOut(closed.left_out.size());
+      for (std::uint32_t w : closed.left_out) {
+        // Every time for the first ten, then every hundredth: a worker that is always late would
+        // otherwise write a line per round.
+        const std::uint64_t n = ++times_left_out[w];
+        if (n > 10 && n % 100 != 0) continue;
+        spdlog::info(
+            "shard {}: round {} phase {} closed at its deadline ({} s) without worker {} ({} time(s) so far); its "
+            "gradient goes into its next round",
+            options_.shard_id, closed.key.round, closed.key.phase, absl::ToDoubleSeconds(deadline), w, n);
+      }
+    }
+  }
+}
+
 void ShardHost::OnApplied(const AppliedRound& round) {
   if (metrics_) metrics_->SetRoundsApplied(round.rounds_applied);
   if (round.refused) {
@@ -550,7 +596,13 @@ void ShardHost::OnApplied(const AppliedRound& round) {
   {
     absl::MutexLock lock(&results_mu_);
     applied_[round.last.key.round] = round;
-    while (applied_.size() > PhaseTable::kRetainRounds + 2) applied_.erase(applied_.begin());
+    applied_bytes_ += round.last.result ? RawPayloadBytes(round.last.result->value) : 0;
+    while (applied_.size() > PhaseTable::kRetainRounds + 2 &&
+           (applied_.size() > kHistoryRounds || applied_bytes_ > kHistoryBytes)) {
+      const auto& oldest = applied_.begin()->second.last.result;
+      applied_bytes_ -= oldest ? RawPayloadBytes(oldest->value) : 0;
+      applied_.erase(applied_.begin());
+    }
   }
   if (!writer_ || round.rounds_applied % options_.checkpoint_every != 0) return;
   std::shared_ptr<Shard> shard = this->shard();

@@ -25,6 +25,10 @@
 //     Every `checkpoint_every` rounds the strand takes a snapshot of the master copy before the
 //     round's result is published and hands it to the CheckpointWriter, which writes it on its own
 //     thread; what is not yet on disk when the process dies, assembly recovers from the workers.
+//   - Round deadline (job.round_deadline > 0): a ticker thread closes every phase that has waited that
+//     long since its first push without the workers still missing (engine/phase_table.h); their
+//     pushes of that round are then answered with the result and `excluded` set, and each is logged
+//     ("round R phase P closed at its deadline ... without worker W"; first ten, then every 100th).
 //   - Leave(): a worker has finished the job; once all have, job_done() (the daemon exits 0). A
 //     Leave with `failed` set is a worker's report that it stops on an error: logged as a failure,
 //     not counted as having left.
@@ -42,10 +46,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/layout.h"
 #include "common/net/tls.h"
@@ -73,6 +79,8 @@ struct ShardJob {
   // The scheme keeps state with the reduction (Scheme::reduction_state: FetchSGD): it is checkpointed
   // with the shard, and a restart may only resume from the shard's own checkpoint (ps/assembly.h).
   bool reduction_state = false;
+  // ps.round_deadline_seconds (job/job_spec.h PsSpec): zero, every round waits for every worker.
+  absl::Duration round_deadline = absl::ZeroDuration();
 };
 
 struct HostOptions {
@@ -161,6 +169,11 @@ class ShardHost {
   v1::JoinResponse StateResponse(const Shard& shard) const;
   std::shared_ptr<Shard> shard() const;
   void OnApplied(const AppliedRound& round);
+  // A push without a body to the final phase of a round older than the phase table's window, whose
+  // final result the history still holds (a worker left out of it catching up); else nullopt.
+  std::optional<FinalResult> FinalFromHistory(const v1::PushPullRequest& request, const Shard& shard);
+  // The round deadline's ticker thread (job.round_deadline > 0): closes expired phases, logs them.
+  void TickDeadlines();
   void SubmitCheckpoint(const ShardSnapshot& snapshot);
   void SetWorkersLeft(v1::ShardCheckpoint& checkpoint) const;  // c.workers_left = left_
   absl::Status CheckHeader(const v1::PayloadHeader& h) const;
@@ -198,13 +211,21 @@ class ShardHost {
   // Lock order: mu_ before results_mu_ and arrivals_mu_.
   absl::Mutex results_mu_;
   std::map<PhaseKey, std::shared_ptr<const v1::Payload>> encoded_ ABSL_GUARDED_BY(results_mu_);  // recent phases
-  std::map<std::uint64_t, AppliedRound> applied_ ABSL_GUARDED_BY(results_mu_);  // recent rounds, by round
+  // Recent rounds, by round: their final results stay fetchable by left-out workers for up to
+  // kHistoryRounds rounds and kHistoryBytes of results (and always the phase table's window).
+  std::map<std::uint64_t, AppliedRound> applied_ ABSL_GUARDED_BY(results_mu_);
+  std::uint64_t applied_bytes_ ABSL_GUARDED_BY(results_mu_) = 0;
+  static constexpr std::size_t kHistoryRounds = 64;
+  static constexpr std::uint64_t kHistoryBytes = 64 << 20;
 
   absl::Mutex arrivals_mu_;
   std::map<PhaseKey, absl::Time> first_arrival_ ABSL_GUARDED_BY(arrivals_mu_);  // recent phases only
 
   v1::ShardCheckpoint template_;              // job, shard, range and layers; set by Serve before any checkpoint
   std::unique_ptr<CheckpointWriter> writer_;  // null without a checkpoint directory
+
+  absl::Notification stop_ticker_;
+  std::thread ticker_;  // joinable only with a round deadline; stopped first by the destructor
 };
 
 }  // namespace sketchps::ps

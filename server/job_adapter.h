@@ -25,7 +25,8 @@ inline HostOptions HostOptionsFor(const JobSpec& job, std::uint32_t shard_id, co
                          job.rounds_per_epoch(),
                          job.layout,
                          job.fingerprint,
-                         job.scheme.reduction_state};
+                         job.scheme.reduction_state,
+                         absl::Seconds(job.ps.round_deadline_seconds)};
   options.shard_id = shard_id;
   options.checkpoint_dir = checkpoint_dir;
   options.checkpoint_every = job.checkpoint.every_rounds;

@@ -75,6 +75,7 @@ class PsTransport final : public Transport {
   }
 
   Aggregator& aggregator() override { return *client_; }
+  std::uint64_t shard_rounds(std::uint32_t shard) const override { return client_->shard_rounds(shard); }
 
   absl::Status CheckReplica(std::uint64_t round, const ShardMap& shards, const float* params) override {
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {

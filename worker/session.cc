@@ -112,7 +112,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Session::MakeReplica() const {
   SKETCHPS_ASSIGN_OR_RETURN(
       auto replica, Replica::Create(ReplicaOptions{plan_.rank, plan_.workers, shards_, layers_, o_.job.scheme.make,
                                                    o_.job.scheme.density, o_.job.scheme.global_momentum, optimizer_,
-                                                   o_.job.train.seed}));
+                                                   o_.job.train.seed, true, o_.job.ps.round_deadline_seconds > 0}));
   SKETCHPS_RETURN_IF_ERROR(replica->WireStatus());  // its messages would be refused
   return replica;
 }
@@ -278,6 +278,7 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
                         {"dense_bytes", 4 * dim()},
                         {"selected", out.selected},
                         {"skipped", out.skipped},
+                        {"left_out", out.left_out},
                         {"compute_s", absl::ToDoubleSeconds(computed - start)},
                         {"exchange_s", absl::ToDoubleSeconds(end - computed)},
                         {"compress_s", local},
@@ -287,6 +288,44 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
   if (state_files_ != nullptr) record["state_s"] = state_seconds;
   AddDiagnostics(out.diagnostics, record);
   return record;
+}
+
+bool Session::Behind(std::uint64_t round) const {
+  for (std::uint32_t s = 0; s < num_shards(); ++s) {
+    if (transport_->shard_rounds(s) <= round) return false;
+  }
+  return num_shards() > 0;
+}
+
+absl::StatusOr<nlohmann::json> Session::CatchUp(std::uint64_t round, float* params) {
+  const absl::Time start = absl::Now();
+  const TransportCounters before = transport_->counters();
+  std::vector<absl::StatusOr<RoundOutcome>> outcomes;
+  for (std::uint32_t s = 0; s < num_shards(); ++s) {
+    outcomes.push_back(
+        replica_->FetchShard(s, transport_->aggregator(), RoundInfo{round, plan_.EpochOf(round)}, params));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(ReplicaRound out, replica_->Combine(std::move(outcomes)));
+  SKETCHPS_RETURN_IF_ERROR(transport_->CheckReplica(round, shards_, params));
+  if (state_files_ != nullptr && (round + 1) % std::max<std::uint64_t>(1, o_.state_every_rounds) == 0) {
+    SaveState(round + 1, params);
+  }
+  const TransportCounters after = transport_->counters();
+  return nlohmann::json{{"round", round},
+                        {"round_start", UnixSeconds(start)},
+                        {"time", UnixSeconds(absl::Now())},
+                        {"epoch", plan_.EpochOf(round)},
+                        {"bytes_up", after.wire_up - before.wire_up},
+                        {"bytes_down", after.wire_down - before.wire_down},
+                        {"payload_up", 0},
+                        {"payload_down", out.traffic.bytes_down},
+                        {"dense_bytes", 4 * dim()},
+                        {"selected", 0},
+                        {"skipped", false},
+                        {"left_out", out.left_out},
+                        {"caught_up", true},
+                        {"workers", plan_.workers},
+                        {"checksum", absl::StrFormat("%016x", WeightsChecksum({params, dim()}))}};
 }
 
 void Session::SaveState(std::uint64_t rounds_applied, const float* params) {

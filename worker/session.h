@@ -151,6 +151,13 @@ class Session {
   // and waited for before its exchange) and the round's record.
   absl::StatusOr<nlohmann::json> Complete(std::uint64_t round, float loss, RoundRuns runs, const float* params);
 
+  // Round deadline (job key ps.round_deadline_seconds): whether every shard has already closed round
+  // `round` (this worker was left out and fell behind). Then CatchUp(round, params) fetches each
+  // shard's G_t of it and applies it without computing a gradient (the record has caught_up: true
+  // and no loss); the worker's residuals and carried gradient go into its next computed round.
+  bool Behind(std::uint64_t round) const;
+  absl::StatusOr<nlohmann::json> CatchUp(std::uint64_t round, float* params);
+
   // The elementwise sum of every worker's values after round `round` (engine/aggregator.h).
   absl::StatusOr<std::vector<float>> SumOverWorkers(std::uint64_t round, std::vector<float> values);
   // Decentralized, peer.on_failure: regroup: keeps params and the optimizer state at the start of

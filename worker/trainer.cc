@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -152,7 +153,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     session_->RememberRoundStart(round, model_->flat().params());
     const bool last = round + 1 == plan().last_round;
     const std::uint64_t every = o_.job.train.eval_every_rounds;
-    auto record = RunRound(round);
+    // Left behind by a round deadline: take the rounds the shards already closed, uncomputed (the
+    // evaluation rounds included, so every worker evaluates at the same weights).
+    auto record = session_->Behind(round) ? session_->CatchUp(round, model_->flat().params()) : RunRound(round);
     if (record.ok() && (last || (every > 0 && (round + 1) % every == 0))) {
       if (auto st = Evaluate(round, last, *record); !st.ok()) record = st;
     }
@@ -166,7 +169,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     }
     if (regroup_note_) (*record)["regroup"] = *std::exchange(regroup_note_, std::nullopt);
     if (o_.log_every_rounds > 0 && (round % o_.log_every_rounds == 0 || last)) {
-      spdlog::info("round {}/{} loss {:.4f}", round + 1, plan().last_round, (*record)["loss"].get<double>());
+      spdlog::info("round {}/{} loss {:.4f}", round + 1, plan().last_round,
+                   record->value("loss", std::numeric_limits<double>::quiet_NaN()));
     }
     log_.Write(*record);
     if (o_.metrics) o_.metrics->ObserveRound(*record);

@@ -66,6 +66,9 @@ class Transport {
   virtual absl::Status ReportFailure(std::uint64_t rounds_applied, const std::string& reason) {
     return absl::OkStatus();
   }
+  // The rounds `shard` had applied at its last answer (parameter servers; 0 where unknown): a worker
+  // that a round deadline left behind catches up on the rounds the shards already closed.
+  virtual std::uint64_t shard_rounds(std::uint32_t shard) const { return 0; }
   // Cumulative within one membership; call between rounds.
   virtual TransportCounters counters() const = 0;
 };

@@ -86,8 +86,13 @@ TEST_CASE("Job spec warm-ups are spans resolved against the job's length", "[job
 TEST_CASE("Job spec errors name the key", "[job_spec]") {
   CHECK(Error("workerz: 3\n") ==
         "config: unknown key 'workerz' (known: checkpoint, data, job_id, layers, mode, model, "
-        "optimizer, peer, scheme, servers, train, workers)");
+        "optimizer, peer, ps, scheme, servers, train, workers)");
   CHECK(Error("peer: {timeout_seconds: 0}\n") == "peer.timeout_seconds: must be in (0, 86400]");
+  CHECK(Error("ps: {round_deadline_seconds: -1}\n") ==
+        "ps.round_deadline_seconds: must be in [0, 3600] (0: no deadline)");
+  CHECK(Error("mode: decentralized\nps: {round_deadline_seconds: 0.5}\n") ==
+        "ps.round_deadline_seconds: applies to mode: ps only (decentralized rounds have no deadline)");
+  CHECK_THAT(Error("ps: {deadline: 3}\n"), Catch::Contains("unknown key 'deadline'"));
   CHECK(Error("peer: {on_failure: retry}\n") == "peer.on_failure: 'retry' is not regroup or stop");
   CHECK_THAT(Error("peer: {timeout: 3}\n"), Catch::Contains("unknown key 'timeout'"));
   CHECK(Error("workers: 0\n") == "workers: must be in [1, 1024]");
