@@ -66,6 +66,22 @@ std::vector<std::vector<nlohmann::json>> RecordsFrom(const std::vector<std::vect
   return out;
 }
 
+// Per rank, how many of its records have `key` set (a true flag or a non-zero count): the rounds a
+// round deadline closed without it ("left_out") and those it fetched uncomputed ("caught_up").
+nlohmann::json RoundsWith(const std::vector<std::vector<nlohmann::json>>& metrics, const char* key) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& records : metrics) {
+    std::uint64_t n = 0;
+    for (const auto& r : records) {
+      const auto it = r.find(key);
+      if (it == r.end()) continue;
+      if ((it->is_boolean() && it->get<bool>()) || (it->is_number() && it->get<double>() > 0)) ++n;
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::uint32_t ReportingRank(const std::vector<std::vector<nlohmann::json>>& metrics) {
@@ -192,6 +208,8 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
       {"residual_growth", ResidualGrowthJson(FindResidualGrowth(metrics))},
   };
   if (!facts.peer.is_null()) s["peer"] = facts.peer;
+  s["rounds_left_out"] = RoundsWith(metrics, "left_out");
+  s["rounds_caught_up"] = RoundsWith(metrics, "caught_up");
   return s;
 }
 

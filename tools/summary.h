@@ -21,6 +21,8 @@
 //   faults: faults.json of the run (tools/run.h: kills and the first failure), {} when none;
 //   residual_growth: null, or the rank whose compression residual kept growing (a diverging
 //   method; tools/recovery_watch.h);
+//   rounds_left_out, rounds_caught_up: per rank, the rounds a round deadline closed without it and
+//   those it then fetched without computing (ps.round_deadline_seconds; all 0 without one);
 //   date (when the run finished, UTC, ISO 8601) and machine (CPU model and core count: ThisMachine()),
 //   so that tables and figures drawn from summaries alone can say where and when they were measured.
 // The reporting rank is the lowest rank among those whose last record has the highest round: rank 0

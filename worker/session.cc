@@ -311,6 +311,7 @@ absl::StatusOr<nlohmann::json> Session::CatchUp(std::uint64_t round, float* para
     SaveState(round + 1, params);
   }
   const TransportCounters after = transport_->counters();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return nlohmann::json{{"round", round},
                         {"round_start", UnixSeconds(start)},
                         {"time", UnixSeconds(absl::Now())},
@@ -322,6 +323,10 @@ absl::StatusOr<nlohmann::json> Session::CatchUp(std::uint64_t round, float* para
                         {"dense_bytes", 4 * dim()},
                         {"selected", 0},
                         {"skipped", false},
+                        {"compute_s", 0.0},
+                        {"exchange_s", seconds},
+                        {"compress_s", 0.0},
+                        {"communicate_s", seconds},
                         {"left_out", out.left_out},
                         {"caught_up", true},
                         {"workers", plan_.workers},
