@@ -5,12 +5,12 @@ Runs `sketchps run` on the embedded default job three times, in one invocation:
   fault-free, no deadline;
   worker R paused (SIGSTOP for --pause-ms out of every --period-ms, as a preempted VM or a long GC
   pause would), no deadline;
-  the same pauses, ps.round_deadline_seconds = --deadline.
+  the same pauses, ps.round_deadline_seconds = --deadline (once per --deadline given).
 and prints a Markdown table: wall time of the train loop, median and 90th-percentile round time
 (rank 0), final test accuracy, and how many rounds each worker was left out of or caught up on.
 
   python3 bench/straggler/pause_run.py --sketchps build/ci/tools/sketchps --out runs/straggler \
-      [--rounds 300] [--rank 1] [--pause-ms 300] [--period-ms 600] [--deadline 0.05] [--set k=v]...
+      [--rounds 300] [--rank 1] [--pause-ms 300] [--period-ms 600] [--deadline 0.05]... [--set k=v]...
 """
 import argparse
 import json
@@ -104,16 +104,18 @@ def main():
     p.add_argument("--rank", type=int, default=1)
     p.add_argument("--pause-ms", type=int, default=300)
     p.add_argument("--period-ms", type=int, default=600)
-    p.add_argument("--deadline", type=float, default=0.05)
+    p.add_argument("--deadline", type=float, action="append",
+                   help="ps.round_deadline_seconds of a paused run (repeatable; default 0.05)")
     p.add_argument("--set", action="append", default=[])
     args = p.parse_args()
     if not 0 < args.pause_ms < args.period_ms:
         sys.exit("--pause-ms must be in (0, --period-ms)")
-    rows = [run(args, "fault-free", False, 0), run(args, "paused", True, 0),
-            run(args, f"paused-deadline-{args.deadline}", True, args.deadline)]
+    deadlines = args.deadline or [0.05]
+    rows = [run(args, "fault-free", False, 0), run(args, "paused", True, 0)]
+    rows += [run(args, f"paused-deadline-{d:g}", True, d) for d in deadlines]
     base = rows[0]["loop"]
-    print(f"| run | train loop | vs fault-free | median round | p90 round | accuracy | rounds left out (per worker) "
-          f"| rounds caught up | pauses |")
+    print("| run | train loop | vs fault-free | median round | p90 round | accuracy | rounds left out (per worker) "
+          "| rounds caught up | pauses |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         left = ", ".join(f"{v}" for v in r["left"].values())

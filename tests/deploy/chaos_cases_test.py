@@ -93,7 +93,7 @@ class CaseDefinitionTest(unittest.TestCase):
     def test_select_by_globs(self):
         got = [c.name for c in C.select(C.CASES, ["ps-partition-*", "dec-loss-1pct"], False)]
         self.assertEqual(got, ["ps-partition-worker-5s", "ps-partition-worker-60s", "ps-partition-shard-5s",
-                               "ps-partition-shard-60s", "dec-loss-1pct"])
+                               "ps-partition-shard-60s", "ps-partition-worker-5s-deadline", "dec-loss-1pct"])
         self.assertEqual([c.name for c in C.select(C.CASES, ["ps-loss-*"], True)], ["ps-loss-1pct"])
         with self.assertRaisesRegex(ValueError, "no case matches nope"):
             C.select(C.CASES, ["nope"], False)
