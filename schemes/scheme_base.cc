@@ -84,6 +84,7 @@ absl::StatusOr<Aggregate> SchemeBase::Finish(const PhaseResult& last) {
     return absl::FailedPreconditionError(absl::StrCat(name(), ": Finish after ", done, " of ", NumPhases(), " phases"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto g, MeanAggregate(last, ctx_.dim));
+  if (!dense_round_) OnAggregate(g);
   if (skipped_) return g;
   if (dense_round_) {
     OnDenseSent();

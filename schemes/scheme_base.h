@@ -63,6 +63,9 @@ class SchemeBase : public Scheme {
   virtual absl::StatusOr<PayloadValue> Payload(std::uint32_t phase, const PhaseResults& earlier) = 0;
   virtual absl::Status Update(const Aggregate& aggregate, const PhaseResults& results) = 0;
   virtual void OnDenseSent() = 0;
+  // After every compressed round's G_t, whether this worker skipped the round or not (before Update):
+  // for state that must follow what every worker holds identically (the sketch methods' recovery floor).
+  virtual void OnAggregate(const Aggregate& /*aggregate*/) {}
   // The residual the scheme keeps between rounds (ctx.dim device floats), or nullptr.
   virtual const float* residual_data() const { return nullptr; }
 
