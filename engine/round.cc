@@ -68,11 +68,12 @@ Contribution FetchOnly(bool final_phase) {
   return c;
 }
 
-absl::StatusOr<RoundOutcome> FetchRound(const Scheme& scheme, Aggregator& aggregator, std::uint32_t shard,
+absl::StatusOr<RoundOutcome> FetchRound(Scheme& scheme, Aggregator& aggregator, std::uint32_t shard,
                                         std::uint64_t round, std::uint64_t dim) {
   SKETCHPS_ASSIGN_OR_RETURN(auto result,
                             aggregator.RunPhase(shard, round, scheme.PhasesIn(round) - 1, FetchOnly(true)));
   SKETCHPS_ASSIGN_OR_RETURN(Aggregate g, MeanAggregate(*result, dim));
+  SKETCHPS_RETURN_IF_ERROR(scheme.ObserveFetched(round, g));
   return RoundOutcome{std::move(g), RoundTraffic{0, RawPayloadBytes(result->value)}, true};
 }
 

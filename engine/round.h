@@ -42,9 +42,9 @@ absl::StatusOr<RoundOutcome> RunRound(Scheme& scheme, Aggregator& aggregator, st
 Contribution FetchOnly(bool final_phase);
 
 // G_t of a round that already closed without this worker, fetched from its final phase (a worker that
-// fell behind catches up this way, without computing the round): the scheme is not touched, and the
-// outcome counts as left out.
-absl::StatusOr<RoundOutcome> FetchRound(const Scheme& scheme, Aggregator& aggregator, std::uint32_t shard,
+// fell behind catches up this way, without computing the round): the scheme's state is not touched, and the
+// outcome counts as left out. The scheme only observes G_t (Scheme::ObserveFetched).
+absl::StatusOr<RoundOutcome> FetchRound(Scheme& scheme, Aggregator& aggregator, std::uint32_t shard,
                                         std::uint64_t round, std::uint64_t dim);
 
 }  // namespace sketchps

@@ -131,6 +131,11 @@ class Scheme {
   // late gradient is not lost. Needs ctx.may_be_left_out (FailedPrecondition otherwise).
   virtual absl::StatusOr<Aggregate> FinishExcluded(const PhaseResult& last) = 0;
 
+  // A round this worker did not compute (it fell behind the shards and fetched the round's G_t,
+  // engine/round.h FetchRound): the scheme sees G_t as every worker does (state that must follow
+  // what all workers hold, e.g. the sketch methods' recovery floor) and nothing else changes.
+  virtual absl::Status ObserveFetched(std::uint64_t round, const Aggregate& g) = 0;
+
   // Whether this worker skipped the current round (non-finite gradient).
   virtual bool skipped() const = 0;
   // Entries this worker selected in the current round (its uplink nnz); dim for dense rounds.

@@ -25,8 +25,15 @@ class GsSgdScheme final : public SchemeBase {
   absl::Status wire_status() const override { return sketch_.wire_status(); }
   std::string advisory() const override { return sketch_.advisory(); }
   bool uses_global_momentum() const override { return true; }
-  SchemeState SaveState() const override { return {{{"residual", e_.ToHost()}}, {}}; }
-  absl::Status RestoreState(const SchemeState& state) override { return RestoreArray(state, name(), "residual", e_); }
+  SchemeState SaveState() const override {
+    SchemeState state{{{"residual", e_.ToHost()}}, {}};
+    sketch_.SaveFloor(state);
+    return state;
+  }
+  absl::Status RestoreState(const SchemeState& state) override {
+    SKETCHPS_RETURN_IF_ERROR(sketch_.RestoreFloor(state, name()));
+    return RestoreArray(state, name(), "residual", e_);
+  }
 
  protected:
   // a = e + g, in place in e.
@@ -45,6 +52,9 @@ class GsSgdScheme final : public SchemeBase {
     SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t taken, sketch_.LoadTaken(g));
     set_selected(taken);
     return sketch_.ZeroTaken(e_.data(), exec());
+  }
+  void OnAggregate(const Aggregate& g) override {
+    sketch_.Observe(g, round().round, name(), ctx().worker_id, ctx().shard_id);
   }
   void OnDenseSent() override { e_.Zero(); }
   const float* residual_data() const override { return e_.data(); }

@@ -97,6 +97,7 @@ absl::StatusOr<Aggregate> SchemeBase::Finish(const PhaseResult& last) {
     return absl::FailedPreconditionError(absl::StrCat(name(), ": Finish after ", done, " of ", NumPhases(), " phases"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto g, MeanAggregate(last, ctx_.dim));
+  if (!dense_round_) OnAggregate(g);
   if (skipped_) return g;
   carrying_ = false;  // the carried gradient went into this round
   if (dense_round_) {
@@ -116,14 +117,21 @@ absl::StatusOr<Aggregate> SchemeBase::FinishExcluded(const PhaseResult& last) {
   SKETCHPS_ASSIGN_OR_RETURN(auto g, MeanAggregate(last, ctx_.dim));
   selected_ = 0;
   diag_ = {};
-  if (skipped_) return g;  // nothing was accumulated, nothing to carry
-  SKETCHPS_RETURN_IF_ERROR(RestoreState(before_));
-  if (!carrying_) {
-    if (carry_.size() != ctx_.dim) carry_ = kernels::DeviceArray<float>(ctx_.dim);
-    SKETCHPS_RETURN_IF_ERROR(kernels::Copy(grad_, carry_.data(), ctx_.dim, exec_));
-    carrying_ = true;
-  }  // else carry_ already holds this round's gradient with the earlier ones
+  if (!skipped_) {  // a skipped round accumulated nothing: nothing to restore or carry
+    SKETCHPS_RETURN_IF_ERROR(RestoreState(before_));
+    if (!carrying_) {
+      if (carry_.size() != ctx_.dim) carry_ = kernels::DeviceArray<float>(ctx_.dim);
+      SKETCHPS_RETURN_IF_ERROR(kernels::Copy(grad_, carry_.data(), ctx_.dim, exec_));
+      carrying_ = true;
+    }  // else carry_ already holds this round's gradient with the earlier ones
+  }
+  if (!dense_round_) OnAggregate(g);  // as every worker does in Finish (after the restore)
   return g;
+}
+
+absl::Status SchemeBase::ObserveFetched(std::uint64_t round, const Aggregate& g) {
+  if (round >= ctx_.warmup_rounds) OnAggregate(g);
+  return absl::OkStatus();
 }
 
 absl::Status SchemeBase::Diagnose(const Aggregate& g) {

@@ -59,6 +59,7 @@ class SchemeBase : public Scheme {
   absl::StatusOr<Contribution> Contribute(std::uint32_t phase, const PhaseResult* previous) final;
   absl::StatusOr<Aggregate> Finish(const PhaseResult& last) final;
   absl::StatusOr<Aggregate> FinishExcluded(const PhaseResult& last) final;
+  absl::Status ObserveFetched(std::uint64_t round, const Aggregate& g) final;
   bool skipped() const final { return skipped_; }
   std::uint64_t selected() const final { return selected_; }
   RoundDiagnostics diagnostics() const final { return diag_; }
@@ -72,6 +73,9 @@ class SchemeBase : public Scheme {
   virtual absl::StatusOr<PayloadValue> Payload(std::uint32_t phase, const PhaseResults& earlier) = 0;
   virtual absl::Status Update(const Aggregate& aggregate, const PhaseResults& results) = 0;
   virtual void OnDenseSent() = 0;
+  // After every compressed round's G_t, whether this worker skipped the round or not (before Update):
+  // for state that must follow what every worker holds identically (the sketch methods' recovery floor).
+  virtual void OnAggregate(const Aggregate& /*aggregate*/) {}
   // The residual the scheme keeps between rounds (ctx.dim device floats), or nullptr.
   virtual const float* residual_data() const { return nullptr; }
 

@@ -5,21 +5,36 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/fp16.h"
 #include "common/status.h"
 #include "kernels/count_sketch.h"
 #include "kernels/sparse.h"
+#include "spdlog/spdlog.h"
 
 namespace sketchps {
 namespace {
 
 constexpr std::uint32_t kMaxP2 = 1024;
+constexpr double kMaxBudgetFactor = 1024;
 
 absl::Status KeyError(const std::string& prefix, const char* key, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(prefix, ".", key, ": ", what));
 }
 
 std::uint64_t KeepOf(std::uint64_t k, std::uint64_t dim) { return std::max<std::uint64_t>(1, std::min(k, dim)); }
+
+CandidatePlan PlanOf(const SketchSizing& sizing, std::uint64_t k, std::uint64_t dim) {
+  CandidatePlan plan;
+  plan.dim = dim;
+  plan.configured = KeepOf(std::uint64_t{sizing.p2} * k, dim);
+  const std::uint64_t cells = std::uint64_t{sizing.rows} * sizing.ColsFor(k, dim);
+  plan.table_bytes = cells * (sizing.table == SketchSizing::Table::kF16 ? 2 : 4);
+  plan.budget_factor = sizing.budget_factor;
+  plan.floor = sizing.recovery_floor;
+  plan.window = sizing.adapt_window;
+  return plan;
+}
 
 }  // namespace
 
@@ -36,6 +51,22 @@ absl::Status SketchSizing::Validate(const std::string& prefix) const {
         absl::StrCat(cols, " columns with ", rows, " rows exceed the ", kMaxSketchCells, "-cell table limit"));
   }
   if (p2 > kMaxP2) return KeyError(prefix, "p2", absl::StrCat("must be in [0, ", kMaxP2, "], got ", p2));
+  if (!(std::isfinite(budget_factor) && budget_factor >= 1.0 && budget_factor <= kMaxBudgetFactor)) {
+    return KeyError(
+        prefix, "budget_factor",
+        absl::StrCat("must be in [1, ", kMaxBudgetFactor,
+                     "] (the uplink bytes a round may spend, as a multiple of the sizing's), got ", budget_factor));
+  }
+  if (!(std::isfinite(recovery_floor) && recovery_floor >= 0.0 && recovery_floor <= 1.0)) {
+    return KeyError(
+        prefix, "recovery_floor",
+        absl::StrCat("must be in [0, 1] (the candidates' share of a shard; 0: none), got ", recovery_floor));
+  }
+  if (adapt_window < 1) return KeyError(prefix, "adapt_window", "must be at least 1 round");
+  if (p2 == 0 && (budget_factor > 1.0 || recovery_floor > 0.0)) {
+    return KeyError(prefix, budget_factor > 1.0 ? "budget_factor" : "recovery_floor",
+                    "adapts the candidates of the second phase: needs p2 > 0 (p2 is 0: one phase, no candidates)");
+  }
   return absl::OkStatus();
 }
 
@@ -43,7 +74,8 @@ absl::Status SketchSizing::ReadFields(ConfigReader& section) {
   std::string keep_name = keep == Keep::kTopK ? "top_k" : "candidates";
   std::string table_name = table == Table::kF32 ? "f32" : "f16";
   SKETCHPS_RETURN_IF_ERROR(section.GetAll("rows", rows, "cols_factor", cols_factor, "cols", cols, "p2", p2, "keep",
-                                          keep_name, "table", table_name));
+                                          keep_name, "table", table_name, "budget_factor", budget_factor,
+                                          "recovery_floor", recovery_floor, "adapt_window", adapt_window));
   if (keep_name == "top_k") {
     keep = Keep::kTopK;
   } else if (keep_name == "candidates") {
@@ -79,9 +111,9 @@ SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& siz
     : dim_(ctx.dim),
       sizing_(sizing),
       k_(KeepOf(ctx.k, ctx.dim)),
-      candidates_(KeepOf(std::uint64_t{sizing.p2} * k_, ctx.dim)),
-      values_(candidates_),
-      taken_(sizing.keep == SketchSizing::Keep::kCandidates && sizing.p2 > 0 ? candidates_ : k_) {
+      floor_(PlanOf(sizing, k_, ctx.dim)),
+      values_(floor_.max_candidates()),
+      taken_(sizing.keep == SketchSizing::Keep::kCandidates && sizing.p2 > 0 ? floor_.max_candidates() : k_) {
   auto hash =
       CountSketchHash::Create({sizing.rows, sizing.ColsFor(k_, ctx.dim), SketchSeed(ctx.seed, ctx.shard_id), ctx.dim});
   if (!hash.ok()) {
@@ -93,7 +125,7 @@ SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& siz
 }
 
 PhaseSpec SketchExchange::Spec(std::uint32_t phase) const {
-  if (phase == 0) return PhaseSpec{Reduction::kSketchRecover, sizing_.p2 == 0 ? k_ : candidates_};
+  if (phase == 0) return PhaseSpec{Reduction::kSketchRecover, sizing_.p2 == 0 ? k_ : candidates()};
   PhaseSpec spec{Reduction::kDenseSum, sizing_.keep == SketchSizing::Keep::kCandidates ? 0 : k_};
   spec.at_previous_indices = true;
   return spec;
@@ -131,12 +163,64 @@ absl::Status SketchExchange::wire_status() const {
 }
 
 std::string SketchExchange::advisory() const {
-  const std::uint64_t candidates = sizing_.p2 == 0 ? k_ : candidates_;
+  if (floor_.adaptive() && !floor_.floor_fits()) {
+    return absl::StrCat("budget_factor ", sizing_.budget_factor, " affords at most ", floor_.max_candidates(),
+                        " candidates (", floor_.budget_bytes(), " bytes up per round for a range of ", dim_,
+                        " entries), fewer than the ", floor_.floor_candidates(), " that recovery_floor ",
+                        sizing_.recovery_floor,
+                        " asks: the recovery floor cannot hold; raise budget_factor to at least ",
+                        absl::StrFormat("%.2f", static_cast<double>(floor_.bytes(floor_.floor_candidates())) /
+                                                    static_cast<double>(floor_.bytes(KeepOf(sizing_.p2 * k_, dim_)))),
+                        ", or lower recovery_floor");
+  }
+  // What the budget allows at most: the candidates the run may reach.
+  const std::uint64_t candidates = sizing_.p2 == 0 ? k_ : floor_.max_candidates();
   if (100 * candidates >= dim_) return "";
-  return absl::StrCat(candidates, " candidates are fewer than 1% of a range of ", dim_,
-                      " entries (p2 x density < 0.01): the sketch methods diverged below that rule on the CNN and "
-                      "the ResNet (docs/results.md \"Why the sketches diverge\"); raise p2 or density, or watch "
-                      "recovered_share with scheme.diagnostics: true");
+  return absl::StrCat(candidates, " candidates are fewer than 1% of a range of ", dim_, " entries (p2 x density < 0.01",
+                      floor_.adaptive() ? ", at the most budget_factor allows" : "",
+                      "): the sketch methods diverged below that rule on the CNN and the ResNet (docs/results.md "
+                      "\"Why the sketches diverge\"); raise p2 or density, or set budget_factor (>= ",
+                      absl::StrFormat("%.2f", static_cast<double>(floor_.bytes((dim_ + 99) / 100)) /
+                                                  static_cast<double>(floor_.bytes(KeepOf(sizing_.p2 * k_, dim_)))),
+                      " for 1%) and recovery_floor: 0.01, or watch recovered_share with scheme.diagnostics: true");
+}
+
+void SketchExchange::Observe(const Aggregate& g, std::uint64_t round, const char* scheme, std::uint32_t worker,
+                             std::uint32_t shard) {
+  if (!floor_.adaptive()) return;
+  double mass = 0;
+  bool empty = true;
+  if (const auto* sparse = std::get_if<SparseVector>(&g)) {
+    empty = sparse->idx.empty();
+    for (const float v : sparse->val) mass += static_cast<double>(v) * v;
+  } else if (const auto* dense = std::get_if<DenseValues>(&g)) {
+    empty = dense->values.empty();
+    for (const float v : dense->values) mass += static_cast<double>(v) * v;
+  }
+  const std::uint64_t before = floor_.candidates();
+  switch (floor_.Observe(mass, empty)) {
+    case CandidateController::Event::kNone: return;
+    case CandidateController::Event::kRaised:
+      spdlog::info(
+          "worker {}: {} shard {}: the returned mass grew {:.2f}x in a window of {} rounds (round {}): candidates "
+          "{} -> {} ({} of {} budget bytes up per round; scheme.{}.budget_factor {})",
+          worker, scheme, shard, floor_.last_growth(), sizing_.adapt_window, round, before, floor_.candidates(),
+          floor_.bytes(floor_.candidates()), floor_.budget_bytes(), scheme, sizing_.budget_factor);
+      return;
+    case CandidateController::Event::kNotHeld:
+      spdlog::warn(
+          "worker {}: {}: {} shard {}, round {}: the returned mass grew {:.2f}x in a window of {} rounds at the "
+          "budget's {} candidates ({} bytes up per round): the sketch recovers too little for error feedback to "
+          "converge (docs/results.md \"Why the sketches diverge\"); raise scheme.{}.budget_factor, or "
+          "scheme.density",
+          worker, kFloorNotHeldTag, scheme, shard, round, floor_.last_growth(), sizing_.adapt_window,
+          floor_.candidates(), floor_.bytes(floor_.candidates()), scheme);
+      return;
+    case CandidateController::Event::kHeldAgain:
+      spdlog::info("worker {}: {} shard {}, round {}: the returned mass stopped growing at {} candidates", worker,
+                   scheme, shard, round, floor_.candidates());
+      return;
+  }
 }
 
 std::uint64_t SketchExchange::max_taken() const { return taken_.size(); }

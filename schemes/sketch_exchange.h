@@ -22,8 +22,11 @@
 // hash is fixed for the whole run (as CSVec's seed 42); error feedback repairs persistent
 // collisions over rounds.
 //
+// K adapts within a byte budget when budget_factor > 1 or recovery_floor > 0 (schemes/recovery_floor.h);
+// the buffers are sized for its cap K_max.
+//
 // Not thread-safe (one per scheme instance). Device buffers: the table (r*c floats), the
-// candidate values (K) and the taken index set (max_taken()).
+// candidate values (K_max) and the taken index set (max_taken()).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,7 @@
 #include "common/count_sketch_hash.h"
 #include "kernels/backend.h"
 #include "schemes/error_feedback.h"
+#include "schemes/recovery_floor.h"
 #include "schemes/scheme_base.h"
 
 namespace sketchps {
@@ -56,10 +60,15 @@ struct SketchSizing {
   std::uint32_t p2 = 8;      // candidates per kept entry, in [0, 1024]; 0: one phase, estimates
   Keep keep = Keep::kCandidates;
   Table table = Table::kF16;
+  // The recovery floor (schemes/recovery_floor.h, docs/methods.md "No silent divergence"); off by default.
+  double budget_factor = 1.0;       // uplink bytes a round may spend, x the sizing above's; >= 1, <= 1024
+  double recovery_floor = 0.0;      // candidates' share of the range to start from, in [0, 1]; 0: none
+  std::uint64_t adapt_window = 20;  // compressed rounds per window of the growth test, >= 1
 
   // Errors name the key: "<prefix>.rows: ...".
   absl::Status Validate(const std::string& prefix) const;
-  // Reads rows, cols_factor, cols and p2 (no Finish, no Validate: the config's Read does both).
+  // Reads rows, cols_factor, cols, p2, keep, table, budget_factor, recovery_floor and adapt_window (no
+  // Finish, no Validate: the config's Read does both).
   absl::Status ReadFields(ConfigReader& section);
   // Sets `table` from its key's value ("f32" or "f16"); the error names the key under `section`.
   absl::Status SetTable(const ConfigReader& section, const std::string& name);
@@ -83,7 +92,17 @@ class SketchExchange {
   std::uint32_t phases() const { return sizing_.p2 == 0 ? 1 : 2; }
   PhaseSpec Spec(std::uint32_t phase) const;
   std::uint64_t k() const { return k_; }
-  std::uint64_t candidates() const { return candidates_; }
+  // K of the next round (the recovery floor's controller: the configured min(p2 k, d) when it is off).
+  std::uint64_t candidates() const { return floor_.candidates(); }
+  const CandidateController& floor() const { return floor_; }
+
+  // After every compressed round, skipped or not, with its G_t (identical on every worker): feeds the
+  // recovery floor and logs what changed (kFloorNotHeldTag when the budget cannot hold it).
+  void Observe(const Aggregate& g, std::uint64_t round, const char* scheme, std::uint32_t worker, std::uint32_t shard);
+  void SaveFloor(SchemeState& state) const { floor_.Save(state, "floor"); }
+  absl::Status RestoreFloor(const SchemeState& state, const char* scheme) {
+    return floor_.Restore(state, "floor", scheme);
+  }
   // The most entries G_t can have: k, or K with keep: candidates.
   std::uint64_t max_taken() const;
   const CountSketchHash& hash() const { return hash_; }
@@ -104,7 +123,7 @@ class SketchExchange {
   const std::uint64_t dim_;
   const SketchSizing sizing_;
   const std::uint64_t k_;
-  const std::uint64_t candidates_;
+  CandidateController floor_;
   absl::Status status_;
   CountSketchHash hash_;
   kernels::DeviceArray<float> table_;

@@ -42,8 +42,13 @@ class SketchedSgdScheme final : public SchemeBase {
   absl::Status wire_status() const override { return sketch_.wire_status(); }
   std::string advisory() const override { return sketch_.advisory(); }
   bool uses_global_momentum() const override { return false; }
-  SchemeState SaveState() const override { return {{{"momentum", u_.ToHost()}, {"accumulator", v_.ToHost()}}, {}}; }
+  SchemeState SaveState() const override {
+    SchemeState state{{{"momentum", u_.ToHost()}, {"accumulator", v_.ToHost()}}, {}};
+    sketch_.SaveFloor(state);
+    return state;
+  }
   absl::Status RestoreState(const SchemeState& state) override {
+    SKETCHPS_RETURN_IF_ERROR(sketch_.RestoreFloor(state, name()));
     SKETCHPS_RETURN_IF_ERROR(RestoreArray(state, name(), "momentum", u_));
     return RestoreArray(state, name(), "accumulator", v_);
   }
@@ -68,6 +73,9 @@ class SketchedSgdScheme final : public SchemeBase {
     set_selected(taken);
     SKETCHPS_RETURN_IF_ERROR(sketch_.ZeroTaken(u_.data(), exec()));
     return sketch_.ZeroTaken(v_.data(), exec());
+  }
+  void OnAggregate(const Aggregate& g) override {
+    sketch_.Observe(g, round().round, name(), ctx().worker_id, ctx().shard_id);
   }
   void OnDenseSent() override { v_.Zero(); }
   const float* residual_data() const override { return v_.data(); }

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "schemes/recovery_floor.h"
 
 namespace sketchps::tools {
 namespace {
@@ -87,6 +89,25 @@ nlohmann::json ResidualGrowthJson(const std::optional<ResidualGrowth>& g) {
           {"end_norm", number(g->end_norm)},
           {"ratio", number(g->ratio())},
           {"message", DescribeResidualGrowth(*g)}};
+}
+
+std::optional<FloorNotHeld> FindFloorNotHeld(const std::vector<std::string>& logs) {
+  for (std::uint32_t rank = 0; rank < logs.size(); ++rank) {
+    FloorNotHeld f;
+    f.rank = rank;
+    for (absl::string_view line : absl::StrSplit(logs[rank], '\n')) {
+      const auto at = line.find(kFloorNotHeldTag);
+      if (at == absl::string_view::npos) continue;
+      if (f.lines++ == 0) f.first = std::string(line.substr(at));
+    }
+    if (f.lines > 0) return f;
+  }
+  return std::nullopt;
+}
+
+nlohmann::json FloorNotHeldJson(const std::optional<FloorNotHeld>& f) {
+  if (!f) return nullptr;
+  return {{"rank", f->rank}, {"lines", f->lines}, {"message", absl::StrCat("worker ", f->rank, ": ", f->first)}};
 }
 
 }  // namespace sketchps::tools

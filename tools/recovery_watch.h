@@ -48,4 +48,18 @@ std::string DescribeResidualGrowth(const ResidualGrowth& growth);
 // middle_norm, end_norm, ratio (null when not finite), message}.
 nlohmann::json ResidualGrowthJson(const std::optional<ResidualGrowth>& growth);
 
+// The recovery floor of the sketch methods (schemes/recovery_floor.h): a worker whose log holds a line
+// with kFloorNotHeldTag ("recovery floor not held") grew its returned mass at the budget's most candidates.
+struct FloorNotHeld {
+  std::uint32_t rank = 0;
+  std::size_t lines = 0;  // such lines in that worker's log
+  std::string first;      // the first of them, from the tag on
+};
+
+// logs[r] is rank r's log text. The first rank with such a line, or nullopt.
+std::optional<FloorNotHeld> FindFloorNotHeld(const std::vector<std::string>& logs);
+
+// summary.json's "recovery_floor": null, or {rank, lines, message} (message names the keys to change).
+nlohmann::json FloorNotHeldJson(const std::optional<FloorNotHeld>& floor);
+
 }  // namespace sketchps::tools

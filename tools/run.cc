@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -264,6 +265,10 @@ absl::Status Launch::Finish() {
   facts.faults = faults_->record();
   facts.date = UtcNow();
   facts.machine = ThisMachine();
+  for (std::uint32_t r = 0; r < job_.workers; ++r) {
+    std::ifstream log(out_ / absl::StrCat("worker-", r, ".log"));
+    facts.worker_logs.emplace_back(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
+  }
   if (job_.decentralized()) {
     facts.peer = {{"timeout_seconds",
                    options_.peer_timeout_seconds > 0 ? options_.peer_timeout_seconds : job_.peer.timeout_seconds},
@@ -280,6 +285,9 @@ absl::Status Launch::Finish() {
                summary["compression_ratio_down"].get<double>());
   if (const nlohmann::json& growth = summary["residual_growth"]; growth.is_object()) {
     std::fprintf(stderr, "run: warning: %s\n", growth["message"].get<std::string>().c_str());
+  }
+  if (const nlohmann::json& floor = summary["recovery_floor"]; floor.is_object()) {
+    std::fprintf(stderr, "run: warning: %s\n", floor["message"].get<std::string>().c_str());
   }
   if (options_.plots) WritePlots();
   std::printf("%s\n", (out_ / "summary.json").c_str());

@@ -206,6 +206,7 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
       {"reporting_rank", reporter},
       {"faults", facts.faults.is_object() ? facts.faults : nlohmann::json::object()},
       {"residual_growth", ResidualGrowthJson(FindResidualGrowth(metrics))},
+      {"recovery_floor", FloorNotHeldJson(FindFloorNotHeld(facts.worker_logs))},
   };
   if (!facts.peer.is_null()) s["peer"] = facts.peer;
   s["rounds_left_out"] = RoundsWith(metrics, "left_out");

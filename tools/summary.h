@@ -23,6 +23,8 @@
 //   method; tools/recovery_watch.h);
 //   rounds_left_out, rounds_caught_up: per rank, the rounds a round deadline closed without it and
 //   those it then fetched without computing (ps.round_deadline_seconds; all 0 without one);
+//   recovery_floor: null, or the first rank whose log says the sketch methods' recovery floor was not
+//   held within scheme.<method>.budget_factor (tools/recovery_watch.h FindFloorNotHeld);
 //   date (when the run finished, UTC, ISO 8601) and machine (CPU model and core count: ThisMachine()),
 //   so that tables and figures drawn from summaries alone can say where and when they were measured.
 // The reporting rank is the lowest rank among those whose last record has the highest round: rank 0
@@ -57,6 +59,7 @@ struct RunFacts {
   nlohmann::json faults = nlohmann::json::object();  // faults.json
   std::string date;                                  // UtcNow() at the end of the run
   std::string machine;                               // ThisMachine()
+  std::vector<std::string> worker_logs;              // every rank's log text (the recovery floor's lines)
 };
 
 // "2026-11-25T10:11:12Z".

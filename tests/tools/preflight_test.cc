@@ -66,6 +66,32 @@ TEST_CASE("The preflight warns for sketch settings below the candidate rule and 
   CHECK(advisories({"scheme.name=topk", "scheme.density=0.001"}).empty());
 }
 
+TEST_CASE("The preflight warns when the recovery floor's budget cannot afford the floor", "[tools]") {
+  const auto advisories = [](const std::vector<std::string>& overrides) {
+    auto job = LoadJobSpec("", overrides);
+    REQUIRE(job.ok());
+    std::vector<std::string> out;
+    REQUIRE(tools::CheckJobRunnable(*job, &out).ok());
+    return out;
+  };
+  const std::vector<std::string> low = {"scheme.name=gs_sgd", "scheme.density=0.001"};
+  // A budget that affords 1% of a shard silences the candidate rule; the floor's 3% does not fit 1.5x.
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), low.begin(), low.end());
+    return advisories(extra);
+  };
+  CHECK(with({"scheme.gs_sgd.budget_factor=3"}).empty());
+  CHECK(with({"scheme.gs_sgd.budget_factor=3", "scheme.gs_sgd.recovery_floor=0.01"}).empty());
+  const auto short_budget = with({"scheme.gs_sgd.budget_factor=1.5", "scheme.gs_sgd.recovery_floor=0.03"});
+  REQUIRE(short_budget.size() == 1);
+  CHECK_THAT(short_budget[0], Catch::Contains("recovery floor cannot hold"));
+  CHECK_THAT(short_budget[0], Catch::Contains("budget_factor"));
+  // budget_factor 1 (the default) still warns with the rule, naming budget_factor as a remedy.
+  const auto plain = with({});
+  REQUIRE(plain.size() == 1);
+  CHECK_THAT(plain[0], Catch::Contains("budget_factor"));
+}
+
 TEST_CASE("optimizer.name external is refused for sketchps-worker and taken for script workers", "[tools]") {
   RequireRefused({"model=mlp", "workers=2", "optimizer.name=external", "optimizer.momentum=null"}, "optimizer.name");
   auto job = LoadJobSpec("", {"model=mlp", "workers=2", "optimizer.name=external", "optimizer.momentum=null",

@@ -100,3 +100,22 @@ TEST_CASE("summary.json carries the watch's verdict", "[recovery_watch]") {
   CHECK((*diverging)["residual_growth"]["rank"] == 1);
   CHECK_THAT((*diverging)["residual_growth"]["message"].get<std::string>(), Catch::Contains("worker 1's"));
 }
+
+TEST_CASE("The recovery watch reports the first worker whose log says the recovery floor was not held",
+          "[tools][recovery_watch]") {
+  using sketchps::tools::FindFloorNotHeld;
+  CHECK_FALSE(FindFloorNotHeld({"round 1/10 loss 2.3\n", ""}).has_value());
+  const auto f = FindFloorNotHeld(
+      {"round 1 loss 2.3\n",
+       "[warn] worker 1: recovery floor not held: gs_sgd shard 0, round 99: ... raise "
+       "scheme.gs_sgd.budget_factor\nx\n[warn] worker 1: recovery floor not held: gs_sgd shard 1, round 99\n"});
+  REQUIRE(f.has_value());
+  CHECK(f->rank == 1);
+  CHECK(f->lines == 2);
+  const auto json = sketchps::tools::FloorNotHeldJson(f);
+  CHECK(json["rank"] == 1);
+  CHECK_THAT(json["message"].get<std::string>(),
+             Catch::StartsWith("worker 1: recovery floor not held: gs_sgd shard 0"));
+  CHECK_THAT(json["message"].get<std::string>(), Catch::Contains("budget_factor"));
+  CHECK(sketchps::tools::FloorNotHeldJson(std::nullopt).is_null());
+}
