@@ -2,7 +2,7 @@
 # Regenerates docs/results.md's fidelity table and accuracy/compression curves from scratch:
 #
 #   bash scripts/results.sh [table|table-cnn|table-resnet|sweep|all] [--out DIR] [--seeds N]
-#                           [--bin-dir DIR] [--set k=v]...                     (default: all, runs/results)
+#                           [--first-seed S] [--bin-dir DIR] [--set k=v]...    (default: all, runs/results)
 #
 #   table         every method at its paper's compression regime on the CNN for 3 epochs, dense at the
 #                 same epochs as the reference (the sketch methods at >= 50x, and at the old 10x bar for
@@ -16,6 +16,10 @@
 #                 seed 1, then every row's seed 2, ..., so an interrupted regeneration has whole seeds.
 #                 train.seed sets the initial weights, the data order, the sketch hashes and DGC's
 #                 sampling (docs/job-spec.md). The report gives each row's seed mean and spread.
+#   --first-seed S  only seeds S..N (default 1): two invocations with the same --out and disjoint
+#                 seeds share the work without touching each other's runs (the old-10x-bar rows run
+#                 only in the one that has seed 1; each report reads its own runs, so report over
+#                 DIR/table afterwards: bench/fidelity/report.py table DIR/table --out DIR/fidelity).
 #   --bin-dir DIR prebuilt binaries, no build: DIR/sketchps, DIR/sketchps-server, DIR/sketchps-worker in
 #                 one folder, or a build folder (DIR/tools/sketchps, DIR/server/..., DIR/worker/...).
 #                 DIR/COMMIT, if present, names the commit they were built from.
@@ -32,10 +36,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage="usage: results.sh [table|table-cnn|table-resnet|sweep|all] [--out DIR] [--seeds N] [--bin-dir DIR] [--set k=v]..."
+usage="usage: results.sh [table|table-cnn|table-resnet|sweep|all] [--out DIR] [--seeds N] [--first-seed S] [--bin-dir DIR] [--set k=v]..."
 part=all
 out=runs/results
 seeds=1
+first_seed=1
 bin_dir=
 extra=()
 while (($#)); do
@@ -43,6 +48,7 @@ while (($#)); do
     table | table-cnn | table-resnet | sweep | all) part=$1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
     --seeds) seeds=${2:?--seeds needs a count}; shift ;;
+    --first-seed) first_seed=${2:?--first-seed needs a seed}; shift ;;
     --bin-dir) bin_dir=${2:?--bin-dir needs a directory}; shift ;;
     --set) extra+=(--set "${2:?--set needs key=value}"); shift ;;
     *) echo "results.sh: unknown argument '$1' ($usage)" >&2
@@ -50,10 +56,12 @@ while (($#)); do
   esac
   shift
 done
-if ! [[ $seeds =~ ^[1-9][0-9]*$ ]]; then
-  echo "results.sh: --seeds needs a positive integer, got '$seeds' ($usage)" >&2
+if ! [[ $seeds =~ ^[1-9][0-9]*$ && $first_seed =~ ^[1-9][0-9]*$ ]] || ((first_seed > seeds)); then
+  echo "results.sh: --seeds and --first-seed need integers 1 <= first seed <= seeds, got '$first_seed', '$seeds' ($usage)" >&2
   exit 2
 fi
+runs_seeds=$((seeds - first_seed + 1))
+old_bar=$((first_seed == 1))  # the old-10x-bar rows run in the invocation that has seed 1
 
 if [[ -n $bin_dir ]]; then
   if [[ -x $bin_dir/sketchps ]]; then
@@ -77,7 +85,7 @@ else
   launch=()
 fi
 python=/usr/bin/python3
-echo "results: binaries $sketchps (commit $commit), seeds 1..$seeds" >&2
+echo "results: binaries $sketchps (commit $commit), seeds $first_seed..$seeds" >&2
 
 total=0
 done_runs=0
@@ -147,7 +155,7 @@ table() {
   local dir=$out/table seed entry scheme density suffix which
   mkdir -p "$dir"
   ran=()
-  for ((seed = 1; seed <= seeds; seed++)); do
+  for ((seed = first_seed; seed <= seeds; seed++)); do
     suffix=$(seed_suffix "$seed")
     for which in "$@"; do
       if [[ $which == cnn ]]; then
@@ -164,7 +172,7 @@ table() {
       fi
     done
   done
-  if [[ " $* " == *" cnn "* ]]; then
+  if [[ " $* " == *" cnn "* ]] && ((old_bar)); then
     for entry in "${cnn_old_bar[@]}"; do
       read -r scheme density <<<"$entry"
       cnn_run "$dir" "$scheme" "$density" 1
@@ -190,12 +198,12 @@ sweep() {
 
 sweep_total=$((1 + ${#sweep_schemes[@]} * ${#sweep_densities[@]}))
 case "$part" in
-  table) total=$(((${#cnn_table[@]} + ${#resnet_table[@]}) * seeds + ${#cnn_old_bar[@]})); table cnn resnet ;;
-  table-cnn) total=$((${#cnn_table[@]} * seeds + ${#cnn_old_bar[@]})); table cnn ;;
-  table-resnet) total=$((${#resnet_table[@]} * seeds)); table resnet ;;
+  table) total=$(((${#cnn_table[@]} + ${#resnet_table[@]}) * runs_seeds + ${#cnn_old_bar[@]} * old_bar)); table cnn resnet ;;
+  table-cnn) total=$((${#cnn_table[@]} * runs_seeds + ${#cnn_old_bar[@]} * old_bar)); table cnn ;;
+  table-resnet) total=$((${#resnet_table[@]} * runs_seeds)); table resnet ;;
   sweep) total=$sweep_total; sweep ;;
   all)
-    total=$(((${#cnn_table[@]} + ${#resnet_table[@]}) * seeds + ${#cnn_old_bar[@]} + sweep_total))
+    total=$(((${#cnn_table[@]} + ${#resnet_table[@]}) * runs_seeds + ${#cnn_old_bar[@]} * old_bar + sweep_total))
     table cnn resnet
     sweep
     ;;
