@@ -2,7 +2,8 @@
 # Regenerates docs/results.md's fidelity table and accuracy/compression curves from scratch:
 #
 #   bash scripts/results.sh [table|table-cnn|table-resnet|sweep|all] [--out DIR] [--seeds N]
-#                           [--first-seed S] [--bin-dir DIR] [--set k=v]...    (default: all, runs/results)
+#                           [--first-seed S] [--only REGEX] [--bin-dir DIR] [--set k=v]...
+#                                                                              (default: all, runs/results)
 #
 #   table         every method at its paper's compression regime on the CNN for 3 epochs, dense at the
 #                 same epochs as the reference (the sketch methods at >= 50x, and at the old 10x bar for
@@ -20,6 +21,8 @@
 #                 seeds share the work without touching each other's runs (the old-10x-bar rows run
 #                 only in the one that has seed 1; each report reads its own runs, so report over
 #                 DIR/table afterwards: bench/fidelity/report.py table DIR/table --out DIR/fidelity).
+#   --only REGEX  only the runs whose name (e.g. cnn-sidco-0.006-s2) matches the bash regex; the
+#                 others are neither run nor reported (the progress count's total still counts them).
 #   --bin-dir DIR prebuilt binaries, no build: DIR/sketchps, DIR/sketchps-server, DIR/sketchps-worker in
 #                 one folder, or a build folder (DIR/tools/sketchps, DIR/server/..., DIR/worker/...).
 #                 DIR/COMMIT, if present, names the commit they were built from.
@@ -36,11 +39,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage="usage: results.sh [table|table-cnn|table-resnet|sweep|all] [--out DIR] [--seeds N] [--first-seed S] [--bin-dir DIR] [--set k=v]..."
+usage="usage: results.sh [table|table-cnn|table-resnet|sweep|all] [--out DIR] [--seeds N] [--first-seed S] [--only REGEX] [--bin-dir DIR] [--set k=v]..."
 part=all
 out=runs/results
 seeds=1
 first_seed=1
+only=
 bin_dir=
 extra=()
 while (($#)); do
@@ -49,6 +53,7 @@ while (($#)); do
     --out) out=${2:?--out needs a directory}; shift ;;
     --seeds) seeds=${2:?--seeds needs a count}; shift ;;
     --first-seed) first_seed=${2:?--first-seed needs a seed}; shift ;;
+    --only) only=${2:?--only needs a regex}; shift ;;
     --bin-dir) bin_dir=${2:?--bin-dir needs a directory}; shift ;;
     --set) extra+=(--set "${2:?--set needs key=value}"); shift ;;
     *) echo "results.sh: unknown argument '$1' ($usage)" >&2
@@ -95,6 +100,9 @@ failed=()  # runs that ended without a summary.json: reported at the end, left o
 run() {
   local dir=$1 name=$2
   shift 2
+  if [[ -n $only && ! $name =~ $only ]]; then
+    return
+  fi
   done_runs=$((done_runs + 1))
   ran+=("$dir/$name")
   if [[ -f "$dir/$name/summary.json" ]]; then
