@@ -9,25 +9,33 @@ Usage:
 
 Inputs: each DIR is a run directory (it holds summary.json) or a directory whose immediate
 subdirectories are run directories (every DIR/*/summary.json; subdirectories without one are
-skipped). Only summary.json is read. Keys used: scheme, model, epochs, density, workers, servers,
+skipped). Read beside summary.json, when present: job.yaml (the effective job `sketchps run` writes: its
+train.seed, unless summary.json has a "seed"; needs the yaml module, else the seed is unknown) and
+commit (one line, the binaries' commit, written by scripts/results.sh; or summary.json's "commit").
+Keys of summary.json used: scheme, model, epochs, density, workers, servers,
 batch_size, compression_ratio_up, compression_ratio_down (required), compression_ratio_up_second_half
 and compression_ratio_down_second_half (the steady state past the warm-ups; absent: the whole job's),
 final_test_accuracy (null or absent: "n/a", left out of the fronts and the figures), date and machine
 (absent: "unknown"). Other keys are ignored.
 
 Outputs:
-  table  PREFIX.md (also printed): per (model, epochs) a heading, a table with the columns of
-         TABLE_COLUMNS in SCHEME_ORDER, and a caption (sources, job, machines, dates). The gap is in
-         percentage points against the group's dense run; compression is shown over the whole job and
-         over its second half; "met" is "yes" when the second half's uplink compression (the steady
-         state that papers quote, past DGC's and SDAGC's warm-ups) reaches the scheme's target and the
-         gap is >= -1 point.
+  table  PREFIX.md (also printed): per (model, epochs) a heading, a table in SCHEME_ORDER, a caption
+         (sources, job, machines, dates) and a line with the commit(s) and seeds. A row is one (scheme,
+         density); its runs are seeds (two runs of one seed: exit 2). With one run per row the columns
+         are TABLE_COLUMNS; with several in some row, SEED_COLUMNS: the seeds, the mean accuracy, its
+         spread (min–max, sample standard deviation in points), and means of the compressions. The gap
+         is in percentage points against the group's dense row (its seed mean); compression is shown
+         over the whole job and over its second half; "met" is "yes" when the second half's uplink
+         compression (the steady state that papers quote, past DGC's and SDAGC's warm-ups) reaches the
+         scheme's target and the gap is >= -1 point, both on the seed means. A row that misses its
+         target but reaches the bar the target replaced (PREVIOUS_TARGETS) says "old Nx bar: ...".
   sweep  PREFIX.md (every run, then the Pareto fronts, uplink and downlink), and PREFIX-uplink.png,
          .svg and PREFIX-downlink.png, .svg: test accuracy (%) against compression (log scale), one
          series per scheme, dense as a dashed reference line, the Pareto front as a thin black line.
 
 Exit codes: 0 done; 2 bad usage or bad inputs (a DIR without summary.json, unreadable or incomplete
-JSON, several dense runs in one table group, several (model, epochs) in a sweep, two runs of the same
+JSON, two runs of one scheme, density and seed (or without seeds) in one table group, dense runs at
+several densities, several (model, epochs) in a sweep, two runs of the same
 scheme and density in a sweep); the message names the path or the runs. Anything else is a bug (1).
 
 The pure functions (load_runs, pareto_front, target_for, fidelity_rows, ...) are imported by
@@ -51,14 +59,24 @@ TARGETS = {
     "scalecom": 100,
     "dgc": 270,
     "sdagc": 400,
-    "gs_sgd": {"cnn": 10, "resnet": 50, "*": 10},
-    "sketched_sgd": {"cnn": 10, "resnet": 50, "*": 10},
+    # The sketch methods: >= 50x on every model (issue 21; the CNN's bar was 10x before).
+    "gs_sgd": 50,
+    "sketched_sgd": 50,
+    "fetchsgd": 50,
 }
+# The bar a scheme had before TARGETS raised it, per model as in TARGETS: a row that misses TARGETS but
+# reaches this one is a row of the old regime, kept for comparison and marked as such in "met".
+PREVIOUS_TARGETS = {scheme: {"resnet": None, "*": 10} for scheme in ["gs_sgd", "sketched_sgd", "fetchsgd"]}
 MAX_ACCURACY_LOSS = 1.0  # points below dense that still meet the target
 
-SCHEME_ORDER = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "sdagc", "sidco", "scalecom"]
+SCHEME_ORDER = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "fetchsgd", "sdagc", "sidco",
+                "scalecom"]
 TABLE_COLUMNS = ["scheme", "density", "test accuracy", "gap to dense (points)", "compression up: job / 2nd half",
                  "compression down: job / 2nd half", "target up (2nd half)", "met"]
+# The table when some row has several runs (seeds): means over the seeds, their spread, met on the mean.
+SEED_COLUMNS = ["scheme", "density", "seeds", "test accuracy: mean", "spread: min–max (sd)",
+                "gap to dense mean (points)", "compression up: job / 2nd half (mean)",
+                "compression down: job / 2nd half (mean)", "target up (2nd half)", "met (seed mean)"]
 SWEEP_COLUMNS = ["scheme", "density", "test accuracy", "compression up", "compression down"]
 REQUIRED_NUMBERS = ["epochs", "density", "workers", "servers", "batch_size", "compression_ratio_up",
                     "compression_ratio_down"]
@@ -104,12 +122,40 @@ def read_summary(path: str) -> dict:
     run["path"] = path
     for key in ["date", "machine", "final_test_accuracy"]:
         run[key] = data.get(key)
+    directory = os.path.dirname(path)
+    run["seed"] = data["seed"] if is_number(data.get("seed")) else job_seed(os.path.join(directory, "job.yaml"))
+    commit = data.get("commit")
+    run["commit"] = commit if isinstance(commit, str) and commit else read_commit(os.path.join(directory, "commit"))
     for direction in ["up", "down"]:
         late = data.get(f"compression_ratio_{direction}_second_half")
         if late is not None and (not is_number(late) or late <= 0):
             raise ReportError(f"{path}: 'compression_ratio_{direction}_second_half' must be a positive number")
         run[f"{direction}_late"] = late if late is not None else data[f"compression_ratio_{direction}"]
     return run
+
+
+def job_seed(path: str):
+    """train.seed of the run's job.yaml (the effective job `sketchps run` writes), or None: no file, no key,
+    or no yaml module. The job's default seed is 1, and the effective job states it."""
+    try:
+        import yaml
+        with open(path, encoding="utf-8") as f:
+            job = yaml.safe_load(f)
+    except Exception:  # no yaml module, no file, a broken file: the seed is unknown
+        return None
+    seed = job.get("train", {}).get("seed") if isinstance(job, dict) and isinstance(job.get("train"), dict) else None
+    return seed if is_number(seed) else None
+
+
+def read_commit(path: str):
+    """The first line of the run's `commit` file (scripts/results.sh writes the binaries' commit there),
+    or None."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            line = f.readline().strip()
+    except OSError:
+        return None
+    return line or None
 
 
 def is_number(v) -> bool:
@@ -152,6 +198,14 @@ def target_for(scheme: str, model: str):
     return target
 
 
+def previous_target_for(scheme: str, model: str):
+    """The bar TARGETS raised for this scheme on this model (PREVIOUS_TARGETS), or None."""
+    previous = PREVIOUS_TARGETS.get(scheme)
+    if isinstance(previous, dict):
+        return previous.get(model, previous["*"])
+    return previous
+
+
 def scheme_rank(scheme: str) -> tuple:
     return (SCHEME_ORDER.index(scheme), "") if scheme in SCHEME_ORDER else (len(SCHEME_ORDER), scheme)
 
@@ -189,12 +243,35 @@ def group_runs(runs: list[dict]) -> list[tuple]:
     return sorted(groups.items(), key=lambda item: (item[0][0], item[0][1]))
 
 
-def dense_reference(runs: list[dict]):
-    dense = [r for r in runs if r["scheme"] == "dense"]
-    if len(dense) > 1:
-        paths = ", ".join(r["path"] for r in dense)
-        raise ReportError(f"{describe_group(runs[0])}: {len(dense)} dense runs, expected one: {paths}")
-    return dense[0] if dense else None
+def row_key(run: dict) -> tuple:
+    return (run["scheme"], run["density"])
+
+
+def check_seeds(runs: list[dict]) -> None:
+    """Several runs of one (scheme, density) in a group must be different seeds (a run without a known
+    seed counts as seed None, so two such runs collide)."""
+    seen: dict[tuple, str] = {}
+    for run in runs:
+        key = row_key(run) + (run["seed"],)
+        if key in seen:
+            same = [r["path"] for r in runs if row_key(r) + (r["seed"],) == key]
+            what = "dense runs" if run["scheme"] == "dense" else f"runs of {point_label(run)}"
+            seed = "no seed recorded" if run["seed"] is None else f"seed {run['seed']:g}"
+            raise ReportError(f"{describe_group(run)}: {len(same)} {what} with the same seed ({seed}), "
+                              f"expected one per seed: {', '.join(same)}")
+        seen[key] = run["path"]
+
+
+def mean(values: list[float]):
+    return sum(values) / len(values) if values else None
+
+
+def sample_sd(values: list[float]):
+    """The sample standard deviation (n - 1), or None below two values."""
+    if len(values) < 2:
+        return None
+    m = mean(values)
+    return (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
 
 
 def met_text(compression_ok, gap) -> str:
@@ -215,30 +292,58 @@ def met_text(compression_ok, gap) -> str:
 
 
 def fidelity_rows(runs: list[dict]) -> list[dict]:
-    """The rows of one (model, epochs) group, in SCHEME_ORDER (then density descending).
+    """The rows of one (model, epochs) group: one per (scheme, density), its runs being seeds, in
+    SCHEME_ORDER (then density descending).
 
-    A row: scheme, density, accuracy (fraction or None), gap (points or None), up, down (whole job),
-    up_late, down_late (second half), target
-    (None: none), met (text), dense (the reference row exists), path."""
+    A row: scheme, density, seeds (the runs' seeds, None where unknown, in input order), n (runs),
+    accuracies (fractions, the runs' that have one), accuracy (their mean, or None), low, high, sd
+    (fractions; sd None below two accuracies), gap (mean against dense's mean, points, or None),
+    up, down (whole job), up_late, down_late (second half), each a mean over the runs, target (None:
+    none), previous_target (the old bar, or None), met (text, judged on the means), dense (the reference
+    row exists), path (the first run's), paths. With one run per row every value is that run's."""
     keys = {group_key(r) for r in runs}
     if len(keys) > 1:
         raise ReportError(f"fidelity_rows takes one (model, epochs) group, got {sorted(keys)}")
-    reference = dense_reference(runs)
-    dense_acc = reference["final_test_accuracy"] if reference else None
+    check_seeds(runs)
+    by_key: dict[tuple, list] = {}
+    for run in runs:
+        by_key.setdefault(row_key(run), []).append(run)
+    dense_keys = [k for k in by_key if k[0] == "dense"]
+    if len(dense_keys) > 1:
+        paths = ", ".join(r["path"] for r in runs if r["scheme"] == "dense")
+        raise ReportError(f"{describe_group(runs[0])}: dense runs at {len(dense_keys)} densities, expected one: "
+                          f"{paths}")
     rows = []
-    for run in sorted(runs, key=lambda r: (scheme_rank(r["scheme"]), -r["density"])):
-        acc = run["final_test_accuracy"]
-        gap = None if acc is None or dense_acc is None else (acc - dense_acc) * 100.0
-        target = target_for(run["scheme"], run["model"])
-        if run is reference:
-            met = "reference"
+    for key in sorted(by_key, key=lambda k: (scheme_rank(k[0]), -k[1])):
+        group = by_key[key]
+        accuracies = [r["final_test_accuracy"] for r in group if r["final_test_accuracy"] is not None]
+        first = group[0]
+        rows.append({"scheme": key[0], "density": key[1], "seeds": [r["seed"] for r in group], "n": len(group),
+                     "accuracies": accuracies, "accuracy": mean(accuracies),
+                     "low": min(accuracies) if accuracies else None, "high": max(accuracies) if accuracies else None,
+                     "sd": sample_sd(accuracies),
+                     "up": mean([r["compression_ratio_up"] for r in group]),
+                     "down": mean([r["compression_ratio_down"] for r in group]),
+                     "up_late": mean([r["up_late"] for r in group]),
+                     "down_late": mean([r["down_late"] for r in group]),
+                     "target": target_for(key[0], first["model"]),
+                     "previous_target": previous_target_for(key[0], first["model"]),
+                     "path": first["path"], "paths": [r["path"] for r in group]})
+    reference = next((row for row in rows if row["scheme"] == "dense"), None)
+    dense_acc = reference["accuracy"] if reference else None
+    for row in rows:
+        acc = row["accuracy"]
+        row["gap"] = None if acc is None or dense_acc is None else (acc - dense_acc) * 100.0
+        row["dense"] = reference is not None
+        if row is reference:
+            row["met"] = "reference"
+            continue
+        target, previous = row["target"], row["previous_target"]
+        compression_ok = None if target is None else row["up_late"] >= target
+        if compression_ok is False and previous is not None and row["up_late"] >= previous:
+            row["met"] = f"old {previous:g}x bar: " + met_text(True, row["gap"])
         else:
-            compression_ok = None if target is None else run["up_late"] >= target
-            met = met_text(compression_ok, gap)
-        rows.append({"scheme": run["scheme"], "density": run["density"], "accuracy": acc, "gap": gap,
-                     "up": run["compression_ratio_up"], "down": run["compression_ratio_down"],
-                     "up_late": run["up_late"], "down_late": run["down_late"],
-                     "target": target, "met": met, "dense": reference is not None, "path": run["path"]})
+            row["met"] = met_text(compression_ok, row["gap"])
     return rows
 
 
@@ -329,14 +434,80 @@ def fidelity_cells(row: dict) -> list[str]:
             f"{fmt_ratio(row['down'])} / {fmt_ratio(row['down_late'])}", target, row["met"]]
 
 
+def fmt_seeds(seeds: list) -> str:
+    """Seeds as a short list: 1–3 for a run of consecutive integers, else 1, 4, 9; ? for an unknown one."""
+    known = sorted({s for s in seeds if s is not None})
+    unknown = len(seeds) - sum(1 for s in seeds if s is not None)
+    if len(known) >= 3 and all(float(s).is_integer() for s in known) and known[-1] - known[0] == len(known) - 1:
+        text = f"{known[0]:g}–{known[-1]:g}"
+    else:
+        text = ", ".join(f"{s:g}" for s in known)
+    if unknown:
+        text = ", ".join(filter(None, [text, "?" if unknown == 1 else f"{unknown} unknown"]))
+    return text
+
+
+def provenance(runs: list[dict], rows: list[dict]) -> str:
+    """The line that says which code made the runs and with which seeds: commit(s), seeds, runs per row."""
+    commits = list(dict.fromkeys(r["commit"] for r in runs if r["commit"]))
+    uncommitted = sum(1 for r in runs if not r["commit"])
+    if not commits:
+        commit = "commit: unknown"
+    elif len(commits) == 1 and not uncommitted:
+        commit = f"commit: {commits[0]}"
+    else:
+        counts = [f"{c} ({plural(sum(r['commit'] == c for r in runs), 'run')})" for c in commits]
+        if uncommitted:
+            counts.append(f"unknown ({plural(uncommitted, 'run')})")
+        commit = "commits: " + ", ".join(counts)
+    per_row = sorted({row["n"] for row in rows})
+    if len(per_row) == 1:
+        count = f"{per_row[0]} per row"
+    else:
+        fewer = [f"{row['scheme']} @ {fmt_density(row['scheme'], row['density'])}: {row['n']}" for row in rows
+                 if row["n"] < per_row[-1]]
+        count = f"{per_row[-1]} per row, fewer in {len(fewer)} ({'; '.join(fewer)})"
+    return f"Code: {commit}; seeds: {fmt_seeds([r['seed'] for r in runs])} ({count})"
+
+
+def fmt_points(x) -> str:
+    return f"{x * 100:.2f}"
+
+
+def seed_cells(row: dict) -> list[str]:
+    if row["gap"] is not None:
+        gap = f"{row['gap']:+.2f}"
+    else:
+        gap = "no dense reference" if not row["dense"] else "n/a"
+    if len(row["accuracies"]) >= 2:
+        spread = f"{fmt_points(row['low'])}–{fmt_points(row['high'])} ({fmt_points(row['sd'])})"
+    else:
+        spread = DASH
+    missing = row["n"] - len(row["accuracies"])
+    if missing:
+        spread += f"; {missing} without accuracy"
+    target = DASH if row["target"] is None else f"{row['target']:g}x"
+    return [row["scheme"], fmt_density(row["scheme"], row["density"]), fmt_seeds(row["seeds"]),
+            fmt_percent(row["accuracy"]), spread, gap,
+            f"{fmt_ratio(row['up'])} / {fmt_ratio(row['up_late'])}",
+            f"{fmt_ratio(row['down'])} / {fmt_ratio(row['down_late'])}", target, row["met"]]
+
+
 def table_markdown(runs: list[dict]) -> str:
+    """Per group: heading, table, caption, provenance. A group with one run per row keeps the
+    single-run table (TABLE_COLUMNS); with several runs in some row, the seed table (SEED_COLUMNS), whose
+    spread is min–max over the seeds with the sample standard deviation in brackets, in points."""
     blocks = []
     for _, group in group_runs(runs):
         first = group[0]
         heading = (f"**{describe_group(first)}, {distinct(group, 'workers')} workers / "
                    f"{distinct(group, 'servers')} servers, batch {distinct(group, 'batch_size')} per worker**")
-        cells = [fidelity_cells(row) for row in fidelity_rows(group)]
-        blocks.append("\n".join([heading, ""] + md_table(TABLE_COLUMNS, cells) + ["", caption(group)]))
+        rows = fidelity_rows(group)
+        if all(row["n"] == 1 for row in rows):
+            table = md_table(TABLE_COLUMNS, [fidelity_cells(row) for row in rows])
+        else:
+            table = md_table(SEED_COLUMNS, [seed_cells(row) for row in rows])
+        blocks.append("\n".join([heading, ""] + table + ["", caption(group), "", provenance(group, rows)]))
     return "\n\n".join(blocks) + "\n"
 
 
