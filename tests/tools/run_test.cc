@@ -102,10 +102,15 @@ TEST_CASE("A server killed mid-run catches up and ends with an uninterrupted run
   CHECK(a["final_weights_checksum"] == b["final_weights_checksum"]);
   std::ifstream log(killed / "server-1.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  CHECK_THAT(text, Catch::Contains("'s replica at round 1"));  // adopted a worker's replica at round 12 or 13
-  // The kill lands at round 12 or a little later on a loaded machine: the newest checkpoint is then
-  // a multiple of 5 behind the workers.
-  if (every == "5") CHECK(std::regex_search(text, std::regex("its checkpoint held round [1-9]?[05]\\)")));
+  // The kill lands at round 12 or a little later on a loaded machine. Usually the newest checkpoint
+  // is then a multiple of 5 behind the workers and the shard adopts a worker's replica; when the kill
+  // lands just after the checkpoint of round 15 (seen once under load), the checkpoint is as far as
+  // the workers and the shard takes it (docs/protocol.md "Restart recovery": both give these weights).
+  const bool own_checkpoint = every == "5" && std::regex_search(text, std::regex("from its checkpoint of round 15\\b"));
+  if (!own_checkpoint) {
+    CHECK_THAT(text, Catch::Contains("'s replica at round 1"));  // adopted a worker's replica at round 12 or 13
+    if (every == "5") CHECK(std::regex_search(text, std::regex("its checkpoint held round [1-9]?[05]\\)")));
+  }
   fs::remove_all(clean.parent_path());
 }
 
