@@ -25,14 +25,13 @@ Contribution Dense(std::vector<float> v, bool final_phase = true) {
   return c;
 }
 
-PhaseTableOptions Options(std::uint32_t workers, std::uint64_t dim, Reducer& reducer, absl::Duration deadline) {
+PhaseTableOptions Options(std::uint32_t workers, Reducer& reducer, absl::Duration deadline) {
   PhaseTableOptions o;
   o.num_workers = workers;
   o.reduce = [&reducer](const PhaseSpec& spec, const std::vector<const Contribution*>& in, const PhaseResult* prev) {
     return reducer.Reduce(spec, in, prev);
   };
   o.deadline = deadline;
-  (void)dim;
   return o;
 }
 
@@ -96,7 +95,7 @@ std::map<std::uint32_t, float> NaiveTopK(const std::vector<float>& g, std::size_
 
 TEST_CASE("A round deadline closes a phase without the late worker, and tells it", "[round_deadline]") {
   Reducer reducer(2);
-  PhaseTable table(Options(3, 2, reducer, absl::Seconds(1)));
+  PhaseTable table(Options(3, reducer, absl::Seconds(1)));
   const PhaseKey key{0, 0};
   REQUIRE(table.Submit(key, 0, Dense({1, 2})).ok());
   REQUIRE(table.Submit(key, 2, Dense({10, 20})).ok());
@@ -119,7 +118,7 @@ TEST_CASE("A round deadline closes a phase without the late worker, and tells it
 
 TEST_CASE("Later phases of the round go on without the worker left out", "[round_deadline]") {
   Reducer reducer(2);
-  PhaseTable table(Options(3, 2, reducer, absl::Seconds(1)));
+  PhaseTable table(Options(3, reducer, absl::Seconds(1)));
   REQUIRE(table.Submit({4, 0}, 0, Dense({1, 1}, false)).ok());
   REQUIRE(table.Submit({4, 0}, 1, Dense({2, 2}, false)).ok());
   REQUIRE(table.CloseExpired(absl::Now() + absl::Seconds(2)).size() == 1);
@@ -137,7 +136,7 @@ TEST_CASE("Later phases of the round go on without the worker left out", "[round
 
 TEST_CASE("A deadline closes a phase only once half of the expected workers pushed", "[round_deadline]") {
   Reducer reducer(1);
-  PhaseTable table(Options(4, 1, reducer, absl::Milliseconds(10)));
+  PhaseTable table(Options(4, reducer, absl::Milliseconds(10)));
   REQUIRE(table.Submit({0, 0}, 3, Dense({1})).ok());
   CHECK(table.CloseExpired(absl::Now() + absl::Seconds(5)).empty());  // 1 of 4
   REQUIRE(table.Submit({0, 0}, 1, Dense({2})).ok());
@@ -149,11 +148,11 @@ TEST_CASE("A deadline closes a phase only once half of the expected workers push
 
 TEST_CASE("Without a deadline, and for auxiliary phases, nothing is closed early", "[round_deadline]") {
   Reducer reducer(1);
-  PhaseTable none(Options(2, 1, reducer, absl::ZeroDuration()));
+  PhaseTable none(Options(2, reducer, absl::ZeroDuration()));
   REQUIRE(none.Submit({0, 0}, 0, Dense({1})).ok());
   CHECK(none.CloseExpired(absl::Now() + absl::Hours(1)).empty());
 
-  PhaseTable table(Options(2, 1, reducer, absl::Milliseconds(1)));
+  PhaseTable table(Options(2, reducer, absl::Milliseconds(1)));
   Contribution aux = Dense({1}, false);
   aux.spec.auxiliary = true;
   REQUIRE(table.Submit({0, 3}, 0, aux).ok());
@@ -227,7 +226,7 @@ TEST_CASE("RunRound of a late worker fetches G_t, applies it like the others and
   const std::uint32_t workers = 3;
   const std::uint64_t dim = 64;
   Reducer reducer(dim);
-  PhaseTable table(Options(workers, dim, reducer, absl::Milliseconds(50)));
+  PhaseTable table(Options(workers, reducer, absl::Milliseconds(50)));
   std::atomic<bool> stop{false};
   std::thread ticker([&] {
     while (!stop.load()) {
