@@ -14,7 +14,7 @@ constexpr char kReasonUrl[] = "type.sketchps.dev/sketchps.Reason";
 
 constexpr char kCulpritUrl[] = "type.sketchps.dev/sketchps.Culprit";
 
-constexpr Reason kLastReason = Reason::kCheckpointKey;
+constexpr Reason kLastReason = Reason::kNotMember;
 
 }  // namespace
 
@@ -37,6 +37,7 @@ const char* ReasonName(Reason reason) {
     case Reason::kMisbehaved: return "misbehaved";
     case Reason::kEvicted: return "evicted";
     case Reason::kCheckpointKey: return "checkpoint_key";
+    case Reason::kNotMember: return "not_member";
   }
   return "none";
 }

@@ -49,6 +49,9 @@ enum class Reason : std::uint32_t {
   // Local files: a checkpoint or state file refused for its integrity tag (a wrong tag, no tag under
   // a key, a tag without a key: common/wire/framed_file.h IsKeyError); the caller must not fall back.
   kCheckpointKey = 16,
+  // Elastic membership (job key ps.elastic, docs/protocol.md "Elastic membership"): a push from a
+  // worker that is not a member of the round (it has not joined yet, or it left before the round).
+  kNotMember = 17,
 };
 
 // "rejoin", "replay_round", ... ("none" for kNone and numbers this build does not know).
@@ -75,6 +78,7 @@ inline bool IsReplicaDivergence(const absl::Status& s) { return HasReason(s, Rea
 inline bool IsTooLarge(const absl::Status& s) { return HasReason(s, Reason::kTooLarge); }
 inline bool IsMisbehaved(const absl::Status& s) { return HasReason(s, Reason::kMisbehaved); }
 inline bool IsEvicted(const absl::Status& s) { return HasReason(s, Reason::kEvicted); }
+inline bool IsNotMember(const absl::Status& s) { return HasReason(s, Reason::kNotMember); }
 
 // Whether another attempt of the same call may succeed: UNAVAILABLE and DEADLINE_EXCEEDED, and a
 // full queue (Reason::kBusy). gRPC's own RESOURCE_EXHAUSTED refusals carry no Reason (a message

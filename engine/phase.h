@@ -93,6 +93,9 @@ struct PhaseResult {
   // phase that left a worker out on, the round holds nothing of it; the worker applies G_t like
   // everyone else and keeps its input for the next round (Scheme::FinishExcluded).
   std::vector<std::uint32_t> excluded = {};
+  // The workers that are not members of this round (sorted; elastic membership, job key ps.elastic:
+  // they have not joined yet or have left, engine/phase_table.h). Empty in a job without it.
+  std::vector<std::uint32_t> absent = {};
 };
 
 // Whether `worker` is in result.excluded.

@@ -18,11 +18,15 @@ absl::Status ReplayRoundError(std::uint64_t round, std::uint32_t phase) {
 
 PhaseTable::PhaseTable(PhaseTableOptions options) : options_(std::move(options)) {
   applied_ = options_.first_round.value_or(0);
+  roster_.assign(options_.num_workers, MemberSpan{0, MemberSpan::kNever});
+  if (options_.elastic) {
+    for (std::uint32_t w = options_.elastic->initial_members; w < options_.num_workers; ++w) roster_[w] = MemberSpan{};
+  }
 }
 
 PhaseTable::PhaseTable(std::uint32_t num_workers, ReduceFn reduce, FinalFn on_final)
     : PhaseTable(PhaseTableOptions{num_workers, std::move(reduce), std::move(on_final), nullptr, nullptr, std::nullopt,
-                                   absl::ZeroDuration()}) {}
+                                   absl::ZeroDuration(), std::nullopt}) {}
 
 absl::Status PhaseTable::CheckFresh(const PhaseKey& key) const {
   if (newest_round_ >= kRetainRounds && key.round < newest_round_ - kRetainRounds) {
@@ -104,6 +108,11 @@ absl::StatusOr<std::optional<PhaseTable::Work>> PhaseTable::Store(const PhaseKey
   }
   // Left out of this round by its deadline: acknowledged; the caller awaits the result, which says so.
   if (!contribution.spec.auxiliary && IsOut(key.round, worker)) return std::nullopt;
+  if (!IsMemberLocked(key.round, worker)) {
+    return WithReason(absl::FailedPreconditionError(absl::StrCat("worker ", worker, " is not a member of round ",
+                                                                 key.round, " (it has not joined, or it left)")),
+                      Reason::kNotMember);
+  }
   SKETCHPS_RETURN_IF_ERROR(CheckOrder(key, contribution.spec.auxiliary));
   if (key.phase > 0 && !contribution.spec.auxiliary && PreviousResult(key) == nullptr) {
     return ReplayRoundError(key.round, key.phase);
@@ -129,7 +138,7 @@ absl::StatusOr<std::optional<PhaseTable::Work>> PhaseTable::Store(const PhaseKey
   }
   entry.contributions[worker] = std::move(contribution);
   if (key.round > newest_round_) Forget(newest_round_ = key.round, dropped);
-  if (++entry.received < (entry.auxiliary ? options_.num_workers : Expected(key.round))) return std::nullopt;
+  if (++entry.received < Needed(key, entry)) return std::nullopt;
   return std::optional<Work>(Take(key, entry));
 }
 
@@ -151,6 +160,9 @@ PhaseTable::Work PhaseTable::Take(const PhaseKey& key, Entry& entry) {
       if (out->second[w]) work.excluded.push_back(w);
     }
   }
+  for (std::uint32_t w = 0; w < options_.num_workers; ++w) {
+    if (!IsMemberLocked(key.round, w)) work.absent.push_back(w);
+  }
   return work;
 }
 
@@ -159,10 +171,132 @@ bool PhaseTable::IsOut(std::uint64_t round, std::uint32_t worker) const {
   return it != out_.end() && worker < it->second.size() && it->second[worker];
 }
 
+bool PhaseTable::IsMemberLocked(std::uint64_t round, std::uint32_t worker) const {
+  return worker < roster_.size() && roster_[worker].Contains(round);
+}
+
+std::uint32_t PhaseTable::Members(std::uint64_t round) const {
+  return static_cast<std::uint32_t>(
+      std::count_if(roster_.begin(), roster_.end(), [round](const MemberSpan& m) { return m.Contains(round); }));
+}
+
 std::uint32_t PhaseTable::Expected(std::uint64_t round) const {
   auto it = out_.find(round);
-  if (it == out_.end()) return options_.num_workers;
-  return options_.num_workers - static_cast<std::uint32_t>(std::count(it->second.begin(), it->second.end(), true));
+  std::uint32_t expected = Members(round);
+  if (it == out_.end()) return expected;
+  for (std::uint32_t w = 0; w < it->second.size(); ++w) {
+    if (it->second[w] && IsMemberLocked(round, w)) --expected;
+  }
+  return expected;
+}
+
+std::uint32_t PhaseTable::Needed(const PhaseKey& key, const Entry& entry) const {
+  return entry.auxiliary ? Members(key.round) : Expected(key.round);
+}
+
+std::vector<PhaseTable::Work> PhaseTable::TakeComplete() {
+  std::vector<Work> ready;
+  for (auto& [key, entry] : entries_) {
+    if (entry.done || entry.reducing || entry.received == 0) continue;
+    if (entry.received >= Needed(key, entry)) ready.push_back(Take(key, entry));
+  }
+  return ready;
+}
+
+bool PhaseTable::Contributed(std::uint32_t worker, std::uint64_t round) const {
+  for (auto it = entries_.lower_bound(PhaseKey{round, 0}); it != entries_.end(); ++it) {
+    const Entry& e = it->second;
+    if (!e.auxiliary && !e.done && !e.reducing && worker < e.contributions.size() &&
+        e.contributions[worker].has_value()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<std::uint64_t> PhaseTable::Join(std::uint32_t worker, std::uint64_t from) {
+  if (!options_.elastic) return absl::FailedPreconditionError("Join: this job's membership is fixed (ps.elastic)");
+  if (worker >= options_.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", options_.num_workers, ")"));
+  }
+  std::vector<Work> ready;
+  std::uint64_t start = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    MemberSpan& span = roster_[worker];
+    if (span.until != MemberSpan::kNever) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker ", worker, " left before round ", span.until, " and cannot join again"));
+    }
+    if (Contributed(worker, 0)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker ", worker, " is taking part in an open round: it cannot join again now"));
+    }
+    start = std::max(from, applied_);
+    auto closed = [&](std::uint64_t round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (auto it = entries_.lower_bound(PhaseKey{round, 0}); it != entries_.end() && it->first.round == round; ++it) {
+        if (!it->second.auxiliary && (it->second.done || it->second.reducing)) return true;
+      }
+      return false;
+    };
+    while (closed(start)) ++start;
+    span.from = start;
+    ready = TakeComplete();  // a later start than before: rounds that waited for it may be complete
+  }
+  for (auto& work : ready) Dispatch(std::move(work));
+  return start;
+}
+
+absl::Status PhaseTable::Leave(std::uint32_t worker, std::uint64_t until) {
+  if (!options_.elastic) return absl::FailedPreconditionError("Leave: this job's membership is fixed (ps.elastic)");
+  if (worker >= options_.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", options_.num_workers, ")"));
+  }
+  std::vector<Work> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    MemberSpan& span = roster_[worker];
+    if (span.until != MemberSpan::kNever) return absl::OkStatus();  // already left
+    if (span.from == MemberSpan::kNever) {
+      return absl::FailedPreconditionError(absl::StrCat("worker ", worker, " is not a member: it cannot leave"));
+    }
+    if (Contributed(worker, until)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker ", worker, " has already pushed a phase of round ", until, " or later"));
+    }
+    span.until = std::max(until, span.from);
+    ready = TakeComplete();
+  }
+  for (auto& work : ready) Dispatch(std::move(work));
+  return absl::OkStatus();
+}
+
+bool PhaseTable::IsMember(std::uint64_t round, std::uint32_t worker) const {
+  absl::MutexLock lock(&mu_);
+  return IsMemberLocked(round, worker);
+}
+
+std::vector<MemberSpan> PhaseTable::Roster() const {
+  absl::MutexLock lock(&mu_);
+  return roster_;
+}
+
+absl::Status PhaseTable::SetRoster(std::vector<MemberSpan> roster) {
+  if (!options_.elastic) return absl::OkStatus();
+  if (roster.size() != options_.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("roster: ", roster.size(), " slots for a table of ", options_.num_workers, " workers"));
+  }
+  absl::MutexLock lock(&mu_);
+  roster_ = std::move(roster);
+  return absl::OkStatus();
+}
+
+std::uint32_t PhaseTable::ActiveMembers() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<std::uint32_t>(std::count_if(roster_.begin(), roster_.end(), [](const MemberSpan& m) {
+    return m.from != MemberSpan::kNever && m.until == MemberSpan::kNever;
+  }));
 }
 
 std::vector<PhaseTable::Closed> PhaseTable::CloseExpired(absl::Time now) {
@@ -181,7 +315,7 @@ std::vector<PhaseTable::Closed> PhaseTable::CloseExpired(absl::Time now) {
       out.resize(options_.num_workers, false);
       Closed c{key, {}};
       for (std::uint32_t w = 0; w < options_.num_workers; ++w) {
-        if (!entry.contributions[w].has_value() && !out[w]) {
+        if (!entry.contributions[w].has_value() && !out[w] && IsMemberLocked(key.round, w)) {
           out[w] = true;
           c.left_out.push_back(w);
         }
@@ -212,7 +346,10 @@ void PhaseTable::Finish(Work work) {
   absl::StatusOr<PhaseResult> reduced = options_.reduce(spec, in_order, work.previous.get());
   work.contributions.clear();  // payloads are no longer needed
   absl::StatusOr<std::shared_ptr<const PhaseResult>> result = absl::UnknownError("not reduced");
-  if (reduced.ok()) reduced->excluded = work.excluded;
+  if (reduced.ok()) {
+    reduced->excluded = work.excluded;
+    reduced->absent = work.absent;
+  }
   if (!reduced.ok()) {
     result = reduced.status();
   } else if (spec.final_phase && options_.on_final) {
@@ -222,9 +359,10 @@ void PhaseTable::Finish(Work work) {
   }
   if (!result.ok()) {
     result = Annotate(result.status(), absl::StrCat("round ", work.key.round, " phase ", work.key.phase));
-  } else if ((*result)->excluded != work.excluded) {  // the final hook published a result of its own
-    auto copy = std::make_shared<PhaseResult>(**result);
+  } else if ((*result)->excluded != work.excluded || (*result)->absent != work.absent) {
+    auto copy = std::make_shared<PhaseResult>(**result);  // the final hook published a result of its own
     copy->excluded = work.excluded;
+    copy->absent = work.absent;
     result = std::shared_ptr<const PhaseResult>(std::move(copy));
   }
   Publish(work.key, std::move(result), spec.final_phase);

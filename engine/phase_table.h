@@ -38,6 +38,15 @@
 // of that round from a worker left out of it is acknowledged and stores nothing (the caller then
 // awaits the phase's result and learns from `excluded` that it was left out; a worker that needs only
 // G_t awaits the final phase directly). Without a deadline nothing is ever left out.
+// Elastic membership (options.elastic; the job key ps.elastic): each worker id is a slot that is a
+// member of the rounds [from, until). Slots [0, options.elastic->initial_members) are members from
+// round 0, the others from no round until they Join; a member Leaves before a round. Every rule
+// above that counts "the workers" counts the members of the key's round: a phase completes when
+// every member (not left out) has contributed, an auxiliary phase when every member has; non-members
+// reduce as skips and each result lists them (PhaseResult::absent). A Submit from a worker that is not
+// a member of the key's round is FailedPrecondition with Reason::kNotMember. A change of membership
+// completes every open phase that then has all it waits for. Without options.elastic every worker is
+// a member of every round and Join/Leave are FailedPrecondition.
 // A reduction or final hook that fails anyway fails its phase: every waiter receives that error.
 // Await() waits until the result exists or the deadline passes (DeadlineExceeded). Subscribe() is the
 // non-blocking form for asynchronous servers: the callback runs once, with the result or the phase's
@@ -85,6 +94,20 @@ using FinalFn = std::function<absl::StatusOr<std::shared_ptr<const PhaseResult>>
 using AdmitFn = std::function<absl::Status(const PhaseSpec&, const PayloadValue&, const PhaseResult* previous,
                                            const PayloadValue* first)>;
 
+// Elastic membership's start: the slots [0, initial_members) are members from round 0.
+struct ElasticRoster {
+  std::uint32_t initial_members = 1;
+};
+
+// One slot's membership: the rounds [from, until) (kNever: unbounded or not yet).
+struct MemberSpan {
+  static constexpr std::uint64_t kNever = ~std::uint64_t{0};
+  std::uint64_t from = kNever;
+  std::uint64_t until = kNever;
+  bool Contains(std::uint64_t round) const { return from <= round && round < until; }
+  friend bool operator==(const MemberSpan&, const MemberSpan&) = default;
+};
+
 struct PhaseTableOptions {
   std::uint32_t num_workers = 1;
   ReduceFn reduce;
@@ -95,6 +118,8 @@ struct PhaseTableOptions {
   std::optional<std::uint64_t> first_round;
   // The round deadline (above); zero: none.
   absl::Duration deadline = absl::ZeroDuration();
+  // Elastic membership (above); unset: every worker is a member of every round.
+  std::optional<ElasticRoster> elastic;
 };
 
 class PhaseTable {
@@ -129,6 +154,24 @@ class PhaseTable {
   // Whether a deadline has left `worker` out of `round` (false once the round is forgotten).
   bool Excluded(std::uint64_t round, std::uint32_t worker) const;
 
+  // Elastic membership. Join makes `worker` a member from round R, the first round >= max(from, the
+  // rounds applied) none of whose scheme phases has closed, and returns R; a slot that was a member
+  // before and rejoins (a restarted worker) starts again at R. FailedPrecondition: the table is not
+  // elastic, the slot has left, or it already holds a contribution to an open round (it is taking
+  // part: the answer would move it under its own feet).
+  absl::StatusOr<std::uint64_t> Join(std::uint32_t worker, std::uint64_t from);
+  // Ends `worker`'s membership before round `until`. FailedPrecondition: not elastic, not a member, or
+  // it has already contributed to a scheme phase of round `until` or later. Idempotent.
+  absl::Status Leave(std::uint32_t worker, std::uint64_t until);
+  bool IsMember(std::uint64_t round, std::uint32_t worker) const;
+  // Every slot's span (checkpoints, tests); every slot {0, kNever} without options.elastic.
+  std::vector<MemberSpan> Roster() const;
+  // Restores a roster (a restarted shard's checkpoint); InvalidArgument when its size is not
+  // num_workers. No-op without options.elastic.
+  absl::Status SetRoster(std::vector<MemberSpan> roster);
+  // Slots that are members now or later: joined (or initial) and not left.
+  std::uint32_t ActiveMembers() const;
+
   // Whether `worker` has already contributed to `key` (for duplicate-push accounting).
   bool HasContribution(const PhaseKey& key, std::uint32_t worker) const;
   // Whether any worker has contributed to `key` (or it is complete).
@@ -156,6 +199,7 @@ class PhaseTable {
     std::vector<Contribution> contributions;
     std::shared_ptr<const PhaseResult> previous;
     std::vector<std::uint32_t> excluded = {};  // the round's workers left out so far (PhaseResult::excluded)
+    std::vector<std::uint32_t> absent = {};    // the round's non-members (PhaseResult::absent)
   };
 
   using Calls = std::vector<std::pair<ResultCallback, absl::StatusOr<std::shared_ptr<const PhaseResult>>>>;
@@ -170,8 +214,16 @@ class PhaseTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const PhaseResult* PreviousResult(const PhaseKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsOut(std::uint64_t round, std::uint32_t worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Workers of `round` not left out.
+  bool IsMemberLocked(std::uint64_t round, std::uint32_t worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::uint32_t Members(std::uint64_t round) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Members of `round` not left out.
   std::uint32_t Expected(std::uint64_t round) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Contributions an open phase waits for (its auxiliary-ness decides whether left-out workers count).
+  std::uint32_t Needed(const PhaseKey& key, const Entry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a change of membership: takes every open phase that now holds all it waits for.
+  std::vector<Work> TakeComplete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `worker` holds a contribution to an open scheme phase of a round >= `round`.
+  bool Contributed(std::uint32_t worker, std::uint64_t round) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the entry as reducing and moves its contributions (skips for workers left out) into a Work.
   Work Take(const PhaseKey& key, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -188,6 +240,7 @@ class PhaseTable {
   mutable absl::Mutex mu_;
   std::map<PhaseKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::map<std::uint64_t, std::vector<bool>> out_ ABSL_GUARDED_BY(mu_);  // by round: left out by a deadline
+  std::vector<MemberSpan> roster_ ABSL_GUARDED_BY(mu_);                  // by worker (elastic membership)
   std::uint64_t newest_round_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -21,6 +21,7 @@ Shard::Shard(ShardOptions options)
   PhaseTableOptions t;
   t.num_workers = options_.num_workers;
   t.deadline = options_.round_deadline;
+  t.elastic = options_.elastic;
   t.reduce = [this](const PhaseSpec& spec, const std::vector<const Contribution*>& in, const PhaseResult* previous) {
     return reducer_.Reduce(spec, in, previous);
   };
@@ -30,6 +31,7 @@ Shard::Shard(ShardOptions options)
   t.strand = strand_.get();
   t.first_round = options_.rounds_applied;
   table_ = std::make_unique<PhaseTable>(std::move(t));
+  if (!options_.roster.empty()) table_->SetRoster(options_.roster).IgnoreError();  // size checked by callers
   {
     absl::MutexLock lock(&master_mu_);
     rounds_applied_ = options_.rounds_applied;

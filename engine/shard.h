@@ -91,6 +91,10 @@ struct ShardOptions {
   // The round deadline of the shard's table (engine/phase_table.h; zero: none). Something must call
   // table().CloseExpired() for it to act (the parameter server's deadline ticker).
   absl::Duration round_deadline = absl::ZeroDuration();
+  // Elastic membership of the table (engine/phase_table.h; unset: fixed) and a restored roster
+  // (a checkpoint's; empty: the initial one). The roster's size must be num_workers.
+  std::optional<ElasticRoster> elastic;
+  std::vector<MemberSpan> roster;
 };
 
 class Shard {
@@ -99,6 +103,7 @@ class Shard {
   ~Shard();
 
   PhaseTable& table() { return *table_; }
+  const PhaseTable& table() const { return *table_; }
   std::uint64_t dim() const { return dim_; }
 
   // A copy of the master weights and the number of rounds applied to them.
