@@ -181,7 +181,8 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
     return absl::InvalidArgumentError("peer.on_failure: '" + on_failure + "' is not regroup or stop");
   }
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader ps, root.Child("ps"));
-  SKETCHPS_RETURN_IF_ERROR(ps.GetAll("round_deadline_seconds", job.ps.round_deadline_seconds));
+  SKETCHPS_RETURN_IF_ERROR(ps.GetAll("round_deadline_seconds", job.ps.round_deadline_seconds, "elastic", job.ps.elastic,
+                                     "initial_workers", job.ps.initial_workers));
   SKETCHPS_RETURN_IF_ERROR(ps.Finish());
   return absl::OkStatus();
 }
@@ -226,6 +227,33 @@ absl::Status Validate(const JobSpec& j) {
     return bad("ps.round_deadline_seconds", "must be in [0, 3600] (0: no deadline)");
   if (j.ps.round_deadline_seconds > 0 && j.decentralized())
     return bad("ps.round_deadline_seconds", "applies to mode: ps only (decentralized rounds have no deadline)");
+  if (j.ps.elastic && j.decentralized())
+    return bad("ps.elastic", "applies to mode: ps only (decentralized peers regroup instead: peer.on_failure)");
+  if (j.ps.initial_workers != 0 && !j.ps.elastic) return bad("ps.initial_workers", "needs ps.elastic: true");
+  if (j.ps.initial_workers > j.workers)
+    return bad("ps.initial_workers", absl::StrCat("must be in [1, workers = ", j.workers, "] (0: all)"));
+  return absl::OkStatus();
+}
+
+// Schemes whose workers must all have seen every round cannot take a worker that joins mid-job.
+absl::Status CheckElasticScheme(const JobSpec& j, const YAML::Node& scheme) {
+  if (!j.ps.elastic) return absl::OkStatus();
+  if (j.scheme.name == "scalecom") {
+    return absl::InvalidArgumentError(
+        "ps.elastic: scalecom's leader cycles over every slot (round mod workers), so a round led by an absent "
+        "slot would apply nothing: not with an elastic job");
+  }
+  if (!scheme.IsDefined() || !scheme.IsMap()) return absl::OkStatus();  // IsDefined: false for a missing key
+  const YAML::Node own = scheme[j.scheme.name];
+  if (!own.IsDefined() || !own.IsMap()) return absl::OkStatus();
+  for (const char* key : {"budget_factor", "recovery_floor"}) {
+    if (own[key].IsDefined() && own[key].as<double>(0) != (std::string(key) == "budget_factor" ? 1.0 : 0.0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ps.elastic: scheme.", j.scheme.name, ".", key,
+          " adapts the candidates from every round's G_t, which a worker joining mid-job has not seen: not with an "
+          "elastic job"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -255,7 +283,8 @@ Fingerprint JobFingerprint(const JobSpec& j, const YAML::Node& root) {
        hash(absl::StrCat(lr, "|", OptimizerName(o.kind), ",", o.momentum, ",", o.nesterov, ",", o.weight_decay, ",",
                          o.beta1, ",", o.beta2, ",", o.eps, ",", absl::StrJoin(o.no_decay, ";"), ",",
                          o.freeze_variance_round ? absl::StrCat(*o.freeze_variance_round) : "-"))},
-      {"scheme", hash(scheme.c_str())}};
+      {"scheme", hash(scheme.c_str())},
+      {"ps.elastic", hash(absl::StrCat(j.ps.elastic, ",", j.ps.initial_workers))}};
 }
 
 double JobSpec::rounds_per_epoch() const {
@@ -329,6 +358,8 @@ absl::StatusOr<JobSpec> ParseJobSpecOrThrow(const std::string& yaml_text, const 
     SKETCHPS_ASSIGN_OR_RETURN(job.layout, ModelLayout(job.model));
   }
   SKETCHPS_RETURN_IF_ERROR(CheckNoDecay(job));
+  SKETCHPS_RETURN_IF_ERROR(CheckElasticScheme(job, static_cast<const YAML::Node&>(root)["scheme"]));
+  if (job.ps.elastic && job.ps.initial_workers == 0) job.ps.initial_workers = job.workers;
   job.effective_yaml = YAML::Dump(root);
   job.fingerprint = JobFingerprint(job, root);
   return job;

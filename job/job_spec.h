@@ -77,6 +77,10 @@ struct PeerSpec {
 // round (Scheme::FinishExcluded). 0: every round waits for every worker (deterministic).
 struct PsSpec {
   double round_deadline_seconds = 0;
+  // Elastic membership (docs/reliability.md "Elastic workers"): `workers` is the number of slots;
+  // slots [0, initial_workers) start the job, the others may join it later, and any may leave.
+  bool elastic = false;
+  std::uint32_t initial_workers = 0;  // 0: all `workers` (the key is only read with elastic)
 };
 
 // ps: S parameter-server shards aggregate; decentralized: the workers' peer collectives.

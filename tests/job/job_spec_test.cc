@@ -93,6 +93,14 @@ TEST_CASE("Job spec errors name the key", "[job_spec]") {
   CHECK(Error("mode: decentralized\nps: {round_deadline_seconds: 0.5}\n") ==
         "ps.round_deadline_seconds: applies to mode: ps only (decentralized rounds have no deadline)");
   CHECK_THAT(Error("ps: {deadline: 3}\n"), Catch::Contains("unknown key 'deadline'"));
+  CHECK(Error("mode: decentralized\nps: {elastic: true}\n") ==
+        "ps.elastic: applies to mode: ps only (decentralized peers regroup instead: peer.on_failure)");
+  CHECK(Error("ps: {initial_workers: 2}\n") == "ps.initial_workers: needs ps.elastic: true");
+  CHECK(Error("workers: 4\nps: {elastic: true, initial_workers: 5}\n") ==
+        "ps.initial_workers: must be in [1, workers = 4] (0: all)");
+  CHECK_THAT(Error("ps: {elastic: true}\nscheme: {name: scalecom}\n"), Catch::StartsWith("ps.elastic: scalecom's"));
+  CHECK_THAT(Error("ps: {elastic: true}\nscheme: {name: gs_sgd, gs_sgd: {budget_factor: 3}}\n"),
+             Catch::StartsWith("ps.elastic: scheme.gs_sgd.budget_factor adapts"));
   CHECK(Error("peer: {on_failure: retry}\n") == "peer.on_failure: 'retry' is not regroup or stop");
   CHECK_THAT(Error("peer: {timeout: 3}\n"), Catch::Contains("unknown key 'timeout'"));
   CHECK(Error("workers: 0\n") == "workers: must be in [1, 1024]");
@@ -126,4 +134,19 @@ TEST_CASE("optimizer.name external takes no optimizer settings and refuses what 
   CHECK_THAT(Error("optimizer: {name: external}\nmode: decentralized\n"), Catch::StartsWith("peer.on_failure"));
   CHECK(ParseJobSpec("optimizer: {name: external}\nmode: decentralized\npeer: {on_failure: stop}\n", "t").ok());
   CHECK_THAT(Error("optimizer: {name: rmsprop}\n"), Catch::StartsWith("optimizer.name"));
+}
+
+TEST_CASE("An elastic job starts with all its slots unless ps.initial_workers says fewer", "[job_spec]") {
+  auto all = ParseJobSpec("workers: 6\nps: {elastic: true}\n", "test");
+  INFO(all.status().message());
+  REQUIRE(all.ok());
+  CHECK(all->ps.elastic);
+  CHECK(all->ps.initial_workers == 6);
+  auto some = ParseJobSpec("workers: 6\nps: {elastic: true, initial_workers: 4}\n", "test");
+  REQUIRE(some.ok());
+  CHECK(some->ps.initial_workers == 4);
+  CHECK(some->fingerprint.at("ps.elastic") != all->fingerprint.at("ps.elastic"));
+  auto fixed = ParseJobSpec("workers: 6\n", "test");
+  REQUIRE(fixed.ok());
+  CHECK_FALSE(fixed->ps.elastic);
 }
