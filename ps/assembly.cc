@@ -101,7 +101,7 @@ absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const s
     return Precondition(
         absl::StrCat("last_result: worker ", best->worker, " offers round ", w, " without its final result"));
   }
-  ShardState state{best->layers, w, best->weights, best->optimizer_state, best->last, {}, "", {}};
+  ShardState state{best->layers, w, best->weights, best->optimizer_state, best->last, {}, "", {}, {}};
   state.origin =
       w == 0 ? "the workers' initial weights (fresh start)"
              : absl::StrCat("worker ", best->worker, "'s replica at round ", w,

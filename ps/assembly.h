@@ -49,6 +49,7 @@ struct ShardState {
   std::set<std::uint32_t> workers_left;  // from a checkpoint: the workers that had finished the job
   std::string origin;                    // for the log: "fresh start", "checkpoint of round 300", ...
   ReductionState reduction_state;        // the reducer's (engine/reduce.h); only a checkpoint holds one
+  std::vector<MemberSpan> roster;        // from a checkpoint of an elastic job: every slot's span (else empty)
 };
 
 // `offers` holds one offer per worker (any order); `checkpoint` the shard's restored state.

@@ -114,7 +114,7 @@ void Client::SetReplica(LayerTable layers, OfferFn offer) {
 }
 
 absl::StatusOr<v1::JoinResponse> Client::Join(std::uint32_t shard, std::uint64_t rounds_applied,
-                                              const ReplicaOffer& replica) {
+                                              const ReplicaOffer& replica, std::optional<std::uint64_t> member_from) {
   if (shard >= links_.size())
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   ShardLink& link = links_[shard];
@@ -131,6 +131,10 @@ absl::StatusOr<v1::JoinResponse> Client::Join(std::uint32_t shard, std::uint64_t
   if (rounds_applied > 0) {
     *request.mutable_last_result() = link.last_final;
     request.set_last_result_contributors(link.last_contributors);
+  }
+  if (member_from) {
+    request.set_elastic_join(true);
+    request.set_member_from(*member_from);
   }
   v1::JoinResponse response;
   SKETCHPS_RETURN_IF_ERROR(
@@ -150,6 +154,20 @@ absl::StatusOr<v1::GetWeightsResponse> Client::GetWeights(std::uint32_t shard) {
     return links_[shard].stub->GetWeights(&ctx, request, &response);
   }));
   return response;
+}
+
+absl::StatusOr<std::uint64_t> Client::RoundsApplied(std::uint32_t shard) {
+  if (shard >= links_.size())
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
+  v1::GetWeightsRequest request;
+  request.set_job_id(options_.job_id);
+  request.set_shard_id(shard);
+  request.set_rounds_only(true);
+  v1::GetWeightsResponse response;
+  SKETCHPS_RETURN_IF_ERROR(WithRetries(shard, "GetWeights", [&](grpc::ClientContext& ctx) {
+    return links_[shard].stub->GetWeights(&ctx, request, &response);
+  }));
+  return response.rounds_applied();
 }
 
 absl::StatusOr<v1::LeaveRequest> Client::LeaveRequestFor(std::uint32_t shard, std::uint64_t rounds_applied) const {
@@ -224,7 +242,9 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Client::RunPhase(std::uint32_
   if (!body) return absl::DataLossError(absl::StrCat("shard ", shard, ": phase result without a body"));
   link.shard_rounds = response->shard_rounds_applied();
   if (contribution.spec.final_phase) {
-    link.final = FinalReport{response->rounds_applied(), response->weights_checksum()};
+    link.final = FinalReport{response->rounds_applied(),
+                             response->weights_checksum(),
+                             {response->absent().begin(), response->absent().end()}};
     link.last_final = response->result();
     link.last_contributors = response->contributors();
   }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,6 +65,7 @@ using OfferFn = std::function<ReplicaOffer(std::uint32_t shard)>;
 struct FinalReport {
   std::uint64_t rounds_applied = 0;
   std::uint64_t checksum = 0;
+  std::vector<std::uint32_t> absent;  // elastic membership: the round's non-members (sorted)
 };
 
 struct ClientCounters {
@@ -78,11 +80,17 @@ class Client final : public Aggregator {
 
   // Joins `shard` (retrying while it is unreachable or assembling, within the patience): offers the
   // layer table and this worker's replica of the shard's range at `rounds_applied` rounds.
-  absl::StatusOr<v1::JoinResponse> Join(std::uint32_t shard, std::uint64_t rounds_applied, const ReplicaOffer& replica);
+  // With `member_from` (elastic membership, job key ps.elastic): joins the running job as a member from
+  // that round or the first one after it the shard can hold for it; the shard answers once it has
+  // applied every round before it (JoinResponse.member_from, proto/.../parameter_server.proto).
+  absl::StatusOr<v1::JoinResponse> Join(std::uint32_t shard, std::uint64_t rounds_applied, const ReplicaOffer& replica,
+                                        std::optional<std::uint64_t> member_from = std::nullopt);
   // Sets the layout every Join offers and the source of the offers RunPhase makes after a shard
   // restarted. Call before the first Join.
   void SetReplica(LayerTable layers, OfferFn offer);
   absl::StatusOr<v1::GetWeightsResponse> GetWeights(std::uint32_t shard);
+  // The rounds `shard` has applied (a GetWeights without the weights).
+  absl::StatusOr<std::uint64_t> RoundsApplied(std::uint32_t shard);
   // Tells `shard` this worker has finished the job with `rounds_applied` rounds.
   absl::Status Leave(std::uint32_t shard, std::uint64_t rounds_applied);
   // Tells `shard` this worker stops on an error (a Leave with `failed`): one attempt within

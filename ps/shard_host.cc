@@ -147,6 +147,7 @@ absl::StatusOr<ShardState> ShardHost::Restore(const v1::ShardCheckpoint& c) {
     }
     state.workers_left.insert(w);
   }
+  SKETCHPS_ASSIGN_OR_RETURN(state.roster, RosterFromProto(c, options_.job.workers));
   return state;
 }
 
@@ -197,6 +198,7 @@ void ShardHost::Join(const v1::JoinRequest& request, const std::optional<Identit
   if (auto st = CheckWorker(caller, request.worker_id(), "worker_id"); !st.ok()) return reply(st);
   auto offer = DecodeOffer(request);
   if (!offer.ok()) return reply(offer.status());
+  if (request.elastic_join()) return ElasticJoin(*offer, request.member_from(), std::move(reply));
   std::vector<std::pair<JoinReply, absl::StatusOr<v1::JoinResponse>>> replies;
   {
     absl::MutexLock lock(&mu_);
@@ -224,7 +226,7 @@ void ShardHost::Join(const v1::JoinRequest& request, const std::optional<Identit
       joining_[worker] = PendingJoin{*std::move(offer), std::move(reply)};
       spdlog::info("shard {}: worker {} offered its replica at round {}; {}", options_.shard_id, worker,
                    joining_[worker].offer.rounds_applied, AssemblyStatusLocked());
-      if (joining_.size() == options_.job.workers) {
+      if (AssemblyComplete()) {
         std::vector<Offer> offers;
         for (auto& [w, p] : joining_) offers.push_back(p.offer);
         auto state = DecideState(offers, restored_, options_.job.reduction_state);
@@ -251,11 +253,12 @@ std::string ShardHost::AssemblyStatus() const {
 std::string ShardHost::AssemblyStatusLocked() const {
   if (shard_) return "serving";
   std::vector<std::uint32_t> missing;
-  for (std::uint32_t w = 0; w < options_.job.workers; ++w) {
+  const std::vector<std::uint32_t> expected = AssemblyMembers();
+  for (std::uint32_t w : expected) {
     if (!joining_.contains(w)) missing.push_back(w);
   }
-  return absl::StrCat("waiting for worker(s) ", absl::StrJoin(missing, ", "), " to join (", joining_.size(), " of ",
-                      options_.job.workers, " joined)");
+  return absl::StrCat("waiting for worker(s) ", absl::StrJoin(missing, ", "), " to join (",
+                      expected.size() - missing.size(), " of ", expected.size(), " joined)");
 }
 
 absl::Status ShardHost::Serve(ShardState state) {
@@ -281,13 +284,15 @@ absl::Status ShardHost::Serve(ShardState state) {
   o.on_applied = [this](const AppliedRound& round) { OnApplied(round); };
   o.own_strand = true;
   o.round_deadline = options_.job.round_deadline;
+  o.elastic = options_.job.elastic;
+  if (o.elastic) o.roster = restored_ ? restored_->roster : std::vector<MemberSpan>{};
   layers_ = std::move(state.layers);
   shard_ = std::make_shared<Shard>(std::move(o));
   if (metrics_) metrics_->SetRoundsApplied(state.rounds_applied);
   spdlog::info("shard {}: serving range [{}, {}) of {} elements from {}", options_.shard_id, range.lo, range.hi,
                layers_.dim(), state.origin);
   const bool adopted = !restored_ || restored_->rounds_applied != state.rounds_applied;
-  if (adopted && state.rounds_applied > 0) SubmitCheckpoint(shard_->Snapshot());  // the new restart point
+  if (adopted && state.rounds_applied > 0) SubmitCheckpoint(*shard_);  // the new restart point
   restored_.reset();
   loaded_.reset();
   return absl::OkStatus();
@@ -421,6 +426,7 @@ void ShardHost::Answer(const Asked& asked, Shard& shard, absl::StatusOr<std::sha
   v1::PushPullResponse response;
   response.set_contributors((*outcome)->contributors);
   response.set_excluded(IsExcluded(**outcome, asked.header.worker_id()));
+  for (std::uint32_t w : (*outcome)->absent) response.add_absent(w);
   response.set_shard_rounds_applied(shard.rounds_applied());
   *response.mutable_result() = **encoded;
   *response.mutable_result()->mutable_header() = asked.header;
@@ -472,9 +478,17 @@ absl::StatusOr<v1::GetWeightsResponse> ShardHost::GetWeights(const v1::GetWeight
     return Invalid("shard_id", absl::StrCat(request.shard_id(), " sent to shard ", options_.shard_id));
   }
   auto shard = this->shard();
+  if (!shard && request.rounds_only()) {
+    // A joiner waiting for its round: assembly will end, ask again.
+    return absl::UnavailableError(absl::StrCat("shard ", options_.shard_id, " has no state yet: ", AssemblyStatus()));
+  }
   if (!shard) return Precondition("shard", absl::StrCat("no state yet: ", AssemblyStatus()));
-  const ShardSnapshot s = shard->Snapshot();
   v1::GetWeightsResponse response;
+  if (request.rounds_only()) {
+    response.set_rounds_applied(shard->rounds_applied());
+    return response;
+  }
+  const ShardSnapshot s = shard->Snapshot();
   response.set_rounds_applied(s.rounds_applied);
   response.set_weights(F32Bytes(s.weights));
   response.set_weights_checksum(s.checksum);
@@ -521,18 +535,19 @@ absl::StatusOr<v1::LeaveResponse> ShardHost::Leave(const v1::LeaveRequest& reque
     }
     if (!shard) unassembled = loaded_;
   }
+  if (options_.job.elastic && shard) SKETCHPS_RETURN_IF_ERROR(ElasticLeave(*shard, request));
   bool added = false;
   {
     absl::MutexLock lock(&left_mu_);
     added = left_.insert(request.worker_id()).second;
-    if (added) {
+    if (added && !options_.job.elastic) {
       spdlog::info("shard {}: worker {} finished the job ({} of {} workers)", options_.shard_id, request.worker_id(),
                    left_.size(), options_.job.workers);
     }
     response.set_workers_left(static_cast<std::uint32_t>(left_.size()));
   }
   // Persist who left, so that a restart of this shard does not wait for them.
-  if (added && shard) SubmitCheckpoint(shard->Snapshot());
+  if (added && shard) SubmitCheckpoint(*shard);
   if (added && unassembled && writer_) {
     SetWorkersLeft(*unassembled);
     writer_->Submit(*std::move(unassembled));
@@ -547,6 +562,11 @@ void ShardHost::SetWorkersLeft(v1::ShardCheckpoint& c) const {
 }
 
 bool ShardHost::job_done() const {
+  if (options_.job.elastic) {
+    std::shared_ptr<Shard> shard = this->shard();
+    absl::MutexLock lock(&left_mu_);
+    return shard && !left_.empty() && shard->table().ActiveMembers() == 0;
+  }
   absl::MutexLock lock(&left_mu_);
   return left_.size() == options_.job.workers;
 }
@@ -604,13 +624,15 @@ void ShardHost::OnApplied(const AppliedRound& round) {
       applied_.erase(applied_.begin());
     }
   }
+  AnswerElasticJoins(round.rounds_applied);
   if (!writer_ || round.rounds_applied % options_.checkpoint_every != 0) return;
   std::shared_ptr<Shard> shard = this->shard();
-  if (shard) SubmitCheckpoint(shard->Snapshot());  // on the strand: the state of exactly this round
+  if (shard) SubmitCheckpoint(*shard);  // on the strand: the state of exactly this round
 }
 
-void ShardHost::SubmitCheckpoint(const ShardSnapshot& s) {
+void ShardHost::SubmitCheckpoint(const Shard& shard) {
   if (!writer_) return;
+  const ShardSnapshot s = shard.Snapshot();
   v1::ShardCheckpoint c = template_;
   c.set_rounds_applied(s.rounds_applied);
   c.set_weights(F32Bytes(s.weights));
@@ -633,6 +655,7 @@ void ShardHost::SubmitCheckpoint(const ShardSnapshot& s) {
     c.set_last_result_contributors(s.last.result->contributors);
   }
   SetWorkersLeft(c);
+  if (options_.job.elastic) SetRoster(shard.table(), c);
   writer_->Submit(std::move(c));
 }
 
@@ -661,7 +684,7 @@ absl::Status ShardHost::CheckpointNow() {
   std::shared_ptr<Shard> shard = this->shard();
   if (!shard) return absl::OkStatus();
   shard->Drain();
-  SubmitCheckpoint(shard->Snapshot());
+  SubmitCheckpoint(*shard);
   return writer_->Flush();
 }
 

@@ -29,6 +29,12 @@
 //     long since its first push without the workers still missing (engine/phase_table.h); their
 //     pushes of that round are then answered with the result and `excluded` set, and each is logged
 //     ("round R phase P closed at its deadline ... without worker W"; first ten, then every 100th).
+//   - Elastic membership (job.elastic; ps/shard_host_elastic.cc): assembly waits for the members of
+//     the round it restores (fresh: the initial slots). A Join with elastic_join registers the worker
+//     as a member from the first round it can take part in (engine/phase_table.h Join) and is answered
+//     once the shard has applied every round before that one, with the state then. A Leave before the
+//     end ends the worker's membership; the job is done once no member is left. The roster is
+//     checkpointed. Each change is logged ("worker W joins at round R", "worker W left before round R").
 //   - Leave(): a worker has finished the job; once all have, job_done() (the daemon exits 0). A
 //     Leave with `failed` set is a worker's report that it stops on an error: logged as a failure,
 //     not counted as having left.
@@ -81,6 +87,8 @@ struct ShardJob {
   bool reduction_state = false;
   // ps.round_deadline_seconds (job/job_spec.h PsSpec): zero, every round waits for every worker.
   absl::Duration round_deadline = absl::ZeroDuration();
+  // ps.elastic with ps.initial_workers (unset: every worker is a member of every round).
+  std::optional<ElasticRoster> elastic;
 };
 
 struct HostOptions {
@@ -92,6 +100,10 @@ struct HostOptions {
   // only tagged ones whose tag matches are restored (ps/checkpoint.h). Null: untagged checkpoints.
   std::shared_ptr<const FileKey> checkpoint_key;
 };
+
+// A checkpoint's roster (ShardCheckpoint.roster): empty, or one span per worker with from <= until
+// (InvalidArgument naming checkpoint.roster otherwise).
+absl::StatusOr<std::vector<MemberSpan>> RosterFromProto(const v1::ShardCheckpoint& checkpoint, std::uint32_t workers);
 
 class ShardHost {
  public:
@@ -174,8 +186,19 @@ class ShardHost {
   std::optional<FinalResult> FinalFromHistory(const v1::PushPullRequest& request, const Shard& shard);
   // The round deadline's ticker thread (job.round_deadline > 0): closes expired phases, logs them.
   void TickDeadlines();
-  void SubmitCheckpoint(const ShardSnapshot& snapshot);
+  // Writes `shard`'s state (a snapshot, the workers that left, the roster) to a checkpoint.
+  void SubmitCheckpoint(const Shard& shard);
   void SetWorkersLeft(v1::ShardCheckpoint& checkpoint) const;  // c.workers_left = left_
+  // Elastic membership (ps/shard_host_elastic.cc).
+  void ElasticJoin(const Offer& offer, std::uint64_t member_from, JoinReply reply);
+  // Answers the elastic Joins whose first round is `rounds_applied` (from OnApplied).
+  void AnswerElasticJoins(std::uint64_t rounds_applied);
+  absl::Status ElasticLeave(Shard& shard, const v1::LeaveRequest& request);
+  // The workers assembly waits for: every worker, or in an elastic job the members of the restored
+  // round (fresh: the initial slots).
+  std::vector<std::uint32_t> AssemblyMembers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AssemblyComplete() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void SetRoster(const PhaseTable& table, v1::ShardCheckpoint& checkpoint);
   absl::Status CheckHeader(const v1::PayloadHeader& h) const;
   absl::StatusOr<PhaseKey> Admit(const v1::PushPullRequest& request, Shard& shard, bool& first_arrival);
   void Answer(const Asked& asked, Shard& shard, absl::StatusOr<std::shared_ptr<const PhaseResult>> outcome,
@@ -223,6 +246,14 @@ class ShardHost {
 
   v1::ShardCheckpoint template_;              // job, shard, range and layers; set by Serve before any checkpoint
   std::unique_ptr<CheckpointWriter> writer_;  // null without a checkpoint directory
+
+  // Elastic Joins waiting for the round before their first one to be applied, by worker.
+  struct WaitingJoin {
+    std::uint64_t from = 0;
+    JoinReply reply;
+  };
+  absl::Mutex joins_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::map<std::uint32_t, WaitingJoin> elastic_waiting_ ABSL_GUARDED_BY(joins_mu_);
 
   absl::Notification stop_ticker_;
   std::thread ticker_;  // joinable only with a round deadline; stopped first by the destructor

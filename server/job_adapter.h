@@ -17,16 +17,18 @@ namespace sketchps::ps {
 
 inline HostOptions HostOptionsFor(const JobSpec& job, std::uint32_t shard_id, const std::string& checkpoint_dir) {
   HostOptions options;
-  options.job = ShardJob{job.job_id,
-                         job.workers,
-                         job.servers,
-                         job.optimizer,
-                         job.scheme.global_momentum,
-                         job.rounds_per_epoch(),
-                         job.layout,
-                         job.fingerprint,
-                         job.scheme.reduction_state,
-                         absl::Seconds(job.ps.round_deadline_seconds)};
+  options.job =
+      ShardJob{job.job_id,
+               job.workers,
+               job.servers,
+               job.optimizer,
+               job.scheme.global_momentum,
+               job.rounds_per_epoch(),
+               job.layout,
+               job.fingerprint,
+               job.scheme.reduction_state,
+               absl::Seconds(job.ps.round_deadline_seconds),
+               job.ps.elastic ? std::optional<ElasticRoster>(ElasticRoster{job.ps.initial_workers}) : std::nullopt};
   options.shard_id = shard_id;
   options.checkpoint_dir = checkpoint_dir;
   options.checkpoint_every = job.checkpoint.every_rounds;
