@@ -59,6 +59,8 @@ struct Flags {
   std::string state_dir;
   std::string checkpoint_key_file;
   std::uint64_t state_every_rounds = 1;
+  std::optional<std::uint64_t> join_at_round;
+  std::uint64_t leave_at_round = 0;
   std::string listen = "0.0.0.0:7080";
   std::string peers;
   std::string port_file;
@@ -128,6 +130,8 @@ int Run(Flags& flags) {
   }
   options.checkpoint_key = *std::move(key);
   options.state_every_rounds = flags.state_every_rounds;
+  options.join_at_round = flags.join_at_round;
+  options.leave_at_round = flags.leave_at_round;
   options.patience = absl::Seconds(flags.patience_seconds);
   options.rpc_timeout = absl::Seconds(flags.rpc_timeout_seconds);
   options.overlap = !flags.no_overlap;
@@ -213,6 +217,12 @@ int main(int argc, char** argv) {
       ->envname("SKETCHPS_STATE_EVERY_ROUNDS")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--join-at-round", flags.join_at_round,
+                 "Elastic job (ps.elastic), a rank beyond ps.initial_workers: join the running job at this round "
+                 "(default: as soon as the shards serve)");
+  app.add_option("--leave-at-round", flags.leave_at_round,
+                 "Elastic job (ps.elastic): leave the running job before this round (0: at its end)")
+      ->capture_default_str();
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
   app.add_option("--patience-seconds", flags.patience_seconds, "Give up when a server stays unreachable this long")

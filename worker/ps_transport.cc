@@ -12,15 +12,20 @@
 #include "common/reason.h"
 #include "common/status.h"
 #include "common/wire/codec.h"
+#include "spdlog/spdlog.h"
 
 namespace sketchps::worker {
 namespace {
 
 constexpr absl::Duration kReportTimeout = absl::Seconds(2);  // per shard, for ReportFailure
 
+constexpr absl::Duration kJoinPoll = absl::Milliseconds(200);  // a joiner waiting for its round
+constexpr int kMaxJoinPasses = 50;
+
 class PsTransport final : public Transport {
  public:
-  explicit PsTransport(std::unique_ptr<ps::Client> client) : client_(std::move(client)) {}
+  PsTransport(std::unique_ptr<ps::Client> client, std::optional<std::uint64_t> join_at)
+      : client_(std::move(client)), join_at_(join_at) {}
 
   // Joins every shard at once (a starting shard answers when every worker has joined), offering
   // this fresh replica, and takes each shard's state: a fresh worker adopts whatever round the job
@@ -31,6 +36,7 @@ class PsTransport final : public Transport {
       const auto& r = shards.ranges[shard];
       return ps::ReplicaOffer{{params + r.lo, r.size()}, replica.optimizer(shard).State()};
     });
+    if (join_at_) return JoinRunning(*join_at_, shards, params, replica);
     std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
@@ -55,6 +61,68 @@ class PsTransport final : public Transport {
   }
 
   bool shards_ahead() const override { return ahead_; }
+
+  std::vector<std::uint32_t> round_absent() const override {
+    return client_->num_shards() == 0 ? std::vector<std::uint32_t>{} : client_->last_final(0).absent;
+  }
+
+  // Elastic membership: waits until every shard has applied the rounds before `want`, then joins every
+  // shard as a member from one round R >= want on which they all agree (a shard that has already
+  // closed a phase of R answers a later round; the worker then asks every shard for that one, which
+  // also frees the shards that held R for it). Each answer comes once its shard has applied R rounds,
+  // with the state this worker's first round starts from.
+  absl::StatusOr<std::uint64_t> JoinRunning(std::uint64_t want, const ShardMap& shards, float* params,
+                                            Replica& replica) {
+    const std::uint32_t n = static_cast<std::uint32_t>(shards.ranges.size());
+    absl::Time logged = absl::InfinitePast();
+    for (;;) {
+      std::uint64_t lo = ~0ull, hi = 0;
+      for (std::uint32_t s = 0; s < n; ++s) {
+        SKETCHPS_ASSIGN_OR_RETURN(std::uint64_t applied, client_->RoundsApplied(s));
+        lo = std::min(lo, applied);
+        hi = std::max(hi, applied);
+      }
+      if (lo + 1 >= want) {
+        want = std::max(want, hi);
+        break;
+      }
+      if (absl::Now() - logged > absl::Seconds(10)) {
+        spdlog::info("worker {}: waiting to join at round {} (the shards have applied {})", client_->worker_id(), want,
+                     lo);
+        logged = absl::Now();
+      }
+      absl::SleepFor(kJoinPoll);
+    }
+    std::vector<float> fresh(params, params + (shards.ranges.empty() ? 0 : shards.ranges.back().hi));
+    for (int pass = 0; pass < kMaxJoinPasses; ++pass) {
+      std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
+      for (std::uint32_t s = 0; s < n; ++s) {
+        const auto& r = shards.ranges[s];
+        joins.push_back(std::async(std::launch::async,
+                                   [this, s, want, offer = ps::ReplicaOffer{{fresh.data() + r.lo, r.size()}, {}}] {
+                                     return client_->Join(s, 0, offer, want);
+                                   }));
+      }
+      std::vector<v1::JoinResponse> answers;
+      std::uint64_t agreed = want;
+      bool same = true;
+      for (auto& j : joins) {
+        SKETCHPS_ASSIGN_OR_RETURN(auto answer, j.get());
+        same = same && answer.member_from() == want && answer.rounds_applied() == want;
+        agreed = std::max(agreed, answer.member_from());
+        answers.push_back(std::move(answer));
+      }
+      if (same) {
+        for (std::uint32_t s = 0; s < n; ++s)
+          SKETCHPS_RETURN_IF_ERROR(Adopt(s, shards.ranges[s], answers[s], params, replica));
+        spdlog::info("worker {}: joined the running job at round {}", client_->worker_id(), want);
+        return want;
+      }
+      want = agreed;
+    }
+    return absl::DeadlineExceededError(
+        absl::StrCat("elastic join: the shards did not agree on a first round in ", kMaxJoinPasses, " passes"));
+  }
 
   static absl::Status Adopt(std::uint32_t shard, const ShardRange& r, const v1::JoinResponse& joined, float* params,
                             Replica& replica) {
@@ -123,14 +191,16 @@ class PsTransport final : public Transport {
 
  private:
   std::unique_ptr<ps::Client> client_;
-  bool ahead_ = false;  // Start found shards one round apart
+  const std::optional<std::uint64_t> join_at_;  // elastic: join the running job at this round
+  bool ahead_ = false;                          // Start found shards one round apart
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ps::ClientOptions options) {
+absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ps::ClientOptions options,
+                                                                   std::optional<std::uint64_t> join_at) {
   SKETCHPS_ASSIGN_OR_RETURN(auto client, ps::Client::Connect(std::move(options)));
-  return std::unique_ptr<Transport>(new PsTransport(std::move(client)));
+  return std::unique_ptr<Transport>(new PsTransport(std::move(client), join_at));
 }
 
 }  // namespace sketchps::worker

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "ps/client.h"
@@ -11,6 +12,9 @@
 
 namespace sketchps::worker {
 
-absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ps::ClientOptions options);
+// `join_at` (elastic membership, job key ps.elastic): Start joins the running job as a member from that
+// round, or the first one after it every shard can hold for it, instead of starting it.
+absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ps::ClientOptions options,
+                                                                   std::optional<std::uint64_t> join_at = std::nullopt);
 
 }  // namespace sketchps::worker

@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   }
   SKETCHPS_ASSIGN_OR_RETURN(s->shards_, MakeShardMap(layers, options.job.servers));
   SKETCHPS_ASSIGN_OR_RETURN(s->plan_, RoundPlan::Initial(options.job, options.rank));
+  if (options.leave_at_round > 0) s->plan_.last_round = std::min(s->plan_.last_round, options.leave_at_round);
   s->optimizer_ = options.job.optimizer;
   SKETCHPS_RETURN_IF_ERROR(s->StartTransport());
   SKETCHPS_ASSIGN_OR_RETURN(s->replica_, s->MakeReplica());
@@ -104,6 +105,19 @@ absl::Status Session::CheckOptions() const {
   if (o_.rank >= o_.job.workers) {
     return absl::InvalidArgumentError(
         absl::StrCat("--rank: ", o_.rank, " is not in [0, workers = ", o_.job.workers, ")"));
+  }
+  if ((o_.join_at_round || o_.leave_at_round > 0) && !o_.job.ps.elastic) {
+    return absl::InvalidArgumentError(absl::StrCat(o_.join_at_round ? "--join-at-round" : "--leave-at-round",
+                                                   ": the job's membership is fixed (set ps.elastic: true)"));
+  }
+  if (o_.join_at_round && o_.rank < o_.job.ps.initial_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("--join-at-round: rank ", o_.rank, " is one of the ",
+                                                   o_.job.ps.initial_workers,
+                                                   " ps.initial_workers, which start the job"));
+  }
+  if (o_.leave_at_round > 0 && o_.join_at_round && o_.leave_at_round <= *o_.join_at_round) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--leave-at-round: ", o_.leave_at_round, " is not after --join-at-round ", *o_.join_at_round));
   }
   return absl::OkStatus();
 }
@@ -143,7 +157,9 @@ absl::Status Session::StartTransport() {
     client.patience = o_.patience;
     client.tls = o_.tls;
     client.fingerprint = o_.job.fingerprint;
-    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(std::move(client)));
+    std::optional<std::uint64_t> join;  // elastic: a slot that does not start the job joins it
+    if (o_.job.ps.elastic && o_.rank >= o_.job.ps.initial_workers) join = o_.join_at_round.value_or(0);
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(std::move(client), join));
   }
   return absl::OkStatus();
 }
@@ -287,7 +303,28 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
                         {"checksum", absl::StrFormat("%016x", WeightsChecksum({params, dim()}))}};
   if (state_files_ != nullptr) record["state_s"] = state_seconds;
   AddDiagnostics(out.diagnostics, record);
+  AddMembers(record);
   return record;
+}
+
+std::vector<std::uint32_t> Session::Members() const {
+  const std::vector<std::uint32_t> absent = transport_->round_absent();
+  std::vector<std::uint32_t> members;
+  for (std::uint32_t w = 0; w < o_.job.workers; ++w) {
+    if (!std::binary_search(absent.begin(), absent.end(), w)) members.push_back(w);
+  }
+  return members;
+}
+
+std::pair<std::uint32_t, std::uint32_t> Session::EvalShare() const {
+  if (!o_.job.ps.elastic) return {plan_.rank, plan_.workers};
+  const std::vector<std::uint32_t> members = Members();
+  const auto at = std::lower_bound(members.begin(), members.end(), o_.rank);
+  return {static_cast<std::uint32_t>(at - members.begin()), static_cast<std::uint32_t>(members.size())};
+}
+
+void Session::AddMembers(nlohmann::json& record) const {
+  if (o_.job.ps.elastic) record["members"] = Members();
 }
 
 bool Session::Behind(std::uint64_t round) const {
@@ -312,7 +349,7 @@ absl::StatusOr<nlohmann::json> Session::CatchUp(std::uint64_t round, float* para
   }
   const TransportCounters after = transport_->counters();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  return nlohmann::json{{"round", round},
+  nlohmann::json record{{"round", round},
                         {"round_start", UnixSeconds(start)},
                         {"time", UnixSeconds(absl::Now())},
                         {"epoch", plan_.EpochOf(round)},
@@ -331,6 +368,8 @@ absl::StatusOr<nlohmann::json> Session::CatchUp(std::uint64_t round, float* para
                         {"caught_up", true},
                         {"workers", plan_.workers},
                         {"checksum", absl::StrFormat("%016x", WeightsChecksum({params, dim()}))}};
+  AddMembers(record);
+  return record;
 }
 
 void Session::SaveState(std::uint64_t rounds_applied, const float* params) {

@@ -32,7 +32,9 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -72,6 +74,13 @@ struct SessionOptions {
   // The checkpoint key (--checkpoint-key-file): state files carry an integrity tag under it, and a
   // file whose tag is missing or wrong stops the worker at Join (null: untagged files).
   std::shared_ptr<const FileKey> checkpoint_key;
+  // Elastic membership (job key ps.elastic; docs/reliability.md "Elastic workers"). A worker whose
+  // rank is not one of the ps.initial_workers joins the running job at this round (unset: as soon as
+  // it can). Only for such a rank.
+  std::optional<std::uint64_t> join_at_round;
+  // Leaves the job before this round (its last round is leave_at_round - 1); 0: at the job's end.
+  // Only in an elastic job.
+  std::uint64_t leave_at_round = 0;
 };
 
 // One shard's part of a round, as its thread saw it.
@@ -158,6 +167,12 @@ class Session {
   bool Behind(std::uint64_t round) const;
   absl::StatusOr<nlohmann::json> CatchUp(std::uint64_t round, float* params);
 
+  // Elastic membership: the slots that are members of the last round this worker completed (from the
+  // shards' answers; every rank without ps.elastic), and this worker's share of an evaluation over
+  // them: its index among them and their number (rank and workers without ps.elastic).
+  std::vector<std::uint32_t> Members() const;
+  std::pair<std::uint32_t, std::uint32_t> EvalShare() const;
+
   // The elementwise sum of every worker's values after round `round` (engine/aggregator.h).
   absl::StatusOr<std::vector<float>> SumOverWorkers(std::uint64_t round, std::vector<float> values);
   // Decentralized, peer.on_failure: regroup: keeps params and the optimizer state at the start of
@@ -191,6 +206,8 @@ class Session {
   absl::StatusOr<std::unique_ptr<Replica>> MakeReplica() const;
   // Starts writing the state after `rounds_applied` rounds; logs a failed earlier write.
   void SaveState(std::uint64_t rounds_applied, const float* params);
+  // Adds "members" (the round's member slots) to a record of an elastic job.
+  void AddMembers(nlohmann::json& record) const;
 
   // A worker's state at the start of a round: what a regroup rolls back to.
   struct RoundStart {

@@ -110,7 +110,8 @@ absl::StatusOr<nlohmann::json> Trainer::RunRound(std::uint64_t round) {
 absl::Status Trainer::Evaluate(std::uint64_t round, bool final, nlohmann::json& record) {
   const absl::Time start = absl::Now();
   const std::uint64_t samples = final ? 0 : o_.job.train.eval_samples;
-  SKETCHPS_ASSIGN_OR_RETURN(EvalCounts mine, EvaluateShare(*model_, test_, samples, plan().rank, plan().workers));
+  const auto [index, count] = session_->EvalShare();  // this worker's share among the round's members
+  SKETCHPS_ASSIGN_OR_RETURN(EvalCounts mine, EvaluateShare(*model_, test_, samples, index, count));
   SKETCHPS_ASSIGN_OR_RETURN(auto sums, session_->SumOverWorkers(round, mine.ToVector()));
   const EvalCounts all = EvalCounts::FromVector(sums);
   SKETCHPS_RETURN_IF_ERROR(AddEvaluation(record, round, all.correct, all.samples, all.loss_sum,
@@ -152,12 +153,15 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   while (round < plan().last_round) {
     session_->RememberRoundStart(round, model_->flat().params());
     const bool last = round + 1 == plan().last_round;
+    // An elastic worker leaving before the job's end evaluates on the job's schedule only: its last
+    // round is not the job's, so it takes no final evaluation (the others would not join it).
+    const bool leaving = last && o_.leave_at_round > 0 && round + 1 < o_.job.total_rounds();
     const std::uint64_t every = o_.job.train.eval_every_rounds;
     // Left behind by a round deadline: take the rounds the shards already closed, uncomputed (the
     // evaluation rounds included, so every worker evaluates at the same weights).
     auto record = session_->Behind(round) ? session_->CatchUp(round, model_->flat().params()) : RunRound(round);
-    if (record.ok() && (last || (every > 0 && (round + 1) % every == 0))) {
-      if (auto st = Evaluate(round, last, *record); !st.ok()) record = st;
+    if (record.ok() && ((last && !leaving) || (every > 0 && (round + 1) % every == 0))) {
+      if (auto st = Evaluate(round, last && !leaving, *record); !st.ok()) record = st;
     }
     if (!record.ok()) {
       nlohmann::json note;

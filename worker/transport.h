@@ -69,6 +69,9 @@ class Transport {
   // The rounds `shard` had applied at its last answer (parameter servers; 0 where unknown): a worker
   // that a round deadline left behind catches up on the rounds the shards already closed.
   virtual std::uint64_t shard_rounds(std::uint32_t shard) const { return 0; }
+  // Elastic membership (ps.elastic): the slots that were not members of the last round this worker
+  // completed (sorted; shard 0's answer). Empty for a fixed membership.
+  virtual std::vector<std::uint32_t> round_absent() const { return {}; }
   // Cumulative within one membership; call between rounds.
   virtual TransportCounters counters() const = 0;
 };
