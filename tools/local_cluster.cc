@@ -81,6 +81,7 @@ launch::WorkerLaunch LocalCluster::Worker(std::uint32_t r, const std::vector<std
   if (!o_.dump_rounds.empty()) {
     l.extra = {"--dump-gradients", absl::StrJoin(o_.dump_rounds, ","), "--dump-dir", (o_.out / "gradients").string()};
   }
+  if (r < o_.worker_flags.size()) l.extra.insert(l.extra.end(), o_.worker_flags[r].begin(), o_.worker_flags[r].end());
   return l;
 }
 

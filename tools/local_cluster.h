@@ -34,9 +34,10 @@ struct ClusterOptions {
   std::string log_level = "warn";
   std::string tls_dir;  // "" : plaintext (--insecure)
   int worker_threads = 1;
-  double peer_timeout_seconds = 0;         // > 0: overrides the job's peer.timeout_seconds
-  std::vector<std::uint64_t> dump_rounds;  // workers write their gradients of these rounds
-  ScriptOptions script;                    // path set: the workers run the user's Python script
+  double peer_timeout_seconds = 0;                     // > 0: overrides the job's peer.timeout_seconds
+  std::vector<std::uint64_t> dump_rounds;              // workers write their gradients of these rounds
+  ScriptOptions script;                                // path set: the workers run the user's Python script
+  std::vector<std::vector<std::string>> worker_flags;  // by rank: further worker flags (--scale)
 };
 
 // A process that ended with a non-zero exit code while it should not have.

@@ -27,6 +27,7 @@
 #include "tools/previous_run.h"
 #include "tools/progress.h"
 #include "tools/run_script.h"
+#include "tools/scale_plan.h"
 #include "tools/summary.h"
 
 namespace sketchps::tools {
@@ -132,6 +133,10 @@ absl::Status Launch::Prepare() {
   c.peer_timeout_seconds = options_.peer_timeout_seconds;
   c.dump_rounds = options_.dump_rounds;
   c.script = options_.script;
+  if (!options_.scale.empty()) {
+    SKETCHPS_ASSIGN_OR_RETURN(ScalePlan plan, ScalePlan::Make(job_.ps.initial_workers, options_.scale));
+    for (std::uint32_t r = 0; r < plan.slots(); ++r) c.worker_flags.push_back(plan.WorkerFlags(r));
+  }
   if (!c.script.path.empty()) {
     SKETCHPS_ASSIGN_OR_RETURN(c.script.master_port, launch::FreeLocalPort());  // a DDP script's process group
   }
@@ -303,9 +308,18 @@ void Launch::WritePlots() const {
 
 }  // namespace
 
-// The job, with the keys a --script defines (tools/run_script.h) as further overrides.
+// The job, with the keys a --script defines (tools/run_script.h) and those of a --scale plan
+// (tools/scale_plan.h) as further overrides.
 static absl::StatusOr<JobSpec> LoadScriptJob(const RunOptions& options) {
   SKETCHPS_ASSIGN_OR_RETURN(JobSpec job, LoadJobSpec(options.job.job_path, options.job.overrides));
+  if (!options.scale.empty()) {
+    if (!options.script.path.empty()) return absl::InvalidArgumentError("--scale: not with --script");
+    if (job.decentralized()) return absl::InvalidArgumentError("--scale: elastic membership is for mode: ps");
+    SKETCHPS_ASSIGN_OR_RETURN(ScalePlan plan, ScalePlan::Make(job.workers, options.scale));
+    std::vector<std::string> overrides = options.job.overrides;
+    for (const std::string& o : plan.Overrides()) overrides.push_back(o);
+    return LoadJobSpec(options.job.job_path, overrides);
+  }
   if (options.script.path.empty()) return job;
   if (!options.dump_rounds.empty()) return absl::InvalidArgumentError("--dump-gradients: not with --script");
   SKETCHPS_ASSIGN_OR_RETURN(auto keys, DescribeScript(options.script, job.effective_yaml));

@@ -59,6 +59,9 @@ struct RunOptions {
   std::string out;      // run directory ("" : runs/<job_id>-<time>)
   std::string bin_dir;  // where sketchps-server / sketchps-worker are ("" : next to this binary)
   std::vector<std::string> kills;
+  // --scale ROUND:N (repeatable; tools/scale_plan.h): an elastic job whose workers join and leave on
+  // this schedule (ps mode). Every worker process starts at once; a joining one waits for its round.
+  std::vector<std::string> scale;
   int worker_threads = 1;
   double peer_timeout_seconds = 0;         // decentralized mode: > 0 overrides the job's peer.timeout_seconds
   bool progress = true;                    // live progress (a redrawn line on a terminal, else a line every 10%)

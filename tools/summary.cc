@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -83,6 +84,22 @@ nlohmann::json RoundsWith(const std::vector<std::vector<nlohmann::json>>& metric
 }
 
 }  // namespace
+
+nlohmann::json MembershipOverTime(const std::vector<std::vector<nlohmann::json>>& metrics) {
+  std::map<std::uint64_t, nlohmann::json> by_round;  // round -> its members (any rank's record)
+  for (const auto& records : metrics) {
+    for (const auto& r : records) {
+      if (r.contains("members") && r.contains("round")) by_round.emplace(r["round"].get<std::uint64_t>(), r["members"]);
+    }
+  }
+  nlohmann::json changes = nlohmann::json::array();
+  for (const auto& [round, members] : by_round) {
+    if (changes.empty() || changes.back()["members"] != members) {
+      changes.push_back({{"round", round}, {"workers", members.size()}, {"members", members}});
+    }
+  }
+  return changes;
+}
 
 std::uint32_t ReportingRank(const std::vector<std::vector<nlohmann::json>>& metrics) {
   std::uint32_t best = 0;
@@ -211,6 +228,7 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
   if (!facts.peer.is_null()) s["peer"] = facts.peer;
   s["rounds_left_out"] = RoundsWith(metrics, "left_out");
   s["rounds_caught_up"] = RoundsWith(metrics, "caught_up");
+  if (nlohmann::json m = MembershipOverTime(metrics); !m.empty()) s["membership"] = std::move(m);
   return s;
 }
 

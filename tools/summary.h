@@ -25,6 +25,8 @@
 //   those it then fetched without computing (ps.round_deadline_seconds; all 0 without one);
 //   recovery_floor: null, or the first rank whose log says the sketch methods' recovery floor was not
 //   held within scheme.<method>.budget_factor (tools/recovery_watch.h FindFloorNotHeld);
+//   membership (elastic jobs only, ps.elastic): the members over time, from the records' "members":
+//   [{round, workers, members: [slots]}, ...], one entry per change, the first at the first round;
 //   date (when the run finished, UTC, ISO 8601) and machine (CPU model and core count: ThisMachine()),
 //   so that tables and figures drawn from summaries alone can say where and when they were measured.
 // The reporting rank is the lowest rank among those whose last record has the highest round: rank 0
@@ -73,6 +75,8 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& pat
 
 // The reporting rank of `metrics` (see above).
 std::uint32_t ReportingRank(const std::vector<std::vector<nlohmann::json>>& metrics);
+// The "membership" entry above (an empty array when no record has "members").
+nlohmann::json MembershipOverTime(const std::vector<std::vector<nlohmann::json>>& metrics);
 
 // The one definition of a run's traffic: the sums over every rank's records of bytes_up, bytes_down
 // (serialized messages) and payload_up, payload_down (payload arrays), divided by the number of
