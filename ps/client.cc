@@ -143,12 +143,13 @@ absl::StatusOr<v1::JoinResponse> Client::Join(std::uint32_t shard, std::uint64_t
   return response;
 }
 
-absl::StatusOr<v1::GetWeightsResponse> Client::GetWeights(std::uint32_t shard) {
+absl::StatusOr<v1::GetWeightsResponse> Client::GetWeights(std::uint32_t shard, bool rounds_only) {
   if (shard >= links_.size())
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   v1::GetWeightsRequest request;
   request.set_job_id(options_.job_id);
   request.set_shard_id(shard);
+  request.set_rounds_only(rounds_only);
   v1::GetWeightsResponse response;
   SKETCHPS_RETURN_IF_ERROR(WithRetries(shard, "GetWeights", [&](grpc::ClientContext& ctx) {
     return links_[shard].stub->GetWeights(&ctx, request, &response);
@@ -157,16 +158,7 @@ absl::StatusOr<v1::GetWeightsResponse> Client::GetWeights(std::uint32_t shard) {
 }
 
 absl::StatusOr<std::uint64_t> Client::RoundsApplied(std::uint32_t shard) {
-  if (shard >= links_.size())
-    return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
-  v1::GetWeightsRequest request;
-  request.set_job_id(options_.job_id);
-  request.set_shard_id(shard);
-  request.set_rounds_only(true);
-  v1::GetWeightsResponse response;
-  SKETCHPS_RETURN_IF_ERROR(WithRetries(shard, "GetWeights", [&](grpc::ClientContext& ctx) {
-    return links_[shard].stub->GetWeights(&ctx, request, &response);
-  }));
+  SKETCHPS_ASSIGN_OR_RETURN(v1::GetWeightsResponse response, GetWeights(shard, /*rounds_only=*/true));
   return response.rounds_applied();
 }
 

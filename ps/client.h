@@ -88,7 +88,8 @@ class Client final : public Aggregator {
   // Sets the layout every Join offers and the source of the offers RunPhase makes after a shard
   // restarted. Call before the first Join.
   void SetReplica(LayerTable layers, OfferFn offer);
-  absl::StatusOr<v1::GetWeightsResponse> GetWeights(std::uint32_t shard);
+  // `rounds_only`: the response holds rounds_applied only (no weights).
+  absl::StatusOr<v1::GetWeightsResponse> GetWeights(std::uint32_t shard, bool rounds_only = false);
   // The rounds `shard` has applied (a GetWeights without the weights).
   absl::StatusOr<std::uint64_t> RoundsApplied(std::uint32_t shard);
   // Tells `shard` this worker has finished the job with `rounds_applied` rounds.

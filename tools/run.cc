@@ -134,7 +134,8 @@ absl::Status Launch::Prepare() {
   c.dump_rounds = options_.dump_rounds;
   c.script = options_.script;
   if (!options_.scale.empty()) {
-    SKETCHPS_ASSIGN_OR_RETURN(ScalePlan plan, ScalePlan::Make(job_.ps.initial_workers, options_.scale));
+    SKETCHPS_ASSIGN_OR_RETURN(ScalePlan plan,
+                              ScalePlan::Make(job_.ps.initial_workers, options_.scale, job_.total_rounds()));
     for (std::uint32_t r = 0; r < plan.slots(); ++r) c.worker_flags.push_back(plan.WorkerFlags(r));
   }
   if (!c.script.path.empty()) {
@@ -315,7 +316,7 @@ static absl::StatusOr<JobSpec> LoadScriptJob(const RunOptions& options) {
   if (!options.scale.empty()) {
     if (!options.script.path.empty()) return absl::InvalidArgumentError("--scale: not with --script");
     if (job.decentralized()) return absl::InvalidArgumentError("--scale: elastic membership is for mode: ps");
-    SKETCHPS_ASSIGN_OR_RETURN(ScalePlan plan, ScalePlan::Make(job.workers, options.scale));
+    SKETCHPS_ASSIGN_OR_RETURN(ScalePlan plan, ScalePlan::Make(job.workers, options.scale, job.total_rounds()));
     std::vector<std::string> overrides = options.job.overrides;
     for (const std::string& o : plan.Overrides()) overrides.push_back(o);
     return LoadJobSpec(options.job.job_path, overrides);

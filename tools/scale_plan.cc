@@ -15,7 +15,8 @@ absl::Status Bad(const std::string& step, const std::string& why) {
 
 }  // namespace
 
-absl::StatusOr<ScalePlan> ScalePlan::Make(std::uint32_t initial, const std::vector<std::string>& steps) {
+absl::StatusOr<ScalePlan> ScalePlan::Make(std::uint32_t initial, const std::vector<std::string>& steps,
+                                          std::uint64_t rounds) {
   ScalePlan plan;
   plan.initial_ = initial;
   plan.spans_.assign(initial, SlotSpan{});
@@ -30,6 +31,7 @@ absl::StatusOr<ScalePlan> ScalePlan::Make(std::uint32_t initial, const std::vect
       return Bad(step, "is not ROUND:N (e.g. 120:6: N workers from round 120 on)");
     }
     if (round == 0 || round <= last_round) return Bad(step, "rounds must be > 0 and strictly increasing");
+    if (rounds > 0 && round >= rounds) return Bad(step, absl::StrCat("the job has ", rounds, " rounds"));
     if (count < 1 || count > kMaxSlots) return Bad(step, absl::StrCat("N must be in [1, ", kMaxSlots, "]"));
     if (count == open.size()) return Bad(step, absl::StrCat("the job already has ", count, " workers then"));
     last_round = round;

@@ -8,8 +8,8 @@
 //   plan->Overrides()   // {"ps.elastic=true", "workers=6", "ps.initial_workers=4"}
 //   plan->WorkerFlags(4)   // {"--join-at-round", "120"}
 //
-// Errors name --scale: a step that is not ROUND:N, rounds not strictly increasing, N outside
-// [1, 1024] or equal to the count before it, more than 1024 slots in all.
+// Errors name --scale: a step that is not ROUND:N, rounds not strictly increasing or not before the
+// job's end, N outside [1, 1024] or equal to the count before it, more than 1024 slots in all.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,9 @@ struct SlotSpan {
 
 class ScalePlan {
  public:
-  static absl::StatusOr<ScalePlan> Make(std::uint32_t initial, const std::vector<std::string>& steps);
+  // `rounds`: the job's length; every step's round must be below it (0: not checked).
+  static absl::StatusOr<ScalePlan> Make(std::uint32_t initial, const std::vector<std::string>& steps,
+                                        std::uint64_t rounds = 0);
 
   std::uint32_t initial() const { return initial_; }
   std::uint32_t slots() const { return static_cast<std::uint32_t>(spans_.size()); }

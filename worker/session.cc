@@ -78,6 +78,10 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   }
   SKETCHPS_ASSIGN_OR_RETURN(s->shards_, MakeShardMap(layers, options.job.servers));
   SKETCHPS_ASSIGN_OR_RETURN(s->plan_, RoundPlan::Initial(options.job, options.rank));
+  if (options.join_at_round && *options.join_at_round >= s->plan_.last_round) {
+    return absl::InvalidArgumentError(absl::StrCat("--join-at-round: ", *options.join_at_round,
+                                                   " is not before the job's end (", s->plan_.last_round, " rounds)"));
+  }
   if (options.leave_at_round > 0) s->plan_.last_round = std::min(s->plan_.last_round, options.leave_at_round);
   s->optimizer_ = options.job.optimizer;
   SKETCHPS_RETURN_IF_ERROR(s->StartTransport());

@@ -106,12 +106,9 @@ TEST_CASE("A joiner is a member from its first round: that round waits for it an
 TEST_CASE("A join skips the rounds that already closed a phase", "[elastic]") {
   Reducer reducer(3);
   PhaseTable table(Elastic(3, 2, reducer));
-  Push(table, 0, 0);
-  Push(table, 0, 1);
+  for (std::uint32_t w : {0u, 1u}) Push(table, 0, w);
   REQUIRE(Complete(table, {0, 0}));
-  auto from = table.Join(2, 0);
-  REQUIRE(from.ok());
-  CHECK(*from == 1);
+  CHECK(table.Join(2, 0).value() == 1);
 }
 
 TEST_CASE("Moving a join later frees the round that waited for the joiner", "[elastic]") {
@@ -181,7 +178,8 @@ TEST_CASE("A restored roster decides the members, and a roster of another size i
   Reducer reducer(3);
   PhaseTable table(Elastic(3, 1, reducer));
   CHECK_FALSE(table.SetRoster({MemberSpan{0, 5}}).ok());
-  REQUIRE(table.SetRoster({MemberSpan{0, MemberSpan::kNever}, MemberSpan{0, 1}, MemberSpan{1, MemberSpan::kNever}}).ok());
+  REQUIRE(
+      table.SetRoster({MemberSpan{0, MemberSpan::kNever}, MemberSpan{0, 1}, MemberSpan{1, MemberSpan::kNever}}).ok());
   CHECK(table.IsMember(0, 1));
   CHECK_FALSE(table.IsMember(1, 1));
   CHECK(table.IsMember(1, 2));

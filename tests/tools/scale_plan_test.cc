@@ -1,7 +1,7 @@
 // The membership schedule of `sketchps run --scale` (tools/scale_plan.h).
-#include <catch2/catch.hpp>
-
 #include "tools/scale_plan.h"
+
+#include <catch2/catch.hpp>
 
 using namespace sketchps::tools;
 
@@ -35,4 +35,7 @@ TEST_CASE("Bad scale steps are refused naming --scale", "[scale]") {
     CHECK(plan.status().message().find("--scale") != std::string::npos);
   }
   CHECK_FALSE(ScalePlan::Make(4, {"120:6", "100:3"}).ok());  // rounds must increase
+  auto late = ScalePlan::Make(4, {"120:6"}, 100);
+  REQUIRE_FALSE(late.ok());
+  CHECK(late.status().message() == "--scale 120:6: the job has 100 rounds");
 }
