@@ -58,9 +58,8 @@ std::vector<std::uint32_t> ShardHost::AssemblyMembers() const {
 bool ShardHost::AssemblyComplete() const {
   const std::vector<std::uint32_t> members = AssemblyMembers();
   return !members.empty() &&
-         std::all_of(members.begin(), members.end(), [this](std::uint32_t w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-           return joining_.contains(w);
-         });
+         std::all_of(members.begin(), members.end(),
+                     [this](std::uint32_t w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return joining_.contains(w); });
 }
 
 void ShardHost::ElasticJoin(const Offer& offer, std::uint64_t member_from, JoinReply reply) {
@@ -68,9 +67,9 @@ void ShardHost::ElasticJoin(const Offer& offer, std::uint64_t member_from, JoinR
   {
     absl::MutexLock lock(&mu_);
     if (!options_.job.elastic) {
-      replies.emplace_back(std::move(reply),
-                           absl::FailedPreconditionError("elastic_join: this job's membership is fixed "
-                                                         "(ps.elastic: false): start the worker as one of its workers"));
+      replies.emplace_back(std::move(reply), absl::FailedPreconditionError(
+                                                 "elastic_join: this job's membership is fixed "
+                                                 "(ps.elastic: false): start the worker as one of its workers"));
     } else if (!shard_) {
       // Joiners join a serving shard; assembly waits for the members it restores only.
       replies.emplace_back(std::move(reply),
