@@ -90,6 +90,7 @@ void ShardHost::ElasticJoin(const Offer& offer, std::uint64_t member_from, JoinR
       }
       spdlog::info("shard {}: worker {} joins at round {} (asked for {}; {} rounds applied)", options_.shard_id,
                    offer.worker, *start, member_from, shard_->rounds_applied());
+      SubmitCheckpoint(*shard_);  // the roster with the joiner, so that a restart still waits for it
       if (shard_->rounds_applied() == *start) {
         v1::JoinResponse response = StateResponse(*shard_);
         response.set_member_from(*start);

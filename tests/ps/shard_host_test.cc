@@ -31,10 +31,12 @@ namespace {
 constexpr std::uint64_t kDim = 8;
 constexpr auto kWait = std::chrono::seconds(10);
 
-JobSpec TestJob() {
-  auto job = ParseJobSpec(
-      DefaultJobSpecYaml(), "test",
-      {"job_id=t", "workers=2", "servers=1", "scheme.name=dense", "optimizer.lr=1", "optimizer.momentum=0"});
+// The tests' job; `more` adds overrides (and may replace workers=2).
+JobSpec TestJob(const std::vector<std::string>& more = {}) {
+  std::vector<std::string> overrides{"job_id=t",          "workers=2",      "servers=1",
+                                     "scheme.name=dense", "optimizer.lr=1", "optimizer.momentum=0"};
+  overrides.insert(overrides.end(), more.begin(), more.end());
+  auto job = ParseJobSpec(DefaultJobSpecYaml(), "test", overrides);
   REQUIRE(job.ok());
   return *job;
 }
@@ -114,8 +116,9 @@ absl::StatusOr<v1::PushPullResponse> PushNow(ShardHost& host, v1::PushPullReques
 
 Identity Worker(std::uint32_t r) { return Identity{Identity::Role::kWorker, r}; }
 
-std::unique_ptr<ShardHost> OpenHost(ServerMetrics* metrics, const std::string& dir = "", std::uint64_t every = 1) {
-  HostOptions options = HostOptionsFor(TestJob(), 0, dir);
+std::unique_ptr<ShardHost> OpenHost(ServerMetrics* metrics, const std::string& dir = "", std::uint64_t every = 1,
+                                    const std::vector<std::string>& job = {}) {
+  HostOptions options = HostOptionsFor(TestJob(job), 0, dir);
   options.job.layout = Layers();  // the tests' model: one layer of kDim
   options.checkpoint_every = every;
   auto host = ShardHost::Open(options, metrics);
@@ -682,6 +685,71 @@ TEST_CASE("A FetchSGD shard restarted behind the workers refuses their replica: 
   auto [j0, j1] = JoinBoth(*host, OfferAt(0, weights, 3, last), OfferAt(1, weights, 3, last));
   ExpectRejected(j0.status(), absl::StatusCode::kFailedPrecondition, "scheme.name");
   CHECK_THAT(std::string(j0.status().message()), Catch::Contains("checkpoint.every_rounds"));
+  host.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("An elastic shard answers a join at the joiner's first round, drops a leaver, and keeps the roster",
+          "[shard_host][elastic]") {
+  const auto dir = TempDir("elastic");
+  const std::vector<std::string> elastic{"workers=3", "ps.elastic=true", "ps.initial_workers=2"};
+  const std::vector<float> a{1, 2, 3, 4, 5, 6, 7, 8}, b{1, 0, 1, 0, 1, 0, 1, 0}, c{0, 0, 0, 0, 0, 0, 0, 8};
+  std::vector<float> master;
+  {
+    auto host = OpenHost(nullptr, dir.string(), 1, elastic);
+    JoinBoth(*host);  // the two initial slots are all that assembly waits for
+    v1::JoinRequest join = JoinRequest(2);
+    join.set_elastic_join(true);
+    join.set_member_from(1);
+    auto joined = JoinLater(*host, join);
+    CHECK(joined.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout);
+    const auto r0 = DenseRound(*host, 0, a, b);
+    CHECK(std::vector<std::uint32_t>(r0.absent().begin(), r0.absent().end()) == std::vector<std::uint32_t>{2});
+    auto answer = Get(joined);  // answered once round 0 is applied, with the weights round 1 starts from
+    REQUIRE(answer.ok());
+    CHECK(answer->member_from() == 1);
+    CHECK(answer->rounds_applied() == 1);
+    master = *ParseF32Bytes(answer->weights(), kDim, "w");
+    // Round 1 waits for the joiner and sums its push.
+    auto p0 = PushLater(*host, Push(0, 1, a));
+    auto p1 = PushLater(*host, Push(1, 1, b));
+    CHECK(p0.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout);
+    auto p2 = PushNow(*host, Push(2, 1, c));
+    REQUIRE(p2.ok());
+    REQUIRE(Get(p0).ok());
+    REQUIRE(Get(p1).ok());
+    CHECK(p2->contributors() == 3);
+    CHECK(p2->absent().empty());
+    std::vector<float> sum(kDim);
+    for (std::size_t i = 0; i < kDim; ++i) sum[i] = a[i] + b[i] + c[i];
+    auto body = DecodeBody(p2->result(), kDim);
+    REQUIRE(body.ok());
+    REQUIRE(body->has_value());
+    CHECK(std::get<DenseValues>(**body).values == sum);
+    // Worker 1 leaves before round 2: round 2 is workers 0 and 2.
+    v1::LeaveRequest leave;
+    leave.set_job_id("t");
+    leave.set_worker_id(1);
+    leave.set_shard_id(0);
+    leave.set_rounds_applied(2);
+    REQUIRE(host->Leave(leave, std::nullopt).ok());
+    CHECK(IsNotMember(PushNow(*host, Push(1, 2, b)).status()));
+    auto q0 = PushLater(*host, Push(0, 2, a));
+    auto q2 = PushNow(*host, Push(2, 2, c));
+    REQUIRE(q2.ok());
+    REQUIRE(Get(q0).ok());
+    CHECK(std::vector<std::uint32_t>(q2->absent().begin(), q2->absent().end()) == std::vector<std::uint32_t>{1});
+    CHECK_FALSE(host->job_done());
+    REQUIRE(host->CheckpointNow().ok());
+  }  // the shard "crashes"
+  auto host = OpenHost(nullptr, dir.string(), 1, elastic);
+  // Its checkpoint's roster: the members of round 3 are workers 0 and 2, whom assembly waits for.
+  auto j0 = JoinLater(*host, JoinRequest(0));
+  CHECK_THAT(host->AssemblyStatus(), Catch::Contains("waiting for worker(s) 2 to join (1 of 2 joined)"));
+  auto j2 = JoinNow(*host, JoinRequest(2));
+  REQUIRE(j2.ok());
+  REQUIRE(Get(j0).ok());
+  CHECK(j2->rounds_applied() == 3);
   host.reset();
   std::filesystem::remove_all(dir);
 }
