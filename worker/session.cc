@@ -285,12 +285,22 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
     communicate = std::max(communicate, rpc);
     local = std::max(local, std::max(0.0, runs.shards[i].seconds - rpc));
   }
+  nlohmann::json record = Record(round, {start, computed, end}, before, after, out, params);
+  record["loss"] = loss;
+  record["compress_s"] = local;
+  record["communicate_s"] = communicate;
+  if (state_files_ != nullptr) record["state_s"] = state_seconds;
+  AddDiagnostics(out.diagnostics, record);
+  return record;
+}
+
+nlohmann::json Session::Record(std::uint64_t round, RoundTimes t, const TransportCounters& before,
+                               const TransportCounters& after, const ReplicaRound& out, const float* params) const {
   const bool raw = after.counts_raw;
   nlohmann::json record{{"round", round},
-                        {"round_start", UnixSeconds(start)},
-                        {"time", UnixSeconds(end)},
+                        {"round_start", UnixSeconds(t.start)},
+                        {"time", UnixSeconds(t.end)},
                         {"epoch", plan_.EpochOf(round)},
-                        {"loss", loss},
                         {"bytes_up", after.wire_up - before.wire_up},
                         {"bytes_down", after.wire_down - before.wire_down},
                         {"payload_up", raw ? after.raw_up - before.raw_up : out.traffic.bytes_up},
@@ -299,15 +309,11 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
                         {"selected", out.selected},
                         {"skipped", out.skipped},
                         {"left_out", out.left_out},
-                        {"compute_s", absl::ToDoubleSeconds(computed - start)},
-                        {"exchange_s", absl::ToDoubleSeconds(end - computed)},
-                        {"compress_s", local},
-                        {"communicate_s", communicate},
+                        {"compute_s", absl::ToDoubleSeconds(t.computed - t.start)},
+                        {"exchange_s", absl::ToDoubleSeconds(t.end - t.computed)},
                         {"workers", plan_.workers},
                         {"checksum", absl::StrFormat("%016x", WeightsChecksum({params, dim()}))}};
-  if (state_files_ != nullptr) record["state_s"] = state_seconds;
-  AddDiagnostics(out.diagnostics, record);
-  AddMembers(record);
+  if (o_.job.ps.elastic) record["members"] = Members();
   return record;
 }
 
@@ -325,10 +331,6 @@ std::pair<std::uint32_t, std::uint32_t> Session::EvalShare() const {
   const std::vector<std::uint32_t> members = Members();
   const auto at = std::lower_bound(members.begin(), members.end(), o_.rank);
   return {static_cast<std::uint32_t>(at - members.begin()), static_cast<std::uint32_t>(members.size())};
-}
-
-void Session::AddMembers(nlohmann::json& record) const {
-  if (o_.job.ps.elastic) record["members"] = Members();
 }
 
 bool Session::Behind(std::uint64_t round) const {
@@ -352,27 +354,11 @@ absl::StatusOr<nlohmann::json> Session::CatchUp(std::uint64_t round, float* para
     SaveState(round + 1, params);
   }
   const TransportCounters after = transport_->counters();
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  nlohmann::json record{{"round", round},
-                        {"round_start", UnixSeconds(start)},
-                        {"time", UnixSeconds(absl::Now())},
-                        {"epoch", plan_.EpochOf(round)},
-                        {"bytes_up", after.wire_up - before.wire_up},
-                        {"bytes_down", after.wire_down - before.wire_down},
-                        {"payload_up", 0},
-                        {"payload_down", out.traffic.bytes_down},
-                        {"dense_bytes", 4 * dim()},
-                        {"selected", 0},
-                        {"skipped", false},
-                        {"compute_s", 0.0},
-                        {"exchange_s", seconds},
-                        {"compress_s", 0.0},
-                        {"communicate_s", seconds},
-                        {"left_out", out.left_out},
-                        {"caught_up", true},
-                        {"workers", plan_.workers},
-                        {"checksum", absl::StrFormat("%016x", WeightsChecksum({params, dim()}))}};
-  AddMembers(record);
+  const absl::Time end = absl::Now();
+  nlohmann::json record = Record(round, {start, start, end}, before, after, out, params);  // no compute
+  record["compress_s"] = 0.0;
+  record["communicate_s"] = absl::ToDoubleSeconds(end - start);
+  record["caught_up"] = true;
   return record;
 }
 

@@ -206,8 +206,15 @@ class Session {
   absl::StatusOr<std::unique_ptr<Replica>> MakeReplica() const;
   // Starts writing the state after `rounds_applied` rounds; logs a failed earlier write.
   void SaveState(std::uint64_t rounds_applied, const float* params);
-  // Adds "members" (the round's member slots) to a record of an elastic job.
-  void AddMembers(nlohmann::json& record) const;
+  // When a round began, when its compute ended (== begin: none) and when it ended.
+  struct RoundTimes {
+    absl::Time start, computed, end;
+  };
+  // The fields every round's record has (trainer.h): the round, its times, the bytes between the two
+  // counters, the outcome's selection, skips and left-out shards, the plan's workers, the weights'
+  // checksum, and in an elastic job the round's members. Complete and CatchUp add their own.
+  nlohmann::json Record(std::uint64_t round, RoundTimes times, const TransportCounters& before,
+                        const TransportCounters& after, const ReplicaRound& out, const float* params) const;
 
   // A worker's state at the start of a round: what a regroup rolls back to.
   struct RoundStart {
