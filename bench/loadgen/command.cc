@@ -51,12 +51,25 @@ absl::Status ValidateLists(const LoadgenOptions& o) {
   }
   if (o.rounds == 0) return absl::InvalidArgumentError("--rounds: must be >= 1");
   if (o.servers == 0) return absl::InvalidArgumentError("--servers: must be >= 1");
+  if (o.params != 0) {
+    if (o.params < kMinFlatParams || o.params > kMaxFlatParams) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--params: ", o.params, " is not in [", kMinFlatParams, ", ", kMaxFlatParams, "]"));
+    }
+    if (o.params < o.servers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--params: ", o.params, " parameters cannot be split over ", o.servers, " shards (--servers)"));
+    }
+    if (!o.gradients_dir.empty()) {
+      return absl::InvalidArgumentError("--params: the dumps of --gradients have their model's layout, not a flat one");
+    }
+  }
   return absl::OkStatus();
 }
 
 // Binds every scheme's job once, so that unknown schemes and refused --set overrides fail now.
 absl::Status ValidateJobs(const LoadgenOptions& o) {
-  SKETCHPS_RETURN_IF_ERROR(ModelLayout(o.model).status());
+  if (o.params == 0) SKETCHPS_RETURN_IF_ERROR(ModelLayout(o.model).status());
   for (ConfigSpec spec : SweepConfigs(o)) {
     auto job = ConfigJob(spec);
     if (!job.ok()) return absl::InvalidArgumentError(absl::StrCat(spec.scheme, ": ", job.status().message()));
@@ -113,6 +126,7 @@ std::vector<ConfigSpec> SweepConfigs(const LoadgenOptions& o) {
         c.workers = p;
         c.servers = o.servers;
         c.model = o.model;
+        c.params = o.params;
         c.density = o.density;
         c.warmup_rounds = o.warmup_rounds;
         c.rounds = o.rounds;
@@ -143,8 +157,12 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenOptions& o) {
       ->check(CLI::Range(1u, 64u));
   c->add_option("--schemes", o.schemes, "Comma list (default: all nine; gtopk_tree: gtopk with the peers' tree merge)")
       ->delimiter(',');
-  c->add_option("--model", o.model, "The job's model, whose layer table the gradients have: mlp, cnn or resnet")
-      ->capture_default_str();
+  CLI::Option* model = c->add_option("--model", o.model,
+                                     "The job's model, whose layer table the gradients have: mlp, cnn, resnet or vgg")
+                           ->capture_default_str();
+  c->add_option("--params", o.params,
+                "A flat layout of N parameters (one layer, job model custom) instead of --model: d from 1e3 to 2e8")
+      ->excludes(model);
   c->add_option("--density", o.density, "k / d per shard")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
   c->add_option("--rounds", o.rounds, "Timed rounds per configuration")
       ->capture_default_str()

@@ -22,6 +22,10 @@ bool ForOtherScheme(const std::string& override_kv, const std::string& scheme, c
 
 }  // namespace
 
+std::vector<std::string> FlatLayoutOverrides(std::uint64_t n) {
+  return {"model=custom", absl::StrCat("layers=[[\"", kFlatLayerName, "\", [", n, "]]]")};
+}
+
 absl::StatusOr<std::string> RegisteredScheme(const ConfigSpec& spec) {
   if (spec.mode != "ps" && spec.mode != "decentralized") {
     return absl::InvalidArgumentError(absl::StrCat("--mode: '", spec.mode, "' is not ps or decentralized"));
@@ -53,7 +57,11 @@ absl::StatusOr<JobSpec> ConfigJob(const ConfigSpec& spec) {
   overrides.push_back(absl::StrCat("mode=", spec.mode));
   overrides.push_back(absl::StrCat("workers=", spec.workers));
   overrides.push_back(absl::StrCat("servers=", spec.servers));
-  overrides.push_back(absl::StrCat("model=", spec.model));
+  if (spec.params > 0) {
+    for (auto& o : FlatLayoutOverrides(spec.params)) overrides.push_back(std::move(o));
+  } else {
+    overrides.push_back(absl::StrCat("model=", spec.model));
+  }
   overrides.push_back(absl::StrCat("scheme.name=", scheme));
   overrides.push_back(absl::StrFormat("scheme.density=%.17g", spec.density));
   return ParseJobSpec(DefaultJobSpecYaml(), "loadgen job", overrides);

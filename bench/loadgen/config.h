@@ -22,12 +22,22 @@ namespace sketchps::bench {
 
 inline constexpr char kTreeVariant[] = "gtopk_tree";
 
+// --params: a synthetic flat layout of N parameters (one layer "flat.weight" of shape [N], job model
+// custom), so that d is not tied to the built-in models. Bounds of the flag.
+inline constexpr std::uint64_t kMinFlatParams = 1000;
+inline constexpr std::uint64_t kMaxFlatParams = 200000000;
+inline constexpr char kFlatLayerName[] = "flat.weight";
+
+// The job spec overrides of a flat layout of n parameters: model=custom and its layers.
+std::vector<std::string> FlatLayoutOverrides(std::uint64_t n);
+
 struct ConfigSpec {
   std::string mode = "ps";    // ps | decentralized
   std::string scheme;         // a registered scheme, or gtopk_tree (decentralized)
   std::uint32_t workers = 4;  // P
   std::uint32_t servers = 2;  // S: server processes (ps) or shard ranges (decentralized)
   std::string model = "cnn";  // the job's model: its layer table is the gradient's layout
+  std::uint64_t params = 0;   // > 0: a flat layout of this many parameters instead of `model`
   double density = 0.01;
   std::uint64_t warmup_rounds = 2;     // untimed, first
   std::uint64_t rounds = 5;            // timed

@@ -36,6 +36,7 @@ struct LoadgenOptions {
   std::uint32_t servers = 2;                                // --servers (ps: processes; decentralized: ranges)
   std::vector<std::string> schemes;                         // --schemes (empty: every registered scheme)
   std::string model = "cnn";                                // --model: mlp | cnn | resnet | vgg (the layout)
+  std::uint64_t params = 0;                                 // --params N: a flat layout instead of --model
   double density = 0.01;                                    // --density
   std::uint64_t rounds = 5;                                 // --rounds (timed)
   std::uint64_t warmup_rounds = 2;                          // --warmup-rounds (untimed, first)
@@ -61,7 +62,8 @@ std::vector<std::string> DefaultSchemes();
 // Everything that can be checked before a sweep starts, so that a typo does not surface as the
 // same failure in every configuration 10 minutes later. InvalidArgument naming the flag: an empty
 // or unknown mode, scheme or model; P outside [1, 1024]; gtopk_tree without --mode decentralized;
-// --rounds 0; a --set that the job spec refuses for some scheme; --gradients without dumps (or
+// --rounds 0; --params outside [kMinFlatParams, kMaxFlatParams] or with fewer parameters than
+// --servers; a --set that the job spec refuses for some scheme; --gradients without dumps (or
 // with dumps of another layout); --out or --work-dir that cannot be written.
 absl::Status ValidateOptions(const LoadgenOptions& options);
 

@@ -100,6 +100,55 @@ WorkerWindow Window(std::uint32_t w, bool counts_raw) {
   return win;
 }
 
+TEST_CASE("params gives a flat custom layout of N parameters in every configuration") {
+  LoadgenOptions o = Valid();
+  o.params = 1000000;
+  REQUIRE(ValidateOptions(o).ok());
+  const auto configs = SweepConfigs(o);
+  REQUIRE(!configs.empty());
+  for (const auto& c : configs) CHECK(c.params == 1000000);
+  auto job = ConfigJob(configs.back());
+  REQUIRE(job.ok());
+  CHECK(job->model == "custom");
+  CHECK(job->layout.dim() == 1000000);
+  REQUIRE(job->layout.layers.size() == 1);
+  CHECK(job->layout.layers[0].name == kFlatLayerName);
+  CHECK(job->effective_yaml.find("1000000") != std::string::npos);  // the servers read the layout from it
+  ConfigSpec plain = configs.back();
+  plain.params = 0;
+  auto cnn = ConfigJob(plain);
+  REQUIRE(cnn.ok());
+  CHECK(cnn->layout.dim() == 220234);
+}
+
+TEST_CASE("params out of range or below the shard count or with gradient dumps is refused naming the flag") {
+  LoadgenOptions o = Valid();
+  o.params = 999;
+  CHECK(ErrorOf(o).find("--params: 999 is not in [1000, 200000000]") != std::string::npos);
+  o.params = 200000001;
+  CHECK(ErrorOf(o).find("--params: 200000001") != std::string::npos);
+  o.params = 1000;
+  o.servers = 2000;
+  CHECK(ErrorOf(o).find("cannot be split over 2000 shards (--servers)") != std::string::npos);
+  o = Valid();
+  o.params = 5000;
+  o.gradients_dir = "/nonexistent/loadgen-dumps";
+  CHECK(ErrorOf(o).find("--params: the dumps of --gradients") != std::string::npos);
+}
+
+TEST_CASE("the loadgen command refuses params together with model") {
+  CLI::App app;
+  LoadgenOptions o;
+  AddLoadgenCommand(app, o);
+  CHECK_THROWS_AS(app.parse(std::vector<std::string>{"25000000", "--params", "resnet", "--model", "loadgen"}),
+                  CLI::ExcludesError);
+  LoadgenOptions p;
+  CLI::App app2;
+  AddLoadgenCommand(app2, p);
+  app2.parse(std::vector<std::string>{"25000000", "--params", "loadgen"});  // CLI11: reversed argv
+  CHECK(p.params == 25000000);
+}
+
 TEST_CASE("Assemble takes counter deltas over the timed rounds") {
   const MeasurementHeader h{"ps", "topk", 2, 2, 1000, 0.01, 2, {0.5, 1.5}, 1e9};
   const Measurement m =
