@@ -81,10 +81,13 @@ absl::Status PhaseTable::Admit(const PhaseKey& key, const Entry& entry, const Co
   return options_.admit(contribution.spec, *contribution.payload, PreviousResult(key), first);
 }
 
+absl::Status PhaseTable::CheckWorker(std::uint32_t worker) const {
+  if (worker < options_.num_workers) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", options_.num_workers, ")"));
+}
+
 absl::Status PhaseTable::Submit(const PhaseKey& key, std::uint32_t worker, Contribution contribution) {
-  if (worker >= options_.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", options_.num_workers, ")"));
-  }
+  SKETCHPS_RETURN_IF_ERROR(CheckWorker(worker));
   std::optional<Work> work;
   Calls dropped;  // waiters of rounds that fell out of the retention window
   absl::Status status;
@@ -216,9 +219,7 @@ bool PhaseTable::Contributed(std::uint32_t worker, std::uint64_t round) const {
 
 absl::StatusOr<std::uint64_t> PhaseTable::Join(std::uint32_t worker, std::uint64_t from) {
   if (!options_.elastic) return absl::FailedPreconditionError("Join: this job's membership is fixed (ps.elastic)");
-  if (worker >= options_.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", options_.num_workers, ")"));
-  }
+  SKETCHPS_RETURN_IF_ERROR(CheckWorker(worker));
   std::vector<Work> ready;
   std::uint64_t start = 0;
   {
@@ -249,9 +250,7 @@ absl::StatusOr<std::uint64_t> PhaseTable::Join(std::uint32_t worker, std::uint64
 
 absl::Status PhaseTable::Leave(std::uint32_t worker, std::uint64_t until) {
   if (!options_.elastic) return absl::FailedPreconditionError("Leave: this job's membership is fixed (ps.elastic)");
-  if (worker >= options_.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("worker_id ", worker, " is not in [0, ", options_.num_workers, ")"));
-  }
+  SKETCHPS_RETURN_IF_ERROR(CheckWorker(worker));
   std::vector<Work> ready;
   {
     absl::MutexLock lock(&mu_);

@@ -204,6 +204,8 @@ class PhaseTable {
 
   using Calls = std::vector<std::pair<ResultCallback, absl::StatusOr<std::shared_ptr<const PhaseResult>>>>;
 
+  // InvalidArgument naming worker_id when it is not in [0, num_workers).
+  absl::Status CheckWorker(std::uint32_t worker) const;
   static absl::StatusOr<std::shared_ptr<const PhaseResult>> Outcome(const Entry& entry);
   // Runs callbacks collected under the lock, after releasing it.
   static void Notify(Calls calls);

@@ -37,14 +37,7 @@ class PsTransport final : public Transport {
       return ps::ReplicaOffer{{params + r.lo, r.size()}, replica.optimizer(shard).State()};
     });
     if (join_at_) return JoinRunning(*join_at_, shards, params, replica);
-    std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
-    for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
-      const auto& r = shards.ranges[shard];
-      joins.push_back(
-          std::async(std::launch::async, [this, shard, offer = ps::ReplicaOffer{{params + r.lo, r.size()}, {}}] {
-            return client_->Join(shard, 0, offer);
-          }));
-    }
+    auto joins = JoinEvery(shards, params, std::nullopt);
     std::uint64_t lo = ~0ull, hi = 0;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       SKETCHPS_ASSIGN_OR_RETURN(auto joined, joins[shard].get());
@@ -61,6 +54,21 @@ class PsTransport final : public Transport {
   }
 
   bool shards_ahead() const override { return ahead_; }
+
+  // Joins every shard at once, offering `params` as a fresh replica (with `member_from`: an elastic
+  // join, ps/client.h); one future per shard.
+  std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> JoinEvery(const ShardMap& shards, const float* params,
+                                                                       std::optional<std::uint64_t> member_from) {
+    std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
+    for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
+      const auto& r = shards.ranges[shard];
+      joins.push_back(std::async(std::launch::async,
+                                 [this, shard, member_from, offer = ps::ReplicaOffer{{params + r.lo, r.size()}, {}}] {
+                                   return client_->Join(shard, 0, offer, member_from);
+                                 }));
+    }
+    return joins;
+  }
 
   std::vector<std::uint32_t> round_absent() const override {
     return client_->num_shards() == 0 ? std::vector<std::uint32_t>{} : client_->last_final(0).absent;
@@ -93,16 +101,8 @@ class PsTransport final : public Transport {
       }
       absl::SleepFor(kJoinPoll);
     }
-    std::vector<float> fresh(params, params + (shards.ranges.empty() ? 0 : shards.ranges.back().hi));
     for (int pass = 0; pass < kMaxJoinPasses; ++pass) {
-      std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
-      for (std::uint32_t s = 0; s < n; ++s) {
-        const auto& r = shards.ranges[s];
-        joins.push_back(std::async(std::launch::async,
-                                   [this, s, want, offer = ps::ReplicaOffer{{fresh.data() + r.lo, r.size()}, {}}] {
-                                     return client_->Join(s, 0, offer, want);
-                                   }));
-      }
+      auto joins = JoinEvery(shards, params, want);
       std::vector<v1::JoinResponse> answers;
       std::uint64_t agreed = want;
       bool same = true;

@@ -23,6 +23,15 @@ void RequireRefused(const std::vector<std::string>& overrides, const std::string
   CHECK_THAT(std::string(checked.status().message()), Catch::StartsWith(key));
 }
 
+// The preflight's advisories for the default job with `overrides` (the job must be runnable).
+std::vector<std::string> Advisories(const std::vector<std::string>& overrides) {
+  auto job = LoadJobSpec("", overrides);
+  REQUIRE(job.ok());
+  std::vector<std::string> out;
+  REQUIRE(tools::CheckJobRunnable(*job, &out).ok());
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("A runnable job passes the preflight with the data set's sizes", "[tools]") {
@@ -48,37 +57,23 @@ TEST_CASE("A job that cannot run is refused before any process starts, naming th
 }
 
 TEST_CASE("The preflight warns for sketch settings below the candidate rule and only for them", "[tools]") {
-  const auto advisories = [](const std::vector<std::string>& overrides) {
-    auto job = LoadJobSpec("", overrides);
-    REQUIRE(job.ok());
-    std::vector<std::string> out;
-    REQUIRE(tools::CheckJobRunnable(*job, &out).ok());
-    return out;
-  };
   // p2 x density = 8 x 0.001 < 0.01: a warning naming the scheme, the shard and the rule (shards with
   // the same text are told once).
-  const auto low = advisories({"scheme.name=gs_sgd", "scheme.density=0.001", "scheme.gs_sgd.p2=8"});
+  const auto low = Advisories({"scheme.name=gs_sgd", "scheme.density=0.001", "scheme.gs_sgd.p2=8"});
   REQUIRE(low.size() == 1);
   CHECK_THAT(low[0], Catch::StartsWith("scheme.gs_sgd, shard 0: "));
   CHECK_THAT(low[0], Catch::Contains("p2 x density < 0.01"));
-  CHECK(advisories({"scheme.name=gs_sgd", "scheme.density=0.001", "scheme.gs_sgd.p2=16"}).empty());
-  CHECK(advisories({"scheme.name=sketched_sgd", "scheme.density=0.001"}).size() == 1);
-  CHECK(advisories({"scheme.name=topk", "scheme.density=0.001"}).empty());
+  CHECK(Advisories({"scheme.name=gs_sgd", "scheme.density=0.001", "scheme.gs_sgd.p2=16"}).empty());
+  CHECK(Advisories({"scheme.name=sketched_sgd", "scheme.density=0.001"}).size() == 1);
+  CHECK(Advisories({"scheme.name=topk", "scheme.density=0.001"}).empty());
 }
 
 TEST_CASE("The preflight warns when the recovery floor's budget cannot afford the floor", "[tools]") {
-  const auto advisories = [](const std::vector<std::string>& overrides) {
-    auto job = LoadJobSpec("", overrides);
-    REQUIRE(job.ok());
-    std::vector<std::string> out;
-    REQUIRE(tools::CheckJobRunnable(*job, &out).ok());
-    return out;
-  };
   const std::vector<std::string> low = {"scheme.name=gs_sgd", "scheme.density=0.001"};
   // A budget that affords 1% of a shard silences the candidate rule; the floor's 3% does not fit 1.5x.
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), low.begin(), low.end());
-    return advisories(extra);
+    return Advisories(extra);
   };
   CHECK(with({"scheme.gs_sgd.budget_factor=3"}).empty());
   CHECK(with({"scheme.gs_sgd.budget_factor=3", "scheme.gs_sgd.recovery_floor=0.01"}).empty());
