@@ -1,5 +1,6 @@
 #include "schemes/fetchsgd.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -9,8 +10,20 @@
 
 namespace sketchps {
 
+SketchSizing FetchSgdConfig::SizingFor(std::uint64_t k, std::uint64_t dim) const {
+  SketchSizing out = *this;
+  if (out.rows == 0) out.rows = OneRowSuits(k, dim) ? 1 : kAutoRowsBelow;
+  if (out.cols_factor == 0) out.cols_factor = kAutoCells / out.rows;
+  return out;
+}
+
 absl::Status FetchSgdConfig::Validate(const std::string& prefix) const {
-  SKETCHPS_RETURN_IF_ERROR(SketchSizing::Validate(prefix));
+  if (!(std::isfinite(cols_factor) && cols_factor >= 0.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, ".cols_factor: must be a finite number >= 0 (0: auto), got ", cols_factor));
+  }
+  // The table limit with the most rows auto may choose.
+  SKETCHPS_RETURN_IF_ERROR(SizingFor(1, 1000).Validate(prefix));
   if (p2 != 0) return absl::InvalidArgumentError(absl::StrCat(prefix, ".p2: FetchSGD has one phase (p2 = 0)"));
   if (!(std::isfinite(momentum) && momentum >= 0.0 && momentum < 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".momentum: must be in [0, 1), got ", momentum));
@@ -31,18 +44,20 @@ namespace {
 class FetchSgdScheme final : public SchemeBase {
  public:
   FetchSgdScheme(SchemeContext ctx, const FetchSgdConfig& config)
-      : SchemeBase(ctx), sketch_(ctx, config), momentum_(config.momentum) {}
+      : SchemeBase(ctx),
+        sketch_(ctx, config.SizingFor(std::max<std::uint64_t>(1, std::min(ctx.k, ctx.dim)), ctx.dim)),
+        momentum_(config.momentum) {}
 
   const char* name() const override { return "fetchsgd"; }
   absl::Status wire_status() const override { return sketch_.wire_status(); }
-  // Measured on the default CNN job (docs/methods.md "fetchsgd"): at density 0.001 the defaults (r = 1,
-  // c = 20k) diverged and r = 5, c = 4k reached 70%; at 0.01 both trained. Below 0.5% of the range: a warning.
+  // Measured on the default CNN job (docs/methods.md "fetchsgd"): with one row, below k = 0.5% of the range
+  // (auto sizing takes 5 rows there), FetchSGD diverged at densities 0.003 and 0.001.
   std::string advisory() const override {
-    if (200 * sketch_.k() >= ctx().dim) return "";
+    if (sketch_.hash().rows() != 1 || FetchSgdConfig::OneRowSuits(sketch_.k(), ctx().dim)) return "";
     return absl::StrCat("k = ", sketch_.k(), " is below 0.5% of a range of ", ctx().dim,
-                        " entries: FetchSGD with rows 1 diverged at density 0.001 on the CNN (rows 5, cols_factor 4 "
-                        "reached 70%; docs/methods.md \"fetchsgd\"); raise scheme.density or set "
-                        "scheme.fetchsgd.rows: 5 and cols_factor: 4");
+                        " entries with one row: FetchSGD diverged there on the CNN at densities 0.003 and 0.001, "
+                        "where rows 5 reached 70-78% (docs/methods.md \"fetchsgd\"); leave scheme.fetchsgd.rows "
+                        "and cols_factor at 0 (auto: 5 rows here) or raise scheme.density");
   }
   // Momentum lives in the reducer's momentum sketch: the optimizer runs with momentum 0.
   bool uses_global_momentum() const override { return false; }

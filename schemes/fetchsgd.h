@@ -14,12 +14,17 @@
 //   false: the momentum is rho, in sketch space; optimizer.momentum is ignored as for the other
 //   local-momentum schemes).
 //
-// Hyperparameters (scheme.fetchsgd): rows (1), cols_factor (20), cols (0: ceil(cols_factor * k)),
-// table (f16), momentum rho (0.9). The defaults are not the other sketch methods' r = 5, c = 4k (the
-// same bytes): zeroing S(Delta)'s cells wipes k of every row's c cells each round, a quarter of each
-// row at c = 4k and a twentieth at c = 20k, and on the default CNN job r = 1, c = 20k reached 87.5%
-// where r = 5, c = 4k reached 82.7% (docs/methods.md "fetchsgd"; one run each). Sketch sizing, hashing and seeding as
-// schemes/sketch_exchange.h (SketchSeed(seed, shard): every worker of a shard and its reducer agree).
+// Hyperparameters (scheme.fetchsgd): rows (0: auto), cols_factor (0: auto), cols (0: ceil(cols_factor *
+// k)), table (f16), momentum rho (0.9). Auto sizing (SizingFor) spends the same 20k cells either way:
+//   k >= 0.5% of the range: r = 1, c = 20k. Zeroing S(Delta)'s cells wipes k of every row's c cells each
+//     round, a twentieth at c = 20k and a quarter at c = 4k; on the default CNN job at density 0.01,
+//     r = 1, c = 20k reached 87.5% where r = 5, c = 4k reached 82.7%;
+//   k < 0.5% of the range: r = 5, c = 4k. With one row every entry of a cell gets the cell's estimate,
+//     and at 1 / (20 density) entries per cell (17 at 0.003) r = 1 diverged on the CNN at 0.003 and
+//     0.001, where r = 5, c = 4k reached 77.7% and 70.3% (docs/methods.md "fetchsgd"; one run each).
+// An explicit rows or cols_factor is kept as given (cols_factor auto is then 20 / rows). Sketch
+// hashing and seeding as schemes/sketch_exchange.h (SketchSeed(seed, shard): every worker of a shard and
+// its reducer agree; the reducer takes r and c from the table).
 //
 // Choices where the paper and the code differ or are silent:
 //   - one phase, estimated values: the workers hold no state, so there is no exact second phase
@@ -47,14 +52,22 @@
 namespace sketchps {
 
 // The sketch fields of SketchSizing that FetchSGD uses (rows, cols_factor, cols, table; one phase:
-// p2 = 0 always) and the momentum rho.
+// p2 = 0 always) and the momentum rho. rows and cols_factor 0 mean auto (SizingFor).
 struct FetchSgdConfig : SketchSizing {
+  static constexpr double kAutoCells = 20;            // auto sizing: rows x cols = 20k cells
+  static constexpr std::uint32_t kAutoRowsBelow = 5;  // auto sizing: the rows below OneRowSuits
+  // Auto sizing's rule: one row when k >= 0.5% of the range.
+  static bool OneRowSuits(std::uint64_t k, std::uint64_t dim) { return 200 * k >= dim; }
+
   FetchSgdConfig() {
     p2 = 0;
-    rows = 1;
-    cols_factor = 20;
+    rows = 0;
+    cols_factor = 0;
   }
   double momentum = 0.9;  // rho, the momentum of the momentum sketch, in [0, 1)
+
+  // The sizing of a range of `dim` entries keeping k (>= 1): rows and cols_factor resolved as above.
+  SketchSizing SizingFor(std::uint64_t k, std::uint64_t dim) const;
 
   // Errors name the key under `prefix` (e.g. "scheme.fetchsgd.momentum: ...").
   absl::Status Validate(const std::string& prefix) const;

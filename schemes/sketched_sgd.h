@@ -15,7 +15,8 @@
 // The optimizer runs with momentum 0 (uses_global_momentum() == false): w = w - lr * G_t.
 //
 // Hyperparameters (scheme.sketched_sgd): rows (5), cols_factor (4), cols (0: ceil(cols_factor * k)),
-// p2 (8), keep (candidates), table (f16), momentum m (0.9, the local momentum coefficient). Sketch sizing, hashing and
+// p2 (2), keep (top_k: the paper's exact top-k of the candidates), table (f16), momentum m (0.9, the local
+// momentum coefficient). Sketch sizing, hashing and
 // seeding: schemes/sketch_exchange.h. selected() reports |G_t|, the entries the round took from v.
 //
 // Choices where the paper and code are silent or that differ from the reference code:

@@ -12,7 +12,8 @@
 #                 epoch, with top-k at the same density for comparison. Writes DIR/fidelity.md
 #                 (bench/fidelity/report.py table). table-cnn, table-resnet: one of the two tables.
 #   sweep         every method at densities 0.1, 0.01, 0.003 and 0.001 on the CNN for one epoch, dense
-#                 once, seed 1. Writes DIR/sweep.md and DIR/sweep-uplink.{png,svg},
+#                 once, and gs-SGD and Sketched-SGD at 0.003 and 0.001 again with the table's recovery
+#                 floor settings (the series "<scheme>+floor"), seed 1. Writes DIR/sweep.md and DIR/sweep-uplink.{png,svg},
 #                 DIR/sweep-downlink.{png,svg}.
 #   --seeds N     the tables' rows each run with train.seed = 1..N (default 1), seed-major: every row's
 #                 seed 1, then every row's seed 2, ..., so an interrupted regeneration has whole seeds.
@@ -161,6 +162,14 @@ cnn_old_bar=("sketched_sgd 0.0075" "gs_sgd 0.005" "fetchsgd 0.01")
 resnet_table=("dense 1" "topk 0.001" "sketched_sgd 0.001" "gs_sgd 0.001")
 sweep_schemes=(topk dgc gtopk sketched_sgd gs_sgd fetchsgd sdagc sidco scalecom)
 sweep_densities=(0.1 0.01 0.003 0.001)
+# The two-phase sketch methods again where the preflight warns of divergence (candidates below 1% of a
+# shard), with the table's recovery floor settings: the series "<scheme>+floor" of the report.
+sweep_floor=(
+  "sketched_sgd 0.003 floor $(floor_keys sketched_sgd) scheme.sketched_sgd.p2=8 scheme.sketched_sgd.keep=candidates"
+  "sketched_sgd 0.001 floor $(floor_keys sketched_sgd) scheme.sketched_sgd.p2=8 scheme.sketched_sgd.keep=candidates"
+  "gs_sgd 0.003 floor $(floor_keys gs_sgd)"
+  "gs_sgd 0.001 floor $(floor_keys gs_sgd)"
+)
 
 # A table entry is "SCHEME DENSITY [TAG KEY=VALUE...]": with a TAG, the run name gets "-TAG" after the
 # density and every KEY=VALUE is one more --set (the sketch rows' recovery floor settings).
@@ -218,7 +227,7 @@ table() {
 }
 
 sweep() {
-  local dir=$out/sweep
+  local dir=$out/sweep scheme density tag overrides entry
   mkdir -p "$dir"
   ran=()
   run "$dir" "dense" --set scheme.name=dense --set scheme.density=1
@@ -227,10 +236,15 @@ sweep() {
       run "$dir" "$scheme-$density" --set scheme.name="$scheme" --set scheme.density="$density"
     done
   done
+  for entry in "${sweep_floor[@]}"; do
+    entry_args "$entry"
+    run "$dir" "$scheme-$density$tag" --set scheme.name="$scheme" --set scheme.density="$density" \
+      ${overrides[@]+"${overrides[@]}"}
+  done
   "$python" bench/fidelity/report.py sweep "${ran[@]}" --out "$out/sweep"
 }
 
-sweep_total=$((1 + ${#sweep_schemes[@]} * ${#sweep_densities[@]}))
+sweep_total=$((1 + ${#sweep_schemes[@]} * ${#sweep_densities[@]} + ${#sweep_floor[@]}))
 case "$part" in
   table) total=$(((${#cnn_table[@]} + ${#resnet_table[@]}) * runs_seeds + ${#cnn_old_bar[@]} * old_bar)); table cnn resnet ;;
   table-cnn) total=$((${#cnn_table[@]} * runs_seeds + ${#cnn_old_bar[@]} * old_bar)); table cnn ;;

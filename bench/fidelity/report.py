@@ -10,7 +10,9 @@ Usage:
 Inputs: each DIR is a run directory (it holds summary.json) or a directory whose immediate
 subdirectories are run directories (every DIR/*/summary.json; subdirectories without one are
 skipped). Read beside summary.json, when present: job.yaml (the effective job `sketchps run` writes: its
-train.seed, unless summary.json has a "seed"; needs the yaml module, else the seed is unknown) and
+train.seed, unless summary.json has a "seed", and whether the scheme's recovery floor is on, which makes
+the run a point of the series "<scheme>+floor" in a sweep; needs the yaml module, else the seed is
+unknown and the floor off) and
 commit (one line, the binaries' commit, written by scripts/results.sh; or summary.json's "commit").
 Keys of summary.json used: scheme, model, epochs, density, workers, servers,
 batch_size, compression_ratio_up, compression_ratio_down (required), compression_ratio_up_second_half
@@ -31,12 +33,12 @@ Outputs:
          target but reaches the bar the target replaced (PREVIOUS_TARGETS) says "old Nx bar: ...".
   sweep  PREFIX.md (every run, then the Pareto fronts, uplink and downlink), and PREFIX-uplink.png,
          .svg and PREFIX-downlink.png, .svg: test accuracy (%) against compression (log scale), one
-         series per scheme, dense as a dashed reference line, the Pareto front as a thin black line.
+         series per scheme (and per "<scheme>+floor"), dense as a dashed reference line, the Pareto front as a thin black line.
 
 Exit codes: 0 done; 2 bad usage or bad inputs (a DIR without summary.json, unreadable or incomplete
 JSON, two runs of one scheme, density and seed (or without seeds) in one table group, dense runs at
 several densities, several (model, epochs) in a sweep, two runs of the same
-scheme and density in a sweep); the message names the path or the runs. Anything else is a bug (1).
+series and density in a sweep); the message names the path or the runs. Anything else is a bug (1).
 
 The pure functions (load_runs, pareto_front, target_for, fidelity_rows, ...) are imported by
 tests/python/test_fidelity_report.py; only main() and write_figure() touch the outside world.
@@ -123,7 +125,9 @@ def read_summary(path: str) -> dict:
     for key in ["date", "machine", "final_test_accuracy"]:
         run[key] = data.get(key)
     directory = os.path.dirname(path)
-    run["seed"] = data["seed"] if is_number(data.get("seed")) else job_seed(os.path.join(directory, "job.yaml"))
+    job = read_job(os.path.join(directory, "job.yaml"))
+    run["seed"] = data["seed"] if is_number(data.get("seed")) else job_seed(job)
+    run["series"] = series_of(data["scheme"], job)
     commit = data.get("commit")
     run["commit"] = commit if isinstance(commit, str) and commit else read_commit(os.path.join(directory, "commit"))
     for direction in ["up", "down"]:
@@ -134,17 +138,35 @@ def read_summary(path: str) -> dict:
     return run
 
 
-def job_seed(path: str):
-    """train.seed of the run's job.yaml (the effective job `sketchps run` writes), or None: no file, no key,
-    or no yaml module. The job's default seed is 1, and the effective job states it."""
+def read_job(path: str):
+    """The run's job.yaml (the effective job `sketchps run` writes) as a dict, or None: no file, a broken
+    file, or no yaml module."""
     try:
         import yaml
         with open(path, encoding="utf-8") as f:
             job = yaml.safe_load(f)
-    except Exception:  # no yaml module, no file, a broken file: the seed is unknown
+    except Exception:  # no yaml module, no file, a broken file: unknown
         return None
-    seed = job.get("train", {}).get("seed") if isinstance(job, dict) and isinstance(job.get("train"), dict) else None
+    return job if isinstance(job, dict) else None
+
+
+def job_seed(job):
+    """train.seed of a job (read_job), or None. The job's default seed is 1, and the effective job states it."""
+    train = job.get("train") if isinstance(job, dict) else None
+    seed = train.get("seed") if isinstance(train, dict) else None
     return seed if is_number(seed) else None
+
+
+def series_of(scheme: str, job) -> str:
+    """The scheme, or "<scheme>+floor" when the job turns its recovery floor on (scheme.<scheme>.budget_factor
+    > 1 or recovery_floor > 0): a sweep may run a sketch method both ways at one density."""
+    section = job.get("scheme") if isinstance(job, dict) else None
+    own = section.get(scheme) if isinstance(section, dict) else None
+    if isinstance(own, dict):
+        budget, floor = own.get("budget_factor", 1), own.get("recovery_floor", 0)
+        if (is_number(budget) and budget > 1) or (is_number(floor) and floor > 0):
+            return scheme + "+floor"
+    return scheme
 
 
 def read_commit(path: str):
@@ -207,7 +229,9 @@ def previous_target_for(scheme: str, model: str):
 
 
 def scheme_rank(scheme: str) -> tuple:
-    return (SCHEME_ORDER.index(scheme), "") if scheme in SCHEME_ORDER else (len(SCHEME_ORDER), scheme)
+    """The order of SCHEME_ORDER, others alphabetically after; a series "<scheme>+floor" right after its scheme."""
+    base = scheme.split("+")[0]
+    return (SCHEME_ORDER.index(base), scheme) if base in SCHEME_ORDER else (len(SCHEME_ORDER), scheme)
 
 
 def pareto_front(points) -> list[tuple]:
@@ -348,7 +372,7 @@ def fidelity_rows(runs: list[dict]) -> list[dict]:
 
 
 def point_label(run: dict) -> str:
-    return "dense" if run["scheme"] == "dense" else f"{run['scheme']} @ {run['density']:g}"
+    return "dense" if run["scheme"] == "dense" else f"{run.get('series', run['scheme'])} @ {run['density']:g}"
 
 
 def sweep_points(runs: list[dict], key: str) -> list[tuple]:
@@ -366,7 +390,7 @@ def check_sweep(runs: list[dict]) -> None:
     for r in runs:
         if r["scheme"] == "dense":
             continue  # several dense runs are several reference lines
-        key = (r["scheme"], r["density"])
+        key = (r["series"], r["density"])
         if key in seen:
             raise ReportError(f"two runs of {point_label(r)}: {seen[key]} and {r['path']}")
         seen[key] = r["path"]
@@ -519,8 +543,8 @@ def front_lines(runs: list[dict], key: str, direction: str) -> list[str]:
 
 
 def sweep_markdown(runs: list[dict]) -> str:
-    ordered = sorted(runs, key=lambda r: (scheme_rank(r["scheme"]), -r["density"]))
-    cells = [[r["scheme"], fmt_density(r["scheme"], r["density"]), fmt_percent(r["final_test_accuracy"]),
+    ordered = sorted(runs, key=lambda r: (scheme_rank(r["scheme"]), r["series"], -r["density"]))
+    cells = [[r["series"], fmt_density(r["scheme"], r["density"]), fmt_percent(r["final_test_accuracy"]),
               fmt_ratio(r["compression_ratio_up"]), fmt_ratio(r["compression_ratio_down"])] for r in ordered]
     lines = [f"## Test accuracy against compression: {describe_group(runs[0])}", ""]
     lines += md_table(SWEEP_COLUMNS, cells) + ["", caption(runs)]
@@ -533,11 +557,17 @@ def sweep_markdown(runs: list[dict]) -> str:
 
 
 def scheme_styles(schemes) -> dict:
-    """scheme -> (colour, marker), the same for a scheme in every figure of a sweep."""
-    others = sorted(s for s in set(schemes) if s not in SCHEME_ORDER)
+    """scheme -> (colour, marker, line style), the same for a scheme in every figure of a sweep; a series
+    "<scheme>+floor" has its scheme's colour and marker, dashed."""
+    schemes = set(schemes)
+    bases = {s.split("+")[0] for s in schemes}
+    others = sorted(s for s in bases if s not in SCHEME_ORDER)
     styles = {}
     for n, scheme in enumerate(SCHEME_ORDER[1:] + others):
-        styles[scheme] = (COLOURS[n % len(COLOURS)], MARKERS[n % len(MARKERS)])
+        styles[scheme] = (COLOURS[n % len(COLOURS)], MARKERS[n % len(MARKERS)], "-")
+    for series in {s for s in schemes if "+" in s}:
+        colour, marker, _ = styles[series.split("+")[0]]
+        styles[series] = (colour, marker, "--")
     return styles
 
 
@@ -552,7 +582,7 @@ def write_figure(runs: list[dict], key: str, direction: str, prefix: str) -> lis
     matplotlib.rcParams["svg.hashsalt"] = "sketchps-fidelity"  # the same SVG for the same inputs
 
     points = sweep_points(runs, key)
-    styles = scheme_styles(r["scheme"] for r in runs)
+    styles = scheme_styles(r["series"] for r in runs)
     text = textwrap.wrap(caption(runs), 140)
     bottom = 0.13 + 0.03 * len(text)
     fig, ax = plt.subplots(figsize=(10, 6))
@@ -564,10 +594,11 @@ def write_figure(runs: list[dict], key: str, direction: str, prefix: str) -> lis
     for n, (x, acc, _) in enumerate(dense):
         ax.axhline(acc, color=DENSE_COLOUR, linestyle="--", linewidth=1, label="dense" if n == 0 else None)
         ax.plot([x], [acc], marker="o", color=DENSE_COLOUR, linestyle="none")
-    for scheme in sorted({p[2]["scheme"] for p in points} - {"dense"}, key=scheme_rank):
-        series = sorted((p for p in points if p[2]["scheme"] == scheme), key=lambda p: p[0])
-        colour, marker = styles[scheme]
-        ax.plot([p[0] for p in series], [p[1] for p in series], color=colour, marker=marker, label=scheme)
+    for scheme in sorted({p[2]["series"] for p in points} - {"dense"}, key=scheme_rank):
+        series = sorted((p for p in points if p[2]["series"] == scheme), key=lambda p: p[0])
+        colour, marker, line = styles[scheme]
+        ax.plot([p[0] for p in series], [p[1] for p in series], color=colour, marker=marker, linestyle=line,
+                label=scheme)
         for x, acc, run in series:
             ax.annotate(f"{run['density']:g}", (x, acc), textcoords="offset points", xytext=(4, 4),
                         fontsize=7, color=colour)

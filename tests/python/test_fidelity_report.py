@@ -242,6 +242,35 @@ def test_sweep_writes_figures_and_fronts(sweep_runs, tmp_path):
     assert "machine: machine A, 2 cores; machine B; date: 2026-11-25T12:00:00Z\n" in text
 
 
+def test_series_of_names_the_floor_from_the_job():
+    assert report.series_of("gs_sgd", None) == "gs_sgd"
+    assert report.series_of("gs_sgd", {"scheme": {"name": "gs_sgd", "gs_sgd": {"rows": 1}}}) == "gs_sgd"
+    assert report.series_of("gs_sgd", {"scheme": {"gs_sgd": {"budget_factor": 1}}}) == "gs_sgd"
+    assert report.series_of("gs_sgd", {"scheme": {"gs_sgd": {"budget_factor": 2.57}}}) == "gs_sgd+floor"
+    assert report.series_of("sketched_sgd", {"scheme": {"sketched_sgd": {"recovery_floor": 0.03}}}) == \
+        "sketched_sgd+floor"
+    # another scheme's section does not count
+    assert report.series_of("topk", {"scheme": {"gs_sgd": {"recovery_floor": 0.03}}}) == "topk"
+
+
+def test_sweep_floor_runs_are_a_series_of_their_own(sweep_runs, tmp_path):
+    floor = write_run(sweep_runs, "gs_sgd-0.001-floor", scheme="gs_sgd", epochs=1.0, density=0.001,
+                      final_test_accuracy=0.87, compression_ratio_up=250.0, compression_ratio_down=150.0)
+    (floor / "job.yaml").write_text("scheme: {name: gs_sgd, density: 0.001, gs_sgd: {recovery_floor: 0.03}}\n")
+    prefix = tmp_path / "sweep"
+    done = run_script("sweep", sweep_runs, "--out", prefix)
+    assert done.returncode == 0, done.stderr  # not a duplicate of gs_sgd @ 0.001
+    text = (tmp_path / "sweep.md").read_text()
+    rows = [[c.strip() for c in line.split("|")[1:4]] for line in text.splitlines() if line.startswith("| ")][1:]
+    assert rows[-3:] == [["gs_sgd", "0.01", "88.00%"], ["gs_sgd", "0.001", "85.50%"],
+                         ["gs_sgd+floor", "0.001", "87.00%"]]
+    assert section(text, "Pareto front (uplink)") == [
+        "- dense: 90.00%, 1.0x up", "- topk @ 0.01: 88.50%, 50.0x up", "- gs_sgd+floor @ 0.001: 87.00%, 250.0x up",
+        "- topk @ 0.001: 86.00%, 400.0x up"]
+    assert report.scheme_styles(["gs_sgd", "gs_sgd+floor"])["gs_sgd+floor"][:2] == \
+        report.scheme_styles(["gs_sgd"])["gs_sgd"][:2]
+
+
 def test_sweep_mixed_models_exit_2(sweep_runs, tmp_path):
     write_run(tmp_path / "other", "resnet", model="resnet", epochs=1.0)
     done = run_script("sweep", sweep_runs, tmp_path / "other", "--out", tmp_path / "s")

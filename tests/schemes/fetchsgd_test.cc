@@ -279,8 +279,8 @@ TEST_CASE("FetchSGD: a worker with a non-finite gradient skips, replicas stay id
 
 TEST_CASE("FetchSGD configuration: defaults, reading, and errors that name the key", "[schemes][fetchsgd][config]") {
   const FetchSgdConfig defaults;
-  CHECK(defaults.rows == 1);
-  CHECK(defaults.cols_factor == 20.0);
+  CHECK(defaults.rows == 0);  // auto
+  CHECK(defaults.cols_factor == 0.0);
   CHECK(defaults.p2 == 0);
   CHECK(defaults.table == SketchSizing::Table::kF16);
   CHECK(defaults.momentum == 0.9);
@@ -291,8 +291,11 @@ TEST_CASE("FetchSGD configuration: defaults, reading, and errors that name the k
   c.momentum = -0.1;
   CHECK_THAT(Message(c.Validate("scheme.fetchsgd")), Catch::StartsWith("scheme.fetchsgd.momentum:"));
   c = {};
-  c.rows = 0;
+  c.rows = 65;
   CHECK_THAT(Message(c.Validate("scheme.fetchsgd")), Catch::StartsWith("scheme.fetchsgd.rows:"));
+  c = {};
+  c.cols = std::uint64_t{1} << 27;  // fits one row, not the 5 rows auto may choose
+  CHECK_THAT(Message(c.Validate("scheme.fetchsgd")), Catch::StartsWith("scheme.fetchsgd.cols:"));
 
   ConfigReader good(YAML::Load("{momentum: 0.5, rows: 3, cols: 64, table: f32}"), "scheme.fetchsgd");
   FetchSgdConfig read;
@@ -314,8 +317,44 @@ TEST_CASE("FetchSGD configuration: defaults, reading, and errors that name the k
   CHECK_FALSE(bound->global_momentum);
   CHECK(bound->reduction_state);
   CHECK(std::string(bound->make(SchemeContext{0, 2, 0, 100, {}, 5, 1})->name()) == "fetchsgd");
-  CHECK_THAT(SchemeConfigError("fetchsgd", "{cols_factor: 0}"), Catch::Contains("scheme.fetchsgd.cols_factor"));
-  // The low-density warning (measured divergence of the defaults at density 0.001), not at 0.5% and above.
-  CHECK_THAT(Fetch()(SchemeContext{0, 2, 0, 1000, {}, 1, 1})->advisory(), Catch::Contains("scheme.density"));
-  CHECK(Fetch()(SchemeContext{0, 2, 0, 1000, {}, 5, 1})->advisory().empty());
+  CHECK_THAT(SchemeConfigError("fetchsgd", "{cols_factor: -1}"), Catch::Contains("scheme.fetchsgd.cols_factor"));
+  // The low-density warning (measured divergence of one row below k = 0.5% of the range): only for an
+  // explicit one-row table there; auto sizing takes 5 rows.
+  FetchSgdConfig one_row;
+  one_row.rows = 1;
+  CHECK_THAT(Fetch(one_row)(SchemeContext{0, 2, 0, 1000, {}, 4, 1})->advisory(), Catch::Contains("scheme.density"));
+  CHECK(Fetch(one_row)(SchemeContext{0, 2, 0, 1000, {}, 5, 1})->advisory().empty());
+  CHECK(Fetch()(SchemeContext{0, 2, 0, 1000, {}, 1, 1})->advisory().empty());
+}
+
+TEST_CASE("FetchSGD auto sizing: one row of 20k from k = 0.5% of the range, 5 rows of 4k below, as sent",
+          "[schemes][fetchsgd][config]") {
+  struct Case {
+    std::uint64_t d, k;
+    FetchSgdConfig config;
+    std::uint32_t rows, cols;
+  };
+  FetchSgdConfig three_rows;
+  three_rows.rows = 3;  // explicit rows, auto cols_factor: 20 / 3
+  FetchSgdConfig wide;
+  wide.cols_factor = 8;  // explicit cols_factor, auto rows
+  const std::vector<Case> cases = {
+      {1000, 5, {}, 1, 100},  // exactly 0.5%: one row
+      {1000, 4, {}, 5, 16},   // below: 5 rows, the same 20k cells
+      {2000, 10, {}, 1, 200}, {2000, 9, {}, 5, 36},     {1000, 2, three_rows, 3, 14},  // ceil(20 / 3 * 2)
+      {1000, 4, wide, 5, 32}, {1000, 50, wide, 1, 400},
+  };
+  for (const Case& c : cases) {
+    INFO("d " << c.d << " k " << c.k << " rows " << c.config.rows << " cols_factor " << c.config.cols_factor);
+    const SketchSizing sizing = c.config.SizingFor(c.k, c.d);
+    CHECK(sizing.rows == c.rows);
+    CHECK(sizing.ColsFor(c.k, c.d) == c.cols);
+    // What the workers send: the table of that shape (the reducer takes r and c from it).
+    auto schemes = MakeWorkers(2, c.d, c.k, 1, Fetch(c.config));
+    std::mt19937_64 rng(3);
+    const auto round = RequireManualRound(schemes, 0, {RandomGradient(c.d, rng), RandomGradient(c.d, rng)});
+    const auto& table = std::get<SketchTable>(*round.payloads[0][0]);
+    CHECK(table.rows == c.rows);
+    CHECK(table.cols == c.cols);
+  }
 }
