@@ -17,7 +17,8 @@ CandidateController::CandidateController(const CandidatePlan& plan) : plan_(plan
   const std::uint64_t configured = std::max<std::uint64_t>(1, std::min(plan_.configured, plan_.dim));
   const double factor = std::max(1.0, plan_.budget_factor);
   budget_ = static_cast<std::uint64_t>(std::floor(factor * static_cast<double>(bytes(configured))));
-  const std::uint64_t affordable = budget_ > plan_.table_bytes ? (budget_ - plan_.table_bytes) / 4 : 0;
+  const std::uint64_t value_bytes = std::max<std::uint64_t>(1, plan_.value_bytes);
+  const std::uint64_t affordable = budget_ > plan_.table_bytes ? (budget_ - plan_.table_bytes) / value_bytes : 0;
   max_ = std::max(configured, std::min(plan_.dim, affordable));
   floor_ = plan_.floor > 0 ? static_cast<std::uint64_t>(std::ceil(plan_.floor * static_cast<double>(plan_.dim))) : 0;
   floor_ = std::min(floor_, plan_.dim);

@@ -13,9 +13,10 @@
 // and that mass levels off; one that misses keeps leaving mass behind, the residual grows, and the
 // candidates' exact sums (largely entries the sketch picked at random from that residual) grow with it.
 //
-//   budget   B = floor(budget_factor x (table + 4 K_configured)) bytes up per worker per round for this
-//            range, table = r x c x (2 with table f16, 4 with f32) (the methods table's 2rc + 4p2k);
-//   cap      K_max = min(d, floor((B - table) / 4)), at least K_configured;
+//   budget   B = floor(budget_factor x (table + v K_configured)) bytes up per worker per round for this
+//            range, table = r x c x (2 with table f16, 4 with f32), v = the bytes of one candidate value
+//            on the wire (4; 2 with scheme.values f16 or bf16) (the methods table's 2rc + 4p2k);
+//   cap      K_max = min(d, floor((B - table) / v)), at least K_configured;
 //   floor    K_floor = ceil(recovery_floor x d): the candidates' share of the range the measured rule asks;
 //   start    K_0 = min(max(K_configured, K_floor), K_max); the floor "does not fit" when K_floor > K_max;
 //   rounds   W = adapt_window compressed rounds form a window; m_j, the geometric mean of its returned masses
@@ -45,6 +46,7 @@ struct CandidatePlan {
   std::uint64_t dim = 0;          // d, the range
   std::uint64_t configured = 0;   // K from p2: min(p2 x k, d), >= 1
   std::uint64_t table_bytes = 0;  // the sketch table's bytes on the wire
+  std::uint64_t value_bytes = 4;  // one candidate value's bytes on the wire (2 with scheme.values f16, bf16)
   double budget_factor = 1.0;     // >= 1
   double floor = 0.0;             // candidates' share of d, in [0, 1]; 0: none
   std::uint64_t window = 20;      // rounds per window, >= 1
@@ -66,7 +68,7 @@ class CandidateController {
   std::uint64_t max_candidates() const { return max_; }
   std::uint64_t floor_candidates() const { return floor_; }
   std::uint64_t budget_bytes() const { return budget_; }
-  std::uint64_t bytes(std::uint64_t candidates) const { return plan_.table_bytes + 4 * candidates; }
+  std::uint64_t bytes(std::uint64_t candidates) const { return plan_.table_bytes + plan_.value_bytes * candidates; }
   // Whether the budget affords the floor's candidates at all.
   bool floor_fits() const { return floor_ <= max_; }
   // Growth at K_max in the last judged window.

@@ -24,12 +24,13 @@ absl::Status KeyError(const std::string& prefix, const char* key, const std::str
 
 std::uint64_t KeepOf(std::uint64_t k, std::uint64_t dim) { return std::max<std::uint64_t>(1, std::min(k, dim)); }
 
-CandidatePlan PlanOf(const SketchSizing& sizing, std::uint64_t k, std::uint64_t dim) {
+CandidatePlan PlanOf(const SketchSizing& sizing, std::uint64_t k, std::uint64_t dim, ValueEncoding values) {
   CandidatePlan plan;
   plan.dim = dim;
   plan.configured = KeepOf(std::uint64_t{sizing.p2} * k, dim);
   const std::uint64_t cells = std::uint64_t{sizing.rows} * sizing.ColsFor(k, dim);
   plan.table_bytes = cells * (sizing.table == SketchSizing::Table::kF16 ? 2 : 4);
+  plan.value_bytes = values == ValueEncoding::kF32 ? 4 : 2;  // the candidates' exact values (phase 1)
   plan.budget_factor = sizing.budget_factor;
   plan.floor = sizing.recovery_floor;
   plan.window = sizing.adapt_window;
@@ -111,7 +112,7 @@ SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& siz
     : dim_(ctx.dim),
       sizing_(sizing),
       k_(KeepOf(ctx.k, ctx.dim)),
-      floor_(PlanOf(sizing, k_, ctx.dim)),
+      floor_(PlanOf(sizing, k_, ctx.dim, ctx.values)),
       values_(floor_.max_candidates()),
       taken_(sizing.keep == SketchSizing::Keep::kCandidates && sizing.p2 > 0 ? floor_.max_candidates() : k_) {
   auto hash =

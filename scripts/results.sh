@@ -136,13 +136,15 @@ seed_suffix() {
 # The sketches at >= 50x (docs/results.md "The recovery floor at >= 50x"): with their default sizings
 # they diverge there, so gs-SGD and Sketched-SGD run with the recovery floor on, within a budget of
 # about 8,050 bytes up per shard and round (53x): a one-row table of 1,000 f16 columns (2,000 bytes),
-# candidate values in f16 (scheme.values), budget_factor 2.57 (K_max = 3,046 candidates, 2.8% of a
-# shard, by the floor's 4-byte count) and recovery_floor 0.0276 (start at K_max); Sketched-SGD keeps
-# every candidate (keep: candidates, p2 8), as gs-SGD does. FetchSGD has no recovery floor (no second
-# phase): its row is a 5 x 792 table (the bytes of its default 1 x 3,960 at density 0.0018, 55x).
+# candidate values in f16 (scheme.values), budget_factor 2.1522 (K_max = 3,046 candidates, 2.8% of a
+# shard: (2.1522 x (2,000 + 2 x 880) - 2,000) / 2; the rows were measured with 2.57 when the budget
+# counted 4 bytes per f16 value, the same K_max) and recovery_floor 0.0276 (3,040 candidates to start);
+# Sketched-SGD keeps every candidate (keep: candidates, p2 8), as gs-SGD does. FetchSGD has no recovery
+# floor (no second phase): its row is a 5 x 792 table, which its auto sizing chooses at density 0.0018
+# (55x).
 # floor_keys METHOD: those overrides, under scheme.METHOD.
 floor_keys() {
-  echo "scheme.values=f16 scheme.$1.rows=1 scheme.$1.cols=1000 scheme.$1.budget_factor=2.57 scheme.$1.recovery_floor=0.0276"
+  echo "scheme.values=f16 scheme.$1.rows=1 scheme.$1.cols=1000 scheme.$1.budget_factor=2.1522 scheme.$1.recovery_floor=0.0276"
 }
 cnn_table=(
   "dense 1"

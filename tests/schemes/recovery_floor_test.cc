@@ -33,9 +33,10 @@ struct NaiveRun {
 
 NaiveRun NaiveFloor(const CandidatePlan& plan, const std::vector<double>& masses) {
   const std::uint64_t configured = std::max<std::uint64_t>(1, std::min(plan.configured, plan.dim));
+  const std::uint64_t v = plan.value_bytes;
   const std::uint64_t budget =
-      static_cast<std::uint64_t>(std::floor(plan.budget_factor * double(plan.table_bytes + 4 * configured)));
-  std::uint64_t cap = budget > plan.table_bytes ? (budget - plan.table_bytes) / 4 : 0;
+      static_cast<std::uint64_t>(std::floor(plan.budget_factor * double(plan.table_bytes + v * configured)));
+  std::uint64_t cap = budget > plan.table_bytes ? (budget - plan.table_bytes) / v : 0;
   cap = std::max(configured, std::min(plan.dim, cap));
   const std::uint64_t floor_k =
       std::min<std::uint64_t>(plan.dim, static_cast<std::uint64_t>(std::ceil(plan.floor * double(plan.dim))));
@@ -105,6 +106,7 @@ TEST_CASE("The recovery floor controller follows a naive reference of its rule",
   plan.dim = 5000;
   plan.configured = 40;
   plan.table_bytes = 400;
+  plan.value_bytes = GENERATE(4u, 2u);  // f32 or f16 candidate values
   plan.budget_factor = GENERATE(1.0, 2.5, 40.0);
   plan.floor = GENERATE(0.0, 0.01, 0.5);
   plan.window = GENERATE(1u, 3u, 7u);
@@ -132,7 +134,35 @@ TEST_CASE("The recovery floor controller follows a naive reference of its rule",
   }
   // Never beyond the budget.
   CandidateController c(plan);
-  for (std::uint64_t k : got.k) CHECK(plan.table_bytes + 4 * k <= std::max(c.budget_bytes(), c.bytes(40)));
+  for (std::uint64_t k : got.k) {
+    CHECK(plan.table_bytes + plan.value_bytes * k <= std::max(c.budget_bytes(), c.bytes(40)));
+  }
+}
+
+TEST_CASE("The budget counts the candidate values' bytes as they travel: 2 with scheme.values f16",
+          "[schemes][recovery_floor]") {
+  // d = 4000, k = 10, p2 = 2: 20 candidates configured; a 5 x 10 f16 table: 100 bytes. budget_factor 4:
+  // 4 x (100 + 4 x 20) = 720 bytes, (720 - 100) / 4 = 155 candidates with f32 values;
+  // 4 x (100 + 2 x 20) = 560 bytes, (560 - 100) / 2 = 230 with f16 or bf16 values.
+  // recovery_floor 1 starts at K_max, which the first round's phase spec shows.
+  const std::uint64_t d = 4000, k = 10;
+  struct Case {
+    ValueEncoding values;
+    std::uint64_t candidates;
+  };
+  for (const Case& c :
+       {Case{ValueEncoding::kF32, 155}, Case{ValueEncoding::kF16, 230}, Case{ValueEncoding::kBF16, 230}}) {
+    INFO("values " << static_cast<int>(c.values));
+    const GsSgdConfig config = Adaptive(4, 1.0, 20, 2, 1);
+    auto schemes = MakeWorkers(2, d, k, 7, [&](SchemeContext ctx) {
+      ctx.values = c.values;
+      return MakeGsSgdScheme(std::move(ctx), config);
+    });
+    std::mt19937_64 rng(4);
+    const auto r = RequireManualRound(schemes, 0, {RandomGradient(d, rng), RandomGradient(d, rng)});
+    CHECK(Candidates(r) == c.candidates);
+    CHECK(std::get<DenseValues>(*r.payloads.at(1).at(0)).values.size() == c.candidates);
+  }
 }
 
 TEST_CASE("The recovery floor starts at the floor's candidates when the budget affords them",
