@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/results.md's fidelity table and accuracy/compression curves from scratch:
 #
-#   bash scripts/results.sh [table|table-cnn|table-resnet|sweep|all] [--out DIR] [--seeds N]
+#   bash scripts/results.sh [table|table-cnn|table-resnet|sweep|vgg|all] [--out DIR] [--seeds N]
 #                           [--first-seed S] [--only REGEX] [--bin-dir DIR] [--set k=v]...
 #                                                                              (default: all, runs/results)
 #
@@ -15,6 +15,10 @@
 #                 once, and gs-SGD and Sketched-SGD at 0.003 and 0.001 again with the table's recovery
 #                 floor settings (the series "<scheme>+floor"), seed 1. Writes DIR/sweep.md and DIR/sweep-uplink.{png,svg},
 #                 DIR/sweep-downlink.{png,svg}.
+#   vgg           every method at density 0.002 and dense on the 5.6M-parameter VGG-like CNN of
+#                 bench/e2e/workload_vgg.py (docs/performance.md's larger workload: 4 workers x batch 16,
+#                 200 rounds, lr 0.1, cosine), seed 1, the final evaluation on all 10,000 test images.
+#                 Writes DIR/vgg.md and DIR/vgg-{uplink,downlink}.{png,svg} (a sweep report).
 #   --seeds N     the tables' rows each run with train.seed = 1..N (default 1), seed-major: every row's
 #                 seed 1, then every row's seed 2, ..., so an interrupted regeneration has whole seeds.
 #                 train.seed sets the initial weights, the data order, the sketch hashes and DGC's
@@ -41,7 +45,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage="usage: results.sh [table|table-cnn|table-resnet|sweep|all] [--out DIR] [--seeds N] [--first-seed S] [--only REGEX] [--bin-dir DIR] [--set k=v]..."
+usage="usage: results.sh [table|table-cnn|table-resnet|sweep|vgg|all] [--out DIR] [--seeds N] [--first-seed S] [--only REGEX] [--bin-dir DIR] [--set k=v]..."
 part=all
 out=runs/results
 seeds=1
@@ -51,7 +55,7 @@ bin_dir=
 extra=()
 while (($#)); do
   case "$1" in
-    table | table-cnn | table-resnet | sweep | all) part=$1 ;;
+    table | table-cnn | table-resnet | sweep | vgg | all) part=$1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
     --seeds) seeds=${2:?--seeds needs a count}; shift ;;
     --first-seed) first_seed=${2:?--first-seed needs a seed}; shift ;;
@@ -246,16 +250,38 @@ sweep() {
   "$python" bench/fidelity/report.py sweep "${ran[@]}" --out "$out/sweep"
 }
 
+# The larger workload (docs/performance.md "vgg"): its job, every method at one density.
+vgg_job=(--set model=vgg --set data.batch_size=16 --set train.rounds=200 --set train.eval_every_rounds=100
+  --set train.eval_samples=10000 --set optimizer.lr=0.1 --set optimizer.momentum=0.9 --set optimizer.schedule=cosine
+  --set "optimizer.warmup=10 rounds" --set optimizer.warmup_start_factor=0.1)
+vgg_schemes=(dense topk dgc gtopk sketched_sgd gs_sgd fetchsgd sdagc sidco scalecom)
+vgg() {
+  local dir=$out/vgg scheme
+  mkdir -p "$dir"
+  ran=()
+  for scheme in "${vgg_schemes[@]}"; do
+    if [[ $scheme == dense ]]; then
+      run "$dir" "vgg-dense" "${vgg_job[@]}" --set scheme.name=dense --set scheme.density=1
+    else
+      run "$dir" "vgg-$scheme-0.002" "${vgg_job[@]}" --set scheme.name="$scheme" --set scheme.density=0.002
+    fi
+  done
+  "$python" bench/fidelity/report.py sweep "${ran[@]}" --out "$out/vgg"
+}
+
 sweep_total=$((1 + ${#sweep_schemes[@]} * ${#sweep_densities[@]} + ${#sweep_floor[@]}))
 case "$part" in
   table) total=$(((${#cnn_table[@]} + ${#resnet_table[@]}) * runs_seeds + ${#cnn_old_bar[@]} * old_bar)); table cnn resnet ;;
   table-cnn) total=$((${#cnn_table[@]} * runs_seeds + ${#cnn_old_bar[@]} * old_bar)); table cnn ;;
   table-resnet) total=$((${#resnet_table[@]} * runs_seeds)); table resnet ;;
   sweep) total=$sweep_total; sweep ;;
+  vgg) total=${#vgg_schemes[@]}; vgg ;;
   all)
-    total=$(((${#cnn_table[@]} + ${#resnet_table[@]}) * runs_seeds + ${#cnn_old_bar[@]} * old_bar + sweep_total))
+    total=$(((${#cnn_table[@]} + ${#resnet_table[@]}) * runs_seeds + ${#cnn_old_bar[@]} * old_bar + sweep_total
+      + ${#vgg_schemes[@]}))
     table cnn resnet
     sweep
+    vgg
     ;;
 esac
 if ((${#failed[@]})); then
