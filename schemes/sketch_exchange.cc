@@ -183,7 +183,9 @@ std::string SketchExchange::advisory() const {
                       "\"Why the sketches diverge\"); raise p2 or density, or set budget_factor (>= ",
                       absl::StrFormat("%.2f", static_cast<double>(floor_.bytes((dim_ + 99) / 100)) /
                                                   static_cast<double>(floor_.bytes(KeepOf(sizing_.p2 * k_, dim_)))),
-                      " for 1%) and recovery_floor: 0.01, or watch recovered_share with scheme.diagnostics: true");
+                      " for 1%) and recovery_floor: 0.01 (at density 0.001 on the CNN only a one-row table with f16 "
+                      "values learned within 55x: docs/results.md \"The recovery floor at >= 50x\"), or watch "
+                      "recovered_share with scheme.diagnostics: true");
 }
 
 void SketchExchange::Observe(const Aggregate& g, std::uint64_t round, const char* scheme, std::uint32_t worker,
