@@ -33,6 +33,10 @@ Kubernetes (per rendered overlay):
     certificates) and no placeholder Secret (empty values, or the sketchps.io/placeholder
     annotation); no secret reaches a container through env (secretKeyRef, envFrom, or a literal
     value under a secret-like name);
+  - checkpoint key: every daemon gets --checkpoint-key-file (or SKETCHPS_CHECKPOINT_KEY_FILE), a
+    file in the read-only mount, without subPath, of a Secret volume that the pod's user can read
+    (as the certificates; if the volume lists items, one of them is that file), the same Secret and
+    file for the shards and the workers (one key per job); the manifests do not define that Secret;
   - S and P agree everywhere: the one setting (ConfigMap sketchps-scale), the Jobs' completions and
     parallelism, each daemon's effective
     `workers`/`servers` (--set, else job.yaml), the workers' WORLD_SIZE, and the server list the
@@ -53,6 +57,10 @@ Compose:
   - TLS: a one-shot `sketchps certs` service writes into a named volume; every daemon waits for it
     to complete successfully, mounts that volume read-only at its TLS folder, and does not run
     --insecure; certs --workers/--servers are P and S;
+  - checkpoint key: every daemon gets --checkpoint-key-file (or SKETCHPS_CHECKPOINT_KEY_FILE), the
+    same file for all, on a read-only mount: a bind mount, or a named volume that a one-shot service
+    mounts writable and names the file in its command (the key's maker), which the daemon waits for
+    (service_completed_successfully);
   - the mounted job file agrees with the number of shard and worker services, their SKETCHPS_SHARD
     and RANK values, WORLD_SIZE and SKETCHPS_SERVERS (a list, or a {shard} address).
 """
@@ -307,6 +315,50 @@ def daemons_of(src: str, workload: dict, objects: list[dict], index: int, r: Rep
     return out
 
 
+def secret_readable(mode: int, pod_security: dict) -> bool:
+    """Whether the pod's user can read the files of a Secret volume (root-owned, group fsGroup)."""
+    return bool((mode & 0o004) or ((mode & 0o040) and pod_security.get("fsGroup") is not None)
+                or ((mode & 0o400) and pod_security.get("runAsUser") == 0))
+
+
+def check_checkpoint_key(src: str, d: Daemon, secret_names: dict[str, set], r: Report) -> tuple[str, str] | None:
+    """The daemon's --checkpoint-key-file is a file of a read-only, readable Secret mount; returns
+    (Secret, key in it) and records the Secret's name."""
+    path = d.flag("--checkpoint-key-file", "SKETCHPS_CHECKPOINT_KEY_FILE")
+    if not path:
+        r.add(src, d.owner, "no checkpoint key: neither --checkpoint-key-file nor SKETCHPS_CHECKPOINT_KEY_FILE (its "
+              "checkpoints or state files would carry no integrity tag; deploy/k8s/make-certs.py makes the key's Secret)")
+        return None
+    pod = d.workload["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    folder, _, name = path.rstrip("/").rpartition("/")
+    mount = next((m for m in d.container.get("volumeMounts") or []
+                  if m.get("mountPath", "").rstrip("/") in (folder.rstrip("/"), path.rstrip("/"))), None)
+    if mount is None or "secret" not in volumes.get(mount.get("name"), {}):
+        r.add(src, d.owner, f"the checkpoint key file {path} is not in the mount of a Secret volume")
+        return None
+    secret = volumes[mount["name"]]["secret"]
+    secret_names.setdefault(secret.get("secretName"), set()).add(d.owner)
+    if mount.get("readOnly") is not True:
+        r.add(src, d.owner, f"the checkpoint key's volume {mount['name']} is not mounted readOnly")
+    if mount.get("subPath"):
+        r.add(src, d.owner, f"the checkpoint key's volume {mount['name']} is mounted with subPath")
+        return None
+    if mount.get("mountPath", "").rstrip("/") == path.rstrip("/"):
+        r.add(src, d.owner, f"the checkpoint key file {path} is the mount point of the Secret volume {mount['name']} "
+              "(a folder): name a file in it")
+        return None
+    items = secret.get("items")
+    key = name if items is None else next((i.get("key") for i in items if i.get("path") == name), None)
+    if key is None:
+        r.add(src, d.owner, f"the checkpoint key's volume {mount['name']} lists items without the file {name}")
+    mode = secret.get("defaultMode", 0o644)
+    if not secret_readable(mode, pod.get("securityContext") or {}):
+        r.add(src, d.owner, f"the checkpoint key file (defaultMode {mode:#o}, owner root) is not readable by the "
+              "pod's user: give the group read bit and set the pod's fsGroup")
+    return secret.get("secretName"), key
+
+
 def check_tls(src: str, d: Daemon, identities: list[str], secret_names: dict[str, set], r: Report):
     """The daemon runs with TLS from a read-only, readable Secret mount; records the Secret's name."""
     if d.flag("--insecure") is not None or "--insecure" in d.sim.argv or truthy(d.sim.env.get("SKETCHPS_INSECURE")):
@@ -336,9 +388,7 @@ def check_tls(src: str, d: Daemon, identities: list[str], secret_names: dict[str
             r.add(src, d.owner, f"the certificates' volume lists items without {', '.join(missing[:6])}"
                   f"{' ...' if len(missing) > 6 else ''} (the daemon reads ca.pem, <identity>.pem and .key)")
     mode = secret.get("defaultMode", 0o644)
-    sc = pod.get("securityContext") or {}
-    readable = (mode & 0o004) or ((mode & 0o040) and sc.get("fsGroup") is not None) or ((mode & 0o400) and sc.get("runAsUser") == 0)
-    if not readable:
+    if not secret_readable(mode, pod.get("securityContext") or {}):
         r.add(src, d.owner, f"the certificate files (defaultMode {mode:#o}, owner root) are not readable by the "
               "pod's user: give the group read bit and set the pod's fsGroup")
 
@@ -439,6 +489,7 @@ def check_scale_and_tls(src, server_job, worker_job, objects, job_spec, secret_n
                       for p in c.get("ports") or [] if p.get("name") == "grpc"), None)
     expected = ",".join(f"{server_job['metadata']['name']}-{i}.{server_pod.get('subdomain')}:{grpc_port}" for i in range(s_count))
     idle_flags = []
+    keys: dict[str, tuple[str, str] | None] = {}
     for index in sorted({0, s_count - 1}):
         for d in daemons_of(src, server_job, objects, index, r):
             w, s = effective_scale(d, job_spec)
@@ -454,6 +505,7 @@ def check_scale_and_tls(src, server_job, worker_job, objects, job_spec, secret_n
             if index == 0:
                 idle_flags.append((d.owner, d.flag("--idle-exit-seconds")))
                 check_tls(src, d, [f"server-{i}" for i in range(s_count)], secret_names, r)
+                keys[d.owner] = check_checkpoint_key(src, d, secret_names, r)
                 if d.flag("--tls-dir", "SKETCHPS_TLS_DIR") and port_of(d.flag("--health-listen")) is None:
                     r.add(src, d.owner, "no --health-listen: with TLS the gRPC port cannot answer the kubelet's probes")
     patience = []
@@ -472,6 +524,12 @@ def check_scale_and_tls(src, server_job, worker_job, objects, job_spec, secret_n
             shown = f"'{srv}'" + (f" (expanded: '{got}')" if got != srv else "")
             r.add(src, d.owner, f"servers {shown} != '{expected}' (shard i is pod <shard Job>-i of its subdomain)")
         check_tls(src, d, [f"worker-{i}" for i in range(p_count)], secret_names, r)
+        keys[d.owner] = check_checkpoint_key(src, d, secret_names, r)
+    found = {k for k in keys.values() if k is not None}
+    if len(found) > 1:
+        r.add(src, "-", "the daemons read different checkpoint keys (" + "; ".join(
+            f"{owner}: Secret {k[0]} key {k[1]}" for owner, k in keys.items() if k) + "): give every shard and worker "
+              "the job's one key (sketchps export reads the shards' checkpoints with it)")
     for owner, idle in idle_flags:
         check_idle_exit(src, owner, idle, patience or [None], r)
 
@@ -480,9 +538,9 @@ def check_secrets(src: str, secrets: list[dict], mounted: dict[str, set], r: Rep
     for s in secrets:
         name = s["metadata"]["name"]
         if name in mounted:
-            r.add(src, name_of(s), "the daemons read their certificates from this Secret, so the manifests must not "
-                  "define it: every `kubectl apply -k` would overwrite the real certificates (make it with "
-                  "deploy/k8s/make-certs.py)")
+            r.add(src, name_of(s), "the daemons read their certificates or checkpoint key from this Secret, so the "
+                  "manifests must not define it: every `kubectl apply -k` would overwrite the real certificates or key "
+                  "(make it with deploy/k8s/make-certs.py)")
         values = list((s.get("data") or {}).values()) + list((s.get("stringData") or {}).values())
         if (s["metadata"].get("annotations") or {}).get("sketchps.io/placeholder") or any(v in ("", None) for v in values):
             r.add(src, name_of(s), "placeholder Secret (empty values): applying it overwrites real ones")
@@ -563,6 +621,7 @@ def check_compose(src: str, compose_file: str, r: Report):
         check_idle_exit(src, name, flag_value(s.argv, "--idle-exit-seconds"),
                         [flag_value(w.argv, "--patience-seconds") for w in workers.values()] or [None], r)
     check_compose_tls(src, servers, workers, certs, r)
+    check_compose_key(src, services, servers, workers, shots, r)
     check_compose_job_spec(src, servers, workers, certs, shard_of, r)
 
 
@@ -595,6 +654,46 @@ def check_compose_tls(src, servers, workers, certs, r):
             r.add(src, name, f"the TLS folder {tls_dir} is not the volume {volume.source} that {cname} writes")
         elif not m.read_only:
             r.add(src, name, f"mounts the certificates' volume {volume.source} read-write (use :ro)")
+
+
+def mount_of(mounts: list[topology.Mount], path: str) -> topology.Mount | None:
+    """The mount a container path is on (the longest target that holds it)."""
+    holding = [m for m in mounts if path == m.target.rstrip("/") or path.startswith(m.target.rstrip("/") + "/")]
+    return max(holding, key=lambda m: len(m.target), default=None)
+
+
+def check_compose_key(src, services, servers, workers, shots, r):
+    """Every daemon reads the job's one checkpoint key from a read-only mount that exists before it starts."""
+    keys = {}
+    for name, s in {**servers, **workers}.items():
+        path = flag_value(s.argv, "--checkpoint-key-file") or s.environment.get("SKETCHPS_CHECKPOINT_KEY_FILE")
+        if not path:
+            r.add(src, name, "no checkpoint key: neither --checkpoint-key-file nor SKETCHPS_CHECKPOINT_KEY_FILE (its "
+                  "checkpoints or state files would carry no integrity tag)")
+            continue
+        m = mount_of(s.mounts, path)
+        if m is None or m.kind == "tmpfs":
+            r.add(src, name, f"the checkpoint key file {path} is on no volume or bind mount (the image holds no key)")
+            continue
+        keys[name] = (path, m.kind, m.source)
+        if not m.read_only:
+            r.add(src, name, f"mounts the checkpoint key's {m.kind} {m.source} read-write (use :ro): the daemon only "
+                  "reads the key")
+        if m.kind == "volume":
+            # The maker: a one-shot service that mounts the volume writable and names the file there.
+            rel = path[len(m.target.rstrip("/")):]
+            makers = [o for o in sorted(shots) if any(
+                x.kind == "volume" and x.source == m.source and not x.read_only
+                and x.target.rstrip("/") + rel in " ".join(services[o].argv) for x in services[o].mounts)]
+            if not makers:
+                r.add(src, name, f"the checkpoint key file {path} is on the volume {m.source}, but no one-shot service "
+                      "writes that volume naming the file: nothing makes the key")
+            elif not any(s.depends_on.get(o) == topology.COMPLETED for o in makers):
+                r.add(src, name, f"does not wait for {', '.join(makers)} (which makes the checkpoint key {path}) with "
+                      "condition service_completed_successfully: the key may not exist when it starts")
+    if len(set(keys.values())) > 1:
+        r.add(src, "-", "the daemons read different checkpoint keys (" + "; ".join(
+            f"{n}: {k[0]} on {k[1]} {k[2]}" for n, k in keys.items()) + "): give every shard and worker the job's one key")
 
 
 def check_compose_job_spec(src, servers, workers, certs, shard_of, r):

@@ -6,7 +6,9 @@ first, the shards exit by themselves once every worker has left, the workers exp
 server-{shard} address); a shard that does not exit by itself, drained by SIGTERM (passes with
 exit 143, fails with 0) or failing --require-self-exit; a shard failing at the end; a worker
 given fewer server addresses than the job's shards;
-the certificates step failing; a daemon without its TLS folder; a healthcheck on the TLS port; a
+the certificates step failing; a daemon without its TLS folder; a checkpoint key that the one-shot
+`checkpoint-key` service made too short (the stand-ins check the key file as the daemons do, so the
+good run shows the key made before the daemons start); a healthcheck on the TLS port; a
 probe naming a health service the shard does not serve, and one on the TLS port; diverged
 replicas; a worker that cannot reach a shard; a shard that never becomes healthy; `ip netns add`
 failing; binaries missing. --kill: a shard killed at a round (read from its metrics port) or after
@@ -66,6 +68,9 @@ CASES = [
                                   '    entrypoint: ["sketchps", "certs"]\n    environment: {FAKE_CERTS_FAIL: "1"}\n')],
      [], False, 1, "certs exited 1; server-0 waits for it to complete successfully"),
     ("daemons without their TLS folder", [(COMPOSE, "    SKETCHPS_TLS_DIR: /certs\n", "")], [], False, 1,
+     "server-0 exited 2 before it became healthy"),
+    # The one-shot checkpoint-key service runs before the daemons, which refuse a short key (exit 2).
+    ("checkpoint key too short", [(COMPOSE, "head -c 32 /dev/urandom", "head -c 16 /dev/urandom")], [], False, 1,
      "server-0 exited 2 before it became healthy"),
     ("healthcheck on the TLS port", [(COMPOSE, '"health", "127.0.0.1:7071"', '"health", "127.0.0.1:7070"')],
      ["--health-deadline", "4"], False, 1, "server-0 did not become healthy"),

@@ -9,10 +9,15 @@
   - deploy/k8s/make-certs.py on the example overlay (S = 3, P = 4), with the stand-in `sketchps`
     of tests/deploy/fake_build and, with --sketchps PATH, the real one: the overlay's Namespace,
     then one Secret per role with exactly ca.pem and that role's certificates and keys, never
-    ca.key, in that namespace, valid Kubernetes objects (deploy/validate/k8s.mjs); the CA is reused on a second run
-    and replaced with --new-ca; failures are named.
+    ca.key, and the checkpoint key's Secret (the one the rendered shard and worker Jobs mount as
+    their --checkpoint-key-file) holding CERTS_DIR/checkpoint.key, 32 bytes of mode 0600, in that
+    namespace, valid Kubernetes objects (deploy/validate/k8s.mjs); the CA is reused on a second run
+    and replaced with --new-ca, the checkpoint key is kept by both; an overlay whose daemons get no
+    key gets no key Secret; failures are named.
 Prints one line per case and "N passed, M failed"; exit 1 if any failed.
   k8s_scripts_test.py [--server PATH] [--sketchps PATH]
+pytest collects the cases that need no binary (test_*); the check_* ones take a binary's path and
+run from main() only (CTest deploy/k8s_scripts passes the built ones).
 """
 from __future__ import annotations
 
@@ -62,7 +67,7 @@ def wait_for_port(proc: subprocess.Popen, tmp: Path):
     expect((tmp / "port").exists(), f"the real shard did not start (exit {proc.poll()})")
 
 
-def test_server_sigterm(server: str):
+def check_server_sigterm(server: str):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         proc = subprocess.Popen(shard_argv(server, tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -84,7 +89,7 @@ def children(pid: int) -> list[int]:
         return []
 
 
-def test_server_sigterm_as_pid1(server: str):
+def check_server_sigterm_as_pid1(server: str):
     """PID 1 of a namespace gets no signal it has no handler for, unless the signal is blocked and
     waited for, as the shard does: the case a wrapper script used to be needed for."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -116,7 +121,7 @@ def failjob_codes() -> set[int]:
     return codes
 
 
-def test_server_permanent_codes(server: str):
+def check_server_permanent_codes(server: str):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t0 = time.monotonic()
@@ -149,21 +154,53 @@ def make_certs(certs: Path, sketchps: Path, *extra: str, overlay: Path = EXAMPLE
                            "--kubectl", kubectl(), *extra], capture_output=True, text=True, timeout=120)
 
 
-def test_make_certs(sketchps: Path):
+def rendered(overlay: Path = EXAMPLE) -> list[dict]:
+    proc = subprocess.run([kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, check=True)
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def mounted_key(job: dict) -> tuple[str, str]:
+    """(Secret, file) of the job's --checkpoint-key-file, read from the rendered Job as a pod sees it."""
+    pod = job["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    path = next((a.split("=", 1)[1] for a in c.get("args") or [] if a.startswith("--checkpoint-key-file=")), None)
+    expect(path is not None, f"Job {job['metadata']['name']} passes no --checkpoint-key-file")
+    folder, name = path.rsplit("/", 1)
+    mount = next((m for m in c.get("volumeMounts") or [] if m["mountPath"].rstrip("/") == folder), None)
+    expect(mount is not None and mount.get("readOnly") is True,
+           f"Job {job['metadata']['name']}: {folder} (its checkpoint key's folder) is not a read-only mount")
+    volume = next((v for v in pod.get("volumes") or [] if v["name"] == mount["name"]), {})
+    expect("secret" in volume, f"Job {job['metadata']['name']}: the volume at {folder} is not a Secret")
+    return volume["secret"]["secretName"], name
+
+
+def check_make_certs(sketchps: Path):
     with tempfile.TemporaryDirectory() as tmp:
         certs = Path(tmp) / "certs"
         p = make_certs(certs, sketchps)
         expect(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
         docs = list(yaml.safe_load_all(p.stdout))
-        expect([d["kind"] for d in docs] == ["Namespace", "Secret", "Secret"], f"kinds {[d['kind'] for d in docs]}")
+        expect([d["kind"] for d in docs] == ["Namespace", "Secret", "Secret", "Secret"], f"kinds {[d['kind'] for d in docs]}")
         docs = docs[1:]
+        # The key's Secret is the one the rendered Jobs mount (both roles: one key per job).
+        jobs = {d["metadata"]["name"]: d for d in rendered() if d["kind"] == "Job"}
+        key_mounts = {mounted_key(jobs["sketchps-server"]), mounted_key(jobs["sketchps-worker"])}
+        expect(len(key_mounts) == 1, f"the shards and the workers mount different checkpoint keys: {key_mounts}")
+        key_secret, key_name = key_mounts.pop()
         want = {"sketchps-server-certs": ["ca.pem"] + [f"server-{s}.{e}" for s in range(3) for e in ("pem", "key")],
-                "sketchps-worker-certs": ["ca.pem"] + [f"worker-{r}.{e}" for r in range(4) for e in ("pem", "key")]}
+                "sketchps-worker-certs": ["ca.pem"] + [f"worker-{r}.{e}" for r in range(4) for e in ("pem", "key")],
+                key_secret: [key_name]}
         got = {d["metadata"]["name"]: sorted(d["data"]) for d in docs}
-        expect(got == {k: sorted(v) for k, v in want.items()}, f"Secrets {got}")
+        expect(got == {k: sorted(v) for k, v in want.items()}, f"Secrets {got}, expected {want}")
+        key_file = certs / "checkpoint.key"
+        expect(key_file.is_file() and len(key_file.read_bytes()) == 32, "CERTS_DIR/checkpoint.key is not 32 bytes")
+        expect(key_file.stat().st_mode & 0o777 == 0o600, f"checkpoint.key has mode {key_file.stat().st_mode & 0o777:o}")
         for d in docs:
             expect(d["kind"] == "Secret" and d["metadata"]["namespace"] == "sketchps", f"{d['metadata']}")
             for key, value in d["data"].items():
+                if d["metadata"]["name"] == key_secret:
+                    expect(base64.b64decode(value) == key_file.read_bytes(), f"{key} differs from {key_file}")
+                    continue
                 expect(base64.b64decode(value) == (certs / key).read_bytes(), f"{key} differs from the file")
                 expect(base64.b64decode(value).startswith(b"-----BEGIN"), f"{key} is not PEM")
         expect((certs / "ca.key").exists() and "ca.key" not in p.stdout, "ca.key must stay in the folder, out of the Secrets")
@@ -171,11 +208,39 @@ def test_make_certs(sketchps: Path):
         secrets_file.write_text(p.stdout)
         v = subprocess.run(["node", str(REPO / "deploy/validate/k8s.mjs"), str(secrets_file)], capture_output=True, text=True)
         expect(v.returncode == 0, f"k8s.mjs rejects the Secrets: {v.stdout}{v.stderr}")
-        ca = (certs / "ca.pem").read_bytes()
+        ca, key = (certs / "ca.pem").read_bytes(), key_file.read_bytes()
         p = make_certs(certs, sketchps)
         expect(p.returncode == 0 and (certs / "ca.pem").read_bytes() == ca, "a second run must keep the CA")
+        expect(key_file.read_bytes() == key and "was reused" in p.stderr, "a second run must keep the checkpoint key")
         p = make_certs(certs, sketchps, "--new-ca")
         expect(p.returncode == 0 and (certs / "ca.pem").read_bytes() != ca, "--new-ca must replace the CA")
+        expect(key_file.read_bytes() == key, "--new-ca must keep the checkpoint key (the checkpoints are tagged with it)")
+        key_file.write_bytes(b"short")
+        p = make_certs(certs, sketchps)
+        expect(p.returncode == 1 and "checkpoint.key: not a key of at least 32 bytes" in p.stderr and p.stdout == "",
+               f"a short checkpoint key: exit {p.returncode} {p.stderr!r}")
+
+
+def test_make_certs_stand_in():
+    check_make_certs(FAKE_SKETCHPS)
+
+
+def test_make_certs_without_key():
+    """An overlay whose daemons get no --checkpoint-key-file (here: a rendering with the flag taken
+    out) gets no key Secret and no key file."""
+    objects = rendered()
+    for d in objects:
+        if d["kind"] == "Job":
+            c = d["spec"]["template"]["spec"]["containers"][0]
+            c["args"] = [a for a in c["args"] if not a.startswith("--checkpoint-key-file")]
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / "rendered.yaml"
+        plain.write_text(yaml.safe_dump_all(objects))
+        p = make_certs(Path(tmp) / "c", FAKE_SKETCHPS, "--rendered", str(plain))
+        expect(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
+        names = [d["metadata"]["name"] for d in yaml.safe_load_all(p.stdout) if d["kind"] == "Secret"]
+        expect(names == ["sketchps-server-certs", "sketchps-worker-certs"], f"Secrets {names}")
+        expect(not (Path(tmp) / "c/checkpoint.key").exists(), "a checkpoint key was made for daemons that take none")
 
 
 def test_make_certs_failures():
@@ -200,16 +265,17 @@ def main() -> int:
     if not (REPO / "deploy/node_modules/kubernetes-models").is_dir():
         subprocess.run(["bash", str(REPO / "deploy/validate.sh")], check=False, stdout=subprocess.DEVNULL)
     cases = [("servers.yaml: FailJob on exit 2 and 4 only (143 is replaced)", test_failjob_codes),
-             ("make-certs.py with the stand-in sketchps", lambda: test_make_certs(FAKE_SKETCHPS)),
+             ("make-certs.py with the stand-in sketchps", lambda: check_make_certs(FAKE_SKETCHPS)),
+             ("make-certs.py: no checkpoint key Secret for daemons without a key", test_make_certs_without_key),
              ("make-certs.py failures are named", test_make_certs_failures)]
     if args.server:
-        cases += [("sketchps-server drained by SIGTERM exits 143", lambda: test_server_sigterm(args.server)),
+        cases += [("sketchps-server drained by SIGTERM exits 143", lambda: check_server_sigterm(args.server)),
                   ("sketchps-server as PID 1 of its namespace: SIGTERM, drain, 143",
-                   lambda: test_server_sigterm_as_pid1(args.server)),
+                   lambda: check_server_sigterm_as_pid1(args.server)),
                   ("sketchps-server exits 4 idle, 2 on bad usage: the shard Job's FailJob codes",
-                   lambda: test_server_permanent_codes(args.server))]
+                   lambda: check_server_permanent_codes(args.server))]
     if args.sketchps:
-        cases.append(("make-certs.py with the real sketchps", lambda: test_make_certs(Path(args.sketchps))))
+        cases.append(("make-certs.py with the real sketchps", lambda: check_make_certs(Path(args.sketchps))))
     passed = failed = 0
     for name, fn in cases:
         try:

@@ -24,6 +24,9 @@ SHARD_WRAPPER = ("          command:\n            - /bin/sh\n            - -c\n"
                  "            - trap 'kill -TERM $pid; wait $pid; exit {rc}' TERM; sketchps-server \"$@\" & pid=$!; wait $pid\n"
                  "            - sketchps-server\n")
 WORKER_SERVERS = '              value: "sketchps-server-{shard}.sketchps-server:7070"\n'
+K8S_KEY_FLAG = "            - --checkpoint-key-file=/checkpoint-key/checkpoint.key\n"
+K8S_KEY_MOUNT = "            - name: checkpoint-key\n              mountPath: /checkpoint-key\n              readOnly: true\n"
+COMPOSE_KEY_WAIT = "    checkpoint-key: {condition: service_completed_successfully}\n"
 
 # (name, file under deploy/, text to find, replacement, what the output must contain[, exit code]);
 # the exit code is 1 (rejected) unless given: 0 marks a change the validator must accept.
@@ -79,7 +82,7 @@ CASES = [
     # TLS: certificates from Secrets the manifests mount but do not define.
     ("k8s certificate Secret defined in the base", "k8s/base/kustomization.yaml", "configMapGenerator:\n",
      "secretGenerator:\n  - name: sketchps-worker-certs\n    literals: [ca.pem=x]\n    options: {disableNameSuffixHash: true}\n"
-     "configMapGenerator:\n", "the daemons read their certificates from this Secret"),
+     "configMapGenerator:\n", "Secret/sketchps-worker-certs: the daemons read their certificates or checkpoint key from this Secret"),
     ("k8s placeholder Secret", "k8s/base/kustomization.yaml", "configMapGenerator:\n",
      "secretGenerator:\n  - name: sketchps-token\n    literals: [token=]\n    options: {disableNameSuffixHash: true}\n"
      "configMapGenerator:\n", "placeholder Secret (empty values)"),
@@ -97,6 +100,22 @@ CASES = [
     ("k8s certificates unreadable", "k8s/base/workers.yaml",
      "        fsGroup: 10001             # group of the Secret's files (mode 0440)\n", "",
      "are not readable by the pod's user"),
+    # The checkpoint key: a flag naming a file of a read-only Secret mount, one Secret for both roles.
+    ("k8s shard without the checkpoint key", "k8s/base/servers.yaml", K8S_KEY_FLAG, "",
+     "Job/sketchps-server container server: no checkpoint key"),
+    ("k8s worker without the checkpoint key", "k8s/base/workers.yaml", K8S_KEY_FLAG, "",
+     "Job/sketchps-worker container worker: no checkpoint key"),
+    ("k8s worker's checkpoint key not mounted", "k8s/base/workers.yaml", K8S_KEY_MOUNT, "",
+     "the checkpoint key file /checkpoint-key/checkpoint.key is not in the mount of a Secret volume"),
+    ("k8s checkpoint key writable", "k8s/base/servers.yaml", K8S_KEY_MOUNT,
+     K8S_KEY_MOUNT.replace("              readOnly: true\n", ""), "the checkpoint key's volume checkpoint-key is not mounted readOnly"),
+    ("k8s checkpoint key Secret defined in the base", "k8s/base/kustomization.yaml", "configMapGenerator:\n",
+     "secretGenerator:\n  - name: sketchps-checkpoint-key\n    literals: [checkpoint.key=0123456789abcdef0123456789abcdef]\n"
+     "    options: {disableNameSuffixHash: true}\nconfigMapGenerator:\n",
+     "Secret/sketchps-checkpoint-key: the daemons read their certificates or checkpoint key from this Secret"),
+    ("k8s shards and workers with different checkpoint keys", "k8s/base/workers.yaml",
+     "            secretName: sketchps-checkpoint-key\n", "            secretName: sketchps-worker-checkpoint-key\n",
+     "the daemons read different checkpoint keys"),
     ("k8s probe on the TLS port", "k8s/base/servers.yaml",
      "          livenessProbe:\n            grpc:\n              port: 7071",
      "          livenessProbe:\n            grpc:\n              port: 7070",
@@ -159,8 +178,22 @@ CASES = [
      "      - certs:/certs:ro\n      - checkpoints-0:", "      - checkpoints-0:",
      "server-0: the TLS folder /certs is not the volume certs"),
     ("compose daemons do not wait for the certificates", "compose/docker-compose.yml",
-     "    certs: {condition: service_completed_successfully}\n\nx-sketchps-worker",
-     "    certs: {condition: service_started}\n\nx-sketchps-worker", "service_completed_successfully"),
+     "    certs: {condition: service_completed_successfully}\n" + COMPOSE_KEY_WAIT + "\nx-sketchps-worker",
+     "    certs: {condition: service_started}\n" + COMPOSE_KEY_WAIT + "\nx-sketchps-worker", "service_completed_successfully"),
+    ("compose shard without the checkpoint key", "compose/docker-compose.yml",
+     '"--checkpoint-key-file=/certs/checkpoint.key",\n            ', "", "server-0: no checkpoint key"),
+    ("compose worker without the checkpoint key", "compose/docker-compose.yml",
+     'command: ["--patience-seconds=300", "--checkpoint-key-file=/certs/checkpoint.key"]',
+     'command: ["--patience-seconds=300"]', "worker-1: no checkpoint key"),
+    ("compose shards do not wait for the checkpoint key", "compose/docker-compose.yml",
+     COMPOSE_KEY_WAIT + "\nx-sketchps-worker", "\nx-sketchps-worker",
+     "server-0: does not wait for checkpoint-key (which makes the checkpoint key /certs/checkpoint.key)"),
+    ("compose checkpoint key made by no one", "compose/docker-compose.yml",
+     "        key=/certs/checkpoint.key\n", "        key=/tmp/checkpoint.key\n",
+     "but no one-shot service writes that volume naming the file"),
+    ("compose checkpoint key writable", "compose/docker-compose.yml",
+     "      - certs:/certs:ro\n      - worker-state-1:", "      - certs:/certs\n      - worker-state-1:",
+     "worker-1: mounts the checkpoint key's volume certs read-write"),
     ("compose insecure", "compose/docker-compose.yml",
      "    SKETCHPS_TLS_DIR: /certs\n", "    SKETCHPS_INSECURE: \"1\"\n", "runs --insecure"),
     ("compose one-shot service restarting", "compose/docker-compose.yml",

@@ -25,6 +25,9 @@ gRPC; the role is the name this file is run under (symlinks in server/, worker/,
                    the first "weights" request; --port-file FILE: the bound ports as JSON
                    ({"grpc": N, "health": N, "metrics": N}, common/net/port_file.h).
                    Exit 2 if the job file is unreadable.
+                   --checkpoint-key-file/SKETCHPS_CHECKPOINT_KEY_FILE: as the real daemons, exit 2
+                   naming the file when it cannot be read, is not a regular file, holds fewer than
+                   32 bytes or other users may read it; logs "checkpoint key <file>" otherwise.
   sketchps-worker  the same TLS rule for worker-<rank>; connects to every server of
                    --servers/SKETCHPS_SERVERS (comma-separated, or one address with {shard} in it,
                    expanded for the job's `servers:` or --set servers=N, exit 2 if the count is
@@ -33,7 +36,7 @@ gRPC; the role is the name this file is run under (symlinks in server/, worker/,
                    FAKE_CHECKSUM_SALT, to fake diverged replicas), tells every server it leaves
                    (FAKE_NO_LEAVE=1: it does not), exit 0. FAKE_TRAIN_SECONDS=T: after the first
                    digests it "trains" T seconds, then asks every server again (the same retries),
-                   so a shard can be killed and restarted meanwhile.
+                   so a shard can be killed and restarted meanwhile. The same checkpoint key rule.
   sketchps health HOST:PORT [--service NAME]   plaintext; exit 0 only if the answer is SERVING.
 """
 import hashlib
@@ -43,6 +46,7 @@ import re
 import secrets
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -96,6 +100,31 @@ def tls(args, identity, role):
     return ca
 
 
+def checkpoint_key(args, role):
+    """The key file check of common/wire/file_key.cc; exits 2 like the daemons."""
+    path = flag(args, "--checkpoint-key-file", os.environ.get("SKETCHPS_CHECKPOINT_KEY_FILE", ""))
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        log(role, f"--checkpoint-key-file: {path}: cannot open the checkpoint key file: {e.strerror}")
+        sys.exit(2)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            log(role, f"--checkpoint-key-file: {path}: the checkpoint key file is not a regular file")
+            sys.exit(2)
+        if st.st_mode & stat.S_IROTH:
+            log(role, f"--checkpoint-key-file: {path}: the checkpoint key file is readable by other users")
+            sys.exit(2)
+        size = len(f.read())
+    if size < 32:
+        log(role, f"--checkpoint-key-file: {path}: the checkpoint key holds {size} bytes, fewer than the 32 needed")
+        sys.exit(2)
+    log(role, f"checkpoint key {path}")
+
+
 def ask(host_port, request, timeout=2.0):
     host, port = host_port.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout) as s:
@@ -117,6 +146,7 @@ class Server:
         self.workers = int(overrides(args).get("workers") or (m.group(1) if m else 4))
         self.digest = hashlib.sha256(text + self.shard.encode()).hexdigest()[:16]
         self.ca = tls(args, f"server-{self.shard}", "sketchps-server")
+        checkpoint_key(args, "sketchps-server")
         self.left: set[str] = set()
         self.first_ask: float | None = None   # the first "weights" request: the fake rounds start
         self.checkpoint = flag(args, "--checkpoint-dir")
@@ -247,6 +277,7 @@ def worker(args):
         log(f"sketchps-worker {rank}", f"--servers: {len(servers)} addresses for a job with servers: {count}")
         return 2
     ca = tls(args, f"worker-{rank}", "sketchps-worker")
+    checkpoint_key(args, f"sketchps-worker {rank}")
     creds = f" from=worker-{rank} ca={ca}" if ca else ""
     timeout = float(flag(args, "--patience-seconds", "120"))
 
