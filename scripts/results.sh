@@ -41,7 +41,7 @@
 # summary.json exists is kept, so an interrupted regeneration resumes; delete DIR for a fresh one. The
 # reports read the summary.json files of this script's runs only (not other directories in DIR). A run
 # that fails is reported, left out, and makes the script exit 1 after the reports.
-# About 60 minutes per seed of the tables plus 35 for the sweep on 2 quiet cores; not in CI.
+# About 60 minutes per seed of the tables plus 30 for the sweep and 30 for vgg on 2 quiet cores; not in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
