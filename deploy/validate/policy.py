@@ -321,6 +321,20 @@ def secret_readable(mode: int, pod_security: dict) -> bool:
                 or ((mode & 0o400) and pod_security.get("runAsUser") == 0))
 
 
+def check_secret_mount(src: str, d: Daemon, mount: dict, volumes: dict, secret_names: dict[str, set], what: str,
+                       r: Report):
+    """A daemon's mount of a Secret volume: records the Secret's name in secret_names and reports a mount
+    that is not readOnly or has a subPath (`what` names the volume: "the certificates'"). Returns the
+    volume's secret and whether it has a subPath."""
+    secret = volumes[mount["name"]]["secret"]
+    secret_names.setdefault(secret.get("secretName"), set()).add(d.owner)
+    if mount.get("readOnly") is not True:
+        r.add(src, d.owner, f"{what} volume {mount['name']} is not mounted readOnly")
+    if mount.get("subPath"):
+        r.add(src, d.owner, f"{what} volume {mount['name']} is mounted with subPath")
+    return secret, bool(mount.get("subPath"))
+
+
 def check_checkpoint_key(src: str, d: Daemon, secret_names: dict[str, set], r: Report) -> tuple[str, str] | None:
     """The daemon's --checkpoint-key-file is a file of a read-only, readable Secret mount; returns
     (Secret, key in it) and records the Secret's name."""
@@ -337,12 +351,8 @@ def check_checkpoint_key(src: str, d: Daemon, secret_names: dict[str, set], r: R
     if mount is None or "secret" not in volumes.get(mount.get("name"), {}):
         r.add(src, d.owner, f"the checkpoint key file {path} is not in the mount of a Secret volume")
         return None
-    secret = volumes[mount["name"]]["secret"]
-    secret_names.setdefault(secret.get("secretName"), set()).add(d.owner)
-    if mount.get("readOnly") is not True:
-        r.add(src, d.owner, f"the checkpoint key's volume {mount['name']} is not mounted readOnly")
-    if mount.get("subPath"):
-        r.add(src, d.owner, f"the checkpoint key's volume {mount['name']} is mounted with subPath")
+    secret, sub_path = check_secret_mount(src, d, mount, volumes, secret_names, "the checkpoint key's", r)
+    if sub_path:
         return None
     if mount.get("mountPath", "").rstrip("/") == path.rstrip("/"):
         r.add(src, d.owner, f"the checkpoint key file {path} is the mount point of the Secret volume {mount['name']} "
@@ -374,12 +384,7 @@ def check_tls(src: str, d: Daemon, identities: list[str], secret_names: dict[str
     if mount is None or "secret" not in volumes.get(mount.get("name"), {}):
         r.add(src, d.owner, f"the TLS folder {tls_dir} is not the mount of a Secret volume (the certificates)")
         return
-    secret = volumes[mount["name"]]["secret"]
-    secret_names.setdefault(secret.get("secretName"), set()).add(d.owner)
-    if mount.get("readOnly") is not True:
-        r.add(src, d.owner, f"the certificates' volume {mount['name']} is not mounted readOnly")
-    if mount.get("subPath"):
-        r.add(src, d.owner, f"the certificates' volume {mount['name']} is mounted with subPath")
+    secret, _ = check_secret_mount(src, d, mount, volumes, secret_names, "the certificates'", r)
     items = secret.get("items")
     if items is not None:
         keys = {i.get("key") for i in items if i.get("path") == i.get("key")}
