@@ -1,6 +1,5 @@
 #include "schemes/fetchsgd.h"
 
-#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -10,9 +9,9 @@
 
 namespace sketchps {
 
-SketchSizing FetchSgdConfig::SizingFor(std::uint64_t k, std::uint64_t dim) const {
+SketchSizing FetchSgdConfig::Resolved(bool one_row) const {
   SketchSizing out = *this;
-  if (out.rows == 0) out.rows = OneRowSuits(k, dim) ? 1 : kAutoRowsBelow;
+  if (out.rows == 0) out.rows = one_row ? 1 : kAutoRowsBelow;
   if (out.cols_factor == 0) out.cols_factor = kAutoCells / out.rows;
   return out;
 }
@@ -23,7 +22,7 @@ absl::Status FetchSgdConfig::Validate(const std::string& prefix) const {
         absl::StrCat(prefix, ".cols_factor: must be a finite number >= 0 (0: auto), got ", cols_factor));
   }
   // The table limit with the most rows auto may choose.
-  SKETCHPS_RETURN_IF_ERROR(SizingFor(1, 1000).Validate(prefix));
+  SKETCHPS_RETURN_IF_ERROR(Resolved(/*one_row=*/false).Validate(prefix));
   if (p2 != 0) return absl::InvalidArgumentError(absl::StrCat(prefix, ".p2: FetchSGD has one phase (p2 = 0)"));
   if (!(std::isfinite(momentum) && momentum >= 0.0 && momentum < 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ".momentum: must be in [0, 1), got ", momentum));
@@ -45,7 +44,7 @@ class FetchSgdScheme final : public SchemeBase {
  public:
   FetchSgdScheme(SchemeContext ctx, const FetchSgdConfig& config)
       : SchemeBase(ctx),
-        sketch_(ctx, config.SizingFor(std::max<std::uint64_t>(1, std::min(ctx.k, ctx.dim)), ctx.dim)),
+        sketch_(ctx, config.SizingFor(SketchKeep(ctx.k, ctx.dim), ctx.dim)),
         momentum_(config.momentum) {}
 
   const char* name() const override { return "fetchsgd"; }

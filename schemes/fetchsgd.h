@@ -67,7 +67,9 @@ struct FetchSgdConfig : SketchSizing {
   double momentum = 0.9;  // rho, the momentum of the momentum sketch, in [0, 1)
 
   // The sizing of a range of `dim` entries keeping k (>= 1): rows and cols_factor resolved as above.
-  SketchSizing SizingFor(std::uint64_t k, std::uint64_t dim) const;
+  SketchSizing SizingFor(std::uint64_t k, std::uint64_t dim) const { return Resolved(OneRowSuits(k, dim)); }
+  // The sizing with auto rows resolved to 1 (one_row) or kAutoRowsBelow, auto cols_factor to 20 / rows.
+  SketchSizing Resolved(bool one_row) const;
 
   // Errors name the key under `prefix` (e.g. "scheme.fetchsgd.momentum: ...").
   absl::Status Validate(const std::string& prefix) const;

@@ -22,12 +22,10 @@ absl::Status KeyError(const std::string& prefix, const char* key, const std::str
   return absl::InvalidArgumentError(absl::StrCat(prefix, ".", key, ": ", what));
 }
 
-std::uint64_t KeepOf(std::uint64_t k, std::uint64_t dim) { return std::max<std::uint64_t>(1, std::min(k, dim)); }
-
 CandidatePlan PlanOf(const SketchSizing& sizing, std::uint64_t k, std::uint64_t dim, ValueEncoding values) {
   CandidatePlan plan;
   plan.dim = dim;
-  plan.configured = KeepOf(std::uint64_t{sizing.p2} * k, dim);
+  plan.configured = SketchKeep(std::uint64_t{sizing.p2} * k, dim);
   const std::uint64_t cells = std::uint64_t{sizing.rows} * sizing.ColsFor(k, dim);
   plan.table_bytes = cells * (sizing.table == SketchSizing::Table::kF16 ? 2 : 4);
   plan.value_bytes = values == ValueEncoding::kF32 ? 4 : 2;  // the candidates' exact values (phase 1)
@@ -38,6 +36,8 @@ CandidatePlan PlanOf(const SketchSizing& sizing, std::uint64_t k, std::uint64_t 
 }
 
 }  // namespace
+
+std::uint64_t SketchKeep(std::uint64_t k, std::uint64_t dim) { return std::max<std::uint64_t>(1, std::min(k, dim)); }
 
 absl::Status SketchSizing::Validate(const std::string& prefix) const {
   if (rows < 1 || rows > kMaxSketchRows) {
@@ -111,7 +111,7 @@ std::uint32_t SketchSizing::ColsFor(std::uint64_t k, std::uint64_t dim) const {
 SketchExchange::SketchExchange(const SchemeContext& ctx, const SketchSizing& sizing)
     : dim_(ctx.dim),
       sizing_(sizing),
-      k_(KeepOf(ctx.k, ctx.dim)),
+      k_(SketchKeep(ctx.k, ctx.dim)),
       floor_(PlanOf(sizing, k_, ctx.dim, ctx.values)),
       values_(floor_.max_candidates()),
       taken_(sizing.keep == SketchSizing::Keep::kCandidates && sizing.p2 > 0 ? floor_.max_candidates() : k_) {
@@ -165,14 +165,14 @@ absl::Status SketchExchange::wire_status() const {
 
 std::string SketchExchange::advisory() const {
   if (floor_.adaptive() && !floor_.floor_fits()) {
-    return absl::StrCat("budget_factor ", sizing_.budget_factor, " affords at most ", floor_.max_candidates(),
-                        " candidates (", floor_.budget_bytes(), " bytes up per round for a range of ", dim_,
-                        " entries), fewer than the ", floor_.floor_candidates(), " that recovery_floor ",
-                        sizing_.recovery_floor,
-                        " asks: the recovery floor cannot hold; raise budget_factor to at least ",
-                        absl::StrFormat("%.2f", static_cast<double>(floor_.bytes(floor_.floor_candidates())) /
-                                                    static_cast<double>(floor_.bytes(KeepOf(sizing_.p2 * k_, dim_)))),
-                        ", or lower recovery_floor");
+    return absl::StrCat(
+        "budget_factor ", sizing_.budget_factor, " affords at most ", floor_.max_candidates(), " candidates (",
+        floor_.budget_bytes(), " bytes up per round for a range of ", dim_, " entries), fewer than the ",
+        floor_.floor_candidates(), " that recovery_floor ", sizing_.recovery_floor,
+        " asks: the recovery floor cannot hold; raise budget_factor to at least ",
+        absl::StrFormat("%.2f", static_cast<double>(floor_.bytes(floor_.floor_candidates())) /
+                                    static_cast<double>(floor_.bytes(SketchKeep(sizing_.p2 * k_, dim_)))),
+        ", or lower recovery_floor");
   }
   // What the budget allows at most: the candidates the run may reach.
   const std::uint64_t candidates = sizing_.p2 == 0 ? k_ : floor_.max_candidates();
@@ -182,7 +182,7 @@ std::string SketchExchange::advisory() const {
                       "): the sketch methods diverged below that rule on the CNN and the ResNet (docs/results.md "
                       "\"Why the sketches diverge\"); raise p2 or density, or set budget_factor (>= ",
                       absl::StrFormat("%.2f", static_cast<double>(floor_.bytes((dim_ + 99) / 100)) /
-                                                  static_cast<double>(floor_.bytes(KeepOf(sizing_.p2 * k_, dim_)))),
+                                                  static_cast<double>(floor_.bytes(SketchKeep(sizing_.p2 * k_, dim_)))),
                       " for 1%) and recovery_floor: 0.01 (at density 0.001 on the CNN only a one-row table with f16 "
                       "values learned within 55x: docs/results.md \"The recovery floor at >= 50x\"), or watch "
                       "recovered_share with scheme.diagnostics: true");

@@ -77,6 +77,10 @@ struct SketchSizing {
   std::uint32_t ColsFor(std::uint64_t k, std::uint64_t dim) const;
 };
 
+// The entries a sketch exchange keeps for a range of `dim` entries asked to keep k: min(k, dim), at least 1
+// (SketchExchange::k(); also the candidates' count from p2 x k).
+std::uint64_t SketchKeep(std::uint64_t k, std::uint64_t dim);
+
 class SketchExchange {
  public:
   SketchExchange(const SchemeContext& ctx, const SketchSizing& sizing);

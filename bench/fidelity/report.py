@@ -228,9 +228,14 @@ def previous_target_for(scheme: str, model: str):
     return previous
 
 
+def base_scheme(series: str) -> str:
+    """The scheme of a series: "gs_sgd" for "gs_sgd+floor" (series_of)."""
+    return series.split("+")[0]
+
+
 def scheme_rank(scheme: str) -> tuple:
     """The order of SCHEME_ORDER, others alphabetically after; a series "<scheme>+floor" right after its scheme."""
-    base = scheme.split("+")[0]
+    base = base_scheme(scheme)
     return (SCHEME_ORDER.index(base), scheme) if base in SCHEME_ORDER else (len(SCHEME_ORDER), scheme)
 
 
@@ -560,13 +565,13 @@ def scheme_styles(schemes) -> dict:
     """scheme -> (colour, marker, line style), the same for a scheme in every figure of a sweep; a series
     "<scheme>+floor" has its scheme's colour and marker, dashed."""
     schemes = set(schemes)
-    bases = {s.split("+")[0] for s in schemes}
+    bases = {base_scheme(s) for s in schemes}
     others = sorted(s for s in bases if s not in SCHEME_ORDER)
     styles = {}
     for n, scheme in enumerate(SCHEME_ORDER[1:] + others):
         styles[scheme] = (COLOURS[n % len(COLOURS)], MARKERS[n % len(MARKERS)], "-")
-    for series in {s for s in schemes if "+" in s}:
-        colour, marker, _ = styles[series.split("+")[0]]
+    for series in schemes - bases:
+        colour, marker, _ = styles[base_scheme(series)]
         styles[series] = (colour, marker, "--")
     return styles
 
