@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
   sketchps::bench::LoadgenOptions loadgen_options;
   sketchps::bench::AddLoadgenCommand(app, loadgen_options);
   if (auto code = sketchps::ParseCommandLine(app, argc, argv)) return *code;
+  if (!sketchps::kernels::BackendRunsOrExplain("sketchps-bench")) return 2;  // e.g. CUDA kernels, no device
   if (app.got_subcommand("bench")) return RunBench(bench_flags);
   if (app.got_subcommand("loadgen")) return sketchps::bench::RunLoadgen(loadgen_options);
   return 1;

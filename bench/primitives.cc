@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/workspace.h"
-#include "bench/yardstick.h"
 #include "common/status.h"
+#include "kernels/bandwidth.h"
 #include "kernels/vector_ops.h"
 
 namespace sketchps::bench {
@@ -49,7 +49,7 @@ absl::StatusOr<double> TimeMedian(Workspace& ws, int repeats, const std::functio
 // The yardstick and SumAbs (the previous yardstick) as two result rows, the yardstick first.
 absl::StatusOr<std::vector<BenchResult>> StreamPassRows(Workspace& ws) {
   SKETCHPS_ASSIGN_OR_RETURN(const double pass, TimeMedian(ws, ws.options.repeats, nullptr, [&]() -> absl::Status {
-                              return BandwidthSum(ws.grad.data(), ws.d, ws.exec).status();
+                              return kernels::BandwidthSum(ws.grad.data(), ws.d, ws.exec).status();
                             }));
   SKETCHPS_ASSIGN_OR_RETURN(const double sum_abs, TimeMedian(ws, ws.options.repeats, nullptr, [&]() -> absl::Status {
                               return kernels::SumAbs(ws.grad.data(), ws.d, ws.exec).status();

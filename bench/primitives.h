@@ -5,7 +5,7 @@
 // median time over `repeats` runs, the bytes the primitive would put on the wire, and the density
 // it achieved against the target. Every time is also expressed as a ratio to one streaming pass
 // over the same vector measured in the same run (the yardstick: a read-only sum at memory
-// bandwidth, bench/yardstick.h), so figures from noisy, shared machines stay comparable. Two extra
+// bandwidth, kernels/bandwidth.h), so figures from noisy, shared machines stay comparable. Two extra
 // rows per d report the yardstick itself ("stream_pass", with its GB/s) and kernels::SumAbs
 // ("sum_abs", the yardstick before 2026-11-25, which ran at a fraction of the bandwidth). Several
 // values of d run one after another (a sweep), each with its own vector and yardstick.

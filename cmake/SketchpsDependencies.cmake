@@ -14,5 +14,5 @@ if(SKETCHPS_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)  # replica checksums (common/checksum.h)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)  # job text hashes (job/job_spec.cc)
 find_package(prometheus-cpp CONFIG REQUIRED)  # no version argument: Debian ships no version file

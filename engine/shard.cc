@@ -49,20 +49,18 @@ Shard::~Shard() { strand_.reset(); }
 
 absl::StatusOr<bool> Shard::TryApply(const PhaseKey& key, const PhaseResult& result) {
   SKETCHPS_ASSIGN_OR_RETURN(Aggregate g, MeanAggregate(result, dim_));
-  backup_.resize(dim_);
-  kernels::CopyToHost(backup_.data(), master_.data(), dim_ * sizeof(float));
+  if (backup_.size() != dim_) backup_ = kernels::DeviceArray<float>(dim_);
+  SKETCHPS_RETURN_IF_ERROR(kernels::Copy(master_.data(), backup_.data(), dim_, exec_));
   std::vector<float> optimizer_state = optimizer_.State();
   SKETCHPS_RETURN_IF_ERROR(
       optimizer_.Apply(g, master_.data(), StepClock{key.round, EpochOfRound(key.round, options_.rounds_per_epoch)}));
-  kernels::Scratch scratch;
-  const kernels::Exec exec{nullptr, &scratch};
-  SKETCHPS_ASSIGN_OR_RETURN(bool finite, kernels::AllFinite(master_.data(), dim_, exec));
+  SKETCHPS_ASSIGN_OR_RETURN(bool finite, kernels::AllFinite(master_.data(), dim_, exec_));
   if (finite) {
     const std::vector<float> v = optimizer_.State();
     for (float x : v) finite &= std::isfinite(x);
   }
   if (finite) return true;
-  kernels::CopyToDevice(master_.data(), backup_.data(), dim_ * sizeof(float));
+  SKETCHPS_RETURN_IF_ERROR(kernels::Copy(backup_.data(), master_.data(), dim_, exec_));
   SKETCHPS_RETURN_IF_ERROR(optimizer_.SetState(optimizer_state));
   return false;
 }
@@ -89,7 +87,7 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Shard::ApplyFinal(const Phase
       }
     }
     ++rounds_applied_;
-    checksum_ = WeightsChecksum(master_.ToHost());
+    SKETCHPS_ASSIGN_OR_RETURN(checksum_, kernels::Checksum(master_.data(), dim_, exec_));
     reduction_state_ = reducer_.State();
     last_ = FinalResult{key, std::make_shared<const PhaseResult>(std::move(result))};
     applied = AppliedRound{rounds_applied_, checksum_, last_, last_.result->refused};

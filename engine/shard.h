@@ -136,8 +136,10 @@ class Shard {
   std::uint64_t rounds_applied_ ABSL_GUARDED_BY(master_mu_) = 0;
   std::uint64_t checksum_ ABSL_GUARDED_BY(master_mu_) = 0;
   FinalResult last_ ABSL_GUARDED_BY(master_mu_);
-  ReductionState reduction_state_ ABSL_GUARDED_BY(master_mu_);  // the reducer's, as of rounds_applied_
-  std::vector<float> backup_ ABSL_GUARDED_BY(master_mu_);       // the weights before the round being applied
+  ReductionState reduction_state_ ABSL_GUARDED_BY(master_mu_);      // the reducer's, as of rounds_applied_
+  kernels::DeviceArray<float> backup_ ABSL_GUARDED_BY(master_mu_);  // the weights before the round being applied
+  kernels::Scratch scratch_;                                        // kernels' temporaries (under master_mu_)
+  const kernels::Exec exec_{nullptr, &scratch_};
 
   // Last: destroyed first, so no task runs once the members above are gone.
   std::unique_ptr<Strand> strand_;

@@ -21,7 +21,10 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace sketchps::kernels {
 
@@ -33,6 +36,16 @@ Backend ActiveBackend();
 const char* BackendName();
 // Threads (CPU) or streaming multiprocessors x 1 (CUDA) the backend runs on; 1 if unknown.
 int BackendParallelism();
+// OK when the backend can run here: always on the CPU; on CUDA when a device answers. Otherwise
+// FailedPrecondition that says what was looked for and how to run on the CPU instead, e.g.
+// "no CUDA device: cudaGetDeviceCount: no CUDA-capable device is detected (CUDA_VISIBLE_DEVICES
+// unset; the CUDA kernels were loaded from .../lib/cuda/libsketchps_kernels.so) ...".
+absl::Status CheckBackend();
+// CheckBackend for a binary's main: true when it is OK; otherwise prints "<program>: <message>" to
+// stderr and returns false (the binary then exits 2, before it allocates anything).
+bool BackendRunsOrExplain(const char* program);
+// One line for logs: the backend, its device or threads, and the library file it was loaded from.
+std::string BackendDescription();
 
 // A caching pool of temporary device storage. Thrust algorithms draw their temporaries from it.
 // Blocks are kept after use and reused for requests of the same or smaller size; Release() frees
@@ -80,6 +93,14 @@ void CopyToHost(void* h_dst, const void* d_src, std::size_t bytes);
 void DeviceMemset(void* d_dst, int value, std::size_t bytes);
 // Waits until all work queued on the stream has finished (no-op on CPU).
 void Synchronize(const Exec& exec);
+
+// A host copy of the n elements at d_src.
+template <class T>
+std::vector<T> CopyOut(const T* d_src, std::size_t n) {
+  std::vector<T> out(n);
+  CopyToHost(out.data(), d_src, n * sizeof(T));
+  return out;
+}
 
 // An owning array in backend memory. Move-only.
 template <class T>

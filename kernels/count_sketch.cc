@@ -1,13 +1,13 @@
 // Count Sketch kernels (see count_sketch.h). One Thrust source for the CPU (OpenMP) and CUDA backends.
 //
-// Accumulation, the one backend strategy switch (#if SKETCHPS_KERNELS_CUDA): CUDA, one thread per
-// entry with atomicAdd. CPU, one work item per OpenMP thread sketches its input slice into its own
-// table (item 0 into the caller's, the others into scratch copies added afterwards in thread
-// order; CAS-loop atomics cost several plain adds), rows outer, dense kPolynomial61 input hashed in
-// SIMD lanes (internal/poly_lanes.h); for rows of 12 MiB or more each work item bins its updates
-// by column range instead (internal/sketch_binning.h, sketch_bins.h: same additions, same order).
-// Estimation and recovery: internal/sketch_estimate.h and internal/sketch_recover.h. Loops hash a
-// batch first and then touch the table, so that many cache misses are in flight.
+// Accumulation, a backend strategy switch (#if SKETCHPS_KERNELS_CUDA): CUDA, walked runs of entries
+// with 64-bit fixed-point atomics, deterministic (internal/sketch_cuda.h). CPU, one work item per OpenMP thread
+// sketches its input slice into its own table (item 0 into the caller's, the others into scratch copies added
+// afterwards in thread order; CAS-loop atomics cost several plain adds), rows outer, dense kPolynomial61 input hashed
+// in SIMD lanes (internal/poly_lanes.h); for rows of 12 MiB or more each work item bins its updates by column range
+// instead (internal/sketch_binning.h, sketch_bins.h: same additions, same order). Estimation and recovery:
+// internal/sketch_estimate.h and internal/sketch_recover.h. Loops hash a batch first and then touch the table, so that
+// many cache misses are in flight.
 #include "kernels/count_sketch.h"
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include "kernels/internal/scratch_array.h"
 #include "kernels/internal/sketch_binning.h"
 #include "kernels/internal/sketch_bins.h"
+#include "kernels/internal/sketch_cuda.h"
 #include "kernels/internal/sketch_cursor.h"
 #include "kernels/internal/sketch_estimate.h"
 #include "kernels/internal/sketch_recover.h"
@@ -49,23 +50,18 @@ using internal::WithFamily;
 using sketchps::CountSketchHash;
 using sketchps::count_sketch_internal::ApplySign;
 
+#if !SKETCHPS_KERNELS_CUDA  // the CPU strategy (CUDA: internal/sketch_cuda.h)
 // *addr += v, atomically with respect to other AtomicAdd calls.
-SKETCHPS_HD inline void AtomicAdd(float* addr, float v) {
-#if SKETCHPS_KERNELS_CUDA && defined(__CUDA_ARCH__)
-  atomicAdd(addr, v);
-#elif SKETCHPS_KERNELS_CUDA
-  *addr += v;  // nvcc's host pass: never executed, the functors run on the device
-#else
+inline void AtomicAdd(float* addr, float v) {
   float expected;
   __atomic_load(addr, &expected, __ATOMIC_RELAXED);
   float desired = expected + v;
   while (!__atomic_compare_exchange(addr, &expected, &desired, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     desired = expected + v;
   }
-#endif
 }
 
-// Entry t into every row with atomic adds (CUDA, and CPU when copies do not pay).
+// Entry t into every row with atomic adds (when private copies do not pay).
 template <class Family, class Source>
 struct AtomicAccumulate {
   Source src;
@@ -82,7 +78,6 @@ struct AtomicAccumulate {
   }
 };
 
-#if !SKETCHPS_KERNELS_CUDA  // the CPU strategy
 using internal::BinRecord;
 
 constexpr std::size_t kChunk = std::size_t{1} << 20;         // entries per rows-outer sweep (4 MiB, in LLC)
@@ -165,10 +160,14 @@ template <class Family, class Source>
 void Accumulate(Family, Source src, std::size_t count, const CountSketchHash& hash, float* d_table, const Exec& exec,
                 [[maybe_unused]] const SketchBinning& binning) {
   if (count == 0) return;
-  thrust::counting_iterator<std::size_t> first(0);
 #if SKETCHPS_KERNELS_CUDA
-  thrust::for_each(Policy(exec), first, first + count, AtomicAccumulate<Family, Source>{src, d_table, hash});
+  if constexpr (std::is_same_v<Source, DenseSource>) {
+    internal::AccumulateDenseCuda<Family>(src.x, count, hash, d_table, exec);
+  } else {
+    internal::AccumulateSparseCuda<Family>(src.idx, src.val, count, hash, d_table, exec);
+  }
 #else
+  thrust::counting_iterator<std::size_t> first(0);
   std::size_t parts = static_cast<std::size_t>(std::max(1, BackendParallelism()));
   parts = std::min(parts, (count + kBatch - 1) / kBatch);
   const std::size_t copy_cells = (parts - 1) * hash.cells();

@@ -1,11 +1,15 @@
 // Backend memory and the Scratch pool. Compiled by nvcc on the CUDA backend, by the C++
 // compiler (with OpenMP) on the CPU backend.
+#include <dlfcn.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/backend.h"
 #include "kernels/internal/policy.h"
 
@@ -45,6 +49,58 @@ int BackendParallelism() {
   return prop.multiProcessorCount;
 #else
   return omp_get_max_threads();
+#endif
+}
+
+namespace {
+
+// The file this library was loaded from (dladdr), or "?".
+std::string LibraryPath() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&CheckBackend), &info) == 0 || info.dli_fname == nullptr) return "?";
+  return info.dli_fname;
+}
+
+}  // namespace
+
+absl::Status CheckBackend() {
+#if SKETCHPS_KERNELS_CUDA
+  int devices = 0;
+  const cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err == cudaSuccess && devices > 0) return absl::OkStatus();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no CUDA device: cudaGetDeviceCount ", err == cudaSuccess ? "found 0 devices" : cudaGetErrorString(err),
+      " (CUDA_VISIBLE_DEVICES ", visible == nullptr ? "unset" : absl::StrCat("= '", visible, "'"),
+      "; the CUDA kernels were loaded from ", LibraryPath(),
+      "). To run on the CPU, leave the lib/cuda folder off LD_LIBRARY_PATH (docs/gpu.md)"));
+#else
+  return absl::OkStatus();
+#endif
+}
+
+bool BackendRunsOrExplain(const char* program) {
+  const absl::Status st = CheckBackend();
+  if (st.ok()) return true;
+  std::fprintf(stderr, "%s: %s\n", program, std::string(st.message()).c_str());
+  return false;
+}
+
+std::string BackendDescription() {
+#if SKETCHPS_KERNELS_CUDA
+  int device = 0;
+  cudaDeviceProp prop{};
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    return absl::StrCat("cuda (no device) from ", LibraryPath());
+  }
+  return absl::StrCat("cuda (", prop.name, ", ", prop.multiProcessorCount, " SMs, ", prop.totalGlobalMem >> 20,
+                      " MiB, compute ", prop.major, ".", prop.minor, ", runtime ", runtime, ", driver ", driver,
+                      ") from ", LibraryPath());
+#else
+  return absl::StrCat("cpu (", omp_get_max_threads(), " OpenMP threads) from ", LibraryPath());
 #endif
 }
 

@@ -20,8 +20,13 @@
 #include "common/splitmix.h"
 #include "common/status.h"
 #include "kernels/internal/chunked_select.h"
+#include "kernels/internal/device_reduce.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/scratch_array.h"
+
+#if SKETCHPS_KERNELS_CUDA
+#include <cub/device/device_select.cuh>
+#endif
 
 namespace sketchps::kernels {
 namespace {
@@ -89,10 +94,8 @@ void EmitTopK(const float* d_x, std::uint32_t* d_cidx, float* d_ckey, std::size_
   thrust::gather(Policy(exec), d_out_idx, d_out_idx + k, d_x, d_out_val);
 }
 
-// Splits sorted, disjoint segments into chunks that never cross a segment boundary.
-absl::StatusOr<std::vector<internal::ChunkSpec>> MakeChunks(const std::vector<ThresholdSegment>& segments,
-                                                            std::size_t n) {
-  std::vector<internal::ChunkSpec> chunks;
+// OK when the segments are sorted, disjoint and inside [0, n).
+absl::Status CheckSegments(const std::vector<ThresholdSegment>& segments, std::size_t n) {
   std::uint64_t previous_end = 0;
   for (std::size_t s = 0; s < segments.size(); ++s) {
     const auto& seg = segments[s];
@@ -101,18 +104,27 @@ absl::StatusOr<std::vector<internal::ChunkSpec>> MakeChunks(const std::vector<Th
                                                      seg.offset + seg.size, ") overlaps its predecessor or leaves [0, ",
                                                      n, ")"));
     }
-    internal::AppendChunks(seg.offset, seg.size, seg.tau, chunks);
     previous_end = seg.offset + seg.size;
   }
+  return absl::OkStatus();
+}
+
+#if !SKETCHPS_KERNELS_CUDA
+// Splits checked segments into chunks that never cross a segment boundary.
+std::vector<internal::ChunkSpec> MakeChunks(const std::vector<ThresholdSegment>& segments) {
+  std::vector<internal::ChunkSpec> chunks;
+  for (const auto& seg : segments) internal::AppendChunks(seg.offset, seg.size, seg.tau, chunks);
   return chunks;
 }
 
-// Threshold selection over chunks (internal/chunked_select.h): Count() once, then Write() the
-// entries into buffers of at least Count() elements.
+// Threshold selection over checked segments: Count() once, then Write() the entries, in index
+// order, into buffers of Count() elements. CPU: over chunks (internal/chunked_select.h).
 template <bool kInclusive>
-class ChunkedSelection {
+class Selection {
  public:
-  ChunkedSelection(const float* d_x, const std::vector<internal::ChunkSpec>& chunks, const Exec& exec)
+  Selection(const float* d_x, std::size_t /*n*/, const std::vector<ThresholdSegment>& segments, const Exec& exec)
+      : Selection(d_x, MakeChunks(segments), exec) {}
+  Selection(const float* d_x, const std::vector<internal::ChunkSpec>& chunks, const Exec& exec)
       : d_x_(d_x),
         n_chunks_(chunks.size()),
         exec_(exec),
@@ -146,13 +158,88 @@ class ChunkedSelection {
   ScratchArray<std::uint32_t> counts_;
 };
 
-std::vector<internal::ChunkSpec> WholeRange(std::size_t n, float tau) {
-  return *MakeChunks({ThresholdSegment{0, n, tau}}, n);
-}
+#else  // CUDA: one counting pass, then cub's DeviceSelect::If over the indices and a gather.
+
+struct SegmentSpec {
+  std::uint64_t begin;
+  std::uint64_t end;
+  float tau;
+};
+
+// Whether entry i lies in a segment and its magnitude qualifies there (binary search over the
+// sorted segments; NaN never qualifies).
+template <bool kInclusive>
+struct SegmentQualifies {
+  const float* x;
+  const SegmentSpec* segs;
+  std::uint32_t count;
+  SKETCHPS_HD bool operator()(std::uint32_t i) const {
+    std::uint32_t lo = 0, hi = count;  // first segment that begins after i
+    while (lo < hi) {
+      const std::uint32_t mid = (lo + hi) / 2;
+      if (segs[mid].begin <= i) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == 0) return false;
+    const SegmentSpec s = segs[lo - 1];
+    return i < s.end && internal::Qualifies<kInclusive>(fabsf(x[i]), s.tau);
+  }
+};
+template <bool kInclusive>
+struct CountQualifying {
+  SegmentQualifies<kInclusive> q;
+  SKETCHPS_HD std::uint64_t operator()(std::size_t i) const { return q(static_cast<std::uint32_t>(i)) ? 1 : 0; }
+};
+
+template <bool kInclusive>
+class Selection {
+ public:
+  Selection(const float* d_x, std::size_t n, const std::vector<ThresholdSegment>& segments, const Exec& exec)
+      : n_(n), exec_(exec), segs_(*exec.scratch, segments.size()) {
+    std::vector<SegmentSpec> specs;
+    for (const auto& seg : segments) specs.push_back({seg.offset, seg.offset + seg.size, seg.tau});
+    CopyToDevice(segs_.data(), specs.data(), specs.size() * sizeof(SegmentSpec));
+    q_ = SegmentQualifies<kInclusive>{d_x, segs_.data(), static_cast<std::uint32_t>(specs.size())};
+  }
+
+  std::size_t Count() {
+    if (segs_.size() == 0) return 0;
+    return static_cast<std::size_t>(internal::DeviceSumIndices(n_, CountQualifying<kInclusive>{q_}, exec_));
+  }
+
+  // limit: Count(), which DeviceSelect writes exactly.
+  void Write(std::size_t limit, std::uint32_t* d_idx, float* d_val) {
+    if (limit == 0) return;
+    const auto stream = static_cast<cudaStream_t>(exec_.stream);
+    ScratchArray<std::uint64_t> selected(*exec_.scratch, 1);
+    thrust::counting_iterator<std::uint32_t> first(0);
+    std::size_t bytes = 0;
+    internal::CudaCheck(
+        cub::DeviceSelect::If(nullptr, bytes, first, d_idx, selected.data(), static_cast<std::int64_t>(n_), q_, stream),
+        "DeviceSelect::If");
+    ScratchArray<char> temp(*exec_.scratch, bytes);
+    internal::CudaCheck(cub::DeviceSelect::If(temp.data(), bytes, first, d_idx, selected.data(),
+                                              static_cast<std::int64_t>(n_), q_, stream),
+                        "DeviceSelect::If");
+    thrust::gather(Policy(exec_), d_idx, d_idx + limit, q_.x, d_val);
+  }
+
+ private:
+  std::size_t n_;
+  const Exec& exec_;
+  ScratchArray<SegmentSpec> segs_;
+  SegmentQualifies<kInclusive> q_{};
+};
+#endif
+
+std::vector<ThresholdSegment> WholeRange(std::size_t n, float tau) { return {ThresholdSegment{0, n, tau}}; }
 
 // Candidates (index, |x|) of every entry with |x| >= tau (inclusive) or > tau, in index order.
 template <bool kInclusive>
-void CollectCandidates(ChunkedSelection<kInclusive>& sel, std::size_t count, std::uint32_t* d_idx, float* d_key,
+void CollectCandidates(Selection<kInclusive>& sel, std::size_t count, std::uint32_t* d_idx, float* d_key,
                        const Exec& exec) {
   sel.Write(count, d_idx, d_key);
   thrust::transform(Policy(exec), d_key, d_key + count, d_key, AbsOf{});
@@ -160,7 +247,7 @@ void CollectCandidates(ChunkedSelection<kInclusive>& sel, std::size_t count, std
 
 // Sorts the `count` candidates of `sel` and writes the top min(k, count).
 template <bool kInclusive>
-std::size_t FinishTopK(ChunkedSelection<kInclusive>& sel, std::size_t count, std::size_t k, const float* d_x,
+std::size_t FinishTopK(Selection<kInclusive>& sel, std::size_t count, std::size_t k, const float* d_x,
                        std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
   k = std::min(k, count);
   if (k == 0) return 0;
@@ -181,16 +268,16 @@ absl::StatusOr<std::size_t> TopK(const float* d_x, std::size_t n, std::size_t k,
   if (d_out_idx == nullptr || d_out_val == nullptr) return absl::InvalidArgumentError("TopK: output pointer is null");
   const float tau = CandidateThreshold(d_x, n, k, exec);
   if (tau > 0.0f) {
-    ChunkedSelection<true> sampled(d_x, WholeRange(n, tau), exec);
+    Selection<true> sampled(d_x, n, WholeRange(n, tau), exec);
     const std::size_t count = sampled.Count();
     if (count >= k) return FinishTopK(sampled, count, k, d_x, d_out_idx, d_out_val, exec);
   }
   // Unlucky sample, or a threshold of zero: every nonzero entry is a candidate.
-  ChunkedSelection<false> nonzero(d_x, WholeRange(n, 0.0f), exec);
+  Selection<false> nonzero(d_x, n, WholeRange(n, 0.0f), exec);
   const std::size_t count = nonzero.Count();
   if (count >= k) return FinishTopK(nonzero, count, k, d_x, d_out_idx, d_out_val, exec);
   // Fewer than k nonzeros: zeros rank by index after them (NaN never qualifies).
-  ChunkedSelection<true> all(d_x, WholeRange(n, 0.0f), exec);
+  Selection<true> all(d_x, n, WholeRange(n, 0.0f), exec);
   return FinishTopK(all, all.Count(), k, d_x, d_out_idx, d_out_val, exec);
 }
 
@@ -209,8 +296,8 @@ absl::StatusOr<std::size_t> ThresholdSelectSegments(const float* d_x, std::size_
                                                     const std::vector<ThresholdSegment>& segments, std::size_t capacity,
                                                     std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
   SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, "ThresholdSelect"));
-  SKETCHPS_ASSIGN_OR_RETURN(const auto chunks, MakeChunks(segments, n));
-  ChunkedSelection<false> sel(d_x, chunks, exec);
+  SKETCHPS_RETURN_IF_ERROR(CheckSegments(segments, n));
+  Selection<false> sel(d_x, n, segments, exec);
   const std::size_t total = sel.Count();
   if (total > capacity) {
     return absl::ResourceExhaustedError(

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include <thrust/copy.h>
 #include <thrust/fill.h>
 #include <thrust/functional.h>
 #include <thrust/gather.h>
@@ -103,6 +105,44 @@ bool RecoverAbove(const float* d_table, const CountSketchHash& hash, std::size_t
   return true;
 }
 
+#if SKETCHPS_KERNELS_CUDA
+// Sort key of a candidate: |estimate| descending, then index ascending (one 64-bit radix key).
+struct RankKey {
+  SKETCHPS_HD std::uint64_t operator()(std::uint32_t i, float est) const {
+    std::uint32_t bits = 0;
+    const float a = fabsf(est);
+    memcpy(&bits, &a, sizeof bits);
+    return (std::uint64_t{0x7fffffffu - bits} << 32) | i;
+  }
+};
+struct KeyIndex {
+  SKETCHPS_HD std::uint32_t operator()(std::uint64_t key) const { return static_cast<std::uint32_t>(key); }
+};
+
+// The CUDA form of RecoverAbove: one walked estimation pass appends the coordinates at or above tau
+// through an atomic counter (any order), then one radix sort by RankKey orders them.
+bool RecoverAboveCuda(const float* d_table, const CountSketchHash& hash, std::size_t n, std::size_t k, float tau,
+                      std::size_t capacity, std::uint32_t* d_out_idx, float* d_out_est, const Exec& exec) {
+  ScratchArray<std::uint32_t> idx(*exec.scratch, capacity);
+  ScratchArray<float> val(*exec.scratch, capacity);
+  ScratchArray<unsigned long long> counter(*exec.scratch, 1);
+  CudaCheck(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), static_cast<cudaStream_t>(exec.stream)),
+            "recover counter");
+  if (!EstimateRuns(d_table, hash, n, AppendAtLeast{tau, capacity, idx.data(), val.data(), counter.data()}, exec)) {
+    return false;
+  }
+  unsigned long long total = 0;
+  CopyToHost(&total, counter.data(), sizeof total);
+  if (total > capacity || total < k) return false;
+  ScratchArray<std::uint64_t> keys(*exec.scratch, total);
+  thrust::transform(Policy(exec), idx.data(), idx.data() + total, val.data(), keys.data(), RankKey{});
+  thrust::sort_by_key(Policy(exec), keys.data(), keys.data() + total, val.data());
+  thrust::transform(Policy(exec), keys.data(), keys.data() + k, d_out_idx, KeyIndex{});
+  thrust::copy(Policy(exec), val.data(), val.data() + k, d_out_est);
+  return true;
+}
+#endif
+
 }  // namespace
 
 absl::StatusOr<std::size_t> RecoverTopK(const float* d_table, const CountSketchHash& hash, std::size_t n, std::size_t k,
@@ -119,7 +159,12 @@ absl::StatusOr<std::size_t> RecoverTopK(const float* d_table, const CountSketchH
     const std::size_t item = EstimateItemSize(hash, n, binning);
     const double per_item = static_cast<double>(rank) / static_cast<double>(m) * static_cast<double>(item);
     const std::size_t capacity = std::min(item, static_cast<std::size_t>(4.0 * per_item) + 64);
+#if SKETCHPS_KERNELS_CUDA
+    const std::size_t slots = std::min(n, static_cast<std::size_t>(4.0 * static_cast<double>(rank) / m * n) + 1024);
+    if (tau > 0.0f && RecoverAboveCuda(d_table, hash, n, k, tau, slots, d_out_idx, d_out_est, exec)) return k;
+#else
     if (tau > 0.0f && RecoverAbove(d_table, hash, n, k, tau, capacity, d_out_idx, d_out_est, exec, binning)) return k;
+#endif
   }
   ScratchArray<float> est(*exec.scratch, n);
   EstimateInto(AllIndices{}, n, d_table, hash, StoreEstimates{est.data()}, exec, binning);

@@ -15,8 +15,10 @@
 #include <thrust/transform_reduce.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/checksum_term.h"
 #include "common/status.h"
 #include "kernels/internal/chunked_select.h"
+#include "kernels/internal/device_reduce.h"
 #include "kernels/internal/policy.h"
 
 namespace sketchps::kernels {
@@ -67,6 +69,7 @@ struct ScaleOp {
 struct ShiftedSums {
   double s1 = 0.0;
   double s2 = 0.0;
+  SKETCHPS_HD ShiftedSums operator+(const ShiftedSums& o) const { return ShiftedSums{s1 + o.s1, s2 + o.s2}; }
 };
 struct ShiftedTerms {
   double shift;
@@ -76,9 +79,12 @@ struct ShiftedTerms {
   }
 };
 struct AddSums {
-  SKETCHPS_HD ShiftedSums operator()(const ShiftedSums& a, const ShiftedSums& b) const {
-    return ShiftedSums{a.s1 + b.s1, a.s2 + b.s2};
-  }
+  SKETCHPS_HD ShiftedSums operator()(const ShiftedSums& a, const ShiftedSums& b) const { return a + b; }
+};
+
+struct ChecksumOf {
+  const float* x;
+  SKETCHPS_HD std::uint64_t operator()(std::size_t i) const { return ChecksumTerm(i, x[i]); }
 };
 
 absl::Status CheckArgs(const char* fn, const Exec& exec, std::size_t n, const void* ptr, const char* name) {
@@ -89,19 +95,39 @@ absl::Status CheckArgs(const char* fn, const Exec& exec, std::size_t n, const vo
 
 }  // namespace
 
+absl::StatusOr<std::uint64_t> Checksum(const float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Checksum", exec, n, d_x, "d_x"));
+  if (n == 0) return std::uint64_t{0};
+#if SKETCHPS_KERNELS_CUDA
+  return internal::DeviceSumIndices(n, ChecksumOf{d_x}, exec);
+#else
+  thrust::counting_iterator<std::size_t> first(0);
+  return thrust::transform_reduce(Policy(exec), first, first + n, ChecksumOf{d_x}, std::uint64_t{0},
+                                  thrust::plus<std::uint64_t>());
+#endif
+}
+
 absl::StatusOr<double> SumAbs(const float* d_x, std::size_t n, const Exec& exec) {
   SKETCHPS_RETURN_IF_ERROR(CheckArgs("SumAbs", exec, n, d_x, "d_x"));
   if (n == 0) return 0.0;
+#if SKETCHPS_KERNELS_CUDA
+  return internal::DeviceSumFloats(d_x, n, internal::AbsTerm{}, exec);
+#else
   const std::size_t chunks = (n + internal::kSelectChunk - 1) / internal::kSelectChunk;
   thrust::counting_iterator<std::size_t> first(0);
   return thrust::transform_reduce(Policy(exec), first, first + chunks, ChunkAbsSum{d_x, n}, 0.0,
                                   thrust::plus<double>());
+#endif
 }
 
 absl::StatusOr<double> SumSquares(const float* d_x, std::size_t n, const Exec& exec) {
   SKETCHPS_RETURN_IF_ERROR(CheckArgs("SumSquares", exec, n, d_x, "d_x"));
   if (n == 0) return 0.0;
+#if SKETCHPS_KERNELS_CUDA
+  return internal::DeviceSumFloats(d_x, n, internal::SquareTerm{}, exec);
+#else
   return thrust::transform_reduce(Policy(exec), d_x, d_x + n, SquareAsDouble{}, 0.0, thrust::plus<double>());
+#endif
 }
 
 absl::StatusOr<double> Norm2(const float* d_x, std::size_t n, const Exec& exec) {
@@ -116,8 +142,12 @@ absl::StatusOr<Moments> MeanStd(const float* d_x, std::size_t n, const Exec& exe
   float first = 0.0f;
   CopyToHost(&first, d_x, sizeof(float));
   const double shift = std::isfinite(first) ? static_cast<double>(first) : 0.0;
+#if SKETCHPS_KERNELS_CUDA
+  const ShiftedSums sums = internal::DeviceSumFloats(d_x, n, ShiftedTerms{shift}, exec);
+#else
   const ShiftedSums sums =
       thrust::transform_reduce(Policy(exec), d_x, d_x + n, ShiftedTerms{shift}, ShiftedSums{}, AddSums{});
+#endif
   const double count = static_cast<double>(n);
   const double mean_shifted = sums.s1 / count;
   const double variance = sums.s2 / count - mean_shifted * mean_shifted;
@@ -127,7 +157,11 @@ absl::StatusOr<Moments> MeanStd(const float* d_x, std::size_t n, const Exec& exe
 absl::StatusOr<bool> AllFinite(const float* d_x, std::size_t n, const Exec& exec) {
   SKETCHPS_RETURN_IF_ERROR(CheckArgs("AllFinite", exec, n, d_x, "d_x"));
   if (n == 0) return true;
+#if SKETCHPS_KERNELS_CUDA
+  return internal::DeviceSumFloats(d_x, n, internal::NotFiniteTerm{}, exec) == 0.0;
+#else
   return thrust::count_if(Policy(exec), d_x, d_x + n, NotFinite{}) == 0;
+#endif
 }
 
 absl::Status Axpy(float a, const float* d_x, float* d_y, std::size_t n, const Exec& exec) {

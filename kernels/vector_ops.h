@@ -9,20 +9,26 @@
 //   - Errors: InvalidArgument, naming the argument, when a pointer is null while n > 0, or when
 //     exec.scratch is null. Nothing is written when an error is returned.
 //   - Reductions accumulate in double; their result is deterministic for a fixed backend and
-//     thread count (the partition of the sum depends on both), and agrees with a naive double loop
-//     to about n * 1e-16 relative.
-//   - Elementwise updates are exact float operations (Axpy may be contracted to an FMA by nvcc).
+//     thread count (the partition of the sum depends on both; on CUDA on n only,
+//     internal/device_reduce.h), and agrees with a naive double loop to about n * 1e-16 relative.
+//   - Elementwise updates are exact float operations, never contracted to fused multiply-adds (the
+//     CUDA library is built with --fmad=false), so both backends round them alike.
 //   - Thread-safety: as the Exec (one thread per Scratch at a time); distinct Execs may run
 //     concurrently on disjoint outputs.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
 
 namespace sketchps::kernels {
+
+// The replica checksum of x[0..n) (common/checksum.h): Σ ChecksumTerm(i, x_i) mod 2^64, computed
+// where x lives; bitwise equal to WeightsChecksum of the same values on the host.
+absl::StatusOr<std::uint64_t> Checksum(const float* d_x, std::size_t n, const Exec& exec);
 
 // Σ|x_i|: one streaming pass, vectorized, summed in float within 16384-element chunks and in double
 // across them (relative error ~1e-7 · log). Benchmarks use it as the cost of touching every element

@@ -55,7 +55,7 @@ struct ClientOptions {
 
 // A worker's replica of one shard's range, as offered in a Join.
 struct ReplicaOffer {
-  std::span<const float> weights;
+  std::vector<float> weights;          // a host copy (the replica itself may live on a GPU)
   std::vector<float> optimizer_state;  // empty: none
 };
 // Returns the replica of `shard` as it stands now (called from the thread running that shard).

@@ -12,6 +12,7 @@ PACKAGES=(
   python3 python3-yaml iproute2 nftables python3-torch python3-matplotlib python3-dev pybind11-dev python3-pytest
   clang-14 clang-format-14 libclang-rt-14-dev libomp-14-dev
   libtorch-dev dataset-fashion-mnist
+  patchelf python3-pybind11
 )
 # Thrust comes with the CUDA toolkit (CCCL); without the toolkit, Debian's copy serves the CPU build.
 if [[ ! -d /usr/local/cuda/include/cccl ]]; then

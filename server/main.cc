@@ -43,6 +43,7 @@
 #include "common/wire/file_key.h"
 #include "engine/phase.h"
 #include "job/job_spec.h"
+#include "kernels/backend.h"
 #include "ps/metrics.h"
 #include "ps/service.h"
 #include "ps/shard_host.h"
@@ -129,6 +130,7 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
   const std::uint64_t open_files = RaiseFileLimit();
   spdlog::info("messages up to {} bytes (--max-message-mb), gRPC memory quota {} bytes, open files limit {}",
                server_options.max_message_bytes, server_options.memory_quota_bytes, open_files);
+  spdlog::info("kernels: {}", sketchps::kernels::BackendDescription());
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
   if (!grpc_server || port == 0 || (!flags.health_listen.empty() && health_port == 0)) {
@@ -273,6 +275,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 2047));
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
+  if (!sketchps::kernels::BackendRunsOrExplain("sketchps-server")) return 2;  // e.g. CUDA kernels, no device
   if (!flags.shard) flags.shard = OrdinalFromHostname();
   ConfigureLogging(flags.job, absl::StrCat("server ", flags.shard ? std::to_string(*flags.shard) : "?"));
   if (!flags.shard) {

@@ -25,6 +25,7 @@
 #include <malloc.h>
 #include <omp.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
@@ -41,6 +42,7 @@
 #include "common/wire/file_key.h"
 #include "common/wire/framed_file.h"
 #include "job/job_spec.h"
+#include "kernels/backend.h"
 #include "spdlog/spdlog.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
@@ -243,6 +245,17 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
+  if (!sketchps::kernels::BackendRunsOrExplain("sketchps-worker")) return 2;  // e.g. CUDA kernels, no device
+  if (sketchps::kernels::ActiveBackend() == sketchps::kernels::Backend::kCuda) {
+    // The model runs in Debian's libtorch, on the CPU: its buffers are host memory, which the CUDA
+    // kernels cannot read. GPU workers are Python workers with a CUDA PyTorch (docs/gpu.md).
+    std::fprintf(stderr,
+                 "sketchps-worker: the CUDA kernels were loaded (%s), but this worker trains with libtorch on the "
+                 "CPU; run it with the CPU kernels (lib/cuda off LD_LIBRARY_PATH), or train on the GPU with the "
+                 "Python package (sketchps run --script, docs/gpu.md)\n",
+                 sketchps::kernels::BackendDescription().c_str());
+    return 2;
+  }
   ConfigureLogging(flags.job, "worker ?");
   if (auto st = RankFromEnvironment(flags); !st.ok()) {
     spdlog::error("{}", std::string(st.message()));

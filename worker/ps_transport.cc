@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "common/checksum.h"
 #include "common/reason.h"
 #include "common/status.h"
 #include "common/wire/codec.h"
+#include "kernels/vector_ops.h"
 #include "spdlog/spdlog.h"
 
 namespace sketchps::worker {
@@ -34,7 +34,7 @@ class PsTransport final : public Transport {
                                       Replica& replica) override {
     client_->SetReplica(layers, [params, shards, &replica](std::uint32_t shard) {
       const auto& r = shards.ranges[shard];
-      return ps::ReplicaOffer{{params + r.lo, r.size()}, replica.optimizer(shard).State()};
+      return ps::ReplicaOffer{kernels::CopyOut(params + r.lo, r.size()), replica.optimizer(shard).State()};
     });
     if (join_at_) return JoinRunning(*join_at_, shards, params, replica);
     auto joins = JoinEvery(shards, params, std::nullopt);
@@ -62,10 +62,11 @@ class PsTransport final : public Transport {
     std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
-      joins.push_back(std::async(std::launch::async,
-                                 [this, shard, member_from, offer = ps::ReplicaOffer{{params + r.lo, r.size()}, {}}] {
-                                   return client_->Join(shard, 0, offer, member_from);
-                                 }));
+      joins.push_back(std::async(
+          std::launch::async,
+          [this, shard, member_from, offer = ps::ReplicaOffer{kernels::CopyOut(params + r.lo, r.size()), {}}] {
+            return client_->Join(shard, 0, offer, member_from);
+          }));
     }
     return joins;
   }
@@ -132,7 +133,7 @@ class PsTransport final : public Transport {
                                                         r.hi, ")"));
     }
     SKETCHPS_ASSIGN_OR_RETURN(auto weights, ParseF32Bytes(joined.weights(), r.size(), "JoinResponse.weights"));
-    std::copy(weights.begin(), weights.end(), params + r.lo);
+    kernels::CopyToDevice(params + r.lo, weights.data(), weights.size() * sizeof(float));
     if (!joined.optimizer_state().empty()) {
       SKETCHPS_ASSIGN_OR_RETURN(auto state,
                                 ParseF32Bytes(joined.optimizer_state(), replica.optimizer(shard).state_size(),
@@ -149,7 +150,7 @@ class PsTransport final : public Transport {
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
       const ps::FinalReport report = client_->last_final(shard);
-      const std::uint64_t mine = WeightsChecksum({params + r.lo, r.size()});
+      const std::uint64_t mine = kernels::Checksum(params + r.lo, r.size(), exec_).value();
       if (report.rounds_applied != round + 1 || report.checksum != mine) {
         return WithReason(absl::FailedPreconditionError(absl::StrFormat(
                               "replica diverged: after round %d shard %d reports %d rounds and checksum %016x, this "
@@ -192,7 +193,9 @@ class PsTransport final : public Transport {
  private:
   std::unique_ptr<ps::Client> client_;
   const std::optional<std::uint64_t> join_at_;  // elastic: join the running job at this round
-  bool ahead_ = false;                          // Start found shards one round apart
+  kernels::Scratch scratch_;                    // the replica checksum's temporaries (CheckReplica)
+  const kernels::Exec exec_{nullptr, &scratch_};
+  bool ahead_ = false;  // Start found shards one round apart
 };
 
 }  // namespace

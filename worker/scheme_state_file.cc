@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "common/wire/framed_file.h"
+#include "kernels/backend.h"
 #include "sketchps/v1/checkpoint.pb.h"
 
 namespace sketchps::worker {
@@ -74,7 +75,7 @@ void SchemeStateFiles::SaveAsync(std::uint64_t rounds_applied, Replica& replica,
   (void)WaitSaved();  // one write at a time (the caller has normally waited already)
   // Only the copies happen here; the message is built, serialized and written on the writer's thread.
   auto snapshot = std::make_shared<Snapshot>();
-  snapshot->weights.assign(params, params + dim_);
+  snapshot->weights = kernels::CopyOut(params, dim_);
   for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
     snapshot->schemes.push_back(replica.scheme(s).SaveState());
     snapshot->scheme_names.push_back(replica.scheme(s).name());
@@ -220,7 +221,7 @@ absl::Status SchemeStateFiles::Load(std::uint64_t round, Replica& replica, float
   for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
     SKETCHPS_RETURN_IF_ERROR(replica.optimizer(s).SetState(optimizers[s]));  // sizes checked above
   }
-  std::memcpy(params, state.weights().data(), state.weights().size());
+  kernels::CopyToDevice(params, state.weights().data(), state.weights().size());
   return absl::OkStatus();
 }
 

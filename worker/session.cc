@@ -7,10 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/checksum.h"
 #include "common/reason.h"
 #include "common/status.h"
 #include "common/wire/framed_file.h"
+#include "kernels/vector_ops.h"
 #include "spdlog/spdlog.h"
 #include "worker/peer_transport.h"
 #include "worker/ps_transport.h"
@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   SKETCHPS_RETURN_IF_ERROR(CheckLayout(layers, options.job.layout));
   s->layers_ = layers;
   if (options.job.decentralized()) {
-    s->o_.job.fingerprint["initial_weights"] = WeightsChecksum({params, layers.dim()});
+    s->o_.job.fingerprint["initial_weights"] = s->ParamsChecksum(params);
   }
   SKETCHPS_ASSIGN_OR_RETURN(s->shards_, MakeShardMap(layers, options.job.servers));
   SKETCHPS_ASSIGN_OR_RETURN(s->plan_, RoundPlan::Initial(options.job, options.rank));
@@ -312,7 +312,7 @@ nlohmann::json Session::Record(std::uint64_t round, RoundTimes t, const Transpor
                         {"compute_s", absl::ToDoubleSeconds(t.computed - t.start)},
                         {"exchange_s", absl::ToDoubleSeconds(t.end - t.computed)},
                         {"workers", plan_.workers},
-                        {"checksum", absl::StrFormat("%016x", WeightsChecksum({params, dim()}))}};
+                        {"checksum", absl::StrFormat("%016x", ParamsChecksum(params))}};
   if (o_.job.ps.elastic) record["members"] = Members();
   return record;
 }
@@ -377,11 +377,16 @@ absl::StatusOr<std::vector<float>> Session::SumOverWorkers(std::uint64_t round, 
   return sketchps::SumOverWorkers(transport_->aggregator(), round, std::move(values));
 }
 
+std::uint64_t Session::ParamsChecksum(const float* params) const {
+  const kernels::Exec exec{nullptr, &scratch_};
+  return kernels::Checksum(params, layers_.dim(), exec).value();  // fails only for a null pointer
+}
+
 void Session::RememberRoundStart(std::uint64_t round, const float* params) {
   if (!can_regroup()) return;
   RoundStart& start = starts_[round % 2];
   start.round = round;
-  start.params.assign(params, params + dim());
+  start.params = kernels::CopyOut(params, dim());
   start.optimizer_state.clear();
   for (std::uint32_t i = 0; i < num_shards(); ++i) start.optimizer_state.push_back(replica_->optimizer(i).State());
 }
@@ -401,7 +406,7 @@ absl::StatusOr<Regrouped> Session::Recover(const absl::Status& failure, std::uin
   optimizer_.lr.base_lr = o_.job.optimizer.lr.base_lr * scale;
   optimizer_.lr.min_lr = o_.job.optimizer.lr.min_lr * scale;
   SKETCHPS_ASSIGN_OR_RETURN(replica_, MakeReplica());
-  std::copy(start.params.begin(), start.params.end(), params);
+  kernels::CopyToDevice(params, start.params.data(), start.params.size() * sizeof(float));
   for (std::uint32_t i = 0; i < num_shards(); ++i) {
     SKETCHPS_RETURN_IF_ERROR(replica_->optimizer(i).SetState(start.optimizer_state[i]));
   }

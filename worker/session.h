@@ -45,6 +45,7 @@
 #include "engine/replica.h"
 #include "engine/shard_threads.h"
 #include "job/job_spec.h"
+#include "kernels/backend.h"
 #include "worker/round_plan.h"
 #include "worker/scheme_state_file.h"
 #include "worker/transport.h"
@@ -216,6 +217,9 @@ class Session {
   nlohmann::json Record(std::uint64_t round, RoundTimes times, const TransportCounters& before,
                         const TransportCounters& after, const ReplicaRound& out, const float* params) const;
 
+  // The replica checksum of params[0, dim()) computed where they live (kernels::Checksum).
+  std::uint64_t ParamsChecksum(const float* params) const;
+
   // A worker's state at the start of a round: what a regroup rolls back to.
   struct RoundStart {
     std::uint64_t round = ~0ull;
@@ -224,6 +228,7 @@ class Session {
   };
 
   SessionOptions o_;
+  mutable kernels::Scratch scratch_;  // the checksum's temporaries
   LayerTable layers_;
   std::array<RoundStart, 2> starts_;  // decentralized regroup: the last two round starts
   ShardMap shards_;

@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "common/wire/layout_proto.h"
 #include "engine/replica.h"
+#include "kernels/backend.h"
 
 namespace sketchps::bench {
 namespace fs = std::filesystem;
@@ -53,7 +54,8 @@ class ConfigRun {
     std::unique_ptr<worker::Transport> transport;
     std::unique_ptr<CountingAggregator> counting;
     std::unique_ptr<Replica> replica;
-    std::vector<float> params, grad;
+    kernels::DeviceArray<float> params, grad;  // in the kernels' memory (a GPU's with CUDA kernels)
+    std::vector<float> host_grad;              // the round's synthetic or replayed gradient, before its copy
     WorkerWindow window;
   };
   // The barrier's completion step: runs on the last thread to arrive, while the others wait.
@@ -129,8 +131,10 @@ absl::Status ConfigRun::Prepare() {
   workers_.resize(spec_.workers);
   for (std::uint32_t r = 0; r < spec_.workers; ++r) {
     workers_[r].rank = r;
-    workers_[r].params.assign(layers_.dim(), 0.0f);
-    workers_[r].grad.assign(layers_.dim(), 0.0f);
+    workers_[r].params = kernels::DeviceArray<float>(layers_.dim());
+    workers_[r].params.Zero();
+    workers_[r].grad = kernels::DeviceArray<float>(layers_.dim());
+    workers_[r].host_grad.assign(layers_.dim(), 0.0f);
   }
   return absl::OkStatus();
 }
@@ -250,8 +254,9 @@ absl::Status ConfigRun::WorkerRounds(Worker& me, Barrier& barrier) {
   barrier.arrive_and_wait();  // joined
   for (std::uint64_t t = 0; t < total_rounds(); ++t) {
     if (stop_) return absl::OkStatus();  // the failure or stop is recorded already
-    Gradient(me.rank, t, me.grad);
-    barrier.arrive_and_wait();  // before the round
+    Gradient(me.rank, t, me.host_grad);
+    me.grad.FromHost(me.host_grad);  // outside the measured window, like the gradient's computation
+    barrier.arrive_and_wait();       // before the round
     auto round = me.replica->RunRound(*me.counting, RoundInfo{t, spec_.epoch}, me.grad.data(), me.params.data());
     if (!round.ok()) return Annotate(round.status(), absl::StrCat("round ", t));
     SKETCHPS_RETURN_IF_ERROR(me.transport->CheckReplica(t, shards_, me.params.data()));

@@ -19,9 +19,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "bench/yardstick.h"
 #include "common/status.h"
 #include "kernels/backend.h"
+#include "kernels/bandwidth.h"
 
 namespace sketchps::bench {
 namespace {
@@ -96,7 +96,7 @@ absl::StatusOr<double> StreamBytesPerSecond(std::size_t floats, int threads, int
   std::vector<double> times;
   for (int i = 0; i <= repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    SKETCHPS_RETURN_IF_ERROR(BandwidthSum(x.data(), floats, exec).status());
+    SKETCHPS_RETURN_IF_ERROR(kernels::BandwidthSum(x.data(), floats, exec).status());
     kernels::Synchronize(exec);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (i > 0) times.push_back(s);  // the first pass warms up

@@ -1,5 +1,5 @@
 // What the load generator records about the machine a sweep ran on, and its memory-bandwidth
-// yardstick: the bench's streaming pass (bench/yardstick.h BandwidthSum, a read-only vectorized sum
+// yardstick: the bench's streaming pass (kernels/bandwidth.h BandwidthSum, a read-only vectorized sum
 // at memory bandwidth) over a large vector, so that the shards' reduction traffic can be compared
 // with what one pass over memory costs on the same machine in the same run.
 #pragma once

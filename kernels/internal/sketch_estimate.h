@@ -5,7 +5,8 @@
 // of an index list (AllIndices: coordinate t itself). It estimates them kEstimateBlock at a time
 // (every row's signed cells, then one median per coordinate) and calls
 //   sink(item, t0, est, m)   with est[0..m) the estimates of entries t0, t0 + 1, ..., t0 + m − 1,
-// in increasing t0. CUDA: one coordinate per item. CPU: 64K coordinates per item, and for the
+// in increasing t0. CUDA: one coordinate per item, except that storing the estimates of all
+// coordinates walks runs of them (internal/sketch_cuda.h). CPU: 64K coordinates per item, and for the
 // kPolynomial61 family over all coordinates the rows are hashed by interleaved SIMD walks
 // (internal/poly_lanes.h) that carry their state from block to block. CPU, all coordinates of a
 // table beyond L2: rows outer (internal/sketch_binning.h), items of EstimateItemSize coordinates,
@@ -23,6 +24,7 @@
 #include "kernels/internal/scratch_array.h"
 #include "kernels/internal/sketch_binning.h"
 #include "kernels/internal/sketch_bins.h"
+#include "kernels/internal/sketch_cuda.h"
 #include "kernels/internal/sketch_cursor.h"
 
 namespace sketchps::kernels::internal {
@@ -182,6 +184,11 @@ void RunRowsOuterEstimate(std::size_t count, std::size_t item, const float* d_ta
 template <class Indices, class Sink>
 void EstimateInto(Indices index, std::size_t count, const float* d_table, const CountSketchHash& hash, Sink sink,
                   const Exec& exec, const SketchBinning& binning = {}) {
+#if SKETCHPS_KERNELS_CUDA
+  if constexpr (std::is_same_v<Indices, AllIndices> && std::is_same_v<Sink, StoreEstimates>) {
+    if (EstimateRuns(d_table, hash, count, StoreAt{sink.out}, exec)) return;  // walked (sketch_cuda.h)
+  }
+#endif
   thrust::counting_iterator<std::size_t> first(0);
   WithFamily(hash, [&](auto family) {
 #if !SKETCHPS_KERNELS_CUDA

@@ -1,7 +1,5 @@
 // The CPU backend's interleaved kPolynomial61 walks (kernels/internal/poly_lanes.h) against the
 // naive 128-bit `%` evaluation of tests/support/sketch_reference.h.
-#if !SKETCHPS_BACKEND_CUDA
-
 #include "kernels/internal/poly_lanes.h"
 
 #include <cstdint>
@@ -38,5 +36,3 @@ TEST_CASE("Interleaved polynomial walks equal the naive hash", "[count_sketch]")
   CHECK(internal::FlipSign(2.5f, 0x80000000u) == -2.5f);
   CHECK(internal::FlipSign(-2.5f, 0u) == -2.5f);
 }
-
-#endif  // !SKETCHPS_BACKEND_CUDA

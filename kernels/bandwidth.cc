@@ -1,19 +1,21 @@
-// The bandwidth yardstick (see yardstick.h).
-#include "bench/yardstick.h"
+// The bandwidth yardstick (see bandwidth.h).
+#include "kernels/bandwidth.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/vector_ops.h"
+#include "kernels/internal/policy.h"
 
-#if !SKETCHPS_BACKEND_CUDA
+#if SKETCHPS_KERNELS_CUDA
+#include "kernels/internal/device_reduce.h"
+#else
 #include <omp.h>
 #endif
 
-namespace sketchps::bench {
+namespace sketchps::kernels {
 namespace {
 
-#if !SKETCHPS_BACKEND_CUDA
+#if !SKETCHPS_KERNELS_CUDA
 // 16 floats as one GCC vector: one zmm register on AVX-512, two ymm on AVX2, four xmm otherwise.
 using Floats16 = float __attribute__((vector_size(64)));
 
@@ -50,9 +52,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) double SliceSum(con
 
 }  // namespace
 
-absl::StatusOr<double> BandwidthSum(const float* d_x, std::size_t n, const kernels::Exec& exec) {
-#if SKETCHPS_BACKEND_CUDA
-  return kernels::SumAbs(d_x, n, exec);
+absl::StatusOr<double> BandwidthSum(const float* d_x, std::size_t n, const Exec& exec) {
+  if (exec.scratch == nullptr) return absl::InvalidArgumentError("BandwidthSum: exec.scratch is null");
+  if (n > 0 && d_x == nullptr) return absl::InvalidArgumentError("BandwidthSum: d_x is null");
+#if SKETCHPS_KERNELS_CUDA
+  return internal::DeviceSumFloats(d_x, n, internal::PlainTerm{}, exec);
 #else
   (void)exec;
   double sum = 0.0;
@@ -69,4 +73,4 @@ absl::StatusOr<double> BandwidthSum(const float* d_x, std::size_t n, const kerne
 #endif
 }
 
-}  // namespace sketchps::bench
+}  // namespace sketchps::kernels

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The relocatable bundle (docs/gpu.md): what a GPU node without the build's packages needs to run
+# sketchps, as one archive.
+#
+#   bash scripts/bundle.sh [OUT_DIR]     # default build/bundle; writes OUT_DIR/sketchps-<version>-linux-<arch>.tar.gz
+#
+# It builds the `ci` preset (CPU kernels and, where nvcc is, the CUDA kernels for compute_80 PTX and
+# sm_90 code), then `cmake --install`s the `runtime` and `tests` components into OUT_DIR/sketchps:
+#   bin/                  sketchps, sketchps-server, sketchps-bench (RPATH $ORIGIN/../lib)
+#   lib/                  libsketchps_kernels.so (CPU) and every shared library the binaries need
+#                         but glibc, libstdc++ and the GPU driver (CMake's runtime dependency sets)
+#   lib/cuda/             libsketchps_kernels.so (CUDA): LD_LIBRARY_PATH=.../lib/cuda selects it
+#   libexec/sketchps/tests/  the unit suites that run on a GPU (kernels, engine, schemes)
+#   python/               the Python package's sources, installed with pip against the node's torch
+#   gpu-check.sh, bench/torch_peers.py   the GPU acceptance run (scripts/gpu-check.sh)
+# The archive unpacks anywhere: tar -xzf sketchps-*.tar.gz && sketchps/gpu-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-build/bundle}"
+bash scripts/setup.sh
+cmake --preset ci -DSKETCHPS_CUDA_ARCHS="80-virtual;90-real" >/dev/null  # sm_90 code for Hopper, PTX for the rest
+bash scripts/build.sh ci
+rm -rf "$out/sketchps"
+mkdir -p "$out"
+for component in runtime tests; do
+  cmake --install build/ci --prefix "$out/sketchps" --component "$component" >/dev/null
+done
+# Libraries find each other in lib/ too (a RUNPATH applies to an object's own dependencies only).
+for f in "$out"/sketchps/lib/*.so*; do
+  [[ -L "$f" ]] || patchelf --set-rpath '$ORIGIN' "$f"
+done
+mkdir -p "$out/sketchps/bench"
+cp scripts/gpu-check.sh "$out/sketchps/"
+cp bench/gpu/torch_peers.py "$out/sketchps/bench/"
+[[ -f scripts/train-check.sh ]] && cp scripts/train-check.sh "$out/sketchps/"
+if [[ -d build/ci/python-dist ]]; then cp -r build/ci/python-dist "$out/sketchps/python"; fi
+version=$(sed -n 's/^project(sketchps VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+archive="$out/sketchps-$version-linux-$(uname -m).tar.gz"  # gzip: every node can unpack it
+tar -C "$out" -czf "$archive" sketchps
+echo "bundle: $archive ($(du -h "$archive" | cut -f1); $(find "$out/sketchps" -type f | wc -l) files)"
