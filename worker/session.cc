@@ -75,6 +75,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   s->layers_ = layers;
   if (options.job.decentralized()) {
     s->o_.job.fingerprint["initial_weights"] = s->ParamsChecksum(params);
+    // Nothing compares decentralized replicas after a round: peers must round alike (docs/gpu.md).
+    s->o_.job.fingerprint[kKernelsKey] = static_cast<std::uint64_t>(kernels::ActiveBackend());
   }
   SKETCHPS_ASSIGN_OR_RETURN(s->shards_, MakeShardMap(layers, options.job.servers));
   SKETCHPS_ASSIGN_OR_RETURN(s->plan_, RoundPlan::Initial(options.job, options.rank));

@@ -25,6 +25,19 @@ absl::Status CheckFingerprint(const Fingerprint& mine, const Fingerprint& theirs
   if (theirs.empty()) return absl::OkStatus();
   const auto keys = DiffKeys(mine, theirs);
   if (keys.empty()) return absl::OkStatus();
+  // Decentralized peers on different kernel backends (worker/session.cc adds "kernels": 0 CPU, 1 CUDA).
+  if (std::find(keys.begin(), keys.end(), std::string(kKernelsKey)) != keys.end()) {
+    const auto name = [](const Fingerprint& f) {
+      const auto it = f.find(kKernelsKey);
+      return it == f.end() ? "unknown" : it->second == 0 ? "cpu" : it->second == 1 ? "cuda" : "unknown";
+    };
+    return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                          "kernels: ", who, " runs on the ", name(theirs), " kernels and this process on the ",
+                          name(mine),
+                          " ones; decentralized peers must share one backend (docs/gpu.md: nothing compares their "
+                          "replicas after each round, so a difference in rounding would go unnoticed)")),
+                      Reason::kFingerprintMismatch);
+  }
   // Different initial weights with the same job: the model was built differently (or before the seed).
   if (keys == std::vector<std::string>{"initial_weights"}) {
     return WithReason(absl::FailedPreconditionError(absl::StrCat(

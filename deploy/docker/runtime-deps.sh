@@ -8,7 +8,8 @@
 # Fails (exit 1, naming them) if a library cannot be found at all. Used by the Dockerfiles' build
 # stage; tests/deploy runs it on the built daemons so a missing library shows up in CI, not at
 # `docker run`. libc's loader and the vDSO are skipped; so is libcuda (the NVIDIA container runtime
-# mounts the driver's copy).
+# mounts the driver's copy), and so are the project's own libraries (libsketchps_*: the image copies
+# them from the build, e.g. the kernels, kernels/CMakeLists.txt).
 set -euo pipefail
 
 usage() { echo "usage: $0 packages|unowned|check BINARY..." >&2; exit 2; }
@@ -50,7 +51,7 @@ fi
 # spelling of every library in one call (one call per path would take minutes).
 declare -A spellings=()
 for lib in $(printf '%s\n' "${libs[@]}" | sort -u); do
-  case $(basename "$lib") in libcuda.so*) continue ;; esac
+  case $(basename "$lib") in libcuda.so* | libsketchps_*) continue ;; esac
   real=$(readlink -f "$lib")
   spellings[$lib]="$lib $real ${lib#/usr} /usr${lib} ${real#/usr} /usr${real}"
 done

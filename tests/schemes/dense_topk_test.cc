@@ -36,7 +36,7 @@ TEST_CASE("Dense with P workers equals one process with batch P*b", "[schemes][d
   CHECK(RelativeError(a.replicas[0], b.replicas[0]) < 1e-5);
 }
 
-TEST_CASE("Dense and top-k+EF converge to the least-squares optimum", "[schemes][convergence]") {
+TEST_CASE("Dense and top-k+EF converge to the least-squares optimum", "[schemes][convergence][long]") {
   const std::uint32_t p = GENERATE(1u, 4u, 8u);
   const LeastSquares problem(400, 50, 9);
   auto dense = Simulate(Dense(), problem, Options(p, 2, 300));

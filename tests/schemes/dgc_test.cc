@@ -213,7 +213,7 @@ TEST_CASE("DGC converges to the least-squares optimum", "[schemes][dgc][converge
   ExpectConvergesOnLeastSquares(Dgc(c), opts, 1e-3);
 }
 
-TEST_CASE("DGC converges on logistic regression", "[schemes][dgc][convergence]") {
+TEST_CASE("DGC converges on logistic regression", "[schemes][dgc][convergence][long]") {
   auto opts = MomentumSimOptions(GENERATE(1u, 4u, 8u), 2, 1500, Layers30());
   opts.density = 0.1;  // one entry of each matrix, biases whole: 7 of d = 30
   opts.optimizer.lr.base_lr = 1.0;

@@ -108,7 +108,7 @@ TEST_CASE("gTop-k with one worker equals top-k+EF", "[schemes][gtopk]") {
       /*tolerance=*/0.0);
 }
 
-TEST_CASE("gTop-k converges to the least-squares optimum", "[schemes][gtopk][convergence]") {
+TEST_CASE("gTop-k converges to the least-squares optimum", "[schemes][gtopk][convergence][long]") {
   auto opts = SchemeOptions(GENERATE(1u, 4u, 8u), 2, 400);
   opts.density = 0.1;
   ExpectConvergesOnLeastSquares(GTopK(), opts, 1e-2);

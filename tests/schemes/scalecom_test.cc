@@ -118,7 +118,7 @@ TEST_CASE("ScaleCom with one worker equals top-k+EF", "[schemes][scalecom]") {
       /*tolerance=*/0.0);
 }
 
-TEST_CASE("ScaleCom converges to the least-squares optimum", "[schemes][scalecom][convergence]") {
+TEST_CASE("ScaleCom converges to the least-squares optimum", "[schemes][scalecom][convergence][long]") {
   auto opts = SchemeOptions(GENERATE(1u, 4u, 8u), 2, 400);
   opts.density = 0.1;
   ExpectConvergesOnLeastSquares(ScaleCom(), opts, 1e-2);

@@ -174,7 +174,7 @@ TEST_CASE("SDAGC converges to the least-squares optimum", "[schemes][sdagc][conv
   CHECK(density < 0.35);
 }
 
-TEST_CASE("SDAGC converges on logistic regression", "[schemes][sdagc][convergence]") {
+TEST_CASE("SDAGC converges on logistic regression", "[schemes][sdagc][convergence][long]") {
   auto opts = MomentumSimOptions(GENERATE(1u, 4u, 8u), 2, 1500, Layers30());
   opts.optimizer.lr.base_lr = 1.0;
   const auto r = ExpectConvergesOnLogistic(Sdagc(Constant(1.5, 0.0)), opts, 1e-3);

@@ -147,7 +147,7 @@ TEST_CASE("SIDCo achieved density tracks the target while training least squares
   CHECK(ratio < 1.25);
 }
 
-TEST_CASE("SIDCo converges to the least-squares optimum", "[schemes][sidco][convergence]") {
+TEST_CASE("SIDCo converges to the least-squares optimum", "[schemes][sidco][convergence][long]") {
   auto opts = SchemeOptions(GENERATE(1u, 4u, 8u), 2, 400);
   opts.density = 0.1;
   ExpectConvergesOnLeastSquares(Sidco(), opts, 1e-2);

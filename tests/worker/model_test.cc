@@ -236,7 +236,7 @@ TEST_CASE("Data order rule: P workers with batch b average to one process with b
   }
 }
 
-TEST_CASE("SGD written through params() lowers the CNN's training loss", "[worker][train]") {
+TEST_CASE("SGD written through params() lowers the CNN's training loss", "[worker][train][long]") {
   const Dataset& train = TrainSet();
   Model model = MustCreate("cnn", 7);
   std::vector<std::uint64_t> probe(2000);

@@ -167,7 +167,7 @@ TEST_CASE("Every scheme keeps replicas equal to the master copy and sends what i
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("Every scheme runs with AdamW and keeps replicas equal to the master copy", "[ps][grpc]") {
+TEST_CASE("Every scheme runs with AdamW and keeps replicas equal to the master copy", "[ps][grpc][long]") {
   // The local-momentum schemes (DGC, SDAGC, Sketched-SGD) run AdamW with beta1 0: their own
   // momentum correction is the first moment.
   for (const auto& name : SchemeNames()) {

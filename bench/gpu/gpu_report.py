@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The tables of docs/gpu.md from one scripts/gpu-check.sh output folder.
+
+Reads results.jsonl (the checks), bench.json (sketchps-bench bench --json), torch_peers.json
+(bench/gpu/torch_peers.py) and loadgen-<mode>.json where present, and prints Markdown: the checks,
+the primitives next to PyTorch on the same card with the targets of docs/gpu.md, and the loadgen
+rows. Missing files leave their table out (and say so). Standard library only.
+
+Usage: gpu_report.py OUT_DIR > gpu.md
+"""
+import json
+import os
+import sys
+
+# Targets (docs/gpu.md): yardstick at >= 80 % of the card's bandwidth (torch's device copy at the
+# same size, bytes read + written per second, stands for it), top-k no slower than torch.topk,
+# accumulate <= 3 read passes, recover <= 10 read passes.
+TARGETS = {
+    "stream_pass": ("torch_copy", ">= 80 % of the copy's bytes/s"),
+    "topk": ("torch_topk_k", "no slower than torch.topk"),
+    "sketch_accumulate": ("csvec_accumulate", "<= 3 read passes"),
+    "sketch_recover": ("csvec_recover", "<= 10 read passes"),
+}
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def checks(out):
+    lines = ["| check | result |", "|---|---|"]
+    path = os.path.join(out, "results.jsonl")
+    if not os.path.exists(path):
+        return ["(no results.jsonl)"]
+    for line in open(path):
+        r = json.loads(line)
+        kind = r.pop("check")
+        if kind == "suite":
+            result = f"exit {r['exit']} in {r['seconds']} s: {r['summary']}"
+            kind = f"unit suite {r['suite']}"
+        elif kind == "machine":
+            result = f"{r['gpu']}, driver {r['driver']}"
+        else:
+            result = ", ".join(f"{k} {v}" for k, v in r.items())
+        lines.append(f"| {kind} | {result} |")
+    return lines
+
+
+def met(method, ours, peer, passes):
+    if method == "stream_pass":  # ours reads 4d bytes, the copy moves 8d
+        return "yes" if 0.5 * peer / ours >= 0.8 else "no (%.0f %%)" % (50 * peer / ours)
+    if method == "topk":
+        return "yes" if ours <= peer else "no"
+    if method == "sketch_accumulate":
+        return "yes" if passes <= 3 else "no"
+    if method == "sketch_recover":
+        return "yes" if passes <= 10 else "no"
+    return ""
+
+
+def primitives(out):
+    bench = load(os.path.join(out, "bench.json"))
+    peers = load(os.path.join(out, "torch_peers.json"))
+    if bench is None:
+        return ["(no bench.json)"]
+    torch_rows = {}
+    for r in (peers or {}).get("rows", []):
+        torch_rows.setdefault(r["method"], r)  # the first of a name: the bench's shape
+    lines = [
+        "| operation (d = %d) | sketchps | read passes | PyTorch on the same card | ratio | target | met |"
+        % bench[0]["d"],
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in bench:
+        m = r["method"]
+        ms = r["seconds"] * 1e3
+        passes = r["ratio_to_stream_pass"]
+        peer_name, target = TARGETS.get(m, (None, ""))
+        peer = torch_rows.get(peer_name)
+        peer_text = f"{peer['seconds'] * 1e3:.3f} ms ({peer_name}{', ' + peer['note'] if peer['note'] else ''})" if peer else ""
+        ratio = f"{r['seconds'] / peer['seconds']:.2f}" if peer else ""
+        ok = met(m, r["seconds"], peer["seconds"], passes) if peer else ""
+        lines.append(f"| {m} | {ms:.3f} ms | {passes:.1f} | {peer_text} | {ratio} | {target} | {ok} |")
+    if peers:
+        lines.append("")
+        lines.append(f"PyTorch {peers['torch']} on {peers['device']}; CUDA-event times (GPU time only), while "
+                     "sketchps's are wall times around a synchronized call (launches and copies included).")
+    return lines
+
+
+def loadgen(out):
+    lines = []
+    for mode in ("ps", "decentralized"):
+        data = load(os.path.join(out, f"loadgen-{mode}.json"))
+        if not data:
+            continue
+        if not lines:
+            lines = ["| mode | scheme | P | rounds/s | wire up B/worker/round | busiest link B/round |",
+                     "|---|---|---|---|---|---|"]
+        for r in data.get("results", []):
+            per = r.get("per_worker_per_round", {})
+            lines.append("| {} | {} | {} | {:.1f} | {:.0f} | {:.0f} |".format(
+                r.get("mode", mode), r.get("scheme"), r.get("workers"), r.get("rounds_per_second", 0.0),
+                per.get("wire_up", 0.0), r.get("busiest_server_link_bytes_per_round", 0.0)))
+    return lines or ["(no loadgen results)"]
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    parts = [("Checks", checks(out)), ("Primitives", primitives(out)), ("loadgen", loadgen(out))]
+    text = "".join(f"#### {title}\n\n" + "\n".join(lines) + "\n\n" for title, lines in parts)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
