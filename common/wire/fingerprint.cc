@@ -31,12 +31,12 @@ absl::Status CheckFingerprint(const Fingerprint& mine, const Fingerprint& theirs
       const auto it = f.find(kKernelsKey);
       return it == f.end() ? "unknown" : it->second == 0 ? "cpu" : it->second == 1 ? "cuda" : "unknown";
     };
-    return WithReason(absl::FailedPreconditionError(absl::StrCat(
-                          "kernels: ", who, " runs on the ", name(theirs), " kernels and this process on the ",
-                          name(mine),
-                          " ones; decentralized peers must share one backend (docs/gpu.md: nothing compares their "
-                          "replicas after each round, so a difference in rounding would go unnoticed)")),
-                      Reason::kFingerprintMismatch);
+    return WithReason(
+        absl::FailedPreconditionError(absl::StrCat(
+            "kernels: ", who, " runs on the ", name(theirs), " kernels and this process on the ", name(mine),
+            " ones; decentralized peers must share one backend (docs/gpu.md: nothing compares their "
+            "replicas after each round, so a difference in rounding would go unnoticed)")),
+        Reason::kFingerprintMismatch);
   }
   // Different initial weights with the same job: the model was built differently (or before the seed).
   if (keys == std::vector<std::string>{"initial_weights"}) {

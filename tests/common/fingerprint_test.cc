@@ -14,8 +14,8 @@ TEST_CASE("Fingerprints that differ name the keys; equal or empty ones pass", "[
   const absl::Status st = CheckFingerprint(mine, {{"scheme", 1}, {"optimizer", 3}}, "worker 1");
   CHECK(st.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(ReasonOf(st) == Reason::kFingerprintMismatch);
-  CHECK_THAT(std::string(st.message()), Catch::Contains("worker 1's job differs") && Catch::Contains("optimizer") &&
-                                            !Catch::Contains("scheme"));
+  CHECK_THAT(std::string(st.message()),
+             Catch::Contains("worker 1's job differs") && Catch::Contains("optimizer") && !Catch::Contains("scheme"));
 }
 
 TEST_CASE("Peers on different kernel backends are refused, naming both backends", "[fingerprint]") {

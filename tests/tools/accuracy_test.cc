@@ -45,9 +45,9 @@ void ExpectTrains(const std::string& scheme, int rounds) {
 
 // The default job's method runs in CI; the others, one to two minutes each, in the long lane
 // (scripts/test.sh --long).
-#define SKETCHPS_ACCURACY_TEST(scheme, tags)                                          \
+#define SKETCHPS_ACCURACY_TEST(scheme, tags)                                                \
   TEST_CASE("The CNN reaches 80 percent with " scheme, "[run][processes][accuracy]" tags) { \
-    ExpectTrains(scheme, kRounds);                                                    \
+    ExpectTrains(scheme, kRounds);                                                          \
   }
 
 SKETCHPS_ACCURACY_TEST("topk", "")
