@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Scaling model of `sketchps loadgen` results: bytes per worker per round against P.
 
-    /usr/bin/python3 bench/scaling/model.py RESULTS.json [--img-dir docs/img] [--doc docs/scaling.md]
+    /usr/bin/python3 bench/scaling/model.py RESULTS.json [--img-dir docs/reports/img] [--doc docs/reports/scaling.md]
                                             [--fits-out FITS.json] [--extrapolate 1024]
 
 For every (mode, scheme) it fits the wire bytes a worker sends (up) and receives (down) per round as
