@@ -16,7 +16,7 @@
 //                  applies);
 //       up bytes = per worker per shard, 2 rc (f16 table) + 4K (exact values at the candidates).
 // Raw gradients are measured (not the error-feedback accumulators the schemes compress, which
-// the dumps do not hold); docs/benchmarks.md discusses what that means for the figures.
+// the dumps do not hold); docs/reports/benchmarks.md discusses what that means for the figures.
 #pragma once
 
 #include <cstdint>

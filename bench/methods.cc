@@ -1,5 +1,5 @@
 // The primitives `sketchps bench` times, one Method each (see workspace.h). Where a method has
-// settings the issue leaves open, they are stated here and in docs/benchmarks.md.
+// settings the issue leaves open, they are stated here and in docs/reports/benchmarks.md.
 #include <cmath>
 #include <cstdint>
 

@@ -310,7 +310,7 @@ model: cnn
 data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
 train: {epochs: 1, eval_every_rounds: 100, eval_samples: 2000, seed: 1}
 optimizer: {lr: 0.05}  # SGD with momentum 0.9 (the default)
-scheme: {name: topk, density: 0.01}  # the fastest to the target here (docs/performance.md)
+scheme: {name: topk, density: 0.01}  # the fastest to the target here (docs/reports/performance.md)
 )";
   return yaml;
 }

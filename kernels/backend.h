@@ -1,7 +1,8 @@
 // The kernel backend: where kernels run and where their buffers live.
 //
-// sketchps kernels are written once against Thrust and built for one of two backends per build
-// tree (CMake option SKETCHPS_CUDA):
+// sketchps kernels are written once against Thrust and built as one shared library per backend,
+// with one soname (kernels/CMakeLists.txt; CUDA only when CMake option SKETCHPS_CUDA finds nvcc); a
+// process runs on the one it loads:
 //   CPU   Thrust's OpenMP device system, compiled by the C++ compiler; "device" memory is host memory.
 //   CUDA  the same sources compiled by nvcc; device memory is GPU memory.
 //

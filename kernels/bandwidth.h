@@ -5,7 +5,7 @@
 //   CPU   a plain sum on the backend's OpenMP threads (the team the kernels run on): each thread sums
 //         a contiguous slice with four independent 16-float vector accumulators, compiled for
 //         AVX-512, AVX2 and baseline x86-64 and picked at load time, partial sums in float per 16K
-//         elements and in double across them. docs/benchmarks.md compares it with numpy.sum.
+//         elements and in double across them. docs/reports/benchmarks.md measures it (the stream pass row).
 //   CUDA  the backends' deterministic reduction (internal/device_reduce.h): 16-byte loads, a fixed
 //         grid, per-thread sums in double. docs/gpu.md compares it with torch's sum and copy.
 //

@@ -37,7 +37,7 @@
 // of an item per thread from the scratch, at most 8 MiB), and accumulation bins its updates by
 // column range once rows reach 12 MiB (c >= 3·2^20; bin lists of about two rows per thread from the
 // scratch). Both keep results bit-identical. Between 2 MiB and 12 MiB rows the accumulation's cost
-// per entry still grows with c: about 2x from c = 256k to c = 1M (docs/benchmarks.md).
+// per entry still grows with c: about 2x from c = 256k to c = 1M (docs/reports/benchmarks.md).
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // The recovery floor of the two-phase sketch methods (gs_sgd, sketched_sgd; docs/methods.md "No silent
 // divergence"): how many candidates K the sketch exchange checks each round, adapted within a byte budget.
 //
-// Measured (docs/results.md "Why the sketches diverge", "The recovery, observed"): on the CNN the sketch
+// Measured (docs/reports/results.md "Why the sketches diverge", "The recovery, observed"): on the CNN the sketch
 // methods diverged when the candidates were fewer than about 1% of a shard, and more candidates, not a
 // wider sketch, rescued gs-SGD. Divergence shows as a residual that keeps growing: what the sketch misses
 // stays in error feedback, the next round's input is larger and recovers worse.

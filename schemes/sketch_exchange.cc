@@ -179,12 +179,13 @@ std::string SketchExchange::advisory() const {
   if (100 * candidates >= dim_) return "";
   return absl::StrCat(candidates, " candidates are fewer than 1% of a range of ", dim_, " entries (p2 x density < 0.01",
                       floor_.adaptive() ? ", at the most budget_factor allows" : "",
-                      "): the sketch methods diverged below that rule on the CNN and the ResNet (docs/results.md "
-                      "\"Why the sketches diverge\"); raise p2 or density, or set budget_factor (>= ",
+                      "): the sketch methods diverged below that rule on the CNN and the ResNet "
+                      "(docs/reports/results.md \"Why the sketches diverge\"); raise p2 or density, or set "
+                      "budget_factor (>= ",
                       absl::StrFormat("%.2f", static_cast<double>(floor_.bytes((dim_ + 99) / 100)) /
                                                   static_cast<double>(floor_.bytes(SketchKeep(sizing_.p2 * k_, dim_)))),
                       " for 1%) and recovery_floor: 0.01 (at density 0.001 on the CNN only a one-row table with f16 "
-                      "values learned within 55x: docs/results.md \"The recovery floor at >= 50x\"), or watch "
+                      "values learned within 55x: docs/reports/results.md \"The recovery floor at >= 50x\"), or watch "
                       "recovered_share with scheme.diagnostics: true");
 }
 
@@ -214,7 +215,7 @@ void SketchExchange::Observe(const Aggregate& g, std::uint64_t round, const char
       spdlog::warn(
           "worker {}: {}: {} shard {}, round {}: the returned mass grew {:.2f}x in a window of {} rounds at the "
           "budget's {} candidates ({} bytes up per round): the sketch recovers too little for error feedback to "
-          "converge (docs/results.md \"Why the sketches diverge\"); raise scheme.{}.budget_factor, or "
+          "converge (docs/reports/results.md \"Why the sketches diverge\"); raise scheme.{}.budget_factor, or "
           "scheme.density",
           worker, kFloorNotHeldTag, scheme, shard, round, floor_.last_growth(), sizing_.adapt_window,
           floor_.candidates(), floor_.bytes(floor_.candidates()), scheme);

@@ -91,7 +91,7 @@ class SketchExchange {
   // range, which the decoders refuse (an explicit `cols`; derived sizes are clamped to fit).
   absl::Status wire_status() const;
   // When the candidates (or, without a second phase, the kept entries) are fewer than 1% of the
-  // range: the sketch methods diverged there (docs/results.md "Why the sketches diverge").
+  // range: the sketch methods diverged there (docs/reports/results.md "Why the sketches diverge").
   std::string advisory() const;
   std::uint32_t phases() const { return sizing_.p2 == 0 ? 1 : 2; }
   PhaseSpec Spec(std::uint32_t phase) const;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates docs/results.md's fidelity table and accuracy/compression curves from scratch:
+# Regenerates docs/reports/results.md's fidelity table and accuracy/compression curves from scratch:
 #
 #   bash scripts/results.sh [table|table-cnn|table-resnet|sweep|vgg|all] [--out DIR] [--seeds N]
 #                           [--first-seed S] [--only REGEX] [--bin-dir DIR] [--set k=v]...
@@ -16,7 +16,7 @@
 #                 floor settings (the series "<scheme>+floor"), seed 1. Writes DIR/sweep.md and DIR/sweep-uplink.{png,svg},
 #                 DIR/sweep-downlink.{png,svg}.
 #   vgg           every method at density 0.002 and dense on the 5.6M-parameter VGG-like CNN of
-#                 bench/e2e/workload_vgg.py (docs/performance.md's larger workload: 4 workers x batch 16,
+#                 bench/e2e/workload_vgg.py (docs/reports/performance.md's larger workload: 4 workers x batch 16,
 #                 200 rounds, lr 0.1, cosine), seed 1, the final evaluation on all 10,000 test images.
 #                 Writes DIR/vgg.md and DIR/vgg-{uplink,downlink}.{png,svg} (a sweep report).
 #   --seeds N     the tables' rows each run with train.seed = 1..N (default 1), seed-major: every row's
@@ -136,8 +136,8 @@ seed_suffix() {
 
 # The paper regimes (issues 15 and 21): top-k family >= 100x uplink, DGC >= 270x, SDAGC >= 400x (both
 # past their warm-ups), the sketches >= 50x (raised from 10x on the CNN by issue 21). Densities chosen
-# from their bytes per kept entry on the uplink (docs/results.md, "Choosing the densities").
-# The sketches at >= 50x (docs/results.md "The recovery floor at >= 50x"): with their default sizings
+# from their bytes per kept entry on the uplink (docs/reports/results.md, "Choosing the densities").
+# The sketches at >= 50x (docs/reports/results.md "The recovery floor at >= 50x"): with their default sizings
 # they diverge there, so gs-SGD and Sketched-SGD run with the recovery floor on, within a budget of
 # about 8,050 bytes up per shard and round (53x): a one-row table of 1,000 f16 columns (2,000 bytes),
 # candidate values in f16 (scheme.values), budget_factor 2.1522 (K_max = 3,046 candidates, 2.8% of a
@@ -250,7 +250,7 @@ sweep() {
   "$python" bench/fidelity/report.py sweep "${ran[@]}" --out "$out/sweep"
 }
 
-# The larger workload (docs/performance.md "vgg"): its job, every method at one density.
+# The larger workload (docs/reports/performance.md "vgg"): its job, every method at one density.
 vgg_job=(--set model=vgg --set data.batch_size=16 --set train.rounds=200 --set train.eval_every_rounds=100
   --set train.eval_samples=10000 --set optimizer.lr=0.1 --set optimizer.momentum=0.9 --set optimizer.schedule=cosine
   --set "optimizer.warmup=10 rounds" --set optimizer.warmup_start_factor=0.1)

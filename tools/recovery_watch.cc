@@ -75,7 +75,7 @@ std::string DescribeResidualGrowth(const ResidualGrowth& g) {
                       g.middle_first, "-", g.middle_last, ") to ", Norm(g.end_norm), " (rounds ", g.end_first, "-",
                       g.end_last,
                       "): the compression returns too little of the gradient for error feedback to converge, and "
-                      "training stalls (docs/results.md \"The recovery, observed\"); give the method a larger "
+                      "training stalls (docs/reports/results.md \"The recovery, observed\"); give the method a larger "
                       "budget: a higher scheme.density, or for the sketches more candidates (scheme.<method>.p2)");
 }
 

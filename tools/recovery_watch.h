@@ -6,7 +6,7 @@
 // rises over the first rounds and then levels off or falls (topk on the CNN at density 0.001 holds
 // about 14 from round 30 on). When the recovery returns too little, the residual keeps growing and
 // training stalls: gs_sgd with 8k candidates at that density grew from 4 to 260 and ended at 10%
-// (docs/results.md "The recovery, observed"). So, for every rank, the watch compares the mean
+// (docs/reports/results.md "The recovery, observed"). So, for every rank, the watch compares the mean
 // residual norm over the last tenth of its rounds with the mean over the tenth just before its
 // half-way round. A ratio above kResidualGrowthLimit, or a non-finite norm anywhere in the second
 // half, is reported; the measured runs that held accuracy stayed at 0.7-1.1, the diverging ones at 2

@@ -5,7 +5,7 @@ Contract:
     reproduce the run (as `sudo bash bench/e2e/run.sh ARGS`), the git commit of the checkout and
     the python/torch versions.
   - plot_title(results, workload, bandwidth) names the workload's job, the machine and the date.
-  - doc_block(results, images) is the generated Markdown of docs/performance.md: command, machine,
+  - doc_block(results, images) is the generated Markdown of docs/reports/performance.md: command, machine,
     each workload's job, table, plots (`images`: (workload, bandwidth) -> [png, svg] paths
     relative to the doc), targets and the definition of each figure.
   - jobs(results): {workload: job} of a results.json (one written before --workload: {"cnn": job}).

@@ -1,7 +1,7 @@
 """The figures of one run, derived from its record (systems.run_system) and its metrics files.
 
 The definitions of every figure are DEFINITIONS below (Markdown, also printed in the generated
-docs/performance.md). MetricsError names the file and line of a broken record.
+docs/reports/performance.md). MetricsError names the file and line of a broken record.
 """
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ model: cnn
 data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
 train: {epochs: 1, eval_every_rounds: 100, eval_samples: 2000, seed: 1}
 optimizer: {lr: 0.05}  # SGD with momentum 0.9 (the default)
-scheme: {name: topk, density: 0.01}  # the fastest to the target here (docs/performance.md)
+scheme: {name: topk, density: 0.01}  # the fastest to the target here (docs/reports/performance.md)
 """
 # optimizer keys ddp_train.py mirrors, with the values that mean "off" for the others
 DDP_OPTIMIZER_NEUTRAL = {"nesterov": False, "weight_decay": 0, "schedule": "constant", "warmup_epochs": 0}

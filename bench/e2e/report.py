@@ -1,4 +1,4 @@
-"""The benchmark's outputs: results.json, table.md, accuracy-vs-time plots, docs/performance.md.
+"""The benchmark's outputs: results.json, table.md, accuracy-vs-time plots, docs/reports/performance.md.
 
 Contract:
   - table(rows) is one Markdown table of every row (a row as in targets.py) with the ratios to the

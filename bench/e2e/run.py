@@ -64,7 +64,7 @@ from systems import Context, System, describe_script, run_system, say, system_jo
 
 SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "fetchsgd", "sdagc", "sidco", "scalecom"]
 DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*))$")
-# The up-front accuracy of DDP dense on the cnn job (docs/performance.md: 88.00%); the workloads state theirs.
+# The up-front accuracy of DDP dense on the cnn job (docs/reports/performance.md: 88.00%); the workloads state theirs.
 CNN_EXPECTED_ACCURACY = 0.88
 BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker",
             "sketchps": "tools/sketchps"}

@@ -51,7 +51,7 @@ import os
 import sys
 import textwrap
 
-# Uplink compression targets per scheme (the compression regimes of issue 15 / docs/results.md).
+# Uplink compression targets per scheme (the compression regimes of issue 15 / docs/reports/results.md).
 # A value is a number for every model or a dict by model ("*": any other model); None: no target.
 TARGETS = {
     "dense": None,

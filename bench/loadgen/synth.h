@@ -16,7 +16,7 @@
 // 220,234 parameters, 2 shards, rounds 10, 100 and 300 of `sketchps run --dump-gradients`) have a
 // union of the 4 workers' top-k sets (density 0.01) of ~2.8 k per shard, where k = 1,101. The
 // default rho is the value at which this generator gives the same union at P = 4, density 0.01
-// (CalibrateCorrelation; `sketchps loadgen --calibrate` prints the table; docs/scaling.md).
+// (CalibrateCorrelation; `sketchps loadgen --calibrate` prints the table; docs/reports/scaling.md).
 //
 // Not a model of gradient dynamics: no layer structure in the magnitudes, no correlation over rounds.
 #pragma once

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Run a command in a fresh network namespace whose loopback has an added one-way latency and/or a
-bandwidth cap: the network of docs/reproduction.md's sweep.
+bandwidth cap: the network of docs/reports/reproduction.md's sweep.
 
     netem.py [--delay-ms D] [--rate R] [--name seedcX] -- COMMAND...
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurements of docs/reproduction.md: gs-SGD against gTop-k (PS and tree) and Sketched-SGD,
+# The measurements of docs/reports/reproduction.md: gs-SGD against gTop-k (PS and tree) and Sketched-SGD,
 # both modes, one `sketchps loadgen` invocation per (network, d), so that every ratio is taken
 # between configurations of one invocation. Run as root (network namespaces, prefix seedc).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The tables of docs/reproduction.md from the sweep's JSON files (bench/reproduction/sweep.sh).
+"""The tables of docs/reports/reproduction.md from the sweep's JSON files (bench/reproduction/sweep.sh).
 
     /usr/bin/python3 bench/reproduction/table.py bench/reproduction/*.json > table.md
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Scaling model of `sketchps loadgen` results: bytes per worker per round against P.
 
-    /usr/bin/python3 bench/scaling/model.py RESULTS.json [--img-dir docs/img] [--doc docs/scaling.md]
+    /usr/bin/python3 bench/scaling/model.py RESULTS.json [--img-dir docs/reports/img] [--doc docs/reports/scaling.md]
                                             [--fits-out FITS.json] [--extrapolate 1024]
 
 For every (mode, scheme) it fits the wire bytes a worker sends (up) and receives (down) per round as
@@ -428,7 +428,7 @@ def merge_table(results, meta):
     stream = meta.get("stream", {})
     bw1 = stream.get("bytes_per_second_1_thread", 0)
     ps_list = sorted({p for (m, _, p) in results if m == "ps"})
-    lines = [f"Yardstick: one streaming pass (bench/yardstick.h: a read-only vectorized sum over "
+    lines = [f"Yardstick: one streaming pass (kernels/bandwidth.h: a read-only vectorized sum over "
              f"{stream.get('floats', 0) * 4 / 2 ** 20:.0f} MiB) "
              f"reads {bw1 / 1e9:.2f} GB/s on one thread, {stream.get('bytes_per_second_all_threads', 0) / 1e9:.2f} GB/s "
              "on all threads (the servers run one thread each).\n",

@@ -8,7 +8,7 @@ tests them.
 A case is one small job (model mlp, 2 workers unless said otherwise, ps mode with 2 shards as in
 deploy/compose, or decentralized mode) with one fault. Its expectation says what "ends as stated"
 means for it, from what the documentation promises (docs/protocol.md "Delivery", docs/deploy.md,
-docs/topologies.md, docs/design-notes.md "Regroup after a lost peer"):
+docs/reports/topologies.md, docs/design-notes.md "Regroup after a lost peer"):
   - completes: every worker that was not killed for good exits 0 with the same final weights checksum
     (and the shards of ps mode exit 0 by themselves once every worker has left);
   - bitwise: that checksum equals the fault-free run's (the baseline of the same job);
@@ -244,14 +244,14 @@ CASES: list[Case] = [
          expect=Expect(False, fail_within_s=PEER_TIMEOUT_S + 15, names_fault=True,
                        text=f"stops: both workers exit 1 within the peer timeout + 15 s ({PEER_TIMEOUT_S + 15} s), "
                             "naming the unreachable peer; regrouping needs a strict majority, so 2 workers cannot go "
-                            "on with 1 (docs/topologies.md 'Limits')")),
+                            "on with 1 (docs/reports/topologies.md 'Limits')")),
     _slow("decentralized"),
     Case("dec-kill-worker-p2", "decentralized", "kill", target="worker-1", at_round=KILL_ROUND, restart=False,
          what=f"SIGKILL worker-1 for good at round {KILL_ROUND} (2 workers; a killed worker cannot rejoin a "
               "decentralized job)",
          expect=Expect(False, fail_within_s=PEER_TIMEOUT_S + 15, names_fault=True,
                        text=f"stops: worker-0 exits 1 within the peer timeout + 15 s ({PEER_TIMEOUT_S + 15} s), naming "
-                            "rank 1; 1 of 2 is no strict majority (docs/topologies.md)")),
+                            "rank 1; 1 of 2 is no strict majority (docs/reports/topologies.md)")),
     Case("dec-kill-worker-p3", "decentralized", "kill", target="worker-2", at_round=KILL_ROUND, restart=False,
          workers=3,
          what=f"SIGKILL worker-2 for good at round {KILL_ROUND} (3 workers)",

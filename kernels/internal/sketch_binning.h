@@ -5,7 +5,7 @@
 // Why: every entry touches one random cell per row. While the cells touched fit in L2 (2 MiB per
 // core on the bench machine) an access costs about 1 ns; beyond it an access goes to the
 // last-level cache, and with ~16 misses in flight per core it costs 2.5–5 ns, so the kernels grew
-// faster than d. Two large-table orders (docs/benchmarks.md has the measurements behind them):
+// faster than d. Two large-table orders (docs/reports/benchmarks.md has the measurements behind them):
 //   estimate    rows outer: a work item covers `item` coordinates (2^18 by default) and reads one
 //               row at a time for all of them into an item-sized array, instead of all rows for
 //               every 256 coordinates; the medians follow. The random reads then hit one row

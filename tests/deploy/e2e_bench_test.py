@@ -358,8 +358,8 @@ class FromResultsTest(unittest.TestCase):
                    "figures": {"stale": True}}
             results = {"machine": machine, "job": jobspec.make_job([]), "systems": ["sketchps gs_sgd"], "runs": [row]}
             (folder / "results.json").write_text(json.dumps(results))
-            doc = folder / "docs/performance.md"
-            doc.parent.mkdir()
+            doc = folder / "docs/reports/performance.md"
+            doc.parent.mkdir(parents=True)
             self.assertEqual(run.main(["--from-results", str(folder / "results.json"), "--write-doc", str(doc)]), 0)
             again = json.loads((folder / "results.json").read_text())
             text = doc.read_text()

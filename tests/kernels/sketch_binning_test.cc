@@ -204,7 +204,7 @@ TEST_CASE("The large-table orders switch on only for tables beyond L2", "[count_
 }
 
 // Prints the direct and large-table times side by side (interleaved, min and median of 7);
-// speed figures live in docs/benchmarks.md. Run: sketchps_kernels_tests "Direct and large-table
+// speed figures live in docs/reports/benchmarks.md. Run: sketchps_kernels_tests "Direct and large-table
 // sketch timings (prints only)" (OMP_NUM_THREADS=1 or 2).
 TEST_CASE("Direct and large-table sketch timings (prints only)", "[.bench]") {
   Fixture f;

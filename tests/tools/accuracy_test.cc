@@ -1,7 +1,7 @@
 // Every scheme trains the CNN on Fashion-MNIST to >= 80% test accuracy with 4 workers and 2 servers
 // (real processes, `sketchps run`) within 300 rounds of batch 4 x 32 (0.64 epochs): the CI-sized
 // version of the default job. With round 1's epoch-long warm-ups, DGC (78.1%), SDAGC (79.2%) and
-// ScaleCom (79.7%) were still short at 200 rounds; docs/results.md has every scheme's accuracy
+// ScaleCom (79.7%) were still short at 200 rounds; docs/reports/results.md has every scheme's accuracy
 // against its compression.
 #include <filesystem>
 #include <fstream>
