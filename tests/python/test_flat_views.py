@@ -100,30 +100,31 @@ def test_views_survive_zero_grad_set_to_none(live):
     assert aliases(model, opt)
 
 
-def test_a_gradient_detached_after_zero_grad_is_refused_naming_it(live):
+def nothing(*_):
+    pass
+
+
+# What a script does between opt.zero_grad() and its backward, and after it, and the refusal at step.
+LEFT_BEHIND = {
+    # the torch optimizer's zero_grad after ours: backward then makes .grad tensors of its own
+    "grad detached": (lambda model, torch_opt: torch_opt.zero_grad(set_to_none=True), nothing,
+                      "parameter 'fc1.weight' .grad no longer aliases the flat gradient buffer"),
+    "grad set to None": (nothing, lambda model: setattr(model.fc3.weight, "grad", None),
+                         "parameter 'fc3.weight' .grad is undefined"),
+    "parameter re-assigned": (nothing, lambda model: setattr(model.fc2.bias, "data", torch.zeros(128)),
+                              "parameter 'fc2.bias' no longer aliases the flat parameter buffer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEFT_BEHIND))
+def test_views_left_behind_are_refused_naming_the_parameter(live, case):
+    before, after, refusal = LEFT_BEHIND[case]
     model, torch_opt, opt = live
     opt.zero_grad()
-    torch_opt.zero_grad(set_to_none=True)  # after ours: backward then makes .grad tensors of its own
+    before(model, torch_opt)
     backward(model)
-    with pytest.raises(OrderError, match="parameter 'fc1.weight' .grad no longer aliases the flat gradient buffer"):
-        opt.step()
-
-
-def test_a_gradient_set_to_none_before_step_is_refused_naming_it(live):
-    model, _, opt = live
-    opt.zero_grad()
-    backward(model)
-    model.fc3.weight.grad = None
-    with pytest.raises(OrderError, match="parameter 'fc3.weight' .grad is undefined"):
-        opt.step()
-
-
-def test_a_reassigned_parameter_is_refused_naming_it(live):
-    model, _, opt = live
-    opt.zero_grad()
-    backward(model)
-    model.fc2.bias.data = torch.zeros(128)
-    with pytest.raises(OrderError, match="parameter 'fc2.bias' no longer aliases the flat parameter buffer"):
+    after(model)
+    with pytest.raises(OrderError, match=refusal):
         opt.step()
 
 
