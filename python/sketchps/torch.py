@@ -466,6 +466,7 @@ class DistributedOptimizer(_JobPosition):
     """
 
     _own_group = False  # whether finish() destroys a process group made for the buffers
+    _flat = None  # the flat buffers (sketchps/_flat.py), once made
 
     def __init__(self, optimizer, model, scheme=None, density=None, overlap=True, apply="auto",
                  broadcast_buffers=True):
@@ -577,7 +578,12 @@ class DistributedOptimizer(_JobPosition):
             self._worker.no_sync(False)
 
     def _before_failure_report(self):
-        _flat.torch_work_done(self._flat.device)  # the last record checksums the weights as torch left them
+        self._torch_work_done()
+
+    def _torch_work_done(self):
+        """Before the core's last record, which checksums the weights as torch left them."""
+        if self._flat is not None:
+            _flat.torch_work_done(self._flat.device)
 
     def evaluate(self, correct, samples, loss_sum, final=False, seconds=0.0):
         """Sums this rank's evaluation counts over every worker (each evaluates its share) and records
@@ -589,7 +595,7 @@ class DistributedOptimizer(_JobPosition):
     def finish(self):
         """Writes the last record and leaves the job (the servers exit once every worker has); destroys
         the process group DistributedOptimizer made for the buffers."""
-        _flat.torch_work_done(self._flat.device)  # the last record checksums the weights as torch left them
+        self._torch_work_done()
         self._worker.finish()
         if self._own_group:
             self._own_group = False

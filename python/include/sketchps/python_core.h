@@ -11,7 +11,7 @@
 //
 // Errors: every function throws sketchps::pycore::Error, whose kind() says which exception of
 // python/sketchps/errors.py it is (chosen by the core's status code and reason, never by message).
-// Nothing else is thrown but std::bad_alloc.
+// Otherwise only std::bad_alloc, and std::runtime_error for a CUDA error in the kernels.
 //
 // Thread-safety: the free functions are thread-safe; a Worker is not (one Python thread drives it),
 // except GradientAccumulated, which autograd threads may call while another call runs.
