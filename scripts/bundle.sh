@@ -11,7 +11,9 @@
 #                         but glibc, libstdc++ and the GPU driver (CMake's runtime dependency sets)
 #   lib/cuda/             libsketchps_kernels.so (CUDA): LD_LIBRARY_PATH=.../lib/cuda selects it
 #   libexec/sketchps/tests/  the unit suites that run on a GPU (kernels, engine, schemes)
-#   python/               the Python package's sources, installed with pip against the node's torch
+#   include/sketchps/     python_core.h: the API of lib/libsketchps_python_core.so, the package's C++ core
+#   python/               the Python package's sources, for pip against the node's Python and torch:
+#                         SKETCHPS_PREFIX=$PWD/sketchps python3 -m pip install --no-build-isolation sketchps/python
 #   gpu-check.sh, bench/torch_peers.py   the GPU acceptance run (scripts/gpu-check.sh)
 # The archive unpacks anywhere: tar -xzf sketchps-*.tar.gz && sketchps/gpu-check.sh
 set -euo pipefail
@@ -33,7 +35,11 @@ mkdir -p "$out/sketchps/bench"
 cp scripts/gpu-check.sh "$out/sketchps/"
 cp bench/gpu/torch_peers.py "$out/sketchps/bench/"
 [[ -f scripts/train-check.sh ]] && cp scripts/train-check.sh "$out/sketchps/"
-if [[ -d build/ci/python-dist ]]; then cp -r build/ci/python-dist "$out/sketchps/python"; fi
+# The package's sources (setup.py builds sketchps._core against the bundle's lib/ and include/).
+mkdir -p "$out/sketchps/python/src"
+cp -r python/setup.py python/pyproject.toml python/sketchps python/include "$out/sketchps/python/"
+cp python/src/module.cc "$out/sketchps/python/src/"
+find "$out/sketchps/python" -name __pycache__ -prune -exec rm -rf {} +
 version=$(sed -n 's/^project(sketchps VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 archive="$out/sketchps-$version-linux-$(uname -m).tar.gz"  # gzip: every node can unpack it
 tar -C "$out" -czf "$archive" sketchps

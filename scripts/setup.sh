@@ -12,7 +12,7 @@ PACKAGES=(
   python3 python3-yaml iproute2 nftables python3-torch python3-matplotlib python3-dev pybind11-dev python3-pytest
   clang-14 clang-format-14 libclang-rt-14-dev libomp-14-dev
   libtorch-dev dataset-fashion-mnist
-  patchelf python3-pybind11
+  patchelf python3-pybind11 python3-pip python3-setuptools python3-wheel
 )
 # Thrust comes with the CUDA toolkit (CCCL); without the toolkit, Debian's copy serves the CPU build.
 if [[ ! -d /usr/local/cuda/include/cccl ]]; then

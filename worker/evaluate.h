@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/fashion_mnist.h"
+#include "worker/batch.h"
 #include "worker/models.h"
 
 namespace sketchps::worker {

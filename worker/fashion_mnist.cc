@@ -11,8 +11,6 @@
 #include <memory>
 #include <utility>
 
-#include <ATen/ops/empty.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
@@ -140,26 +138,24 @@ absl::StatusOr<std::span<const std::uint64_t>> StepIndices(std::span<const std::
   return permutation.subspan(step * world * batch + rank * batch, batch);
 }
 
-absl::StatusOr<Batch> MakeBatch(const Dataset& data, std::span<const std::uint64_t> indices) {
-  if (indices.empty()) return absl::InvalidArgumentError("MakeBatch: no indices");
+absl::Status FillBatch(const Dataset& data, std::span<const std::uint64_t> indices, float* images,
+                       std::int64_t* labels) {
+  if (indices.empty()) return absl::InvalidArgumentError("FillBatch: no indices");
   for (std::size_t i = 0; i < indices.size(); ++i) {
     if (indices[i] >= data.size()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("MakeBatch: indices[", i, "] = ", indices[i], " >= dataset size ", data.size()));
+          absl::StrCat("FillBatch: indices[", i, "] = ", indices[i], " >= dataset size ", data.size()));
     }
   }
   std::array<float, 256> lut;
   for (int v = 0; v < 256; ++v) lut[v] = (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
-  const auto b = static_cast<std::int64_t>(indices.size());
-  Batch batch{at::empty({b, 1, Dataset::kRows, Dataset::kCols}, at::kFloat), at::empty({b}, at::kLong)};
-  float* x = batch.input.data_ptr<float>();
-  std::int64_t* t = batch.target.data_ptr<std::int64_t>();
-  for (std::int64_t i = 0; i < b; ++i) {
+  for (std::size_t i = 0; i < indices.size(); ++i) {
     const std::uint8_t* src = data.images.data() + indices[i] * Dataset::kPixels;
-    for (std::int64_t p = 0; p < Dataset::kPixels; ++p) x[i * Dataset::kPixels + p] = lut[src[p]];
-    t[i] = data.labels[indices[i]];
+    float* dst = images + i * Dataset::kPixels;
+    for (std::int64_t p = 0; p < Dataset::kPixels; ++p) dst[p] = lut[src[p]];
+    labels[i] = data.labels[indices[i]];
   }
-  return batch;
+  return absl::OkStatus();
 }
 
 }  // namespace sketchps::worker

@@ -20,14 +20,15 @@
 // (e.g. splitting the test set for evaluation): contiguous, disjoint, covering, sizes differ by <= 1.
 //
 // Normalization: x = (pixel / 255 - 0.2860) / 0.3530 (the Fashion-MNIST train mean/std).
+//
+// No torch here (the Python package's core uses it as it is); batches as libtorch tensors are
+// worker/batch.h.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -91,12 +92,10 @@ class BatchOrder {
   std::vector<std::uint64_t> permutation_;
 };
 
-struct Batch {
-  at::Tensor input;   // float32 [B, 1, 28, 28], normalized
-  at::Tensor target;  // int64 [B], labels
-};
-
-// The samples `indices` as tensors. InvalidArgument when indices is empty or an index >= size().
-absl::StatusOr<Batch> MakeBatch(const Dataset& data, std::span<const std::uint64_t> indices);
+// Writes the samples `indices`, normalized, to images[i * kPixels + p] (float32, image-major, row-major)
+// and their labels to labels[i]: room for indices.size() samples. InvalidArgument when indices is
+// empty or an index >= size().
+absl::Status FillBatch(const Dataset& data, std::span<const std::uint64_t> indices, float* images,
+                       std::int64_t* labels);
 
 }  // namespace sketchps::worker

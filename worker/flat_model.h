@@ -17,9 +17,8 @@
 //   that is not a dense CPU float32 tensor, one with requires_grad == false, a parameter registered
 //   twice, or any buffer (e.g. BatchNorm running statistics: state outside the flat vector that
 //   replicas would not share), and dim() >= 2^32.
-// - FromParameters() does the same for named parameters of any module (the Python package passes a
-//   torch.nn.Module's trainable parameters and the names of its buffers); the parameters keep being
-//   the caller's tensors, re-pointed at the buffers.
+// - The Python package keeps the same contract with the same steps written in Python
+//   (python/sketchps/_flat.py): its C++ core only receives the two buffers' addresses.
 // - FlatModel keeps the module alive (shared ownership); it is move-only and not thread-safe.
 //
 // This header includes no torch header; the tensor accessors return at::Tensor handles sharing the
@@ -49,9 +48,6 @@ class FlatModel {
  public:
   // Flattens `module` in place (its parameters become views into the new buffers; values are kept).
   static absl::StatusOr<FlatModel> Create(std::shared_ptr<torch::nn::Module> module);
-  // Flattens `params` (name, tensor) in this order; `buffers` names the module's buffers (must be none).
-  static absl::StatusOr<FlatModel> FromParameters(std::vector<std::pair<std::string, at::Tensor>> params,
-                                                  const std::vector<std::string>& buffers);
 
   FlatModel(FlatModel&&) noexcept;
   FlatModel& operator=(FlatModel&&) noexcept;
@@ -85,6 +81,9 @@ class FlatModel {
  private:
   struct State;
   explicit FlatModel(std::unique_ptr<State> state);
+  // Flattens `params` (name, tensor) in this order; `buffers` names the module's buffers (must be none).
+  static absl::StatusOr<FlatModel> FromParameters(std::vector<std::pair<std::string, at::Tensor>> params,
+                                                  const std::vector<std::string>& buffers);
 
   std::unique_ptr<State> state_;
   float* params_ = nullptr;

@@ -19,6 +19,12 @@
 // else env SKETCHPS_SERVERS (comma-separated in shard order, or one address with "{shard}" in it,
 // expanded for every shard: "sketchps-server-{shard}.sketchps-server:7070"). Peers: --peers, else env
 // SKETCHPS_PEERS (every rank's Peer address, in rank order); --listen, else env SKETCHPS_LISTEN.
+//
+//   sketchps-worker --job job.yaml --write-initial-weights FILE
+// writes the initial weights this worker would train from (the job's built-in model and train.seed)
+// to FILE as raw little-endian float32 in layer order, and exits (the Python tests start a Python
+// model from them to compare both paths bit for bit).
+//
 // Exit codes: 0 trained; 1 runtime failure (e.g. servers unreachable for --patience-seconds);
 // 2 bad configuration (a state file refused for its integrity tag too); 3 this replica diverged from
 // the servers' master copy.
@@ -27,6 +33,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 
 #include <ATen/Parallel.h>
@@ -44,6 +51,7 @@
 #include "job/job_spec.h"
 #include "kernels/backend.h"
 #include "spdlog/spdlog.h"
+#include "worker/models.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
 
@@ -75,6 +83,7 @@ struct Flags {
   bool no_overlap = false;
   std::vector<std::uint64_t> dump_rounds;
   std::string dump_dir;
+  std::string initial_weights_out;
 };
 
 // --rank, else RANK, else JOB_COMPLETION_INDEX; --world-size, else WORLD_SIZE. Variables that are set
@@ -89,6 +98,30 @@ absl::Status RankFromEnvironment(Flags& flags) {
   if (!flags.rank)
     return absl::InvalidArgumentError("--rank: not given and neither RANK nor JOB_COMPLETION_INDEX is set");
   return absl::OkStatus();
+}
+
+// --write-initial-weights: the job's built-in model made with its train.seed, as Train makes it.
+int WriteInitialWeights(const Flags& flags) {
+  auto job = LoadJobSpec(flags.job.job_path, flags.job.overrides);
+  if (!job.ok()) {
+    std::fprintf(stderr, "sketchps-worker: bad job spec: %s\n", std::string(job.status().message()).c_str());
+    return 2;
+  }
+  auto model = worker::Model::Create(job->model, job->train.seed);
+  if (!model.ok()) {
+    std::fprintf(stderr, "sketchps-worker: model: %s\n", std::string(model.status().message()).c_str());
+    return 2;
+  }
+  const auto& flat = model->flat();
+  std::ofstream out(flags.initial_weights_out, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(flat.params()), static_cast<std::streamsize>(flat.dim() * sizeof(float)));
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "sketchps-worker: --write-initial-weights: cannot write %s\n",
+                 flags.initial_weights_out.c_str());
+    return 1;
+  }
+  return 0;
 }
 
 int Run(Flags& flags) {
@@ -241,10 +274,13 @@ int main(int argc, char** argv) {
                  "to --dump-dir, for `sketchps bench --input`")
       ->delimiter(',');
   app.add_option("--dump-dir", flags.dump_dir, "Folder for --dump-gradients files");
+  app.add_option("--write-initial-weights", flags.initial_weights_out,
+                 "Write the job's built-in model's initial weights (train.seed) to this file as raw float32 and exit");
   app.add_option("--threads", flags.threads, "Threads for libtorch and the kernels")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
+  if (!flags.initial_weights_out.empty()) return WriteInitialWeights(flags);  // libtorch only, no kernels
   if (!sketchps::kernels::BackendRunsOrExplain("sketchps-worker")) return 2;  // e.g. CUDA kernels, no device
   if (sketchps::kernels::ActiveBackend() == sketchps::kernels::Backend::kCuda) {
     // The model runs in Debian's libtorch, on the CPU: its buffers are host memory, which the CUDA

@@ -1,4 +1,6 @@
 """Data sets as the C++ worker reads them, so a Python job can reproduce a C++ one bit for bit."""
+import warnings
+
 import torch
 
 from sketchps import _core
@@ -11,8 +13,15 @@ def fashion_mnist(split, path=None):
 
     split: "train" (60000 images) or "test" (10000); path: the folder of the IDX files (default:
     the Debian package dataset-fashion-mnist)."""
-    images, labels = _core.fashion_mnist(path or DEFAULT_FASHION_MNIST, split)
-    return images, labels
+    count, images, labels = _core.fashion_mnist(path or DEFAULT_FASHION_MNIST, split)
+    return tensor_of_bytes(images, torch.float32, (count, 1, 28, 28)), tensor_of_bytes(labels, torch.int64, (count,))
+
+
+def tensor_of_bytes(data, dtype, shape):
+    """A tensor of its own (a copy) holding the raw bytes `data` (sketchps._core's arrays) as `dtype`."""
+    with warnings.catch_warnings():  # bytes are read-only: torch warns, and the clone owns its memory
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.frombuffer(data, dtype=dtype).view(shape).clone()
 
 
 def count_correct(model, images, labels, batch_size=1000):

@@ -27,7 +27,7 @@ scheme) into that gradient buffer instead of updating weights.
 
 With overlap (the default), the first bucket of a backward copies the model's weights into the
 shadows (the weights the round starts from: the records' checksums) and starts the round in flight
-(Worker.zero_grad); each bucket's gradients are copied into the shadows' .grad and marked complete
+(Worker.start_round); each bucket's gradients are copied into the shadows' .grad and marked complete
 (Worker.ready), so every shard whose gradients are then all in starts its exchange while backward
 goes on with earlier layers, as DDP's own all-reduce of a bucket does. The last bucket lands the
 round (Worker.step) and completes every pending future with G_t laid out as that bucket's buffer.
@@ -45,7 +45,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 import sketchps.torch as _sps  # not `from sketchps import torch`: sketchps/__init__.py binds the name torch to torch
-from sketchps import _core
+from sketchps import _core, _flat
 from sketchps.errors import ConfigError, OrderError
 
 __all__ = ["CommHookState", "comm_hook"]
@@ -116,7 +116,9 @@ class CommHookState(_sps._JobPosition):
         with torch.no_grad():
             self._shadows = [p.detach().clone().requires_grad_(True) for p in self._params]
         self._overlap = bool(overlap)
-        self._worker = _core.Worker(job, ctx.config, list(zip(self._names, self._shadows)), [], self._overlap)
+        self._flat = _flat.FlatModel(list(zip(self._names, self._shadows)))  # the shadows and .grad: views
+        self._worker = _core.Worker(job, ctx.config, self._flat.layout, **self._flat.worker_buffers(), buffers=[],
+                                    overlap=self._overlap)
         self._pending = []
         self._loss = None
         self._compute_start = None
@@ -160,6 +162,7 @@ class CommHookState(_sps._JobPosition):
         future = torch.futures.Future()
         self._pending.append(_Pending(index, future, bucket.buffer(), grads, slots))
         if self._overlap:
+            _flat.torch_work_done(self._flat.device)  # the copies above, before the core reads them
             self._worker.ready(slots)  # the shards these complete start their exchange now
         if bucket.is_last():
             self._round()
@@ -172,7 +175,8 @@ class CommHookState(_sps._JobPosition):
             for p, s in zip(self._params, self._shadows):
                 s.copy_(p)
         if self._overlap:
-            self._worker.zero_grad()
+            self._worker.start_round()
+            self._flat.zero_grad()
 
     def _incomplete_backward(self):
         why = "the previous backward did not reach DDP's last bucket"
@@ -204,6 +208,7 @@ class CommHookState(_sps._JobPosition):
         compute = time.monotonic() - self._compute_start if self._compute_start is not None else 0.0
         self._loss, self._compute_start = None, None
         try:
+            _flat.torch_work_done(self._flat.device)
             self.last_stats = json.loads(self._worker.step(loss, compute))
         except BaseException as e:
             self._failure = f"{type(e).__name__}: {e}"
@@ -241,6 +246,7 @@ class CommHookState(_sps._JobPosition):
         with torch.no_grad():
             for p, s in zip(self._params, self._shadows):
                 s.copy_(p)  # the last record's checksum: the weights after the script's last update
+        _flat.torch_work_done(self._flat.device)
 
     def _before_failure_report(self):
         # Leaving `with state:` on an exception (sketchps.torch._JobPosition.__exit__).

@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from sketchps import _core
+from sketchps import _core, data
 from sketchps.errors import ConfigError, Error
 
 
@@ -44,7 +44,8 @@ def state_dict_from_checkpoints(job_path, checkpoints, key_file=None):
                           "last aggregated gradient, not weights; save the model from the script (torch.save on "
                           "rank 0)")
     key = checkpoint_key_file(checkpoints, key_file)
-    rounds, layout, flat = _core.load_checkpoints(checkpoints, job.job_id, job.servers, key)
+    rounds, layout, weights = _core.load_checkpoints(checkpoints, job.job_id, job.servers, key)
+    flat = data.tensor_of_bytes(weights, torch.float32, (len(weights) // 4,))
     state, offset = collections.OrderedDict(), 0
     for name, shape in layout:
         n = math.prod(shape)

@@ -44,7 +44,7 @@ import torch
 import torch.distributed as dist
 import yaml  # python3-yaml: a dependency of Debian's python3-torch
 
-from sketchps import _core
+from sketchps import _core, _flat
 from sketchps.errors import ConfigError, OrderError
 
 _context = None
@@ -466,6 +466,7 @@ class DistributedOptimizer(_JobPosition):
     """
 
     _own_group = False  # whether finish() destroys a process group made for the buffers
+    _flat = None  # the flat buffers (sketchps/_flat.py), once made
 
     def __init__(self, optimizer, model, scheme=None, density=None, overlap=True, apply="auto",
                  broadcast_buffers=True):
@@ -488,8 +489,13 @@ class DistributedOptimizer(_JobPosition):
         self.job = job
         self._lr = [g["lr"] for g in optimizer.param_groups]
         self._overlap = overlap
-        # The buffers are not the core's (it would refuse them): broadcast below, or left local.
-        self._worker = _core.Worker(job, ctx.config, named, [], overlap)
+        # The trainable parameters and their .grad become views into two flat buffers on the model's
+        # device; the core gets their addresses. The buffers are not the core's (it would refuse
+        # them): broadcast below, or left local.
+        self._flat = _flat.FlatModel(named)
+        self._worker = _core.Worker(job, ctx.config, self._flat.layout, **self._flat.worker_buffers(), buffers=[],
+                                    overlap=overlap)
+        self._hooks = _flat.GradientHooks(self._flat, self._worker) if overlap else None
         self._broadcast = None
         self._own_group = False
         if buffers:
@@ -513,9 +519,11 @@ class DistributedOptimizer(_JobPosition):
     # --- the round ---------------------------------------------------------------------------
     def zero_grad(self, set_to_none=False):
         """Zeroes every .grad in place (they stay views into the gradient buffer; set_to_none is
-        ignored: a None .grad would leave the buffer). Starts the round's compute clock."""
+        ignored: a None .grad would leave the buffer, and a .grad the model's or the torch optimizer's
+        zero_grad(set_to_none=True) set to None is a view again). Starts the round's compute clock."""
         self._compute_start = time.monotonic()
-        self._worker.zero_grad()
+        self._worker.start_round()
+        self._flat.zero_grad()
 
     def step(self, closure=None, loss=None):
         """Runs one round with the gradients in the .grad tensors: compression, exchange, the
@@ -538,6 +546,8 @@ class DistributedOptimizer(_JobPosition):
         value = float(loss) if loss is not None else float("nan")
         compute = time.monotonic() - self._compute_start if self._compute_start is not None else 0.0
         self._compute_start = None
+        self._flat.verify()
+        _flat.torch_work_done(self._flat.device)
         self.last_stats = json.loads(self._worker.step(value, compute))
         if "redo_from" in self.last_stats:
             self._regroups += 1
@@ -567,6 +577,14 @@ class DistributedOptimizer(_JobPosition):
         finally:
             self._worker.no_sync(False)
 
+    def _before_failure_report(self):
+        self._torch_work_done()
+
+    def _torch_work_done(self):
+        """Before the core's last record, which checksums the weights as torch left them."""
+        if self._flat is not None:
+            _flat.torch_work_done(self._flat.device)
+
     def evaluate(self, correct, samples, loss_sum, final=False, seconds=0.0):
         """Sums this rank's evaluation counts over every worker (each evaluates its share) and records
         them with the last round (test_accuracy; final=True marks the job's final evaluation).
@@ -577,6 +595,7 @@ class DistributedOptimizer(_JobPosition):
     def finish(self):
         """Writes the last record and leaves the job (the servers exit once every worker has); destroys
         the process group DistributedOptimizer made for the buffers."""
+        self._torch_work_done()
         self._worker.finish()
         if self._own_group:
             self._own_group = False
@@ -607,12 +626,14 @@ class DistributedOptimizer(_JobPosition):
 
     @property
     def flat_parameters(self):
-        """The flat parameter buffer (a 1-D view: every trainable parameter is a slice of it)."""
-        return self._worker.params
+        """The flat parameter buffer (a 1-D tensor on the model's device: every trainable parameter is a
+        view into it)."""
+        return self._flat.params
 
     @property
     def flat_gradients(self):
-        return self._worker.grads
+        """The flat gradient buffer (every trainable parameter's .grad is a view into it)."""
+        return self._flat.grads
 
 
 class DistributedSampler(torch.utils.data.Sampler):

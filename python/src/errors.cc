@@ -2,29 +2,22 @@
 
 #include <string>
 
-#include <pybind11/pybind11.h>
-
 #include "common/reason.h"
 
-namespace sketchps::python {
-namespace {
+namespace sketchps::pycore {
 
-const char* ErrorClass(const absl::Status& status) {
+Error::Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+Error::~Error() = default;
+
+ErrorKind KindOf(const absl::Status& status) {
   if (IsModelMismatch(status) || IsFingerprintMismatch(status) || IsReplicaDivergence(status)) {
-    return "ModelMismatchError";
+    return ErrorKind::kModelMismatch;
   }
-  if (IsConfigurationError(status) || status.code() == absl::StatusCode::kNotFound) return "ConfigError";
-  if (status.code() == absl::StatusCode::kFailedPrecondition) return "OrderError";
-  return "TransportError";
+  if (IsConfigurationError(status) || status.code() == absl::StatusCode::kNotFound) return ErrorKind::kConfig;
+  if (status.code() == absl::StatusCode::kFailedPrecondition) return ErrorKind::kOrder;
+  return ErrorKind::kTransport;
 }
 
-}  // namespace
+void Throw(const absl::Status& status) { throw Error(KindOf(status), std::string(status.message())); }
 
-void Raise(const absl::Status& status) {
-  namespace py = pybind11;
-  const py::object cls = py::module_::import("sketchps.errors").attr(ErrorClass(status));
-  PyErr_SetString(cls.ptr(), std::string(status.message()).c_str());
-  throw py::error_already_set();
-}
-
-}  // namespace sketchps::python
+}  // namespace sketchps::pycore

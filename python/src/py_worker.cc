@@ -6,13 +6,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "common/checksum.h"
 #include "common/config/cli.h"
 #include "common/status.h"
 #include "common/wire/file_key.h"
 #include "engine/optimizer.h"
+#include "kernels/vector_ops.h"
 
-namespace sketchps::python {
+namespace sketchps::pycore {
 namespace {
 
 absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, const WorkerConfig& c) {
@@ -39,38 +39,39 @@ absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, cons
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, const WorkerConfig& config,
-                                                           std::vector<std::pair<std::string, at::Tensor>> params,
-                                                           const std::vector<std::string>& buffers, bool overlap) {
+                                                           ModelBuffers model, bool overlap) {
   SKETCHPS_ASSIGN_OR_RETURN(auto options, SessionOptionsOf(job, config));
-  SKETCHPS_ASSIGN_OR_RETURN(worker::FlatModel flat, worker::FlatModel::FromParameters(std::move(params), buffers));
-  std::unique_ptr<PyWorker> w(new PyWorker(std::move(flat), job.train.seed));
+  std::unique_ptr<PyWorker> w(new PyWorker(std::move(model), job.train.seed));
   SKETCHPS_RETURN_IF_ERROR(w->log_.Open(config.metrics_out));
-  SKETCHPS_ASSIGN_OR_RETURN(w->session_, worker::Session::Create(options, w->flat_.layers(), w->flat_.params()));
+  SKETCHPS_ASSIGN_OR_RETURN(w->session_, worker::Session::Create(options, w->model_.layers, w->model_.params));
   w->external_ = job.optimizer.kind == OptimizerKind::kExternal;
-  SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->flat_.params()));
+  SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->model_.params));
   if (w->external_ && w->first_round_ > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "optimizer.name external: this worker would rejoin the running job at round ", w->first_round_,
         ", but the torch optimizer's state lives in the script; restart the job (from your own checkpoint)"));
   }
   w->next_round_ = w->first_round_;
-  w->session_->RememberRoundStart(w->next_round_, w->flat_.params());
+  w->session_->RememberRoundStart(w->next_round_, w->model_.params);
   if (overlap) {
-    SKETCHPS_ASSIGN_OR_RETURN(w->watch_, worker::GradientWatch::Create(w->flat_, w->session_->shards()));
+    SKETCHPS_ASSIGN_OR_RETURN(w->readiness_, worker::ShardReadiness::Create(w->model_.layers, w->session_->shards()));
   }
   return w;
 }
 
-absl::Status PyWorker::ZeroGrad() {
+void PyWorker::Arm() {
+  readiness_->Arm([flight = &*flight_](std::uint32_t s) { flight->Ready(s); });
+}
+
+absl::Status PyWorker::StartRound() {
   SKETCHPS_RETURN_IF_ERROR(Usable("zero_grad"));
-  if (flight_ && watch_->repeated()) {
+  if (flight_ && readiness_->repeated()) {
     return absl::FailedPreconditionError("zero_grad: called again after backward, before step()");
   }
-  flat_.ZeroGrad();
-  if (watch_ && !flight_ && next_round_ < last_round()) {
-    flight_ = session_->StartRound(next_round_, flat_.grads(), destination());
+  if (readiness_ && !flight_ && next_round_ < last_round()) {
+    flight_ = session_->StartRound(next_round_, model_.grads, destination());
     flight_start_ = absl::Now();
-    if (!no_sync_) watch_->Arm([flight = &*flight_](std::uint32_t s) { flight->Ready(s); });
+    if (!no_sync_) Arm();
   }
   return absl::OkStatus();
 }
@@ -81,37 +82,41 @@ absl::Status PyWorker::SetNoSync(bool on) {
     return absl::FailedPreconditionError(on ? "no_sync: already inside no_sync()" : "no_sync: not inside no_sync()");
   }
   no_sync_ = on;
-  if (!watch_ || !flight_) return absl::OkStatus();  // no overlap, or no round started yet (ZeroGrad arms)
+  if (!readiness_ || !flight_) return absl::OkStatus();  // no overlap, or no round started yet (StartRound arms)
   if (on) {
-    watch_->Disarm();
+    readiness_->Disarm();
   } else {
-    watch_->Arm([flight = &*flight_](std::uint32_t s) { flight->Ready(s); });
+    Arm();
   }
   return absl::OkStatus();
 }
 
 absl::Status PyWorker::GradientsReady(const std::vector<std::uint32_t>& params) {
   SKETCHPS_RETURN_IF_ERROR(Usable("ready"));
-  if (!watch_ || !flight_ || !watch_->armed()) {
+  if (!readiness_ || !flight_ || !readiness_->armed()) {
     return absl::FailedPreconditionError(
         "ready: no round in flight with overlap (create the worker with overlap and call zero_grad first)");
   }
-  const std::size_t count = flat_.layers().layers.size();
+  const std::size_t count = model_.layers.layers.size();
   for (std::uint32_t p : params) {
     if (p >= count) {
       return absl::InvalidArgumentError(absl::StrCat("ready: parameter ", p, " is not in [0, ", count, ")"));
     }
-    watch_->MarkComplete(p);
+    readiness_->MarkComplete(p);
   }
   return absl::OkStatus();
 }
 
+void PyWorker::GradientAccumulated(std::uint32_t param) {
+  if (readiness_ && flight_) readiness_->MarkComplete(param);  // ignored when not armed
+}
+
 absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_seconds) {
   if (!flight_) {
-    return session_->Step(next_round_, loss, flat_.grads(), destination(), absl::Seconds(compute_seconds));
+    return session_->Step(next_round_, loss, model_.grads, destination(), absl::Seconds(compute_seconds));
   }
-  watch_->Finish();
-  const bool repeated = watch_->repeated();
+  readiness_->Finish();
+  const bool repeated = readiness_->repeated();
   worker::RoundRuns runs = session_->Land(*flight_, flight_start_);
   flight_.reset();
   if (repeated) {
@@ -125,18 +130,21 @@ absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_sec
 
 absl::StatusOr<nlohmann::json> PyWorker::Recover(const absl::Status& failure) {
   nlohmann::json note;
-  SKETCHPS_ASSIGN_OR_RETURN(const worker::Regrouped g, session_->Recover(failure, next_round_, flat_.params(), &note));
+  SKETCHPS_ASSIGN_OR_RETURN(const worker::Regrouped g, session_->Recover(failure, next_round_, model_.params, &note));
   nlohmann::json record{{"round", next_round_}, {"regroup", note}, {"redo_from", g.round}};
   regroup_note_ = note;
   next_round_ = g.round;
-  session_->RememberRoundStart(next_round_, flat_.params());
+  session_->RememberRoundStart(next_round_, model_.params);
   return record;
 }
 
 void PyWorker::WritePending() {
   if (!pending_) return;
   if (external_) {
-    (*pending_)["checksum"] = absl::StrFormat("%016x", WeightsChecksum({flat_.params(), flat_.dim()}));
+    // Where the parameters live (kernels::Checksum runs on the loaded kernels' memory).
+    const kernels::Exec exec{nullptr, &scratch_};
+    const auto checksum = kernels::Checksum(model_.params, model_.layers.dim(), exec);
+    if (checksum.ok()) (*pending_)["checksum"] = absl::StrFormat("%016x", *checksum);
   }
   log_.Write(*std::exchange(pending_, std::nullopt));
 }
@@ -159,7 +167,6 @@ absl::StatusOr<std::string> PyWorker::Step(float loss, double compute_seconds) {
     return absl::FailedPreconditionError(absl::StrCat("step: the job's ", last_round(), " rounds are done (check ",
                                                       "DistributedOptimizer.done before stepping)"));
   }
-  SKETCHPS_RETURN_IF_ERROR(flat_.VerifyViews());
   auto exchanged = Exchange(loss, compute_seconds);
   if (!exchanged.ok()) {
     SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json regrouped, Recover(exchanged.status()));
@@ -172,7 +179,8 @@ absl::StatusOr<std::string> PyWorker::Step(float loss, double compute_seconds) {
   WritePending();
   pending_ = record;
   ++next_round_;
-  session_->RememberRoundStart(next_round_, flat_.params());
+  session_->RememberRoundStart(next_round_, model_.params);
+  kernels::Synchronize(kernels::Exec{nullptr, &scratch_});  // torch may read the buffers next, on its own stream
   return record.dump();
 }
 
@@ -216,4 +224,4 @@ double PyWorker::learning_rate(std::uint64_t round) const {
   return LearningRate(session_->job().optimizer.lr, epoch_of(round));
 }
 
-}  // namespace sketchps::python
+}  // namespace sketchps::pycore

@@ -1,20 +1,25 @@
-// PyWorker: what one Python training process holds (python/sketchps/torch.py drives it): the user's
-// trainable parameters flattened into one parameter and one gradient buffer (worker/flat_model.h:
-// the tensors the user holds become views, nothing is copied per round) and a Session
-// (worker/session.h) over them, the same round engine as the C++ worker's.
+// PyWorker: what one Python training process holds (python/sketchps/torch.py drives it through the
+// Worker of sketchps/python_core.h): a Session (worker/session.h) over the model's two flat buffers,
+// the same round engine as the C++ worker's. Python makes the buffers (python/sketchps/_flat.py: the
+// user's trainable parameters and their .grad are views into them, nothing is copied per round) and
+// passes their addresses; they live where the loaded kernels run (host memory for the CPU kernels,
+// CUDA memory for the CUDA ones), and PyWorker only hands them to the Session and the kernels
+// (kernels::Checksum): it never reads them on the host.
 //
 // Order of use: Create (joins: the parameters then hold the servers' weights, or in decentralized
-// mode this worker's own), then per round ZeroGrad, the caller's backward, Step; Evaluate after a
-// Step; Finish once. Calls out of this order are FailedPrecondition naming the call. Every blocking
-// call runs without the GIL (the binding releases it). Not thread-safe.
+// mode this worker's own), then per round StartRound, the caller zeroing the gradients and its
+// backward, Step; Evaluate after a Step; Finish once. Calls out of this order are FailedPrecondition
+// naming the call. Every blocking call runs without the GIL (the binding releases it). Not
+// thread-safe, except GradientAccumulated (autograd threads).
 //
-// With `overlap`, ZeroGrad starts the next round in flight (worker/session.h StartRound) and arms a
-// GradientWatch: during the caller's backward each shard's exchange starts as soon as its
-// gradients are complete, as in the C++ worker; Step then waits for the shards. A second backward
-// before Step (gradient accumulation) is refused at Step: it would have pushed partial gradients.
-// Decentralized mode with peer.on_failure regroup: a round that fails because a peer is lost makes
-// the survivors regroup (Session::Recover): the parameters and the optimizer state roll back to
-// the agreed round, next_round() moves back to it, and Step's record carries "regroup".
+// With `overlap`, StartRound starts the round in flight (worker/session.h StartRound) and arms a
+// ShardReadiness (worker/shard_readiness.h): during the caller's backward, Python's hook on each
+// parameter's gradient accumulator calls GradientAccumulated, and each shard's exchange starts as
+// soon as its gradients are complete, as in the C++ worker; Step then waits for the shards. A second
+// backward before Step (gradient accumulation) is refused at Step: it would have pushed partial
+// gradients. Decentralized mode with peer.on_failure regroup: a round that fails because a peer is
+// lost makes the survivors regroup (Session::Recover): the parameters and the optimizer state roll
+// back to the agreed round, next_round() moves back to it, and Step's record carries "regroup".
 //
 // optimizer.name external (a torch optimizer applies the update, Horovod-style): the round writes
 // the aggregate G_t into the gradient buffer instead of updating the parameters (engine/optimizer.h),
@@ -32,42 +37,34 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "common/layout.h"
+#include "kernels/backend.h"
+#include "sketchps/python_core.h"
 #include "worker/fashion_mnist.h"
-#include "worker/flat_model.h"
-#include "worker/gradient_watch.h"
 #include "worker/session.h"
+#include "worker/shard_readiness.h"
 
-namespace sketchps::python {
+namespace sketchps::pycore {
 
-struct WorkerConfig {
-  std::uint32_t rank = 0;
-  std::string servers;  // ps: comma-separated by shard, or one address with {shard} (common/config/cli.h)
-  std::string listen;   // decentralized: this worker's Peer service
-  std::string peers;    // decentralized: every rank's address, comma-separated ("" : peers_file)
-  std::string peers_file;
-  std::string port_file;
-  std::string tls_dir;      // `sketchps certs` folder ...
-  bool insecure = false;    // ... or plaintext: exactly one of the two (common/config/cli.h ResolveTls)
-  std::string metrics_out;  // JSON lines, one per round ("" : none)
-  std::string state_dir;    // ps: the schemes' state across restarts (worker/session.h; "" : none)
-  std::uint64_t state_every_rounds = 1;
-  std::string checkpoint_key_file;  // the state files' integrity key (common/wire/file_key.h; "" : untagged)
-  double patience_seconds = 120;
-  double peer_timeout_seconds = 0;  // 0: the job's peer.timeout_seconds
+// The model's flat buffers: `layers` in flat order, params and grads of layers.dim() floats each in
+// the loaded kernels' memory, owned by the caller.
+struct ModelBuffers {
+  LayerTable layers;
+  float* params = nullptr;
+  float* grads = nullptr;
 };
 
 class PyWorker {
  public:
   static absl::StatusOr<std::unique_ptr<PyWorker>> Create(const JobSpec& job, const WorkerConfig& config,
-                                                          std::vector<std::pair<std::string, at::Tensor>> params,
-                                                          const std::vector<std::string>& buffers, bool overlap);
+                                                          ModelBuffers model, bool overlap);
 
   // One round with the gradients now in the buffer; returns the round's record (JSON, trainer.h;
-  // without "loss" when `loss` is NaN: the caller gave none).
+  // without "loss" when `loss` is NaN: the caller gave none). The kernels' work on the buffers is
+  // done when it returns (the caller's torch reads them next, on any stream).
   absl::StatusOr<std::string> Step(float loss, double compute_seconds);
   // Sums this worker's evaluation counts with the others' and adds them to the last round's record.
   // Returns {"accuracy", "loss", "samples"} of the whole evaluation (JSON).
@@ -79,19 +76,24 @@ class PyWorker {
   // a few seconds at most; decentralized mode: nothing to tell). Later calls do nothing; the
   // worker is then unusable, as after Finish.
   absl::Status Abandon(const std::string& reason);
-  // Zeroes the gradients; with overlap, starts the next round in flight (see above).
-  absl::Status ZeroGrad();
+  // With overlap, starts the next round in flight (see above). The caller zeroes the gradients.
+  // FailedPrecondition when called again after a second backward, before Step.
+  absl::Status StartRound();
   // DDP's no_sync(): between SetNoSync(true) and SetNoSync(false) backward passes only accumulate
-  // (with overlap, the gradient watch is disarmed, and armed again on leaving, so the next backward,
+  // (with overlap, the readiness is disarmed, and armed again on leaving, so the next backward,
   // the last of the step, starts each shard's exchange with the summed gradients). Step inside is
   // FailedPrecondition.
   absl::Status SetNoSync(bool on);
-  // With overlap, after ZeroGrad: the gradients of these parameters (indices into the parameters
-  // given to Create) are complete in the buffer, so each shard they complete starts its exchange now
-  // (GradientWatch::MarkComplete). For callers whose gradients do not come from an autograd pass
+  // With overlap, after StartRound: the gradients of these parameters (indices into the layer
+  // table) are complete in the buffer, so each shard they complete starts its exchange now
+  // (ShardReadiness::MarkComplete). For callers whose gradients do not come from an autograd pass
   // over the parameters: the DDP comm hook copies DDP's buckets in. FailedPrecondition without
   // overlap or outside a round; InvalidArgument for an index out of range.
   absl::Status GradientsReady(const std::vector<std::uint32_t>& params);
+  // Parameter `param`'s gradient was accumulated by autograd (Python's accumulator hook): the same as
+  // GradientsReady({param}) in an armed round, ignored otherwise (a backward outside the training
+  // loop, or inside no_sync()). May run on an autograd thread.
+  void GradientAccumulated(std::uint32_t param);
 
   // This worker's sample indices of round `round` (the data order rule, worker/fashion_mnist.h).
   absl::StatusOr<std::vector<std::uint64_t>> BatchIndices(std::uint64_t round);
@@ -102,26 +104,26 @@ class PyWorker {
   double epoch_of(std::uint64_t round) const { return session_->plan().EpochOf(round); }
   double learning_rate(std::uint64_t round) const;
   bool finished() const { return finished_; }
-  at::Tensor params() const { return flat_.params_tensor(); }
-  at::Tensor grads() const { return flat_.grads_tensor(); }
 
  private:
-  PyWorker(worker::FlatModel flat, std::uint64_t seed) : flat_(std::move(flat)), order_(seed) {}
+  PyWorker(ModelBuffers model, std::uint64_t seed) : model_(std::move(model)), order_(seed) {}
   absl::Status Usable(const char* call) const;
-  // The round's exchange: landing the flight ZeroGrad started, or every shard now.
+  // The round's exchange: landing the flight StartRound started, or every shard now.
   absl::StatusOr<nlohmann::json> Exchange(float loss, double compute_seconds);
   // After a failed round: regroup (decentralized) or the failure.
   absl::StatusOr<nlohmann::json> Recover(const absl::Status& failure);
   // Where a round writes: the parameters (the replicated optimizer) or, external, the gradients.
-  float* destination() { return external_ ? flat_.grads() : flat_.params(); }
+  float* destination() { return external_ ? model_.grads : model_.params; }
   // Writes the pending record (external: with the checksum of the parameters as the caller left them).
   void WritePending();
+  void Arm();
 
-  worker::FlatModel flat_;
+  ModelBuffers model_;
   std::unique_ptr<worker::Session> session_;
-  std::unique_ptr<worker::GradientWatch> watch_;  // with overlap
-  std::optional<worker::RoundFlight> flight_;     // the round ZeroGrad started
+  std::unique_ptr<worker::ShardReadiness> readiness_;  // with overlap
+  std::optional<worker::RoundFlight> flight_;          // the round StartRound started
   absl::Time flight_start_;
+  kernels::Scratch scratch_;  // the external checksum's temporaries
   worker::JsonLinesLog log_;
   worker::BatchOrder order_;
   std::optional<nlohmann::json> pending_;       // the last round's record, written at the next Step or Finish
@@ -134,4 +136,4 @@ class PyWorker {
   bool no_sync_ = false;    // inside no_sync()
 };
 
-}  // namespace sketchps::python
+}  // namespace sketchps::pycore

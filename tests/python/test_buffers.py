@@ -255,7 +255,7 @@ class _Rejoining:
     """A stand-in for sketchps._core.Worker that joins a running job at round 5."""
     reasons = []
 
-    def __init__(self, job, config, params, buffers, overlap):
+    def __init__(self, job, config, layout, **buffers):
         self.first_round = 5
 
     def abandon(self, reason):

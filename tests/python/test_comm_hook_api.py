@@ -222,8 +222,8 @@ def test_marking_gradients_ready_needs_an_overlapped_round_in_flight(env, tmp_pa
     job(env, tmp_path)
     state = sketchps.ddp.CommHookState(ddp_model())
     with pytest.raises(OrderError, match="ready: no round in flight"):
-        state._worker.ready([0])  # before zero_grad started the round
-    state._worker.zero_grad()
+        state._worker.ready([0])  # before start_round (zero_grad) started the round
+    state._worker.start_round()
     with pytest.raises(ConfigError, match=r"ready: parameter 6 is not in \[0, 6\)"):
         state._worker.ready([6])
     state._worker.ready(list(range(6)))

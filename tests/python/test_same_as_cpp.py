@@ -1,15 +1,42 @@
 """The Python path computes what sketchps-worker computes: the same job and seeds, once with the C++
 workers and once with tests/python/scripts/train.py (the built-in mlp defined in Python, started from
-the C++ worker's initial weights), give bitwise equal weights after every round."""
+the C++ worker's initial weights: sketchps-worker --write-initial-weights), give bitwise equal weights
+after every round."""
+import os
+import subprocess
+
 import torch
 
-from conftest import SCRIPT, records, run, summary
+from conftest import JOB, SCRIPT, build_dir, records, run, summary
 from sketchps.export import state_dict_from_checkpoints
+
+
+def cpp_initial_weights(tmp_path):
+    """The file of sketchps-worker's initial weights for the tests' job (its mlp, its seed)."""
+    job, out = tmp_path / "init.yaml", tmp_path / "init.f32"
+    job.write_text(JOB)
+    worker = os.path.join(build_dir(), "worker", "sketchps-worker")
+    subprocess.run([worker, "--job", str(job), "--write-initial-weights", str(out)], check=True, timeout=120)
+    return out
+
+
+def test_the_worker_writes_its_initial_weights(tmp_path):
+    weights = cpp_initial_weights(tmp_path).read_bytes()
+    assert len(weights) == 4 * 235146  # the mlp's parameters, float32
+    again = tmp_path / "again"
+    again.mkdir()
+    assert cpp_initial_weights(again).read_bytes() == weights  # the seed decides them
+    other = tmp_path / "other.yaml"
+    other.write_text(JOB.replace("seed: 3", "seed: 4"))
+    worker = os.path.join(build_dir(), "worker", "sketchps-worker")
+    subprocess.run([worker, "--job", str(other), "--write-initial-weights", str(tmp_path / "o.f32")], check=True)
+    assert (tmp_path / "o.f32").read_bytes() != weights
 
 
 def test_python_workers_equal_cpp_workers_bit_for_bit(tmp_path):
     cpp, _ = run(tmp_path, "cpp")
-    py, _ = run(tmp_path, "python", "--script", SCRIPT, "--", "--model", "mlp", "--cpp-init")
+    init = cpp_initial_weights(tmp_path)
+    py, _ = run(tmp_path, "python", "--script", SCRIPT, "--", "--model", "mlp", "--cpp-init", str(init))
     for rank in (0, 1):
         a, b = records(cpp, rank), records(py, rank)
         assert len(a) == len(b) == 24

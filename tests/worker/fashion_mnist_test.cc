@@ -2,6 +2,10 @@
 // rank partition, the epoch permutation, the P*b data order rule and batches.
 #include "worker/fashion_mnist.h"
 
+#include "worker/batch.h"
+// After libtorch's headers (batch.h), so that Catch's CHECK replaces glog's.
+#undef CHECK
+
 #include <unistd.h>
 #include <zlib.h>
 

@@ -14,8 +14,8 @@
 
 #include "common/wire/layout_proto.h"
 #include "job/model_layout.h"
+#include "worker/batch.h"
 #include "worker/evaluate.h"
-#include "worker/fashion_mnist.h"
 #include "worker/flat_model.h"
 #include "worker/models.h"
 

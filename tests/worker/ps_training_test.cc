@@ -18,7 +18,7 @@
 #include "job/job_spec.h"
 #include "schemes/registry.h"
 #include "support/cluster.h"
-#include "worker/fashion_mnist.h"
+#include "worker/batch.h"
 #include "worker/models.h"
 #include "worker/trainer.h"
 

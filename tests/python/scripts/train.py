@@ -1,10 +1,10 @@
 """The Python tests' training script: Fashion-MNIST with a model from tiny_models.py.
 
-    train.py --model mlp|frozen_stem [--optimizer sgd|adamw] [--cpp-init] [--perturb-rank R] [--save PATH]
+    train.py --model mlp|frozen_stem [--optimizer sgd|adamw] [--cpp-init FILE] [--perturb-rank R] [--save PATH]
              [--fail-rank R --fail-at-round N]
 
---cpp-init starts from sketchps-worker's initial weights of its built-in mlp (to compare both paths
-bit for bit); --perturb-rank makes rank R's model differ (a bad-use test); --fail-rank makes rank R
+--cpp-init FILE starts from sketchps-worker's initial weights of its built-in mlp, as
+`sketchps-worker --job JOB --write-initial-weights FILE` wrote them (to compare both paths bit for bit); --perturb-rank makes rank R's model differ (a bad-use test); --fail-rank makes rank R
 raise inside `with opt:` before round N (a failure test)."""
 import argparse
 import sys
@@ -16,11 +16,11 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_models  # noqa: E402
 import sketchps.torch as sps  # noqa: E402
-from sketchps import _core, data  # noqa: E402
+from sketchps import data  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--model", default="mlp")
-parser.add_argument("--cpp-init", action="store_true")
+parser.add_argument("--cpp-init", default="", help="raw float32 initial weights (sketchps-worker --write-initial-weights)")
 parser.add_argument("--perturb-rank", type=int, default=-1)
 parser.add_argument("--save", default="")
 parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw", "torch-adamw-cosine", "rmsprop"],
@@ -37,7 +37,9 @@ job = ctx.job
 model = tiny_models.Mlp() if args.model == "mlp" else tiny_models.FrozenStem()
 if args.cpp_init:
     with torch.no_grad():
-        torch.nn.utils.vector_to_parameters(_core.builtin_initial_weights("mlp", job.seed), model.parameters())
+        with open(args.cpp_init, "rb") as f:
+            weights = data.tensor_of_bytes(f.read(), torch.float32, (-1,))
+        torch.nn.utils.vector_to_parameters(weights, model.parameters())
 if ctx.rank == args.perturb_rank:
     with torch.no_grad():
         next(model.parameters()).add_(1e-3)
