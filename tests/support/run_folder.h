@@ -77,6 +77,19 @@ inline int WaitForExit(launch::Child& child, double seconds) {
   return -1;
 }
 
+// The small job these tests run: the MLP, 2 workers, 2 shards, top-k with error feedback (state on the
+// workers), no evaluation but the last, `rounds` rounds, a checkpoint every `every` rounds.
+inline std::vector<std::string> SmallTopkJob(const std::string& job_id, int rounds, int every) {
+  return {"model=mlp",
+          "workers=2",
+          "servers=2",
+          "scheme.name=topk",
+          "train.rounds=" + std::to_string(rounds),
+          "train.eval_every_rounds=0",
+          "checkpoint.every_rounds=" + std::to_string(every),
+          "job_id=" + job_id};
+}
+
 // `sketchps run --no-progress --no-plot --insecure --out DIR` with `--set` for each override, plus
 // `extra` flags: the argv of the front end as a user types it.
 inline std::vector<std::string> RunArgv(const std::filesystem::path& dir, const std::vector<std::string>& overrides,

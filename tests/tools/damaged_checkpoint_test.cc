@@ -21,14 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kJob{"model=mlp",
-                                    "workers=2",
-                                    "servers=2",
-                                    "scheme.name=topk",
-                                    "train.rounds=80",
-                                    "train.eval_every_rounds=0",
-                                    "checkpoint.every_rounds=10",
-                                    "job_id=damaged"};
+const std::vector<std::string> kJob = SmallTopkJob("damaged", 80, 10);
 
 // Shard 1's checkpoint of the newest round both shards hold: the one a resume would load (the shards
 // may have stopped a round apart, and then each one's newest is not it).

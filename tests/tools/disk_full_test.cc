@@ -26,14 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kJob{"model=mlp",
-                                    "workers=2",
-                                    "servers=2",
-                                    "scheme.name=topk",
-                                    "train.rounds=150",
-                                    "train.eval_every_rounds=0",
-                                    "checkpoint.every_rounds=20",
-                                    "job_id=disk-full"};
+const std::vector<std::string> kJob = SmallTopkJob("disk-full", 150, 20);
 
 std::string Quoted(const std::vector<std::string>& argv) {
   std::vector<std::string> quoted;
@@ -68,6 +61,30 @@ std::string Script(const fs::path& mnt, const fs::path& out) {
          "/summary.json' '" + o + "/' 2>/dev/null\nexit 0\n";
 }
 
+// A case's folders: <root>/mnt (the tmpfs goes there) and <root>/out (what the script leaves), made;
+// empty when no mount namespace can be made here (then the case says so and checks nothing).
+struct Case {
+  fs::path root, mnt, out;
+  explicit operator bool() const { return !root.empty(); }
+};
+Case MakeCase(const std::string& suite) {
+  Case c{FreshRunDir(suite, "case")};
+  c.mnt = c.root / "mnt";
+  c.out = c.root / "out";
+  fs::create_directories(c.mnt);
+  fs::create_directories(c.out);
+  if (CanMountTmpfs(c.root)) return c;
+  WARN("no mount namespace here (unshare -m needs root, unshare -rm user namespaces): not checked");
+  return Case{};
+}
+
+// Runs `script` with sh in a mount namespace of its own.
+void RunInNamespace(const Case& c, const std::string& script) {
+  const fs::path file = c.root / "script.sh";
+  REQUIRE(WriteFileAtomically(file.string(), script).ok());
+  REQUIRE(std::system((Unshare() + " sh '" + file.string() + "'").c_str()) == 0);
+}
+
 int ReadCode(const fs::path& file) {
   std::ifstream in(file);
   int code = -1;
@@ -79,19 +96,12 @@ int ReadCode(const fs::path& file) {
 
 TEST_CASE("A full disk fails the run naming it, leaves no partial file, and --resume then completes exactly",
           "[run][processes]") {
-  const fs::path root = FreshRunDir("disk-full", "case"), mnt = root / "mnt", out = root / "out";
-  fs::create_directories(mnt);
-  fs::create_directories(out);
-  if (!CanMountTmpfs(root)) {
-    WARN("no mount namespace here (unshare -m needs root, unshare -rm user namespaces): not checked");
-    return;
-  }
+  const Case c = MakeCase("disk-full");
+  if (!c) return;
+  const fs::path &mnt = c.mnt, &out = c.out;
   const fs::path reference = FreshRunDir("disk-full", "reference");
   REQUIRE(tools::RunJob(QuietRun(reference, kJob)) == 0);
-
-  const fs::path script = root / "script.sh";
-  REQUIRE(WriteFileAtomically(script.string(), Script(mnt, out)).ok());
-  REQUIRE(std::system((Unshare() + " sh '" + script.string() + "'").c_str()) == 0);
+  RunInNamespace(c, Script(mnt, out));
 
   const std::string first = ReadText(out / "first.log");
   INFO(first);
@@ -108,29 +118,24 @@ TEST_CASE("A full disk fails the run naming it, leaves no partial file, and --re
   INFO(resumed);
   REQUIRE(ReadCode(out / "resume.rc") == 0);
   CHECK(ReadSummaryFile(out)["final_weights_checksum"] == ReadSummaryFile(reference)["final_weights_checksum"]);
-  fs::remove_all(root.parent_path());
+  fs::remove_all(c.root.parent_path());
   fs::remove_all(reference.parent_path());
 }
 
 TEST_CASE("A disk full before the start is refused naming the file the launcher could not write", "[run][processes]") {
-  const fs::path root = FreshRunDir("disk-full-start", "case"), mnt = root / "mnt", out = root / "out";
-  fs::create_directories(mnt);
-  fs::create_directories(out);
-  if (!CanMountTmpfs(root)) {
-    WARN("no mount namespace here: not checked");
-    return;
-  }
+  const Case c = MakeCase("disk-full-start");
+  if (!c) return;
+  const fs::path &mnt = c.mnt, &out = c.out;
   const std::string m = mnt.string(), o = out.string();
   const std::string script = "mount -t tmpfs -o size=1m tmpfs '" + m + "' || exit 90\ncat /dev/zero >'" + m +
                              "/filler' 2>/dev/null\n" + Quoted(RunArgv(mnt / "run", kJob)) + " >'" + o +
                              "/run.log' 2>&1; echo $? >'" + o + "/run.rc'\nfind '" + m + "' -name '*.tmp' >'" + o +
                              "/tmp-files'\n";
-  REQUIRE(WriteFileAtomically((root / "script.sh").string(), script).ok());
-  REQUIRE(std::system((Unshare() + " sh '" + (root / "script.sh").string() + "'").c_str()) == 0);
+  RunInNamespace(c, script);
   const std::string log = ReadText(out / "run.log");
   INFO(log);
   CHECK(ReadCode(out / "run.rc") == 2);
   CHECK_THAT(log, Catch::Contains((mnt / "run").string()) && Catch::Contains("No space left on device"));
   CHECK(ReadText(out / "tmp-files").empty());
-  fs::remove_all(root.parent_path());
+  fs::remove_all(c.root.parent_path());
 }

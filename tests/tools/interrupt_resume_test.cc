@@ -22,14 +22,7 @@ namespace {
 
 constexpr int kRounds = 120;
 
-const std::vector<std::string> kJob{"model=mlp",
-                                    "workers=2",
-                                    "servers=2",
-                                    "scheme.name=topk",
-                                    "train.rounds=" + std::to_string(kRounds),
-                                    "train.eval_every_rounds=0",
-                                    "checkpoint.every_rounds=25",
-                                    "job_id=interrupt"};
+const std::vector<std::string> kJob = SmallTopkJob("interrupt", kRounds, 25);
 
 // The round worker `rank`'s log says it restored its state of, or -1.
 int RestoredRound(const fs::path& dir, int rank) {
