@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config/job_span.h"
+#include "common/job_clock.h"
 #include "common/layout.h"
 #include "engine/phase.h"
 
@@ -50,7 +50,7 @@ struct SchemeContext {
   std::uint64_t k = 0;              // entries to keep in this range (density x dim, split across shards)
   std::uint64_t seed = 0;           // job seed: sketch hashing and sampling
   std::uint64_t warmup_rounds = 0;  // dense rounds before compression starts (every scheme)
-  JobClock clock;                   // the job's length, to resolve the scheme's schedules (common/config/job_span.h)
+  JobClock clock;                   // the job's length, to resolve the scheme's schedules (common/job_clock.h)
   bool diagnostics = false;         // scheme.diagnostics: compare each round with the exact sum (below)
   ValueEncoding values = ValueEncoding::kF32;  // scheme.values: precision of the pushed values (scheme_base.h)
   // The job has a round deadline (ps.round_deadline_seconds): a round may close without this worker,

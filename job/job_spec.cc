@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "common/config/config_reader.h"
 #include "common/status.h"
+#include "job/default_job.h"  // generated from job/default_job.yaml
 #include "job/model_layout.h"
 
 namespace sketchps {
@@ -241,26 +242,12 @@ absl::Status Validate(const JobSpec& j) {
   return absl::OkStatus();
 }
 
-// Schemes whose workers must all have seen every round cannot take a worker that joins mid-job.
-absl::Status CheckElasticScheme(const JobSpec& j, const YAML::Node& scheme) {
-  if (!j.ps.elastic) return absl::OkStatus();
-  if (j.scheme.name == "scalecom") {
-    return absl::InvalidArgumentError(
-        "ps.elastic: scalecom's leader cycles over every slot (round mod workers), so a round led by an absent "
-        "slot would apply nothing: not with an elastic job");
-  }
-  if (!scheme.IsDefined() || !scheme.IsMap()) return absl::OkStatus();  // IsDefined: false for a missing key
-  const YAML::Node own = scheme[j.scheme.name];
-  if (!own.IsDefined() || !own.IsMap()) return absl::OkStatus();
-  for (const char* key : {"budget_factor", "recovery_floor"}) {
-    if (own[key].IsDefined() && own[key].as<double>(0) != (std::string(key) == "budget_factor" ? 1.0 : 0.0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ps.elastic: scheme.", j.scheme.name, ".", key,
-          " adapts the candidates from every round's G_t, which a worker joining mid-job has not seen: not with an "
-          "elastic job"));
-    }
-  }
-  return absl::OkStatus();
+// A scheme configuration that declares it cannot take a worker joining mid-job (BoundScheme's
+// capability, schemes/registry.h) is refused with an elastic job.
+absl::Status CheckElasticScheme(const JobSpec& j) {
+  if (!j.ps.elastic || j.scheme.elastic_refusal.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("ps.elastic: ", j.scheme.elastic_refusal, ": not with an elastic job"));
 }
 
 }  // namespace
@@ -306,18 +293,7 @@ std::uint64_t JobSpec::total_rounds() const {
 }
 
 const std::string& DefaultJobSpecYaml() {
-  static const std::string yaml =
-      R"(# The embedded default job: top-k with error feedback on Fashion-MNIST with a small CNN.
-job_id: sketchps-default
-mode: ps
-workers: 4
-servers: 2
-model: cnn
-data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
-train: {epochs: 1, eval_every_rounds: 100, eval_samples: 2000, seed: 1}
-optimizer: {lr: 0.05}  # SGD with momentum 0.9 (the default)
-scheme: {name: topk, density: 0.01}  # the fastest to the target here (docs/reports/performance.md)
-)";
+  static const std::string yaml = generated::kDefaultJobYaml;  // job/default_job.yaml
   return yaml;
 }
 
@@ -364,7 +340,7 @@ absl::StatusOr<JobSpec> ParseJobSpecOrThrow(const std::string& yaml_text, const 
     SKETCHPS_ASSIGN_OR_RETURN(job.layout, ModelLayout(job.model));
   }
   SKETCHPS_RETURN_IF_ERROR(CheckNoDecay(job));
-  SKETCHPS_RETURN_IF_ERROR(CheckElasticScheme(job, static_cast<const YAML::Node&>(root)["scheme"]));
+  SKETCHPS_RETURN_IF_ERROR(CheckElasticScheme(job));
   if (job.ps.elastic && job.ps.initial_workers == 0) job.ps.initial_workers = job.workers;
   job.effective_yaml = YAML::Dump(root);
   job.fingerprint = JobFingerprint(job, root);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
@@ -85,6 +86,20 @@ absl::Status CheckRange(const char* fn, const std::uint32_t* d_idx, std::size_t 
   return absl::OkStatus();
 }
 
+// The checks ScatterAdd, FillAt and Gather share: a scratch arena, d_idx and every other named array
+// non-null when count > 0, and every index below n. The first failure names `fn` and the argument.
+struct NamedArray {
+  const void* ptr;
+  const char* name;
+};
+absl::Status CheckIndexedCall(const char* fn, const Exec& exec, const std::uint32_t* d_idx, std::size_t count,
+                              std::size_t n, std::initializer_list<NamedArray> arrays) {
+  SKETCHPS_RETURN_IF_ERROR(CheckExec(fn, exec));
+  SKETCHPS_RETURN_IF_ERROR(CheckPointer(fn, count, d_idx, "d_idx"));
+  for (const NamedArray& a : arrays) SKETCHPS_RETURN_IF_ERROR(CheckPointer(fn, count, a.ptr, a.name));
+  return CheckRange(fn, d_idx, count, n, exec);
+}
+
 absl::Status CheckStrictlyIncreasing(const char* fn, const std::uint32_t* d_idx, std::size_t count, const char* name,
                                      const Exec& exec) {
   // is_sorted with <= as the "less" relation holds exactly when no neighbour pair has idx[i+1] <= idx[i].
@@ -98,12 +113,8 @@ absl::Status CheckStrictlyIncreasing(const char* fn, const std::uint32_t* d_idx,
 
 absl::Status ScatterAdd(const std::uint32_t* d_idx, const float* d_val, std::size_t count, float* d_dense,
                         std::size_t n, const Exec& exec) {
-  constexpr const char* kFn = "ScatterAdd";
-  SKETCHPS_RETURN_IF_ERROR(CheckExec(kFn, exec));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_idx, "d_idx"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_val, "d_val"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_dense, "d_dense"));
-  SKETCHPS_RETURN_IF_ERROR(CheckRange(kFn, d_idx, count, n, exec));
+  SKETCHPS_RETURN_IF_ERROR(
+      CheckIndexedCall("ScatterAdd", exec, d_idx, count, n, {{d_val, "d_val"}, {d_dense, "d_dense"}}));
   if (count == 0) return absl::OkStatus();
   thrust::counting_iterator<std::size_t> first(0);
   thrust::for_each(Policy(exec), first, first + count, ScatterAddOp{d_idx, d_val, d_dense});
@@ -112,11 +123,7 @@ absl::Status ScatterAdd(const std::uint32_t* d_idx, const float* d_val, std::siz
 
 absl::Status FillAt(float* d_x, std::size_t n, const std::uint32_t* d_idx, std::size_t count, float value,
                     const Exec& exec) {
-  constexpr const char* kFn = "FillAt";
-  SKETCHPS_RETURN_IF_ERROR(CheckExec(kFn, exec));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_idx, "d_idx"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_x, "d_x"));
-  SKETCHPS_RETURN_IF_ERROR(CheckRange(kFn, d_idx, count, n, exec));
+  SKETCHPS_RETURN_IF_ERROR(CheckIndexedCall("FillAt", exec, d_idx, count, n, {{d_x, "d_x"}}));
   if (count == 0) return absl::OkStatus();
   thrust::counting_iterator<std::size_t> first(0);
   thrust::for_each(Policy(exec), first, first + count, FillAtOp{d_x, d_idx, value});
@@ -125,12 +132,8 @@ absl::Status FillAt(float* d_x, std::size_t n, const std::uint32_t* d_idx, std::
 
 absl::Status Gather(const float* d_dense, std::size_t n, const std::uint32_t* d_idx, std::size_t count, float* d_out,
                     const Exec& exec) {
-  constexpr const char* kFn = "Gather";
-  SKETCHPS_RETURN_IF_ERROR(CheckExec(kFn, exec));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_idx, "d_idx"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_out, "d_out"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_dense, "d_dense"));
-  SKETCHPS_RETURN_IF_ERROR(CheckRange(kFn, d_idx, count, n, exec));
+  SKETCHPS_RETURN_IF_ERROR(
+      CheckIndexedCall("Gather", exec, d_idx, count, n, {{d_out, "d_out"}, {d_dense, "d_dense"}}));
   if (count == 0) return absl::OkStatus();
   thrust::gather(Policy(exec), d_idx, d_idx + count, d_dense, d_out);
   return absl::OkStatus();

@@ -20,13 +20,19 @@
 namespace sketchps {
 namespace {
 
-// Binds a config type C (with Read(ConfigReader&)) to its Make function.
+// Binds a config type C (with Read(ConfigReader&)) to its Make function. A config that has
+// ElasticRefusal() declares when it cannot take a worker joining mid-job; others always can.
 template <class C, class MakeFn>
-std::function<absl::StatusOr<SchemeMaker>(ConfigReader&)> Reader(MakeFn make) {
-  return [make](ConfigReader& section) -> absl::StatusOr<SchemeMaker> {
+std::function<absl::StatusOr<SchemeBinding>(ConfigReader&)> Reader(MakeFn make) {
+  return [make](ConfigReader& section) -> absl::StatusOr<SchemeBinding> {
     C config;
     SKETCHPS_RETURN_IF_ERROR(config.Read(section));
-    return SchemeMaker([make, config](SchemeContext ctx) { return make(std::move(ctx), config); });
+    SchemeBinding binding;
+    binding.make = SchemeMaker([make, config](SchemeContext ctx) { return make(std::move(ctx), config); });
+    if constexpr (requires { config.ElasticRefusal(section); }) {
+      binding.elastic_refusal = config.ElasticRefusal(section);
+    }
+    return binding;
   };
 }
 
@@ -104,8 +110,9 @@ absl::StatusOr<BoundScheme> ParseSchemeSection(ConfigReader& scheme, const JobCl
     }
   }
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader section, scheme.Child(bound.name));
-  SKETCHPS_ASSIGN_OR_RETURN(SchemeMaker make, entry->read(section));
-  bound.make = [make, warmup_rounds, clock, diagnostics, values](SchemeContext ctx) {
+  SKETCHPS_ASSIGN_OR_RETURN(SchemeBinding binding, entry->read(section));
+  bound.elastic_refusal = binding.elastic_refusal;
+  bound.make = [make = std::move(binding.make), warmup_rounds, clock, diagnostics, values](SchemeContext ctx) {
     ctx.warmup_rounds = warmup_rounds;
     ctx.diagnostics = diagnostics;
     ctx.values = values;

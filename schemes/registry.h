@@ -32,13 +32,23 @@ struct BoundScheme {
   SchemeMaker make;
   bool global_momentum = true;   // whether the replicated optimizer applies momentum (scheme.h)
   bool reduction_state = false;  // whether the scheme keeps state with the reduction (scheme.h)
+  // Capability: why a worker that joins mid-job (ps.elastic) cannot take part in this configuration,
+  // "" when it can; names the key where one decides. A method's config says it
+  // (ElasticRefusal(section)); nothing outside this folder tests for a method's name.
+  std::string elastic_refusal;
+};
+
+// What reading a method's own section gives: the maker, and the capabilities of that configuration.
+struct SchemeBinding {
+  SchemeMaker make;
+  std::string elastic_refusal;  // see BoundScheme
 };
 
 struct SchemeEntry {
   const char* name;
   const char* summary;
   // Reads `section` (the scheme's own mapping, e.g. scheme.gs_sgd) and returns a bound maker.
-  std::function<absl::StatusOr<SchemeMaker>(ConfigReader& section)> read;
+  std::function<absl::StatusOr<SchemeBinding>(ConfigReader& section)> read;
 };
 
 // Every scheme, in documentation order.

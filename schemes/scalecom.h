@@ -43,6 +43,12 @@ struct ScaleComConfig {
   absl::Status Validate(const std::string& prefix) const;
   // Reads `beta`, rejects unknown keys, then validates.
   absl::Status Read(ConfigReader& section);
+  // Capability (schemes/registry.h): the leader cycles over every slot (round mod workers), so a round
+  // led by an absent slot would apply nothing: never with an elastic job.
+  std::string ElasticRefusal(const ConfigReader&) const {
+    return "scalecom's leader cycles over every slot (round mod workers), so a round led by an absent slot would "
+           "apply nothing";
+  }
 };
 
 // ScaleCom over one shard's range. uses_global_momentum() is true. `config` must be valid.

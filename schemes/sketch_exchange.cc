@@ -39,6 +39,12 @@ CandidatePlan PlanOf(const SketchSizing& sizing, std::uint64_t k, std::uint64_t 
 
 std::uint64_t SketchKeep(std::uint64_t k, std::uint64_t dim) { return std::max<std::uint64_t>(1, std::min(k, dim)); }
 
+std::string SketchSizing::ElasticRefusal(const ConfigReader& section) const {
+  if (budget_factor == 1.0 && recovery_floor == 0.0) return "";
+  return absl::StrCat(section.KeyPath(budget_factor != 1.0 ? "budget_factor" : "recovery_floor"),
+                      " adapts the candidates from every round's G_t, which a worker joining mid-job has not seen");
+}
+
 absl::Status SketchSizing::Validate(const std::string& prefix) const {
   if (rows < 1 || rows > kMaxSketchRows) {
     return KeyError(prefix, "rows", absl::StrCat("must be in [1, ", kMaxSketchRows, "], got ", rows));

@@ -67,6 +67,10 @@ struct SketchSizing {
 
   // Errors name the key: "<prefix>.rows: ...".
   absl::Status Validate(const std::string& prefix) const;
+  // Capability (schemes/registry.h): why a worker joining mid-job cannot take part, "" when it can,
+  // naming the key under `section`. The adaptive candidates (budget_factor > 1 or recovery_floor > 0)
+  // grow from every round's G_t, which a joiner has not seen.
+  std::string ElasticRefusal(const ConfigReader& section) const;
   // Reads rows, cols_factor, cols, p2, keep, table, budget_factor, recovery_floor and adapt_window (no
   // Finish, no Validate: the config's Read does both).
   absl::Status ReadFields(ConfigReader& section);

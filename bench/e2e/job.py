@@ -3,7 +3,7 @@
 Contract:
   - WORKLOADS: cnn (the default job, trained by the C++ daemons and ddp_train.py), vgg and vit
     (bench/e2e/workload_<name>.py, one Python script for both backends; its JOB is the base job).
-  - DEFAULT_JOB is the text of DefaultJobSpecYaml() in job/job_spec.cc (gs-SGD, CNN,
+  - DEFAULT_JOB is job/default_job.yaml, the file DefaultJobSpecYaml() embeds (top-k, CNN,
     Fashion-MNIST, 4 workers, 2 servers, one epoch); make_job(overrides, workload) parses the
     workload's base job and applies "a.b=value" overrides with the semantics of ApplyOverride there
     (the value is parsed as YAML, mappings are created on the way). The cnn daemons get the same
@@ -31,17 +31,7 @@ import yaml
 
 WORKLOADS = ("cnn", "vgg", "vit")
 
-DEFAULT_JOB = """\
-job_id: sketchps-default
-mode: ps
-workers: 4
-servers: 2
-model: cnn
-data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
-train: {epochs: 1, eval_every_rounds: 100, eval_samples: 2000, seed: 1}
-optimizer: {lr: 0.05}  # SGD with momentum 0.9 (the default)
-scheme: {name: topk, density: 0.01}  # the fastest to the target here (docs/reports/performance.md)
-"""
+DEFAULT_JOB = (Path(__file__).resolve().parents[2] / "job" / "default_job.yaml").read_text()
 # optimizer keys ddp_train.py mirrors, with the values that mean "off" for the others
 DDP_OPTIMIZER_NEUTRAL = {"nesterov": False, "weight_decay": 0, "schedule": "constant", "warmup_epochs": 0}
 

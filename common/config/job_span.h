@@ -23,15 +23,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/config/config_reader.h"
+#include "common/job_clock.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sketchps {
-
-// How long the job is, for resolving spans. Built from the job spec (JobSpec::clock()).
-struct JobClock {
-  double rounds_per_epoch = 1.0;   // > 0
-  std::uint64_t total_rounds = 0;  // 0: unknown
-};
 
 class JobSpan {
  public:

@@ -74,7 +74,7 @@ TEST_CASE("A worker killed in ps mode is restarted with its state and the job en
   fs::remove_all(clean.parent_path());
 }
 
-TEST_CASE("--kill worker is refused up front in an elastic job", "[run]") {
+TEST_CASE("sketchps run refuses --kill worker up front in an elastic job", "[run]") {
   auto job = ParseJobSpec(DefaultJobSpecYaml(), "t", {"workers=6", "ps.elastic=true", "ps.initial_workers=4"});
   REQUIRE(job.ok());
   auto planned = tools::Faults::Plan({"worker:1@10"}, *job);

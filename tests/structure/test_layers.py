@@ -1,0 +1,102 @@
+"""The folders' layers, checked on the source tree: a folder includes only folders on floors below its
+own, and the lowest product layers (the kernels and the engine) use only the core of common/, not its
+YAML reader (common/config) or its gRPC helpers (common/net). docs/design-notes.md "The folders"
+draws the same floors. A new folder must be given a floor here; an include that points up fails the
+test naming file, line and both floors."""
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Lowest first. Folders on one floor do not include each other.
+FLOORS = {
+    "common": 0,
+    "kernels": 1, "launch": 1,
+    "engine": 2,
+    "schemes": 3, "ps": 3, "peer": 3,
+    "job": 4,
+    "server": 5, "worker": 5,
+    "tools": 6, "python/src": 6, "sim": 6,
+    "bench": 7,
+}
+# Parts of common/ a folder must not use (the core of common/ is the files directly in it).
+COMMON_PARTS_FORBIDDEN = {
+    "kernels": {"config", "net", "wire"},
+    "engine": {"config", "net"},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def folder_of(relative: str) -> str | None:
+    """The layered folder a repository-relative path belongs to (python/src before python)."""
+    for name in sorted(FLOORS, key=len, reverse=True):
+        if relative == name or relative.startswith(name + "/"):
+            return name
+    return None
+
+
+def common_part(header: str) -> str:
+    parts = header.split("/")
+    return parts[1] if len(parts) > 2 else "core"
+
+
+def violations(source: str, lines: list[str]) -> list[str]:
+    """The include lines of `source` (repository-relative) that break a rule, as messages."""
+    here = folder_of(source)
+    if here is None:
+        return []
+    found = []
+    for number, line in enumerate(lines, 1):
+        m = INCLUDE.match(line)
+        if not m:
+            continue
+        there = folder_of(m.group(1))
+        if there is None or there == here:
+            continue
+        if FLOORS[there] >= FLOORS[here]:
+            found.append(f"{source}:{number}: {here}/ (floor {FLOORS[here]}) includes {m.group(1)} "
+                         f"({there}/, floor {FLOORS[there]})")
+        elif there == "common" and common_part(m.group(1)) in COMMON_PARTS_FORBIDDEN.get(here, ()):
+            found.append(f"{source}:{number}: {here}/ includes {m.group(1)}: common/{common_part(m.group(1))} "
+                         f"is not for {here}/")
+    return found
+
+
+def product_sources():
+    for name in FLOORS:
+        base = REPO / name
+        if not base.exists():
+            continue
+        for path in sorted(base.rglob("*")):
+            if path.suffix in (".cc", ".h", ".cu") and "tests" not in path.parts and "build" not in path.parts:
+                yield path
+
+
+def test_no_include_points_up():
+    found = []
+    for path in product_sources():
+        rel = str(path.relative_to(REPO))
+        found += violations(rel, path.read_text(errors="replace").splitlines())
+    assert not found, "includes against the layers (tests/structure/test_layers.py):\n" + "\n".join(found)
+
+
+def test_every_product_folder_has_a_floor():
+    unplaced = []
+    for top in sorted(p for p in REPO.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if top.name in ("build", "tests", "docs", "deploy", "examples", "scripts", "cmake", "proto", "runs"):
+            continue
+        if top.name == "python":
+            continue  # python/src is placed; python/sketchps is Python, checked by the package's tests
+        if any(top.rglob("*.cc")) and top.name not in FLOORS:
+            unplaced.append(top.name)
+    assert not unplaced, f"folders with C++ sources and no floor in FLOORS: {', '.join(unplaced)}"
+
+
+def test_the_check_can_fail():
+    assert violations("engine/x.h", ['#include "schemes/topk.h"'])
+    assert violations("engine/x.h", ['#include "common/config/job_span.h"'])
+    assert violations("kernels/x.cc", ['#include "common/wire/codec.h"'])
+    assert violations("ps/x.cc", ['#include "peer/wire.h"'])  # one floor: siblings
+    assert not violations("engine/x.h", ['#include "common/layout.h"', '#include "kernels/sparse.h"'])
+    assert not violations("tools/x.cc", ['#include "worker/session.h"', '#include "absl/status/status.h"'])
+    assert folder_of("python/src/x.cc") == "python/src"
