@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "job/job_spec.h"
 #include "launch/ports.h"
+#include "schemes/registry.h"
 #include "support/cluster.h"
 #include "worker/batch.h"
 #include "worker/models.h"
@@ -300,4 +301,20 @@ TEST_CASE("LocalSteps: the pseudo-gradient is start minus the inner steps' weigh
   REQUIRE(delta.ok());
   CHECK(std::vector<float>(*delta, *delta + 3) == std::vector<float>{1.0f, -2.0f, 0.5f});
   CHECK(w == std::vector<float>{1.0f, 2.0f, 3.0f});
+}
+
+TEST_CASE("Every scheme with local steps keeps replicas equal to the master copy", "[worker][grpc]") {
+  // The trainer checks every replica against the shards' checksum after every round. The schemes
+  // with momentum of their own take the averaging outer step, the others DiLoCo's Nesterov step.
+  for (const auto& name : SchemeNames()) {
+    DYNAMIC_SECTION(name) {
+      const JobSpec probe = MakeJob({"scheme.name=" + name});
+      const std::string outer = probe.scheme.global_momentum ? "nesterov" : "average";
+      const JobSpec job = MakeJob({"workers=2", "scheme.name=" + name, "train.rounds=3", "train.local_steps=2",
+                                   "train.outer_optimizer.name=" + outer, "job_id=local-" + name});
+      const auto ranks = TrainAll(job);
+      CHECK(ranks[0].final_weights == ranks[1].final_weights);
+      CHECK(ranks[0].rounds == 3);
+    }
+  }
 }
