@@ -157,6 +157,61 @@ absl::Status ReadOptimizer(ConfigReader& root, JobSpec& job) {
   return ValidateOptimizerConfig(o, "optimizer");
 }
 
+// train.outer_optimizer: {name: average} (lr 1, momentum 0, no other key) or {name: nesterov, lr,
+// momentum} with DiLoCo's defaults (0.7, 0.9).
+absl::Status ReadOuterOptimizer(ConfigReader& train, OuterOptimizerSpec& o) {
+  SKETCHPS_ASSIGN_OR_RETURN(ConfigReader r, train.Child("outer_optimizer"));
+  std::string name = "average";
+  SKETCHPS_RETURN_IF_ERROR(r.Get("name", name));
+  if (name == "nesterov") {
+    o = OuterOptimizerSpec{OuterOptimizerSpec::Kind::kNesterov, 0.7, 0.9};
+  } else if (name != "average") {
+    return absl::InvalidArgumentError(absl::StrCat(r.KeyPath("name"), ": '", name, "' is not average or nesterov"));
+  } else {
+    for (const char* key : {"lr", "momentum"}) {
+      if (r.Has(key)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(r.KeyPath(key),
+                         ": not a key of average (lr 1, momentum 0: the new weights are the round's start minus "
+                         "the mean pseudo-gradient); use name: nesterov"));
+      }
+    }
+  }
+  SKETCHPS_RETURN_IF_ERROR(r.GetAll("lr", o.lr, "momentum", o.momentum));
+  SKETCHPS_RETURN_IF_ERROR(r.Finish());
+  if (!(o.lr > 0) || o.lr > 100) {
+    return absl::InvalidArgumentError(absl::StrCat(r.KeyPath("lr"), ": must be in (0, 100], got ", o.lr));
+  }
+  if (!(o.momentum >= 0) || !(o.momentum < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(r.KeyPath("momentum"), ": must be in [0, 1), got ", o.momentum));
+  }
+  return absl::OkStatus();
+}
+
+// Local steps run the job's optimizer on each worker, its state reset every round: what needs the
+// whole job's step count or a torch optimizer is refused, naming the key.
+absl::Status CheckLocalSteps(const JobSpec& job) {
+  if (!job.local_steps()) return absl::OkStatus();
+  const auto& o = job.optimizer;
+  if (o.kind == OptimizerKind::kExternal) {
+    return absl::InvalidArgumentError(
+        "train.local_steps: the inner steps run the job's optimizer in the C++ worker: not with optimizer.name "
+        "external (the Python package has no local steps yet)");
+  }
+  if (o.freeze_variance_round) {
+    return absl::InvalidArgumentError(
+        "optimizer.freeze_variance: not with train.local_steps (the inner optimizer's state starts afresh every "
+        "round)");
+  }
+  if (!job.scheme.global_momentum && job.train.outer.momentum > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("train.outer_optimizer.momentum: scheme ", job.scheme.name,
+                     " keeps its own momentum of the pseudo-gradients, so the outer momentum would not be applied: use "
+                     "train.outer_optimizer.momentum: 0 (or name: average)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader data, root.Child("data"));
   SKETCHPS_RETURN_IF_ERROR(
@@ -165,7 +220,8 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader train, root.Child("train"));
   SKETCHPS_RETURN_IF_ERROR(train.GetAll("epochs", job.train.epochs, "rounds", job.train.rounds, "eval_every_rounds",
                                         job.train.eval_every_rounds, "eval_samples", job.train.eval_samples, "seed",
-                                        job.train.seed));
+                                        job.train.seed, "local_steps", job.train.local_steps));
+  SKETCHPS_RETURN_IF_ERROR(ReadOuterOptimizer(train, job.train.outer));
   SKETCHPS_RETURN_IF_ERROR(train.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader ckpt, root.Child("checkpoint"));
   std::string on_damaged = "refuse";
@@ -223,6 +279,8 @@ absl::Status Validate(const JobSpec& j) {
   if (j.servers < 1 || j.servers > 256) return bad("servers", "must be in [1, 256]");
   if (j.data.batch_size < 1) return bad("data.batch_size", "must be >= 1");
   if (j.data.train_samples < 1) return bad("data.train_samples", "must be >= 1");
+  if (j.train.local_steps < 1) return bad("train.local_steps", "must be >= 1 (1: no local steps)");
+  if (j.train.local_steps > 1000000) return bad("train.local_steps", "must be <= 1000000");
   if (!(j.train.epochs > 0) && j.train.rounds == 0) return bad("train.epochs", "must be > 0 (or set train.rounds)");
   if (j.train.rounds == 0 && !(j.train.epochs * j.rounds_per_epoch() <= kMaxJobRounds))
     return bad("train.epochs", absl::StrCat("gives more than ", kMaxJobRounds, " rounds"));
@@ -272,6 +330,8 @@ Fingerprint JobFingerprint(const JobSpec& j, const YAML::Node& root) {
       {"train.epochs", hash(absl::StrCat(j.train.epochs))},
       {"train.rounds", hash(absl::StrCat(j.train.rounds))},
       {"train.seed", hash(absl::StrCat(j.train.seed))},
+      {"train.local_steps", hash(absl::StrCat(j.train.local_steps, ",", static_cast<int>(j.train.outer.kind), ",",
+                                              j.train.outer.lr, ",", j.train.outer.momentum))},
       {"optimizer",
        hash(absl::StrCat(lr, "|", OptimizerName(o.kind), ",", o.momentum, ",", o.nesterov, ",", o.weight_decay, ",",
                          o.beta1, ",", o.beta2, ",", o.eps, ",", absl::StrJoin(o.no_decay, ";"), ",",
@@ -281,8 +341,19 @@ Fingerprint JobFingerprint(const JobSpec& j, const YAML::Node& root) {
 }
 
 double JobSpec::rounds_per_epoch() const {
-  return std::max(
-      1.0, std::floor(static_cast<double>(data.train_samples) / (static_cast<double>(workers) * data.batch_size)));
+  const double per_round = static_cast<double>(workers) * data.batch_size * static_cast<double>(train.local_steps);
+  return std::max(1.0, std::floor(static_cast<double>(data.train_samples) / per_round));
+}
+
+OptimizerConfig JobSpec::replicated_optimizer() const {
+  if (!local_steps()) return optimizer;
+  OptimizerConfig outer;
+  outer.kind = OptimizerKind::kSgd;
+  outer.lr.base_lr = train.outer.lr;  // constant: the inner optimizer follows the schedule
+  outer.lr.total_epochs = optimizer.lr.total_epochs;
+  outer.momentum = train.outer.momentum;
+  outer.nesterov = train.outer.kind == OuterOptimizerSpec::Kind::kNesterov && train.outer.momentum > 0;
+  return outer;
 }
 
 JobClock JobSpec::clock() const { return JobClock{rounds_per_epoch(), total_rounds()}; }
@@ -340,6 +411,7 @@ absl::StatusOr<JobSpec> ParseJobSpecOrThrow(const std::string& yaml_text, const 
     SKETCHPS_ASSIGN_OR_RETURN(job.layout, ModelLayout(job.model));
   }
   SKETCHPS_RETURN_IF_ERROR(CheckNoDecay(job));
+  SKETCHPS_RETURN_IF_ERROR(CheckLocalSteps(job));
   SKETCHPS_RETURN_IF_ERROR(CheckElasticScheme(job));
   if (job.ps.elastic && job.ps.initial_workers == 0) job.ps.initial_workers = job.workers;
   job.effective_yaml = YAML::Dump(root);

@@ -7,7 +7,8 @@
 //   model: cnn                    # mlp | cnn | resnet | vgg | custom (a Python model, docs/pytorch.md)
 //   layers: [["fc.weight", [10, 784]], ...]   # model: custom only: its layout (job/model_layout.h)
 //   data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
-//   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, eval_samples: 0, seed: 1}
+//   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, eval_samples: 0, seed: 1,
+//           local_steps: 1, outer_optimizer: {name: average}}   # local steps: below
 //   optimizer: {name: sgd, lr: 0.05, momentum: 0.9, nesterov: false, weight_decay: 0, no_decay: [],
 //               schedule: constant, warmup: 0, warmup_start_factor: 1,
 //               milestones: [], gamma: 0.1, min_lr: 0}
@@ -51,12 +52,29 @@ struct DataSpec {
 // and the counts are summed over the workers, so every rank knows the exact accuracy. Intermediate
 // points (every eval_every_rounds rounds; 0: none) use the first eval_samples test images (0: all of
 // them); the evaluation after the last round always uses the whole test set.
+//
+// Local steps (docs/methods.md "Local steps", DiLoCo's recipe): with local_steps H, a round is H
+// steps of the job's optimizer on each worker's own batches (the inner optimizer, local to the
+// worker, its state reset at each round's start); the worker then exchanges the pseudo-gradient
+// (the weights at the round's start minus its weights now) through the scheme as it would a
+// gradient, and every replica applies the aggregate with the outer optimizer to the round-start
+// weights. The outer optimizer is the replicated one (servers' master copies, checkpoints).
+// H = 1 with `average` (the defaults) is the job without local steps, bit for bit.
+struct OuterOptimizerSpec {
+  enum class Kind { kAverage, kNesterov };
+  Kind kind = Kind::kAverage;
+  double lr = 1.0;        // average: 1 (new = start - mean pseudo-gradient); nesterov: 0.7
+  double momentum = 0.0;  // average: 0; nesterov: 0.9
+};
+
 struct TrainSpec {
   double epochs = 1.0;
   std::uint64_t rounds = 0;  // 0: derived from epochs
   std::uint64_t eval_every_rounds = 200;
   std::uint64_t eval_samples = 0;
   std::uint64_t seed = 1;
+  std::uint64_t local_steps = 1;  // H >= 1: inner steps per round
+  OuterOptimizerSpec outer;
 };
 
 struct CheckpointSpec {
@@ -110,17 +128,24 @@ struct JobSpec {
                                // model: custom without layers
   Fingerprint fingerprint;     // JobFingerprint(*this), set by ParseJobSpec
 
-  // Rounds per epoch: train_samples / (workers * batch_size), at least 1.
+  // Rounds per epoch: train_samples / (workers * batch_size * train.local_steps), at least 1.
   double rounds_per_epoch() const;
   // train.rounds, or ceil(epochs * rounds_per_epoch).
   std::uint64_t total_rounds() const;
   // Both of the above, to resolve spans (common/config/job_span.h).
   JobClock clock() const;
   bool decentralized() const { return mode == Mode::kDecentralized; }
+  // Whether rounds exchange pseudo-gradients (train.local_steps > 1 or a nesterov outer optimizer).
+  bool local_steps() const { return train.local_steps > 1 || train.outer.kind != OuterOptimizerSpec::Kind::kAverage; }
+  // The optimizer every replica applies to a round's aggregate: `optimizer` without local steps, the
+  // outer optimizer with them (SGD at a constant train.outer_optimizer.lr, momentum, Nesterov for
+  // nesterov, no weight decay). With local steps `optimizer` is the workers' inner optimizer.
+  OptimizerConfig replicated_optimizer() const;
 };
 
 // A hash per key whose value changes what a job computes: mode, workers, servers, model,
-// data.batch_size, data.train_samples, train.epochs, train.rounds, train.seed, optimizer, scheme
+// data.batch_size, data.train_samples, train.epochs, train.rounds, train.seed, train.local_steps with
+// train.outer_optimizer, optimizer, scheme
 // (its section as written). Not job_id, paths, checkpoints, evaluation, peer timeouts or the round
 // deadline (ps.round_deadline_seconds: the shards' business, not the workers').
 Fingerprint JobFingerprint(const JobSpec& job, const YAML::Node& root);

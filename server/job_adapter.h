@@ -21,7 +21,7 @@ inline HostOptions HostOptionsFor(const JobSpec& job, std::uint32_t shard_id, co
       ShardJob{job.job_id,
                job.workers,
                job.servers,
-               job.optimizer,
+               job.replicated_optimizer(),  // with train.local_steps: the outer optimizer
                job.scheme.global_momentum,
                job.rounds_per_epoch(),
                job.layout,

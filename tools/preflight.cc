@@ -34,7 +34,7 @@ absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job, std::v
                          job.scheme.make,
                          job.scheme.density,
                          job.scheme.global_momentum,
-                         job.optimizer,
+                         job.replicated_optimizer(),
                          job.train.seed,
                          /*parallel_shards=*/false};
   const std::string scheme = absl::StrCat("scheme (", job.scheme.name, " on ", job.model, ")");

@@ -103,14 +103,15 @@ std::vector<std::uint64_t> EpochPermutation(std::uint64_t n, std::uint64_t seed,
   return perm;
 }
 
-absl::StatusOr<std::span<const std::uint64_t>> BatchOrder::Of(const RoundPlan& plan, std::uint64_t round) {
+absl::StatusOr<std::span<const std::uint64_t>> BatchOrder::Of(const RoundPlan& plan, std::uint64_t round,
+                                                              std::uint64_t step) {
   const DataPosition at = plan.At(round);
   if (at.epoch != epoch_) {
     permutation_ = EpochPermutation(plan.samples, seed_, at.epoch);
     epoch_ = at.epoch;
   }
   const std::uint64_t b = plan.batch;
-  const std::uint64_t first = at.position + plan.rank * b;
+  const std::uint64_t first = at.position + (step * plan.workers + plan.rank) * b;
   if (first + b > permutation_.size()) {
     return absl::InternalError(absl::StrCat("round ", round, ": samples [", first, ", ", first + b,
                                             ") beyond the epoch's ", permutation_.size()));

@@ -12,9 +12,10 @@ absl::Status CheckWorkers(const JobSpec& job, std::uint32_t workers, std::uint32
   if (workers == 0 || rank >= workers) {
     return absl::InvalidArgumentError(absl::StrCat("round plan: rank ", rank, " is not in [0, ", workers, ")"));
   }
-  if (job.data.train_samples < std::uint64_t{workers} * job.data.batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat("data.train_samples: ", job.data.train_samples, " < ", workers,
-                                                   " workers * batch_size ", job.data.batch_size));
+  if (job.data.train_samples < std::uint64_t{workers} * job.data.batch_size * job.train.local_steps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.train_samples: ", job.data.train_samples, " < ", workers, " workers * batch_size ", job.data.batch_size,
+        job.train.local_steps > 1 ? absl::StrCat(" * train.local_steps ", job.train.local_steps) : ""));
   }
   return absl::OkStatus();
 }
@@ -28,6 +29,7 @@ absl::StatusOr<RoundPlan> RoundPlan::Initial(const JobSpec& job, std::uint32_t r
   p.rank = rank;
   p.samples = job.data.train_samples;
   p.batch = job.data.batch_size;
+  p.local_steps = std::max<std::uint64_t>(1, job.train.local_steps);
   p.last_round = job.total_rounds();
   return p;
 }
@@ -55,12 +57,12 @@ absl::StatusOr<RoundPlan> RoundPlan::Continue(const JobSpec& job, std::uint64_t 
 }
 
 std::uint64_t RoundPlan::steps_per_epoch() const {
-  return std::max<std::uint64_t>(1, samples / (std::uint64_t{workers} * batch));
+  return std::max<std::uint64_t>(1, samples / (std::uint64_t{workers} * batch * local_steps));
 }
 
 DataPosition RoundPlan::At(std::uint64_t round) const {
   const std::uint64_t k = round - first_round;
-  const std::uint64_t global = std::uint64_t{workers} * batch;
+  const std::uint64_t global = std::uint64_t{workers} * batch * local_steps;
   const std::uint64_t first = (samples - std::min(samples, offset)) / global;
   if (k < first) return {data_epoch, offset + k * global};
   const std::uint64_t rest = k - first, s = steps_per_epoch();
@@ -69,6 +71,11 @@ DataPosition RoundPlan::At(std::uint64_t round) const {
 
 double RoundPlan::EpochOf(std::uint64_t round) const {
   return epoch0 + static_cast<double>(round - first_round) / static_cast<double>(steps_per_epoch());
+}
+
+double RoundPlan::EpochOf(std::uint64_t round, std::uint64_t step) const {
+  const double steps = static_cast<double>(steps_per_epoch()) * static_cast<double>(local_steps);
+  return EpochOf(round) + static_cast<double>(step) / steps;
 }
 
 }  // namespace sketchps::worker

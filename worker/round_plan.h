@@ -14,6 +14,9 @@
 //     first segment is the job's EpochOfRound(r, rounds_per_epoch()) that the servers use too.
 // Continue() starts a segment at round `at` where the current one stands: no sample of the current
 // data epoch is used twice, and the fractional epoch goes on from where it was.
+// With local steps (train.local_steps H > 1) a round takes H batches: B above is workers * batch * H,
+// and inner step h of the round uses pi_e[position + h*workers*b + rank*b + j] (the data order of the
+// job without local steps at its step r*H + h) at fractional epoch EpochOf(r) + h / (H * S).
 #pragma once
 
 #include <cstdint>
@@ -35,9 +38,10 @@ struct RoundPlan {
   std::uint64_t data_epoch = 0;
   std::uint64_t offset = 0;
   double epoch0 = 0;
-  std::uint64_t samples = 0;     // N (data.train_samples)
-  std::uint64_t batch = 1;       // b (data.batch_size)
-  std::uint64_t last_round = 0;  // one past the job's last round under this plan
+  std::uint64_t samples = 0;      // N (data.train_samples)
+  std::uint64_t batch = 1;        // b (data.batch_size)
+  std::uint64_t local_steps = 1;  // H (train.local_steps): batches per round
+  std::uint64_t last_round = 0;   // one past the job's last round under this plan
 
   // The job's own plan. InvalidArgument when N < workers * batch.
   static absl::StatusOr<RoundPlan> Initial(const JobSpec& job, std::uint32_t rank);
@@ -50,6 +54,8 @@ struct RoundPlan {
   std::uint64_t steps_per_epoch() const;
   DataPosition At(std::uint64_t round) const;
   double EpochOf(std::uint64_t round) const;
+  // The fractional epoch of inner step `step` (< local_steps) of a round (the inner optimizer's schedule).
+  double EpochOf(std::uint64_t round, std::uint64_t step) const;
 };
 
 }  // namespace sketchps::worker

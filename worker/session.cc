@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                                                    " is not before the job's end (", s->plan_.last_round, " rounds)"));
   }
   if (options.leave_at_round > 0) s->plan_.last_round = std::min(s->plan_.last_round, options.leave_at_round);
-  s->optimizer_ = options.job.optimizer;
+  s->optimizer_ = options.job.replicated_optimizer();
   SKETCHPS_RETURN_IF_ERROR(s->StartTransport());
   SKETCHPS_ASSIGN_OR_RETURN(s->replica_, s->MakeReplica());
   if (!options.state_dir.empty() && options.job.decentralized()) {
@@ -435,9 +435,11 @@ absl::StatusOr<Regrouped> Session::Recover(const absl::Status& failure, std::uin
                                             " but this worker (at round ", round, ") has no snapshot of it"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(plan_, plan_.Continue(o_.job, g.round, g.workers, g.rank));
-  const double scale = static_cast<double>(g.workers) / o_.job.workers;
-  optimizer_.lr.base_lr = o_.job.optimizer.lr.base_lr * scale;
-  optimizer_.lr.min_lr = o_.job.optimizer.lr.min_lr * scale;
+  // The global batch shrank. With local steps the workers' inner steps keep their own batch and the
+  // outer step applies a mean: neither learning rate changes.
+  const double scale = o_.job.local_steps() ? 1.0 : static_cast<double>(g.workers) / o_.job.workers;
+  optimizer_.lr.base_lr = o_.job.replicated_optimizer().lr.base_lr * scale;
+  optimizer_.lr.min_lr = o_.job.replicated_optimizer().lr.min_lr * scale;
   SKETCHPS_ASSIGN_OR_RETURN(replica_, MakeReplica());
   kernels::CopyToDevice(params, start.params.data(), start.params.size() * sizeof(float));
   for (std::uint32_t i = 0; i < num_shards(); ++i) {

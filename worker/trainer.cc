@@ -20,6 +20,7 @@
 #include "worker/batch.h"
 #include "worker/evaluate.h"
 #include "worker/gradient_watch.h"
+#include "worker/local_steps.h"
 #include "worker/models.h"
 #include "worker/ps_transport.h"
 #include "worker/round_plan.h"
@@ -46,8 +47,9 @@ class Trainer {
   // After a SIGTERM (StopGracefullyOnTermination), between rounds: waits for the state file being
   // written and ends the process as the signal would.
   [[noreturn]] void StopBefore(std::uint64_t round);
-  absl::StatusOr<Batch> BatchOf(std::uint64_t round);
+  absl::StatusOr<Batch> BatchOf(std::uint64_t round, std::uint64_t step = 0);
   absl::StatusOr<nlohmann::json> RunRound(std::uint64_t round);
+  absl::StatusOr<nlohmann::json> RunLocalRound(std::uint64_t round);  // train.local_steps
   absl::Status Evaluate(std::uint64_t round, bool final, nlohmann::json& record);
   absl::Status DumpGradient(std::uint64_t round) const;
   const RoundPlan& plan() const { return session_->plan(); }
@@ -58,6 +60,7 @@ class Trainer {
   std::unique_ptr<Model> model_;
   Dataset train_, test_;
   std::unique_ptr<GradientWatch> watch_;
+  std::unique_ptr<LocalSteps> local_;  // with train.local_steps (JobSpec::local_steps()), else null
 
   // The membership: transport, replica, data plan and learning rate (worker/session.h).
   std::unique_ptr<Session> session_;
@@ -100,18 +103,20 @@ absl::Status Trainer::Prepare() {
   SKETCHPS_ASSIGN_OR_RETURN(test_, LoadFashionMnist(o_.job.data.path, Split::kTest));
   SKETCHPS_ASSIGN_OR_RETURN(session_, Session::Create(o_, model_->flat().layers(), model_->flat().params()));
   SKETCHPS_ASSIGN_OR_RETURN(watch_, GradientWatch::Create(model_->flat(), session_->shards()));
+  if (o_.job.local_steps()) local_ = std::make_unique<LocalSteps>(o_.job.optimizer, model_->flat().layers());
   SKETCHPS_ASSIGN_OR_RETURN(start_round_, session_->Join(model_->flat().params()));
   return log_.Open(o_.metrics_out, start_round_);
 }
 
-absl::StatusOr<Batch> Trainer::BatchOf(std::uint64_t round) {
-  SKETCHPS_ASSIGN_OR_RETURN(auto indices, order_.Of(plan(), round));
+absl::StatusOr<Batch> Trainer::BatchOf(std::uint64_t round, std::uint64_t step) {
+  SKETCHPS_ASSIGN_OR_RETURN(auto indices, order_.Of(plan(), round, step));
   return MakeBatch(train_, indices);
 }
 
 // Forward and backward on this thread; each shard's round on a thread of its own, started as soon as
 // its gradients are complete (options.overlap) or after backward.
 absl::StatusOr<nlohmann::json> Trainer::RunRound(std::uint64_t round) {
+  if (local_ != nullptr) return RunLocalRound(round);
   const absl::Time start = absl::Now();
   SKETCHPS_ASSIGN_OR_RETURN(Batch batch, BatchOf(round));
   RoundFlight flight = session_->StartRound(round, model_->flat().grads(), model_->flat().params());
@@ -124,6 +129,24 @@ absl::StatusOr<nlohmann::json> Trainer::RunRound(std::uint64_t round) {
   RoundRuns runs = session_->Land(flight, start, /*abandon=*/!loss.ok());
   SKETCHPS_RETURN_IF_ERROR(loss.status());
   return session_->Complete(round, *loss, std::move(runs), model_->flat().params());
+}
+
+// H inner steps on this worker's batches of the round, then the pseudo-gradient's exchange from the
+// round's start (worker/local_steps.h). The record's loss is the inner steps' mean.
+absl::StatusOr<nlohmann::json> Trainer::RunLocalRound(std::uint64_t round) {
+  const absl::Time start = absl::Now();
+  FlatModel& flat = model_->flat();
+  SKETCHPS_RETURN_IF_ERROR(local_->Begin(flat.params()));
+  double loss_sum = 0;
+  for (std::uint64_t h = 0; h < plan().local_steps; ++h) {
+    SKETCHPS_ASSIGN_OR_RETURN(Batch batch, BatchOf(round, h));
+    SKETCHPS_ASSIGN_OR_RETURN(const float loss, model_->ForwardBackward(batch.input, batch.target));
+    SKETCHPS_RETURN_IF_ERROR(local_->Step(flat.grads(), flat.params(), h, plan().EpochOf(round, h)));
+    loss_sum += loss;
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(const float* delta, local_->Finish(flat.params()));
+  const auto mean_loss = static_cast<float>(loss_sum / static_cast<double>(plan().local_steps));
+  return session_->Step(round, mean_loss, delta, flat.params(), absl::Now() - start);
 }
 
 absl::Status Trainer::Evaluate(std::uint64_t round, bool final, nlohmann::json& record) {
@@ -161,7 +184,9 @@ absl::Status Trainer::DumpGradient(std::uint64_t round) const {
 absl::StatusOr<TrainSummary> Trainer::Run() {
   spdlog::info("worker {}/{}: {} ({} parameters), scheme {}, rounds {}..{}{}", o_.rank, o_.job.workers, o_.job.model,
                model_->flat().dim(), o_.job.scheme.name, start_round_, plan().last_round,
-               o_.overlap ? ", shards start as their gradients complete" : "");
+               local_ != nullptr ? absl::StrCat(", ", plan().local_steps, " local steps per round")
+               : o_.overlap      ? ", shards start as their gradients complete"
+                                 : "");
   if (start_round_ >= plan().last_round) {
     spdlog::warn("the shards already hold round {} of {}: nothing left to train (a finished job's checkpoints?)",
                  start_round_, plan().last_round);

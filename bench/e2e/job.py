@@ -87,17 +87,23 @@ def make_job(overrides: list[str], workload: str = "cnn") -> dict:
     return job
 
 
-def total_rounds(job: dict) -> int:
+def _per_epoch(job: dict) -> int:
+    """JobSpec::rounds_per_epoch: a round takes train.local_steps batches per worker."""
     data, train = job.get("data", {}), job.get("train", {})
+    per_round = int(job["workers"]) * int(data.get("batch_size", 32)) * int(train.get("local_steps", 1) or 1)
+    return max(1, int(data.get("train_samples", 60000)) // per_round)
+
+
+def total_rounds(job: dict) -> int:
+    train = job.get("train", {})
     if int(train.get("rounds", 0) or 0) > 0:
         return int(train["rounds"])
-    per_epoch = max(1, int(data.get("train_samples", 60000)) // (int(job["workers"]) * int(data.get("batch_size", 32))))
-    return math.ceil(float(train.get("epochs", 1)) * per_epoch)
+    return math.ceil(float(train.get("epochs", 1)) * _per_epoch(job))
 
 
 @dataclass(frozen=True)
 class Clock:
-    rounds_per_epoch: float     # max(1, floor(train_samples / (workers * batch_size)))
+    rounds_per_epoch: float     # max(1, floor(train_samples / (workers * batch_size * local_steps)))
     total_rounds: int           # train.rounds, else ceil(epochs * rounds_per_epoch)
 
     @property
@@ -106,9 +112,7 @@ class Clock:
 
 
 def clock(job: dict) -> Clock:
-    data = job.get("data", {})
-    per_epoch = max(1, int(data.get("train_samples", 60000)) // (int(job["workers"]) * int(data.get("batch_size", 32))))
-    return Clock(float(per_epoch), total_rounds(job))
+    return Clock(float(_per_epoch(job)), total_rounds(job))
 
 
 SPAN_TERM = re.compile(r"^\s*([0-9.eE+]+)\s*(%|rounds?|epochs?)\s*$")

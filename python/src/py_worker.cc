@@ -40,6 +40,11 @@ absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, cons
 
 absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, const WorkerConfig& config,
                                                            ModelBuffers model, bool overlap) {
+  if (job.local_steps()) {
+    return absl::InvalidArgumentError(
+        "train.local_steps / train.outer_optimizer: the Python package has no local steps yet (sketchps-worker "
+        "has them): set train.local_steps: 1 and train.outer_optimizer.name: average");
+  }
   SKETCHPS_ASSIGN_OR_RETURN(auto options, SessionOptionsOf(job, config));
   std::unique_ptr<PyWorker> w(new PyWorker(std::move(model), job.train.seed));
   SKETCHPS_RETURN_IF_ERROR(w->log_.Open(config.metrics_out));

@@ -150,3 +150,73 @@ TEST_CASE("An elastic job starts with all its slots unless ps.initial_workers sa
   REQUIRE(fixed.ok());
   CHECK_FALSE(fixed->ps.elastic);
 }
+
+TEST_CASE("train.local_steps and train.outer_optimizer: defaults, DiLoCo's outer settings and rounds of H steps",
+          "[job_spec]") {
+  auto plain = LoadJobSpec("");
+  REQUIRE(plain.ok());
+  CHECK(plain->train.local_steps == 1);
+  CHECK(plain->train.outer.kind == OuterOptimizerSpec::Kind::kAverage);
+  CHECK_FALSE(plain->local_steps());
+  CHECK(plain->replicated_optimizer().momentum == plain->optimizer.momentum);  // the job of today
+  CHECK(plain->replicated_optimizer().lr.base_lr == plain->optimizer.lr.base_lr);
+
+  // Explicit H = 1 with average is the same job, down to its fingerprint.
+  auto same = LoadJobSpec("", {"train.local_steps=1", "train.outer_optimizer={name: average}"});
+  REQUIRE(same.ok());
+  CHECK_FALSE(same->local_steps());
+  CHECK(same->fingerprint == plain->fingerprint);
+
+  auto averaged = LoadJobSpec("", {"train.local_steps=4"});
+  REQUIRE(averaged.ok());
+  CHECK(averaged->local_steps());
+  CHECK(averaged->rounds_per_epoch() == 117.0);  // floor(60000 / (4 * 32 * 4))
+  CHECK(averaged->total_rounds() == 117);
+  const OptimizerConfig avg = averaged->replicated_optimizer();
+  CHECK(avg.kind == OptimizerKind::kSgd);
+  CHECK(avg.lr.base_lr == 1.0);
+  CHECK(avg.momentum == 0.0);
+  CHECK_FALSE(avg.nesterov);
+  CHECK(avg.weight_decay == 0.0);
+  CHECK(averaged->optimizer.lr.base_lr == 0.05);  // the inner optimizer is the job's
+  CHECK(averaged->fingerprint.at("train.local_steps") != plain->fingerprint.at("train.local_steps"));
+
+  auto diloco = LoadJobSpec("", {"train.local_steps=8", "train.outer_optimizer.name=nesterov"});
+  REQUIRE(diloco.ok());
+  const OptimizerConfig outer = diloco->replicated_optimizer();
+  CHECK(outer.lr.base_lr == 0.7);
+  CHECK(outer.momentum == 0.9);
+  CHECK(outer.nesterov);
+  CHECK(outer.lr.kind == LrSchedule::Kind::kConstant);
+  auto tuned = LoadJobSpec("", {"train.outer_optimizer={name: nesterov, lr: 0.5, momentum: 0.8}"});
+  REQUIRE(tuned.ok());
+  CHECK(tuned->local_steps());  // H = 1 with a nesterov outer step: DiLoCo with one inner step
+  CHECK(tuned->replicated_optimizer().lr.base_lr == 0.5);
+  CHECK(tuned->replicated_optimizer().momentum == 0.8);
+  auto peers = LoadJobSpec("", {"train.local_steps=4", "mode=decentralized"});
+  CHECK(peers.ok());
+}
+
+TEST_CASE("train.local_steps and train.outer_optimizer errors name the key", "[job_spec]") {
+  CHECK_THAT(Error("train: {local_steps: 0}"), Catch::StartsWith("train.local_steps: must be >= 1"));
+  CHECK_THAT(Error("train: {local_steps: 2.5}"), Catch::StartsWith("train.local_steps"));
+  CHECK_THAT(Error("train: {local_steps: -3}"), Catch::StartsWith("train.local_steps"));
+  CHECK_THAT(Error("train: {local_steps: four}"), Catch::StartsWith("train.local_steps"));
+  CHECK_THAT(Error("train: {outer_optimizer: {name: adam}}"),
+             Catch::StartsWith("train.outer_optimizer.name: 'adam' is not average or nesterov"));
+  CHECK_THAT(Error("train: {outer_optimizer: {name: nesterov, beta: 0.9}}"),
+             Catch::StartsWith("train.outer_optimizer: unknown key 'beta'"));
+  CHECK_THAT(Error("train: {outer_optimizer: {lr: 0.5}}"),
+             Catch::StartsWith("train.outer_optimizer.lr: not a key of average"));
+  CHECK_THAT(Error("train: {outer_optimizer: {name: nesterov, lr: 0}}"),
+             Catch::StartsWith("train.outer_optimizer.lr: must be in (0, 100]"));
+  CHECK_THAT(Error("train: {outer_optimizer: {name: nesterov, momentum: 1}}"),
+             Catch::StartsWith("train.outer_optimizer.momentum: must be in [0, 1)"));
+  CHECK_THAT(Error("train: {outer_optimizer: nesterov}"), Catch::StartsWith("train.outer_optimizer"));
+  CHECK_THAT(Error("train: {local_steps: 4}\noptimizer: {name: external}"), Catch::StartsWith("train.local_steps"));
+  CHECK_THAT(Error("train: {local_steps: 4}\noptimizer: {name: adam, freeze_variance: 10 rounds}"),
+             Catch::StartsWith("optimizer.freeze_variance"));
+  CHECK_THAT(Error("train: {local_steps: 4, outer_optimizer: {name: nesterov}}\nscheme: {name: dgc}"),
+             Catch::StartsWith("train.outer_optimizer.momentum: scheme dgc"));
+  CHECK(Error("train: {local_steps: 4, outer_optimizer: {name: nesterov, momentum: 0}}\nscheme: {name: dgc}").empty());
+}

@@ -22,8 +22,6 @@ namespace {
 
 constexpr int kRounds = 120;
 
-const std::vector<std::string> kJob = SmallTopkJob("interrupt", kRounds, 25);
-
 // The round worker `rank`'s log says it restored its state of, or -1.
 int RestoredRound(const fs::path& dir, int rank) {
   const std::string log = ReadText(dir / ("worker-" + std::to_string(rank) + ".log"));
@@ -32,22 +30,21 @@ int RestoredRound(const fs::path& dir, int rank) {
   return std::stoi(m[1]);
 }
 
-}  // namespace
-
-TEST_CASE("Ctrl-C then --resume ends bitwise equal to the uninterrupted run with top-k's residuals",
-          "[run][processes]") {
-  const fs::path reference = FreshRunDir("interrupt", "reference"), dir = FreshRunDir("interrupt", "interrupted");
-  REQUIRE(tools::RunJob(QuietRun(reference, kJob)) == 0);
+// Runs `job` (kRounds rounds) without and with a Ctrl-C after `interrupt_after` rounds and a --resume,
+// and checks that both end bitwise alike, the resumed workers from their state at or past the interrupt.
+void CheckResumeIsExact(const std::string& name, const std::vector<std::string>& job, std::size_t interrupt_after) {
+  const fs::path reference = FreshRunDir(name, "reference"), dir = FreshRunDir(name, "interrupted");
+  REQUIRE(tools::RunJob(QuietRun(reference, job)) == 0);
   const nlohmann::json expected = ReadSummaryFile(reference);
   REQUIRE(expected.is_object());
 
-  REQUIRE(RunUntilInterrupted(dir, kJob, 40) == 130);
+  REQUIRE(RunUntilInterrupted(dir, job, interrupt_after) == 130);
   const std::size_t recorded = JsonLinesOf(dir / "worker-0.jsonl").size();
   CHECK(recorded < kRounds);
   // Nothing half-written: the workers finish the state file they are writing before they stop.
   for (const auto& e : fs::recursive_directory_iterator(dir)) CHECK(e.path().extension() != ".tmp");
 
-  tools::RunOptions resume = QuietRun(dir, kJob);
+  tools::RunOptions resume = QuietRun(dir, job);
   resume.resume = true;
   resume.insecure = true;
   resume.job.log_level = "info";  // the workers log the state they restored at info
@@ -63,8 +60,23 @@ TEST_CASE("Ctrl-C then --resume ends bitwise equal to the uninterrupted run with
     for (int i = 0; i < static_cast<int>(rounds.size()); ++i) CHECK(rounds[i] == i);
     // Not from an older checkpoint round (25): the workers stopped between rounds, so every shard and
     // worker holds the last round, at or past the interrupt.
-    CHECK(RestoredRound(dir, rank) >= 40);
+    CHECK(RestoredRound(dir, rank) >= static_cast<int>(interrupt_after));
     CHECK_THAT(ReadText(dir / ("worker-" + std::to_string(rank) + ".log")), !Catch::Contains("empty scheme state"));
   }
   fs::remove_all(dir.parent_path());
+}
+
+}  // namespace
+
+TEST_CASE("Ctrl-C then --resume ends bitwise equal to the uninterrupted run with top-k's residuals",
+          "[run][processes]") {
+  CheckResumeIsExact("interrupt", SmallTopkJob("interrupt", kRounds, 25), 40);
+}
+
+TEST_CASE("Ctrl-C then --resume with local steps and the Nesterov outer step ends bitwise equal", "[run][processes]") {
+  // The outer momentum is in the shards' checkpoints and the workers' state files; the inner
+  // optimizer's state starts afresh every round (worker/local_steps.h).
+  std::vector<std::string> job = SmallTopkJob("interrupt-local", kRounds, 25);
+  job.insert(job.end(), {"train.local_steps=3", "train.outer_optimizer.name=nesterov"});
+  CheckResumeIsExact("interrupt-local", job, 40);
 }

@@ -104,3 +104,38 @@ TEST_CASE("A job by rounds keeps its last round, and bad memberships are refused
   REQUIRE(refused.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(refused.status().message()), Catch::StartsWith("data.train_samples"));
 }
+
+TEST_CASE("With local steps a round's inner steps take the batches of the job without them", "[round_plan]") {
+  // H = 3: rounds of 3 * 48 samples, S = floor(1000 / 144) = 6 rounds per epoch. Inner step h of round
+  // r is step 3r + h of the job without local steps (20 steps per epoch, 18 of them used).
+  auto job = ParseJobSpec(
+      "", "t", {"workers=3", "data.train_samples=1000", "data.batch_size=16", "train.epochs=2", "train.local_steps=3"});
+  REQUIRE(job.ok());
+  CHECK(job->rounds_per_epoch() == 6.0);
+  for (std::uint32_t rank = 0; rank < 3; ++rank) {
+    auto plan = RoundPlan::Initial(*job, rank);
+    REQUIRE(plan.ok());
+    CHECK(plan->last_round == 12);
+    BatchOrder order(job->train.seed);
+    for (std::uint64_t round = 0; round < plan->last_round; ++round) {
+      CHECK(plan->EpochOf(round) == EpochOfRound(round, job->rounds_per_epoch()));
+      const auto perm = EpochPermutation(1000, job->train.seed, round / 6);
+      for (std::uint64_t h = 0; h < 3; ++h) {
+        auto expected = StepIndices(perm, (round % 6) * 3 + h, rank, 3, 16);
+        REQUIRE(expected.ok());
+        auto got = order.Of(*plan, round, h);
+        REQUIRE(got.ok());
+        CHECK(std::vector<std::uint64_t>(got->begin(), got->end()) ==
+              std::vector<std::uint64_t>(expected->begin(), expected->end()));
+        CHECK(plan->EpochOf(round, h) == Approx((static_cast<double>(round) + h / 3.0) / 6.0));
+      }
+    }
+  }
+  // Every worker needs H batches of its own in the data.
+  auto small =
+      ParseJobSpec("", "t", {"workers=3", "data.train_samples=100", "data.batch_size=16", "train.local_steps=3"});
+  REQUIRE(small.ok());
+  const auto refused = RoundPlan::Initial(*small, 0);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("train.local_steps 3"));
+}

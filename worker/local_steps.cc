@@ -1,0 +1,41 @@
+#include "worker/local_steps.h"
+
+#include <vector>
+
+#include "common/status.h"
+#include "engine/phase.h"
+#include "kernels/vector_ops.h"
+
+namespace sketchps::worker {
+
+LocalSteps::LocalSteps(const OptimizerConfig& inner, const LayerTable& layers)
+    : dim_(layers.dim()),
+      inner_(inner, dim_, /*global_momentum=*/true, layers),
+      exec_{nullptr, &scratch_},
+      start_(dim_),
+      delta_(dim_) {}
+
+absl::Status LocalSteps::Begin(const float* d_params) {
+  SKETCHPS_RETURN_IF_ERROR(kernels::Copy(d_params, start_.data(), dim_, exec_));
+  SKETCHPS_RETURN_IF_ERROR(inner_.SetState(std::vector<float>(inner_.state_size(), 0.0f)));
+  begun_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status LocalSteps::Step(const float* d_grads, float* d_params, std::uint64_t step, double epoch) {
+  if (!begun_) return absl::FailedPreconditionError("LocalSteps::Step before Begin");
+  // The optimizer takes a host aggregate; on the CPU backend this copy is the whole cost.
+  const Aggregate g = DenseValues{kernels::CopyOut(d_grads, dim_)};
+  return inner_.Apply(g, d_params, StepClock{step, epoch});
+}
+
+absl::StatusOr<const float*> LocalSteps::Finish(float* d_params) {
+  if (!begun_) return absl::FailedPreconditionError("LocalSteps::Finish before Begin");
+  begun_ = false;
+  SKETCHPS_RETURN_IF_ERROR(kernels::Copy(start_.data(), delta_.data(), dim_, exec_));
+  SKETCHPS_RETURN_IF_ERROR(kernels::Axpy(-1.0f, d_params, delta_.data(), dim_, exec_));
+  SKETCHPS_RETURN_IF_ERROR(kernels::Copy(start_.data(), d_params, dim_, exec_));
+  return static_cast<const float*>(delta_.data());
+}
+
+}  // namespace sketchps::worker
