@@ -558,7 +558,7 @@ class _JobPosition:
         return self._worker.epoch_of(min(self.round, self.rounds - 1))
 
 
-class DistributedOptimizer(_JobPosition):
+class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
     """The user's torch optimizer turned into compressed data-parallel training over the job.
 
     scheme / density: the method (scheme.name) and its density; None takes the job's.
@@ -779,9 +779,21 @@ class DistributedOptimizer(_JobPosition):
             return float(self.optimizer.param_groups[0]["lr"])
         return self._worker.learning_rate(min(self.round, self.rounds - 1))
 
+    # A torch.optim.Optimizer (its __init__ is not called: the torch optimizer's param_groups, defaults
+    # and state are the wrapper's), so torch.optim.lr_scheduler schedulers accept it: with
+    # apply="torch" they set the torch optimizer's lr; with apply="sketchps" the next step() refuses a
+    # changed lr (the job's schedule sets it).
     @property
     def param_groups(self):
         return self.optimizer.param_groups
+
+    @property
+    def defaults(self):
+        return self.optimizer.defaults
+
+    @property
+    def state(self):
+        return self.optimizer.state
 
     def state_dict(self):
         """For torch.save checkpoints: {"optimizer": the torch optimizer's state_dict(), "round": the

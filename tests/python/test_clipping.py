@@ -172,3 +172,35 @@ def test_the_wrapper_saves_and_loads_its_torch_optimizers_state(env, tmp_path):
             assert torch.equal(fresh.state[p]["exp_avg"], adam.state[p]["exp_avg"])
         with pytest.raises(ConfigError, match="saved with apply=\"sketchps\""):
             opt.load_state_dict({**saved, "apply": "sketchps"})
+
+
+def test_lr_schedulers_take_the_wrapper(env, tmp_path):
+    """torch.optim.lr_scheduler accepts the wrapper (a torch.optim.Optimizer): with apply="torch" it
+    sets the torch optimizer's lr; with apply="sketchps" the next step() refuses the changed lr."""
+    init(env, tmp_path)
+    model = net()
+    opt = sps.DistributedOptimizer(torch.optim.RMSprop(model.parameters(), lr=1e-2), model, broadcast_buffers=False)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    with opt:
+        for r in range(2):
+            assert opt.learning_rate == pytest.approx(1e-2 * 0.5 ** r)
+            x, y = batch(r)
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            scheduler.step()
+    init(env, tmp_path, SGD_JOB)
+    model = net()
+    opt = sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), model,
+                                   broadcast_buffers=False)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    x, y = batch(0)
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    scheduler.step()
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    with pytest.raises(ConfigError, match="optimizer.lr: changed after DistributedOptimizer was made"):
+        opt.step()
+    opt._worker.abandon("test")
