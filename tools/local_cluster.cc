@@ -227,6 +227,9 @@ std::vector<std::string> LocalCluster::WorkerEnvironment() const {
     }
     env.push_back(std::move(e));
   }
+  // Each rank's pid and whether it left the job (tools/worker_watch.h): torchrun's ranks are not ours.
+  env.push_back(
+      absl::StrCat("SKETCHPS_STATUS_FILE=", std::filesystem::absolute(o_.out / "worker-{rank}.status").string()));
   return env;
 }
 

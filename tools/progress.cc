@@ -135,7 +135,7 @@ std::string Progress::Line(std::size_t width) const {
   if (!waiting.empty()) s.push_back({"waiting: " + waiting, 0});
   if (records_ > 0) {
     auto ratio = [&](double sent) { return sent > 0 ? dense_ / sent : 0.0; };
-    s.push_back({absl::StrFormat("loss %.3f", loss_), 2});
+    s.push_back({loss_ ? absl::StrFormat("loss %.3f", *loss_) : std::string("loss -"), 2});
     s.push_back({accuracy_ ? absl::StrFormat("acc %.1f%%@r%d", 100 * *accuracy_, accuracy_round_) : "", 3});
     s.push_back({absl::StrCat("up ", Megabytes(wire_up_), " down ", Megabytes(wire_down_)), 4});
     s.push_back({absl::StrFormat("%.0fx/%.0fx", ratio(wire_up_), ratio(wire_down_)), 7});

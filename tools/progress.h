@@ -57,7 +57,8 @@ class Progress {
  private:
   ProgressPlan plan_;
   std::uint64_t rounds_ = 0, records_ = 0;
-  double loss_ = 0, wire_up_ = 0, wire_down_ = 0, dense_ = 0;
+  std::optional<double> loss_;  // none until a record carries a loss (a script may pass none)
+  double wire_up_ = 0, wire_down_ = 0, dense_ = 0;
   std::optional<double> accuracy_;
   std::uint64_t accuracy_round_ = 0;
   std::deque<double> times_;  // the last records' end times (unix seconds)

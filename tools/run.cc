@@ -32,6 +32,7 @@
 #include "tools/run_script.h"
 #include "tools/scale_plan.h"
 #include "tools/summary.h"
+#include "tools/worker_watch.h"
 
 namespace sketchps::tools {
 namespace fs = std::filesystem;
@@ -80,6 +81,7 @@ class Launch {
   absl::Status PublishWorkerEnvironment();
   void ShowProgress(bool final);
   void WritePlots() const;
+  absl::Status CheckEveryRoundRan(const std::vector<std::vector<nlohmann::json>>& metrics) const;
 
   RunOptions options_;
   JobSpec job_;
@@ -89,6 +91,7 @@ class Launch {
   std::optional<Faults> faults_;
   std::optional<Progress> progress_;
   std::optional<JsonLinesFollower> follower_;
+  std::optional<WorkerWatch> watch_;  // --servers-only: the ranks' status files
   absl::Time start_ = absl::Now(), workers_start_, workers_end_;
   absl::Time last_print_ = absl::InfinitePast();
   worker::DatasetSizes data_;
@@ -211,6 +214,8 @@ absl::Status Launch::PublishWorkerEnvironment() {
   std::string text;
   for (const std::string& e : cluster_->WorkerEnvironment()) absl::StrAppend(&text, e, "\n");
   const fs::path file = out_ / "workers.env";
+  watch_.emplace(out_);
+  watch_->Clear();  // an earlier run's (a --resume'd one): its processes are gone
   SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically(file.string(), text));
   std::printf("%s", text.c_str());
   std::fflush(stdout);
@@ -233,6 +238,14 @@ int Launch::Monitor() {
     faults_->RestartStalled(*cluster_, progress_->rounds_done());
     if (auto failure = cluster_->FirstFailure(faults_->killed_workers())) {
       return faults_->Failed(*failure, progress_->rounds_done());
+    }
+    if (watch_) {
+      if (const auto lost = watch_->Lost()) {
+        ShowProgress(true);
+        std::fprintf(stderr, "run: failed: %s; stopping the servers (the job cannot go on without it)\n",
+                     lost->c_str());
+        return 1;
+      }
     }
     const bool all_done =
         options_.servers_only ? cluster_->ServersDone() : cluster_->WorkersDone(faults_->killed_workers());
@@ -289,7 +302,9 @@ absl::Status Launch::Finish() {
   facts.train_seconds = absl::ToDoubleSeconds(workers_end_ - workers_start_);
   facts.job_id = job_.job_id;
   facts.mode = ModeName(job_.mode);
+  facts.optimizer = OptimizerName(job_.optimizer.kind);
   facts.learning_rate = job_.optimizer.lr.base_lr;
+  facts.planned_rounds = job_.total_rounds();
   facts.momentum = job_.optimizer.momentum;
   facts.batch_size = job_.data.batch_size;
   facts.faults = faults_->record();
@@ -306,6 +321,7 @@ absl::Status Launch::Finish() {
   }
   SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json summary, Summarize(facts, metrics));
   SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically((out_ / "summary.json").string(), summary.dump(2) + "\n"));
+  SKETCHPS_RETURN_IF_ERROR(CheckEveryRoundRan(metrics));
   std::fprintf(stderr,
                "run: done in %.1f s: test accuracy %s, %.0f bytes up and %.0f down per worker per round (%.1fx / %.1fx "
                "less than dense)\n",
@@ -322,6 +338,26 @@ absl::Status Launch::Finish() {
   if (options_.plots) WritePlots();
   std::printf("%s\n", (out_ / "summary.json").c_str());
   return absl::OkStatus();
+}
+
+// A run whose workers left the job before its last planned round did not do what the job says (a
+// script's loop that ran fewer rounds than the plan: see the message), so it is not a success.
+absl::Status Launch::CheckEveryRoundRan(const std::vector<std::vector<nlohmann::json>>& metrics) const {
+  std::uint64_t ran = 0;
+  for (const auto& records : metrics) {
+    if (!records.empty()) ran = std::max<std::uint64_t>(ran, records.back().value("round", 0ull) + 1);
+  }
+  const std::uint64_t planned = job_.total_rounds();
+  if (ran >= planned) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "failed: the workers left the job after round %llu of its %llu planned rounds (summary.json written, with "
+      "planned_rounds). Each rank's stderr%s names the likely cause: a loop whose batches are not the job's "
+      "rounds (under gradient accumulation data.batch_size is the samples of one step per rank, the DataLoader's "
+      "batch_size times the micro-batches; torch's DistributedSampler instead of sketchps.torch.DistributedSampler), "
+      "a loop capped by len(loader) or a step count after --resume, or a script that ended without finish(). "
+      "Set train.rounds or train.epochs to what the loop runs, or loop until opt.done / state.done",
+      static_cast<unsigned long long>(ran), static_cast<unsigned long long>(planned),
+      options_.servers_only ? "" : absl::StrCat(" (", (out_ / "worker-{rank}.log").string(), ")")));
 }
 
 void Launch::WritePlots() const {

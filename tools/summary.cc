@@ -194,6 +194,7 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
   int evaluations = 0;
   const nlohmann::json accuracy = FinalAccuracy(metrics[reporter], evaluations);
   auto ratio = [&](double bytes) { return bytes > 0 ? dense_bytes / bytes : 0.0; };
+  const bool external = facts.optimizer == "external";  // the script's torch optimizer: not the job's lr
   nlohmann::json s{
       {"job_id", facts.job_id},
       {"date", facts.date},
@@ -205,8 +206,9 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
       {"workers", facts.workers},
       {"servers", facts.servers},
       {"density", facts.density},
-      {"learning_rate", facts.learning_rate},
-      {"momentum", facts.momentum},
+      {"optimizer", facts.optimizer},
+      {"learning_rate", external ? nlohmann::json("external") : nlohmann::json(facts.learning_rate)},
+      {"momentum", external ? nlohmann::json("external") : nlohmann::json(facts.momentum)},
       {"batch_size", facts.batch_size},
       {"rounds", rounds},
       {"epochs", static_cast<double>(rounds) / facts.rounds_per_epoch},
@@ -234,6 +236,7 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
       {"recovery_floor", FloorNotHeldJson(FindFloorNotHeld(facts.worker_logs))},
   };
   if (!facts.peer.is_null()) s["peer"] = facts.peer;
+  if (facts.planned_rounds > 0) s["planned_rounds"] = facts.planned_rounds;
   s["rounds_left_out"] = RoundsWith(metrics, "left_out");
   s["rounds_caught_up"] = RoundsWith(metrics, "caught_up");
   if (nlohmann::json m = MembershipOverTime(metrics); !m.empty()) s["membership"] = std::move(m);

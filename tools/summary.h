@@ -3,9 +3,11 @@
 //
 // Keys:
 //   job_id, mode ("ps" or "decentralized"), version (of sketchps), scheme, model, workers,
-//   servers (0 in decentralized mode: there are none), density, learning_rate (optimizer.lr, the
-//   base rate), momentum, batch_size (per worker), peer (decentralized mode only: timeout_seconds,
-//   on_failure);
+//   servers (0 in decentralized mode: there are none), density, optimizer (optimizer.name),
+//   learning_rate (optimizer.lr, the base rate), momentum (both "external" when the optimizer is:
+//   the script's torch optimizer applied the update with its own settings and schedule),
+//   batch_size (per worker), peer (decentralized mode only: timeout_seconds, on_failure);
+//   planned_rounds (the job's total rounds; a run whose workers stopped before it failed);
 //   rounds, epochs, workers_at_end (the reporting rank's last round; fewer than workers after a
 //   regroup), final_test_accuracy (the reporting rank's last evaluation; null when none),
 //   evaluations (how many of its records carry one), wall_seconds, rounds_per_second;
@@ -54,8 +56,10 @@ struct RunFacts {
   double train_seconds = 0;  // from the workers' start to the last worker's exit
   std::string job_id;
   std::string mode = "ps";
+  std::string optimizer = "sgd";  // optimizer.name; "external": learning_rate and momentum are the script's
   double learning_rate = 0;
   double momentum = 0;
+  std::uint64_t planned_rounds = 0;  // the job's total rounds (0: not reported)
   std::uint32_t batch_size = 0;
   nlohmann::json peer = nullptr;                     // decentralized mode: {timeout_seconds, on_failure}
   nlohmann::json faults = nlohmann::json::object();  // faults.json

@@ -302,7 +302,9 @@ def wrap_ddp(model: nn.Module, hook: str, powersgd_rank: int = 2, powersgd_start
         ddp.register_comm_hook(ps_state, powersgd_one_bucket_at_a_time)
     elif hook == "sketchps":  # the two lines of docs/pytorch.md "DDP's comm hook", after sps.init()
         import sketchps.ddp
-        state = sketchps.ddp.CommHookState(ddp)  # the describe pass (SKETCHPS_DESCRIBE) exits 0 here
+        # The describe pass (SKETCHPS_DESCRIBE) exits 0 here. job_schedule: train_ddp sets the lr from the
+        # job's schedule itself (learning_rate below), which the hook would otherwise refuse as unapplied.
+        state = sketchps.ddp.CommHookState(ddp, job_schedule=True)
         ddp.register_comm_hook(state, sketchps.ddp.comm_hook)
     elif hook != "none":
         raise WorkloadError(f"--hook {hook!r}: expected none, fp16, powersgd or sketchps")

@@ -3,7 +3,7 @@
 with torch's DistributedSampler, torch's AdamW and an LR scheduler, BatchNorm (DDP broadcasts its
 running statistics from rank 0 at every forward).
 
-    build/ci/tools/sketchps run --job examples/pytorch/fashion_mnist.yaml \
+    build/ci/tools/sketchps run --job examples/pytorch/ddp_hook.yaml \
         --script examples/pytorch/ddp_hook.py -- --save runs/ddp_hook.pt
 
 Every backward DDP synchronizes is one round of the job; the job's rounds end the loop (this job:

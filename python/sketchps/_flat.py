@@ -151,15 +151,31 @@ class GradientHooks:
 
     def __init__(self, flat, worker):
         self._accumulators = []  # the nodes hold the hooks: they must live as long as the model
+        self._grads = flat.grads
+        self._version = None  # the gradient buffer's version counter after the last accumulation
         with torch.enable_grad():  # expand_as records no grad_fn under no_grad
             for i, p in enumerate(flat.parameters):
                 accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
                 accumulator.register_hook(self._hook(i, flat.device, worker))
                 self._accumulators.append(accumulator)
 
-    @staticmethod
-    def _hook(index, device, worker):
+    def _hook(self, index, device, worker):
         def accumulated(grad_inputs, grad_outputs):
             torch_work_done(device)
+            self._version = self._grads._version  # every .grad is a view: they share the buffer's counter
             worker.gradient_accumulated(index)
         return accumulated
+
+    def check_unchanged(self):
+        """OrderError when a .grad changed in place after the backward's last accumulation (e.g.
+        torch.nn.utils.clip_grad_norm_ between backward and step): with overlap the exchange read
+        each gradient as autograd completed it, so the change would be lost without a word."""
+        seen, self._version = self._version, None
+        if seen is None or self._grads._version == seen:
+            return
+        raise OrderError("step: the gradients were changed in place after backward (torch.nn.utils.clip_grad_norm_, "
+                         "or another change of .grad between backward and step()), but with overlap each shard's "
+                         "exchange starts during backward with the gradients as autograd left them, so the change "
+                         "would be lost; to clip as DDP does (the aggregated gradient), pass clip_grad_norm=max_norm "
+                         "to DistributedOptimizer instead of calling clip_grad_norm_; to change the local gradient "
+                         "before it is sent, pass overlap=False")

@@ -70,7 +70,11 @@ class CommHookState(_sps._JobPosition):
     density (None: the job's); any scheme without momentum of its own (not DGC, SDAGC or
     Sketched-SGD: the script's optimizer applies momentum). overlap (default True): each shard's
     exchange starts as soon as DDP has handed over the buckets that complete it, during backward;
-    False runs the round at the last bucket. Every backward that DDP synchronizes
+    False runs the round at the last bucket. The script's optimizer applies the update with its own
+    learning rate: a job with a learning-rate schedule (optimizer.schedule, warmup, milestones,
+    min_lr) is a ConfigError, as sketchps would not apply it, unless job_schedule=True says that the
+    script sets its optimizer's lr from the job's schedule itself (bench/e2e's workloads do). Every
+    backward that DDP synchronizes
     is one round of the job (train.rounds, or train.epochs of data.train_samples); one past the
     last is an OrderError.
 
@@ -79,7 +83,7 @@ class CommHookState(_sps._JobPosition):
     (the other optimizer keys cleared) and the scheme and density given here, then exits 0.
     """
 
-    def __init__(self, ddp_model, scheme=None, density=None, overlap=True):
+    def __init__(self, ddp_model, scheme=None, density=None, overlap=True, job_schedule=False):
         ctx = _sps._context
         if ctx is None:
             raise OrderError("CommHookState: call sketchps.torch.init() first")
@@ -94,6 +98,8 @@ class CommHookState(_sps._JobPosition):
         job = ctx.job
         # optimizer.name external: the script's optimizer applies the aggregate (lr: the job's, unused).
         settings = {"name": "external", "lr": float(job.lr), "weight_decay": 0.0, "no_decay": []}
+        if not job_schedule:
+            _sps._check_no_schedule(job, "the DDP comm hook")
         if ctx.describe:
             _sps._describe(ctx, named, settings, scheme, density)  # writes the keys and exits 0
         if job.optimizer != "external":
@@ -125,6 +131,11 @@ class CommHookState(_sps._JobPosition):
         self._failure = None  # why the last round failed: later backward passes refuse to go on
         self.last_stats = None
         self._forward_hook = ddp_model.register_forward_pre_hook(self._forward_starts)
+        ctx.position = self  # left at exit when the script does not (sketchps.torch._at_exit)
+
+    _done_name = "state.done"
+    _loop_hint = ("every backward DDP synchronizes is one round, and the plan counts data.batch_size samples per "
+                  "rank per round (torch's DistributedSampler pads each rank to ceil(len(dataset) / workers))")
 
     # --- the hook's work ------------------------------------------------------------------------
     def _forward_starts(self, module, inputs):
@@ -234,13 +245,14 @@ class CommHookState(_sps._JobPosition):
                                                 bool(final)))
 
     def finish(self):
-        """Writes the last record and leaves the job (the servers exit once every worker has). The
-        loop may stop before the job's last round."""
+        """Writes the last record and leaves the job (the servers exit once every worker has). A loop
+        that stopped before the job's last round is named on stderr with its likely cause, and
+        `sketchps run` fails such a run (the job planned more rounds than the loop ran)."""
         if self._worker.finished:
             return
         self._sync_shadows()
         self._forward_hook.remove()
-        self._worker.finish()
+        self._leave()
 
     def _sync_shadows(self):
         with torch.no_grad():

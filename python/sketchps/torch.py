@@ -33,10 +33,12 @@ AdamW with the job's learning-rate schedule) is the C++ core's, on views of the 
 trainable parameters and their .grad are re-pointed into two flat buffers once, and nothing is copied
 per round. The torch optimizer only declares the hyperparameters; they must equal the job's.
 """
+import atexit
 import contextlib
 import json
 import math
 import os
+import socket
 import sys
 import time
 
@@ -58,7 +60,9 @@ class Context:
         self.config = config
         self.describe = describe  # SKETCHPS_DESCRIBE: write the model's job keys there and exit
         self.optimizer = None  # the DistributedOptimizer, once made (DistributedSampler draws from it)
+        self.position = None  # the DistributedOptimizer or sketchps.ddp.CommHookState: left at exit if not finished
         self.train_samples = None  # describe pass: len(dataset) of a DistributedSampler made before it
+        self.sampler_made = False  # a sketchps.torch.DistributedSampler was made
 
     @property
     def rank(self):
@@ -114,6 +118,70 @@ def _config(job, rank):
     return c
 
 
+_status_path = None  # this rank's SKETCHPS_STATUS_FILE, once init() wrote it
+
+
+def _status_open():
+    """SKETCHPS_STATUS_FILE ({rank}: RANK; `sketchps run --servers-only` sets it in workers.env): this
+    process's pid and host, written first thing in init(), then a "left=" line once it leaves the job
+    or a "failed=" line with the reason it stopped. The launcher watches these files (a process gone
+    without "left=" failed; tools/worker_watch.h), so a rank that torchrun started, which is not the
+    launcher's child, cannot fail unnoticed."""
+    global _status_path
+    path = _env("SKETCHPS_STATUS_FILE")
+    rank = _env("RANK", _env("JOB_COMPLETION_INDEX"))
+    if not path or not rank.isdigit() or _env("SKETCHPS_DESCRIBE"):
+        return
+    _status_path = path.replace("{rank}", rank)
+    with open(_status_path + ".tmp", "w") as f:
+        f.write(f"pid={os.getpid()}\nhost={socket.gethostname()}\n")
+    os.replace(_status_path + ".tmp", _status_path)  # whole: the launcher reads it at any time
+
+
+_at_exit_registered = False
+
+
+def _register_at_exit():
+    global _at_exit_registered
+    if not _at_exit_registered:
+        _at_exit_registered = True
+        atexit.register(_at_exit)
+
+
+def _status_write(key, text):
+    if _status_path is None:
+        return
+    try:
+        with open(_status_path, "a") as f:
+            f.write(f"{key}={' '.join(str(text).split())[:1000]}\n")
+    except OSError:
+        pass  # best effort: the launcher then names the rank without the reason
+
+
+def _at_exit():
+    """At interpreter exit: a job position the script did not leave is left here, finish() when
+    every round ran (a forgotten finish()), else a failure report naming why (an uncaught exception,
+    or the script ended early without finish()), so that neither the servers nor the launcher wait
+    for this rank; an uncaught exception is written to the status file."""
+    exc = getattr(sys, "last_value", None)
+    ctx = _context
+    position = ctx.position if ctx is not None else None
+    if position is not None and not position._worker.finished:
+        if exc is None and position.done:
+            print(f"sketchps: rank {ctx.rank}: the script ended without finish() (or `with opt:`/`with state:`); "
+                  "leaving the job at exit", file=sys.stderr, flush=True)
+            position.finish()
+            return
+        if exc is None:
+            exc = OrderError(f"the script ended after round {position.round} of the job's {position.rounds} "
+                             "rounds without finish() (or `with opt:`/`with state:`)")
+        print(f"sketchps: rank {ctx.rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        position._before_failure_report()
+        _report_failure(position._worker, type(exc), exc)
+    elif exc is not None:
+        _status_write("failed", f"{type(exc).__name__}: {exc}")
+
+
 def init(job=None, overrides=()):
     """Reads the job and this process's place in it; seeds torch with the job's train.seed, so a
     model built afterwards starts with the same weights on every rank.
@@ -124,6 +192,9 @@ def init(job=None, overrides=()):
     SKETCHPS_PEERS_FILE); SKETCHPS_TLS_DIR or SKETCHPS_INSECURE=1; optional SKETCHPS_METRICS_OUT ({rank}: the rank) and SKETCHPS_SET (overrides, ";"-separated).
     Raises ConfigError naming the variable or key."""
     global _context
+    _status_open()
+    if not _env("SKETCHPS_DESCRIBE"):
+        _register_at_exit()
     path = job if job is not None else _env("SKETCHPS_JOB")
     if not path:
         raise ConfigError("SKETCHPS_JOB: no job spec (pass init(job=...) or set SKETCHPS_JOB)")
@@ -153,11 +224,22 @@ def _external_settings(optimizer):
     return {"name": "external", "lr": float(optimizer.param_groups[0]["lr"]), "weight_decay": 0.0, "no_decay": []}
 
 
-def _applies(optimizer, apply):
+def _applies(optimizer, apply, clip=None):
     """Who applies the update: "sketchps" (the replicated SGD, Adam or AdamW in C++, on the workers and
-    the servers' master copy) or "torch" (the user's optimizer, on the aggregated gradient)."""
+    the servers' master copy) or "torch" (the user's optimizer, on the aggregated gradient). Clipping
+    (clip_grad_norm) needs "torch": "auto" picks it, "sketchps" is refused."""
     if apply not in ("auto", "sketchps", "torch"):
         raise ConfigError(f"apply: '{apply}' is not auto, sketchps or torch")
+    if clip is not None:
+        if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0 or math.isinf(clip):
+            raise ConfigError(f"clip_grad_norm: {clip!r} is not a number > 0 (the largest L2 norm of the aggregated "
+                              "gradient, as torch.nn.utils.clip_grad_norm_'s max_norm)")
+        if apply == "sketchps":
+            raise ConfigError("clip_grad_norm: not with apply=\"sketchps\": its optimizer applies the aggregated "
+                              "gradient on every worker and on the servers' shards as soon as it lands, and no shard "
+                              "holds the norm of the whole gradient; pass apply=\"torch\" (or \"auto\"), which "
+                              "clips the aggregate before your optimizer steps, as DDP with clip_grad_norm_ does")
+        return "torch"
     if apply != "auto":
         return apply
     supported = type(optimizer) in _SUPPORTED and not any(g.get(k) for g in optimizer.param_groups for k in _OFF)
@@ -237,6 +319,25 @@ def _check_optimizer(job, settings):
         for i, (j, m) in enumerate(zip(job.betas, settings["betas"])):
             _check_equal(f"optimizer.betas[{i}]", j, m, "the torch optimizer")
         _check_equal("optimizer.eps", job.eps, settings["eps"], "the torch optimizer")
+
+
+_SCHEDULE_KEYS = ("schedule", "warmup", "warmup_epochs", "milestones", "min_lr")
+
+
+def _check_no_schedule(job, who):
+    """A job whose optimizer.name is external (a torch optimizer applies the update) cannot have a
+    learning-rate schedule: sketchps would not apply it, so it is refused rather than ignored."""
+    root = yaml.safe_load(job.effective_yaml) or {}
+    section = root.get("optimizer") if isinstance(root, dict) else None
+    if not isinstance(section, dict):
+        return
+    for key in _SCHEDULE_KEYS:
+        value = section.get(key)
+        if value is None or (key == "schedule" and value == "constant") or (key != "schedule" and not value):
+            continue
+        raise ConfigError(f"optimizer.{key}: {value} is a schedule sketchps applies, but with {who} your torch "
+                          "optimizer applies the update with its own learning rate, so the job's schedule would be "
+                          "ignored; remove it from the job and use a torch.optim.lr_scheduler in the script")
 
 
 def _check_equal(key, job_value, mine, what):
@@ -371,6 +472,7 @@ def _report_failure(worker, exc_type, exc):
     """Tells every server that this rank failed with `exc` (instead of finish()), best effort within
     seconds; says so on stderr when some server could not be told."""
     reason = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
+    _status_write("failed", reason)
     note = worker.abandon(reason[:1000])
     if note:
         print(f"sketchps: could not tell every server that this rank failed: {note}", file=sys.stderr)
@@ -398,6 +500,44 @@ class _JobPosition:
     def _before_failure_report(self):
         """What a subclass undoes before the failure report (nothing here)."""
 
+    def _leave(self):
+        """finish()'s leaving: a stop before the job's last round is named on stderr with its likely
+        cause (`sketchps run` then fails the run: tools/run.cc), then the worker leaves the job and
+        the status file says so."""
+        if self.round < self.rounds:
+            print(f"sketchps: rank {self._worker_rank()}: {self._early_end()}", file=sys.stderr, flush=True)
+        self._worker.finish()
+        _status_write("left", f"round {self.round} of {self.rounds}")
+
+    def _worker_rank(self):
+        return _context.rank if _context is not None else "?"
+
+    def _early_end(self):
+        """Why a loop may have stopped at self.round of self.rounds (the job's plan)."""
+        ran, planned, first = self.round, self.rounds, self._worker.first_round
+        job = self.job
+        per_epoch = int(job.rounds_per_epoch)
+        causes = []
+        if ran > first and (planned - first) % (ran - first) == 0 and (planned - first) // (ran - first) >= 2:
+            k = (planned - first) // (ran - first)
+            causes.append(f"the plan is {k}x the loop's rounds: under gradient accumulation over {k} micro-batches "
+                          f"(no_sync()) one step is one round, so data.batch_size ({job.batch_size}) must be the "
+                          f"samples of one step per rank: the DataLoader's batch_size x {k}")
+        if first > 0:
+            causes.append(f"the job was resumed at round {first}: a loop capped by len(loader) or a step count "
+                          "counts from round 0; loop over the job's rounds instead")
+        if self._loop_hint:
+            causes.append(self._loop_hint)
+        causes.append(f"data.batch_size ({job.batch_size}) other than the samples one rank uses per round, or "
+                      f"data.train_samples ({job.train_samples}) other than the dataset's: the plan is "
+                      f"{per_epoch} rounds per epoch")
+        return (f"left the job after round {ran} of the job's {planned} planned rounds, so `sketchps run` reports "
+                f"the run as failed. Likely cause: {'; or '.join(causes)}. Set train.rounds or train.epochs to "
+                f"what the loop runs, or run the loop until {self._done_name}")
+
+    _loop_hint = ""  # a cause of an early end particular to the subclass
+    _done_name = "done"
+
     @property
     def round(self):
         """The next round to run."""
@@ -418,7 +558,7 @@ class _JobPosition:
         return self._worker.epoch_of(min(self.round, self.rounds - 1))
 
 
-class DistributedOptimizer(_JobPosition):
+class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
     """The user's torch optimizer turned into compressed data-parallel training over the job.
 
     scheme / density: the method (scheme.name) and its density; None takes the job's.
@@ -460,6 +600,11 @@ class DistributedOptimizer(_JobPosition):
     starts as soon as its gradients are complete (as DDP's buckets do); step() waits for them. To
     accumulate gradients over several backward passes per step, pass overlap=False (no_sync() then
     marks the passes as DDP's does).
+    clip_grad_norm (default None): clips the round's aggregated gradient to this L2 norm before the
+    torch optimizer steps, as DDP with torch.nn.utils.clip_grad_norm_ between backward and step does
+    (the same on every rank). Needs apply="torch" ("auto" picks it; "sketchps" is a ConfigError).
+    Calling clip_grad_norm_ (or changing .grad in place) between backward and step() with overlap is
+    an OrderError at step(): the exchange started during backward and would not see it.
     Decentralized mode with peer.on_failure regroup: when a peer is lost, step() returns
     {"regroup": ..., "redo_from": round}: the survivors rolled the model back to that round and the
     loop goes on from it (opt.round and opt.batch_indices() follow).
@@ -467,14 +612,25 @@ class DistributedOptimizer(_JobPosition):
 
     _own_group = False  # whether finish() destroys a process group made for the buffers
     _flat = None  # the flat buffers (sketchps/_flat.py), once made
+    _done_name = "opt.done"
+
+    @property
+    def _loop_hint(self):
+        if _context is not None and _context.sampler_made:
+            return ""
+        return ("a DataLoader over torch's DistributedSampler, whose batches are not the job's rounds (it gives "
+                "each rank ceil(len(dataset) / workers) samples): use sketchps.torch.DistributedSampler")
 
     def __init__(self, optimizer, model, scheme=None, density=None, overlap=True, apply="auto",
-                 broadcast_buffers=True):
+                 broadcast_buffers=True, clip_grad_norm=None):
         ctx = _context
         if ctx is None:
             raise OrderError("DistributedOptimizer: call sketchps.torch.init() first")
-        self._apply = _applies(optimizer, apply)
+        self._apply = _applies(optimizer, apply, clip_grad_norm)
+        self._clip = float(clip_grad_norm) if clip_grad_norm is not None else None
         settings = _optimizer_settings(optimizer, model) if self._apply == "sketchps" else _external_settings(optimizer)
+        if self._apply == "torch":
+            _check_no_schedule(ctx.job, "DistributedOptimizer(apply=\"torch\")")
         named = _trainable(model, optimizer)
         buffers = _check_buffers(ctx, model, broadcast_buffers)
         if ctx.describe:  # no process group: a world of one has nothing to broadcast
@@ -492,6 +648,7 @@ class DistributedOptimizer(_JobPosition):
         # The trainable parameters and their .grad become views into two flat buffers on the model's
         # device; the core gets their addresses. The buffers are not the core's (it would refuse
         # them): broadcast below, or left local.
+        self._named = named
         self._flat = _flat.FlatModel(named)
         self._worker = _core.Worker(job, ctx.config, self._flat.layout, **self._flat.worker_buffers(), buffers=[],
                                     overlap=overlap)
@@ -515,6 +672,7 @@ class DistributedOptimizer(_JobPosition):
         self._regroups = 0
         self.last_stats = None
         ctx.optimizer = self  # a DistributedSampler's batches are this optimizer's batch_indices
+        ctx.position = self
 
     # --- the round ---------------------------------------------------------------------------
     def zero_grad(self, set_to_none=False):
@@ -548,10 +706,14 @@ class DistributedOptimizer(_JobPosition):
         self._compute_start = None
         self._flat.verify()
         _flat.torch_work_done(self._flat.device)
+        if self._hooks is not None:
+            self._hooks.check_unchanged()  # before the round lands: a change after backward was never sent
         self.last_stats = json.loads(self._worker.step(value, compute))
         if "redo_from" in self.last_stats:
             self._regroups += 1
         elif self._apply == "torch":
+            if self._clip is not None:  # the aggregate, the same on every rank: as DDP's clip_grad_norm_
+                torch.nn.utils.clip_grad_norm_([p for _, p in self._named], self._clip)
             self.optimizer.step()  # .grad holds the round's aggregate G_t, the same on every rank
         if self._broadcast is not None:
             self._broadcast()  # the next forward starts from rank 0's buffers, as under DDP
@@ -596,7 +758,8 @@ class DistributedOptimizer(_JobPosition):
         """Writes the last record and leaves the job (the servers exit once every worker has); destroys
         the process group DistributedOptimizer made for the buffers."""
         self._torch_work_done()
-        self._worker.finish()
+        if not self._worker.finished:
+            self._leave()
         if self._own_group:
             self._own_group = False
             dist.destroy_process_group()
@@ -610,12 +773,47 @@ class DistributedOptimizer(_JobPosition):
 
     @property
     def learning_rate(self):
-        """The job's schedule at the next round."""
+        """The learning rate of the next round: the job's schedule's (apply="sketchps"), or the torch
+        optimizer's param_groups[0]["lr"] as your schedulers left it (apply="torch")."""
+        if self._apply == "torch":
+            return float(self.optimizer.param_groups[0]["lr"])
         return self._worker.learning_rate(min(self.round, self.rounds - 1))
 
+    # A torch.optim.Optimizer (its __init__ is not called: the torch optimizer's param_groups, defaults
+    # and state are the wrapper's), so torch.optim.lr_scheduler schedulers accept it: with
+    # apply="torch" they set the torch optimizer's lr; with apply="sketchps" the next step() refuses a
+    # changed lr (the job's schedule sets it).
     @property
     def param_groups(self):
         return self.optimizer.param_groups
+
+    @property
+    def defaults(self):
+        return self.optimizer.defaults
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    def state_dict(self):
+        """For torch.save checkpoints: {"optimizer": the torch optimizer's state_dict(), "round": the
+        next round, "apply"}. With apply="torch" that is your optimizer's whole state (momentum, Adam's
+        moments); with apply="sketchps" its settings only: the state is sketchps's, sharded with the
+        parameters and checkpointed by the servers (`sketchps run --resume` restores it)."""
+        return {"optimizer": self.optimizer.state_dict(), "round": self.round, "apply": self._apply}
+
+    def load_state_dict(self, state):
+        """Loads what state_dict() returned into the torch optimizer. ConfigError when it was saved
+        under another apply mode; with apply="sketchps" the learning rates must stay the job's."""
+        if not isinstance(state, dict) or "optimizer" not in state:
+            raise ConfigError("load_state_dict: not a DistributedOptimizer.state_dict() (no 'optimizer' entry)")
+        if state.get("apply", self._apply) != self._apply:
+            raise ConfigError(f"load_state_dict: saved with apply=\"{state['apply']}\", this optimizer has "
+                              f"apply=\"{self._apply}\"")
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self._apply == "sketchps" and [g["lr"] for g in self.optimizer.param_groups] != self._lr:
+            raise ConfigError("load_state_dict: the saved learning rates differ from the job's optimizer.lr "
+                              "(with apply=\"sketchps\" the job's schedule sets them)")
 
     def batch_indices(self, round=None):
         """This rank's sample indices (int64 tensor) of a round (default: the next one) by the job's
@@ -697,6 +895,7 @@ class DistributedSampler(torch.utils.data.Sampler):
             raise ConfigError(f"data.train_samples: not set by the job (default {job.train_samples}), the dataset "
                               f"has {n} samples; set it (`sketchps run --script` sets it from a DistributedSampler "
                               "made before DistributedOptimizer)")
+        ctx.sampler_made = True
         self._ctx = ctx
         self.dataset = dataset
         self.epoch = 0

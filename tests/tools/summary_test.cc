@@ -97,6 +97,7 @@ TEST_CASE("Summarize averages bytes over workers and rounds and sums time per wo
   CHECK((*s)["learning_rate"].get<double>() == Approx(0.05));
   CHECK((*s)["momentum"].get<double>() == Approx(0.9));
   CHECK((*s)["batch_size"] == 32);
+  CHECK(!s->contains("planned_rounds"));  // not given
   CHECK((*s)["faults"]["kills"][0]["process"] == "server 1");
   CHECK((*s)["evaluations"] == 1);
   CHECK((*s)["workers_at_end"] == 2);  // the records carry no "workers": the job's
@@ -174,6 +175,31 @@ TEST_CASE("Traffic is the mean over every worker's rounds, as summary.json repor
   auto s = Summarize(facts, metrics);
   REQUIRE(s.ok());
   CHECK((*s)["bytes_up_per_worker_per_round"].get<double>() == Approx(t->wire_up));
+}
+
+TEST_CASE("Summarize says the script's optimizer owns lr and momentum, and gives the planned rounds", "[tools]") {
+  RunFacts facts = Facts("dense", 1, 1, 10.0, 12.0, 8.0);
+  facts.optimizer = "external";  // a comm hook or apply="torch" run: the job's optimizer.lr was never used
+  facts.learning_rate = 0.05;
+  facts.momentum = 0.9;
+  facts.planned_rounds = 4;
+  auto s = Summarize(facts, {{Record(0, 100, 400), Record(1, 100, 400)}});
+  REQUIRE(s.ok());
+  CHECK((*s)["optimizer"] == "external");
+  CHECK((*s)["learning_rate"] == "external");
+  CHECK((*s)["momentum"] == "external");
+  CHECK((*s)["planned_rounds"] == 4);
+  CHECK((*s)["rounds"] == 2);
+}
+
+TEST_CASE("The progress line shows no loss when the records carry none", "[tools]") {
+  Progress progress(ProgressPlan{4, 0, 0, 10000});
+  auto r = Record(0, 100, 200);
+  r.erase("loss");  // a script that passes no loss to step() / record_loss()
+  progress.Add(r);
+  CHECK_THAT(progress.Line(200), Catch::Contains("loss -") && !Catch::Contains("loss 0.000"));
+  progress.Add(Record(1, 100, 200));
+  CHECK_THAT(progress.Line(200), Catch::Contains("loss 0.500"));
 }
 
 TEST_CASE("JsonLinesFollower returns complete lines once, and Progress renders them", "[tools]") {

@@ -3,7 +3,8 @@ rest is plain DDP: torch.distributed over gloo, a DataLoader with torch's Distri
 torch's AdamW and CosineAnnealingLR, a model with BatchNorm1d (DDP broadcasts its buffers).
 
     ddp_hook.py [--plain] [--scheme S --density D] [--epochs N] [--save-dir DIR] [--check-mean]
-                [--fail-rank R --fail-at-round N] [--middle M] [--no-overlap]
+                [--fail-rank R --fail-at-round N] [--middle M] [--no-overlap] [--accumulate K]
+                [--no-finish] [--kill-rank R --kill-at-round N]
 
 Under `sketchps run --script` (RANK, WORLD_SIZE, MASTER_ADDR/MASTER_PORT and the job from the
 environment). --plain: the same script without sketchps (DDP's own allreduce), for 2 processes
@@ -14,10 +15,15 @@ hook's aggregate and the mean of the workers' local gradients (over gloo) in the
 --fail-rank: rank R raises inside `with state:` before its backward of round N (a failure test).
 --middle M: a wider model (tiny_models.BatchNormMlp(M): M >= 2500 makes DDP hand over two buckets
 per backward); every rank then prints the most buckets one backward handed the hook.
---no-overlap: CommHookState(..., overlap=False), the round runs at the last bucket."""
+--no-overlap: CommHookState(..., overlap=False), the round runs at the last bucket.
+--accumulate K: each step accumulates K batches of the loader (the first K-1 under DDP's no_sync()),
+so the loop runs one round per K batches. --no-finish: the loop runs without `with state:` and the
+script never calls finish(). --kill-rank R: rank R kills itself with SIGKILL before its backward of
+round N (a rank that vanishes without a word)."""
 import argparse
 import contextlib
 import os
+import signal
 import sys
 
 import torch
@@ -41,6 +47,10 @@ parser.add_argument("--fail-rank", type=int, default=-1)
 parser.add_argument("--fail-at-round", type=int, default=0)
 parser.add_argument("--middle", type=int, default=0)
 parser.add_argument("--no-overlap", action="store_true")
+parser.add_argument("--accumulate", type=int, default=1)
+parser.add_argument("--no-finish", action="store_true")
+parser.add_argument("--kill-rank", type=int, default=-1)
+parser.add_argument("--kill-at-round", type=int, default=0)
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -73,16 +83,26 @@ opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
 scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs * len(loader))
 
 losses = []
-with state if state is not None else contextlib.nullcontext():
+micro = 0  # batches accumulated into the next step
+with state if state is not None and not args.no_finish else contextlib.nullcontext():
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         for x, y in loader:
-            opt.zero_grad()
+            if micro == 0:
+                opt.zero_grad()
+            micro += 1
+            if micro < args.accumulate:
+                with model.no_sync():
+                    F.cross_entropy(model(x), y).backward()
+                continue
+            micro = 0
             loss = F.cross_entropy(model(x), y)
             if state is not None:
                 state.record_loss(loss)
                 if rank == args.fail_rank and state.round == args.fail_at_round:
                     raise RuntimeError(f"rank {rank} fails on purpose at round {state.round}")
+                if rank == args.kill_rank and state.round == args.kill_at_round:
+                    os.kill(os.getpid(), signal.SIGKILL)
             loss.backward()
             if args.check_mean and len(losses) < 3:
                 grads = {id(p): p for p in model.parameters()}
