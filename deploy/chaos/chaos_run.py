@@ -477,6 +477,8 @@ def run_case(case: C.Case, out: Path, bin_args: list[str], settle_s: float, verb
     CASE_LOG[0] = lambda msg: write(f"chaos: {msg}")
     (folder / "command.txt").write_text("netns_run.py " + " ".join(shlex.quote(a) for a in argv) + "\n")
     services = topology.load(args.compose)
+    if not case.expect.completes and case.expect.fail_within_s:   # every worker gets its bound to stop by itself
+        settle_s = max(settle_s, case.expect.fail_within_s + 10)
     runner = ChaosRunner(args, services, case, rec_dir, settle_s)
     for s in services.values():
         runner.binary(s.argv[0])
@@ -594,6 +596,17 @@ def render(rows: list[dict], out: Path, write_doc: Path | None, meta: dict) -> N
         log(f"wrote the table into {write_doc}")
 
 
+def merged_meta(before: dict, now: dict, results: dict) -> dict:
+    """The meta of one table made by several runs (--merge): the first run's start, the minutes of all,
+    each run's command once, and what is still not run."""
+    commands = before.get("command", "").split("; then ") if before.get("command") else []
+    if now["command"] not in commands:
+        commands.append(now["command"])
+    return dict(now, date=before.get("date", now["date"]), minutes=before.get("minutes", 0) + now["minutes"],
+                command="; then ".join(commands),
+                not_run=sorted(n for n in set(before.get("not_run") or []) | set(now["not_run"]) if n not in results))
+
+
 def version(bin_args: list[str]) -> str:
     """`sketchps --version` of the binaries under test."""
     tool = next((a.split("=", 1)[1] for a in bin_args if a.startswith("sketchps=")), None)
@@ -639,6 +652,9 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
     ap.add_argument("--reuse-baselines", action="store_true",
                     help="take the fault-free runs from OUT/<baseline>/outcome.json when they exist (while iterating)")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the outcomes already in OUT/results.json that this run does not redo (a suite run in "
+                         "parts; --render-only then tables them all)")
     ap.add_argument("--no-second-baseline", dest="baseline_twice", action="store_false",
                     help="run each fault-free job once, not also after the cases (--short never does)")
     ap.add_argument("--verbose", action="store_true", help="also print the emulator's lines (always in CASE/harness.log)")
@@ -682,7 +698,13 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     t0 = time.time()
     results: dict[str, dict] = {}
+    earlier: dict = {}
+    if args.merge and results_path.exists():
+        earlier = json.loads(results_path.read_text())
+        results.update(earlier.get("outcomes") or {})
     order = C.baselines_for(selected) + selected
+    for case in order:      # redone now: a baseline's second run too
+        results.pop(case.name, None)
     try:
         for case in order:
             saved = out / case.name / "outcome.json"
@@ -720,6 +742,8 @@ def main(argv=None) -> int:
     meta = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(t0)), "minutes": minutes,
             "bin_dir": "a copy of build/ci" if "build" in str(args.bin_dir) else str(args.bin_dir),
             "not_run": [c.name for c in order if c.name not in results], "version": version(bin_args)}
+    if earlier.get("meta"):
+        meta = merged_meta(earlier["meta"], meta, results)
     results_path.write_text(json.dumps({"meta": meta, "outcomes": results}, indent=1) + "\n")
     rows = rows_from(results, selected)
     render(rows, out, write_doc, meta)

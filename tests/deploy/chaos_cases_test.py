@@ -781,6 +781,22 @@ class RenderOnlyTest(unittest.TestCase):
             self.assertIn("1 PASS, 0 FAIL of 1 cases", doc.read_text())
 
 
+class MergeTest(unittest.TestCase):
+    def test_merged_meta(self):
+        before = {"command": "run.sh --cases 'ps-*'", "date": "2026-11-29 01:30", "minutes": 30.0,
+                  "not_run": ["ps-a", "ps-b"]}
+        now = {"command": "run.sh --cases 'dec-*'", "date": "2026-11-29 02:10", "minutes": 10.0, "not_run": ["dec-c"],
+               "version": "v"}
+        m = chaos_run.merged_meta(before, now, {"ps-a": {}})
+        self.assertEqual(m["date"], "2026-11-29 01:30")
+        self.assertEqual(m["minutes"], 40.0)
+        self.assertEqual(m["command"], "run.sh --cases 'ps-*'; then run.sh --cases 'dec-*'")
+        self.assertEqual(m["not_run"], ["dec-c", "ps-b"])     # ps-a ran in the second run
+        again = chaos_run.merged_meta(m, dict(now, minutes=1.0, not_run=[]), {"ps-a": {}, "ps-b": {}, "dec-c": {}})
+        self.assertEqual(again["command"].count("dec-*"), 1)
+        self.assertEqual(again["not_run"], [])
+
+
 class RelayTest(unittest.TestCase):
     def test_release_keeps_order(self):
         self.assertEqual(delay_relay.release_times([0.0, 0.01, 0.02], [0.07, 0.03, 0.05]), [0.07, 0.07, 0.07])
