@@ -268,9 +268,9 @@ def _ps_kill_both_shards(scheme: str, workers: int) -> Case:
 def _ps_kill_mid_checkpoint(scheme: str, workers: int) -> Case:
     return Case(f"ps-kill-shard-mid-checkpoint-{scheme}{_p(workers)}", "ps", "kill-mid-checkpoint",
                 target="server-1", at_round=KILL_ROUND + 10, restart=True, scheme=scheme, workers=workers,
-                what=f"SIGKILL server-1 while it writes its checkpoint of round {KILL_ROUND + 10} (inotify sees "
-                     f"shard-1-round-…{KILL_ROUND + 10}.ckpt.tmp created; the file is left unfinished), restarted on "
-                     f"its checkpoint volume ({_job(workers, scheme)})",
+                what=f"SIGKILL server-1 while it writes its checkpoint of round {KILL_ROUND + 10} (inotify: "
+                     f"the first write into shard-1-round-…{KILL_ROUND + 10}.ckpt.tmp; the file is left unfinished), "
+                     f"restarted on its checkpoint volume ({_job(workers, scheme)})",
                 expect=Expect(True, bitwise=True, max_stall_s=15,
                               log=(("server-1", r"serving range .* from (its checkpoint of round 40|"
                                                 r"worker \d+'s replica at round \d+)"),),
@@ -376,7 +376,7 @@ def _elastic_cases() -> list[Case]:
                                 "(docs/reliability.md 'Elastic workers', docs/protocol.md 'Restart recovery'); stall "
                                 "≤ 15 s")),
         Case("ps-elastic-joiner-killed-deadline", "ps", "kill", target="worker-3", at_round=KILL_ROUND + 10,
-             restart=False, case_sets=DEADLINE_SETS, **ELASTIC,
+             restart=False, case_sets=DEADLINE_SETS, timeout_s=200, **ELASTIC,
              what=f"SIGKILL worker-3 (a joiner) for good at round {KILL_ROUND + 10}, round deadline 0.05 s; "
                   f"{_ELASTIC_JOB}",
              expect=Expect(True, ledger=True, shard_exit=143,
@@ -820,7 +820,8 @@ def observed(case: Case, outcome: dict, baseline: dict | None) -> str:
     else:
         failure = outcome.get("failure") or {}
         exits = outcome.get("worker_exits") or {}
-        codes = ", ".join(f"{w} {('still running' if c is None else f'exit {c}')}"
+        waiting = "still waiting when the run was stopped" if case.expect.service_exit else "still running"
+        codes = ", ".join(f"{w} {(waiting if c is None else f'exit {c}')}"
                           + (f" at +{t:.1f} s" if t is not None and c is not None else "")
                           for w, (c, t) in sorted(exits.items()) if w not in (outcome.get("killed_for_good") or []))
         parts.append(f"stopped ({codes})" if codes else "stopped")

@@ -335,7 +335,7 @@ class ChaosRunner(netns_run.Runner):
                      f"{'present' if final.exists() else 'absent'}") if left.exists() else \
                     f"{w.killed_file} already renamed: the kill came after the write"
             self.mid_checkpoint = left.exists() and not final.exists()
-            self.notes.append(f"SIGKILL {w.delay_ms:.1f} ms after {w.killed_file} appeared: {state}")
+            self.notes.append(f"SIGKILL {w.delay_ms:.1f} ms after the first write into {w.killed_file}: {state}")
             log(f"fault: SIGKILL {name} while writing {w.killed_file} (exit {code}); {state}; starting it again")
             self.interrupted.append(name)
             self.restarts[name] = self.restarts.get(name, 0) + 1
@@ -554,7 +554,7 @@ def outcome_of(case: C.Case, runner: ChaosRunner, completed: bool, error: str | 
                 notes.append(f"restarted {s} took its state from {m.group(1)}")
     if case.fault == "disk-full":
         for s in runner.order:
-            if s.startswith("server"):
+            if fnmatch.fnmatchcase(s, case.target):
                 n = len(re.findall(C._NO_SPACE, whole[s]))
                 line = next((l for l in whole[s].splitlines() if re.search(C._NO_SPACE, l)), "")
                 notes.append(f"{s}: {n} log lines name the full disk" + (

@@ -16,8 +16,8 @@ This kernel has no netem (shared/design/TOOLCHAIN.md), so:
     over a worker's state folder, empty, and filled to the last byte during the run;
   - asymmetric partition: the same table, dropping only the frames between two ports;
   - damaged checkpoint: the newest checkpoint file of a killed shard, a byte flipped or cut to half;
-  - a kill mid-checkpoint: inotify on the shard's checkpoint folder, SIGKILL when the .tmp file of a
-    checkpoint appears (the shard writes it, then renames it).
+  - a kill mid-checkpoint: inotify on the shard's checkpoint folder, SIGKILL at the first write into
+    the .tmp file of a checkpoint (the shard writes it, fsyncs it, then renames it).
 The *_ruleset functions are pure (tested); apply with nft().
 """
 from __future__ import annotations
@@ -220,11 +220,12 @@ def damage(path: Path, how: str) -> str:
 
 
 class CheckpointWatch:
-    """SIGKILLs a process the moment a file matching `pattern` (group 1: the round, at least `at_round`)
-    is created in `folder`: inotify (IN_CREATE) on a thread of its own, so the kill lands while the
-    checkpoint is being written, before its rename. arm(pid) names the process (again after a restart)."""
+    """SIGKILLs a process the moment it first writes into a file matching `pattern` (group 1: the round,
+    at least `at_round`) in `folder`: inotify (IN_MODIFY) on a thread of its own, so the kill lands while
+    the checkpoint is being written: some bytes in its .tmp file, before the fsync and the rename.
+    arm(pid) names the process (again after a restart)."""
 
-    IN_CREATE = 0x100
+    IN_MODIFY = 0x2
 
     def __init__(self, folder: Path, pattern: str, at_round: int):
         self.folder, self.pattern, self.at_round = folder, re.compile(pattern), at_round
@@ -238,7 +239,7 @@ class CheckpointWatch:
         self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if self.fd < 0:
             raise FaultError(f"inotify_init1: {os.strerror(ctypes.get_errno())}")
-        if self.libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_CREATE) < 0:
+        if self.libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_MODIFY) < 0:
             raise FaultError(f"inotify_add_watch {folder}: {os.strerror(ctypes.get_errno())}")
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -261,8 +262,8 @@ class CheckpointWatch:
             except BlockingIOError:
                 continue
             seen = time.monotonic()
-            for name in parse_inotify(data):
-                if self.matches(name) and self.pid and not self.killed:
+            for mask, name in parse_inotify(data):
+                if mask & self.IN_MODIFY and self.matches(name) and self.pid and not self.killed:
                     try:
                         os.kill(self.pid, signal.SIGKILL)
                     except ProcessLookupError:
@@ -280,15 +281,15 @@ class CheckpointWatch:
             self.fd = -1
 
 
-def parse_inotify(data: bytes) -> list[str]:
-    """The names in a buffer of struct inotify_event (int wd; uint32 mask, cookie, len; char name[len])."""
-    names, off = [], 0
+def parse_inotify(data: bytes) -> list[tuple[int, str]]:
+    """(mask, name) of each struct inotify_event (int wd; uint32 mask, cookie, len; char name[len]) in a buffer."""
+    events, off = [], 0
     while off + 16 <= len(data):
-        _wd, _mask, _cookie, length = struct.unpack_from("iIII", data, off)
+        _wd, mask, _cookie, length = struct.unpack_from("iIII", data, off)
         raw = data[off + 16: off + 16 + length]
-        names.append(raw.split(b"\0", 1)[0].decode(errors="replace"))
+        events.append((mask, raw.split(b"\0", 1)[0].decode(errors="replace")))
         off += 16 + length
-    return names
+    return events
 
 
 def unmount(path: Path) -> None:

@@ -652,9 +652,9 @@ class FaultRulesTest(unittest.TestCase):
 
     def test_parse_inotify(self):
         import struct
-        buf = struct.pack("iIII", 1, 0x100, 0, 16) + b"a.ckpt.tmp".ljust(16, b"\0") + \
+        buf = struct.pack("iIII", 1, 0x2, 0, 16) + b"a.ckpt.tmp".ljust(16, b"\0") + \
             struct.pack("iIII", 1, 0x100, 0, 0)
-        self.assertEqual(faults.parse_inotify(buf), ["a.ckpt.tmp", ""])
+        self.assertEqual(faults.parse_inotify(buf), [(0x2, "a.ckpt.tmp"), (0x100, "")])
 
     def test_checkpoint_watch_kills_on_the_matching_file(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -665,6 +665,7 @@ class FaultRulesTest(unittest.TestCase):
                 watch.arm(proc.pid)
                 (folder / "shard-1-round-000000000040.ckpt.tmp").write_bytes(b"x")   # before the round: kept alive
                 (folder / "shard-0-round-000000000060.ckpt.tmp").write_bytes(b"x")   # another shard's
+                (folder / "shard-1-round-000000000060.ckpt.tmp").touch()             # created, nothing written yet
                 time.sleep(0.5)
                 self.assertIsNone(proc.poll())
                 (folder / "shard-1-round-000000000060.ckpt.tmp").write_bytes(b"x")
