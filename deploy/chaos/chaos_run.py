@@ -691,7 +691,12 @@ def main(argv=None) -> int:
     bin_args = binaries(Path(args.bin_dir))
     out.mkdir(parents=True, exist_ok=True)
 
+    stopping: list[int] = []
+
     def on_signal(signum, _frame):
+        # The case running now stops and cleans up (its outcome is dropped: it did not run to its end); the
+        # suite then stops, writing what ran.
+        stopping.append(signum)
         raise netns_run.RunError(f"interrupted by signal {signum}")
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -713,6 +718,8 @@ def main(argv=None) -> int:
                 log(f"baseline {case.name}: reused from {saved}")
                 continue
             outcome = run_case(case, out, bin_args, args.settle, args.verbose)
+            if stopping:
+                raise netns_run.RunError(f"interrupted by signal {stopping[0]} during {case.name}")
             (out / case.name / "outcome.json").write_text(json.dumps(outcome, indent=1) + "\n")
             results[case.name] = outcome
             if case.fault == "none":
@@ -729,6 +736,8 @@ def main(argv=None) -> int:
                     continue
                 again = replace(b, name=f"{b.name}-again")
                 outcome = run_case(again, out, bin_args, args.settle, args.verbose)
+                if stopping:
+                    raise netns_run.RunError(f"interrupted by signal {stopping[0]} during {again.name}")
                 (out / again.name / "outcome.json").write_text(json.dumps(outcome, indent=1) + "\n")
                 results[again.name] = outcome
                 results[b.name] = C.merge_baseline(results[b.name], outcome)
