@@ -791,11 +791,14 @@ class MergeTest(unittest.TestCase):
         m = chaos_run.merged_meta(before, now, {"ps-a": {}})
         self.assertEqual(m["date"], "2026-11-29 01:30")
         self.assertEqual(m["minutes"], 40.0)
-        self.assertEqual(m["command"], "run.sh --cases 'ps-*'; then run.sh --cases 'dec-*'")
+        self.assertEqual(m["command"], "run.sh --cases CASES --merge")
+        self.assertEqual(m["runs"], 2)
         self.assertEqual(m["not_run"], ["dec-c", "ps-b"])     # ps-a ran in the second run
         again = chaos_run.merged_meta(m, dict(now, minutes=1.0, not_run=[]), {"ps-a": {}, "ps-b": {}, "dec-c": {}})
-        self.assertEqual(again["command"].count("dec-*"), 1)
+        self.assertEqual(again["runs"], 3)
         self.assertEqual(again["not_run"], [])
+        same = chaos_run.merged_meta(dict(before, command="run.sh"), dict(now, command="run.sh"), {})
+        self.assertEqual(same["command"], "run.sh")
 
 
 class RelayTest(unittest.TestCase):
