@@ -5,8 +5,11 @@ Nothing here touches the network, processes or files except write_doc(); chaos_r
 and hands each outcome (a dict, see `judge`) to these functions, and tests/deploy/chaos_cases_test.py
 tests them.
 
-A case is one small job (model mlp, 2 workers unless said otherwise, ps mode with 2 shards as in
-deploy/compose, or decentralized mode) with one fault. Its expectation says what "ends as stated"
+A case is one small job (model mlp, 2 workers unless said otherwise (4 and 8: "-p4", "-p8"), scheme topk
+unless said otherwise (dgc, sdagc: every kill runs a scheme that keeps worker state), ps mode with 2 shards
+as in deploy/compose, or decentralized mode) with one fault, or two at once (loss during a kill). Each
+job (mode, workers, scheme, elastic) has its own fault-free twin, the baseline; what only a case sets
+(case_sets: a round deadline, checkpoint.on_damaged) never reaches it. Its expectation says what "ends as stated"
 means for it, from what the documentation promises (docs/protocol.md "Delivery", docs/deploy.md,
 docs/reports/topologies.md, docs/design-notes.md "Regroup after a lost peer"):
   - completes: every worker that was not killed for good exits 0 with the same final weights checksum
@@ -16,7 +19,9 @@ docs/reports/topologies.md, docs/design-notes.md "Regroup after a lost peer"):
     survivors agree on every round's weights checksum, and the final accuracy is close to the
     baseline's (used where the weights legitimately differ: a worker that lost its residual, a regroup);
   - or fails: every surviving worker exits non-zero within a bound after the fault, and the failing
-    message names the fault (the host or rank that went away, the full disk);
+    message names the fault (the host or rank that went away, the full disk, the damaged file); or
+    one service (a shard refusing its damaged checkpoint) exits with a given code within a bound, the
+    workers left waiting for it not judged;
   - log: a service's log must show the documented recovery or diagnosis (a restarted shard says from
     where it took its state, a full disk is named);
   - max_stall_s: a fault at a point in time (partition, kill) may stall the job at most this long: the

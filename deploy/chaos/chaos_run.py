@@ -14,9 +14,19 @@ decentralized mode on a compose file of the same shape without shards (written t
 with the workers' round records (--metrics-out) in OUT/CASE/records/. The fault:
   loss, delay, slow link: from just before the first worker starts to the end;
   partition: when worker-0 has recorded the case's round, for its duration, then healed;
-  kill: a shard at its applied round (the harness's --kill, restarted on its checkpoint volume); a worker
-        at worker-0's recorded round, SIGKILL, then started again (ps) or gone for good (decentralized);
-  disk-full: the shards' checkpoint folders are full tmpfs mounts before the shards start.
+  kill: a shard at its applied round (the harness's --kill, restarted on its checkpoint volume); a worker,
+        or both shards together, at worker-0's recorded round, SIGKILL, then started again (ps) or gone for
+        good (decentralized, or a case that says so);
+  kill-mid-checkpoint: a shard SIGKILLed at the first write into its checkpoint's .tmp file (inotify);
+  damaged-checkpoint: a shard SIGKILLed, its newest checkpoint damaged (a byte flipped, cut to half),
+        then started again on it;
+  disk-full: the shards' checkpoint folders are full tmpfs mounts before the shards start, or a worker's
+        state folder is an empty tmpfs filled during the run;
+  partition: also of one worker from one shard only (asymmetric);
+  a case with loss_pct and another fault has both at once.
+Jobs of other than 2 ps workers (or with a patience, SKETCHPS_STOP_ON_STATE_ERROR, elastic joins) run
+a copy of the compose file for P workers (ps_compose), written to OUT/compose/CASE.yml. --merge runs the
+suite in parts into one OUT.
 A worker that fails is given --settle seconds for the others to end by themselves before the run is
 stopped, so "every worker stops" can be observed. Writes OUT/CASE/outcome.json, OUT/results.json,
 OUT/table.md and, with --write-doc, the table into the file between its GENERATED markers.
