@@ -5,8 +5,11 @@ Nothing here touches the network, processes or files except write_doc(); chaos_r
 and hands each outcome (a dict, see `judge`) to these functions, and tests/deploy/chaos_cases_test.py
 tests them.
 
-A case is one small job (model mlp, 2 workers unless said otherwise, ps mode with 2 shards as in
-deploy/compose, or decentralized mode) with one fault. Its expectation says what "ends as stated"
+A case is one small job (model mlp, 2 workers unless said otherwise (4 and 8: "-p4", "-p8"), scheme topk
+unless said otherwise (dgc, sdagc: every kill runs a scheme that keeps worker state), ps mode with 2 shards
+as in deploy/compose, or decentralized mode) with one fault, or two at once (loss during a kill). Each
+job (mode, workers, scheme, elastic) has its own fault-free twin, the baseline; what only a case sets
+(case_sets: a round deadline, checkpoint.on_damaged) never reaches it. Its expectation says what "ends as stated"
 means for it, from what the documentation promises (docs/protocol.md "Delivery", docs/deploy.md,
 docs/reports/topologies.md, docs/design-notes.md "Regroup after a lost peer"):
   - completes: every worker that was not killed for good exits 0 with the same final weights checksum
@@ -16,7 +19,9 @@ docs/reports/topologies.md, docs/design-notes.md "Regroup after a lost peer"):
     survivors agree on every round's weights checksum, and the final accuracy is close to the
     baseline's (used where the weights legitimately differ: a worker that lost its residual, a regroup);
   - or fails: every surviving worker exits non-zero within a bound after the fault, and the failing
-    message names the fault (the host or rank that went away, the full disk);
+    message names the fault (the host or rank that went away, the full disk, the damaged file); or
+    one service (a shard refusing its damaged checkpoint) exits with a given code within a bound, the
+    workers left waiting for it not judged;
   - log: a service's log must show the documented recovery or diagnosis (a restarted shard says from
     where it took its state, a full disk is named);
   - max_stall_s: a fault at a point in time (partition, kill) may stall the job at most this long: the
@@ -40,7 +45,6 @@ BANDWIDTH = "100mbit"        # every link, unless a case slows one
 SLOW = "10mbit"
 COMMON_SETS = ("model=mlp", f"train.rounds={ROUNDS}", "train.eval_every_rounds=0", "scheme.name=topk",
                "scheme.density=0.01")
-DENSE_SETS = ("scheme.name=dense",)
 
 
 @dataclass(frozen=True)
@@ -53,50 +57,82 @@ class Expect:
     fail_within_s: float | None = None     # after the fault, every surviving worker has exited non-zero
     names_fault: bool = False              # the first failure's message names the fault
     shard_exit: int = 0                    # ps mode, completed: each shard's exit code at the end
+    service_exit: tuple[str, int] | None = None  # stops: this service's last start exits with this code (the
+                                           # workers, left waiting for it, are not judged), within fail_within_s
     log: tuple[tuple[str, str], ...] = ()  # (service glob, regex): the log of each matching service matches
     text: str = ""                         # the expectation in words (the table's "expected" column)
+
+
+FAULTS = ("none", "loss", "delay", "partition", "slow", "kill", "disk-full", "kill-mid-checkpoint",
+          "damaged-checkpoint")
+SCHEMES = ("topk", "dgc", "sdagc", "dense")
+STATEFUL = ("topk", "dgc", "sdagc")     # the schemes that keep state on the worker (residual, local momentum)
 
 
 @dataclass(frozen=True)
 class Case:
     name: str
     mode: str                     # ps | decentralized
-    fault: str                    # none | loss | delay | partition | slow | kill | disk-full
+    fault: str                    # one of FAULTS
     expect: Expect
     what: str = ""                # the fault in words
-    target: str = ""              # the service the fault hits ("" : every link)
+    target: str = ""              # the service the fault hits ("" : every link; a glob: each match)
     at_round: int = 0             # when it starts (worker-0's recorded rounds; kills of a shard: its applied rounds)
     duration_s: float = 0.0       # partition length
-    loss_pct: float = 0.0
+    peer: str = ""                # partition: cut `target` off from this host only (asymmetric), "" from all
+    loss_pct: float = 0.0         # with fault loss, or with another fault: both at once
     delay_ms: float = 0.0
     jitter_ms: float = 0.0
     rate: str = ""                # slow link
     restart: bool = True          # kill: start the process again (ps), or kill it for good (decentralized)
     checkpoint_every: int = 20
     workers: int = 2
-    sets: tuple[str, ...] = ()    # extra job overrides (also in the baseline: they define the job)
+    scheme: str = "topk"          # scheme.name of the job (and of its baseline)
+    sets: tuple[str, ...] = ()    # extra job overrides that define the job (also in the baseline; named by job_tag)
+    job_tag: str = ""             # the baseline's name suffix for `sets` (cases with equal tags have equal sets)
+    case_sets: tuple[str, ...] = ()  # overrides of this case only (not in the baseline: they do not change the
+                                  # fault-free result, e.g. a round deadline, checkpoint.on_damaged)
     also_kill: str = ""           # disk-full: also SIGKILL this shard at KILL_ROUND and restart it
+    damage: str = ""              # damaged-checkpoint: flip (one byte, CRC not fixed) | truncate (to half)
+    patience_s: float = 0.0       # the workers' --patience-seconds (0: deploy/compose's 300)
+    stop_on_state_error: bool = False   # the workers' SKETCHPS_STOP_ON_STATE_ERROR (as `sketchps run` sets it)
+    initial_workers: int = 0      # elastic (ps.elastic): the slots that start the job; the others join
+    join_at: int = 0              # elastic: the round the other slots join at (--join-at-round)
     short: bool = False           # in the --short subset
     timeout_s: float = 300.0
 
     @property
     def baseline(self) -> str:
-        return baseline_name(self.mode, self.workers, self.sets)
+        return baseline_name(self.mode, self.workers, self.scheme, self.job_tag)
+
+    @property
+    def elastic(self) -> bool:
+        return self.initial_workers > 0
+
+    @property
+    def joiners(self) -> dict[str, int]:
+        """Elastic: the workers that join the running job, with their round."""
+        return {f"worker-{r}": self.join_at for r in range(self.initial_workers, self.workers)} if self.elastic else {}
 
 
-def baseline_name(mode: str, workers: int, sets: tuple[str, ...]) -> str:
+def baseline_name(mode: str, workers: int, scheme: str = "topk", tag: str = "") -> str:
     name = "ps-baseline" if mode == "ps" else "dec-baseline"
     if workers != 2:
         name += f"-p{workers}"
-    if "scheme.name=dense" in sets:
-        name += "-dense"
+    if scheme != "topk":
+        name += f"-{scheme}"
+    if tag:
+        name += f"-{tag}"
     return name
 
 
-def baseline_case(mode: str, workers: int = 2, sets: tuple[str, ...] = ()) -> Case:
-    return Case(baseline_name(mode, workers, sets), mode, "none",
+def baseline_case(mode: str, workers: int = 2, scheme: str = "topk", sets: tuple[str, ...] = (), tag: str = "",
+                  initial_workers: int = 0, join_at: int = 0) -> Case:
+    heavy = workers > 4
+    return Case(baseline_name(mode, workers, scheme, tag), mode, "none",
                 Expect(completes=True, text="completes (the fault-free run every case of this job is compared with)"),
-                what="no fault", workers=workers, sets=sets, timeout_s=300.0)
+                what="no fault", workers=workers, scheme=scheme, sets=sets, job_tag=tag,
+                initial_workers=initial_workers, join_at=join_at, timeout_s=600.0 if heavy else 300.0)
 
 
 # --- the cases --------------------------------------------------------------------------------------
@@ -107,10 +143,21 @@ _RETRY = ("the clients retry with a backoff capped at 1 s and the channels recon
           "(docs/protocol.md), so the healed partition stalls the job at most its length + 15 s")
 
 
-def _loss(mode: str, pct: float, short: bool = False) -> Case:
+def _p(workers: int) -> str:
+    """The name suffix of a job with other than 2 workers."""
+    return f"-p{workers}" if workers != 2 else ""
+
+
+def _job(workers: int, scheme: str) -> str:
+    """The job in words, for the fault column."""
+    return f"{workers} workers, scheme {scheme}"
+
+
+def _loss(mode: str, pct: float, short: bool = False, workers: int = 2) -> Case:
     tag = "ps" if mode == "ps" else "dec"
-    return Case(f"{tag}-loss-{pct:g}pct", mode, "loss", what=f"{pct:g}% packet loss on every link (whole job)",
-                loss_pct=pct, short=short,
+    return Case(f"{tag}-loss-{pct:g}pct{_p(workers)}", mode, "loss", loss_pct=pct, short=short, workers=workers,
+                what=f"{pct:g}% packet loss on every link (whole job)" + (f"; {workers} workers" if workers != 2 else ""),
+                timeout_s=300 if workers <= 4 else 600,
                 expect=Expect(True, bitwise=True,
                               text=f"{_PS_DONE} (TCP retransmits; pushes are idempotent)"))
 
@@ -138,7 +185,7 @@ _DEADLINE_DONE = ("completes without waiting for the late worker: rounds close w
 def _slow_deadline() -> Case:
     # No accuracy bound: with 2 workers a round the deadline closes sums one worker's gradient, which
     # the measurement reports (docs/reliability.md "Stragglers"); the promise is the ledger.
-    return Case("ps-slow-worker-10mbit-deadline", "ps", "slow", target="worker-1", rate=SLOW, sets=DEADLINE_SETS,
+    return Case("ps-slow-worker-10mbit-deadline", "ps", "slow", target="worker-1", rate=SLOW, case_sets=DEADLINE_SETS,
                 what="as ps-slow-worker-10mbit, with a round deadline of 0.05 s",
                 expect=Expect(True, ledger=True,
                               text="completes without waiting for the late worker: rounds close without it at the "
@@ -149,59 +196,204 @@ def _slow_deadline() -> Case:
 
 def _partition_deadline() -> Case:
     return Case("ps-partition-worker-5s-deadline", "ps", "partition", target="worker-1", at_round=FAULT_ROUND,
-                duration_s=5, sets=DEADLINE_SETS, timeout_s=305,
+                duration_s=5, case_sets=DEADLINE_SETS, timeout_s=305,
                 what=f"worker-1 cut off for 5 s at round {FAULT_ROUND}, then healed, with a round deadline of 0.05 s",
                 expect=Expect(True, ledger=True, accuracy_within=0.05, max_stall_s=2.0,
                               text=_DEADLINE_DONE + "; worker-0 stalls at most 2 s (without the deadline: the "
                                    "partition's length)"))
 
 
-def _ps_partition(target: str, seconds: float, short: bool = False) -> Case:
+def _ps_partition(target: str, seconds: float, short: bool = False, workers: int = 2) -> Case:
     kind = "worker" if target.startswith("worker") else "shard"
-    return Case(f"ps-partition-{kind}-{seconds:g}s", "ps", "partition", target=target, at_round=FAULT_ROUND,
-                duration_s=seconds, short=short, timeout_s=300 + seconds,
+    return Case(f"ps-partition-{kind}-{seconds:g}s{_p(workers)}", "ps", "partition", target=target,
+                at_round=FAULT_ROUND, duration_s=seconds, short=short, workers=workers,
+                timeout_s=(300 if workers <= 4 else 600) + seconds,
                 what=f"{target} cut off (every frame to and from its link dropped) for {seconds:g} s at round "
-                     f"{FAULT_ROUND}, then healed",
+                     f"{FAULT_ROUND}, then healed" + (f"; {workers} workers" if workers != 2 else ""),
                 expect=Expect(True, bitwise=True, max_stall_s=seconds + 15,
                               text=f"{_PS_DONE}; {_RETRY}"))
 
 
-def _ps_kill_worker(every: int) -> Case:
-    return Case(f"ps-kill-worker-ckpt{every}", "ps", "kill", target="worker-1", at_round=KILL_ROUND,
-                checkpoint_every=every, restart=True, sets=DENSE_SETS,
-                what=f"SIGKILL worker-1 at round {KILL_ROUND}, restarted at once (checkpoint.every_rounds {every}; "
-                     "scheme dense)",
+_RESTORED = r"restored the (scheme )?state of round \d+"
+_WORKER_KILL_TEXT = ("completes bitwise: the restarted worker restores its scheme state ({state}) from the file it "
+                     "saved after its last round, or replays the one round the shards applied after it "
+                     "(worker/scheme_state_file.h; docs/reliability.md 'Killing a worker'); stall ≤ 15 s")
+_SCHEME_STATE = {"topk": "the error-feedback residual", "dgc": "local momentum u and accumulation v",
+                 "sdagc": "local u, v and lambda"}
+
+
+def _ps_kill_worker(scheme: str, workers: int = 2, every: int = 20, loss_pct: float = 0.0,
+                    short: bool = False) -> Case:
+    name = f"ps-{'loss-%gpct-' % loss_pct if loss_pct else ''}kill-worker"
+    name += f"-{scheme}" if (scheme != "topk" or not loss_pct) else ""
+    name += _p(workers) + (f"-ckpt{every}" if every != 20 else "")
+    both = f"{loss_pct:g}% packet loss on every link (whole job) and " if loss_pct else ""
+    return Case(name, "ps", "kill", target="worker-1", at_round=KILL_ROUND, restart=True, scheme=scheme,
+                workers=workers, checkpoint_every=every, loss_pct=loss_pct, short=short,
+                timeout_s=300 if workers <= 4 else 600,
+                what=f"{both}SIGKILL worker-1 at round {KILL_ROUND}, restarted at once ({_job(workers, scheme)}: "
+                     f"{_SCHEME_STATE[scheme]}; the worker's SKETCHPS_STATE_DIR on a volume, as in deploy/compose"
+                     + (f"; checkpoint.every_rounds {every}" if every != 20 else "") + ")",
+                expect=Expect(True, bitwise=True, max_stall_s=15, log=(("worker-1", _RESTORED),),
+                              text=_WORKER_KILL_TEXT.format(state=_SCHEME_STATE[scheme])))
+
+
+_SHARD_KILL_TEXT = ("completes bitwise equal to the fault-free run whatever the checkpoint cadence "
+                    "(docs/protocol.md 'Restart recovery'); the restarted shard logs where its state "
+                    "came from; stall ≤ 15 s")
+
+
+def _ps_kill_shard(every: int = 20, short: bool = False, scheme: str = "topk", workers: int = 2,
+                   loss_pct: float = 0.0, name: str = "") -> Case:
+    both = f"{loss_pct:g}% packet loss on every link (whole job) and " if loss_pct else ""
+    return Case(name or f"ps-{'loss-%gpct-' % loss_pct if loss_pct else ''}kill-shard-{scheme}{_p(workers)}"
+                + (f"-ckpt{every}" if every != 20 else ""), "ps", "kill", target="server-1", at_round=KILL_ROUND,
+                checkpoint_every=every, restart=True, short=short, scheme=scheme, workers=workers, loss_pct=loss_pct,
+                timeout_s=300 if workers <= 4 else 600,
+                what=f"{both}SIGKILL server-1 at round {KILL_ROUND}, restarted on its checkpoint volume "
+                     f"(checkpoint.every_rounds {every}" + (f"; {_job(workers, scheme)})" if workers != 2 or
+                                                            scheme != "topk" else ")"),
+                expect=Expect(True, bitwise=True, max_stall_s=15, log=(("server-1", _RECOVERED),),
+                              text=_SHARD_KILL_TEXT))
+
+
+def _ps_kill_both_shards(scheme: str, workers: int) -> Case:
+    return Case(f"ps-kill-both-shards-{scheme}{_p(workers)}", "ps", "kill", target="server-*", at_round=KILL_ROUND,
+                restart=True, scheme=scheme, workers=workers, timeout_s=300 if workers <= 4 else 600,
+                what=f"SIGKILL server-0 and server-1 together when worker-0 has recorded round {KILL_ROUND}, both "
+                     f"restarted on their checkpoint volumes (checkpoint.every_rounds 20; {_job(workers, scheme)})",
                 expect=Expect(True, bitwise=True, max_stall_s=15,
-                              text="completes; the restarted worker rejoins with the shards' weights and momentum "
-                                   "(docs/methods.md); dense keeps no worker state, so the final weights are bitwise "
-                                   "equal to the fault-free dense run; stall ≤ 15 s"))
+                              log=(("server-0", _RECOVERED), ("server-1", _RECOVERED)),
+                              text="completes bitwise: each restarted shard takes the most advanced state, its "
+                                   "checkpoint (round 40) or the workers' replicas of round 50 "
+                                   "(docs/protocol.md 'Restart recovery': every worker offers its replica); both "
+                                   "log where their state came from; stall ≤ 15 s"))
 
 
-def _ps_kill_worker_with_state() -> Case:
-    return Case("ps-kill-worker-topk", "ps", "kill", target="worker-1", at_round=KILL_ROUND, restart=True,
-                what=f"SIGKILL worker-1 at round {KILL_ROUND}, restarted at once (scheme topk: an error-feedback "
-                     "residual; the worker's SKETCHPS_STATE_DIR on a volume, as in deploy/compose)",
+def _ps_kill_mid_checkpoint(scheme: str, workers: int) -> Case:
+    return Case(f"ps-kill-shard-mid-checkpoint-{scheme}{_p(workers)}", "ps", "kill-mid-checkpoint",
+                target="server-1", at_round=KILL_ROUND + 10, restart=True, scheme=scheme, workers=workers,
+                what=f"SIGKILL server-1 while it writes its checkpoint of round {KILL_ROUND + 10} (inotify: "
+                     f"the first write into shard-1-round-…{KILL_ROUND + 10}.ckpt.tmp; the file is left unfinished), "
+                     f"restarted on its checkpoint volume ({_job(workers, scheme)})",
                 expect=Expect(True, bitwise=True, max_stall_s=15,
-                              log=(("worker-1", r"restored the (scheme )?state of round \d+"),),
-                              text="completes bitwise: the restarted worker restores its residual from the state "
-                                   "it saved after its last round, or replays the one round the shards applied after "
-                                   "it (worker/scheme_state_file.h); stall ≤ 15 s"))
+                              log=(("server-1", r"serving range .* from (its checkpoint of round 40|"
+                                                r"worker \d+'s replica at round \d+)"),),
+                              text="completes bitwise: a checkpoint is written to a .tmp file and renamed when "
+                                   "whole, so the restarted shard loads round 40 (never the unfinished file) or takes "
+                                   "the workers' replicas (docs/protocol.md 'Restart recovery'); stall ≤ 15 s"))
 
 
-def _ps_kill_shard(every: int, short: bool = False) -> Case:
-    return Case(f"ps-kill-shard-ckpt{every}", "ps", "kill", target="server-1", at_round=KILL_ROUND,
-                checkpoint_every=every, restart=True, short=short,
-                what=f"SIGKILL server-1 at round {KILL_ROUND}, restarted on its checkpoint volume "
-                     f"(checkpoint.every_rounds {every})",
-                expect=Expect(True, bitwise=True, max_stall_s=15,
-                              log=(("server-1", _RECOVERED),),
-                              text="completes bitwise equal to the fault-free run whatever the checkpoint cadence "
-                                   "(docs/protocol.md 'Restart recovery'); the restarted shard logs where its state "
-                                   "came from; stall ≤ 15 s"))
+_DAMAGE = {"flip": "one byte in the middle flipped (CRC not fixed)", "truncate": "cut to half its length"}
+
+
+def _ps_damaged_checkpoint(damage: str, older: bool, workers: int = 4) -> Case:
+    what = (f"SIGKILL server-1 when worker-0 has recorded round {KILL_ROUND}, its newest checkpoint (round 40) "
+            f"{_DAMAGE[damage]}, then restarted on that volume" +
+            (" with checkpoint.on_damaged: older" if older else " (checkpoint.on_damaged: refuse, the default)") +
+            f"; {workers} workers")
+    name = f"ps-damaged-checkpoint-{damage}{'-older' if older else ''}{_p(workers)}"
+    if older:
+        return Case(name, "ps", "damaged-checkpoint", target="server-1", at_round=KILL_ROUND, damage=damage,
+                    workers=workers, case_sets=("checkpoint.on_damaged=older",), what=what,
+                    expect=Expect(True, bitwise=True, max_stall_s=15,
+                                  log=(("server-1", r"skipped a checkpoint: \S*shard-1-round-\d+\.ckpt"),
+                                       ("server-1", _RECOVERED)),
+                                  text="completes bitwise: with checkpoint.on_damaged: older the shard logs the "
+                                       "damaged file it skips and loads round 20, then takes the workers' replicas "
+                                       "of round 50 (docs/job-spec.md, docs/protocol.md 'Restart recovery'); stall "
+                                       "≤ 15 s"))
+    return Case(name, "ps", "damaged-checkpoint", target="server-1", at_round=KILL_ROUND, damage=damage,
+                workers=workers, what=what,
+                expect=Expect(False, service_exit=("server-1", 2), fail_within_s=30, names_fault=True,
+                              text="stops: the restarted shard refuses its damaged newest checkpoint with exit 2 "
+                                   "within 30 s, naming the file and shard 1, instead of falling back to an older one "
+                                   "silently (docs/job-spec.md checkpoint.on_damaged: refuse; docs/deploy.md "
+                                   "'Damaged files'); the workers wait for it (not judged)"))
+
+
+_DISK_STATE = r"state[^\n]*(" + _NO_SPACE + r")|(" + _NO_SPACE + r")[^\n]*state"
+PATIENCE_S = 20              # the workers' --patience-seconds in the cases that wait it out
+RPC_TIMEOUT_S = 20           # one RPC attempt's deadline (sketchps-worker --rpc-timeout-seconds default)
+
+
+def _ps_disk_full_worker(stop: bool, workers: int = 4) -> Case:
+    what = (f"worker-1's state folder (SKETCHPS_STATE_DIR) on a 64 MiB tmpfs, filled to the last byte when worker-0 "
+            f"has recorded round {FAULT_ROUND}; {workers} workers")
+    if not stop:
+        return Case(f"ps-disk-full-worker-state{_p(workers)}", "ps", "disk-full", target="worker-1",
+                    at_round=FAULT_ROUND, workers=workers, what=what + " (deploy/compose: no --stop-on-state-error)",
+                    expect=Expect(True, bitwise=True, log=(("worker-1", _DISK_STATE),),
+                                  text="completes bitwise: without --stop-on-state-error a state file that cannot be "
+                                       "written is logged naming the file and the full disk, and training goes on "
+                                       "(docs/deploy.md, --stop-on-state-error)"))
+    bound = PATIENCE_S + RPC_TIMEOUT_S + 15
+    return Case(f"ps-disk-full-worker-state-stop{_p(workers)}", "ps", "disk-full", target="worker-1",
+                at_round=FAULT_ROUND, workers=workers, stop_on_state_error=True, patience_s=PATIENCE_S,
+                what=what + f" (SKETCHPS_STOP_ON_STATE_ERROR as `sketchps run` sets it; --patience-seconds={PATIENCE_S})",
+                expect=Expect(False, fail_within_s=bound, names_fault=True,
+                              text="stops: worker-1's next round fails (exit 1) naming its state file and the full "
+                                   "disk (docs/deploy.md --stop-on-state-error, docs/reliability.md 'Failures under "
+                                   "`sketchps run`'); the others, left waiting for worker 1, give up after their "
+                                   f"patience ({PATIENCE_S} s) and one RPC deadline ({RPC_TIMEOUT_S} s): every "
+                                   f"worker exits non-zero within {bound} s"))
+
+
+def _ps_partition_asymmetric(seconds: float, workers: int = 4) -> Case:
+    return Case(f"ps-partition-worker-shard-{seconds:g}s{_p(workers)}", "ps", "partition", target="worker-1",
+                peer="server-1", at_round=FAULT_ROUND, duration_s=seconds, workers=workers, timeout_s=300 + seconds,
+                what=f"worker-1 cut off from server-1 only (it still reaches server-0, the others reach both) for "
+                     f"{seconds:g} s at round {FAULT_ROUND}, then healed; {workers} workers",
+                expect=Expect(True, bitwise=True, max_stall_s=seconds + 15, text=f"{_PS_DONE}; {_RETRY}"))
+
+
+def _ps_partition_beyond_patience(workers: int = 4) -> Case:
+    bound = PATIENCE_S + RPC_TIMEOUT_S + 15
+    return Case(f"ps-partition-worker-beyond-patience{_p(workers)}", "ps", "partition", target="worker-1",
+                at_round=FAULT_ROUND, duration_s=150, workers=workers, patience_s=PATIENCE_S, timeout_s=400,
+                what=f"worker-1 cut off for 150 s at round {FAULT_ROUND}, longer than the workers' "
+                     f"--patience-seconds={PATIENCE_S}; {workers} workers",
+                expect=Expect(False, fail_within_s=bound, names_fault=True,
+                              text=f"stops: every worker exits 1 within patience ({PATIENCE_S} s) + one RPC deadline "
+                                   f"({RPC_TIMEOUT_S} s) + 15 s = {bound} s of the cut (docs/deploy.md: 'a server "
+                                   "unreachable past the patience' exits 1); worker-1 names a shard it cannot reach, "
+                                   "the others the missing worker 1 (the shard answers their pushes with it)"))
+
+
+ELASTIC = dict(workers=4, initial_workers=2, join_at=FAULT_ROUND, job_tag="elastic")
+_ELASTIC_JOB = (f"elastic job: 4 slots, 2 start, worker-2 and worker-3 join at round {FAULT_ROUND} "
+                "(--join-at-round)")
+
+
+def _elastic_cases() -> list[Case]:
+    return [
+        Case("ps-elastic-join-loss-1pct", "ps", "loss", loss_pct=1, **ELASTIC,
+             what=f"1% packet loss on every link (whole job); {_ELASTIC_JOB}",
+             expect=Expect(True, bitwise=True, text=f"{_PS_DONE}: the joins are pinned to their round, so the "
+                                                    "elastic job is deterministic (docs/reliability.md 'Elastic "
+                                                    "workers')")),
+        Case("ps-elastic-join-kill-shard", "ps", "kill", target="server-1", at_round=KILL_ROUND + 10, **ELASTIC,
+             what=f"SIGKILL server-1 at round {KILL_ROUND + 10}, after the joins, restarted on its checkpoint volume; "
+                  f"{_ELASTIC_JOB}",
+             expect=Expect(True, bitwise=True, max_stall_s=15, log=(("server-1", _RECOVERED),),
+                           text="completes bitwise: the roster is in the checkpoint (written at every join) and the "
+                                "restarted shard's assembly waits for the members of its round "
+                                "(docs/reliability.md 'Elastic workers', docs/protocol.md 'Restart recovery'); stall "
+                                "≤ 15 s")),
+        Case("ps-elastic-joiner-killed-deadline", "ps", "kill", target="worker-3", at_round=KILL_ROUND + 10,
+             restart=False, case_sets=DEADLINE_SETS, timeout_s=200, **ELASTIC,
+             what=f"SIGKILL worker-3 (a joiner) for good at round {KILL_ROUND + 10}, round deadline 0.05 s; "
+                  f"{_ELASTIC_JOB}",
+             expect=Expect(True, ledger=True, shard_exit=143,
+                           text="completes without the dead joiner: the round deadline closes its rounds "
+                                "(docs/reliability.md 'Elastic workers', Limits: a joiner that crashes holds its round "
+                                "unless a deadline closes it); the 3 others apply every round once with equal weights "
+                                "(ledger); it never leaves, so the shards wait until stopped (SIGTERM, exit 143)")),
+    ]
 
 
 CASES: list[Case] = [
-    _loss("ps", 1, short=True),
+    _loss("ps", 1),
     _loss("ps", 5),
     _delay("ps"),
     _ps_partition("worker-1", 5, short=True),
@@ -211,11 +403,11 @@ CASES: list[Case] = [
     _slow("ps"),
     _slow_deadline(),
     _partition_deadline(),
-    _ps_kill_worker(1),
-    _ps_kill_worker(20),
-    _ps_kill_worker_with_state(),
-    _ps_kill_shard(1),
-    _ps_kill_shard(20, short=True),
+    _ps_kill_worker("topk"),
+    _ps_kill_shard(1, name="ps-kill-shard-ckpt1"),
+    _ps_kill_shard(20, short=True, name="ps-kill-shard-ckpt20"),
+    # two faults at once: the CI subset's stateful kill under loss
+    _ps_kill_worker("topk", loss_pct=1, short=True),
     Case("ps-disk-full", "ps", "disk-full", target="server-*",
          what="both shards' checkpoint folders on a 1 MiB tmpfs filled to the last byte (whole job)",
          expect=Expect(True, bitwise=True, log=(("server-*", _NO_SPACE), ("server-*", "final checkpoint failed \\(the job is done")),
@@ -260,6 +452,44 @@ CASES: list[Case] = [
                        text="completes: the 2 survivors regroup (P' = 2) and finish with equal weights; every round "
                             "applied exactly once in their ledger (a rolled-back round re-run once); accuracy within "
                             "0.05 of the 3-worker run; stall ≤ peer timeout + 20 s")),
+    # --- at the scale users run: 4 and 8 workers, stateful schemes in every kill ----------------------
+    _loss("ps", 1, workers=4),
+    _ps_partition("worker-1", 5, workers=4),
+    _ps_partition("server-1", 5, workers=4),
+    _ps_kill_worker("topk", workers=4),
+    _ps_kill_worker("dgc", workers=4),
+    _ps_kill_worker("sdagc", workers=4),
+    _ps_kill_worker("dgc", workers=4, every=1),
+    _ps_kill_shard(scheme="topk", workers=4),
+    _ps_kill_shard(scheme="dgc", workers=4),
+    _ps_kill_shard(scheme="sdagc", workers=4, every=1),
+    _ps_kill_both_shards("topk", 4),
+    _ps_kill_both_shards("sdagc", 4),
+    _ps_kill_mid_checkpoint("dgc", 4),
+    _ps_damaged_checkpoint("flip", older=False),
+    _ps_damaged_checkpoint("truncate", older=False),
+    _ps_damaged_checkpoint("truncate", older=True),
+    _ps_disk_full_worker(stop=False),
+    _ps_disk_full_worker(stop=True),
+    _ps_partition_asymmetric(5),
+    _ps_partition_asymmetric(30),
+    _ps_partition_beyond_patience(),
+    _ps_kill_worker("sdagc", workers=4, loss_pct=1),
+    _ps_kill_shard(scheme="dgc", workers=4, loss_pct=1),
+    *_elastic_cases(),
+    Case("dec-kill-worker-p4", "decentralized", "kill", target="worker-3", at_round=KILL_ROUND, restart=False,
+         workers=4,
+         what=f"SIGKILL worker-3 for good at round {KILL_ROUND} (4 workers)",
+         expect=Expect(True, ledger=True, accuracy_within=0.05, max_stall_s=PEER_TIMEOUT_S + 20,
+                       log=(("worker-0", r"regrouped into epoch 1 .*rank \d+ of 3"),),
+                       text="completes: the 3 survivors regroup (P' = 3) and finish with equal weights; every round "
+                            "applied exactly once in their ledger (a rolled-back round re-run once); accuracy within "
+                            "0.05 of the 4-worker run; stall ≤ peer timeout + 20 s")),
+    # 8 workers: the heaviest jobs this 2-core machine runs; one of each kind of kill, and a partition
+    _ps_partition("worker-1", 5, workers=8),
+    _ps_kill_worker("sdagc", workers=8),
+    _ps_kill_shard(scheme="sdagc", workers=8),
+    _ps_kill_worker("topk", workers=8, loss_pct=1),
 ]
 
 def select(cases: list[Case], patterns: list[str] | None, short: bool) -> list[Case]:
@@ -274,10 +504,11 @@ def select(cases: list[Case], patterns: list[str] | None, short: bool) -> list[C
 
 
 def baselines_for(cases: list[Case]) -> list[Case]:
-    """The fault-free runs the cases compare with, one per job (mode, workers, extra sets), in order."""
+    """The fault-free runs the cases compare with, one per job (mode, workers, scheme, job sets), in order."""
     out: dict[str, Case] = {}
     for c in cases:
-        out.setdefault(c.baseline, baseline_case(c.mode, c.workers, c.sets))
+        out.setdefault(c.baseline, baseline_case(c.mode, c.workers, c.scheme, c.sets, c.job_tag, c.initial_workers,
+                                                 c.join_at))
     return list(out.values())
 
 
@@ -288,13 +519,17 @@ def job_sets(case: Case) -> list[str]:
         # The job default peer.timeout_seconds is 60 s, as long as the long partition: 20 s separates
         # "below the timeout" (5 s) from "beyond it" (60 s) and bounds the cases' run time.
         sets += ["mode=decentralized", f"peer.timeout_seconds={PEER_TIMEOUT_S}"]
+    sets += [f"scheme.name={case.scheme}"] if case.scheme != "topk" else []
     sets += [f"workers={case.workers}"] if case.workers != 2 else []
-    sets += list(case.sets)
+    if case.elastic:
+        sets += ["ps.elastic=true", f"ps.initial_workers={case.initial_workers}"]
+    sets += list(case.sets) + list(case.case_sets)
     return sets
 
 
 # --- the ledger -------------------------------------------------------------------------------------
-def ledger(records: dict[str, list[dict]], rounds: int, survivors: list[str], interrupted: list[str]) -> dict:
+def ledger(records: dict[str, list[dict]], rounds: int, survivors: list[str], interrupted: list[str],
+           starts: dict[str, int] | None = None) -> dict:
     """Which rounds the workers' records (--metrics-out, one JSON line per round: `round`, `checksum`,
     `workers`) show applied, and how often.
 
@@ -306,6 +541,7 @@ def ledger(records: dict[str, list[dict]], rounds: int, survivors: list[str], in
       - an interrupted survivor (killed and restarted) has no round twice with different checksums and
         misses at most the round it was killed in;
       - for every round, the survivors' effective records carry the same weights checksum.
+    starts: workers that joined an elastic job, with their first round (they owe only rounds from it on).
     """
     out: dict = {"rounds": rounds, "workers": {}, "disagree": [], "ok": True, "problems": []}
     effective: dict[str, dict[int, dict]] = {}
@@ -319,7 +555,7 @@ def ledger(records: dict[str, list[dict]], rounds: int, survivors: list[str], in
         effective[name] = eff
         twice = sorted(k for k, v in seen.items() if len(v) > 1)
         rolled = sorted(k for k in twice if len({x.get("checksum") for x in seen[k]}) > 1)
-        missing = sorted(set(range(rounds)) - set(eff))
+        missing = sorted(set(range((starts or {}).get(name, 0), rounds)) - set(eff))
         beyond = sorted(k for k in eff if k >= rounds or k < 0)
         out["workers"][name] = {"records": len(recs), "missing": missing, "twice": twice, "rolled_back": rolled,
                                 "beyond": beyond, "survivor": name in survivors, "interrupted": name in interrupted}
@@ -399,8 +635,19 @@ def names_fault(case: Case, failing: str, message: str, addresses: dict[str, str
     """Whether the failure message of `failing` names the fault: the disk for a full disk; else the
     faulty service (name, rank/shard, address), or, when the failing process is the cut-off one itself,
     any service on the other side of the cut."""
+    if case.fault == "disk-full" and case.target.startswith("worker"):
+        # the worker's own state file on the full disk, or (another worker) the worker that stopped
+        return bool(re.search(_DISK_STATE, message)) or (
+            failing not in fnmatch.filter(addresses, case.target) and
+            any(t.lower() in message.lower() for s in fnmatch.filter(addresses, case.target)
+                for t in fault_terms(s, addresses.get(s))))
     if case.fault == "disk-full":
         return bool(re.search(_NO_SPACE + r"|disk|checkpoint", message))
+    if case.fault == "damaged-checkpoint":
+        # the file and the shard (docs/job-spec.md checkpoint.on_damaged)
+        shard = case.target.rsplit("-", 1)[-1]
+        return bool(re.search(rf"shard-{shard}-round-\d+\.ckpt", message)) and bool(
+            re.search(rf"\bshard {shard}\b", message)) and "damaged" in message
     targets = [s for s in addresses if fnmatch.fnmatchcase(s, case.target)] if case.target else []
     if failing in targets:
         targets = [s for s in addresses if s != failing and s != "certs"]
@@ -445,6 +692,24 @@ def judge(case: Case, outcome: dict, baseline: dict | None) -> tuple[str, list[s
                 unmet.append("no final accuracy to compare")
             elif abs(acc - bacc) > e.accuracy_within:
                 unmet.append(f"accuracy {acc:.4f} is more than {e.accuracy_within} from the fault-free {bacc:.4f}")
+    elif e.service_exit:
+        service, code = e.service_exit
+        if outcome.get("completed"):
+            unmet.append("completed, but the expectation is that it stops")
+        got, after = (outcome.get("service_exits") or {}).get(service, (None, None))
+        if got is None:
+            unmet.append(f"{service} did not exit by itself")
+        elif got != code:
+            unmet.append(f"{service} exited {got}, not {code}")
+        elif e.fail_within_s is not None and after is not None and after > e.fail_within_s:
+            unmet.append(f"{service} exited later than {e.fail_within_s:g} s after the fault ({after:.1f} s)")
+        failure = outcome.get("failure") or {}
+        if e.names_fault and got is not None:
+            if failure.get("service") != service:
+                unmet.append(f"the first failure is {failure.get('service') or 'none'}'s, not {service}'s")
+            elif not names_fault(case, service, failure.get("message", ""), outcome.get("addresses") or {}):
+                unmet.append(f"the message of {service} does not name the fault: "
+                             f"{_first_line(failure.get('message', ''))!r}")
     else:
         if outcome.get("completed"):
             unmet.append("completed, but the expectation is that it stops")
@@ -469,6 +734,9 @@ def judge(case: Case, outcome: dict, baseline: dict | None) -> tuple[str, list[s
                                  outcome.get("addresses") or {}):
                 unmet.append(f"the message of {failure.get('service')} does not name the fault: "
                              f"{_first_line(failure.get('message', ''))!r}")
+    if case.fault == "kill-mid-checkpoint" and outcome.get("mid_checkpoint") is False:
+        unmet.append("the kill did not land mid-checkpoint (the file was renamed before the SIGKILL): the case did "
+                     "not test what it says")
     if e.max_stall_s is not None and outcome.get("completed"):
         stall = outcome.get("stall_s")
         if stall is None:
@@ -557,10 +825,14 @@ def observed(case: Case, outcome: dict, baseline: dict | None) -> str:
     else:
         failure = outcome.get("failure") or {}
         exits = outcome.get("worker_exits") or {}
-        codes = ", ".join(f"{w} {('still running' if c is None else f'exit {c}')}"
+        waiting = "still waiting when the run was stopped" if case.expect.service_exit else "still running"
+        codes = ", ".join(f"{w} {(waiting if c is None else f'exit {c}')}"
                           + (f" at +{t:.1f} s" if t is not None and c is not None else "")
                           for w, (c, t) in sorted(exits.items()) if w not in (outcome.get("killed_for_good") or []))
         parts.append(f"stopped ({codes})" if codes else "stopped")
+        for s, (c, t) in sorted((outcome.get("service_exits") or {}).items()):
+            if c not in (None, 0):
+                parts.append(f"{s} exit {c}" + (f" at +{t:.1f} s" if t is not None else ""))
         if failure.get("message"):
             lines = failure["message"].strip().splitlines()
             text = f"{failure.get('service')}: \"{_clip(lines[0], 220)}\""

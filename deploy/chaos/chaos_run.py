@@ -14,9 +14,19 @@ decentralized mode on a compose file of the same shape without shards (written t
 with the workers' round records (--metrics-out) in OUT/CASE/records/. The fault:
   loss, delay, slow link: from just before the first worker starts to the end;
   partition: when worker-0 has recorded the case's round, for its duration, then healed;
-  kill: a shard at its applied round (the harness's --kill, restarted on its checkpoint volume); a worker
-        at worker-0's recorded round, SIGKILL, then started again (ps) or gone for good (decentralized);
-  disk-full: the shards' checkpoint folders are full tmpfs mounts before the shards start.
+  kill: a shard at its applied round (the harness's --kill, restarted on its checkpoint volume); a worker,
+        or both shards together, at worker-0's recorded round, SIGKILL, then started again (ps) or gone for
+        good (decentralized, or a case that says so);
+  kill-mid-checkpoint: a shard SIGKILLed at the first write into its checkpoint's .tmp file (inotify);
+  damaged-checkpoint: a shard SIGKILLed, its newest checkpoint damaged (a byte flipped, cut to half),
+        then started again on it;
+  disk-full: the shards' checkpoint folders are full tmpfs mounts before the shards start, or a worker's
+        state folder is an empty tmpfs filled during the run;
+  partition: also of one worker from one shard only (asymmetric);
+  a case with loss_pct and another fault has both at once.
+Jobs of other than 2 ps workers (or with a patience, SKETCHPS_STOP_ON_STATE_ERROR, elastic joins) run
+a copy of the compose file for P workers (ps_compose), written to OUT/compose/CASE.yml. --merge runs the
+suite in parts into one OUT.
 A worker that fails is given --settle seconds for the others to end by themselves before the run is
 stopped, so "every worker stops" can be observed. Writes OUT/CASE/outcome.json, OUT/results.json,
 OUT/table.md and, with --write-doc, the table into the file between its GENERATED markers.
@@ -33,6 +43,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,6 +99,67 @@ def decentralized_compose(workers: int) -> dict:
     return {"services": services, "volumes": {"certs": {}}}
 
 
+def ps_compose(workers: int, patience_s: float = 0, stop_on_state_error: bool = False,
+               joiners: dict[str, int] | None = None) -> dict:
+    """deploy/compose/docker-compose.yml for P workers: its anchors resolved, its relative paths made
+    absolute (the file is written elsewhere), `certs` for P ranks, and worker-0 .. worker-(P-1) made from
+    its worker-1 (RANK, WORLD_SIZE, a state volume each). Optionally the workers' --patience-seconds,
+    SKETCHPS_STOP_ON_STATE_ERROR, and --join-at-round for the slots that join an elastic job."""
+    raw = json.loads(json.dumps(yaml.safe_load(PS_COMPOSE.read_text())))   # merge keys resolved, no shared nodes
+    base = PS_COMPOSE.parent
+    services = raw["services"]
+    for s in services.values():
+        if isinstance(s.get("build"), dict) and "context" in s["build"]:
+            s["build"]["context"] = str((base / s["build"]["context"]).resolve())
+        vols = []
+        for v in s.get("volumes") or []:
+            src, sep, rest = v.partition(":")
+            vols.append(str((base / src).resolve()) + sep + rest if src.startswith((".", "/")) else v)
+        if vols:
+            s["volumes"] = vols
+    certs = services["certs"]["command"]
+    certs[certs.index("--workers") + 1] = str(workers)
+    template = services["worker-1"]
+    for name in [n for n in services if n.startswith("worker-")]:
+        del services[name]
+    for r in range(workers):
+        w = json.loads(json.dumps(template))
+        w["environment"].update({"RANK": str(r), "WORLD_SIZE": str(workers)})
+        if stop_on_state_error:
+            w["environment"]["SKETCHPS_STOP_ON_STATE_ERROR"] = "true"
+        w["volumes"] = [v.replace("worker-state-1:", f"worker-state-{r}:") for v in w["volumes"]]
+        if patience_s:
+            w["command"] = [f"--patience-seconds={patience_s:g}" if a.startswith("--patience-seconds") else a
+                            for a in w["command"]]
+        if joiners and f"worker-{r}" in joiners:
+            w["command"] = w["command"] + [f"--join-at-round={joiners[f'worker-{r}']}"]
+        services[f"worker-{r}"] = w
+        raw["volumes"][f"worker-state-{r}"] = None
+    for k in [k for k in raw if k.startswith("x-")]:
+        del raw[k]
+    return raw
+
+
+def compose_for(case: C.Case, out: Path) -> Path:
+    """The compose file a case runs: deploy/compose's own for the plain 2-worker ps job, else one written
+    to OUT/compose/."""
+    if case.mode == "ps" and case.workers == 2 and not (case.patience_s or case.stop_on_state_error or case.elastic):
+        return PS_COMPOSE
+    folder = out / "compose"
+    folder.mkdir(parents=True, exist_ok=True)
+    if case.mode == "ps":
+        path = folder / f"{case.name}.yml"
+        text = yaml.safe_dump(ps_compose(case.workers, case.patience_s, case.stop_on_state_error, case.joiners),
+                              sort_keys=False)
+        what = f"deploy/compose/docker-compose.yml for {case.workers} workers"
+    else:
+        path = folder / f"decentralized-p{case.workers}.yml"
+        text = yaml.safe_dump(decentralized_compose(case.workers), sort_keys=False)
+        what = "a decentralized job"
+    path.write_text(f"# Written by deploy/chaos/chaos_run.py: {what} on emulated hosts.\n" + text)
+    return path
+
+
 def binaries(bin_dir: Path) -> list[str]:
     """--bin NAME=PATH for the three binaries, from a build folder or a flat folder."""
     out = []
@@ -115,13 +187,17 @@ class ChaosRunner(netns_run.Runner):
         self.first_job_start: float | None = None
         self.fault_at: float | None = None
         self.healed_at: float | None = None
-        self.fault_done = False
+        self.fault_done = False            # the point fault (partition, kill, fill, damage) has happened
+        self.whole_done = False            # the whole-job fault (loss, latency, slow link) is in place
+        self.ckpt_watch: faults.CheckpointWatch | None = None
+        self.state_mounts: dict[str, Path] = {}   # disk-full of a worker: its state folder, mounted empty
         self.killed_for_good: list[str] = []
         self.interrupted: list[str] = []
         self.relays: list[faults.Relay] = []
         self.mounts: list[Path] = []
         self.notes: list[str] = []
         self.kills_seen = 0
+        self.mid_checkpoint: bool | None = None
 
     # --- helpers --------------------------------------------------------------------------------
     def port_of(self, service: str) -> str:
@@ -138,27 +214,44 @@ class ChaosRunner(netns_run.Runner):
         return [s for s in self.order if fnmatch.fnmatchcase(s, self.case.target)] if self.case.target else []
 
     # --- the fault ------------------------------------------------------------------------------
+    def volume(self, name: str, prefix: str) -> Path:
+        """The host folder of a service's named volume (checkpoints-N of server-N, worker-state-N of worker-N)."""
+        return self.run_dir / "volumes" / f"{prefix}-{name.rsplit('-', 1)[1]}"
+
     def start(self, name: str, restart: str = ""):
         c = self.case
-        if not restart and name in self.original_jobs and self.first_job_start is None:
+        if not restart and name in self.original_jobs and not self.whole_done:
             self.whole_job_fault()
         if not restart and c.fault == "disk-full" and fnmatch.fnmatchcase(name, c.target):
-            folder = self.run_dir / "volumes" / f"checkpoints-{name.rsplit('-', 1)[1]}"
-            written = faults.fill_tmpfs(folder)
+            if name.startswith("server"):
+                folder = self.volume(name, "checkpoints")
+                written = faults.fill_tmpfs(folder)
+                log(f"{name}'s checkpoint folder {folder} is a full 1 MiB tmpfs ({written} bytes of filler)")
+            else:   # filled during the run (inject_faults)
+                folder = self.volume(name, "worker-state")
+                faults.mount_tmpfs(folder, "64m")
+                self.state_mounts[name] = folder
+                log(f"{name}'s state folder {folder} is an empty 64 MiB tmpfs, filled at worker-0's round {c.at_round}")
             self.mounts.append(folder)
-            log(f"{name}'s checkpoint folder {folder} is a full 1 MiB tmpfs ({written} bytes of filler)")
         super().start(name, restart)
         if not restart and name in self.original_jobs and self.first_job_start is None:
             self.first_job_start = self.started[name]
+        if c.fault == "kill-mid-checkpoint" and name == c.target and not self.fault_done:
+            if self.ckpt_watch is None:
+                shard = name.rsplit("-", 1)[1]
+                self.ckpt_watch = faults.CheckpointWatch(self.volume(name, "checkpoints"),
+                                                         rf"shard-{shard}-round-(\d+)\.ckpt\.tmp", c.at_round)
+            self.ckpt_watch.arm(self.procs[name].pid)
 
     def whole_job_fault(self):
         c = self.case
         subnet = f"{netns_run.SUBNET}.0/24"
-        if c.fault == "loss":
+        self.whole_done = True
+        if c.loss_pct:
             ports = [self.port_of(s) for s in self.order]
             faults.nft(self.net.switch, faults.loss_ruleset(c.loss_pct, ports))
             log(f"fault: {c.loss_pct:g}% loss on every frame a host sends through the switch")
-        elif c.fault == "delay":
+        if c.fault == "delay":
             for i, w in enumerate(self.original_jobs):
                 self.relays.append(faults.Relay(self.net.ns[w], subnet, c.delay_ms, c.jitter_ms,
                                                 self.run_dir / f"relay-{w}.log", seed=i + 1))
@@ -168,49 +261,100 @@ class ChaosRunner(netns_run.Runner):
                 faults.tbf(self.net.ns[t], "eth0", c.rate)
                 faults.tbf(self.net.switch, self.port_of(t), c.rate)
             log(f"fault: {', '.join(self.targets())} at {c.rate} (tbf, both ends of the link)")
-        else:
-            return
-        self.fault_at = time.monotonic()
-        self.fault_done = True
+        if c.fault in ("loss", "delay", "slow"):     # the case's one fault; else the point fault's time counts
+            self.fault_at = time.monotonic()
+            self.fault_done = True
+
+    def kill(self, names: list[str], where: str):
+        """SIGKILL every one of `names` first, then start them again (c.restart) or leave them dead."""
+        c = self.case
+        codes = {}
+        for name in names:
+            self.procs[name].send_signal(signal.SIGKILL)
+        for name in names:
+            codes[name] = self.procs[name].wait()
+        now = time.monotonic()
+        self.fault_at, self.fault_done = now, True
+        for name in names:
+            if c.restart:
+                self.interrupted.append(name)
+                self.restarts[name] = self.restarts.get(name, 0) + 1
+                log(f"fault: SIGKILL {name} {where} (exit {codes[name]}); starting it again, same command")
+                shutil.rmtree(self.run_dir / f"tmpfs/{name}", ignore_errors=True)   # a restarted container's tmpfs
+                self.start(name, restart=f"after SIGKILL {where}")
+            else:
+                self.killed_for_good.append(name)
+                self.jobs.remove(name)
+                self.exit[name] = codes[name]
+                self.exit_time[name] = now
+                log(f"fault: SIGKILL {name} {where} (exit {codes[name]}); not restarted")
 
     def inject_faults(self):
         before = sum(k.done for k in self.kills)
         super().inject_faults()                      # the shard kills (--kill SERVICE@ROUND)
         if sum(k.done for k in self.kills) > before:
-            self.fault_at = self.fault_at or time.monotonic()
+            self.fault_at = time.monotonic() if self.case.fault == "kill" else (self.fault_at or time.monotonic())
+            self.fault_done = True
             self.interrupted += [k.service for k in self.kills if k.done and k.service not in self.interrupted]
         c = self.case
         now = time.monotonic()
+        reached = not self.fault_done and self.worker0_rounds() >= c.at_round
+        where = f"at worker-0's round {self.worker0_rounds()}"
         if c.fault == "partition":
-            if not self.fault_done and self.worker0_rounds() >= c.at_round:
+            if reached:
                 for t in self.targets():
-                    faults.nft(self.net.switch, faults.partition_ruleset(self.port_of(t)))
+                    peer = self.port_of(c.peer) if c.peer else ""
+                    faults.nft(self.net.switch, faults.partition_ruleset(self.port_of(t), peer))
                 self.fault_at, self.fault_done = now, True
-                log(f"fault: {c.target} cut off at worker-0's round {self.worker0_rounds()} for {c.duration_s:g} s")
+                log(f"fault: {c.target} cut off{' from ' + c.peer if c.peer else ''} {where} for {c.duration_s:g} s")
             elif self.fault_done and self.healed_at is None and now - self.fault_at >= c.duration_s:
                 dropped = faults.counters(self.net.switch, "bridge", f"{faults.TABLE}_partition")
                 faults.nft_delete(self.net.switch, "bridge", f"{faults.TABLE}_partition")
                 self.healed_at = now
                 self.notes.append(f"{dropped} frames dropped during the partition")
                 log(f"fault: {c.target} reconnected after {now - self.fault_at:.1f} s ({dropped} frames dropped)")
-        elif c.fault == "kill" and c.target.startswith("worker") and not self.fault_done:
-            if self.worker0_rounds() >= c.at_round:
-                name = c.target
-                p = self.procs[name]
-                p.send_signal(signal.SIGKILL)
-                code = p.wait()
-                self.fault_at, self.fault_done = now, True
-                where = f"at worker-0's round {self.worker0_rounds()}"
-                if c.restart:
-                    self.interrupted.append(name)
-                    log(f"fault: SIGKILL {name} {where} (exit {code}); starting it again, same command")
-                    self.start(name, restart=f"after SIGKILL {where}")
-                else:
-                    self.killed_for_good.append(name)
-                    self.jobs.remove(name)
-                    self.exit[name] = code
-                    self.exit_time[name] = now
-                    log(f"fault: SIGKILL {name} {where} (exit {code}); not restarted")
+        elif c.fault == "kill" and not self.own_kill_is_harness() and reached:
+            self.kill(self.targets(), where)
+        elif c.fault == "disk-full" and c.target.startswith("worker") and reached:
+            for t, folder in self.state_mounts.items():
+                written = faults.fill(folder)
+                log(f"fault: {t}'s state folder filled {where} ({written} bytes of filler)")
+            self.fault_at, self.fault_done = now, True
+        elif c.fault == "damaged-checkpoint" and reached:
+            name = c.target
+            self.procs[name].send_signal(signal.SIGKILL)
+            code = self.procs[name].wait()
+            newest = faults.newest_checkpoint(self.volume(name, "checkpoints"), name.rsplit("-", 1)[1])
+            if newest is None:
+                raise netns_run.RunError(f"{name} has no checkpoint to damage {where}")
+            what = faults.damage(newest, c.damage)
+            self.notes.append(f"{newest.name}: {what}")
+            log(f"fault: SIGKILL {name} {where} (exit {code}); {newest}: {what}; starting it again")
+            self.fault_at, self.fault_done = now, True
+            self.interrupted.append(name)
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+            shutil.rmtree(self.run_dir / f"tmpfs/{name}", ignore_errors=True)
+            self.start(name, restart=f"after SIGKILL {where} and damaging {newest.name}")
+        elif c.fault == "kill-mid-checkpoint" and not self.fault_done and self.ckpt_watch and self.ckpt_watch.killed:
+            name, w = c.target, self.ckpt_watch
+            code = self.procs[name].wait()
+            self.fault_at, self.fault_done = w.killed_at, True
+            left = w.folder / w.killed_file
+            final = w.folder / w.killed_file[: -len(".tmp")]
+            state = (f"{left.name} left with {left.stat().st_size} bytes, {final.name} "
+                     f"{'present' if final.exists() else 'absent'}") if left.exists() else \
+                    f"{w.killed_file} already renamed: the kill came after the write"
+            self.mid_checkpoint = left.exists() and not final.exists()
+            self.notes.append(f"SIGKILL {w.delay_ms:.1f} ms after the first write into {w.killed_file}: {state}")
+            log(f"fault: SIGKILL {name} while writing {w.killed_file} (exit {code}); {state}; starting it again")
+            self.interrupted.append(name)
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+            shutil.rmtree(self.run_dir / f"tmpfs/{name}", ignore_errors=True)
+            self.start(name, restart=f"after SIGKILL while writing {w.killed_file}")
+
+    def own_kill_is_harness(self) -> bool:
+        """A kill of one shard at its applied round is the emulator's --kill; the others are this runner's."""
+        return is_harness_kill(self.case)
 
     # --- exits: a failing worker waits for the others (settle) ----------------------------------
     def poll(self):
@@ -254,7 +398,9 @@ class ChaosRunner(netns_run.Runner):
             stats = [l for l in text.splitlines() if "connections" in l]
             if stats:
                 self.notes.append(f"relay {r.ns.rsplit('-', 2)[-2]}-{r.ns.rsplit('-', 1)[-1]}: {stats[-1].split(': ', 1)[-1]}")
-        if self.case.fault == "loss" and self.net.made_ns:
+        if self.ckpt_watch:
+            self.ckpt_watch.stop()
+        if self.case.loss_pct and self.net.made_ns:
             dropped = faults.counters(self.net.switch, "bridge", f"{faults.TABLE}_loss")
             self.notes.append(f"{dropped} frames dropped by the loss rule")
         try:
@@ -262,6 +408,11 @@ class ChaosRunner(netns_run.Runner):
         finally:
             for m in self.mounts:
                 faults.unmount(m)
+
+
+def is_harness_kill(case: C.Case) -> bool:
+    """A kill of one shard at its applied round: the emulator's --kill (deploy/emulate/netns_run.py)."""
+    return case.fault == "kill" and re.fullmatch(r"server-\d+", case.target) is not None
 
 
 def read_records(folder: Path) -> dict[str, list[dict]]:
@@ -309,20 +460,14 @@ def run_case(case: C.Case, out: Path, bin_args: list[str], settle_s: float, verb
     if folder.exists():
         subprocess.run(["rm", "-rf", str(folder)], check=False)
     rec_dir.mkdir(parents=True)
-    if case.mode == "ps":
-        compose = PS_COMPOSE
-    else:
-        compose = out / "compose" / f"decentralized-p{case.workers}.yml"
-        compose.parent.mkdir(parents=True, exist_ok=True)
-        compose.write_text("# Written by deploy/chaos/chaos_run.py: a decentralized job on emulated hosts.\n" +
-                           yaml.safe_dump(decentralized_compose(case.workers), sort_keys=False))
+    compose = compose_for(case, out)
     argv = ["--compose", str(compose), *bin_args, "--bandwidth", C.BANDWIDTH, "--timeout", str(case.timeout_s),
             "--exit-wait", "20", "--log-dir", str(folder)]
     for s in C.job_sets(case):
         argv += ["--set", s]
     for r in range(case.workers):
         argv += ["--service-arg", f"worker-{r}=--metrics-out={rec_dir / f'worker-{r}.jsonl'}"]
-    if case.fault == "kill" and case.target.startswith("server"):
+    if is_harness_kill(case):
         argv += ["--kill", f"{case.target}@{case.at_round}"]
     if case.also_kill:
         argv += ["--kill", f"{case.also_kill}@{case.at_round}"]
@@ -342,6 +487,8 @@ def run_case(case: C.Case, out: Path, bin_args: list[str], settle_s: float, verb
     CASE_LOG[0] = lambda msg: write(f"chaos: {msg}")
     (folder / "command.txt").write_text("netns_run.py " + " ".join(shlex.quote(a) for a in argv) + "\n")
     services = topology.load(args.compose)
+    if not case.expect.completes and case.expect.fail_within_s:   # every worker gets its bound to stop by itself
+        settle_s = max(settle_s, case.expect.fail_within_s + 10)
     runner = ChaosRunner(args, services, case, rec_dir, settle_s)
     for s in services.values():
         runner.binary(s.argv[0])
@@ -407,7 +554,7 @@ def outcome_of(case: C.Case, runner: ChaosRunner, completed: bool, error: str | 
     last_exit = max((runner.exit_time[j] for j in survivors if j in runner.exit_time), default=end)
     wall = (last_exit if completed else (failed[0][0] if failed else end)) - start
     records = read_records(runner.rec_dir)
-    led = C.ledger(records, C.ROUNDS, survivors, runner.interrupted) if records else None
+    led = C.ledger(records, C.ROUNDS, survivors, runner.interrupted, case.joiners) if records else None
     timing = C.round_timing(records.get("worker-0", []))
     notes = list(runner.notes)
     for s in runner.order:
@@ -417,7 +564,7 @@ def outcome_of(case: C.Case, runner: ChaosRunner, completed: bool, error: str | 
                 notes.append(f"restarted {s} took its state from {m.group(1)}")
     if case.fault == "disk-full":
         for s in runner.order:
-            if s.startswith("server"):
+            if fnmatch.fnmatchcase(s, case.target):
                 n = len(re.findall(C._NO_SPACE, whole[s]))
                 line = next((l for l in whole[s].splitlines() if re.search(C._NO_SPACE, l)), "")
                 notes.append(f"{s}: {n} log lines name the full disk" + (
@@ -429,6 +576,9 @@ def outcome_of(case: C.Case, runner: ChaosRunner, completed: bool, error: str | 
         "healed_at_s": None if runner.healed_at is None else round(runner.healed_at - start, 2),
         "first_failure_s": None if not failed or fault_at is None else round(failed[0][0] - fault_at, 2),
         "exits": {s: runner.exit.get(s) for s in runner.long_running},
+        "service_exits": {s: (runner.exit.get(s), None if runner.exit.get(s) is None or s not in runner.exit_time
+                              else round(runner.exit_time[s] - ref, 2)) for s in runner.long_running},
+        "mid_checkpoint": runner.mid_checkpoint,
         "worker_exits": worker_exits, "killed_for_good": runner.killed_for_good, "interrupted": runner.interrupted,
         "failure": failure, "ledger": led, "logs": {s: logs[s][-20000:] for s in runner.order},
         "addresses": dict(runner.net.addr), "notes": notes, "run_s": round(end - t0, 1), **timing,
@@ -443,17 +593,30 @@ def render(rows: list[dict], out: Path, write_doc: Path | None, meta: dict) -> N
         loads = [r["outcome"]["load1"] for r in rows if r["outcome"].get("load1") is not None]
         binaries_text = meta["bin_dir"] + (f", {meta['version']}" if meta.get("version") else "")
         load_text = f"{min(loads):.1f} to {max(loads):.1f}" if loads else "unknown"
-        generated = (f"Generated by `{meta['command']}` on {meta['date']} in {meta['minutes']:.1f} min (binaries: "
+        runs = f" ({meta['runs']} runs into one OUT)" if meta.get("runs", 1) > 1 else ""
+        generated = (f"Generated by `{meta['command']}`{runs} from {meta['date']} in {meta['minutes']:.1f} min (binaries: "
                      f"{binaries_text}; 1-minute load average at the cases' starts {load_text} on {os.cpu_count()} "
                      f"cores). {summary}. Time cost: the case's wall time (first worker start to last worker exit) "
                      "minus its fault-free job's (the mean of its runs before and after the cases); for a fault at "
                      "a point in time also the stall (the longest pause between two rounds of worker-0 minus the "
                      "median round), for a fault over the whole job the median round time against the fault-free "
                      "one.\n\n" + text + "\n")
-        if meta.get("not_run"):
-            generated += "\nNot run this time: " + ", ".join(meta["not_run"]) + ".\n"
+        not_run = [r["case"].name for r in rows if r["verdict"] not in ("PASS", "FAIL")]
+        if not_run:
+            generated += "\nNot run this time: " + ", ".join(not_run) + ".\n"
         C.write_doc(write_doc, generated)
         log(f"wrote the table into {write_doc}")
+
+
+def merged_meta(before: dict, now: dict, results: dict) -> dict:
+    """The meta of one table made by several runs (--merge): the first run's start, the minutes of all,
+    each run's command once, and what is still not run."""
+    runs = before.get("runs", 1) + 1
+    command = now["command"] if before.get("command") == now["command"] else \
+        re.sub(r" --cases \S+", " --cases CASES", now["command"]) + " --merge"
+    return dict(now, date=before.get("date", now["date"]), minutes=before.get("minutes", 0) + now["minutes"],
+                command=command, runs=runs,
+                not_run=sorted(n for n in set(before.get("not_run") or []) | set(now["not_run"]) if n not in results))
 
 
 def version(bin_args: list[str]) -> str:
@@ -501,6 +664,9 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
     ap.add_argument("--reuse-baselines", action="store_true",
                     help="take the fault-free runs from OUT/<baseline>/outcome.json when they exist (while iterating)")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the outcomes already in OUT/results.json that this run does not redo (a suite run in "
+                         "parts; --render-only then tables them all)")
     ap.add_argument("--no-second-baseline", dest="baseline_twice", action="store_false",
                     help="run each fault-free job once, not also after the cases (--short never does)")
     ap.add_argument("--verbose", action="store_true", help="also print the emulator's lines (always in CASE/harness.log)")
@@ -537,14 +703,25 @@ def main(argv=None) -> int:
     bin_args = binaries(Path(args.bin_dir))
     out.mkdir(parents=True, exist_ok=True)
 
+    stopping: list[int] = []
+
     def on_signal(signum, _frame):
+        # The case running now stops and cleans up (its outcome is dropped: it did not run to its end); the
+        # suite then stops, writing what ran.
+        stopping.append(signum)
         raise netns_run.RunError(f"interrupted by signal {signum}")
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     t0 = time.time()
     results: dict[str, dict] = {}
+    earlier: dict = {}
+    if args.merge and results_path.exists():
+        earlier = json.loads(results_path.read_text())
+        results.update(earlier.get("outcomes") or {})
     order = C.baselines_for(selected) + selected
+    for case in order:      # redone now: a baseline's second run too
+        results.pop(case.name, None)
     try:
         for case in order:
             saved = out / case.name / "outcome.json"
@@ -553,6 +730,8 @@ def main(argv=None) -> int:
                 log(f"baseline {case.name}: reused from {saved}")
                 continue
             outcome = run_case(case, out, bin_args, args.settle, args.verbose)
+            if stopping:
+                raise netns_run.RunError(f"interrupted by signal {stopping[0]} during {case.name}")
             (out / case.name / "outcome.json").write_text(json.dumps(outcome, indent=1) + "\n")
             results[case.name] = outcome
             if case.fault == "none":
@@ -569,6 +748,8 @@ def main(argv=None) -> int:
                     continue
                 again = replace(b, name=f"{b.name}-again")
                 outcome = run_case(again, out, bin_args, args.settle, args.verbose)
+                if stopping:
+                    raise netns_run.RunError(f"interrupted by signal {stopping[0]} during {again.name}")
                 (out / again.name / "outcome.json").write_text(json.dumps(outcome, indent=1) + "\n")
                 results[again.name] = outcome
                 results[b.name] = C.merge_baseline(results[b.name], outcome)
@@ -582,6 +763,9 @@ def main(argv=None) -> int:
     meta = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(t0)), "minutes": minutes,
             "bin_dir": "a copy of build/ci" if "build" in str(args.bin_dir) else str(args.bin_dir),
             "not_run": [c.name for c in order if c.name not in results], "version": version(bin_args)}
+    not_run_now = list(meta["not_run"])     # this run's own, for the exit code
+    if earlier.get("meta"):
+        meta = merged_meta(earlier["meta"], meta, results)
     results_path.write_text(json.dumps({"meta": meta, "outcomes": results}, indent=1) + "\n")
     rows = rows_from(results, selected)
     render(rows, out, write_doc, meta)
@@ -591,7 +775,7 @@ def main(argv=None) -> int:
     if leftovers:
         log(f"FAILED: namespaces left behind: {', '.join(leftovers)}")
         return 1
-    return 0 if all(r["verdict"] == "PASS" for r in rows) and not meta["not_run"] else 1
+    return 0 if all(r["verdict"] == "PASS" for r in rows) and not not_run_now else 1
 
 
 if __name__ == "__main__":

@@ -12,14 +12,25 @@ This kernel has no netem (shared/design/TOOLCHAIN.md), so:
   - latency: delay_relay.py in each connecting host's namespace, fed by an nftables `nat output`
     redirect of the host's TCP connections to the emulated subnet (marked relay traffic excluded);
   - slow link: tbf at the given rate on both ends of the host's veth (the harness's own cap method);
-  - full disk: a small tmpfs mounted over the shard's checkpoint folder and filled to the last byte.
+  - full disk: a small tmpfs mounted over the shard's checkpoint folder and filled to the last byte, or
+    over a worker's state folder, empty, and filled to the last byte during the run;
+  - asymmetric partition: the same table, dropping only the frames between two ports;
+  - damaged checkpoint: the newest checkpoint file of a killed shard, a byte flipped or cut to half;
+  - a kill mid-checkpoint: inotify on the shard's checkpoint folder, SIGKILL at the first write into
+    the .tmp file of a checkpoint (the shard writes it, fsyncs it, then renames it).
 The *_ruleset functions are pure (tested); apply with nft().
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import re
+import select
+import signal
+import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -48,13 +59,19 @@ def loss_ruleset(percent: float, ports: list[str]) -> str:
             f"}}\n")
 
 
-def partition_ruleset(port: str) -> str:
-    """Drops every frame entering the switch from `port` or leaving it to `port`."""
+def partition_ruleset(port: str, peer: str = "") -> str:
+    """Drops every frame entering the switch from `port` or leaving it to `port`; with `peer`, only the
+    frames between `port` and `peer` (an asymmetric partition: the host loses that one host)."""
+    if peer:
+        rules = (f'    iifname "{port}" oifname "{peer}" counter drop\n'
+                 f'    iifname "{peer}" oifname "{port}" counter drop\n')
+    else:
+        rules = (f'    iifname "{port}" counter drop\n'
+                 f'    oifname "{port}" counter drop\n')
     return (f"table bridge {TABLE}_partition {{\n"
             f"  chain forward {{\n"
             f"    type filter hook forward priority 0; policy accept;\n"
-            f'    iifname "{port}" counter drop\n'
-            f'    oifname "{port}" counter drop\n'
+            + rules +
             f"  }}\n"
             f"}}\n")
 
@@ -131,15 +148,19 @@ class Relay:
                 self.proc.wait()
 
 
-def fill_tmpfs(path: Path, size: str = "1m") -> int:
-    """Mounts a tmpfs of `size` at `path` and fills it; returns the bytes written. The caller unmounts."""
+def mount_tmpfs(path: Path, size: str) -> None:
+    """Mounts an empty tmpfs of `size` at `path`. The caller unmounts."""
     path.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "chaos-full", str(path)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise FaultError(f"mount tmpfs at {path} failed: {proc.stderr.strip()}")
+
+
+def fill(path: Path, name: str = "filler") -> int:
+    """Fills the file system holding `path` to the last byte with the file `name`; returns the bytes written."""
     written = 0
-    with open(path / "filler", "wb") as f:
+    with open(path / name, "ab") as f:
         block = b"\0" * 65536
         while True:
             try:
@@ -148,7 +169,7 @@ def fill_tmpfs(path: Path, size: str = "1m") -> int:
             except OSError:
                 break
     # the last partial block, byte by byte
-    with open(path / "filler", "ab", buffering=0) as f:
+    with open(path / name, "ab", buffering=0) as f:
         while True:
             try:
                 f.write(b"\0")
@@ -156,6 +177,119 @@ def fill_tmpfs(path: Path, size: str = "1m") -> int:
             except OSError:
                 break
     return written
+
+
+def fill_tmpfs(path: Path, size: str = "1m") -> int:
+    """Mounts a tmpfs of `size` at `path` and fills it; returns the bytes written. The caller unmounts."""
+    mount_tmpfs(path, size)
+    return fill(path)
+
+
+CHECKPOINT_NAME = re.compile(r"shard-(\d+)-round-(\d+)\.ckpt")
+
+
+def newest_checkpoint(folder: Path, shard: str) -> Path | None:
+    """The shard's checkpoint file of the highest round in `folder` (ps/checkpoint.h's names), or None."""
+    found = []
+    for p in folder.glob(f"shard-{shard}-round-*.ckpt"):
+        m = CHECKPOINT_NAME.fullmatch(p.name)
+        if m:
+            found.append((int(m.group(2)), p))
+    return max(found)[1] if found else None
+
+
+def damage_bytes(data: bytes, how: str) -> bytes:
+    """A damaged copy: `flip` inverts every bit of the middle byte (the CRC no longer matches),
+    `truncate` keeps the first half."""
+    if len(data) < 2:
+        raise FaultError(f"nothing to damage in {len(data)} bytes")
+    if how == "flip":
+        mid = len(data) // 2
+        return data[:mid] + bytes([data[mid] ^ 0xFF]) + data[mid + 1:]
+    if how == "truncate":
+        return data[: len(data) // 2]
+    raise FaultError(f"unknown damage {how!r} (flip, truncate)")
+
+
+def damage(path: Path, how: str) -> str:
+    """Damages the file in place; returns what was done, in words."""
+    data = path.read_bytes()
+    path.write_bytes(damage_bytes(data, how))
+    return (f"byte {len(data) // 2} of {len(data)} flipped" if how == "flip"
+            else f"truncated from {len(data)} to {len(data) // 2} bytes")
+
+
+class CheckpointWatch:
+    """SIGKILLs a process the moment it first writes into a file matching `pattern` (group 1: the round,
+    at least `at_round`) in `folder`: inotify (IN_MODIFY) on a thread of its own, so the kill lands while
+    the checkpoint is being written: some bytes in its .tmp file, before the fsync and the rename.
+    arm(pid) names the process (again after a restart)."""
+
+    IN_MODIFY = 0x2
+
+    def __init__(self, folder: Path, pattern: str, at_round: int):
+        self.folder, self.pattern, self.at_round = folder, re.compile(pattern), at_round
+        self.pid: int | None = None
+        self.killed = False
+        self.killed_file = ""
+        self.killed_at: float | None = None
+        self.delay_ms = 0.0
+        folder.mkdir(parents=True, exist_ok=True)
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise FaultError(f"inotify_init1: {os.strerror(ctypes.get_errno())}")
+        if self.libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_MODIFY) < 0:
+            raise FaultError(f"inotify_add_watch {folder}: {os.strerror(ctypes.get_errno())}")
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def arm(self, pid: int) -> None:
+        self.pid = pid
+
+    def matches(self, name: str) -> bool:
+        m = self.pattern.fullmatch(name)
+        return bool(m) and int(m.group(1)) >= self.at_round
+
+    def run(self) -> None:
+        while not self.stopped.is_set() and not self.killed:
+            ready, _, _ = select.select([self.fd], [], [], 0.2)
+            if not ready:
+                continue
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                continue
+            seen = time.monotonic()
+            for mask, name in parse_inotify(data):
+                if mask & self.IN_MODIFY and self.matches(name) and self.pid and not self.killed:
+                    try:
+                        os.kill(self.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        continue
+                    self.killed_at = time.monotonic()
+                    self.delay_ms = (self.killed_at - seen) * 1000
+                    self.killed_file, self.killed = name, True
+                    break
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=2)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def parse_inotify(data: bytes) -> list[tuple[int, str]]:
+    """(mask, name) of each struct inotify_event (int wd; uint32 mask, cookie, len; char name[len]) in a buffer."""
+    events, off = [], 0
+    while off + 16 <= len(data):
+        _wd, mask, _cookie, length = struct.unpack_from("iIII", data, off)
+        raw = data[off + 16: off + 16 + length]
+        events.append((mask, raw.split(b"\0", 1)[0].decode(errors="replace")))
+        off += 16 + length
+    return events
 
 
 def unmount(path: Path) -> None:

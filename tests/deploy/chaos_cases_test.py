@@ -12,6 +12,7 @@ loopback (a round trip through it takes 2 x (delay - jitter) at least). Exit 1 w
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 import subprocess
 import sys
@@ -54,9 +55,13 @@ class CaseDefinitionTest(unittest.TestCase):
         self.assertEqual(len(names), len(set(names)))
         for c in C.CASES:
             self.assertIn(c.mode, ("ps", "decentralized"), c.name)
-            self.assertIn(c.fault, ("loss", "delay", "partition", "slow", "kill", "disk-full"), c.name)
+            self.assertIn(c.fault, C.FAULTS, c.name)
+            self.assertNotEqual(c.fault, "none", c.name)
+            self.assertIn(c.scheme, C.SCHEMES, c.name)
             self.assertTrue(c.what and c.expect.text, c.name)
             self.assertTrue(c.name.startswith("ps-" if c.mode == "ps" else "dec-"), c.name)
+            if c.workers != 2:   # the job's size is in its name
+                self.assertIn(f"p{c.workers}", c.name.split("-"), c.name) if not c.elastic else None
 
     def test_every_fault_of_the_issue_is_covered(self):
         def have(mode, **kw):
@@ -75,9 +80,70 @@ class CaseDefinitionTest(unittest.TestCase):
             self.assertTrue(have("ps", fault="kill", target="worker-1", checkpoint_every=every), every)
             self.assertTrue(have("ps", fault="kill", target="server-1", checkpoint_every=every), every)
         self.assertTrue(have("ps", fault="disk-full"))
-        # a decentralized worker killed for good: 2 workers cannot regroup, 3 can
-        self.assertEqual(sorted(c.workers for c in have("decentralized", fault="kill")), [2, 3])
+        # a decentralized worker killed for good: 2 workers cannot regroup, 3 and 4 can
+        self.assertEqual(sorted(c.workers for c in have("decentralized", fault="kill")), [2, 3, 4])
         self.assertTrue(all(not c.restart for c in have("decentralized", fault="kill")))
+
+    def test_issue_38_cases_are_covered(self):
+        def have(**kw):
+            return [c for c in C.CASES if c.mode == "ps" and all(getattr(c, k) == v for k, v in kw.items())]
+        # 4 and 8 workers, in network faults and in kills of both kinds
+        for workers in (4, 8):
+            self.assertTrue(have(workers=workers, fault="partition"), workers)
+            self.assertTrue([c for c in have(workers=workers, fault="kill") if c.target.startswith("worker")], workers)
+            self.assertTrue([c for c in have(workers=workers, fault="kill") if c.target.startswith("server")], workers)
+        # every stateful scheme in a worker kill and in a shard kill at 4 workers, each against its own job
+        for scheme in C.STATEFUL:
+            for kind in ("worker", "server"):
+                found = [c for c in have(workers=4, fault="kill", scheme=scheme, initial_workers=0)
+                         if c.target.startswith(kind)]
+                self.assertTrue(found, (scheme, kind))
+                self.assertTrue(all(c.baseline == C.baseline_name("ps", 4, scheme) for c in found), (scheme, kind))
+        # the missing cases of the issue
+        asym = [c for c in have(fault="partition") if c.peer]
+        self.assertTrue(asym and all(c.peer.startswith("server") and c.target.startswith("worker") for c in asym))
+        beyond = [c for c in have(fault="partition") if c.patience_s and c.duration_s > c.patience_s]
+        self.assertTrue(beyond)
+        for c in beyond:
+            self.assertFalse(c.expect.completes)
+            self.assertGreater(c.duration_s, c.expect.fail_within_s)   # still cut off when the bound ends
+        self.assertTrue([c for c in have(fault="kill") if len(fnmatch.filter(["server-0", "server-1"], c.target)) == 2])
+        self.assertTrue(have(fault="kill-mid-checkpoint"))
+        self.assertEqual({c.damage for c in have(fault="damaged-checkpoint")}, {"flip", "truncate"})
+        self.assertTrue([c for c in have(fault="damaged-checkpoint") if "checkpoint.on_damaged=older" in c.case_sets])
+        refused = [c for c in have(fault="damaged-checkpoint") if not c.expect.completes]
+        self.assertTrue(refused and all(c.expect.service_exit == (c.target, 2) for c in refused))
+        workers_disk = [c for c in have(fault="disk-full") if c.target.startswith("worker")]
+        self.assertEqual(sorted(c.stop_on_state_error for c in workers_disk), [False, True])
+        self.assertTrue([c for c in have(fault="loss") if c.elastic])
+        self.assertTrue([c for c in have(fault="kill") if c.elastic])
+        two = [c for c in have(fault="kill") if c.loss_pct]
+        self.assertTrue(two and {c.target.split("-")[0] for c in two} == {"worker", "server"})
+
+    def test_every_kill_keeps_worker_state(self):
+        for c in C.CASES:
+            if c.fault in ("kill", "kill-mid-checkpoint", "damaged-checkpoint"):
+                self.assertIn(c.scheme, C.STATEFUL, c.name)
+
+    def test_cases_of_one_baseline_run_one_job(self):
+        """A baseline is run once for all its cases: they must agree on everything that defines the job."""
+        by_base: dict[str, set] = {}
+        for c in C.CASES:
+            by_base.setdefault(c.baseline, set()).add((c.mode, c.workers, c.scheme, c.sets, c.initial_workers,
+                                                       c.join_at))
+        for name, jobs in by_base.items():
+            self.assertEqual(len(jobs), 1, (name, jobs))
+        for c in C.CASES:   # what only the case sets never reaches its fault-free run
+            base = next(b for b in C.baselines_for([c]))
+            for s in c.case_sets:
+                self.assertNotIn(s, C.job_sets(base), c.name)
+
+    def test_elastic_joiners(self):
+        c = by_name("ps-elastic-join-loss-1pct")
+        self.assertEqual(c.joiners, {"worker-2": C.FAULT_ROUND, "worker-3": C.FAULT_ROUND})
+        self.assertIn("ps.elastic=true", C.job_sets(c))
+        self.assertIn("ps.initial_workers=2", C.job_sets(c))
+        self.assertEqual(by_name("ps-kill-shard-ckpt1").joiners, {})
 
     def test_kill_round_is_not_a_checkpoint_round(self):
         self.assertNotEqual(C.KILL_ROUND % 20, 0)
@@ -91,24 +157,38 @@ class CaseDefinitionTest(unittest.TestCase):
         self.assertTrue(all(c.duration_s <= 5 for c in short))
 
     def test_select_by_globs(self):
-        got = [c.name for c in C.select(C.CASES, ["ps-partition-*", "dec-loss-1pct"], False)]
-        self.assertEqual(got, ["ps-partition-worker-5s", "ps-partition-worker-60s", "ps-partition-shard-5s",
-                               "ps-partition-shard-60s", "ps-partition-worker-5s-deadline", "dec-loss-1pct"])
-        self.assertEqual([c.name for c in C.select(C.CASES, ["ps-loss-*"], True)], ["ps-loss-1pct"])
+        got = [c.name for c in C.select(C.CASES, ["ps-partition-*-60s", "dec-loss-1pct", "ps-*-p8"], False)]
+        self.assertEqual(got, ["ps-partition-worker-60s", "ps-partition-shard-60s", "dec-loss-1pct",
+                               "ps-partition-worker-5s-p8", "ps-kill-worker-sdagc-p8", "ps-kill-shard-sdagc-p8",
+                               "ps-loss-1pct-kill-worker-p8"])
+        self.assertEqual([c.name for c in C.select(C.CASES, ["ps-loss-*"], True)], ["ps-loss-1pct-kill-worker"])
         with self.assertRaisesRegex(ValueError, "no case matches nope"):
             C.select(C.CASES, ["nope"], False)
 
     def test_baselines_follow_the_job(self):
-        self.assertEqual(by_name("ps-kill-worker-ckpt1").baseline, "ps-baseline-dense")
+        self.assertEqual(by_name("ps-kill-worker-dgc-p4").baseline, "ps-baseline-p4-dgc")
+        self.assertEqual(by_name("ps-kill-worker-dgc-p4-ckpt1").baseline, "ps-baseline-p4-dgc")
         self.assertEqual(by_name("dec-kill-worker-p3").baseline, "dec-baseline-p3")
         self.assertEqual(by_name("ps-kill-shard-ckpt1").baseline, "ps-baseline")
+        self.assertEqual(by_name("ps-elastic-join-kill-shard").baseline, "ps-baseline-p4-elastic")
+        # a round deadline and checkpoint.on_damaged do not change the fault-free result
+        self.assertEqual(by_name("ps-slow-worker-10mbit-deadline").baseline, "ps-baseline")
+        self.assertEqual(by_name("ps-damaged-checkpoint-truncate-older-p4").baseline, "ps-baseline-p4")
         names = [b.name for b in C.baselines_for(C.CASES)]
-        self.assertEqual(names, ["ps-baseline", "ps-baseline-dense", "dec-baseline", "dec-baseline-p3"])
+        self.assertEqual(names[:3], ["ps-baseline", "dec-baseline", "dec-baseline-p3"])
+        self.assertIn("ps-baseline-p8-sdagc", names)
+        self.assertEqual(len(names), len(set(names)))
         for b in C.baselines_for(C.CASES):
             self.assertEqual(b.fault, "none")
             self.assertTrue(b.expect.completes)
-        dense = next(b for b in C.baselines_for(C.CASES) if b.name == "ps-baseline-dense")
-        self.assertIn("scheme.name=dense", C.job_sets(dense))
+        dgc = next(b for b in C.baselines_for(C.CASES) if b.name == "ps-baseline-p4-dgc")
+        self.assertIn("scheme.name=dgc", C.job_sets(dgc))
+        self.assertIn("workers=4", C.job_sets(dgc))
+        # selecting one case alone gives the same fault-free job as the whole list does
+        alone = C.baselines_for([by_name("ps-slow-worker-10mbit-deadline")])[0]
+        self.assertNotIn("ps.round_deadline_seconds=0.05", C.job_sets(alone))
+        el = C.baselines_for([by_name("ps-elastic-joiner-killed-deadline")])[0]
+        self.assertEqual(el.joiners, {"worker-2": C.FAULT_ROUND, "worker-3": C.FAULT_ROUND})
 
     def test_job_sets(self):
         ps = C.job_sets(by_name("ps-kill-shard-ckpt1"))
@@ -120,9 +200,10 @@ class CaseDefinitionTest(unittest.TestCase):
         self.assertIn("mode=decentralized", dec)
         self.assertIn(f"peer.timeout_seconds={C.PEER_TIMEOUT_S}", dec)
         self.assertIn("workers=3", dec)
-        # the dense override comes after the common topk one, so it wins
-        sets = C.job_sets(by_name("ps-kill-worker-ckpt20"))
-        self.assertGreater(sets.index("scheme.name=dense"), sets.index("scheme.name=topk"))
+        # the scheme override comes after the common topk one, so it wins
+        sets = C.job_sets(by_name("ps-kill-worker-sdagc-p4"))
+        self.assertGreater(sets.index("scheme.name=sdagc"), sets.index("scheme.name=topk"))
+        self.assertIn("checkpoint.on_damaged=older", C.job_sets(by_name("ps-damaged-checkpoint-truncate-older-p4")))
 
     def test_expected_stops_are_bounded(self):
         for c in C.CASES:
@@ -418,6 +499,118 @@ class TableTest(unittest.TestCase):
             self.assertTrue(other.read_text().startswith("# Other\n\n" + C.BEGIN))
 
 
+class NewKindsJudgeTest(unittest.TestCase):
+    """The expectations of the issue-38 cases: a shard that must refuse, a worker's full disk, a kill
+    that must land mid-checkpoint, an elastic ledger."""
+    ADDR4 = dict(ADDR, **{"server-0": "10.213.0.5", "server-1": "10.213.0.6", "worker-2": "10.213.0.7",
+                         "worker-3": "10.213.0.8"})
+    REFUSAL = ("error [server 1] shard 1's newest checkpoint is damaged: /x/checkpoints-1/"
+               "shard-1-round-000000000040.ckpt: CRC mismatch (not falling back to an older checkpoint silently)")
+
+    def refused(self, code=2, after=3.0, message=REFUSAL, failing="server-1") -> dict:
+        return {"completed": False, "error": f"{failing} exited {code} while the workers still ran",
+                "worker_exits": {f"worker-{r}": (None, None) for r in range(4)}, "killed_for_good": [],
+                "service_exits": {"server-0": (None, None), "server-1": (code, after)}, "addresses": self.ADDR4,
+                "failure": {"service": failing, "code": code, "message": message}}
+
+    def test_damaged_checkpoint_refused(self):
+        case = by_name("ps-damaged-checkpoint-flip-p4")
+        self.assertEqual(C.judge(case, self.refused(), BASE), ("PASS", []))   # the waiting workers are not judged
+        self.assertIn("server-1 exited 1, not 2", C.judge(case, self.refused(code=1), BASE)[1])
+        self.assertIn("later than 30 s", C.judge(case, self.refused(after=45.0), BASE)[1][0])
+        vague = self.refused(message="error [server 1] cannot start: DATA_LOSS")
+        self.assertIn("does not name the fault", C.judge(case, vague, BASE)[1][0])
+        no_shard = self.refused(message="error [server 1] damaged: shard-1-round-000000000040.ckpt: CRC mismatch")
+        self.assertEqual(C.judge(case, no_shard, BASE)[0], "FAIL")      # names the file, not the shard
+        verdict, unmet = C.judge(case, completed(), BASE)
+        self.assertEqual(verdict, "FAIL")
+        self.assertIn("completed, but the expectation is that it stops", unmet)
+        self.assertIn("server-1 did not exit by itself", unmet)
+        # a fall-back to the older checkpoint: the job goes on, which this case must not accept
+        self.assertEqual(C.judge(case, completed(exits={"server-0": 0, "server-1": 0}), BASE)[0], "FAIL")
+
+    def test_damaged_checkpoint_older_passes_over_it(self):
+        case = by_name("ps-damaged-checkpoint-truncate-older-p4")
+        log = ("warning [server 1] skipped a checkpoint: /v/checkpoints-1/shard-1-round-000000000040.ckpt: truncated\n"
+               "info [server 1] shard 1: serving range [5, 9) of 9 elements from worker 0's replica at round 50 (its "
+               "checkpoint held round 20)")
+        self.assertEqual(C.judge(case, completed(logs={"server-1": log}), BASE), ("PASS", []))
+        silent = log.split("\n")[1]
+        self.assertEqual(C.judge(case, completed(logs={"server-1": silent}), BASE)[0], "FAIL")
+
+    def test_worker_disk_full_stop(self):
+        case = by_name("ps-disk-full-worker-state-stop-p4")
+        msg = ("error [worker 1] training failed: worker 1: its state was not saved: /v/worker-state-1/"
+               "worker-1-state-000041.bin.tmp: write failed: No space left on device")
+        exits = {"worker-0": (1, 40.0), "worker-1": (1, 0.5), "worker-2": (1, 41.0), "worker-3": (1, 41.0)}
+        ok = stopped(msg, failing="worker-1", exits=exits, addresses=self.ADDR4)
+        self.assertEqual(C.judge(case, ok, BASE), ("PASS", []))
+        late = dict(exits, **{"worker-0": (1, 80.0)})
+        self.assertIn("failed later than 55 s", C.judge(case, stopped(msg, "worker-1", late, addresses=self.ADDR4),
+                                                         BASE)[1][0])
+        vague = stopped("error [worker 1] training failed: write failed", "worker-1", exits, addresses=self.ADDR4)
+        self.assertIn("does not name the fault", C.judge(case, vague, BASE)[1][0])
+        # another worker failing first must name worker 1, the one whose disk is full
+        other = stopped("error [worker 0] PushPull to shard 0: round 41 phase 0 on shard 0 is waiting for worker 1",
+                        "worker-0", exits, addresses=self.ADDR4)
+        self.assertEqual(C.judge(case, other, BASE)[0], "PASS")
+        blames_shard = stopped("error [worker 0] PushPull to shard 0: no answer for 20s", "worker-0", exits,
+                               addresses=self.ADDR4)
+        self.assertEqual(C.judge(case, blames_shard, BASE)[0], "FAIL")
+
+    def test_worker_disk_full_goes_on(self):
+        case = by_name("ps-disk-full-worker-state-p4")
+        log = ("warning [worker 1] state of round 41 not saved: /v/worker-state-1/worker-1-state-41.bin.tmp: write "
+               "failed: No space left on device")
+        self.assertEqual(C.judge(case, completed(logs={"worker-1": log}), BASE), ("PASS", []))
+        self.assertEqual(C.judge(case, completed(logs={"worker-1": "all fine"}), BASE)[0], "FAIL")
+
+    def test_beyond_patience_names_the_cut_off_worker(self):
+        case = by_name("ps-partition-worker-beyond-patience-p4")
+        exits = {f"worker-{r}": (1, 41.0) for r in range(4)}
+        msg = "error [worker 0] PushPull to shard 1: round 41 phase 0 on shard 1 is waiting for worker 1 (worker 0, 2, 3 pushed)"
+        self.assertEqual(C.judge(case, stopped(msg, "worker-0", exits, addresses=self.ADDR4), BASE), ("PASS", []))
+        blames = stopped("error [worker 0] PushPull to shard 1 at server-1:7070: no answer for 20s", "worker-0", exits,
+                         addresses=self.ADDR4)
+        self.assertIn("does not name the fault", C.judge(case, blames, BASE)[1][0])
+        cut = stopped("error [worker 1] PushPull to shard 0 at server-0:7070: no answer for 20s", "worker-1", exits,
+                      addresses=self.ADDR4)
+        self.assertEqual(C.judge(case, cut, BASE)[0], "PASS")   # the cut-off worker names the other side
+
+    def test_kill_must_land_mid_checkpoint(self):
+        case = by_name("ps-kill-shard-mid-checkpoint-dgc-p4")
+        log = "shard 1: serving range [1, 2) of 2 elements from its checkpoint of round 40"
+        self.assertEqual(C.judge(case, completed(logs={"server-1": log}, mid_checkpoint=True), BASE), ("PASS", []))
+        verdict, unmet = C.judge(case, completed(logs={"server-1": log}, mid_checkpoint=False), BASE)
+        self.assertEqual(verdict, "FAIL")
+        self.assertIn("did not land mid-checkpoint", unmet[0])
+        # loading the unfinished checkpoint of round 60 is not what the case expects
+        wrong = "shard 1: serving range [1, 2) of 2 elements from its checkpoint of round 60"
+        self.assertEqual(C.judge(case, completed(logs={"server-1": wrong}, mid_checkpoint=True), BASE)[0], "FAIL")
+
+    def test_both_shards_must_log_their_recovery(self):
+        case = by_name("ps-kill-both-shards-topk-p4")
+        line = "shard {0}: serving range [0, 1) of 2 elements from worker 0's replica at round 50"
+        logs = {"server-0": line.format(0), "server-1": line.format(1)}
+        self.assertEqual(C.judge(case, completed(logs=logs), BASE), ("PASS", []))
+        self.assertEqual(C.judge(case, completed(logs={"server-1": line.format(1)}), BASE)[0], "FAIL")
+
+    def test_elastic_ledger_counts_a_joiner_from_its_round(self):
+        recs = {"worker-0": history(6), "worker-1": history(6), "worker-2": history(6)[3:]}
+        survivors = ["worker-0", "worker-1", "worker-2"]
+        self.assertTrue(C.ledger(recs, 6, survivors, [], {"worker-2": 3})["ok"])
+        led = C.ledger(recs, 6, survivors, [], {"worker-2": 2})
+        self.assertFalse(led["ok"])
+        self.assertIn("worker-2 misses rounds 2", led["problems"])
+        self.assertFalse(C.ledger(recs, 6, survivors, [])["ok"])    # without the join round it owes everything
+
+    def test_observed_names_the_refusing_shard(self):
+        case = by_name("ps-damaged-checkpoint-flip-p4")
+        text = C.observed(case, NewKindsJudgeTest().refused(), BASE)
+        self.assertIn("server-1 exit 2 at +3.0 s", text)
+        self.assertIn("shard-1-round-000000000040.ckpt", text)
+
+
 class FaultRulesTest(unittest.TestCase):
     def test_loss(self):
         rules = faults.loss_ruleset(1, ["p0", "p1"])
@@ -431,6 +624,59 @@ class FaultRulesTest(unittest.TestCase):
         rules = faults.partition_ruleset("p3")
         self.assertIn('iifname "p3" counter drop', rules)
         self.assertIn('oifname "p3" counter drop', rules)
+
+    def test_asymmetric_partition(self):
+        rules = faults.partition_ruleset("p3", "p5")
+        self.assertIn('iifname "p3" oifname "p5" counter drop', rules)
+        self.assertIn('iifname "p5" oifname "p3" counter drop', rules)
+        self.assertNotIn('iifname "p3" counter drop', rules)     # the host still reaches everyone else
+
+    def test_damage(self):
+        data = bytes(range(10))
+        flipped = faults.damage_bytes(data, "flip")
+        self.assertEqual(len(flipped), 10)
+        self.assertEqual([i for i in range(10) if flipped[i] != data[i]], [5])
+        self.assertEqual(faults.damage_bytes(data, "truncate"), data[:5])
+        with self.assertRaises(faults.FaultError):
+            faults.damage_bytes(data, "shred")
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            for name in ("shard-1-round-000000000020.ckpt", "shard-1-round-000000000040.ckpt",
+                         "shard-0-round-000000000060.ckpt", "shard-1-round-000000000060.ckpt.tmp"):
+                (folder / name).write_bytes(b"x" * 8)
+            newest = faults.newest_checkpoint(folder, "1")
+            self.assertEqual(newest.name, "shard-1-round-000000000040.ckpt")
+            self.assertEqual(faults.damage(newest, "truncate"), "truncated from 8 to 4 bytes")
+            self.assertEqual(newest.read_bytes(), b"xxxx")
+            self.assertIsNone(faults.newest_checkpoint(folder, "2"))
+
+    def test_parse_inotify(self):
+        import struct
+        buf = struct.pack("iIII", 1, 0x2, 0, 16) + b"a.ckpt.tmp".ljust(16, b"\0") + \
+            struct.pack("iIII", 1, 0x100, 0, 0)
+        self.assertEqual(faults.parse_inotify(buf), [(0x2, "a.ckpt.tmp"), (0x100, "")])
+
+    def test_checkpoint_watch_kills_on_the_matching_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            proc = subprocess.Popen(["sleep", "30"])
+            watch = faults.CheckpointWatch(folder, r"shard-1-round-(\d+)\.ckpt\.tmp", 60)
+            try:
+                watch.arm(proc.pid)
+                (folder / "shard-1-round-000000000040.ckpt.tmp").write_bytes(b"x")   # before the round: kept alive
+                (folder / "shard-0-round-000000000060.ckpt.tmp").write_bytes(b"x")   # another shard's
+                (folder / "shard-1-round-000000000060.ckpt.tmp").touch()             # created, nothing written yet
+                time.sleep(0.5)
+                self.assertIsNone(proc.poll())
+                (folder / "shard-1-round-000000000060.ckpt.tmp").write_bytes(b"x")
+                self.assertEqual(proc.wait(timeout=5), -9)
+                self.assertTrue(watch.killed)
+                self.assertEqual(watch.killed_file, "shard-1-round-000000000060.ckpt.tmp")
+            finally:
+                watch.stop()
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
 
     def test_redirect_skips_the_relays_own_connections(self):
         rules = faults.redirect_ruleset("10.213.0.0/24", 15999, 0x5C)
@@ -456,6 +702,50 @@ class TopologyTest(unittest.TestCase):
         self.assertEqual(w2.environment["RANK"], "2")
         self.assertEqual(w2.environment["WORLD_SIZE"], "3")
         self.assertIn("--workers", services["certs"].argv)
+
+    def test_ps_compose_for_more_workers(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "ps.yml"
+            path.write_text(yaml.safe_dump(chaos_run.ps_compose(4, patience_s=20, stop_on_state_error=True,
+                                                                joiners={"worker-3": 40})))
+            services = topology.load(path)
+        self.assertEqual(sorted(services), ["certs", "checkpoint-key", "server-0", "server-1", "worker-0", "worker-1",
+                                            "worker-2", "worker-3"])
+        certs = services["certs"].argv
+        self.assertEqual(certs[certs.index("--workers") + 1], "4")
+        for r in range(4):
+            w = services[f"worker-{r}"]
+            self.assertEqual(w.environment["RANK"], str(r))
+            self.assertEqual(w.environment["WORLD_SIZE"], "4")
+            self.assertEqual(w.environment["SKETCHPS_STOP_ON_STATE_ERROR"], "true")
+            self.assertIn("--patience-seconds=20", w.argv)
+            self.assertNotIn("--patience-seconds=300", w.argv)
+            self.assertEqual(("--join-at-round=40" in w.argv), r == 3)
+            state = [m for m in w.mounts if m.target == "/var/lib/sketchps/state"]
+            self.assertEqual([m.source for m in state], [f"worker-state-{r}"])
+            job = [m for m in w.mounts if m.target == "/etc/sketchps/job.yaml"][0]
+            self.assertEqual(Path(job.source), chaos_run.JOB_FILE.resolve())
+            self.assertEqual(set(w.depends_on), {"certs", "checkpoint-key", "server-0", "server-1"})
+        # the deployment's own file, as it is, for the plain 2-worker job
+        self.assertEqual(chaos_run.compose_for(by_name("ps-kill-shard-ckpt20"), Path(tmp)), chaos_run.PS_COMPOSE)
+        plain = chaos_run.ps_compose(2)
+        self.assertEqual(plain["services"]["worker-1"]["command"],
+                         yaml.safe_load(chaos_run.PS_COMPOSE.read_text())["services"]["worker-1"]["command"])
+
+    def test_compose_for_writes_the_case_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = chaos_run.compose_for(by_name("ps-elastic-join-loss-1pct"), Path(tmp))
+            services = topology.load(path)
+            self.assertIn("--join-at-round=40", services["worker-2"].argv)
+            self.assertNotIn("--join-at-round=40", services["worker-1"].argv)
+            dec = chaos_run.compose_for(by_name("dec-kill-worker-p4"), Path(tmp))
+            self.assertEqual(sorted(n for n in topology.load(dec) if n.startswith("worker")),
+                             ["worker-0", "worker-1", "worker-2", "worker-3"])
+
+    def test_harness_kills(self):
+        self.assertTrue(chaos_run.is_harness_kill(by_name("ps-kill-shard-ckpt20")))
+        self.assertFalse(chaos_run.is_harness_kill(by_name("ps-kill-both-shards-topk-p4")))
+        self.assertFalse(chaos_run.is_harness_kill(by_name("ps-kill-worker-topk")))
 
     def test_binaries_flat_and_build_layout(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -490,6 +780,25 @@ class RenderOnlyTest(unittest.TestCase):
             self.assertEqual(rc, 0)
             self.assertIn("| ps-loss-1pct | ps |", (out / "table.md").read_text())
             self.assertIn("1 PASS, 0 FAIL of 1 cases", doc.read_text())
+
+
+class MergeTest(unittest.TestCase):
+    def test_merged_meta(self):
+        before = {"command": "run.sh --cases 'ps-*'", "date": "2026-11-29 01:30", "minutes": 30.0,
+                  "not_run": ["ps-a", "ps-b"]}
+        now = {"command": "run.sh --cases 'dec-*'", "date": "2026-11-29 02:10", "minutes": 10.0, "not_run": ["dec-c"],
+               "version": "v"}
+        m = chaos_run.merged_meta(before, now, {"ps-a": {}})
+        self.assertEqual(m["date"], "2026-11-29 01:30")
+        self.assertEqual(m["minutes"], 40.0)
+        self.assertEqual(m["command"], "run.sh --cases CASES --merge")
+        self.assertEqual(m["runs"], 2)
+        self.assertEqual(m["not_run"], ["dec-c", "ps-b"])     # ps-a ran in the second run
+        again = chaos_run.merged_meta(m, dict(now, minutes=1.0, not_run=[]), {"ps-a": {}, "ps-b": {}, "dec-c": {}})
+        self.assertEqual(again["runs"], 3)
+        self.assertEqual(again["not_run"], [])
+        same = chaos_run.merged_meta(dict(before, command="run.sh"), dict(now, command="run.sh"), {})
+        self.assertEqual(same["command"], "run.sh")
 
 
 class RelayTest(unittest.TestCase):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs the chaos suite's --short subset for real (deploy/chaos/run.sh --short): the fault-free ps job
-and three faults (1% loss, a 5 s partition of worker-1, a shard killed at round 50 with checkpoints
-every 20 rounds) on emulated hosts with the real daemons. Passes when the suite exits 0 with every
+and three cases (1% loss with worker-1 killed at round 50 and restarted on its topk state: two faults
+at once; a 5 s partition of worker-1; a shard killed at round 50 with checkpoints every 20 rounds) on
+emulated hosts with the real daemons. Passes when the suite exits 0 with every
 case PASS in its results.json, the table names every case, and nothing is left behind: no network
 namespace of the run (named after the runner's pid; other runs' namespaces are left alone), no tmpfs mount, no delay relay or daemon of the binaries given. Needs root;
 fails (never skips) without it. About 2 minutes on 2 cores.
