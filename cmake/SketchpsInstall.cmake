@@ -38,8 +38,11 @@ endif()
 if(SKETCHPS_BUILD_TESTS)
   set(gpu_suites sketchps_kernels_tests sketchps_engine_tests sketchps_schemes_tests)
   set_target_properties(${gpu_suites} PROPERTIES INSTALL_RPATH "$ORIGIN/../../../lib")
-  install(TARGETS ${gpu_suites} RUNTIME_DEPENDENCY_SET sketchps_runtime_deps
+  # A set of their own, so that installing `runtime` needs no test binary built.
+  install(TARGETS ${gpu_suites} RUNTIME_DEPENDENCY_SET sketchps_test_deps
           RUNTIME DESTINATION libexec/sketchps/tests COMPONENT tests)
+  install(RUNTIME_DEPENDENCY_SET sketchps_test_deps PRE_EXCLUDE_REGEXES ${SKETCHPS_BUNDLE_EXCLUDES}
+          DIRECTORIES ${CMAKE_BINARY_DIR}/lib LIBRARY DESTINATION lib COMPONENT tests)
 endif()
 install(RUNTIME_DEPENDENCY_SET sketchps_runtime_deps
         PRE_EXCLUDE_REGEXES ${SKETCHPS_BUNDLE_EXCLUDES}

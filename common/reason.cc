@@ -14,7 +14,7 @@ constexpr char kReasonUrl[] = "type.sketchps.dev/sketchps.Reason";
 
 constexpr char kCulpritUrl[] = "type.sketchps.dev/sketchps.Culprit";
 
-constexpr Reason kLastReason = Reason::kNotMember;
+constexpr Reason kLastReason = Reason::kDamagedFile;
 
 }  // namespace
 
@@ -38,6 +38,7 @@ const char* ReasonName(Reason reason) {
     case Reason::kEvicted: return "evicted";
     case Reason::kCheckpointKey: return "checkpoint_key";
     case Reason::kNotMember: return "not_member";
+    case Reason::kDamagedFile: return "damaged_file";
   }
   return "none";
 }

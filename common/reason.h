@@ -52,6 +52,10 @@ enum class Reason : std::uint32_t {
   // Elastic membership (job key ps.elastic, docs/protocol.md "Elastic membership"): a push from a
   // worker that is not a member of the round (it has not joined yet, or it left before the round).
   kNotMember = 17,
+  // Local files: a checkpoint or state file that fails its framing (magic, length, CRC) or does not
+  // parse: damaged on disk. A loader refuses it, naming the file, unless asked to fall back to an
+  // older file (job key checkpoint.on_damaged: older).
+  kDamagedFile = 18,
 };
 
 // "rejoin", "replay_round", ... ("none" for kNone and numbers this build does not know).
@@ -79,6 +83,7 @@ inline bool IsTooLarge(const absl::Status& s) { return HasReason(s, Reason::kToo
 inline bool IsMisbehaved(const absl::Status& s) { return HasReason(s, Reason::kMisbehaved); }
 inline bool IsEvicted(const absl::Status& s) { return HasReason(s, Reason::kEvicted); }
 inline bool IsNotMember(const absl::Status& s) { return HasReason(s, Reason::kNotMember); }
+inline bool IsDamagedFile(const absl::Status& s) { return HasReason(s, Reason::kDamagedFile); }
 
 // Whether another attempt of the same call may succeed: UNAVAILABLE and DEADLINE_EXCEEDED, and a
 // full queue (Reason::kBusy). gRPC's own RESOURCE_EXHAUSTED refusals carry no Reason (a message

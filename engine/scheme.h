@@ -164,6 +164,16 @@ class Scheme {
 
   virtual SchemeState SaveState() const = 0;
   virtual absl::Status RestoreState(const SchemeState& state) = 0;
+  // The gradient carried out of rounds this worker was left out of (FinishExcluded), which SaveState
+  // leaves out (it is what a left-out round restores); empty when none is carried. A worker's state
+  // file keeps it (worker/scheme_state_file.h). Restoring a non-empty one of the wrong length is
+  // InvalidArgument; restoring an empty one drops the carry.
+  virtual std::vector<float> CarriedGradient() const { return {}; }
+  virtual absl::Status RestoreCarriedGradient(const std::vector<float>& carried) {
+    return carried.empty()
+               ? absl::OkStatus()
+               : absl::FailedPreconditionError("this scheme is never left out of a round: nothing to carry");
+  }
 };
 
 // Builds one Scheme instance for a shard range (bound to a method and its configuration by

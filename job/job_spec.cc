@@ -167,8 +167,14 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
                                         job.train.seed));
   SKETCHPS_RETURN_IF_ERROR(train.Finish());
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader ckpt, root.Child("checkpoint"));
-  SKETCHPS_RETURN_IF_ERROR(ckpt.GetAll("dir", job.checkpoint.dir, "every_rounds", job.checkpoint.every_rounds));
+  std::string on_damaged = "refuse";
+  SKETCHPS_RETURN_IF_ERROR(
+      ckpt.GetAll("dir", job.checkpoint.dir, "every_rounds", job.checkpoint.every_rounds, "on_damaged", on_damaged));
   SKETCHPS_RETURN_IF_ERROR(ckpt.Finish());
+  if (on_damaged != "refuse" && on_damaged != "older") {
+    return absl::InvalidArgumentError("checkpoint.on_damaged: '" + on_damaged + "' is not refuse or older");
+  }
+  job.checkpoint.older_if_damaged = on_damaged == "older";
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader peer, root.Child("peer"));
   std::string on_failure = "regroup";
   SKETCHPS_RETURN_IF_ERROR(peer.GetAll("timeout_seconds", job.peer.timeout_seconds, "on_failure", on_failure));

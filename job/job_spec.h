@@ -15,7 +15,8 @@
 //              # freeze_variance: <span> (the second moment is held after it); no_decay lists the
 //              # parameters (layer names) without weight decay; the cosine schedule ends with the job
 //   scheme: {name: topk, density: 0.01, dense_warmup: 0, diagnostics: false, topk: {...}}
-//   checkpoint: {dir: "", every_rounds: 100}   # a restarted shard recovers later rounds from the workers
+//   checkpoint: {dir: "", every_rounds: 100, on_damaged: refuse}   # a restarted shard recovers later
+//              # rounds from the workers; on_damaged: older skips a damaged checkpoint for an older one
 //   peer: {timeout_seconds: 60, on_failure: regroup}   # decentralized mode; on_failure: regroup | stop
 //   ps: {round_deadline_seconds: 0}   # ps mode; > 0: rounds close without stragglers (below)
 //
@@ -61,6 +62,9 @@ struct TrainSpec {
 struct CheckpointSpec {
   std::string dir;  // empty: no checkpoints
   std::uint64_t every_rounds = 100;
+  // on_damaged: a checkpoint (or worker state file) that fails its framing or CRC is refused, naming
+  // the file (refuse, false), or skipped for the newest intact older one (older, true).
+  bool older_if_damaged = false;
 };
 
 // Decentralized mode: a peer silent for timeout_seconds is declared dead; the survivors then either

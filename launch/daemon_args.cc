@@ -52,6 +52,7 @@ std::vector<std::string> WorkerArgv(const WorkerLaunch& w) {
   Add(argv, "--state-dir", w.state_dir);
   Add(argv, "--checkpoint-key-file", w.checkpoint_key_file);
   if (w.state_every_rounds > 0) argv.insert(argv.end(), {"--state-every-rounds", absl::StrCat(w.state_every_rounds)});
+  if (w.stop_on_state_error) argv.push_back("--stop-on-state-error");
   if (!w.servers.empty()) argv.insert(argv.end(), {"--servers", absl::StrJoin(w.servers, ",")});
   Add(argv, "--listen", w.listen);
   Add(argv, "--peers-file", w.peers_file);

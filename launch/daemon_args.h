@@ -15,6 +15,10 @@
 
 namespace sketchps::launch {
 
+// sketchps-server's exit code when its accept loop stalled (--accept-stall-seconds): it drained and
+// checkpointed, and wants a supervisor to start it again (server/main.cc).
+inline constexpr int kServerExitAcceptStalled = 5;
+
 // What both daemons take: the job, how to reach the others, how loud to be.
 struct DaemonLaunch {
   std::string binary;                  // the executable (launch/binaries.h)
@@ -44,6 +48,7 @@ struct WorkerLaunch : DaemonLaunch {
   std::string metrics_out;               // --metrics-out, one JSON line per round
   std::string state_dir;                 // ps mode: --state-dir, the schemes' state across restarts
   std::uint64_t state_every_rounds = 0;  // > 0 gives --state-every-rounds
+  bool stop_on_state_error = false;      // --stop-on-state-error
   std::string checkpoint_key_file;       // --checkpoint-key-file for the state files ("" : untagged)
   int threads = 1;                       // --threads
   std::vector<std::string> servers;      // ps mode: --servers, by shard

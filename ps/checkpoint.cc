@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/reason.h"
 #include "common/status.h"
 #include "common/wire/framed_file.h"
 
@@ -17,10 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 34;  // 16 GiB: far above any shard
-
-std::string FileName(std::uint32_t shard, std::uint64_t round) {
-  return absl::StrFormat("shard-%u-round-%012u.ckpt", shard, round);
-}
 
 std::string Prefix(std::uint32_t shard) { return absl::StrFormat("shard-%u-round-", shard); }
 
@@ -38,6 +35,10 @@ std::vector<fs::path> ShardFiles(const std::string& dir, std::uint32_t shard) {
 
 }  // namespace
 
+std::string CheckpointFileName(std::uint32_t shard, std::uint64_t round) {
+  return absl::StrFormat("shard-%u-round-%012u.ckpt", shard, round);
+}
+
 namespace {
 
 // The shard and round a checkpoint file name stands for; nullopt for any other name.
@@ -47,7 +48,7 @@ std::optional<std::pair<std::uint32_t, std::uint64_t>> ParseFileName(const fs::p
   std::uint64_t round = 0;
   const std::string name = path.filename().string();
   if (std::sscanf(name.c_str(), "shard-%" SCNu32 "-round-%" SCNu64 ".ckpt", &shard, &round) != 2 ||
-      name != FileName(shard, round))
+      name != CheckpointFileName(shard, round))
     return std::nullopt;
   return std::make_pair(shard, round);
 }
@@ -99,11 +100,24 @@ absl::Status CheckContent(const v1::ShardCheckpoint& c) {
   return absl::OkStatus();
 }
 
+absl::Status Damaged(const std::string& message) {
+  return WithReason(absl::DataLossError(message), Reason::kDamagedFile);
+}
+
 absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointPayload(const std::string& payload, const std::string& name) {
   v1::ShardCheckpoint c;
-  if (!c.ParseFromString(payload)) return absl::DataLossError(absl::StrCat(name, ": payload does not parse"));
-  if (auto st = CheckContent(c); !st.ok()) return absl::DataLossError(absl::StrCat(name, ": ", st.message()));
+  if (!c.ParseFromString(payload)) return Damaged(absl::StrCat(name, ": payload does not parse"));
+  if (auto st = CheckContent(c); !st.ok()) return Damaged(absl::StrCat(name, ": ", st.message()));
   return c;
+}
+
+// The refusal of a damaged checkpoint (`why` names the file): the shard and the way out.
+absl::Status RefuseDamaged(std::uint32_t shard_id, const absl::Status& why) {
+  return WithReason(absl::DataLossError(absl::StrCat(
+                        "shard ", shard_id, "'s newest checkpoint is damaged: ", why.message(),
+                        " (not falling back to an older checkpoint silently: repair or remove the file, or set the "
+                        "job key checkpoint.on_damaged: older to resume from the newest intact one)")),
+                    Reason::kDamagedFile);
 }
 
 }  // namespace
@@ -115,7 +129,7 @@ absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& 
   if (ec) return absl::UnavailableError(absl::StrCat(dir, ": cannot create the checkpoint directory: ", ec.message()));
   std::string payload;
   if (!checkpoint.SerializeToString(&payload)) return absl::InternalError("checkpoint does not serialize");
-  const fs::path final_path = fs::path(dir) / FileName(checkpoint.shard_id(), checkpoint.rounds_applied());
+  const fs::path final_path = fs::path(dir) / CheckpointFileName(checkpoint.shard_id(), checkpoint.rounds_applied());
   SKETCHPS_RETURN_IF_ERROR(
       WriteFramedFile(final_path.string(), kCheckpointMagic, payload, Durability::kSurvivesPowerLoss, key));
   const auto files = ShardFiles(dir, checkpoint.shard_id());
@@ -136,11 +150,12 @@ absl::StatusOr<v1::ShardCheckpoint> ParseCheckpointBytes(std::string bytes, cons
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id,
-                                            const FileKey* key) {
+                                            const FileKey* key, bool older_if_damaged) {
   LoadedCheckpoint out;
   for (const auto& file : ShardFiles(dir, shard_id)) {
     auto c = ReadCheckpointFile(file.string(), key);
     if (!c.ok() && IsKeyError(c.status())) return c.status();  // tampered, or the key is missing or wrong
+    if (!c.ok() && IsDamagedFile(c.status()) && !older_if_damaged) return RefuseDamaged(shard_id, c.status());
     if (c.ok() && (c->job_id() != job_id || c->shard_id() != shard_id)) {
       c = absl::FailedPreconditionError(
           absl::StrCat(file.string(), ": belongs to job '", c->job_id(), "' shard ", c->shard_id()));

@@ -9,13 +9,17 @@
 //
 // Write is atomic: the bytes go to a temporary file, which is fsynced, renamed over the final name,
 // and the directory is fsynced; a crash leaves either the old or the new file, never a torn one that
-// validates. The newest `keep` files are kept, older ones removed: three by default, so that a
-// round every shard holds survives shards that stopped a round or two apart (tools/previous_run.h).
+// validates, and a failed write (a full disk) removes the temporary file and names it. The newest `keep` files are
+// kept, older ones removed: three by default, so that a round every shard holds survives shards that stopped a round or
+// two apart (tools/previous_run.h).
 //
 // LoadLatest returns the newest checkpoint of the shard that passes validation (magic, length, CRC,
-// parse, job, shard and sizes); torn or corrupt newer files are skipped and reported in `skipped`.
+// parse, job, shard and sizes). Files of another job or shard are skipped and reported in `skipped`.
+// A damaged file (IsDamagedFile: bad magic, truncated, CRC mismatch, does not parse: Write never
+// leaves one behind, so it was damaged on disk) is refused with DataLoss naming the shard and the
+// file, unless `older_if_damaged` (the job key checkpoint.on_damaged: older), which skips it too.
 // NotFound when the directory holds no valid checkpoint of the shard. A file refused for its
-// integrity tag (IsKeyError: a wrong tag, no tag under a key, a tag without a key) is not skipped:
+// integrity tag (IsKeyError: a wrong tag, no tag under a key, a tag without a key) is never skipped:
 // LoadLatest returns that error, naming the file, so that a tampered file or a missing or wrong key
 // stops the shard instead of sending it back to an older file or to a fresh start.
 #pragma once
@@ -44,11 +48,14 @@ absl::Status WriteCheckpoint(const std::string& dir, const v1::ShardCheckpoint& 
 struct LoadedCheckpoint {
   v1::ShardCheckpoint checkpoint;
   std::string path;
-  std::vector<std::string> skipped;  // "<path>: <why>" for newer files that failed validation
+  std::vector<std::string> skipped;  // "<path>: <why>" for newer files of another job or shard, or damaged ones
 };
 
 absl::StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const std::string& job_id, std::uint32_t shard_id,
-                                            const FileKey* key = nullptr);
+                                            const FileKey* key = nullptr, bool older_if_damaged = false);
+
+// "shard-<shard>-round-<round, 12 digits>.ckpt".
+std::string CheckpointFileName(std::uint32_t shard, std::uint64_t round);
 
 // The rounds of each shard's checkpoint files in `dir` (shard -> rounds), from the file names alone
 // (the files are not read, so not validated). Empty when the directory is missing or holds none.

@@ -20,8 +20,12 @@
 namespace sketchps::ps {
 namespace {
 
-// Join also retries a call that a newer Join of this worker superseded.
-bool Retryable(const absl::Status& s, bool join) { return IsTransient(s) || (join && IsSuperseded(s)); }
+// Join also retries a call that a newer Join of this worker superseded. CANCELLED: this client never
+// cancels its calls (they end at their deadline), so the shard did: a shard shutting down (SIGTERM, a
+// stalled accept loop) cancels the calls its gRPC server still holds, and its successor will answer.
+bool Retryable(const absl::Status& s, bool join) {
+  return IsTransient(s) || s.code() == absl::StatusCode::kCancelled || (join && IsSuperseded(s));
+}
 
 // While it lives, says every few seconds that `what` is still waiting, so that a worker whose
 // servers are unreachable (or still assembling) never waits in silence until its patience ends.

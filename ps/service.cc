@@ -61,11 +61,16 @@ class OnceCall : public std::enable_shared_from_this<OnceCall<Response>> {
   grpc::Alarm alarm_;
 };
 
+// When the server answers a call that is still waiting: after max_wait, and a little before the
+// client's own deadline (a tenth of the time left, at most 1 s), so that the client receives the
+// server's account of what it waits for instead of a bare DEADLINE_EXCEEDED of its own.
 absl::Time Deadline(const grpc::CallbackServerContext* ctx, absl::Duration max_wait) {
-  const absl::Time bound = absl::Now() + max_wait;
+  const absl::Time now = absl::Now();
+  const absl::Time bound = now + max_wait;
   const auto deadline = ctx->deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return bound;
-  return std::min(bound, absl::FromChrono(deadline));
+  const absl::Time client = absl::FromChrono(deadline);
+  return std::min(bound, client - std::min(absl::Seconds(1), (client - now) / 10));
 }
 
 }  // namespace
@@ -106,9 +111,8 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
     return reactor;
   }
   const auto& h = request->payload().header();
-  call->ArmDeadline(Deadline(ctx, max_wait_), [round = h.round(), phase = h.phase()] {
-    return absl::StrCat("round ", round, " phase ", phase,
-                        " did not complete before the deadline (retry: pushes are idempotent)");
+  call->ArmDeadline(Deadline(ctx, max_wait_), [this, round = h.round(), phase = h.phase()] {
+    return absl::StrCat(host_.WaitingFor(round, phase), " (retry: pushes are idempotent)");
   });
   host_.PushPull(*request, *caller, [call](absl::StatusOr<v1::PushPullResponse> r) { call->Finish(std::move(r)); });
   return reactor;

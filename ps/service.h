@@ -1,9 +1,10 @@
 // The sketchps.v1.ParameterServer gRPC service on gRPC's callback API: a thin adapter over ShardHost
 // (which validates and does the work). No thread waits for a phase: a PushPull's reaction validates
 // and submits, and the call is finished from the shard's strand when the phase result is published,
-// or with DEADLINE_EXCEEDED when the client's deadline or --max-wait-seconds passes first (an alarm),
-// whichever comes first; a late result is then dropped. Join works the same way while the shard
-// assembles its state. absl codes map 1:1 onto gRPC codes (common/net/grpc_edge.h).
+// or with DEADLINE_EXCEEDED when --max-wait-seconds passes or the client's deadline draws near (an
+// alarm, a tenth of the time left before it, at most 1 s), whichever comes first: the message names
+// the workers the phase still waits for (ShardHost::WaitingFor); a late result is then dropped. Join works the same way
+// while the shard assembles its state. absl codes map 1:1 onto gRPC codes (common/net/grpc_edge.h).
 //
 // The methods take the raw request bytes and parse them here, so that a body that does not parse
 // is INVALID_ARGUMENT naming the message ("request: 37 bytes do not parse as

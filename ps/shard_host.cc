@@ -78,10 +78,10 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Open(HostOptions options, 
   std::unique_ptr<ShardHost> host(new ShardHost(std::move(options), metrics));
   if (host->options_.checkpoint_dir.empty()) return host;
   auto loaded = LoadLatest(host->options_.checkpoint_dir, host->options_.job.job_id, host->options_.shard_id,
-                           host->options_.checkpoint_key.get());
+                           host->options_.checkpoint_key.get(), host->options_.older_if_damaged);
   if (loaded.status().code() == absl::StatusCode::kNotFound) return host;
   SKETCHPS_RETURN_IF_ERROR(loaded.status());
-  for (const auto& skipped : loaded->skipped) spdlog::warn("skipped an invalid checkpoint: {}", skipped);
+  for (const auto& skipped : loaded->skipped) spdlog::warn("skipped a checkpoint: {}", skipped);
   auto restored = host->Restore(loaded->checkpoint);
   if (!restored.ok()) return Annotate(restored.status(), loaded->path);
   host->restored_ = *std::move(restored);
@@ -195,6 +195,7 @@ absl::StatusOr<Offer> ShardHost::DecodeOffer(const v1::JoinRequest& r) const {
 
 void ShardHost::Join(const v1::JoinRequest& request, const std::optional<Identity>& caller, JoinReply reply) {
   MarkCall();
+  if (released_.load()) return reply(Stopping());
   if (auto st = CheckWorker(caller, request.worker_id(), "worker_id"); !st.ok()) return reply(st);
   auto offer = DecodeOffer(request);
   if (!offer.ok()) return reply(offer.status());
@@ -346,10 +347,7 @@ absl::StatusOr<PhaseKey> ShardHost::Admit(const v1::PushPullRequest& request, Sh
   SKETCHPS_ASSIGN_OR_RETURN(auto body, DecodeBody(request.payload(), shard.dim()));
   const PhaseKey key{h.round(), h.phase()};
   const bool duplicate = shard.table().HasContribution(key, h.worker_id());
-  if (closing_.load() && !duplicate && !shard.table().HasAnyContribution(key)) {
-    return WithReason(absl::UnavailableError("the server is shutting down: retry after it restarts"),
-                      Reason::kShuttingDown);
-  }
+  if (closing_.load() && !duplicate && !shard.table().HasAnyContribution(key)) return Stopping();
   const absl::Time arrived = absl::Now();
   if (auto st = shard.table().Submit(key, h.worker_id(), Contribution{spec, std::move(body)}); !st.ok()) {
     if (IsRoundAhead(st)) {
@@ -383,6 +381,8 @@ void ShardHost::PushPull(const v1::PushPullRequest& request, const std::optional
     absl::MutexLock lock(&calls_mu_);
     waiting_calls_.emplace(id, done);
   }
+  // After ReleaseInFlight nothing waits any more: the gRPC server's shutdown would cancel it.
+  if (released_.load()) return done(Stopping());
   if (auto st = CheckHeader(request.payload().header()); !st.ok()) return done(st);
   if (auto st = CheckWorker(caller, request.payload().header().worker_id(), "payload.header.worker_id"); !st.ok()) {
     return done(st);
@@ -657,35 +657,6 @@ void ShardHost::SubmitCheckpoint(const Shard& shard) {
   SetWorkersLeft(c);
   if (options_.job.elastic) SetRoster(shard.table(), c);
   writer_->Submit(std::move(c));
-}
-
-void ShardHost::BeginShutdown() { closing_.store(true); }
-
-void ShardHost::ReleaseInFlight() {
-  const absl::Status stopping =
-      WithReason(absl::UnavailableError("the server is shutting down: retry after it restarts"), Reason::kShuttingDown);
-  std::vector<JoinReply> joins;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [worker, pending] : joining_) joins.push_back(std::move(pending.reply));
-    joining_.clear();
-  }
-  std::map<std::uint64_t, PushReply> calls;
-  {
-    absl::MutexLock lock(&calls_mu_);
-    calls.swap(waiting_calls_);
-  }
-  for (auto& reply : joins) reply(stopping);
-  for (auto& [id, reply] : calls) reply(stopping);
-}
-
-absl::Status ShardHost::CheckpointNow() {
-  if (!writer_) return absl::OkStatus();
-  std::shared_ptr<Shard> shard = this->shard();
-  if (!shard) return absl::OkStatus();
-  shard->Drain();
-  SubmitCheckpoint(*shard);
-  return writer_->Flush();
 }
 
 }  // namespace sketchps::ps

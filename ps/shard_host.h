@@ -53,6 +53,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -99,6 +100,9 @@ struct HostOptions {
   // The checkpoint key (--checkpoint-key-file): checkpoints are written with an integrity tag and
   // only tagged ones whose tag matches are restored (ps/checkpoint.h). Null: untagged checkpoints.
   std::shared_ptr<const FileKey> checkpoint_key;
+  // checkpoint.on_damaged: older: a damaged newest checkpoint is skipped for an older one (logged);
+  // false: it stops Open, naming the file (ps/checkpoint.h LoadLatest).
+  bool older_if_damaged = false;
 };
 
 // A checkpoint's roster (ShardCheckpoint.roster): empty, or one span per worker with from <= until
@@ -108,8 +112,8 @@ absl::StatusOr<std::vector<MemberSpan>> RosterFromProto(const v1::ShardCheckpoin
 class ShardHost {
  public:
   // Errors: shard_id >= job.servers, an unreadable checkpoint directory, a checkpoint that does
-  // not fit the job, or one refused for its integrity tag (tampered, or the key is missing or wrong;
-  // the message names the file).
+  // not fit the job, a damaged newest checkpoint (without older_if_damaged), or one refused for its
+  // integrity tag (tampered, or the key is missing or wrong; the message names the file).
   static absl::StatusOr<std::unique_ptr<ShardHost>> Open(HostOptions options, ServerMetrics* metrics);
   ~ShardHost();
 
@@ -134,11 +138,16 @@ class ShardHost {
 
   // Why a waiting Join has not been answered yet ("waiting for workers 2, 3 to join: 2 of 4 ...").
   std::string AssemblyStatus() const;
+  // Whom phase (round, phase) still waits for: "round 12 phase 0 on shard 0 is waiting for worker 1
+  // (worker 0, 2, 3 pushed)" (ps/shard_host_waiting.cc). Also logged, once per phase and then at most
+  // every 10 s. The gRPC service answers a PushPull with it at its deadline.
+  std::string WaitingFor(std::uint64_t round, std::uint32_t phase);
 
   void BeginShutdown();
   // After BeginShutdown and the drain's grace: answers every Join and PushPull still waiting (for
   // the other workers, who may be gone) with UNAVAILABLE (Reason::kShuttingDown; the worker retries
-  // after a restart), so that the gRPC server can shut down at once.
+  // after a restart), and every later one at once, so that the gRPC server can shut down at once
+  // and cancels no call (ps/shard_host_stop.cc).
   void ReleaseInFlight();
   // PushPull calls currently inside the host (waiting for their phase included).
   int in_flight() const { return in_flight_.load(); }
@@ -204,6 +213,8 @@ class ShardHost {
   void Answer(const Asked& asked, Shard& shard, absl::StatusOr<std::shared_ptr<const PhaseResult>> outcome,
               PushReply reply);
   std::string AssemblyStatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // UNAVAILABLE with Reason::kShuttingDown: the shard is stopping, retry after it restarts.
+  static absl::Status Stopping();
   // The encoded body of `key`'s result (encoded once, shared by every response).
   absl::StatusOr<std::shared_ptr<const v1::Payload>> EncodedResult(const PhaseKey& key, const PhaseResult& result);
   bool FirstArrival(const PhaseKey& key, absl::Time now);
@@ -216,6 +227,7 @@ class ShardHost {
   std::optional<ShardState> restored_;                              // the checkpoint's state, until assembly
   std::optional<v1::ShardCheckpoint> loaded_ ABSL_GUARDED_BY(mu_);  // the checkpoint it came from
   std::atomic<bool> closing_{false};
+  std::atomic<bool> released_{false};  // ReleaseInFlight ran: every call is answered at once
   std::atomic<int> in_flight_{0};
   std::atomic<std::uint64_t> next_call_id_{0};
   absl::Mutex calls_mu_;
@@ -254,6 +266,11 @@ class ShardHost {
   };
   absl::Mutex joins_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::map<std::uint32_t, WaitingJoin> elastic_waiting_ ABSL_GUARDED_BY(joins_mu_);
+
+  absl::Mutex waiting_log_mu_;
+  // The phase WaitingFor logged last, and when.
+  std::pair<PhaseKey, absl::Time> waiting_logged_ ABSL_GUARDED_BY(waiting_log_mu_) = {PhaseKey{~0ull, 0},
+                                                                                      absl::InfinitePast()};
 
   absl::Notification stop_ticker_;
   std::thread ticker_;  // joinable only with a round deadline; stopped first by the destructor

@@ -131,6 +131,25 @@ absl::StatusOr<Aggregate> SchemeBase::FinishExcluded(const PhaseResult& last) {
   return g;
 }
 
+std::vector<float> SchemeBase::CarriedGradient() const {
+  return carrying_ ? ToHost(carry_.data(), ctx_.dim) : std::vector<float>();
+}
+
+absl::Status SchemeBase::RestoreCarriedGradient(const std::vector<float>& carried) {
+  if (carried.empty()) {
+    carrying_ = false;
+    return absl::OkStatus();
+  }
+  if (carried.size() != ctx_.dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), ": a carried gradient of ", carried.size(), " values for a range of ", ctx_.dim));
+  }
+  if (carry_.size() != ctx_.dim) carry_ = kernels::DeviceArray<float>(ctx_.dim);
+  kernels::CopyToDevice(carry_.data(), carried.data(), ctx_.dim * sizeof(float));
+  carrying_ = true;
+  return absl::OkStatus();
+}
+
 absl::Status SchemeBase::ObserveFetched(std::uint64_t round, const Aggregate& g) {
   if (round >= ctx_.warmup_rounds) OnAggregate(g);
   return absl::OkStatus();

@@ -61,6 +61,8 @@ class SchemeBase : public Scheme {
   absl::StatusOr<Aggregate> Finish(const PhaseResult& last) final;
   absl::StatusOr<Aggregate> FinishExcluded(const PhaseResult& last) final;
   absl::Status ObserveFetched(std::uint64_t round, const Aggregate& g) final;
+  std::vector<float> CarriedGradient() const final;
+  absl::Status RestoreCarriedGradient(const std::vector<float>& carried) final;
   bool skipped() const final { return skipped_; }
   std::uint64_t selected() const final { return selected_; }
   RoundDiagnostics diagnostics() const final { return diag_; }
@@ -108,7 +110,8 @@ class SchemeBase : public Scheme {
   RoundDiagnostics diag_;
 
   // ctx.may_be_left_out: the state before this round (restored by FinishExcluded), and the gradient
-  // of rounds left out, added to the next round's (not part of SaveState: a restart loses it).
+  // of rounds left out, added to the next round's (not part of SaveState; a worker's state file keeps
+  // it through CarriedGradient).
   SchemeState before_;
   kernels::DeviceArray<float> carry_;
   bool carrying_ = false;

@@ -32,6 +32,7 @@ inline HostOptions HostOptionsFor(const JobSpec& job, std::uint32_t shard_id, co
   options.shard_id = shard_id;
   options.checkpoint_dir = checkpoint_dir;
   options.checkpoint_every = job.checkpoint.every_rounds;
+  options.older_if_damaged = job.checkpoint.older_if_damaged;
   return options;
 }
 

@@ -44,6 +44,7 @@
 #include "engine/phase.h"
 #include "job/job_spec.h"
 #include "kernels/backend.h"
+#include "launch/daemon_args.h"
 #include "ps/metrics.h"
 #include "ps/service.h"
 #include "ps/shard_host.h"
@@ -55,7 +56,7 @@ namespace {
 using namespace sketchps;
 
 constexpr int kExitIdle = 4;
-constexpr int kExitAcceptStalled = 5;
+constexpr int kExitAcceptStalled = launch::kServerExitAcceptStalled;
 
 struct Flags {
   JobFlags job;

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -128,16 +130,24 @@ absl::StatusOr<File> OpenPrivate(const fs::path& path) {
   return f;
 }
 
+// Closes `f`, written to `path`: what stayed in its buffer reaches the file, or the error names it
+// (a full disk shows here, not in the PEM writers).
+absl::Status Close(File f, const fs::path& path) {
+  if (std::fclose(f.release()) == 0) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(path.string(), ": write failed: ", std::strerror(errno)));
+}
+
 absl::Status WritePair(const fs::path& dir, const std::string& name, X509* cert, EVP_PKEY* key) {
-  const fs::path key_path = dir / (name + ".key");
+  const fs::path key_path = dir / (name + ".key"), pem = dir / (name + ".pem");
   {
     SKETCHPS_ASSIGN_OR_RETURN(File f, OpenPrivate(key_path));
     if (PEM_write_PrivateKey(f.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1)
       return Failed(key_path.string());
+    SKETCHPS_RETURN_IF_ERROR(Close(std::move(f), key_path));
   }
-  SKETCHPS_ASSIGN_OR_RETURN(File f, Open(dir / (name + ".pem"), "w"));
-  if (PEM_write_X509(f.get(), cert) != 1) return Failed((dir / (name + ".pem")).string());
-  return absl::OkStatus();
+  SKETCHPS_ASSIGN_OR_RETURN(File f, Open(pem, "w"));
+  if (PEM_write_X509(f.get(), cert) != 1) return Failed(pem.string());
+  return Close(std::move(f), pem);
 }
 
 struct Ca {

@@ -1,12 +1,13 @@
 #include "tools/faults.h"
 
 #include <cstdio>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/file_write.h"
+#include "launch/daemon_args.h"
 
 namespace sketchps::tools {
 namespace {
@@ -37,6 +38,12 @@ absl::StatusOr<Faults> Faults::Plan(const std::vector<std::string>& kills, const
     if (server && job.decentralized()) {
       return absl::InvalidArgumentError("--kill: decentralized mode has no servers to kill");
     }
+    if (!server && !job.decentralized() && job.ps.elastic) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kill ", k,
+                       ": not in an elastic job (--scale, ps.elastic): a restarted slot cannot join again, so the "
+                       "rounds of its membership would wait for it"));
+    }
     const std::uint32_t count = server ? job.servers : job.workers;
     if (spec->index >= count) {
       return absl::InvalidArgumentError(absl::StrCat("--kill ", k, ": the job has ", count, " ", spec->role, "s"));
@@ -53,13 +60,27 @@ void Faults::Inject(std::uint64_t rounds_done, LocalCluster& cluster) {
     done_[i] = true;
     const bool server = kills_[i].role == "server";
     const std::string name = absl::StrCat(kills_[i].role, " ", kills_[i].index);
-    std::fprintf(stderr, "\nrun: fault injection: SIGKILL %s after round %llu%s\n", name.c_str(),
-                 static_cast<unsigned long long>(rounds_done), server ? ", restarting it" : "");
+    std::fprintf(stderr, "\nrun: fault injection: SIGKILL %s after round %llu\n", name.c_str(),
+                 static_cast<unsigned long long>(rounds_done));
     record_["kills"].push_back({{"process", name}, {"at", UnixSeconds()}, {"rank0_rounds", rounds_done}});
-    if (!server) killed_workers_.insert(kills_[i].index);
-    if (auto st = cluster.Kill(server, kills_[i].index); !st.ok()) {
-      std::fprintf(stderr, "run: restart failed: %s\n", st.ToString().c_str());
+    const auto restarted = cluster.Kill(server, kills_[i].index);
+    if (!restarted.ok()) {
+      std::fprintf(stderr, "run: restarting %s failed: %s\n", name.c_str(), restarted.status().ToString().c_str());
+    } else if (*restarted) {
+      std::fprintf(stderr, "run: %s restarted with the same flags\n", name.c_str());
     }
+    // A worker that stays dead (decentralized: its peers regroup without it) does not fail the run.
+    if (!server && (!restarted.ok() || !*restarted)) killed_workers_.insert(kills_[i].index);
+  }
+}
+
+void Faults::RestartStalled(LocalCluster& cluster, std::uint64_t rounds_done) {
+  for (const std::uint32_t s : cluster.RestartStalledServers()) {
+    const std::string name = absl::StrCat("server ", s);
+    std::fprintf(stderr, "\nrun: %s exited %d (its accept loop stalled); restarted with the same flags\n", name.c_str(),
+                 launch::kServerExitAcceptStalled);
+    record_["restarts"].push_back(
+        {{"process", name}, {"why", "accept loop stalled"}, {"at", UnixSeconds()}, {"rank0_rounds", rounds_done}});
   }
 }
 
@@ -75,8 +96,9 @@ int Faults::Failed(const Failure& failure, std::uint64_t rounds_done) {
   return 1;
 }
 
-void Faults::Write(const std::filesystem::path& out) const {
-  if (!record_.empty()) std::ofstream(out / "faults.json") << record_.dump(2) << "\n";
+absl::Status Faults::Write(const std::filesystem::path& out) const {
+  if (record_.empty()) return absl::OkStatus();
+  return WriteFileAtomically((out / "faults.json").string(), record_.dump(2) + "\n");
 }
 
 }  // namespace sketchps::tools

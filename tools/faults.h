@@ -1,8 +1,13 @@
 // Fault injection and the record of what went wrong, for `sketchps run` (tools/run.h):
 //   --kill server:<s>@<round>  SIGKILL shard s once rank 0 has finished `round` rounds, restart it;
-//   --kill worker:<r>@<round>  SIGKILL worker r for good (its exit does not fail the run).
-// faults.json in the run directory records every kill and the first failure that followed, with
-// wall-clock times (unix seconds) and rank 0's rounds at that moment. Not thread-safe.
+//   --kill worker:<r>@<round>  SIGKILL worker r; in ps mode restart it (it restores its state from
+//                              its state file: tools/local_cluster.h), in decentralized mode for
+//                              good (its exit does not fail the run; its peers regroup without it).
+//                              Refused up front in an elastic job (ps.elastic, --scale), where a
+//                              restarted slot could not join again and its rounds would wait.
+// Shards that exit because their accept loop stalled are restarted too (RestartStalled).
+// faults.json in the run directory records every kill and restart and the first failure that
+// followed, with wall-clock times (unix seconds) and rank 0's rounds at that moment. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -34,15 +39,18 @@ class Faults {
 
   // Kills what is due once rank 0 has finished `rounds_done` rounds.
   void Inject(std::uint64_t rounds_done, LocalCluster& cluster);
+  // Starts again the shards whose accept loop stalled (LocalCluster::RestartStalledServers), says so
+  // and records it.
+  void RestartStalled(LocalCluster& cluster, std::uint64_t rounds_done);
   // Records `failure` (the first one; prints it with its log's end). Returns 1, the run's exit code.
   int Failed(const Failure& failure, std::uint64_t rounds_done);
 
-  // Workers killed on purpose: their exit does not fail the run.
+  // Workers killed on purpose and not restarted: their exit does not fail the run.
   const std::set<std::uint32_t>& killed_workers() const { return killed_workers_; }
   // faults.json's content (empty when nothing happened).
   const nlohmann::json& record() const { return record_; }
-  // Writes faults.json into `out` when something happened.
-  void Write(const std::filesystem::path& out) const;
+  // Writes faults.json into `out` when something happened; the error names the file.
+  absl::Status Write(const std::filesystem::path& out) const;
 
  private:
   std::vector<KillSpec> kills_;

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "launch/binaries.h"
 #include "launch/ports.h"
+#include "tools/resume_round.h"
 
 namespace sketchps::tools {
 namespace fs = std::filesystem;
@@ -23,6 +24,9 @@ constexpr absl::Duration kStartTimeout = absl::Seconds(60);
 // the workers stop at the same moment, so the phases it holds would never complete anyway.
 constexpr absl::Duration kStopGrace = absl::Seconds(3);
 constexpr double kServerDrainSeconds = 0.5;
+// The workers get longer: a ps worker finishes the round in progress first, or gives up on it after
+// 2 s (worker/trainer.cc), then waits for its state file.
+constexpr absl::Duration kWorkerStopGrace = absl::Seconds(5);
 
 }  // namespace
 
@@ -73,9 +77,12 @@ launch::WorkerLaunch LocalCluster::Worker(std::uint32_t r, const std::vector<std
     l.peer_timeout_seconds = o_.peer_timeout_seconds;
   } else {
     l.servers = servers;
-    // At the shards' checkpoint rounds: a --resume is exact (the launcher restarts no single worker).
-    l.state_dir = (o_.out / "worker-state").string();
-    l.state_every_rounds = job_.checkpoint.every_rounds;
+    // After every round: a worker killed and restarted (--kill) and a --resume after Ctrl-C or a
+    // failure go on with its exact state (tools/resume_round.h); a file that cannot be written fails
+    // the run instead of making that silently untrue.
+    l.state_dir = (o_.out / kWorkerStateFolder).string();
+    l.state_every_rounds = 1;
+    l.stop_on_state_error = true;
     l.checkpoint_key_file = o_.checkpoint_key_file;
   }
   if (!o_.dump_rounds.empty()) {
@@ -123,33 +130,58 @@ absl::Status LocalCluster::PublishPeers() {
   return WriteFileAtomically((o_.out / "peers.txt").string(), absl::StrJoin(addresses, ",") + "\n");
 }
 
-absl::Status LocalCluster::StartWorkers() {
+absl::Status LocalCluster::StartWorker(std::uint32_t r) {
   std::vector<std::string> servers;
   if (!decentralized()) {
     for (int p : ports_) servers.push_back(absl::StrCat("127.0.0.1:", p));
   }
-  for (std::uint32_t r = 0; r < job_.workers; ++r) {
-    const launch::WorkerLaunch worker = Worker(r, servers);
-    std::vector<std::string> argv = launch::WorkerArgv(worker);
-    std::vector<std::string> env = launch::ChildEnv(o_.worker_threads);
-    if (!o_.script.path.empty()) {
-      argv = ScriptArgv(o_.script);
-      for (auto& e : ScriptEnv(o_.script, worker)) env.push_back(std::move(e));
-    }
-    SKETCHPS_ASSIGN_OR_RETURN(launch::Child child,
-                              launch::Child::Start(absl::StrCat("worker ", r), std::move(argv),
-                                                   (o_.out / absl::StrCat("worker-", r, ".log")).string(), env));
+  const launch::WorkerLaunch worker = Worker(r, servers);
+  std::vector<std::string> argv = launch::WorkerArgv(worker);
+  std::vector<std::string> env = launch::ChildEnv(o_.worker_threads);
+  if (!o_.script.path.empty()) {
+    argv = ScriptArgv(o_.script);
+    for (auto& e : ScriptEnv(o_.script, worker)) env.push_back(std::move(e));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(launch::Child child,
+                            launch::Child::Start(absl::StrCat("worker ", r), std::move(argv),
+                                                 (o_.out / absl::StrCat("worker-", r, ".log")).string(), env));
+  if (r < workers_.size()) {
+    workers_[r] = std::move(child);
+  } else {
     workers_.push_back(std::move(child));
   }
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartWorkers() {
+  for (std::uint32_t r = 0; r < job_.workers; ++r) SKETCHPS_RETURN_IF_ERROR(StartWorker(r));
   if (decentralized()) SKETCHPS_RETURN_IF_ERROR(PublishPeers());
   return absl::OkStatus();
 }
 
-absl::Status LocalCluster::Kill(bool server, std::uint32_t index) {
+absl::StatusOr<bool> LocalCluster::Kill(bool server, std::uint32_t index) {
   launch::Child& victim = server ? servers_.at(index) : workers_.at(index);
+  const bool was_running = !victim.Poll();
   victim.Signal(SIGKILL);
   while (!victim.Poll()) absl::SleepFor(absl::Milliseconds(5));
-  return server ? StartServer(index) : absl::OkStatus();
+  // A decentralized worker cannot rejoin (its peers regroup without it); a worker that had already
+  // finished has nothing left to do.
+  if (!server && (decentralized() || !was_running)) return false;
+  SKETCHPS_RETURN_IF_ERROR(server ? StartServer(index) : StartWorker(index));
+  return true;
+}
+
+std::vector<std::uint32_t> LocalCluster::RestartStalledServers() {
+  std::vector<std::uint32_t> restarted;
+  for (std::uint32_t s = 0; s < servers_.size(); ++s) {
+    if (servers_[s].Poll() != launch::kServerExitAcceptStalled) continue;
+    if (auto st = StartServer(s); !st.ok()) {
+      std::fprintf(stderr, "run: restarting server %u failed: %s\n", s, st.ToString().c_str());
+      continue;  // its exit code then fails the run (FirstFailure)
+    }
+    restarted.push_back(s);
+  }
+  return restarted;
 }
 
 std::optional<Failure> LocalCluster::FirstFailure(const std::set<std::uint32_t>& spared) {
@@ -199,10 +231,11 @@ std::vector<std::string> LocalCluster::WorkerEnvironment() const {
 }
 
 void LocalCluster::StopAll() {
-  std::vector<launch::Child*> all;
-  for (auto& w : workers_) all.push_back(&w);
-  for (auto& s : servers_) all.push_back(&s);
-  launch::StopTogether(all, kStopGrace);
+  std::vector<launch::Child*> servers, workers;
+  for (auto& s : servers_) servers.push_back(&s);
+  for (auto& w : workers_) workers.push_back(&w);
+  launch::StopTogether(workers, kWorkerStopGrace);
+  launch::StopTogether(servers, kStopGrace);
 }
 
 absl::Status LocalCluster::StopServers() {

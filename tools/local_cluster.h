@@ -56,8 +56,16 @@ class LocalCluster {
   absl::Status StartServers();
   // The workers; decentralized: once every Peer service reports its port, they get the list.
   absl::Status StartWorkers();
-  // SIGKILL of one process (waits until it is gone); a shard is started again with the same flags.
-  absl::Status Kill(bool server, std::uint32_t index);
+  // SIGKILL of one process (waits until it is gone), then started again with the same flags: a shard
+  // (it recovers from its checkpoint and the workers' replicas), and in ps mode a worker that was
+  // still running (it joins again and restores its state of the shards' round from its state file,
+  // worker/scheme_state_file.h). Returns whether it was restarted (a decentralized worker is not: it
+  // cannot rejoin, its peers regroup without it).
+  absl::StatusOr<bool> Kill(bool server, std::uint32_t index);
+  // Shards that exited with launch::kServerExitAcceptStalled (their accept loop stalled, e.g. after
+  // file-descriptor exhaustion: they drained and checkpointed first) are started again, as a
+  // supervisor would; returns them.
+  std::vector<std::uint32_t> RestartStalledServers();
 
   // The first shard that failed, or worker outside `spared` (killed on purpose) with a non-zero exit.
   std::optional<Failure> FirstFailure(const std::set<std::uint32_t>& spared);
@@ -69,8 +77,12 @@ class LocalCluster {
   // of ScriptEnv (tools/run_script.h), SKETCHPS_METRICS_OUT with {rank} for the rank.
   std::vector<std::string> WorkerEnvironment() const;
 
-  // After a failure or a signal: SIGTERM to every process at once, SIGKILL to those still running
-  // after a few seconds (the shards drain, checkpoint and exit 143 before that).
+  // After a failure or a signal: SIGTERM to the workers, SIGKILL to those still running after a few
+  // seconds; then the same for the shards (they drain, write their final checkpoint and exit 143).
+  // The workers go first: a ps worker finishes the round it has started (pushed to every shard, or
+  // to none) and stops before the next (worker/trainer.cc), so every shard applies the same rounds
+  // and every worker holds the state of the last one; a --resume then finds the shards and every
+  // worker at the same round (tools/resume_round.h).
   void StopAll();
   // At the job's end: shards that still run get SIGTERM; each must end with 0 or 143 (drained).
   absl::Status StopServers();
@@ -84,6 +96,7 @@ class LocalCluster {
   launch::ServerLaunch Server(std::uint32_t s) const;
   launch::WorkerLaunch Worker(std::uint32_t r, const std::vector<std::string>& servers) const;
   absl::Status StartServer(std::uint32_t s);
+  absl::Status StartWorker(std::uint32_t r);
   absl::Status PublishPeers();
 
   const JobSpec& job_;

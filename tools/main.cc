@@ -59,7 +59,8 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
   run->add_option("--bin-dir", options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
   run->add_option("--kill", options.kills,
                   "Fault injection: server:<s>@<round> kills shard s after that round and restarts it; "
-                  "worker:<r>@<round> kills worker r for good");
+                  "worker:<r>@<round> kills worker r and restarts it with its saved state (ps mode; in "
+                  "decentralized mode for good, its peers regroup)");
   run->add_option("--scale", options.scale,
                   "Elastic membership (ps mode): ROUND:N, N workers from round ROUND on, e.g. --scale 120:6 "
                   "--scale 240:3 (the job starts with its `workers`; slots join once, the highest leave first)");

@@ -2,9 +2,8 @@
 
 #include <cstdio>
 #include <limits>
-#include <map>
+#include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -12,35 +11,14 @@
 #include "absl/strings/str_join.h"
 #include "common/net/rendezvous_file.h"
 #include "common/status.h"
+#include "common/wire/file_key.h"
 #include "ps/checkpoint.h"
+#include "tools/resume_round.h"
 #include "tools/summary.h"
 
 namespace sketchps::tools {
 namespace fs = std::filesystem;
 namespace {
-
-// The rounds of which every shard holds a checkpoint, newest first.
-absl::StatusOr<std::vector<std::uint64_t>> CommonRounds(const std::map<std::uint32_t, std::set<std::uint64_t>>& rounds,
-                                                        const std::string& dir, std::uint32_t servers) {
-  std::optional<std::set<std::uint64_t>> common;
-  std::vector<std::string> held;
-  for (std::uint32_t s = 0; s < servers; ++s) {
-    const auto it = rounds.find(s);
-    if (it == rounds.end())
-      return absl::InvalidArgumentError(absl::StrCat("--resume: ", dir, " holds no checkpoint of shard ", s));
-    held.push_back(absl::StrCat("shard ", s, ": ", absl::StrJoin(it->second, ", ")));
-    if (!common) {
-      common = it->second;
-    } else {
-      std::erase_if(*common, [&](std::uint64_t r) { return !it->second.contains(r); });
-    }
-  }
-  if (!common || common->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--resume: no round has a checkpoint of every shard in ", dir, " (",
-                                                   absl::StrJoin(held, "; "), ")"));
-  }
-  return std::vector<std::uint64_t>(common->rbegin(), common->rend());
-}
 
 // The number of leading rounds (0, 1, ...) every worker's records hold: a worker stopped by a
 // signal may not have written its last round or two, which the shards already applied.
@@ -60,21 +38,20 @@ absl::StatusOr<std::uint64_t> RecordedRounds(const fs::path& out, std::uint32_t 
   return recorded;
 }
 
-// The newest round every shard holds that every worker's records reach; when no checkpoint is that
-// old, the oldest round every shard holds, and the records of the rounds in between are missing.
-absl::StatusOr<std::uint64_t> ResumeRound(const std::map<std::uint32_t, std::set<std::uint64_t>>& rounds,
-                                          const fs::path& out, const std::string& dir, const JobSpec& job) {
-  SKETCHPS_ASSIGN_OR_RETURN(const auto common, CommonRounds(rounds, dir, job.servers));
-  SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t recorded, RecordedRounds(out, job.workers));
-  for (const std::uint64_t r : common) {
-    if (r <= recorded) return r;
+// The round to resume from (tools/resume_round.h), its notes printed; the run's checkpoint key, when
+// it has one, checks the files' integrity tags.
+absl::StatusOr<std::uint64_t> ResumeRound(const fs::path& out, const std::string& dir, const JobSpec& job) {
+  std::shared_ptr<const FileKey> key;
+  if (const fs::path file = out / "checkpoint.key"; fs::exists(file)) {
+    SKETCHPS_ASSIGN_OR_RETURN(key, FileKey::LoadIfGiven(file.string()));
   }
-  std::fprintf(stderr,
-               "run: warning: the workers' records end at round %llu, the oldest checkpoint every shard "
-               "holds is round %llu: rounds %llu to %llu will have no records\n",
-               static_cast<unsigned long long>(recorded), static_cast<unsigned long long>(common.back()),
-               static_cast<unsigned long long>(recorded), static_cast<unsigned long long>(common.back() - 1));
-  return common.back();
+  SKETCHPS_ASSIGN_OR_RETURN(const HeldFiles held, ScanRunFolder(dir, (out / kWorkerStateFolder).string(), job.servers,
+                                                                job.workers, key.get()));
+  SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t recorded, RecordedRounds(out, job.workers));
+  SKETCHPS_ASSIGN_OR_RETURN(const ResumePoint point, ChooseResumeRound(held, job.servers, job.workers, recorded,
+                                                                       job.checkpoint.older_if_damaged, dir));
+  for (const std::string& note : point.notes) std::fprintf(stderr, "run: %s\n", note.c_str());
+  return point.round;
 }
 
 // Moves every shard's checkpoints newer than `round` into <dir>/superseded, so that the shards
@@ -134,7 +111,7 @@ absl::StatusOr<std::optional<std::uint64_t>> CheckPreviousRun(const fs::path& ou
         "--resume: decentralized mode keeps no checkpoints, so there is nothing to resume "
         "from; choose another --out");
   }
-  SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t round, ResumeRound(rounds, out, dir, job));
+  SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t round, ResumeRound(out, dir, job));
   if (round >= job.total_rounds()) {
     return absl::InvalidArgumentError(absl::StrCat("--resume: the checkpoints in ", dir, " already hold round ", round,
                                                    " of ", job.total_rounds(),

@@ -3,12 +3,12 @@
 // A previous run is any of: checkpoints in the checkpoint folder (ps/checkpoint.h file names),
 // <out>/summary.json, <out>/worker-0.jsonl. Without --resume such a directory is refused (rerunning
 // would otherwise load the finished checkpoints and train 0 rounds). With --resume, in ps mode, the
-// run resumes at the newest round of which every shard holds a checkpoint and every worker's
-// records reach (a worker stopped by a signal may lose the records of its last round or two; when no
-// checkpoint is that old, the oldest common round, with a warning), below the job's last:
-// a shard's newer checkpoints (a shard stopped one round ahead of another) are moved to
-// <checkpoints>/superseded; the workers' records of the rounds from there on are dropped (they
-// will be run again) and the previous summary, metrics.jsonl and faults.json are removed.
+// run resumes at the newest round of which every shard holds an intact checkpoint, every worker an
+// intact state file and every worker's records reach (tools/resume_round.h: damaged files are refused
+// or, with checkpoint.on_damaged: older, passed over), below the job's last: a shard's newer
+// checkpoints (a shard stopped one round ahead of another) are moved to <checkpoints>/superseded; the
+// workers' records of the rounds from there on are dropped (they will be run again) and the previous
+// summary, metrics.jsonl and faults.json are removed.
 #pragma once
 
 #include <cstdint>

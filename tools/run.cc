@@ -1,5 +1,6 @@
 #include "tools/run.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,8 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/file_write.h"
 #include "common/net/rendezvous_file.h"
 #include "common/status.h"
 #include "common/wire/file_key.h"
@@ -36,6 +39,20 @@ namespace {
 
 constexpr std::size_t kLogLineWidth = 160;  // progress lines when stderr is not a terminal
 
+// "the disk holding <out> is full: ..." when the run directory's filesystem has less than 1% or
+// 16 MiB left (a failure then most likely comes from there), else "".
+std::string FullDisk(const fs::path& out) {
+  struct statvfs disk {};
+  if (statvfs(out.c_str(), &disk) != 0 || disk.f_blocks == 0) return "";
+  const double total = static_cast<double>(disk.f_blocks) * disk.f_frsize;
+  const double avail = static_cast<double>(disk.f_bavail) * disk.f_frsize;
+  if (avail >= 16.0 * (1 << 20) && avail >= 0.01 * total) return "";
+  return absl::StrFormat(
+      "the disk holding %s is full: %.1f MB free of %.1f MB (free space there, then `sketchps run --resume --out "
+      "%s` goes on from the last round every process saved)",
+      out.string(), avail / 1e6, total / 1e6, out.string());
+}
+
 std::string DefaultOutDir(const std::string& job_id) {
   return absl::StrCat("runs/", job_id, "-", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
 }
@@ -52,7 +69,7 @@ class Launch {
   absl::Status Finish();
   // Stops every process at once (tools/local_cluster.h); says why the run ended and how long that took.
   void StopAll();
-  void WriteFaults() const { faults_->Write(out_); }
+  void WriteFaults() const;
 
  private:
   fs::path CheckpointDir() const {
@@ -89,7 +106,7 @@ absl::Status Launch::PrepareRunDirectory() {
   std::error_code ec;
   fs::create_directories(out_ / "checkpoints", ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--out ", out_.string(), ": ", ec.message()));
-  std::ofstream(out_ / "job.yaml") << job_.effective_yaml;
+  SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically((out_ / "job.yaml").string(), job_.effective_yaml));
   SKETCHPS_RETURN_IF_ERROR(PrepareCheckpointKey(resumed.has_value()));
   if (!options_.insecure) {
     SKETCHPS_RETURN_IF_ERROR(MakeCerts(CertsOptions{(out_ / "tls").string(), job_.workers, job_.servers, 30, true}));
@@ -213,6 +230,7 @@ int Launch::Monitor() {
       std::fprintf(stderr, "\nrun: %s: stopping every process\n", sig.c_str());
       return 130;
     }
+    faults_->RestartStalled(*cluster_, progress_->rounds_done());
     if (auto failure = cluster_->FirstFailure(faults_->killed_workers())) {
       return faults_->Failed(*failure, progress_->rounds_done());
     }
@@ -235,9 +253,14 @@ void Launch::StopAll() {
   if (const auto it = faults_->record().find("first_failure"); it != faults_->record().end()) {
     std::fprintf(stderr, "run: failed: %s exited with code %d; every other process stopped in %.1f s\n",
                  (*it)["process"].get<std::string>().c_str(), (*it)["code"].get<int>(), seconds);
+    if (const std::string full = FullDisk(out_); !full.empty()) std::fprintf(stderr, "run: %s\n", full.c_str());
   } else {
     std::fprintf(stderr, "run: every process stopped in %.1f s\n", seconds);
   }
+}
+
+void Launch::WriteFaults() const {
+  if (auto st = faults_->Write(out_); !st.ok()) std::fprintf(stderr, "run: %s\n", std::string(st.message()).c_str());
 }
 
 absl::Status Launch::Finish() {
@@ -252,8 +275,9 @@ absl::Status Launch::Finish() {
     SKETCHPS_ASSIGN_OR_RETURN(auto records, ReadJsonLines((out_ / absl::StrCat("worker-", r, ".jsonl")).string()));
     metrics.push_back(std::move(records));
   }
-  const fs::path reporter = out_ / absl::StrCat("worker-", ReportingRank(metrics), ".jsonl");
-  fs::copy_file(reporter, out_ / "metrics.jsonl", fs::copy_options::overwrite_existing);
+  std::string reported;
+  for (const nlohmann::json& record : metrics[ReportingRank(metrics)]) absl::StrAppend(&reported, record.dump(), "\n");
+  SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically((out_ / "metrics.jsonl").string(), reported));
   RunFacts facts;
   facts.scheme = job_.scheme.name;
   facts.model = job_.model;
@@ -281,7 +305,7 @@ absl::Status Launch::Finish() {
                   {"on_failure", job_.peer.on_failure == OnPeerFailure::kRegroup ? "regroup" : "stop"}};
   }
   SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json summary, Summarize(facts, metrics));
-  std::ofstream(out_ / "summary.json") << summary.dump(2) << "\n";
+  SKETCHPS_RETURN_IF_ERROR(WriteFileAtomically((out_ / "summary.json").string(), summary.dump(2) + "\n"));
   std::fprintf(stderr,
                "run: done in %.1f s: test accuracy %s, %.0f bytes up and %.0f down per worker per round (%.1fx / %.1fx "
                "less than dense)\n",

@@ -24,22 +24,30 @@
 // --resume is given. With --resume (ps mode only) the servers start from their newest checkpoints:
 // the launcher says from which round, keeps the workers' records of the rounds before it, and
 // refuses (exit 2) when every shard's checkpoint already holds the job's last round (nothing to
-// train) or when the shards' newest checkpoints are at different rounds. Workers restart with empty
-// compression state (error-feedback residuals are not checkpointed).
+// train), when no round is held by every shard, or when a damaged file would be loaded
+// (tools/resume_round.h: the round is one every shard and every worker holds intact, so the workers
+// restart with their compression state of that round and the resumed job ends bitwise as an
+// uninterrupted one; checkpoint.on_damaged: older passes damaged files over).
 //
-// Any process that fails stops the run: everything is stopped and the failing process is named with
-// the last lines of its log. Ctrl-C (SIGINT) or SIGTERM stops everything too.
+// Every worker saves its state after every round (--state-dir <out>/worker-state, a failed write
+// stops it), and every file the launcher writes is checked (common/file_write.h): a full disk fails
+// the run naming the file, and the launcher then says how full the run directory's disk is.
+//
+// Any process that fails stops the run: everything is stopped (the workers first: tools/local_cluster.h)
+// and the failing process is named with the last lines of its log. Ctrl-C (SIGINT) or SIGTERM stops
+// everything too. A shard that exits because its accept loop stalled is started again instead.
 //
 // Fault injection (--kill, repeatable), once rank 0 has finished `round` rounds:
 //   server:<s>@<round>  SIGKILL shard s, then restart it with the same flags; the run must still
 //                       complete (checkpoints, docs/protocol.md);
-//   worker:<r>@<round>  SIGKILL worker r for good. Its own exit does not fail the run; what the
-//                       others do does (decentralized mode: they detect the dead peer and regroup
-//                       without it, or stop with peer.on_failure: stop; ps mode: the servers wait
-//                       for it until the others' patience runs out).
+//   worker:<r>@<round>  SIGKILL worker r. In ps mode it is restarted with the same flags and
+//                       restores its state (the run completes bitwise as without the kill); refused
+//                       in an elastic job. In decentralized mode for good: its own exit does not fail
+//                       the run, what the others do does (they detect the dead peer and regroup
+//                       without it, or stop with peer.on_failure: stop).
 // The progress line and the rounds of --kill follow rank 0's metrics; once rank 0 is killed they no
 // longer advance (the run itself goes on).
-// faults.json in the run directory records each kill and the first failure that followed, with
+// faults.json in the run directory records each kill and restart and the first failure that followed, with
 // wall-clock times (unix seconds) and rank 0's rounds at that moment.
 #pragma once
 

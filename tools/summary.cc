@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -118,11 +120,17 @@ std::uint32_t ReportingRank(const std::vector<std::vector<nlohmann::json>>& metr
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<nlohmann::json> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  std::size_t start = 0;
+  for (int n = 1; start < text.size(); ++n) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view line(text.data() + start, end - start);
+    const bool cut = end == text.size();  // no newline after it: its writer stopped in the middle
+    start = end + 1;
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (cut && (j.is_discarded() || !j.is_object())) break;
     if (j.is_discarded() || !j.is_object())
       return absl::InvalidArgumentError(absl::StrCat(path, ":", n, ": not a JSON object"));
     out.push_back(std::move(j));

@@ -70,7 +70,8 @@ std::string UtcNow();
 // /proc/cpuinfo names none.
 std::string ThisMachine();
 
-// Reads one JSON object per line; errors name "<file>:<line>".
+// Reads one JSON object per line; errors name "<file>:<line>". A last line without its newline that
+// does not parse (a writer stopped in the middle of a record) is left out.
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
 
 // The reporting rank of `metrics` (see above).

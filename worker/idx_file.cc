@@ -5,21 +5,36 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 
 namespace sketchps::worker {
 
+namespace {
+
+// `name` + ".gz" when that exists or `name` does not (the error then names the .gz), else `name`.
+std::string GzOrPlain(const std::string& name) {
+  std::error_code ec;
+  if (std::filesystem::exists(name + ".gz", ec) || !std::filesystem::exists(name, ec)) return name + ".gz";
+  return name;
+}
+
+}  // namespace
+
 IdxPaths FashionMnistPaths(const std::string& dir, bool train) {
   const std::string prefix = (std::filesystem::path(dir) / (train ? "train" : "t10k")).string();
-  return {prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz"};
+  return {GzOrPlain(prefix + "-images-idx3-ubyte"), GzOrPlain(prefix + "-labels-idx1-ubyte")};
 }
 
 absl::StatusOr<GzFile> OpenGz(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  if (!std::filesystem::exists(status)) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": no such file", absl::EndsWith(path, ".gz") ? " (nor one without .gz)" : ""));
+  }
   if (std::filesystem::is_directory(status)) return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
   errno = 0;
   gzFile f = gzopen(path.c_str(), "rb");

@@ -24,7 +24,9 @@ struct IdxPaths {
   std::string images;
   std::string labels;
 };
-// <dir>/train-{images-idx3,labels-idx1}-ubyte.gz, or t10k-... for the test split.
+// <dir>/train-{images-idx3,labels-idx1}-ubyte.gz, or t10k-... for the test split; each file without
+// ".gz" when only the uncompressed one is there (docs/job-spec.md data.path: "optionally .gz"). When
+// neither is, the .gz name (what a missing-file error names).
 IdxPaths FashionMnistPaths(const std::string& dir, bool train);
 
 struct GzCloser {

@@ -69,6 +69,7 @@ struct Flags {
   std::string state_dir;
   std::string checkpoint_key_file;
   std::uint64_t state_every_rounds = 1;
+  bool stop_on_state_error = false;
   std::optional<std::uint64_t> join_at_round;
   std::uint64_t leave_at_round = 0;
   std::string listen = "0.0.0.0:7080";
@@ -165,6 +166,7 @@ int Run(Flags& flags) {
   }
   options.checkpoint_key = *std::move(key);
   options.state_every_rounds = flags.state_every_rounds;
+  options.stop_on_state_error = flags.stop_on_state_error;
   options.join_at_round = flags.join_at_round;
   options.leave_at_round = flags.leave_at_round;
   options.patience = absl::Seconds(flags.patience_seconds);
@@ -252,6 +254,10 @@ int main(int argc, char** argv) {
       ->envname("SKETCHPS_STATE_EVERY_ROUNDS")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--stop-on-state-error", flags.stop_on_state_error,
+               "With --state-dir: a state file that cannot be written (a full disk) fails the next round "
+               "(exit 1, naming the file) instead of a logged error and training on without it")
+      ->envname("SKETCHPS_STOP_ON_STATE_ERROR");
   app.add_option("--join-at-round", flags.join_at_round,
                  "Elastic job (ps.elastic), a rank beyond ps.initial_workers: join the running job at this round "
                  "(default: as soon as the shards serve)");

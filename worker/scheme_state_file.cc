@@ -12,10 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_write.h"
 #include "common/status.h"
 #include "common/wire/framed_file.h"
 #include "kernels/backend.h"
 #include "sketchps/v1/checkpoint.pb.h"
+#include "spdlog/spdlog.h"
 
 namespace sketchps::worker {
 namespace {
@@ -49,8 +51,13 @@ absl::StatusOr<SchemeState> FromProto(const v1::ShardSchemeState& in, const std:
   return state;
 }
 
-// The rounds of this rank's state files in `dir`, oldest first.
-std::vector<std::uint64_t> Rounds(const std::string& dir, std::uint32_t rank) {
+}  // namespace
+
+std::string StateFileName(std::uint32_t rank, std::uint64_t rounds_applied) {
+  return absl::StrFormat("worker-%u-state-%012u.bin", rank, rounds_applied);
+}
+
+std::vector<std::uint64_t> StateFileRounds(const std::string& dir, std::uint32_t rank) {
   std::vector<std::uint64_t> rounds;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -58,17 +65,30 @@ std::vector<std::uint64_t> Rounds(const std::string& dir, std::uint32_t rank) {
     std::uint64_t round = 0;
     const std::string name = e.path().filename().string();
     if (std::sscanf(name.c_str(), "worker-%" SCNu32 "-state-%" SCNu64 ".bin", &r, &round) == 2 && r == rank &&
-        name == absl::StrFormat("worker-%u-state-%012u.bin", r, round))
+        name == StateFileName(r, round))
       rounds.push_back(round);
   }
   std::sort(rounds.begin(), rounds.end());
   return rounds;
 }
 
-}  // namespace
+absl::Status CheckStateFile(const std::string& path, const FileKey* key) {
+  return ReadFramedFile(path, kSchemeStateMagic, kMaxPayloadBytes, key).status();
+}
+
+SchemeStateFiles::SchemeStateFiles(std::string dir, std::string job_id, std::uint32_t rank, std::uint64_t dim,
+                                   std::uint64_t checkpoint_every, std::shared_ptr<const FileKey> key)
+    : dir_(std::move(dir)),
+      job_id_(std::move(job_id)),
+      rank_(rank),
+      dim_(dim),
+      every_(checkpoint_every),
+      key_(std::move(key)) {
+  WaitForWritesOnTermination();
+}
 
 std::string SchemeStateFiles::FileName(std::uint64_t rounds_applied) const {
-  return absl::StrFormat("worker-%u-state-%012u.bin", rank_, rounds_applied);
+  return StateFileName(rank_, rounds_applied);
 }
 
 void SchemeStateFiles::SaveAsync(std::uint64_t rounds_applied, Replica& replica, const float* params) {
@@ -80,11 +100,29 @@ void SchemeStateFiles::SaveAsync(std::uint64_t rounds_applied, Replica& replica,
     snapshot->schemes.push_back(replica.scheme(s).SaveState());
     snapshot->scheme_names.push_back(replica.scheme(s).name());
     snapshot->optimizers.push_back(replica.optimizer(s).State());
+    snapshot->carried.push_back(replica.scheme(s).CarriedGradient());
   }
   absl::MutexLock lock(&mu_);
   pending_ = std::async(std::launch::async, [this, snapshot, rounds_applied] {
-               return Write(rounds_applied, *snapshot);
+               absl::Status written = Write(rounds_applied, *snapshot);
+               Report(rounds_applied, written);
+               return written;
              }).share();
+}
+
+void SchemeStateFiles::Report(std::uint64_t rounds_applied, const absl::Status& written) {
+  if (written.ok()) {
+    if (const std::uint64_t failed = failures_.exchange(0); failed > 0) {
+      spdlog::info("worker {}: the state after {} rounds was saved again (after {} failed)", rank_, rounds_applied,
+                   failed);
+    }
+    return;
+  }
+  // Said when it happens; while the disk stays full, every 100th failure again.
+  if (failures_.fetch_add(1) % 100 == 0) {
+    spdlog::error("worker {}: the state after {} rounds was not saved ({} failed in a row): {}", rank_, rounds_applied,
+                  failures_.load(), std::string(written.message()));
+  }
 }
 
 absl::Status SchemeStateFiles::Write(std::uint64_t rounds_applied, const Snapshot& snapshot) const {
@@ -101,6 +139,7 @@ absl::Status SchemeStateFiles::Write(std::uint64_t rounds_applied, const Snapsho
     for (const auto& [name, values] : snapshot.schemes[s].arrays) (*shard.mutable_arrays())[name] = ToBytes(values);
     for (const auto& [name, value] : snapshot.schemes[s].scalars) (*shard.mutable_scalars())[name] = value;
     shard.set_optimizer_state(ToBytes(snapshot.optimizers[s]));
+    shard.set_carried_gradient(ToBytes(snapshot.carried[s]));
   }
   std::string payload;
   if (!state.SerializeToString(&payload)) return absl::InternalError("worker scheme state does not serialize");
@@ -125,7 +164,7 @@ absl::Status SchemeStateFiles::WaitSaved() {
 
 void SchemeStateFiles::RemoveSuperseded(std::uint64_t newest) const {
   std::vector<std::uint64_t> kept_checkpoints;
-  for (const std::uint64_t round : Rounds(dir_, rank_)) {
+  for (const std::uint64_t round : StateFileRounds(dir_, rank_)) {
     if (round >= newest) continue;
     if (every_ > 0 && round % every_ == 0) {
       kept_checkpoints.push_back(round);
@@ -143,7 +182,7 @@ void SchemeStateFiles::RemoveSuperseded(std::uint64_t newest) const {
 }
 
 void SchemeStateFiles::DiscardAfter(std::uint64_t rounds_applied) const {
-  for (const std::uint64_t round : Rounds(dir_, rank_)) {
+  for (const std::uint64_t round : StateFileRounds(dir_, rank_)) {
     std::error_code ec;
     if (round > rounds_applied) fs::remove(fs::path(dir_) / FileName(round), ec);
   }
@@ -151,7 +190,7 @@ void SchemeStateFiles::DiscardAfter(std::uint64_t rounds_applied) const {
 
 absl::StatusOr<StateRestore> SchemeStateFiles::Restore(std::uint64_t rounds_applied, Replica& replica, float* params,
                                                        bool from_file) const {
-  const std::vector<std::uint64_t> rounds = Rounds(dir_, rank_);
+  const std::vector<std::uint64_t> rounds = StateFileRounds(dir_, rank_);
   const auto has = [&](std::uint64_t r) { return std::find(rounds.begin(), rounds.end(), r) != rounds.end(); };
   if (has(rounds_applied)) {
     SKETCHPS_RETURN_IF_ERROR(Load(rounds_applied, replica, params, /*with_params=*/from_file));
@@ -171,6 +210,28 @@ absl::StatusOr<StateRestore> SchemeStateFiles::Restore(std::uint64_t rounds_appl
   return StateRestore{false, rounds_applied,
                       absl::StrCat(dir_, " holds scheme state of rounds ", rounds.front(), "..", rounds.back(),
                                    ", none of round ", rounds_applied, " where the servers are or the one before")};
+}
+
+absl::Status SchemeStateFiles::RestoreSchemes(Replica& replica, const std::vector<SchemeState>& schemes,
+                                              const std::vector<std::vector<float>>& carried, const std::string& path) {
+  // A scheme checks its arrays' sizes as it restores: on a refusal, put back the shards already done.
+  std::vector<SchemeState> before;
+  std::vector<std::vector<float>> carried_before;
+  for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
+    before.push_back(replica.scheme(s).SaveState());
+    carried_before.push_back(replica.scheme(s).CarriedGradient());
+  }
+  for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
+    absl::Status st = replica.scheme(s).RestoreState(schemes[s]);
+    if (st.ok()) st = replica.scheme(s).RestoreCarriedGradient(carried[s]);
+    if (st.ok()) continue;
+    for (std::uint32_t t = 0; t <= s; ++t) {
+      (void)replica.scheme(t).RestoreState(before[t]);
+      (void)replica.scheme(t).RestoreCarriedGradient(carried_before[t]);
+    }
+    return absl::FailedPreconditionError(absl::StrCat(path, ": shard ", s, ": ", st.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SchemeStateFiles::Load(std::uint64_t round, Replica& replica, float* params, bool with_params) const {
@@ -193,7 +254,7 @@ absl::Status SchemeStateFiles::Load(std::uint64_t round, Replica& replica, float
     return differs("the number of shards", state.shards_size(), replica.num_shards());
   }
   std::vector<SchemeState> schemes;
-  std::vector<std::vector<float>> optimizers;
+  std::vector<std::vector<float>> optimizers, carried;
   for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
     const v1::ShardSchemeState& shard = state.shards(static_cast<int>(s));
     if (shard.shard_id() != s) return differs("shards[].shard_id", shard.shard_id(), s);
@@ -207,16 +268,11 @@ absl::Status SchemeStateFiles::Load(std::uint64_t round, Replica& replica, float
     if (optimizers.back().size() != replica.optimizer(s).state_size()) {
       return differs("the optimizer state's size", optimizers.back().size(), replica.optimizer(s).state_size());
     }
+    SKETCHPS_ASSIGN_OR_RETURN(
+        carried.emplace_back(),
+        ToFloats(shard.carried_gradient(), absl::StrCat(path, ": shards[", s, "].carried_gradient")));
   }
-  // A scheme checks its arrays' sizes as it restores: on a refusal, put back the shards already done.
-  std::vector<SchemeState> before;
-  for (std::uint32_t s = 0; s < replica.num_shards(); ++s) before.push_back(replica.scheme(s).SaveState());
-  for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
-    if (auto st = replica.scheme(s).RestoreState(schemes[s]); !st.ok()) {
-      for (std::uint32_t t = 0; t < s; ++t) (void)replica.scheme(t).RestoreState(before[t]);
-      return absl::FailedPreconditionError(absl::StrCat(path, ": shard ", s, ": ", st.message()));
-    }
-  }
+  SKETCHPS_RETURN_IF_ERROR(RestoreSchemes(replica, schemes, carried, path));
   if (!with_params) return absl::OkStatus();
   for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
     SKETCHPS_RETURN_IF_ERROR(replica.optimizer(s).SetState(optimizers[s]));  // sizes checked above

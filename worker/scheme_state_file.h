@@ -2,7 +2,8 @@
 // exactly where it stopped (docs/reliability.md "Killing a worker").
 //
 // What is saved after every round: every shard range's Scheme::SaveState() (error-feedback
-// residuals, local momentum, SIDCo/SDAGC stage state, DGC's clipping state), the worker's weights and
+// residuals, local momentum, SIDCo/SDAGC stage state, DGC's clipping state) and its carried gradient
+// (Scheme::CarriedGradient: rounds a round deadline left this worker out of), the worker's weights and
 // its replica's optimizer state.
 //
 // Files: <dir>/worker-<rank>-state-<rounds_applied, 12 digits>.bin, framed like a shard checkpoint
@@ -36,9 +37,12 @@
 // DiscardAfter(R) removes this rank's files of rounds after R: at a (re)start from round R they are
 // left over from an earlier run of the job (or a trajectory a --resume abandoned), and a later
 // restart must not mistake one for its own.
+// A write that fails (a full disk) leaves no partial file (common/file_write.h) and is logged at once,
+// naming the file; WaitSaved returns its error. A SIGTERM waits for the write in progress.
 // Thread-safe for WaitSaved (every shard thread of a round waits); the rest from one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -56,6 +60,14 @@ namespace sketchps::worker {
 
 inline constexpr char kSchemeStateMagic[8] = {'S', 'K', 'P', 'S', 'W', 'S', 'T', '1'};
 
+// The file name of `rank`'s state after `rounds_applied` rounds (without the directory).
+std::string StateFileName(std::uint32_t rank, std::uint64_t rounds_applied);
+// The rounds of `rank`'s state files in `dir` (from the names alone), oldest first.
+std::vector<std::uint64_t> StateFileRounds(const std::string& dir, std::uint32_t rank);
+// Whether the file at `path` passes the framing checks (magic, length, CRC, integrity tag under
+// `key`); the error names the file (IsDamagedFile / IsKeyError tell why).
+absl::Status CheckStateFile(const std::string& path, const FileKey* key);
+
 struct StateRestore {
   bool restored = false;
   std::uint64_t first_round = 0;  // where the worker starts: R, or R - 1 to replay it
@@ -66,14 +78,9 @@ class SchemeStateFiles {
  public:
   // `dim`: the whole vector's length; `checkpoint_every`: the job's checkpoint.every_rounds; `key`:
   // the checkpoint key (null: untagged files).
+  // Installs WaitForWritesOnTermination (common/file_write.h): a SIGTERM lets a write end first.
   SchemeStateFiles(std::string dir, std::string job_id, std::uint32_t rank, std::uint64_t dim,
-                   std::uint64_t checkpoint_every, std::shared_ptr<const FileKey> key = nullptr)
-      : dir_(std::move(dir)),
-        job_id_(std::move(job_id)),
-        rank_(rank),
-        dim_(dim),
-        every_(checkpoint_every),
-        key_(std::move(key)) {}
+                   std::uint64_t checkpoint_every, std::shared_ptr<const FileKey> key = nullptr);
 
   // The file name of round `rounds_applied` (without the directory).
   std::string FileName(std::uint64_t rounds_applied) const;
@@ -93,12 +100,19 @@ class SchemeStateFiles {
     std::vector<SchemeState> schemes;
     std::vector<std::string> scheme_names;
     std::vector<std::vector<float>> optimizers;
+    std::vector<std::vector<float>> carried;  // Scheme::CarriedGradient, by shard
   };
   absl::Status Write(std::uint64_t rounds_applied, const Snapshot& snapshot) const;
+  // Logs a failed write when it happens (then every 100th in a row), and the first success after.
+  void Report(std::uint64_t rounds_applied, const absl::Status& written);
   void RemoveSuperseded(std::uint64_t newest) const;
   // Loads and checks the file of round `round` and puts it into the replica (and params when
   // `with_params`); on an error nothing has changed.
   absl::Status Load(std::uint64_t round, Replica& replica, float* params, bool with_params) const;
+  // Puts every shard's scheme state and carried gradient into the replica, or none of them (the
+  // error names the file and the shard).
+  static absl::Status RestoreSchemes(Replica& replica, const std::vector<SchemeState>& schemes,
+                                     const std::vector<std::vector<float>>& carried, const std::string& path);
 
   std::string dir_;
   std::string job_id_;
@@ -106,6 +120,7 @@ class SchemeStateFiles {
   std::uint64_t dim_;
   std::uint64_t every_;
   std::shared_ptr<const FileKey> key_;
+  std::atomic<std::uint64_t> failures_{0};  // writes that failed in a row
   absl::Mutex mu_;
   std::shared_future<absl::Status> pending_ ABSL_GUARDED_BY(mu_);
 };

@@ -24,16 +24,42 @@ std::string Describe(const Layer& l) { return absl::StrCat("'", l.name, "' [", a
 
 }  // namespace
 
-absl::Status JsonLinesLog::Open(const std::string& path) {
+namespace {
+
+// Drops the records of rounds >= first_round from the JSON-lines file at `path` (and a last line cut
+// in the middle); a missing file is fine.
+absl::Status KeepRecordsBefore(const std::string& path, std::uint64_t first_round) {
+  std::ifstream in(path);
+  if (!in) return absl::OkStatus();
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool keep = in.good() && record.is_object() && record.value("round", first_round) < first_round;
+    if (keep) absl::StrAppend(&kept, line, "\n");
+    dropped |= !keep;
+  }
+  return dropped ? WriteFileAtomically(path, kept) : absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status JsonLinesLog::Open(const std::string& path, std::uint64_t first_round) {
   if (path.empty()) return absl::OkStatus();
-  auto out = std::make_unique<std::ofstream>(path, std::ios::app);
-  if (!*out) return absl::InvalidArgumentError(absl::StrCat("--metrics-out ", path, ": cannot open for writing"));
-  out_ = std::move(out);
+  WaitForWritesOnTermination();  // a SIGTERM lets the record being written end first
+  if (auto st = KeepRecordsBefore(path, first_round); !st.ok()) {
+    return absl::UnavailableError(absl::StrCat("--metrics-out: ", st.message()));
+  }
+  if (auto st = file_.Open(path); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics-out: ", st.message()));
+  }
   return absl::OkStatus();
 }
 
+absl::Status JsonLinesLog::Append(const nlohmann::json& record) { return file_.Append(record.dump() + "\n"); }
+
 void JsonLinesLog::Write(const nlohmann::json& record) {
-  if (out_) *out_ << record.dump() << "\n" << std::flush;
+  if (auto st = Append(record); !st.ok()) spdlog::error("round record not written: {}", std::string(st.message()));
 }
 
 absl::Status CheckLayout(const LayerTable& model, const LayerTable& job) {
@@ -207,8 +233,11 @@ ShardRun Session::RunShard(std::uint32_t shard, std::uint64_t round, const float
   ShardRun run;
   const absl::Time start = absl::Now();
   // Nothing of this round leaves before the previous round's state file is complete
-  // (worker/scheme_state_file.h); its outcome is reported in Complete.
-  if (state_files_ != nullptr) (void)state_files_->WaitSaved();
+  // (worker/scheme_state_file.h); a failed one stops the round with stop_on_state_error.
+  if (auto saved = StateSaved(); !saved.ok()) {
+    run.outcome = saved;
+    return run;
+  }
   run.outcome =
       replica_->RunShard(shard, transport_->aggregator(), RoundInfo{round, plan_.EpochOf(round)}, grads, params);
   run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -365,14 +394,16 @@ absl::StatusOr<nlohmann::json> Session::CatchUp(std::uint64_t round, float* para
 }
 
 void Session::SaveState(std::uint64_t rounds_applied, const float* params) {
-  // A state file that cannot be written costs a restart its state, not the job its progress.
-  if (auto st = state_files_->WaitSaved(); !st.ok() && state_failures_++ % 100 == 0) {
-    spdlog::warn(
-        "worker {}: the state of a round was not saved ({} so far; training continues, a restart would "
-        "start with empty scheme state): {}",
-        o_.rank, state_failures_, std::string(st.message()));
-  }
   state_files_->SaveAsync(rounds_applied, *replica_, params);
+}
+
+absl::Status Session::StateSaved() {
+  if (state_files_ == nullptr) return absl::OkStatus();
+  absl::Status saved = state_files_->WaitSaved();
+  // Without stop_on_state_error a state file that cannot be written costs a restart its state, not
+  // the job its progress (the writer has logged it).
+  if (saved.ok() || !o_.stop_on_state_error) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("worker ", o_.rank, ": its state was not saved: ", saved.message()));
 }
 
 absl::StatusOr<std::vector<float>> Session::SumOverWorkers(std::uint64_t round, std::vector<float> values) {

@@ -41,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/file_write.h"
 #include "common/net/tls.h"
 #include "engine/replica.h"
 #include "engine/shard_threads.h"
@@ -72,6 +73,11 @@ struct SessionOptions {
   // checkpoint.every_rounds (only a whole-job --resume from a shard checkpoint is exact; the writes
   // cost a copy of the scheme state, weights and optimizer state: 16 bytes per parameter with AdamW).
   std::uint64_t state_every_rounds = 1;
+  // A state file that cannot be written (a full disk) is logged when it happens, naming the file.
+  // Then with stop_on_state_error the worker's next round fails with that error (`sketchps run`:
+  // --resume and restarts must be exact); without it, training goes on and a restart would start
+  // with empty scheme state.
+  bool stop_on_state_error = false;
   // The checkpoint key (--checkpoint-key-file): state files carry an integrity tag under it, and a
   // file whose tag is missing or wrong stops the worker at Join (null: untagged files).
   std::shared_ptr<const FileKey> checkpoint_key;
@@ -106,14 +112,22 @@ struct RoundFlight {
   void Ready(std::uint32_t shard) { shards->Ready(shard); }
 };
 
-// Appends JSON lines to a file ("" : nowhere).
+// Appends JSON lines to a file ("" : nowhere), one whole record at a time (common/file_write.h
+// AppendOnlyFile: a failed write, a full disk, leaves no partial record; a SIGTERM waits for the
+// record being written).
 class JsonLinesLog {
  public:
-  absl::Status Open(const std::string& path);
+  // `first_round`: this worker's first round; records of that round or later already in the file (a
+  // restarted worker replaying the round it was killed in) are dropped, so every round is recorded
+  // once. The errors name the file.
+  absl::Status Open(const std::string& path, std::uint64_t first_round = ~std::uint64_t{0});
+  // The error names the file ("<path>: write failed: No space left on device").
+  absl::Status Append(const nlohmann::json& record);
+  // Append, with a failure logged instead of returned.
   void Write(const nlohmann::json& record);
 
  private:
-  std::unique_ptr<std::ostream> out_;
+  AppendOnlyFile file_;
 };
 
 // OK when a model's layout equals the job's; else InvalidArgument describing the first difference:
@@ -205,8 +219,10 @@ class Session {
   absl::Status CheckOptions() const;
   absl::Status StartTransport();
   absl::StatusOr<std::unique_ptr<Replica>> MakeReplica() const;
-  // Starts writing the state after `rounds_applied` rounds; logs a failed earlier write.
+  // Starts writing the state after `rounds_applied` rounds (the writer logs a failure).
   void SaveState(std::uint64_t rounds_applied, const float* params);
+  // The outcome of the state write in progress: its error with stop_on_state_error, else OK.
+  absl::Status StateSaved();
   // When a round began, when its compute ended (== begin: none) and when it ended.
   struct RoundTimes {
     absl::Time start, computed, end;
@@ -237,7 +253,6 @@ class Session {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Replica> replica_;
   std::unique_ptr<SchemeStateFiles> state_files_;  // options.state_dir in ps mode, else null
-  std::uint64_t state_failures_ = 0;               // state files that could not be written
 };
 
 }  // namespace sketchps::worker

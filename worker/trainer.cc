@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/status.h"
+#include "common/termination.h"
 #include "common/wire/gradient_dump.h"
 #include "engine/aggregator.h"
 #include "engine/replica.h"
@@ -28,6 +29,11 @@
 namespace sketchps::worker {
 namespace {
 
+// How long a SIGTERM waits for the round in progress (StopGracefullyOnTermination): every worker
+// stopped together finishes it within this unless one of them had not started it (then it never
+// completes, and the watchdog ends the wait). Below `sketchps run`'s 5 s before SIGKILL.
+constexpr absl::Duration kStopGrace = absl::Seconds(2);
+
 class Trainer {
  public:
   explicit Trainer(const TrainerOptions& options) : o_(options) {}
@@ -37,6 +43,9 @@ class Trainer {
 
  private:
   absl::Status CheckOptions() const;
+  // After a SIGTERM (StopGracefullyOnTermination), between rounds: waits for the state file being
+  // written and ends the process as the signal would.
+  [[noreturn]] void StopBefore(std::uint64_t round);
   absl::StatusOr<Batch> BatchOf(std::uint64_t round);
   absl::StatusOr<nlohmann::json> RunRound(std::uint64_t round);
   absl::Status Evaluate(std::uint64_t round, bool final, nlohmann::json& record);
@@ -63,6 +72,12 @@ class Trainer {
   TrainSummary summary_;
 };
 
+void Trainer::StopBefore(std::uint64_t round) {
+  spdlog::info("SIGTERM: stopping before round {}; the state after {} rounds is saved", round, round);
+  session_.reset();  // waits for the state file being written
+  DieOfTermination();
+}
+
 absl::Status Trainer::CheckOptions() const {
   if (!o_.dump_rounds.empty() && o_.dump_dir.empty())
     return absl::InvalidArgumentError("--dump-gradients: needs --dump-dir");
@@ -71,6 +86,10 @@ absl::Status Trainer::CheckOptions() const {
 
 absl::Status Trainer::Prepare() {
   SKETCHPS_RETURN_IF_ERROR(CheckOptions());
+  // With its state saved every round (ps mode), a SIGTERM stops the worker between two rounds: it
+  // never leaves a round pushed to some shards and not to others, so the shards, stopped after the
+  // workers, and every worker's newest state file agree on the round a --resume continues from.
+  if (!o_.job.decentralized() && !o_.state_dir.empty()) StopGracefullyOnTermination(kStopGrace);
   SKETCHPS_ASSIGN_OR_RETURN(Model model, Model::Create(o_.job.model, o_.job.train.seed));
   model_ = std::make_unique<Model>(std::move(model));
   SKETCHPS_ASSIGN_OR_RETURN(train_, LoadFashionMnist(o_.job.data.path, Split::kTrain));
@@ -82,7 +101,7 @@ absl::Status Trainer::Prepare() {
   SKETCHPS_ASSIGN_OR_RETURN(session_, Session::Create(o_, model_->flat().layers(), model_->flat().params()));
   SKETCHPS_ASSIGN_OR_RETURN(watch_, GradientWatch::Create(model_->flat(), session_->shards()));
   SKETCHPS_ASSIGN_OR_RETURN(start_round_, session_->Join(model_->flat().params()));
-  return log_.Open(o_.metrics_out);
+  return log_.Open(o_.metrics_out, start_round_);
 }
 
 absl::StatusOr<Batch> Trainer::BatchOf(std::uint64_t round) {
@@ -151,6 +170,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary_.weights_checksum = WeightsChecksum({model_->flat().params(), model_->flat().dim()});
   std::uint64_t round = start_round_;
   while (round < plan().last_round) {
+    if (TerminationRequested()) StopBefore(round);
     session_->RememberRoundStart(round, model_->flat().params());
     const bool last = round + 1 == plan().last_round;
     // An elastic worker leaving before the job's end evaluates on the job's schedule only: its last
@@ -176,7 +196,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       spdlog::info("round {}/{} loss {:.4f}", round + 1, plan().last_round,
                    record->value("loss", std::numeric_limits<double>::quiet_NaN()));
     }
-    log_.Write(*record);
+    SKETCHPS_RETURN_IF_ERROR(log_.Append(*record));
     if (o_.metrics) o_.metrics->ObserveRound(*record);
     ++summary_.rounds;
     ++round;

@@ -10,18 +10,6 @@
 
 namespace sketchps {
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << content;
-    if (!out) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return absl::UnavailableError(absl::StrCat(path, ": cannot rename into place"));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::string> WaitForFile(const std::string& path, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (!std::filesystem::exists(path)) {

@@ -1,16 +1,13 @@
 #include "common/wire/framed_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_write.h"
 #include "common/reason.h"
 #include "common/status.h"
 #include "common/wire/file_key.h"
@@ -18,7 +15,6 @@
 namespace sketchps {
 namespace {
 
-namespace fs = std::filesystem;
 constexpr std::size_t kHeaderBytes = 8 + 8 + 4;
 constexpr char kKeyFlag[] = "--checkpoint-key-file (env SKETCHPS_CHECKPOINT_KEY_FILE)";
 
@@ -30,6 +26,7 @@ std::string TaggedMagic(const char (&magic)[8]) {
 }
 
 absl::Status KeyError(absl::Status status) { return WithReason(std::move(status), Reason::kCheckpointKey); }
+absl::Status Damaged(std::string message) { return WithReason(absl::DataLossError(message), Reason::kDamagedFile); }
 
 void PutLe(std::string& out, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
@@ -43,35 +40,6 @@ std::uint64_t GetLe(const std::string& in, std::size_t at, int bytes) {
 
 std::uint32_t Crc(const char* data, std::size_t size) {
   return static_cast<std::uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(data), static_cast<uInt>(size)));
-}
-
-// Writes `bytes` to `path`; with `sync`, fsyncs it before closing.
-absl::Status WriteAllAndSync(const std::string& path, const std::string& bytes, bool sync) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      return absl::UnavailableError(absl::StrCat(path, ": write failed: ", why));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  const bool synced = !sync || ::fsync(fd) == 0;
-  const std::string why = synced ? "" : std::strerror(errno);
-  ::close(fd);
-  if (!synced) return absl::UnavailableError(absl::StrCat(path, ": fsync failed: ", why));
-  return absl::OkStatus();
-}
-
-void SyncDir(const fs::path& dir) {
-  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
 }
 
 }  // namespace
@@ -95,14 +63,7 @@ std::string FrameTaggedBytes(const char (&magic)[8], const std::string& payload,
 absl::Status WriteFramedFile(const std::string& path, const char (&magic)[8], const std::string& payload,
                              Durability durability, const FileKey* key) {
   const std::string bytes = key ? FrameTaggedBytes(magic, payload, *key) : FrameBytes(magic, payload);
-  const std::string tmp = path + ".tmp";
-  const bool sync = durability == Durability::kSurvivesPowerLoss;
-  SKETCHPS_RETURN_IF_ERROR(WriteAllAndSync(tmp, bytes, sync));
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat(path, ": rename failed: ", ec.message()));
-  if (sync) SyncDir(fs::path(path).parent_path());
-  return absl::OkStatus();
+  return WriteFileAtomically(path, bytes, durability, 0600);
 }
 
 absl::StatusOr<std::string> ReadFramedFile(const std::string& path, const char (&magic)[8], std::uint64_t max_payload,
@@ -118,8 +79,7 @@ absl::StatusOr<std::string> UnframeBytes(std::string bytes, const char (&magic)[
   const std::string tagged_magic = TaggedMagic(magic);
   const bool tagged = bytes.size() >= kHeaderBytes && bytes.compare(0, tagged_magic.size(), tagged_magic) == 0;
   if (!tagged && (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), magic, sizeof(magic)) != 0)) {
-    return absl::DataLossError(
-        absl::StrCat(name, ": not a ", std::string(magic, sizeof(magic)), " file (bad magic or too short)"));
+    return Damaged(absl::StrCat(name, ": not a ", std::string(magic, sizeof(magic)), " file (bad magic or too short)"));
   }
   if (tagged && key == nullptr) {
     return KeyError(absl::FailedPreconditionError(absl::StrCat(
@@ -134,13 +94,13 @@ absl::StatusOr<std::string> UnframeBytes(std::string bytes, const char (&magic)[
   const std::uint64_t length = GetLe(bytes, 8, 8);
   if (length > max_payload || bytes.size() < kHeaderBytes + trailer ||
       bytes.size() - kHeaderBytes - trailer != length) {
-    return absl::DataLossError(absl::StrCat(name, ": truncated or padded (header says ", length, " payload bytes",
-                                            tagged ? " and a 32-byte integrity tag" : "", ", file has ",
-                                            bytes.size() - kHeaderBytes,
-                                            tagged ? " bytes after the header)" : ")"));  // untagged: as it was
+    return Damaged(absl::StrCat(name, ": truncated or padded (header says ", length, " payload bytes",
+                                tagged ? " and a 32-byte integrity tag" : "", ", file has ",
+                                bytes.size() - kHeaderBytes,
+                                tagged ? " bytes after the header)" : ")"));  // untagged: as it was
   }
   if (Crc(bytes.data() + kHeaderBytes, length) != GetLe(bytes, 16, 4))
-    return absl::DataLossError(absl::StrCat(name, ": CRC mismatch"));
+    return Damaged(absl::StrCat(name, ": CRC mismatch"));
   if (tagged) {
     const std::size_t signed_bytes = kHeaderBytes + length;
     if (!key->Verify(std::string_view(bytes).substr(0, signed_bytes), std::string_view(bytes).substr(signed_bytes))) {

@@ -21,7 +21,7 @@ using sketchps::WithReason;
 namespace {
 
 // Every Reason this build knows, by number (the wire protocol's numbering).
-constexpr std::uint32_t kLastKnown = static_cast<std::uint32_t>(Reason::kNotMember);
+constexpr std::uint32_t kLastKnown = static_cast<std::uint32_t>(Reason::kDamagedFile);
 
 }  // namespace
 

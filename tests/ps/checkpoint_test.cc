@@ -9,8 +9,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/match.h"
+#include "common/reason.h"
 #include "common/wire/file_key.h"
 #include "common/wire/framed_file.h"
+#include "common/wire/layout_proto.h"
+#include "ps/export.h"
 
 namespace fs = std::filesystem;
 using namespace sketchps;
@@ -72,14 +76,15 @@ TEST_CASE("Checkpoints round-trip and only the newest `keep` remain", "[checkpoi
   CHECK(ps::LoadLatest(dir.path.string(), "other-job", 1).status().code() == absl::StatusCode::kNotFound);
 }
 
-TEST_CASE("A torn or corrupt newest checkpoint falls back to the previous one", "[checkpoint]") {
+TEST_CASE("A damaged newest checkpoint is refused naming the shard and the file, or skipped when asked",
+          "[checkpoint]") {
   TempDir dir;
   REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(1)).ok());
   REQUIRE(ps::WriteCheckpoint(dir.path.string(), Make(2)).ok());
   const fs::path newest = dir.path / "shard-1-round-000000000002.ckpt";
   const std::string good = ReadAll(newest);
   std::mt19937_64 rng(5);
-  int rejected = 0;
+  int refused_by_default = 0, skipped_when_asked = 0;
   for (int variant = 0; variant < 100; ++variant) {
     std::string bad = good;
     switch (variant % 4) {
@@ -95,12 +100,20 @@ TEST_CASE("A torn or corrupt newest checkpoint falls back to the previous one", 
       }
     }
     WriteAll(newest, bad);
-    CHECK(!ps::ReadCheckpointFile(newest.string()).ok());
-    auto loaded = ps::LoadLatest(dir.path.string(), "job", 1);
+    CHECK(IsDamagedFile(ps::ReadCheckpointFile(newest.string()).status()));
+    // Refused, naming the shard and the file: never a silent fall-back to round 1.
+    auto refused = ps::LoadLatest(dir.path.string(), "job", 1);
+    const std::string message(refused.status().message());
+    refused_by_default += refused.status().code() == absl::StatusCode::kDataLoss &&
+                          absl::StrContains(message, "shard 1's newest checkpoint is damaged: " + newest.string()) &&
+                          absl::StrContains(message, "checkpoint.on_damaged: older");
+    // checkpoint.on_damaged: older: the previous one, the damaged file reported.
+    auto loaded = ps::LoadLatest(dir.path.string(), "job", 1, nullptr, /*older_if_damaged=*/true);
     REQUIRE(loaded.ok());
-    rejected += loaded->checkpoint.rounds_applied() == 1 && loaded->skipped.size() == 1;
+    skipped_when_asked += loaded->checkpoint.rounds_applied() == 1 && loaded->skipped.size() == 1;
   }
-  CHECK(rejected == 100);
+  CHECK(refused_by_default == 100);
+  CHECK(skipped_when_asked == 100);
 }
 
 TEST_CASE("Checkpoint errors name the file and the problem", "[checkpoint]") {
@@ -110,7 +123,8 @@ TEST_CASE("Checkpoint errors name the file and the problem", "[checkpoint]") {
   auto r = ps::ReadCheckpointFile(junk.string());
   CHECK(r.status().code() == absl::StatusCode::kDataLoss);
   CHECK_THAT(std::string(r.status().message()), Catch::Contains(junk.string()) && Catch::Contains("bad magic"));
-  auto none = ps::LoadLatest(dir.path.string(), "job", 1);
+  CHECK(ps::LoadLatest(dir.path.string(), "job", 1).status().code() == absl::StatusCode::kDataLoss);
+  auto none = ps::LoadLatest(dir.path.string(), "job", 1, nullptr, /*older_if_damaged=*/true);
   CHECK(none.status().code() == absl::StatusCode::kNotFound);
   CHECK_THAT(std::string(none.status().message()), Catch::Contains("1 invalid files skipped"));
   WriteAll(dir.path / "file", "x");
@@ -196,9 +210,10 @@ TEST_CASE("A tampered keyed checkpoint stops LoadLatest naming the file", "[chec
   CHECK_THAT(std::string(keyless.status().message()),
              Catch::Contains(newest.string()) && Catch::Contains("--checkpoint-key-file"));
 
-  // A torn keyed file is still skipped for the one before it, as without a key.
+  // A torn keyed file is refused as without a key, and skipped for the one before it when asked.
   WriteAll(newest, good.substr(0, good.size() - 5));
-  auto torn = ps::LoadLatest(dir.path.string(), "job", 1, &key);
+  CHECK(IsDamagedFile(ps::LoadLatest(dir.path.string(), "job", 1, &key).status()));
+  auto torn = ps::LoadLatest(dir.path.string(), "job", 1, &key, /*older_if_damaged=*/true);
   REQUIRE(torn.ok());
   CHECK(torn->checkpoint.rounds_applied() == 1);
   REQUIRE(torn->skipped.size() == 1);
@@ -216,4 +231,35 @@ TEST_CASE("Under a key an untagged checkpoint is refused, without one it loads a
   REQUIRE(!loaded.ok());
   CHECK(loaded.status().code() == absl::StatusCode::kDataLoss);
   CHECK_THAT(std::string(loaded.status().message()), Catch::Contains(file.string() + ": has no integrity tag"));
+}
+
+TEST_CASE("Export names a shard's damaged newest checkpoint, not the older file it would have used", "[checkpoint]") {
+  // As a folder whose shard 1 holds rounds 100 and a damaged 151: the export used to load round 100
+  // of shard 1 and blame that file for not matching shard 0's round 151.
+  TempDir dir;
+  const LayerTable layers = MakeLayerTable({{"w", {8}}});
+  for (std::uint32_t shard : {0u, 1u}) {
+    for (std::uint64_t round : {100u, 151u}) {
+      v1::ShardCheckpoint c;
+      c.set_job_id("job");
+      c.set_shard_id(shard);
+      c.set_num_shards(2);
+      c.set_range_lo(4 * shard);
+      c.set_range_hi(4 * shard + 4);
+      c.set_rounds_applied(round);
+      c.set_weights(std::string(16, '\0'));
+      LayersToProto(layers, c.mutable_layers());
+      REQUIRE(ps::WriteCheckpoint(dir.path.string(), c).ok());
+    }
+  }
+  REQUIRE(ps::LoadCheckpointedModel(dir.path.string(), "job", 2).ok());
+  const fs::path newest = dir.path / ps::CheckpointFileName(1, 151);
+  std::string bad = ReadAll(newest);
+  bad[bad.size() / 2] ^= 0x01;
+  WriteAll(newest, bad);
+  auto model = ps::LoadCheckpointedModel(dir.path.string(), "job", 2);
+  REQUIRE(!model.ok());
+  const std::string message(model.status().message());
+  CHECK_THAT(message, Catch::Contains("shard 1's newest checkpoint is damaged: " + newest.string()));
+  CHECK_THAT(message, !Catch::Contains(ps::CheckpointFileName(1, 100)));
 }

@@ -22,6 +22,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "job/job_spec.h"
+#include "worker/idx_file.h"
+
 using namespace sketchps::worker;
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;
@@ -315,4 +318,31 @@ TEST_CASE("MakeBatch: normalized float input (B,1,28,28) and int64 targets", "[w
   const std::vector<std::uint64_t> bad = {0, 3};
   CHECK_THAT(Message(MakeBatch(*data, bad).status()), Catch::Contains("indices[1] = 3 >= dataset size 3"));
   CHECK(!MakeBatch(*data, std::span<const std::uint64_t>{}).ok());
+}
+
+TEST_CASE("IDX reader: data.path may hold the files uncompressed, as docs/job-spec.md says", "[worker][idx]") {
+  // Every file without .gz, as gunzip leaves them: read as they are, by the worker and by the
+  // launcher's check of the job (it used to refuse them as a missing .gz file).
+  TempDir dir;
+  for (const bool train : {true, false}) {
+    const std::string prefix = dir.File(train ? "train" : "t10k");
+    const std::uint32_t n = train ? 3 : 2;
+    WriteRaw(prefix + "-images-idx3-ubyte", Concat(Header(0x803, {n, 28, 28}), Pixels(n)));
+    WriteRaw(prefix + "-labels-idx1-ubyte", Concat(Header(0x801, {n}), Bytes(n, 7)));
+  }
+  const auto test = LoadFashionMnist(dir.File(""), Split::kTest);
+  REQUIRE(test.ok());
+  CHECK(test->size() == 2);
+  auto job = sketchps::ParseJobSpec(sketchps::DefaultJobSpecYaml(), "t",
+                                    {"data.path=" + dir.File(""), "data.train_samples=3"});
+  REQUIRE(job.ok());
+  const auto sizes = CheckFashionMnist(*job);
+  INFO(sizes.status().ToString());
+  REQUIRE(sizes.ok());
+  CHECK(sizes->train == 3);
+  CHECK(sizes->test == 2);
+  // With both there, the .gz one is read (here: a different sample count).
+  WriteGz(dir.File("t10k-images-idx3-ubyte.gz"), Concat(Header(0x803, {1, 28, 28}), Pixels(1)));
+  WriteGz(dir.File("t10k-labels-idx1-ubyte.gz"), Concat(Header(0x801, {1}), Bytes(1, 3)));
+  CHECK(LoadFashionMnist(dir.File(""), Split::kTest)->size() == 1);
 }
