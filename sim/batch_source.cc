@@ -9,8 +9,8 @@ absl::StatusOr<std::unique_ptr<BatchSource>> BatchSource::Create(const JobSpec& 
                                                                  std::span<const std::uint8_t> labels,
                                                                  std::uint64_t seed) {
   if (labels.size() < job.data.train_samples) {
-    return absl::InvalidArgumentError(absl::StrCat("data.train_samples: ", job.data.train_samples, " > the ",
-                                                   labels.size(), " labelled samples"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.train_samples: ", job.data.train_samples, " > the ", labels.size(), " labelled samples"));
   }
   std::unique_ptr<BatchSource> s(new BatchSource(job, seed));
   if (spec.kind == PartitionKind::kIid) {

@@ -43,9 +43,9 @@ class BatchSource {
 
  private:
   struct Local {
-    std::uint64_t consumed = 0;         // samples taken so far
-    std::uint64_t epoch = ~0ull;        // local epoch whose permutation `order` holds
-    std::vector<std::uint64_t> order;   // that permutation of the worker's samples
+    std::uint64_t consumed = 0;        // samples taken so far
+    std::uint64_t epoch = ~0ull;       // local epoch whose permutation `order` holds
+    std::vector<std::uint64_t> order;  // that permutation of the worker's samples
   };
   BatchSource(const JobSpec& job, std::uint64_t seed)
       : batch_(job.data.batch_size), seed_(seed), order_(job.train.seed) {}
@@ -55,8 +55,8 @@ class BatchSource {
   const std::uint64_t seed_;
   bool iid_ = true;
   std::vector<worker::RoundPlan> plans_;  // iid: rank w's plan of the job
-  worker::BatchOrder order_;               // iid: the job's permutations
-  Partition partition_;                    // static partitions
+  worker::BatchOrder order_;              // iid: the job's permutations
+  Partition partition_;                   // static partitions
   std::vector<Local> local_;
   std::vector<std::uint64_t> out_;
 };

@@ -34,17 +34,17 @@ Cohort::~Cohort() = default;
 absl::StatusOr<std::unique_ptr<Cohort>> Cohort::Create(const JobSpec& job, const std::vector<float>& initial,
                                                        std::uint32_t grad_slots) {
   if (initial.size() != job.layout.dim()) {
-    return absl::InvalidArgumentError(absl::StrCat("model: ", initial.size(), " weights for a layout of ",
-                                                   job.layout.dim()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: ", initial.size(), " weights for a layout of ", job.layout.dim()));
   }
   SKETCHPS_ASSIGN_OR_RETURN(const ShardMap map, MakeShardMap(job.layout, job.servers));
   std::unique_ptr<Cohort> c(new Cohort(job, map, initial));
   for (std::uint32_t w = 0; w < job.workers; ++w) {
     auto m = std::make_unique<Member>();
     SKETCHPS_ASSIGN_OR_RETURN(
-        m->replica, Replica::Create(ReplicaOptions{w, job.workers, map, job.layout, job.scheme.make,
-                                                   job.scheme.density, job.scheme.global_momentum, job.optimizer,
-                                                   job.train.seed, /*parallel_shards=*/false}));
+        m->replica, Replica::Create(ReplicaOptions{w, job.workers, map, job.layout, job.scheme.make, job.scheme.density,
+                                                   job.scheme.global_momentum, job.optimizer, job.train.seed,
+                                                   /*parallel_shards=*/false}));
     SKETCHPS_RETURN_IF_ERROR(m->replica->WireStatus());
     // Rounds may take long with hundreds of workers on two cores: the timeout only ends a stuck run.
     m->inner = c->hub_.MakeAggregator(w, absl::Minutes(10));
@@ -80,8 +80,8 @@ absl::StatusOr<std::uint64_t> Cohort::CheckReplicas() {
   const std::uint64_t first = members_.front()->checksum;
   for (std::uint32_t w = 1; w < members_.size(); ++w) {
     if (members_[w]->checksum != first) {
-      return WithReason(absl::FailedPreconditionError(absl::StrCat("replica diverged: worker ", w,
-                                                                   "'s weights differ from worker 0's")),
+      return WithReason(absl::FailedPreconditionError(
+                            absl::StrCat("replica diverged: worker ", w, "'s weights differ from worker 0's")),
                         Reason::kReplicaDiverged);
     }
   }
@@ -90,8 +90,9 @@ absl::StatusOr<std::uint64_t> Cohort::CheckReplicas() {
   SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t shards,
                             kernels::Checksum(master.data(), master.size(), kernels::Exec{nullptr, &scratch}));
   if (shards != first) {
-    return WithReason(absl::FailedPreconditionError("replica diverged: the shards' master copy differs from the workers'"),
-                      Reason::kReplicaDiverged);
+    return WithReason(
+        absl::FailedPreconditionError("replica diverged: the shards' master copy differs from the workers'"),
+        Reason::kReplicaDiverged);
   }
   return first;
 }
@@ -112,7 +113,8 @@ absl::StatusOr<CohortRound> Cohort::Run(const RoundInfo& info, const std::vector
       RoundInfo mine = info;
       mine.sits_out = slot[w] < 0;
       const float* grad = slots_[std::max(slot[w], 0)].data();  // not read when sitting out
-      threads.emplace_back([this, w, mine, grad, &rounds, &status] { status[w] = RunMember(w, mine, grad, rounds[w]); });
+      threads.emplace_back(
+          [this, w, mine, grad, &rounds, &status] { status[w] = RunMember(w, mine, grad, rounds[w]); });
     }
     for (auto& t : threads) t.join();
   }

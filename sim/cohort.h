@@ -30,13 +30,13 @@ namespace sketchps::sim {
 
 // What a round did, for the records (sim/sim_record.h).
 struct CohortRound {
-  std::vector<ReplicaRound> rounds;      // per participant, in the order given to Run
-  std::vector<std::uint64_t> bytes_up;   // per participant: its payloads' wire bytes, all shards
-  std::vector<std::uint64_t> shard_in;   // per shard: the participants' pushes
-  std::vector<std::uint64_t> shard_out;  // per shard: every phase result to each participant, and
-                                         // G_t to each worker that sat out (to keep it in step)
+  std::vector<ReplicaRound> rounds;                   // per participant, in the order given to Run
+  std::vector<std::uint64_t> bytes_up;                // per participant: its payloads' wire bytes, all shards
+  std::vector<std::uint64_t> shard_in;                // per shard: the participants' pushes
+  std::vector<std::uint64_t> shard_out;               // per shard: every phase result to each participant, and
+                                                      // G_t to each worker that sat out (to keep it in step)
   std::vector<std::uint64_t> shard_out_participants;  // per shard: the phase results to the participants
-  std::uint64_t checksum = 0;            // of the weights every replica holds after the round
+  std::uint64_t checksum = 0;                         // of the weights every replica holds after the round
 };
 
 class Cohort {

@@ -43,8 +43,9 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--seed", f.seed, "Seed of the partition and the draws (default: the job's train.seed)");
   app.add_option("--eval-every", f.eval_every, "Evaluate every N rounds (default: train.eval_every_rounds)");
-  app.add_option("--eval-samples", f.eval_samples, "Test images of the intermediate evaluations (default: "
-                                                    "train.eval_samples; 0: all)");
+  app.add_option("--eval-samples", f.eval_samples,
+                 "Test images of the intermediate evaluations (default: "
+                 "train.eval_samples; 0: all)");
   app.add_option("--progress-every", f.progress_every, "A progress line on stderr every N rounds (0: none)")
       ->capture_default_str();
   app.add_option("--torch-threads", f.torch_threads, "libtorch intra-op threads of the gradient computations")
@@ -89,7 +90,8 @@ int main(int argc, char** argv) {
   std::ofstream records(std::filesystem::path(flags.out) / "records.jsonl");
   if (!records) return Fail(absl::InvalidArgumentError("--out " + flags.out + ": cannot write records.jsonl"));
   auto summary =
-      sketchps::sim::Simulate(o, [&records](const nlohmann::json& r) { records << r.dump() << "\n" << std::flush; });
+      sketchps::sim::Simulate(o, [&records](const nlohmann::json& r) { records << r.dump() << "\n"
+                                                                               << std::flush; });
   if (!summary.ok()) return Fail(summary.status());
   std::ofstream(std::filesystem::path(flags.out) / "summary.json") << summary->dump(2) << "\n";
   std::fprintf(stderr, "simulate: %s: final test accuracy %s, uplink compression %.1fx; %s/summary.json\n",

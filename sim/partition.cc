@@ -105,8 +105,8 @@ void FillBalanced(std::uint64_t need, const std::vector<double>& q, std::vector<
   }
 }
 
-absl::StatusOr<Partition> DirichletPartition(std::span<const std::uint8_t> labels, std::uint32_t workers,
-                                             double alpha, std::uint64_t seed, std::uint32_t classes) {
+absl::StatusOr<Partition> DirichletPartition(std::span<const std::uint8_t> labels, std::uint32_t workers, double alpha,
+                                             std::uint64_t seed, std::uint32_t classes) {
   auto pools = ShuffledPools(labels, classes, seed);
   Partition out;
   out.samples.resize(workers);
@@ -126,8 +126,8 @@ absl::StatusOr<Partition> DirichletPartition(std::span<const std::uint8_t> label
   return out;
 }
 
-absl::StatusOr<Partition> ClassesPartition(std::span<const std::uint8_t> labels, std::uint32_t workers,
-                                           std::uint32_t k, std::uint64_t seed, std::uint32_t classes) {
+absl::StatusOr<Partition> ClassesPartition(std::span<const std::uint8_t> labels, std::uint32_t workers, std::uint32_t k,
+                                           std::uint64_t seed, std::uint32_t classes) {
   if (classes % k != 0 || std::uint64_t{workers} * k < classes) {
     return absl::InvalidArgumentError(absl::StrCat("--partition: classes:", k, " needs workers x ", k, " >= ", classes,
                                                    " (every class held) and ", classes, " a multiple of ", k));
@@ -155,8 +155,7 @@ absl::StatusOr<Partition> ClassesPartition(std::span<const std::uint8_t> labels,
 std::string PartitionSpec::Name() const {
   switch (kind) {
     case PartitionKind::kIid: return "iid";
-    case PartitionKind::kDirichlet:
-      return std::isinf(alpha) ? "dirichlet:inf" : absl::StrFormat("dirichlet:%g", alpha);
+    case PartitionKind::kDirichlet: return std::isinf(alpha) ? "dirichlet:inf" : absl::StrFormat("dirichlet:%g", alpha);
     case PartitionKind::kClasses: return absl::StrCat("classes:", classes_per_worker);
   }
   return "iid";
@@ -199,8 +198,8 @@ absl::StatusOr<Partition> MakePartition(std::span<const std::uint8_t> labels, st
   }
   for (std::uint64_t i = 0; i < labels.size(); ++i) {
     if (labels[i] >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat("--partition: label ", int{labels[i]}, " of sample ", i,
-                                                     " is not below ", classes, " classes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--partition: label ", int{labels[i]}, " of sample ", i, " is not below ", classes, " classes"));
     }
   }
   if (spec.kind == PartitionKind::kDirichlet) return DirichletPartition(labels, workers, spec.alpha, seed, classes);

@@ -45,7 +45,7 @@ enum class PartitionKind { kIid, kDirichlet, kClasses };
 
 struct PartitionSpec {
   PartitionKind kind = PartitionKind::kIid;
-  double alpha = 0;                 // kDirichlet: > 0, or infinity
+  double alpha = 0;                      // kDirichlet: > 0, or infinity
   std::uint32_t classes_per_worker = 0;  // kClasses: 1, 2 or 5
 
   // "iid", "dirichlet:0.1", "dirichlet:inf", "classes:2": what ParsePartition reads.

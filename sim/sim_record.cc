@@ -124,8 +124,8 @@ nlohmann::json SummaryBuilder::Finish(double wall_s) const {
   s["evaluations"] = evals;
   s["final_test_accuracy"] = evals.empty() ? nlohmann::json(nullptr) : evals.back()["test_accuracy"];
   s["nonfinite_rounds"] = nonfinite_rounds;
-  for (const char* key : {"bytes_up", "shard_in", "shard_out", "busiest_link", "busiest_link_participants",
-                          "selected", "loss"}) {
+  for (const char* key :
+       {"bytes_up", "shard_in", "shard_out", "busiest_link", "busiest_link_participants", "selected", "loss"}) {
     s[std::string(key) + "_mean"] = MeanOf(records_, key);
   }
   const double dense = records_.empty() ? 0.0 : records_.front().value("dense_bytes", 0.0);

@@ -81,8 +81,8 @@ absl::Status Simulator::Prepare() {
   const auto& flat = model_->flat();
   std::vector<float> initial(flat.params(), flat.params() + flat.dim());
   SKETCHPS_ASSIGN_OR_RETURN(cohort_, Cohort::Create(o_.job, initial, per_round_));
-  for (const auto& a : cohort_->Advisories()) std::fprintf(stderr, "simulate: warning: scheme.%s, %s\n",
-                                                           o_.job.scheme.name.c_str(), a.c_str());
+  for (const auto& a : cohort_->Advisories())
+    std::fprintf(stderr, "simulate: warning: scheme.%s, %s\n", o_.job.scheme.name.c_str(), a.c_str());
   return absl::OkStatus();
 }
 
@@ -95,8 +95,7 @@ absl::StatusOr<std::vector<float>> Simulator::ComputeGradients(std::uint64_t rou
     SKETCHPS_ASSIGN_OR_RETURN(auto indices, batches_->Next(who[i], round));
     SKETCHPS_ASSIGN_OR_RETURN(worker::Batch batch, worker::MakeBatch(train_, indices));
     SKETCHPS_ASSIGN_OR_RETURN(const float loss, model_->ForwardBackward(batch.input, batch.target));
-    kernels::CopyToDevice(cohort_->grad_slot(static_cast<std::uint32_t>(i)), flat.grads(),
-                          flat.dim() * sizeof(float));
+    kernels::CopyToDevice(cohort_->grad_slot(static_cast<std::uint32_t>(i)), flat.grads(), flat.dim() * sizeof(float));
     losses.push_back(loss);
   }
   return losses;
@@ -114,7 +113,9 @@ absl::StatusOr<Evaluation> Simulator::Evaluate(bool final) {
 absl::StatusOr<nlohmann::json> Simulator::RunRound(std::uint64_t round) {
   const absl::Time start = absl::Now();
   const std::vector<std::uint32_t> who = Participants(o_.job.workers, o_.participation, seed_, round);
-  RoundFacts facts{round, plan_.EpochOf(round)};
+  RoundFacts facts;
+  facts.round = round;
+  facts.epoch = plan_.EpochOf(round);
   SKETCHPS_ASSIGN_OR_RETURN(facts.losses, ComputeGradients(round, who));
   const absl::Time computed = absl::Now();
   SKETCHPS_ASSIGN_OR_RETURN(CohortRound c, cohort_->Run(RoundInfo{round, facts.epoch}, who));
@@ -130,7 +131,8 @@ void Simulator::Progress(std::uint64_t round, const nlohmann::json& record) cons
   if (o_.progress_every == 0 || (round % o_.progress_every != 0 && !last && !record.contains("test_accuracy"))) return;
   std::string line = absl::StrCat("simulate: ", o_.job.scheme.name, " round ", round + 1, "/", plan_.last_round);
   if (record["loss"].is_number()) absl::StrAppend(&line, " loss ", record["loss"].get<double>());
-  if (record.contains("test_accuracy")) absl::StrAppend(&line, " test accuracy ", record["test_accuracy"].get<double>());
+  if (record.contains("test_accuracy"))
+    absl::StrAppend(&line, " test accuracy ", record["test_accuracy"].get<double>());
   absl::StrAppend(&line, " (", record["compute_s"].get<double>() + record["exchange_s"].get<double>(), " s)");
   std::fprintf(stderr, "%s\n", line.c_str());
 }

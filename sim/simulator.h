@@ -34,8 +34,8 @@ namespace sketchps::sim {
 struct SimOptions {
   JobSpec job;
   PartitionSpec partition;
-  double participation = 1.0;         // fraction of the workers drawn per round, (0, 1]
-  std::optional<std::uint64_t> seed;  // of the partition and the draws; default job.train.seed
+  double participation = 1.0;                 // fraction of the workers drawn per round, (0, 1]
+  std::optional<std::uint64_t> seed;          // of the partition and the draws; default job.train.seed
   std::optional<std::uint64_t> eval_every;    // default job.train.eval_every_rounds (0: only at the end)
   std::optional<std::uint64_t> eval_samples;  // default job.train.eval_samples (0: all)
   int torch_threads = 1;

@@ -33,8 +33,7 @@ absl::StatusOr<std::uint64_t> PayloadWireBytes(const PayloadValue& payload, Valu
   return msg.ByteSizeLong();
 }
 
-absl::StatusOr<std::shared_ptr<const PhaseResult>> MeteredAggregator::RunPhase(std::uint32_t shard,
-                                                                               std::uint64_t round,
+absl::StatusOr<std::shared_ptr<const PhaseResult>> MeteredAggregator::RunPhase(std::uint32_t shard, std::uint64_t round,
                                                                                std::uint32_t phase,
                                                                                Contribution contribution) {
   std::uint64_t up = 0;

@@ -121,10 +121,9 @@ TEST_CASE("classes:K gives each worker exactly K labels and each holder its even
   }
 }
 
-TEST_CASE("dirichlet:A balances sizes, follows the drawn proportions and skews more as A shrinks",
-          "[sim][partition]") {
+TEST_CASE("dirichlet:A balances sizes, follows the drawn proportions and skews more as A shrinks", "[sim][partition]") {
   const auto labels = Labels();
-  const std::uint32_t workers = 40;  // 67 samples each, fewer than the smallest class holds
+  const std::uint32_t workers = 40;    // 67 samples each, fewer than the smallest class holds
   std::map<double, double> top_share;  // alpha -> mean share of a worker's largest class
   for (double alpha : {0.1, 0.5, 100.0}) {
     const Partition p = Make(labels, workers, "dirichlet:" + std::to_string(alpha));
@@ -161,8 +160,8 @@ TEST_CASE("Partitions are deterministic for a seed and differ between seeds", "[
 }
 
 TEST_CASE("Bad partitions are refused naming --partition", "[sim][partition]") {
-  for (const char* text : {"", "dirichlet", "dirichlet:0", "dirichlet:-1", "dirichlet:x", "classes:3", "classes:10",
-                           "skew:2"}) {
+  for (const char* text :
+       {"", "dirichlet", "dirichlet:0", "dirichlet:-1", "dirichlet:x", "classes:3", "classes:10", "skew:2"}) {
     auto s = ParsePartition(text);
     INFO(text);
     REQUIRE_FALSE(s.ok());
@@ -182,12 +181,13 @@ TEST_CASE("LargestRemainder and EvenBoundary", "[sim][partition]") {
   CHECK(LargestRemainder(7, w) == std::vector<std::uint64_t>{4, 2, 1});  // quotas 3.5, 2.1, 1.4
   CHECK(LargestRemainder(3, std::vector<double>{1, 1, 1, 0}) == std::vector<std::uint64_t>{1, 1, 1, 0});
   CHECK(LargestRemainder(2, std::vector<double>{1, 1, 1}) == std::vector<std::uint64_t>{1, 1, 0});  // ties: lower
-  CHECK(EvenBoundary(10, 1, 4) == 3);  // 2.5 rounds up
+  CHECK(EvenBoundary(10, 1, 4) == 3);                                                               // 2.5 rounds up
   CHECK(EvenBoundary(10, 4, 4) == 10);
   CHECK(EvenBoundary(7, 1, 3) == 2);  // 2.33
 }
 
-TEST_CASE("Participation draws m = round(f P) distinct workers per round, the same for a seed", "[sim][participation]") {
+TEST_CASE("Participation draws m = round(f P) distinct workers per round, the same for a seed",
+          "[sim][participation]") {
   CHECK(ParticipantsPerRound(256, 0.1) == 26);
   CHECK(ParticipantsPerRound(64, 0.1) == 6);
   CHECK(ParticipantsPerRound(4, 0.1) == 1);
