@@ -42,7 +42,7 @@ struct ReplicaOptions {
 struct ReplicaRound {
   RoundTraffic traffic;          // raw payload bytes, summed over shards
   std::uint64_t selected = 0;    // entries this worker sent, summed over shards
-  bool skipped = false;          // the worker's gradient was not finite (it contributed nothing)
+  bool skipped = false;          // it contributed nothing: a non-finite gradient, or RoundInfo::sits_out
   RoundDiagnostics diagnostics;  // summed over shards (Scheme::diagnostics)
   std::uint32_t left_out = 0;    // shards whose round closed without this worker (a round deadline)
 };

@@ -20,6 +20,8 @@
 //   - dense warm-up: rounds < warmup_rounds send the scheme's compression input densely;
 //   - NaN/Inf guard: a non-finite gradient makes the worker skip the round: it contributes no
 //     payload to any phase, leaves its state untouched and reports skipped() == true;
+//   - sitting out (RoundInfo::sits_out, partial participation): the same as a skip, decided by the
+//     caller instead of the gradient, which is not read;
 //   - empty selections are valid payloads (zero entries);
 //   - rounds left out by a deadline (FinishExcluded): state restored, the gradient carried over.
 //
@@ -61,6 +63,12 @@ struct SchemeContext {
 struct RoundInfo {
   std::uint64_t round = 0;  // what the schemes' schedules follow (spans resolved with ctx.clock)
   double epoch = 0.0;       // fractional epochs completed before this round (the optimizer's LR schedule)
+  // This worker sits the round out (partial participation: sim/, docs/reports/sim-map.md): it
+  // contributes no payload to any phase, its state (residuals, momenta, carried gradients) stays as
+  // it was, and G_t averages over the workers that contributed; it still completes every phase and
+  // applies G_t, so its replica stays identical. BeginRound does not read d_grad. Observers of G_t
+  // that every worker must follow alike (the recovery floor) still see it.
+  bool sits_out = false;
 };
 
 // What a compressed round did on this worker's range (metrics.jsonl; docs/methods.md "Recovery
@@ -136,7 +144,7 @@ class Scheme {
   // what all workers hold, e.g. the sketch methods' recovery floor) and nothing else changes.
   virtual absl::Status ObserveFetched(std::uint64_t round, const Aggregate& g) = 0;
 
-  // Whether this worker skipped the current round (non-finite gradient).
+  // Whether this worker skipped the current round: a non-finite gradient, or RoundInfo::sits_out.
   virtual bool skipped() const = 0;
   // Entries this worker selected in the current round (its uplink nnz); dim for dense rounds.
   virtual std::uint64_t selected() const = 0;

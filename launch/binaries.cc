@@ -18,6 +18,7 @@ const char* ProgramName(Program program) {
     case Program::kWorker: return "sketchps-worker";
     case Program::kFrontEnd: return "sketchps";
     case Program::kBench: return "sketchps-bench";
+    case Program::kSim: return "sketchps-sim";
   }
   return "sketchps";
 }
@@ -28,6 +29,7 @@ const char* ProgramFolder(Program program) {
     case Program::kWorker: return "worker";
     case Program::kFrontEnd: return "tools";
     case Program::kBench: return "bench";
+    case Program::kSim: return "sim";
   }
   return "tools";
 }

@@ -14,11 +14,11 @@
 
 namespace sketchps::launch {
 
-enum class Program { kServer, kWorker, kFrontEnd, kBench };
+enum class Program { kServer, kWorker, kFrontEnd, kBench, kSim };
 
-// "sketchps-server", "sketchps-worker", "sketchps", "sketchps-bench".
+// "sketchps-server", "sketchps-worker", "sketchps", "sketchps-bench", "sketchps-sim".
 const char* ProgramName(Program program);
-// The build tree's folder of the program: "server", "worker", "tools", "bench".
+// The build tree's folder of the program: "server", "worker", "tools", "bench", "sim".
 const char* ProgramFolder(Program program);
 
 // The executable of `program` (see above); `bin_dir` "" searches around the running executable.

@@ -35,9 +35,11 @@ absl::Status SchemeBase::BeginRound(const RoundInfo& info, const float* d_grad) 
   diag_ = {};
   input_ = nullptr;
   selected_ = 0;
+  grad_ = d_grad;
+  skipped_ = true;
+  if (info.sits_out) return absl::OkStatus();  // as a skip, decided by the caller (d_grad unread)
   SKETCHPS_ASSIGN_OR_RETURN(const bool finite, kernels::AllFinite(d_grad, ctx_.dim, exec_));
   skipped_ = !finite;
-  grad_ = d_grad;
   if (skipped_) return absl::OkStatus();
   if (ctx_.may_be_left_out) {
     before_ = SaveState();

@@ -1,4 +1,5 @@
-// SchemeBase: what every scheme shares (see scheme.h): dense warm-up rounds, the NaN/Inf guard,
+// SchemeBase: what every scheme shares (see scheme.h): dense warm-up rounds, the NaN/Inf guard and
+// sitting out (RoundInfo::sits_out: handled as that guard's skip, without reading the gradient),
 // keeping the round's phase results, and averaging by the number of contributors.
 //
 // A concrete scheme implements four hooks:
@@ -33,7 +34,7 @@
 // gradient in carry_, which the next BeginRound adds to its gradient. For error-feedback schemes this
 // is the same as keeping the gradient in the residual (their input is e + g either way); for dense and
 // FetchSGD, which keep no residual, it is what keeps the late gradient. A non-finite gradient is
-// skipped and leaves the carry as it is.
+// skipped and leaves the carry as it is; so does a round the worker sits out.
 //
 // With ctx.diagnostics, a compressed round gets one more phase first: a dense sum of every worker's
 // input (the exact aggregate). The scheme's own phases follow unchanged (its phase p is the round's

@@ -8,6 +8,7 @@
 //   bench   benchmark the compression primitives (sketchps-bench, bench/main.cc)
 //   export  a run's checkpoints as a PyTorch state_dict file (tools/export.h)
 //   loadgen traffic of every scheme against the number of workers P (sketchps-bench)
+//   simulate many workers in one process, skewed data, partial participation (sketchps-sim, sim/)
 //   launch  the daemons' command lines and ports for other launchers (tools/launch_command.h)
 #include <unistd.h>
 
@@ -33,10 +34,10 @@
 
 namespace {
 
-// `sketchps bench|loadgen ARGS`: sketchps-bench with the same arguments (the benchmarks are not
-// linked into the product binaries).
-int RunBenchProgram(char** argv) {
-  auto bench = sketchps::launch::FindBinary(sketchps::launch::Program::kBench, "");
+// `sketchps bench|loadgen ARGS`: sketchps-bench with the same arguments, `sketchps simulate ARGS`:
+// sketchps-sim (the benchmarks and the simulator are not linked into the product binaries).
+int RunHelperProgram(char** argv, sketchps::launch::Program program) {
+  auto bench = sketchps::launch::FindBinary(program, "");
   if (!bench.ok()) {
     std::fprintf(stderr, "sketchps %s: %s\n", argv[1], std::string(bench.status().message()).c_str());
     return 2;
@@ -146,7 +147,10 @@ void AddHealthCommand(CLI::App& app, HealthOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && (std::string(argv[1]) == "bench" || std::string(argv[1]) == "loadgen")) return RunBenchProgram(argv);
+  if (argc > 1 && (std::string(argv[1]) == "bench" || std::string(argv[1]) == "loadgen")) {
+    return RunHelperProgram(argv, sketchps::launch::Program::kBench);
+  }
+  if (argc > 1 && std::string(argv[1]) == "simulate") return RunHelperProgram(argv, sketchps::launch::Program::kSim);
   CLI::App app{"sketchps: compressed-gradient parameter server"};
   app.set_version_flag("--version", std::string("sketchps ") + sketchps::Version() + " (" +
                                         sketchps::kernels::BackendName() + " kernels)");
@@ -156,6 +160,9 @@ int main(int argc, char** argv) {
       ->allow_extras()
       ->prefix_command();
   app.add_subcommand("loadgen", "Traffic of every scheme against P (runs sketchps-bench)")
+      ->allow_extras()
+      ->prefix_command();
+  app.add_subcommand("simulate", "P workers in one process: skewed data, partial participation (runs sketchps-sim)")
       ->allow_extras()
       ->prefix_command();
   std::function<int()> launch_run;

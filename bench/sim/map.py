@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""The simulator's map (issue 36): every method's final test accuracy and bytes across (P, alpha, f).
+
+Usage:
+  map.py run [--csv FILE] [--runs DIR] [--methods M,...] [--workers 4,16,64] [--alphas inf,0.1]
+             [--fractions 1,0.25] [--seeds 1] [--rounds N] [--budget-min M] [--sim PATH] [--dry-run]
+      Runs `sketchps-sim` once per (method, P, alpha, f, seed) not yet in the CSV, each under
+      `nice -n 10`, one at a time, and appends a row per run as soon as it ends (so an interrupted
+      map resumes where it stopped). A progress line per run on stderr: what runs, its result, the
+      time spent and left of the budget. Stops starting runs once --budget-min minutes are spent.
+  map.py deciding [--csv FILE]
+      Prints the cells (P, alpha, f) that decide a verdict: some sketch method within 1 point of
+      dense (seed means) where top-k or gTop-k is not; rerun those with --seeds 1,2,3.
+  map.py table [--csv FILE]
+      Prints the map as Markdown: a row per cell, the gap to dense of each method in points (seed
+      means, with the number of seeds), the measured uplink compression per method, and the verdict.
+
+The job of every run: model mlp, servers 1, data.batch_size 32, train.rounds --rounds (default 100),
+the default optimizer (SGD, lr 0.05, momentum 0.9), evaluation only after the last round on the
+whole test set, the partition dirichlet:ALPHA and participation f, train.seed = the seed = the
+simulator's --seed. Each method is set to about 50x uplink compression (METHODS below; the CSV has the
+compression each run measured).
+
+Exit codes: 0 done (or budget spent), 1 a run failed (its row says so; the map goes on), 2 bad usage.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# Each method's settings for ~50x uplink compression on the MLP (235,146 parameters, one shard):
+# measured with map.py's own runs (the CSV's uplink_compression column), see docs/reports/sim-map.md.
+METHODS = {
+    "dense": [],
+    "topk": ["scheme.density=0.016"],
+    "gtopk": ["scheme.density=0.016"],
+    # DGC's sparsity warm-up (4 epochs by default) would send denser rounds for most of a short run.
+    "dgc": ["scheme.density=0.016", "scheme.dgc.warmup=0"],
+    "sketched_sgd": ["scheme.density=0.0017"],
+    "gs_sgd": ["scheme.density=0.0011"],
+    "fetchsgd": ["scheme.density=0.002"],
+}
+SKETCHES = ("sketched_sgd", "gs_sgd", "fetchsgd")
+SPARSE = ("topk", "gtopk")
+
+FIELDS = ["method", "workers", "alpha", "fraction", "seed", "rounds", "participants", "uplink_compression",
+          "bytes_up_mean", "busiest_link_mean", "final_test_accuracy", "loss_mean", "wall_s", "status",
+          "settings"]
+
+
+def parse_list(text, kind):
+    return [kind(x) for x in text.split(",") if x]
+
+
+def key_of(row):
+    return (row["method"], int(row["workers"]), str(row["alpha"]), float(row["fraction"]), int(row["seed"]))
+
+
+def read_rows(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def append_row(path, row):
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def command(sim, method, workers, alpha, fraction, seed, rounds, out):
+    sets = ["model=mlp", f"workers={workers}", "servers=1", "data.batch_size=32", f"train.rounds={rounds}",
+            "train.eval_every_rounds=0", f"train.seed={seed}", f"scheme.name={method}",
+            f"job_id=map-{method}"] + METHODS[method]
+    cmd = ["nice", "-n", "10", sim]
+    for s in sets:
+        cmd += ["--set", s]
+    cmd += ["--partition", f"dirichlet:{alpha}", "--participation", str(fraction), "--seed", str(seed),
+            "--progress-every", "0", "--log-level", "warn", "--out", out]
+    return cmd
+
+
+def run_one(args, method, workers, alpha, fraction, seed):
+    out = os.path.join(args.runs, f"{method}-p{workers}-a{alpha}-f{fraction}-s{seed}")
+    cmd = command(args.sim, method, workers, alpha, fraction, seed, args.rounds, out)
+    row = {"method": method, "workers": workers, "alpha": alpha, "fraction": fraction, "seed": seed,
+           "rounds": args.rounds, "settings": " ".join(METHODS[method])}
+    start = time.time()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    row["wall_s"] = round(time.time() - start, 1)
+    if proc.returncode != 0:
+        last = proc.stderr.strip().splitlines()[-1][:200] if proc.stderr.strip() else ""
+        row["status"] = f"exit {proc.returncode}: {last}"
+        return row
+    with open(os.path.join(out, "summary.json")) as f:
+        s = json.load(f)
+    row.update(status="ok", participants=s["config"]["participants_per_round"],
+               uplink_compression=round(s["uplink_compression"], 2), bytes_up_mean=round(s["bytes_up_mean"]),
+               busiest_link_mean=round(s["busiest_link_mean"]), final_test_accuracy=s["final_test_accuracy"],
+               loss_mean=s.get("loss_mean"))
+    return row
+
+
+def cmd_run(args):
+    done = {key_of(r) for r in read_rows(args.csv)}
+    # Cell by cell (every method of a cell together, so that a cut-short map still has whole cells), the
+    # cheapest cells (fewest participants per round) first.
+    grid = [(m, p, a, f, s) for s in args.seeds for p, f in sorted(
+        ((p, f) for p in args.workers for f in args.fractions), key=lambda pf: (pf[0] * pf[1], pf[0]))
+            for a in args.alphas for m in args.methods]
+    todo = [g for g in grid if (g[0], g[1], str(g[2]), float(g[3]), g[4]) not in done]
+    print(f"map: {len(grid)} runs, {len(grid) - len(todo)} already in {args.csv}, {len(todo)} to run; "
+          f"budget {args.budget_min} min", file=sys.stderr)
+    if args.dry_run:
+        for g in todo:
+            print(" ".join(command(args.sim, *g, args.rounds, "OUT")))
+        return 0
+    os.makedirs(args.runs, exist_ok=True)
+    # The runs use a copy of the simulator, so that a rebuild while the map runs cannot break them.
+    copy = os.path.join(args.runs, "sketchps-sim")
+    shutil.copy2(args.sim, copy)
+    args.sim = copy
+    start, failed = time.time(), False
+    for i, (m, p, a, f, s) in enumerate(todo):
+        spent = (time.time() - start) / 60
+        if spent >= args.budget_min:
+            print(f"map: budget of {args.budget_min} min spent; {len(todo) - i} runs left (run again to go on)",
+                  file=sys.stderr)
+            break
+        row = run_one(args, m, p, a, f, s)
+        append_row(args.csv, row)
+        failed |= row["status"] != "ok"
+        acc = row.get("final_test_accuracy")
+        acc_text = f"{100 * acc:.2f}%" if isinstance(acc, (int, float)) else "n/a"
+        print(f"map: [{i + 1}/{len(todo)}] {m} P={p} alpha={a} f={f} seed={s}: {row['status']}, accuracy {acc_text}, "
+              f"{row.get('uplink_compression', '?')}x up, {row['wall_s']} s (spent {(time.time() - start) / 60:.1f} "
+              f"of {args.budget_min} min)", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+def cells(rows):
+    """{(P, alpha, f): {method: [accuracy of each seed]}} over the rows that finished."""
+    out = {}
+    for r in rows:
+        if r["status"] != "ok" or r["final_test_accuracy"] in ("", "None"):
+            continue
+        cell = (int(r["workers"]), r["alpha"], float(r["fraction"]))
+        out.setdefault(cell, {}).setdefault(r["method"], []).append(float(r["final_test_accuracy"]))
+    return out
+
+
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+def gaps(by_method):
+    """Each method's gap to dense in points (seed means); None without a dense run."""
+    if "dense" not in by_method:
+        return {}
+    dense = mean(by_method["dense"])
+    return {m: 100 * (mean(a) - dense) for m, a in by_method.items()}
+
+
+def verdict(g):
+    """The sketches within 1 point of dense where neither top-k nor gTop-k is (the issue's target)."""
+    if not g or any(m not in g for m in SPARSE):
+        return []
+    if any(g[m] >= -1 for m in SPARSE):
+        return []
+    return [m for m in SKETCHES if m in g and g[m] >= -1]
+
+
+def cmd_deciding(args):
+    for cell, by_method in sorted(cells(read_rows(args.csv)).items()):
+        g = gaps(by_method)
+        sketch_close = [m for m in SKETCHES if m in g and g[m] >= -1]
+        sparse_far = [m for m in SPARSE if m in g and g[m] < -1]
+        if sketch_close and sparse_far:
+            p, a, f = cell
+            print(f"P={p} alpha={a} f={f}: {', '.join(sketch_close)} within 1 point; {', '.join(sparse_far)} not")
+    return 0
+
+
+def cmd_table(args):
+    rows = read_rows(args.csv)
+    by_cell = cells(rows)
+    methods = [m for m in METHODS if any(m in c for c in by_cell.values())]
+    print("| P | α | f | dense | " + " | ".join(m for m in methods if m != "dense") + " | verdict |")
+    print("|---|---|---|---|" + "---|" * (len(methods) - 1) + "---|")
+    for (p, a, f), by_method in sorted(by_cell.items(), key=lambda x: (x[0][0], x[0][1] != "inf", -x[0][2])):
+        g = gaps(by_method)
+        dense = by_method.get("dense")
+        line = [str(p), "∞" if a == "inf" else a, f"{f:g}",
+                f"{100 * mean(dense):.2f} ({len(dense)})" if dense else "–"]
+        for m in methods:
+            if m == "dense":
+                continue
+            if m not in by_method:
+                line.append("–")
+            elif m in g:
+                line.append(f"{g[m]:+.2f} ({len(by_method[m])})")
+            else:
+                line.append(f"{100 * mean(by_method[m]):.2f}% ({len(by_method[m])})")
+        v = verdict(g)
+        line.append(("**" + ", ".join(v) + "**") if v else "no")
+        print("| " + " | ".join(line) + " |")
+    print()
+    print("Bytes on the busiest link (MB per round, the shard's ingress or egress, whichever is larger; mean over "
+          "the rounds and the seeds):")
+    print()
+    print("| P | α | f | " + " | ".join(methods) + " |")
+    print("|---|---|---|" + "---|" * len(methods))
+    link = {}
+    for r in rows:
+        if r["status"] == "ok" and r["busiest_link_mean"]:
+            cell = (int(r["workers"]), r["alpha"], float(r["fraction"]))
+            link.setdefault(cell, {}).setdefault(r["method"], []).append(float(r["busiest_link_mean"]) / 1e6)
+    for (p, a, f), by_method in sorted(link.items(), key=lambda x: (x[0][0], x[0][1] != "inf", -x[0][2])):
+        line = [str(p), "∞" if a == "inf" else a, f"{f:g}"]
+        line += [f"{mean(by_method[m]):.2f}" if m in by_method else "–" for m in methods]
+        print("| " + " | ".join(line) + " |")
+    comp = {}
+    for r in rows:
+        if r["status"] == "ok" and r["uplink_compression"]:
+            comp.setdefault(r["method"], []).append(float(r["uplink_compression"]))
+    print()
+    print("Uplink compression measured (dense bytes / mean bytes a participant pushed; min–max over the runs): " +
+          "; ".join(f"{m} {min(c):.1f}–{max(c):.1f}×" for m, c in comp.items() if m != "dense") + ".")
+    bad = [r for r in rows if r["status"] != "ok"]
+    if bad:
+        print(f"\n{len(bad)} run(s) failed: " + "; ".join(f"{r['method']} P={r['workers']} α={r['alpha']} "
+                                                          f"f={r['fraction']} seed {r['seed']}: {r['status']}"
+                                                          for r in bad))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=["run", "deciding", "table"])
+    ap.add_argument("--csv", default=os.path.join(ROOT, "bench", "sim", "map.csv"))
+    ap.add_argument("--runs", default=os.path.join(ROOT, "runs", "sim-map"))
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--workers", default="4,16,64")
+    ap.add_argument("--alphas", default="inf,0.1")
+    ap.add_argument("--fractions", default="1,0.25")
+    ap.add_argument("--seeds", default="1")
+    ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--budget-min", type=float, default=45)
+    ap.add_argument("--sim", default=os.path.join(ROOT, "build", "ci", "sim", "sketchps-sim"))
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args()
+    try:
+        args.methods = parse_list(args.methods, str)
+        args.workers = parse_list(args.workers, int)
+        args.alphas = parse_list(args.alphas, str)
+        args.fractions = parse_list(args.fractions, float)
+        args.seeds = parse_list(args.seeds, int)
+    except ValueError as e:
+        print(f"map: {e}", file=sys.stderr)
+        return 2
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        print(f"map: unknown method(s) {unknown}; known: {', '.join(METHODS)}", file=sys.stderr)
+        return 2
+    if args.action == "run" and not args.dry_run and not os.access(args.sim, os.X_OK):
+        print(f"map: no simulator at {args.sim} (build it: cmake --build --preset ci)", file=sys.stderr)
+        return 2
+    return {"run": cmd_run, "deciding": cmd_deciding, "table": cmd_table}[args.action](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
