@@ -132,8 +132,7 @@ absl::Status FillAt(float* d_x, std::size_t n, const std::uint32_t* d_idx, std::
 
 absl::Status Gather(const float* d_dense, std::size_t n, const std::uint32_t* d_idx, std::size_t count, float* d_out,
                     const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(
-      CheckIndexedCall("Gather", exec, d_idx, count, n, {{d_out, "d_out"}, {d_dense, "d_dense"}}));
+  SKETCHPS_RETURN_IF_ERROR(CheckIndexedCall("Gather", exec, d_idx, count, n, {{d_out, "d_out"}, {d_dense, "d_dense"}}));
   if (count == 0) return absl::OkStatus();
   thrust::gather(Policy(exec), d_idx, d_idx + count, d_dense, d_out);
   return absl::OkStatus();
