@@ -98,10 +98,13 @@ def parse_args(argv):
                          "(comma-separated; vgg and vit): one script, the DDP variants' backends and ours")
     ap.add_argument("--workload", action="append", metavar="NAME",
                     help=f"{', '.join(jobspec.WORKLOADS)}; repeatable or comma-separated (default cnn)")
-    ap.add_argument("--schemes", default="topk", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}")
+    ap.add_argument("--schemes", default="topk", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}, each optionally "
+                         "/lsH (train.local_steps H, Nesterov outer step) or /lsHavg (plain averaging)")
     ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
     ap.add_argument("--ddp", default="dense,fp16,powersgd-r2,powersgd-r4",
-                    help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R) (none: no DDP)")
+                    help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R), postlocalH "
+                         "(post-local SGD, models averaged every H steps; cnn), dilocoH (DiLoCo, H inner steps; cnn) "
+                         "(none: no DDP)")
     ap.add_argument("--bandwidth", action="append", metavar="RATE",
                     help="link cap, tc syntax (100mbit) or none; repeatable (default 100mbit)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
