@@ -28,6 +28,7 @@ Needs root, iproute2, and /usr/bin/python3 with torch, matplotlib, yaml and nump
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -301,6 +302,7 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
                     continue  # sketchps-worker has vgg's network built in; cnn runs on it anyway; vit: none
                 if system.worker == "hook" and workload == "cnn":
                     continue  # the cnn's DDP side is ddp_train.py, not a workload script with --hook
+                ctx.rounds = system_rounds(job, system)
                 say(f"[{workload} {bw}] {system.name}: starting ({ctx.rounds} rounds, timeout {ctx.timeout:.0f} s)")
                 load = os.getloadavg()[0]
                 record = run_system(system, ctx, out / workload / bw / system.name.replace(" ", "-"))
@@ -315,6 +317,14 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
         raise RunFailure(str(e))
     finally:
         net.remove()
+
+
+def system_rounds(job: dict, system: System) -> int:
+    """The rounds of a system's job: its own overrides (local steps: exchanges of H steps) applied."""
+    own = copy.deepcopy(job)
+    for kv in system.overrides:
+        jobspec.apply_override(own, kv)
+    return jobspec.total_rounds(own)
 
 
 def upfront_targets(workloads) -> dict[str, float]:

@@ -472,6 +472,8 @@ class OptionsTest(unittest.TestCase):
                           ("DDP dense", "ddp", "none", 0, ()),
                           ("DDP post-local SGD 8", "ddp", "postlocal", 8, ()),
                           ("DDP DiLoCo H16", "ddp", "diloco", 16, ())])
+        job = jobspec.make_job([], "cnn")
+        self.assertEqual([run.system_rounds(job, s) for s in planned[:4]], [468, 117, 58, 468])
         self.assertEqual([systems.ddp_system_args(s) for s in planned[3:]], [[], ["--period", "8"], ["--period", "16"]])
         ctx = systems.Context(net=None, bandwidth="none", server_bin="", worker_bin="", sketchps_bin="", ddp_script="",
                               job_path=Path("/job.yaml"), overrides=["train.rounds=5"], ddp_args=[], workers=4,
