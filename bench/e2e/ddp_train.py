@@ -16,7 +16,17 @@ Launch: one process per rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set
 set GLOO_SOCKET_IFNAME to the interface to use. torch.set_num_threads(1).
 --compression none | fp16 (DDP's fp16_compress_hook) | powersgd (PowerSGDState(process_group=None,
 matrix_approximation_rank=--powersgd-rank, start_powerSGD_iter=--powersgd-start), torch's defaults
-otherwise: its own default start, 1000, is more than this job runs).
+otherwise: its own default start, 1000, is more than this job runs) | postlocal (PyTorch's post-local
+SGD: post_localSGD_hook with PostLocalSGDState(start_localSGD_iter=--local-warmup,
+post_local_gradient_allreduce=False) and PostLocalSGDOptimizer over the SGD with a
+PeriodicModelAverager(period=--period, warmup_steps=--local-warmup): dense all-reduce for the first
+--local-warmup rounds, then local steps with the models averaged every --period steps; the models
+are averaged once more before the final evaluation) | diloco (DiLoCo: no DDP; every rank takes
+--period inner steps of the SGD on its own batches, then the pseudo-gradient, the weights at the
+period's start minus the weights now, is all-reduced to its mean and the outer optimizer, SGD with
+Nesterov momentum (--outer-lr 0.7, --outer-momentum 0.9, the paper's), steps the period's start
+weights with it; every rank continues from those; a last shorter period ends at the last round; the
+evaluations use the weights of the last outer step).
 
 Evaluation: after every --eval-every rounds on the first --eval-samples test images, and after the
 last round on all of them (10,000). It is sharded (rank w takes a contiguous 1/P block) and the counts are
@@ -31,6 +41,7 @@ Exit 0 when trained; 2 for bad options or data (message names the option or file
 from __future__ import annotations
 
 import argparse
+import datetime
 import math
 import os
 import sys
@@ -101,13 +112,77 @@ def evaluate(model: nn.Module, images, labels, n: int, rank: int, world: int) ->
     return {"test_accuracy": correct / total, "test_loss": loss_sum / total, "test_samples": int(total)}
 
 
+def nesterov_outer_step(anchor: list, pseudo_grad: list, momentum_buf: list, lr: float, momentum: float) -> None:
+    """DiLoCo's outer step in place (torch.optim.SGD with nesterov=True, dampening 0): per tensor
+    buf = momentum * buf + g; anchor -= lr * (g + momentum * buf)."""
+    with torch.no_grad():
+        for a, g, buf in zip(anchor, pseudo_grad, momentum_buf):
+            buf.mul_(momentum).add_(g)
+            a.sub_(lr * (g + momentum * buf))
+
+
+class DiLoCo:
+    """The outer loop of DiLoCo over a plain (not DDP) model: sync() ends a period."""
+
+    def __init__(self, model: nn.Module, lr: float, momentum: float):
+        self.model, self.lr, self.momentum = model, lr, momentum
+        self.anchor = [p.detach().clone() for p in model.parameters()]
+        self.buf = [torch.zeros_like(p) for p in self.anchor]
+
+    def sync(self) -> None:
+        params = list(self.model.parameters())
+        with torch.no_grad():
+            flat = torch.cat([(a - p.detach()).reshape(-1) for a, p in zip(self.anchor, params)])
+            dist.all_reduce(flat)  # gloo: the sum of the ranks' pseudo-gradients
+            flat /= dist.get_world_size()
+            grads, at = [], 0
+            for a in self.anchor:
+                grads.append(flat[at:at + a.numel()].view_as(a))
+                at += a.numel()
+            nesterov_outer_step(self.anchor, grads, self.buf, self.lr, self.momentum)
+            for a, p in zip(self.anchor, params):
+                p.copy_(a)
+
+
+def make_postlocal(model: nn.Module, args):
+    """(DDP with post_localSGD_hook, PostLocalSGDOptimizer over SGD with a PeriodicModelAverager)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook
+    from torch.distributed.algorithms.model_averaging import averagers
+    from torch.distributed.optim import PostLocalSGDOptimizer
+    ddp, _ = wrap_ddp(model, "none")
+    state = post_localSGD_hook.PostLocalSGDState(process_group=None, subgroup=None,
+                                                 start_localSGD_iter=args.local_warmup,
+                                                 post_local_gradient_allreduce=False)
+    ddp.register_comm_hook(state, post_localSGD_hook.post_localSGD_hook)
+    averager = averagers.PeriodicModelAverager(period=args.period, warmup_steps=args.local_warmup)
+    optimizer = PostLocalSGDOptimizer(optim=torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum),
+                                      averager=averager)
+    return ddp, optimizer
+
+
+def average_models(model: nn.Module) -> None:
+    from torch.distributed.algorithms.model_averaging import utils
+    utils.average_parameters(iter(model.parameters()), None)
+
+
 def train(args) -> None:
     torch.set_num_threads(1)
     model = Cnn()
     init_like_sketchps(model, args.seed)
-    model, _ = wrap_ddp(model, args.compression, args.powersgd_rank, args.powersgd_start)
+    diloco = None
+    if args.compression == "postlocal":
+        model, optimizer = make_postlocal(model, args)
+    elif args.compression == "diloco":
+        if not dist.is_initialized():
+            dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+        diloco = DiLoCo(model, args.outer_lr, args.outer_momentum)
+        eval_model = Cnn()  # the weights of the last outer step
+    else:
+        model, _ = wrap_ddp(model, args.compression, args.powersgd_rank, args.powersgd_start)
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     rank, world = dist.get_rank(), dist.get_world_size()
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    net = model.module if hasattr(model, "module") else model
     batches = Batches(*load_split(args.data, "train"), args.train_samples, args.seed, args.batch, rank, world)
     test_x, test_y = load_split(args.data, "t10k")
     rounds = args.rounds if args.rounds > 0 else math.ceil(args.epochs * batches.steps)
@@ -119,22 +194,35 @@ def train(args) -> None:
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
+        if diloco is not None and ((r + 1) % args.period == 0 or r + 1 == rounds):
+            diloco.sync()
         record.update(time=time.time(), epoch=r / batches.steps, loss=loss.item())
         if args.eval_every > 0 and (r + 1) % args.eval_every == 0 and r + 1 < rounds:
             t0 = time.time()
-            record.update(evaluate(model.module, test_x, test_y, min(args.eval_samples, len(test_y)), rank, world))
+            if diloco is not None:
+                load_anchor(eval_model, diloco.anchor)
+            record.update(evaluate(eval_model if diloco is not None else net, test_x, test_y,
+                                   min(args.eval_samples, len(test_y)), rank, world))
             record.update(test_round=r, eval_s=time.time() - t0)
         write(out, record)
         if rank == 0 and (r % 50 == 0 or r + 1 == rounds):
             print(f"ddp_train: round {r + 1}/{rounds} loss {record['loss']:.4f}", file=sys.stderr, flush=True)
+    if args.compression == "postlocal":
+        average_models(net)  # the ranks' models differ since the last averaging
     start = time.time()
-    final = evaluate(model.module, test_x, test_y, len(test_y), rank, world)
+    final = evaluate(net, test_x, test_y, len(test_y), rank, world)
     write(out, {"event": "final_eval", "start": start, "end": time.time(), "test_round": rounds - 1, **final})
     if rank == 0:
         print(f"ddp_train: final test accuracy {final['test_accuracy']:.4f}", file=sys.stderr, flush=True)
     if out:
         out.close()
     dist.barrier()
+
+
+def load_anchor(model: nn.Module, anchor: list) -> None:
+    with torch.no_grad():
+        for p, a in zip(model.parameters(), anchor):
+            p.copy_(a)
 
 
 def fail(message: str):
@@ -144,7 +232,13 @@ def fail(message: str):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description="Fashion-MNIST CNN under PyTorch DDP (see the module doc)")
-    ap.add_argument("--compression", choices=["none", "fp16", "powersgd"], default="none")
+    ap.add_argument("--compression", choices=["none", "fp16", "powersgd", "postlocal", "diloco"], default="none")
+    ap.add_argument("--period", type=int, default=8,
+                    help="--compression postlocal: steps between model averages; diloco: inner steps H per outer step")
+    ap.add_argument("--local-warmup", type=int, default=10,
+                    help="--compression postlocal: dense all-reduce rounds before the local steps (start_localSGD_iter)")
+    ap.add_argument("--outer-lr", type=float, default=0.7, help="--compression diloco: the outer Nesterov step's lr")
+    ap.add_argument("--outer-momentum", type=float, default=0.9, help="--compression diloco: its momentum")
     ap.add_argument("--powersgd-rank", type=int, default=2, help="--compression powersgd: matrix_approximation_rank")
     ap.add_argument("--powersgd-start", type=int, default=10,
                     help="--compression powersgd: start_powerSGD_iter (vanilla allreduce before; >= 2)")
@@ -166,6 +260,8 @@ def parse_args(argv=None):
             ap.error(f"--{name.replace('_', '-')} must be positive")
     if args.rounds < 0 or args.epochs <= 0 or args.eval_every < 0:
         ap.error("--rounds and --eval-every must be >= 0 and --epochs > 0")
+    if args.period < 1 or args.local_warmup < 1 or args.outer_lr <= 0 or not 0 <= args.outer_momentum < 1:
+        ap.error("--period and --local-warmup must be >= 1, --outer-lr > 0 and --outer-momentum in [0, 1)")
     if args.powersgd_rank < 1 or args.powersgd_start < 2:
         ap.error("--powersgd-rank must be >= 1 and --powersgd-start >= 2")
     return args

@@ -28,6 +28,7 @@ Needs root, iproute2, and /usr/bin/python3 with torch, matplotlib, yaml and nump
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -63,7 +64,9 @@ from procs import RunFailure  # noqa: E402
 from systems import Context, System, describe_script, run_system, say, system_job  # noqa: E402
 
 SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "fetchsgd", "sdagc", "sidco", "scalecom"]
-DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*))$")
+DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*)|postlocal([1-9][0-9]*)|diloco([1-9][0-9]*))$")
+# A sketchps scheme with local steps: topk/ls4 (H = 4, the Nesterov outer step), topk/ls4avg (plain averaging).
+LOCAL_STEPS = re.compile(r"^([a-z_]+)/ls([1-9][0-9]*)(avg)?$")
 # The up-front accuracy of DDP dense on the cnn job (docs/reports/performance.md: 88.00%); the workloads state theirs.
 CNN_EXPECTED_ACCURACY = 0.88
 BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker",
@@ -96,10 +99,13 @@ def parse_args(argv):
                          "(comma-separated; vgg and vit): one script, the DDP variants' backends and ours")
     ap.add_argument("--workload", action="append", metavar="NAME",
                     help=f"{', '.join(jobspec.WORKLOADS)}; repeatable or comma-separated (default cnn)")
-    ap.add_argument("--schemes", default="topk", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}")
+    ap.add_argument("--schemes", default="topk", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}, each optionally "
+                         "/lsH (train.local_steps H, Nesterov outer step) or /lsHavg (plain averaging)")
     ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
     ap.add_argument("--ddp", default="dense,fp16,powersgd-r2,powersgd-r4",
-                    help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R) (none: no DDP)")
+                    help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R), postlocalH "
+                         "(post-local SGD, models averaged every H steps; cnn), dilocoH (DiLoCo, H inner steps; cnn) "
+                         "(none: no DDP)")
     ap.add_argument("--bandwidth", action="append", metavar="RATE",
                     help="link cap, tc syntax (100mbit) or none; repeatable (default 100mbit)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -138,33 +144,56 @@ def binaries(args, needed: list[str] | None = None) -> dict[str, str]:
     return {name: str(path.absolute()) for name, path in paths.items()}
 
 
+def scheme_system(spec: str, mode: str) -> System:
+    """The sketchps system of a --schemes entry: a scheme, or SCHEME/lsH[avg] (train.local_steps H,
+    the Nesterov outer step with the job's defaults, or plain averaging with avg)."""
+    m = LOCAL_STEPS.match(spec)
+    scheme = m.group(1) if m else spec
+    if scheme not in SCHEMES:
+        raise UsageError(f"--schemes: unknown scheme {scheme!r}; valid: {', '.join(SCHEMES)} "
+                         "(optionally /lsH or /lsHavg: H local steps, Nesterov or averaging outer step)")
+    name, overrides = f"sketchps {scheme}", ()
+    if m:
+        outer = "average" if m.group(3) else "nesterov"
+        name += f" H{m.group(2)} {outer}"
+        overrides = (f"train.local_steps={m.group(2)}", f"train.outer_optimizer.name={outer}")
+    return System(name + ("" if mode == "ps" else " decentralized"), "sketchps", scheme, mode, overrides=overrides)
+
+
+def ddp_system(variant: str) -> System:
+    """The DDP system of a --ddp entry (UsageError if it is none of the variants)."""
+    m = DDP_VARIANTS.match(variant)
+    if not m:
+        raise UsageError(f"--ddp: {variant!r} is not dense, fp16, powersgd-rR (e.g. powersgd-r2), postlocalH "
+                         "(post-local SGD, models averaged every H steps), dilocoH (DiLoCo, H inner steps) or none")
+    if m.group(2):
+        return System(f"DDP PowerSGD r{m.group(2)}", "ddp", "powersgd", powersgd_rank=int(m.group(2)))
+    if m.group(3):
+        return System(f"DDP post-local SGD {m.group(3)}", "ddp", "postlocal", period=int(m.group(3)))
+    if m.group(4):
+        return System(f"DDP DiLoCo H{m.group(4)}", "ddp", "diloco", period=int(m.group(4)))
+    return System(f"DDP {variant}", "ddp", "none" if variant == "dense" else "fp16")
+
+
 def plan_systems(args) -> list[System]:
     schemes, modes, ddp = comma_list(args.schemes), comma_list(args.mode), comma_list(args.ddp)
-    for s in schemes:
-        if s not in SCHEMES:
-            raise UsageError(f"--schemes: unknown scheme {s!r}; valid: {', '.join(SCHEMES)}")
     for m in modes:
         if m not in ("ps", "decentralized"):
             raise UsageError(f"--mode: {m!r} is not ps or decentralized")
     if ddp == ["none"]:
         ddp = []
-    systems = [System(f"sketchps {s}" + ("" if m == "ps" else " decentralized"), "sketchps", s, m)
-               for m in modes for s in schemes]
+    systems = [scheme_system(s, m) for m in modes for s in schemes]
     for s in comma_list(getattr(args, "hook", "") or ""):
         if s not in SCHEMES:
             raise UsageError(f"--hook: unknown scheme {s!r}; valid: {', '.join(SCHEMES)}")
         systems += [System(f"DDP + sketchps hook {s}" + ("" if m == "ps" else " decentralized"), "sketchps", s, m,
                            worker="hook") for m in modes]
     if getattr(args, "cpp_worker", False):
-        systems += [System(f"sketchps {s} C++ worker", "sketchps", s, "ps", worker="cpp") for s in schemes]
-    for d in ddp:
-        m = DDP_VARIANTS.match(d)
-        if not m:
-            raise UsageError(f"--ddp: {d!r} is not dense, fp16, powersgd-rR (e.g. powersgd-r2) or none")
-        if m.group(2):
-            systems.append(System(f"DDP PowerSGD r{m.group(2)}", "ddp", "powersgd", powersgd_rank=int(m.group(2))))
-        else:
-            systems.append(System(f"DDP {d}", "ddp", "none" if d == "dense" else "fp16"))
+        for s in schemes:
+            base = scheme_system(s, "ps")
+            systems.append(System(f"{base.name} C++ worker", "sketchps", base.scheme, "ps", worker="cpp",
+                                  overrides=base.overrides))
+    systems += [ddp_system(d) for d in ddp]
     if not systems:
         raise UsageError("nothing to run: --schemes and --ddp are both empty")
     return systems
@@ -200,6 +229,9 @@ def check_args(args):
     if os.geteuid() != 0:
         raise UsageError("must run as root (network namespaces); not skipping")
     systems = plan_systems(args)
+    local = [s.name for s in systems if s.scheme in ("postlocal", "diloco")]
+    if local and workloads != ["cnn"]:
+        raise UsageError(f"--ddp: {', '.join(local)} run on the cnn workload only (ddp_train.py)")
     jobs = {w: jobspec.make_job(args.set, w) for w in workloads}
     ddp_args = jobspec.ddp_args(jobs["cnn"]) if "cnn" in jobs and any(s.kind == "ddp" for s in systems) else []
     bins, package = {}, ""
@@ -270,6 +302,7 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
                     continue  # sketchps-worker has vgg's network built in; cnn runs on it anyway; vit: none
                 if system.worker == "hook" and workload == "cnn":
                     continue  # the cnn's DDP side is ddp_train.py, not a workload script with --hook
+                ctx.rounds = system_rounds(job, system)
                 say(f"[{workload} {bw}] {system.name}: starting ({ctx.rounds} rounds, timeout {ctx.timeout:.0f} s)")
                 load = os.getloadavg()[0]
                 record = run_system(system, ctx, out / workload / bw / system.name.replace(" ", "-"))
@@ -284,6 +317,14 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
         raise RunFailure(str(e))
     finally:
         net.remove()
+
+
+def system_rounds(job: dict, system: System) -> int:
+    """The rounds of a system's job: its own overrides (local steps: exchanges of H steps) applied."""
+    own = copy.deepcopy(job)
+    for kv in system.overrides:
+        jobspec.apply_override(own, kv)
+    return jobspec.total_rounds(own)
 
 
 def upfront_targets(workloads) -> dict[str, float]:

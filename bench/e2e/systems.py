@@ -63,6 +63,8 @@ class System:
     powersgd_rank: int = 0  # DDP PowerSGD: matrix_approximation_rank
     worker: str = "script"  # sketchps on a workload: its script (the package), "cpp": sketchps-worker, or
     #                         "hook": the script's DDP loop with sketchps.ddp.comm_hook
+    period: int = 0         # DDP postlocal: steps between model averages; diloco: inner steps H
+    overrides: tuple = ()   # sketchps: the system's own job overrides (local steps), after --set
 
 
 @dataclass
@@ -130,7 +132,7 @@ def free_port() -> int:
 def system_job(job: dict, system: System, keys: list[str]) -> dict:
     """The job of one sketchps system of a workload: its scheme and mode, then the script's keys."""
     out = copy.deepcopy(job)
-    for kv in [f"scheme.name={system.scheme}", f"mode={system.mode}", *keys]:
+    for kv in [f"scheme.name={system.scheme}", f"mode={system.mode}", *system.overrides, *keys]:
         jobspec.apply_override(out, kv)
     return out
 
@@ -146,10 +148,10 @@ def job_flags(system: System, ctx: Context) -> dict:
     """The job both daemons of a system read: the workload's file, or the default job with --set."""
     if ctx.workload == "cnn":
         return {"job": str(ctx.job_path), "overrides": [*ctx.overrides, f"scheme.name={system.scheme}",
-                                                         f"mode={system.mode}"]}
+                                                         f"mode={system.mode}", *system.overrides]}
     if system.worker == "cpp":  # the workload's job with its network built into sketchps-worker
         return {"job": str(ctx.job_path), "overrides": [f"scheme.name={system.scheme}", f"mode={system.mode}",
-                                                         f"model={ctx.workload}"]}
+                                                         f"model={ctx.workload}", *system.overrides]}
     return {"job": str(ctx.job_files[system.name]), "overrides": []}
 
 
@@ -227,12 +229,21 @@ def start_sketchps_workers(procs: Procs, system: System, ctx: Context, folder: P
         procs.start(f"worker-{r}", "worker", ctx.net.ns[f"worker-{r}"], argv, BASE_ENV, folder / f"worker-{r}.log")
 
 
+def ddp_system_args(system: System) -> list[str]:
+    """The DDP script's arguments of the system beyond --compression/--hook."""
+    if system.scheme == "powersgd":
+        return ["--powersgd-rank", str(system.powersgd_rank)]
+    if system.scheme in ("postlocal", "diloco"):
+        return ["--period", str(system.period)]
+    return []
+
+
 def start_ddp_ranks(procs: Procs, system: System, ctx: Context, folder: Path) -> None:
     port = ctx.port_base + ctx.runs  # a fresh port: no TIME_WAIT of an earlier run on this host
     for r in range(ctx.workers):
         env = {**BASE_ENV, "RANK": str(r), "WORLD_SIZE": str(ctx.workers), "MASTER_ADDR": "worker-0",
                "MASTER_PORT": str(port), "GLOO_SOCKET_IFNAME": "eth0"}
-        rank_args = ["--powersgd-rank", str(system.powersgd_rank)] if system.scheme == "powersgd" else []
+        rank_args = ddp_system_args(system)
         if ctx.workload == "cnn":
             argv = ["/usr/bin/python3", ctx.ddp_script, "--compression", system.scheme, *rank_args, *ctx.ddp_args]
         else:
