@@ -27,22 +27,10 @@ CASES = {"optimizer": (JOB, [SCRIPT, "--model", "mlp"], 24), "comm_hook": (HOOK_
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_torchrun_trains_with_the_servers_of_servers_only(tmp_path, case):
     text, script, rounds = CASES[case]
-    job = tmp_path / "job.yaml"
-    job.write_text(text)
     out = tmp_path / "run"
-    servers = subprocess.Popen([os.path.join(build_dir(), "tools", "sketchps"), "run", "--servers-only", "--job",
-                                str(job), "--insecure", "--no-progress", "--out", str(out), "--script", script[0], "--",
-                                *script[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    env_file = out / "workers.env"
-    deadline = time.time() + 120
-    while not env_file.exists():
-        assert servers.poll() is None, servers.communicate()[1][-3000:]
-        assert time.time() < deadline, "no workers.env"
-        time.sleep(0.1)
-    published = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if line)
-    assert published["SKETCHPS_SERVERS"].count(",") == 1
-    assert os.path.isabs(published["SKETCHPS_JOB"])
-    env = {**os.environ, **published, "OMP_NUM_THREADS": "1"}
+    servers, env = start_servers_only(tmp_path, text, script)
+    assert env["SKETCHPS_SERVERS"].count(",") == 1
+    assert os.path.isabs(env["SKETCHPS_JOB"])
     ranks = subprocess.run(TORCHRUN + script, env=env, capture_output=True, text=True,
                            timeout=300, cwd=tmp_path)
     assert ranks.returncode == 0, (ranks.stdout + ranks.stderr)[-4000:]
