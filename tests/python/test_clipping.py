@@ -47,6 +47,22 @@ def batch(r):
     return torch.randn(8, 12, generator=g) * 4, torch.randint(0, 3, (8,), generator=g)
 
 
+def step(opt, model, r):
+    """One round: the batch of round r, backward, opt.step()."""
+    x, y = batch(r)
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+
+
+def steps_under_a_halving_scheduler(opt, model, scheduler, rounds, lr0):
+    """`rounds` rounds, each checking that opt.learning_rate follows StepLR(gamma 0.5) from lr0."""
+    for r in range(rounds):
+        assert opt.learning_rate == pytest.approx(lr0 * 0.5 ** r)
+        step(opt, model, r)
+        scheduler.step()
+
+
 @pytest.fixture
 def env(monkeypatch, tmp_path):
     clean_env(monkeypatch)
@@ -140,13 +156,7 @@ def test_learning_rate_is_the_torch_optimizers_where_it_applies_the_update(env, 
     rms = torch.optim.RMSprop(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.StepLR(rms, step_size=1, gamma=0.5)
     with sps.DistributedOptimizer(rms, model, broadcast_buffers=False) as opt:
-        for r in range(3):
-            assert opt.learning_rate == pytest.approx(1e-2 * 0.5 ** r)
-            x, y = batch(r)
-            opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
-            scheduler.step()
+        steps_under_a_halving_scheduler(opt, model, scheduler, 3, 1e-2)
 
 
 def test_the_wrapper_saves_and_loads_its_torch_optimizers_state(env, tmp_path):
@@ -158,10 +168,7 @@ def test_the_wrapper_saves_and_loads_its_torch_optimizers_state(env, tmp_path):
     opt = sps.DistributedOptimizer(adam, model, apply="torch", broadcast_buffers=False)
     with opt:
         for r in range(2):
-            x, y = batch(r)
-            opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
+            step(opt, model, r)
         torch.save(opt.state_dict(), tmp_path / "opt.pt")
         saved = torch.load(tmp_path / "opt.pt")
         assert saved["round"] == 2 and saved["apply"] == "torch"
@@ -182,13 +189,7 @@ def test_lr_schedulers_take_the_wrapper(env, tmp_path):
     opt = sps.DistributedOptimizer(torch.optim.RMSprop(model.parameters(), lr=1e-2), model, broadcast_buffers=False)
     scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     with opt:
-        for r in range(2):
-            assert opt.learning_rate == pytest.approx(1e-2 * 0.5 ** r)
-            x, y = batch(r)
-            opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
-            scheduler.step()
+        steps_under_a_halving_scheduler(opt, model, scheduler, 2, 1e-2)
     init(env, tmp_path, SGD_JOB)
     model = net()
     opt = sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), model,
