@@ -158,9 +158,10 @@ PhaseTable::Work PhaseTable::Take(const PhaseKey& key, Entry& entry) {
   if (key.phase > 0 && !entry.auxiliary) {
     work.previous = entries_.at(PhaseKey{key.round, key.phase - 1}).result;  // checked in Store: it exists
   }
-  if (auto out = out_.find(key.round); out != out_.end() && !entry.auxiliary) {
+  if (auto out = out_.find(key.round); out != out_.end()) {
     for (std::uint32_t w = 0; w < out->second.size(); ++w) {
-      if (out->second[w]) work.excluded.push_back(w);
+      // An auxiliary phase lists only the left-out workers it was closed without.
+      if (out->second[w] && (!entry.auxiliary || !work.contributions[w].payload.has_value())) work.excluded.push_back(w);
     }
   }
   for (std::uint32_t w = 0; w < options_.num_workers; ++w) {
@@ -305,8 +306,18 @@ std::vector<PhaseTable::Closed> PhaseTable::CloseExpired(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
     for (auto& [key, entry] : entries_) {
-      if (entry.done || entry.reducing || entry.auxiliary || entry.received == 0) continue;
+      if (entry.done || entry.reducing || entry.received == 0) continue;
       if (now - entry.opened < options_.deadline) continue;
+      if (entry.auxiliary) {
+        if (!WaitsOnlyForLeftOut(key, entry)) continue;
+        Closed c{key, {}, true};
+        for (std::uint32_t w = 0; w < options_.num_workers; ++w) {
+          if (!entry.contributions[w].has_value() && IsMemberLocked(key.round, w)) c.left_out.push_back(w);
+        }
+        report.push_back(std::move(c));
+        closed.push_back(Take(key, entry));
+        continue;
+      }
       // At least half of the workers still expected: a deadline must not close a round that
       // everyone is late for (a slow network, a pause of the shard) on its first arrival.
       if (2 * entry.received < Expected(key.round)) continue;
@@ -325,6 +336,14 @@ std::vector<PhaseTable::Closed> PhaseTable::CloseExpired(absl::Time now) {
   }
   for (auto& work : closed) Dispatch(std::move(work));
   return report;
+}
+
+bool PhaseTable::WaitsOnlyForLeftOut(const PhaseKey& key, const Entry& entry) const {
+  if (2 * entry.received < Members(key.round)) return false;  // as for scheme phases: at least half
+  for (std::uint32_t w = 0; w < options_.num_workers; ++w) {
+    if (!entry.contributions[w].has_value() && IsMemberLocked(key.round, w) && !IsOut(key.round, w)) return false;
+  }
+  return true;
 }
 
 bool PhaseTable::Excluded(std::uint64_t round, std::uint32_t worker) const {

@@ -37,7 +37,13 @@
 // skips (no payload), and each result lists them (PhaseResult::excluded). A Submit of any scheme phase
 // of that round from a worker left out of it is acknowledged and stores nothing (the caller then
 // awaits the phase's result and learns from `excluded` that it was left out; a worker that needs only
-// G_t awaits the final phase directly). Without a deadline nothing is ever left out.
+// G_t awaits the final phase directly). An auxiliary phase waits for every member, left-out ones
+// included (a late worker still sends its evaluation counts), except that CloseExpired closes it
+// without the members that the round's deadline left out once it has waited `deadline` and holds at
+// least half of the members: a worker that died for good is left out of every round, and without
+// this it would hold the evaluation and the job's end for ever. Its result lists those it was closed
+// without (excluded); their late Submit is acknowledged as a retry. Without a deadline nothing is
+// ever left out.
 // Elastic membership (options.elastic; the job key ps.elastic): each worker id is a slot that is a
 // member of the rounds [from, until). Slots [0, options.elastic->initial_members) are members from
 // round 0, the others from no round until they Join; a member Leaves before a round. Every rule
@@ -143,10 +149,12 @@ class PhaseTable {
   // to that key is then acknowledged as a retry.
   void Seed(const PhaseKey& key, std::shared_ptr<const PhaseResult> result);
 
-  // A phase CloseExpired closed, and the workers it left out (not those left out by an earlier phase).
+  // A phase CloseExpired closed, and the workers it left out (not those left out by an earlier phase);
+  // for an auxiliary phase, the left-out members it was closed without.
   struct Closed {
     PhaseKey key;
     std::vector<std::uint32_t> left_out;
+    bool auxiliary = false;
   };
   // Closes every scheme phase whose deadline has passed at `now` (see above). Call it periodically
   // (the parameter server: a few times per deadline); no-op without a deadline.
@@ -187,7 +195,7 @@ class PhaseTable {
     std::uint32_t received = 0;
     bool reducing = false;  // every worker has contributed; the reduction task is posted
     bool done = false;
-    bool auxiliary = false;  // an auxiliary phase (never closed by the deadline)
+    bool auxiliary = false;  // an auxiliary phase (the deadline closes it only without left-out workers)
     absl::Time opened;       // when its first contribution was stored
     absl::Status status;
     std::shared_ptr<const PhaseResult> result;
@@ -220,6 +228,9 @@ class PhaseTable {
   std::uint32_t Members(std::uint64_t round) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Members of `round` not left out.
   std::uint32_t Expected(std::uint64_t round) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether an open auxiliary phase holds at least half of its round's members and waits only for
+  // members the round's deadline left out (CloseExpired may then close it without them).
+  bool WaitsOnlyForLeftOut(const PhaseKey& key, const Entry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Contributions an open phase waits for (its auxiliary-ness decides whether left-out workers count).
   std::uint32_t Needed(const PhaseKey& key, const Entry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a change of membership: takes every open phase that now holds all it waits for.

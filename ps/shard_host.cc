@@ -258,6 +258,7 @@ std::string ShardHost::AssemblyStatusLocked() const {
   for (std::uint32_t w : expected) {
     if (!joining_.contains(w)) missing.push_back(w);
   }
+  if (missing.empty()) return absl::StrCat("every worker has joined (", expected.size(), "): assembling");
   return absl::StrCat("waiting for worker(s) ", absl::StrJoin(missing, ", "), " to join (",
                       expected.size() - missing.size(), " of ", expected.size(), " joined)");
 }
@@ -591,6 +592,12 @@ void ShardHost::TickDeadlines() {
     std::shared_ptr<Shard> shard = this->shard();
     if (!shard) continue;
     for (const auto& closed : shard->table().CloseExpired(absl::Now())) {
+      if (closed.auxiliary) {
+        spdlog::info("shard {}: round {} phase {} (the workers' sums: evaluation counts) closed at its deadline "
+                     "without worker(s) {}, left out of that round: the sums cover the others only",
+                     options_.shard_id, closed.key.round, closed.key.phase, absl::StrJoin(closed.left_out, ", "));
+        continue;
+      }
       if (metrics_) metrics_->CountLeftOut(closed.left_out.size());
       for (std::uint32_t w : closed.left_out) {
         // Every time for the first ten, then every hundredth: a worker that is always late would

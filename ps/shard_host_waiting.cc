@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/aggregator.h"
 #include "ps/shard_host.h"
 #include "spdlog/spdlog.h"
 
@@ -25,7 +26,8 @@ std::string ShardHost::WaitingFor(std::uint64_t round, std::uint32_t phase) {
   const PhaseTable& table = shard->table();
   std::vector<std::uint32_t> missing, pushed;
   for (std::uint32_t w = 0; w < options_.job.workers; ++w) {
-    if (!table.IsMember(round, w) || table.Excluded(round, w)) continue;
+    // The auxiliary phase (the workers' sums) waits for left-out members too (engine/phase_table.h).
+    if (!table.IsMember(round, w) || (phase != kAuxPhase && table.Excluded(round, w))) continue;
     (table.HasContribution(key, w) ? pushed : missing).push_back(w);
   }
   if (missing.empty()) {

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "engine/aggregator.h"
 #include "engine/phase_table.h"
 #include "engine/reduce.h"
 #include "engine/round.h"
@@ -146,7 +147,8 @@ TEST_CASE("A deadline closes a phase only once half of the expected workers push
   CHECK(Values(*Result(table, {0, 0})) == std::vector<float>{3});
 }
 
-TEST_CASE("Without a deadline, and for auxiliary phases, nothing is closed early", "[round_deadline]") {
+TEST_CASE("Without a deadline, and for auxiliary phases waiting for on-time workers, nothing is closed early",
+          "[round_deadline]") {
   Reducer reducer(1);
   PhaseTable none(Options(2, reducer, absl::ZeroDuration()));
   REQUIRE(none.Submit({0, 0}, 0, Dense({1})).ok());
@@ -159,6 +161,61 @@ TEST_CASE("Without a deadline, and for auxiliary phases, nothing is closed early
   CHECK(table.CloseExpired(absl::Now() + absl::Hours(1)).empty());
   REQUIRE(table.Submit({0, 3}, 1, aux).ok());
   CHECK(Values(*Result(table, {0, 3})) == std::vector<float>{2});
+}
+
+namespace {
+
+Contribution Aux(std::vector<float> v) {
+  Contribution c = Dense(std::move(v), false);
+  c.spec.auxiliary = true;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("An auxiliary phase closes at its deadline without the workers its round left out",
+          "[round_deadline]") {
+  // Worker 2 died for good: the deadline leaves it out of round 0's scheme phase, and the auxiliary
+  // sum of that round (evaluation counts) must not wait for it for ever.
+  Reducer reducer(2);
+  PhaseTable table(Options(3, reducer, absl::Seconds(1)));
+  REQUIRE(table.Submit({0, 0}, 0, Dense({1, 1})).ok());
+  REQUIRE(table.Submit({0, 0}, 1, Dense({2, 2})).ok());
+  REQUIRE(table.CloseExpired(absl::Now() + absl::Seconds(2)).size() == 1);
+  REQUIRE(table.Excluded(0, 2));
+  const PhaseKey aux{0, kAuxPhase};
+  REQUIRE(table.Submit(aux, 0, Aux({5, 1})).ok());
+  REQUIRE(table.Submit(aux, 1, Aux({7, 1})).ok());
+  CHECK(table.CloseExpired(absl::Now()).empty());  // not expired yet
+  const auto closed = table.CloseExpired(absl::Now() + absl::Seconds(2));
+  REQUIRE(closed.size() == 1);
+  CHECK(closed[0].key == aux);
+  CHECK(closed[0].auxiliary);
+  CHECK(closed[0].left_out == std::vector<std::uint32_t>{2});
+  const auto r = Result(table, aux);
+  CHECK(Values(*r) == std::vector<float>{12, 2});  // the two others' sums
+  CHECK(r->excluded == std::vector<std::uint32_t>{2});
+  // A late sum from the left-out worker is acknowledged and changes nothing.
+  REQUIRE(table.Submit(aux, 2, Aux({100, 1})).ok());
+  CHECK(Values(*Result(table, aux)) == std::vector<float>{12, 2});
+}
+
+TEST_CASE("An auxiliary phase still waits for a left-out worker that sent its sums, and for on-time ones",
+          "[round_deadline]") {
+  Reducer reducer(1);
+  PhaseTable table(Options(3, reducer, absl::Seconds(1)));
+  REQUIRE(table.Submit({0, 0}, 0, Dense({1})).ok());
+  REQUIRE(table.Submit({0, 0}, 1, Dense({2})).ok());
+  REQUIRE(table.CloseExpired(absl::Now() + absl::Seconds(2)).size() == 1);  // worker 2 left out
+  const PhaseKey aux{0, kAuxPhase};
+  // The late worker 2 sends its sums; worker 1, on time in the round, has not: no deadline closes it.
+  REQUIRE(table.Submit(aux, 0, Aux({1})).ok());
+  REQUIRE(table.Submit(aux, 2, Aux({4})).ok());
+  CHECK(table.CloseExpired(absl::Now() + absl::Hours(1)).empty());
+  REQUIRE(table.Submit(aux, 1, Aux({2})).ok());
+  const auto r = Result(table, aux);
+  CHECK(Values(*r) == std::vector<float>{7});  // every member's sums, the late one's included
+  CHECK(r->excluded.empty());
 }
 
 TEST_CASE("A worker left out keeps its gradient: its next round is one of the summed gradients",

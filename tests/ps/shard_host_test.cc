@@ -17,6 +17,7 @@
 #include "common/checksum.h"
 #include "common/wire/codec.h"
 #include "common/wire/file_key.h"
+#include "engine/aggregator.h"
 #include "engine/phase_table.h"
 #include "engine/wire.h"
 #include "job/job_spec.h"
@@ -752,4 +753,43 @@ TEST_CASE("An elastic shard answers a join at the joiner's first round, drops a 
   CHECK(j2->rounds_applied() == 3);
   host.reset();
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("With a round deadline, a worker that died for good holds neither the rounds nor the workers' sums",
+          "[shard_host]") {
+  // Three workers; worker 2 joins and never pushes again (killed for good). The deadline closes
+  // round 0 without it, and then the auxiliary sum (the evaluation counts), which waits for
+  // left-out members too, closes without it rather than holding the job's end for ever.
+  auto host = OpenHost(nullptr, "", 1, {"workers=3", "ps.round_deadline_seconds=1"});
+  auto j0 = JoinLater(*host, JoinRequest(0));
+  auto j1 = JoinLater(*host, JoinRequest(1));
+  auto j2 = JoinLater(*host, JoinRequest(2));
+  REQUIRE(Get(j0).ok());
+  REQUIRE(Get(j1).ok());
+  REQUIRE(Get(j2).ok());
+  auto first = PushLater(*host, Push(0, 0, std::vector<float>(kDim, 1.0f)));
+  auto second = PushNow(*host, Push(1, 0, std::vector<float>(kDim, 2.0f)));
+  REQUIRE(Get(first).ok());
+  REQUIRE(second.ok());
+  CHECK(host->rounds_applied() == 1);
+
+  auto aux = [](std::uint32_t worker, float value) {
+    v1::PushPullRequest r = Headed(worker, 0, kAuxPhase);
+    PhaseSpec spec{Reduction::kDenseSum};
+    spec.final_phase = false;
+    spec.auxiliary = true;
+    *r.mutable_spec() = SpecToProto(spec);
+    REQUIRE(EncodeBody(DenseValues{{value, 1.0f}}, r.mutable_payload()).ok());
+    return r;
+  };
+  auto sum0 = PushLater(*host, aux(0, 5.0f));
+  // The waiting message names the dead worker, although the round's deadline left it out.
+  CHECK_THAT(host->WaitingFor(0, kAuxPhase), Catch::Contains("waiting for workers 1, 2"));
+  auto sum1 = PushNow(*host, aux(1, 7.0f));
+  REQUIRE(sum1.ok());
+  REQUIRE(Get(sum0).ok());
+  auto value = DecodeBody(sum1->result(), 2);
+  REQUIRE(value.ok());
+  REQUIRE(value->has_value());
+  CHECK(std::get<DenseValues>(**value).values == std::vector<float>{12.0f, 2.0f});  // the two living workers'
 }
