@@ -161,7 +161,8 @@ PhaseTable::Work PhaseTable::Take(const PhaseKey& key, Entry& entry) {
   if (auto out = out_.find(key.round); out != out_.end()) {
     for (std::uint32_t w = 0; w < out->second.size(); ++w) {
       // An auxiliary phase lists only the left-out workers it was closed without.
-      if (out->second[w] && (!entry.auxiliary || !work.contributions[w].payload.has_value())) work.excluded.push_back(w);
+      if (out->second[w] && (!entry.auxiliary || !work.contributions[w].payload.has_value()))
+        work.excluded.push_back(w);
     }
   }
   for (std::uint32_t w = 0; w < options_.num_workers; ++w) {

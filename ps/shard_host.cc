@@ -593,9 +593,10 @@ void ShardHost::TickDeadlines() {
     if (!shard) continue;
     for (const auto& closed : shard->table().CloseExpired(absl::Now())) {
       if (closed.auxiliary) {
-        spdlog::info("shard {}: round {} phase {} (the workers' sums: evaluation counts) closed at its deadline "
-                     "without worker(s) {}, left out of that round: the sums cover the others only",
-                     options_.shard_id, closed.key.round, closed.key.phase, absl::StrJoin(closed.left_out, ", "));
+        spdlog::info(
+            "shard {}: round {} phase {} (the workers' sums: evaluation counts) closed at its deadline "
+            "without worker(s) {}, left out of that round: the sums cover the others only",
+            options_.shard_id, closed.key.round, closed.key.phase, absl::StrJoin(closed.left_out, ", "));
         continue;
       }
       if (metrics_) metrics_->CountLeftOut(closed.left_out.size());

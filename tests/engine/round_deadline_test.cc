@@ -173,8 +173,7 @@ Contribution Aux(std::vector<float> v) {
 
 }  // namespace
 
-TEST_CASE("An auxiliary phase closes at its deadline without the workers its round left out",
-          "[round_deadline]") {
+TEST_CASE("An auxiliary phase closes at its deadline without the workers its round left out", "[round_deadline]") {
   // Worker 2 died for good: the deadline leaves it out of round 0's scheme phase, and the auxiliary
   // sum of that round (evaluation counts) must not wait for it for ever.
   Reducer reducer(2);
