@@ -367,8 +367,14 @@ class JudgeTest(unittest.TestCase):
                                 "round 51 of 120 (learning rate x0.667)"}
         good = completed("zz", ledger={"ok": True, "problems": []}, accuracy=0.68, logs=logs)
         self.assertEqual(C.judge(case, good, BASE), ("PASS", []))   # the weights may differ: no bitwise check
+        # A regroup trains another job (P - 1 workers, a scaled learning rate): its accuracy is measured.
         far = completed("zz", ledger={"ok": True, "problems": []}, accuracy=0.50, logs=logs)
-        self.assertIn("accuracy 0.5000 is more than 0.05", C.judge(case, far, BASE)[1][0])
+        self.assertEqual(C.judge(case, far, BASE), ("PASS", []))
+        bounded = by_name("ps-partition-worker-5s-deadline")
+        self.assertEqual(C.judge(bounded, completed("zz", ledger={"ok": True, "problems": []}, accuracy=0.68), BASE),
+                         ("PASS", []))
+        self.assertIn("accuracy 0.5000 is more than 0.05",
+                      C.judge(bounded, completed("zz", ledger={"ok": True, "problems": []}, accuracy=0.50), BASE)[1][0])
         broken = completed("zz", ledger={"ok": False, "problems": ["worker-0 misses rounds 7"]}, logs=logs)
         self.assertEqual(C.judge(case, broken, BASE)[1], ["ledger: worker-0 misses rounds 7"])
 
