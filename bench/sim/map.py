@@ -11,6 +11,9 @@ Usage:
   map.py deciding [--csv FILE]
       Prints the cells (P, alpha, f) that decide a verdict: some sketch method within 1 point of
       dense (seed means) where top-k or gTop-k is not; rerun those with --seeds 1,2,3.
+  map.py plot [--csv FILE] [--plot-dir DIR]
+      Writes one SVG per cell (P, alpha, f): final test accuracy against the bytes on the busiest link
+      per round, a point per method (seed means), dense included; prints the files it wrote.
   map.py table [--csv FILE]
       Prints the map as Markdown: a row per cell, the gap to dense of each method in points (seed
       means, with the number of seeds), the measured uplink compression per method, and the verdict.
@@ -222,14 +225,9 @@ def cmd_table(args):
     print()
     print("| P | α | f | " + " | ".join(methods) + " |")
     print("|---|---|---|" + "---|" * len(methods))
-    link = {}
-    for r in rows:
-        if r["status"] == "ok" and r["busiest_link_mean"]:
-            cell = (int(r["workers"]), r["alpha"], float(r["fraction"]))
-            link.setdefault(cell, {}).setdefault(r["method"], []).append(float(r["busiest_link_mean"]) / 1e6)
-    for (p, a, f), by_method in sorted(link.items(), key=lambda x: (x[0][0], x[0][1] != "inf", -x[0][2])):
+    for (p, a, f), by_method in sorted(link_bytes(rows).items(), key=lambda x: (x[0][0], x[0][1] != "inf", -x[0][2])):
         line = [str(p), "∞" if a == "inf" else a, f"{f:g}"]
-        line += [f"{mean(by_method[m]):.2f}" if m in by_method else "–" for m in methods]
+        line += [f"{mean(by_method[m]) / 1e6:.2f}" if m in by_method else "–" for m in methods]
         print("| " + " | ".join(line) + " |")
     comp = {}
     for r in rows:
@@ -246,11 +244,55 @@ def cmd_table(args):
     return 0
 
 
+def link_bytes(rows):
+    """{(P, alpha, f): {method: [busiest-link bytes per round of each seed]}} over the rows that finished."""
+    out = {}
+    for r in rows:
+        if r["status"] == "ok" and r["busiest_link_mean"]:
+            cell = (int(r["workers"]), r["alpha"], float(r["fraction"]))
+            out.setdefault(cell, {}).setdefault(r["method"], []).append(float(r["busiest_link_mean"]))
+    return out
+
+
+def plot_name(cell):
+    p, a, f = cell
+    return f"sim-map-P{p}-alpha{a}-f{f:g}.svg"
+
+
+def cmd_plot(args):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = read_rows(args.csv)
+    acc, link = cells(rows), link_bytes(rows)
+    os.makedirs(args.plot_dir, exist_ok=True)
+    for cell, by_method in sorted(acc.items()):
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for m, accs in by_method.items():
+            if m not in link.get(cell, {}):
+                continue
+            x, y = mean(link[cell][m]) / 1e6, 100 * mean(accs)
+            ax.scatter([x], [y], marker="s" if m == "dense" else ("^" if m in SKETCHES else "o"))
+            ax.annotate(f"{m} ({len(accs)})", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        p, a, f = cell
+        ax.set_xscale("log")
+        ax.set_xlabel("busiest link, MB per round (log)")
+        ax.set_ylabel("final test accuracy, %")
+        ax.set_title(f"P = {p}, alpha = {'inf' if a == 'inf' else a}, f = {f:g} (seeds in brackets)", fontsize=9)
+        fig.tight_layout()
+        path = os.path.join(args.plot_dir, plot_name(cell))
+        fig.savefig(path)
+        plt.close(fig)
+        print(path)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=["run", "deciding", "table"])
+    ap.add_argument("action", choices=["run", "deciding", "table", "plot"])
     ap.add_argument("--csv", default=os.path.join(ROOT, "bench", "sim", "map.csv"))
     ap.add_argument("--runs", default=os.path.join(ROOT, "runs", "sim-map"))
+    ap.add_argument("--plot-dir", default=os.path.join(ROOT, "docs", "reports", "img"))
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--workers", default="4,16,64")
     ap.add_argument("--alphas", default="inf,0.1")
@@ -277,7 +319,7 @@ def main():
     if args.action == "run" and not args.dry_run and not os.access(args.sim, os.X_OK):
         print(f"map: no simulator at {args.sim} (build it: cmake --build --preset ci)", file=sys.stderr)
         return 2
-    return {"run": cmd_run, "deciding": cmd_deciding, "table": cmd_table}[args.action](args)
+    return {"run": cmd_run, "deciding": cmd_deciding, "table": cmd_table, "plot": cmd_plot}[args.action](args)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #                              sketchps-server processes, byte counts against the schemes' formulas
 #                              (tagged [processes])
 #   bench/scaling_model        model.py's fits and crossovers on synthetic data with known parameters
+#   bench/sim_map              bench/sim/map.py's gaps, verdicts, deciding cells and plots on known rows
 if(TARGET sketchps_bench_tests)
   add_dependencies(sketchps_bench_tests sketchps-server)
   target_compile_definitions(sketchps_bench_tests PRIVATE SKETCHPS_SERVER_BIN="$<TARGET_FILE:sketchps-server>")
@@ -14,3 +15,5 @@ find_program(SKETCHPS_BENCH_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH REQUIR
 add_test(NAME bench/scaling_model
          COMMAND ${SKETCHPS_BENCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/bench/scaling_model_test.py)
 set_tests_properties(bench/scaling_model PROPERTIES LABELS "unit;bench" TIMEOUT 120)
+add_test(NAME bench/sim_map COMMAND ${SKETCHPS_BENCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/bench/sim_map_test.py)
+set_tests_properties(bench/sim_map PROPERTIES LABELS "unit;bench" TIMEOUT 120)
