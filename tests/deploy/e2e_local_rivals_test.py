@@ -5,7 +5,7 @@ torch's PeriodicModelAverager; run.py's planning of the rivals and of sketchps' 
 workload (what it accepts and what it refuses, naming the flag; the local-step job's round-counted
 keys as exchanges); and a smoke of the workload scripts with each rival: 2 ranks over gloo on the CPU,
 a few rounds on a cut of Fashion-MNIST, checking the records, the evaluated rounds and that every
-rank ends with the same weights. unittest, also under pytest; exit 1 when a test fails.
+rank ends with the same weights (ddp_train.py, the cnn's script, too). unittest, also under pytest; exit 1 when a test fails.
 """
 from __future__ import annotations
 
@@ -226,8 +226,14 @@ class WorkloadSmokeTest(unittest.TestCase):
         for rank in range(2):
             env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                    "MASTER_PORT": str(port), "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-            argv = ["/usr/bin/python3", str(E2E / f"workload_{workload}.py"), "--backend", "ddp", "--hook", *hook,
-                    "--metrics-out", str(folder / f"rank-{rank}.jsonl"), *[a for kv in sets for a in ("--set", kv)]]
+            if workload == "cnn":  # ddp_train.py: the same job in its options
+                argv = ["/usr/bin/python3", str(E2E / "ddp_train.py"), "--compression", *hook, "--rounds",
+                        str(self.ROUNDS), "--batch", "4", "--train-samples", "64", "--data", str(self.data),
+                        "--eval-every", "2", "--eval-samples", "20"]
+            else:
+                argv = ["/usr/bin/python3", str(E2E / f"workload_{workload}.py"), "--backend", "ddp", "--hook", *hook,
+                        *[a for kv in sets for a in ("--set", kv)]]
+            argv += ["--metrics-out", str(folder / f"rank-{rank}.jsonl")]
             procs.append(subprocess.Popen(argv, env=env, stdout=open(folder / f"rank-{rank}.log", "w"),
                                           stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 240
@@ -256,6 +262,10 @@ class WorkloadSmokeTest(unittest.TestCase):
     def test_vgg_diloco(self):
         # outer steps after rounds 2 and 5; evaluations after rounds 1 (the initial weights) and 3
         self.check(self.train("vgg", "diloco", "--period", "3"), [-1, 2])
+
+    def test_cnn_postlocal_through_ddp_train(self):
+        # warm-up 1 round (0), then averages after rounds 1 and 4; evaluations after rounds 1 and 3
+        self.check(self.train("cnn", "postlocal", "--period", "3", "--local-warmup", "1"), [1, 1])
 
     def test_vit_diloco_with_adamw_inside(self):
         self.check(self.train("vit", "diloco", "--period", "2"), [1, 3])
