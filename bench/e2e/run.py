@@ -4,7 +4,10 @@
 For each --bandwidth (tc rate such as 100mbit, 1gbit, or none), one netns_run.Network of hosts
 server-0.. and worker-0.. is made and, for each --workload, each system runs on it in turn (never
 two at once): sketchps in each --mode for each of --schemes (S servers + P workers from one job
-YAML), then the DDP systems of --ddp (dense, fp16, PowerSGD of rank R: P ranks on the same job).
+YAML), then the DDP systems of --ddp (dense, fp16, PowerSGD of rank R, and issue 35's local-step rivals
+post-local SGD and DiLoCo from local_rivals.py: P ranks on the same job). sketchps' own local steps
+(--schemes SCHEME/lsH) run in sketchps-worker only: on cnn, and on vgg with --cpp-worker. --dry-run
+checks the options (no root needed) and prints every run the command would make instead.
 Workloads: cnn, the default job (the C++ daemons sketchps-server/sketchps-worker, --set overrides
 passed through; DDP: ddp_train.py); vgg and vit, a Python script each (bench/e2e/workload_*.py)
 that runs under both backends (sketchps: the sketchps package from --python-path on every worker

@@ -5,7 +5,8 @@ torch's PeriodicModelAverager; run.py's planning of the rivals and of sketchps' 
 workload (what it accepts and what it refuses, naming the flag; the local-step job's round-counted
 keys as exchanges); and a smoke of the workload scripts with each rival: 2 ranks over gloo on the CPU,
 a few rounds on a cut of Fashion-MNIST, checking the records, the evaluated rounds and that every
-rank ends with the same weights (ddp_train.py, the cnn's script, too). unittest, also under pytest; exit 1 when a test fails.
+rank ends with the same weights (ddp_train.py, the cnn's script, too). unittest, also under pytest;
+exit 1 when a test fails.
 """
 from __future__ import annotations
 
