@@ -17,16 +17,11 @@ set GLOO_SOCKET_IFNAME to the interface to use. torch.set_num_threads(1).
 --compression none | fp16 (DDP's fp16_compress_hook) | powersgd (PowerSGDState(process_group=None,
 matrix_approximation_rank=--powersgd-rank, start_powerSGD_iter=--powersgd-start), torch's defaults
 otherwise: its own default start, 1000, is more than this job runs) | postlocal (PyTorch's post-local
-SGD: post_localSGD_hook with PostLocalSGDState(start_localSGD_iter=--local-warmup,
-post_local_gradient_allreduce=False) and PostLocalSGDOptimizer over the SGD with a
-PeriodicModelAverager(period=--period, warmup_steps=--local-warmup): dense all-reduce for the first
---local-warmup rounds, then local steps with the models averaged every --period steps; the models
-are averaged once more before the final evaluation) | diloco (DiLoCo: no DDP; every rank takes
---period inner steps of the SGD on its own batches, then the pseudo-gradient, the weights at the
-period's start minus the weights now, is all-reduced to its mean and the outer optimizer, SGD with
-Nesterov momentum (--outer-lr 0.7, --outer-momentum 0.9, the paper's), steps the period's start
-weights with it; every rank continues from those; a last shorter period ends at the last round; the
-evaluations use the weights of the last outer step).
+SGD) | diloco (DiLoCo): both from local_rivals.py (shared with the workload scripts), --period H
+(post-local SGD: models averaged every H steps after --local-warmup dense all-reduce rounds; DiLoCo: H
+inner steps of the SGD, then the outer Nesterov step --outer-lr 0.7 --outer-momentum 0.9, the
+paper's); their intermediate evaluations use the weights of the last synchronisation (test_round: its
+round).
 
 Evaluation: after every --eval-every rounds on the first --eval-samples test images, and after the
 last round on all of them (10,000). It is sharded (rank w takes a contiguous 1/P block) and the counts are
@@ -35,7 +30,8 @@ all-reduced, so every rank knows the exact accuracy.
 --metrics-out: one JSON line per round: round, round_start (unix s, before the forward), time (unix
 s, after the optimizer step), epoch, loss (this rank's), and after an evaluation test_accuracy,
 test_loss, test_round (the round whose weights were evaluated), test_samples, eval_s. Finally
-{"event": "final_eval", "start", "end", "test_accuracy", "test_loss", "test_round", "test_samples"}.
+{"event": "final_eval", "start", "end", "test_accuracy", "test_loss", "test_round", "test_samples",
+"weights"} (weights: the final model's checksum, equal on every rank).
 Exit 0 when trained; 2 for bad options or data (message names the option or file).
 """
 from __future__ import annotations
@@ -53,8 +49,9 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+import local_rivals
 from workload_common import (DATA_DIR, TEST_SAMPLES, Batches, SplitMix64, WorkloadError, all_sum,  # noqa: F401
-                             count_correct, epoch_permutation, load_split, normalize, share, wrap_ddp, write)
+                             checksum, count_correct, epoch_permutation, load_split, normalize, share, wrap_ddp, write)
 
 
 # --- the model and the data ------------------------------------------------------------------
@@ -112,72 +109,18 @@ def evaluate(model: nn.Module, images, labels, n: int, rank: int, world: int) ->
     return {"test_accuracy": correct / total, "test_loss": loss_sum / total, "test_samples": int(total)}
 
 
-def nesterov_outer_step(anchor: list, pseudo_grad: list, momentum_buf: list, lr: float, momentum: float) -> None:
-    """DiLoCo's outer step in place (torch.optim.SGD with nesterov=True, dampening 0): per tensor
-    buf = momentum * buf + g; anchor -= lr * (g + momentum * buf)."""
-    with torch.no_grad():
-        for a, g, buf in zip(anchor, pseudo_grad, momentum_buf):
-            buf.mul_(momentum).add_(g)
-            a.sub_(lr * (g + momentum * buf))
-
-
-class DiLoCo:
-    """The outer loop of DiLoCo over a plain (not DDP) model: sync() ends a period."""
-
-    def __init__(self, model: nn.Module, lr: float, momentum: float):
-        self.model, self.lr, self.momentum = model, lr, momentum
-        self.anchor = [p.detach().clone() for p in model.parameters()]
-        self.buf = [torch.zeros_like(p) for p in self.anchor]
-
-    def sync(self) -> None:
-        params = list(self.model.parameters())
-        with torch.no_grad():
-            flat = torch.cat([(a - p.detach()).reshape(-1) for a, p in zip(self.anchor, params)])
-            dist.all_reduce(flat)  # gloo: the sum of the ranks' pseudo-gradients
-            flat /= dist.get_world_size()
-            grads, at = [], 0
-            for a in self.anchor:
-                grads.append(flat[at:at + a.numel()].view_as(a))
-                at += a.numel()
-            nesterov_outer_step(self.anchor, grads, self.buf, self.lr, self.momentum)
-            for a, p in zip(self.anchor, params):
-                p.copy_(a)
-
-
-def make_postlocal(model: nn.Module, args):
-    """(DDP with post_localSGD_hook, PostLocalSGDOptimizer over SGD with a PeriodicModelAverager)."""
-    from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook
-    from torch.distributed.algorithms.model_averaging import averagers
-    from torch.distributed.optim import PostLocalSGDOptimizer
-    ddp, _ = wrap_ddp(model, "none")
-    state = post_localSGD_hook.PostLocalSGDState(process_group=None, subgroup=None,
-                                                 start_localSGD_iter=args.local_warmup,
-                                                 post_local_gradient_allreduce=False)
-    ddp.register_comm_hook(state, post_localSGD_hook.post_localSGD_hook)
-    averager = averagers.PeriodicModelAverager(period=args.period, warmup_steps=args.local_warmup)
-    optimizer = PostLocalSGDOptimizer(optim=torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum),
-                                      averager=averager)
-    return ddp, optimizer
-
-
-def average_models(model: nn.Module) -> None:
-    from torch.distributed.algorithms.model_averaging import utils
-    utils.average_parameters(iter(model.parameters()), None)
-
-
 def train(args) -> None:
     torch.set_num_threads(1)
     model = Cnn()
     init_like_sketchps(model, args.seed)
-    diloco = None
-    if args.compression == "postlocal":
-        model, optimizer = make_postlocal(model, args)
-    elif args.compression == "diloco":
+    rival = None
+    if args.compression in local_rivals.KINDS:
         if not dist.is_initialized():
             dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
-        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-        diloco = DiLoCo(model, args.outer_lr, args.outer_momentum)
-        eval_model = Cnn()  # the weights of the last outer step
+        rival = local_rivals.make(args.compression, model,
+                                  lambda m: torch.optim.SGD(m.parameters(), lr=args.lr, momentum=args.momentum),
+                                  args.period, args.local_warmup, args.outer_lr, args.outer_momentum)
+        model, optimizer = rival.model, rival.optimizer
     else:
         model, _ = wrap_ddp(model, args.compression, args.powersgd_rank, args.powersgd_start)
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
@@ -187,6 +130,9 @@ def train(args) -> None:
     test_x, test_y = load_split(args.data, "t10k")
     rounds = args.rounds if args.rounds > 0 else math.ceil(args.epochs * batches.steps)
     out = open(args.metrics_out, "a") if args.metrics_out else None
+    if rank == 0 and rival is not None:
+        what = local_rivals.describe(args.compression, args.period, args.local_warmup, args.outer_lr, args.outer_momentum)
+        print(f"ddp_train: {what}", file=sys.stderr, flush=True)
     for r in range(rounds):
         x, y = batches(r)
         record = {"round": r, "round_start": time.time()}
@@ -194,35 +140,28 @@ def train(args) -> None:
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
-        if diloco is not None and ((r + 1) % args.period == 0 or r + 1 == rounds):
-            diloco.sync()
+        if rival is not None:
+            rival.end_step(r, rounds)
         record.update(time=time.time(), epoch=r / batches.steps, loss=loss.item())
         if args.eval_every > 0 and (r + 1) % args.eval_every == 0 and r + 1 < rounds:
             t0 = time.time()
-            if diloco is not None:
-                load_anchor(eval_model, diloco.anchor)
-            record.update(evaluate(eval_model if diloco is not None else net, test_x, test_y,
+            record.update(evaluate(rival.eval_module() if rival is not None else net, test_x, test_y,
                                    min(args.eval_samples, len(test_y)), rank, world))
-            record.update(test_round=r, eval_s=time.time() - t0)
+            record.update(test_round=rival.synced_round if rival is not None else r, eval_s=time.time() - t0)
         write(out, record)
         if rank == 0 and (r % 50 == 0 or r + 1 == rounds):
             print(f"ddp_train: round {r + 1}/{rounds} loss {record['loss']:.4f}", file=sys.stderr, flush=True)
-    if args.compression == "postlocal":
-        average_models(net)  # the ranks' models differ since the last averaging
+    if rival is not None:
+        rival.finish()  # post-local SGD: the ranks' models differ since the last averaging
     start = time.time()
     final = evaluate(net, test_x, test_y, len(test_y), rank, world)
-    write(out, {"event": "final_eval", "start": start, "end": time.time(), "test_round": rounds - 1, **final})
+    write(out, {"event": "final_eval", "start": start, "end": time.time(), "test_round": rounds - 1,
+                "weights": checksum(net), **final})
     if rank == 0:
         print(f"ddp_train: final test accuracy {final['test_accuracy']:.4f}", file=sys.stderr, flush=True)
     if out:
         out.close()
     dist.barrier()
-
-
-def load_anchor(model: nn.Module, anchor: list) -> None:
-    with torch.no_grad():
-        for p, a in zip(model.parameters(), anchor):
-            p.copy_(a)
 
 
 def fail(message: str):
@@ -235,10 +174,12 @@ def parse_args(argv=None):
     ap.add_argument("--compression", choices=["none", "fp16", "powersgd", "postlocal", "diloco"], default="none")
     ap.add_argument("--period", type=int, default=8,
                     help="--compression postlocal: steps between model averages; diloco: inner steps H per outer step")
-    ap.add_argument("--local-warmup", type=int, default=10,
+    ap.add_argument("--local-warmup", type=int, default=local_rivals.LOCAL_WARMUP,
                     help="--compression postlocal: dense all-reduce rounds before the local steps (start_localSGD_iter)")
-    ap.add_argument("--outer-lr", type=float, default=0.7, help="--compression diloco: the outer Nesterov step's lr")
-    ap.add_argument("--outer-momentum", type=float, default=0.9, help="--compression diloco: its momentum")
+    ap.add_argument("--outer-lr", type=float, default=local_rivals.OUTER_LR,
+                    help="--compression diloco: the outer Nesterov step's lr")
+    ap.add_argument("--outer-momentum", type=float, default=local_rivals.OUTER_MOMENTUM,
+                    help="--compression diloco: its momentum")
     ap.add_argument("--powersgd-rank", type=int, default=2, help="--compression powersgd: matrix_approximation_rank")
     ap.add_argument("--powersgd-start", type=int, default=10,
                     help="--compression powersgd: start_powerSGD_iter (vanilla allreduce before; >= 2)")

@@ -14,6 +14,12 @@ Contract:
   - powersgd_start(job): PowerSGD's start_powerSGD_iter for the job: the sketchps scheme's dense
     warm-up rounds (scheme.dense_warmup, or scheme.warmup_rounds), or 10 without one; at least 2
     (torch's minimum with error feedback).
+  - local_step_overrides(job, H): the overrides that keep a job with train.local_steps H (a round
+    is then an exchange of H steps, job/job_spec.h) on the job's own steps: the keys counted in
+    rounds that the job sets, train.rounds (ceil of rounds / H), train.eval_every_rounds (rounded,
+    at least 1) and the round terms of the spans optimizer.warmup and scheme.dense_warmup (divided
+    by H; epochs and percentages already follow the job), so a local-step system trains as many
+    steps as the others, evaluates after about the same steps and warms up as long.
   - ddp_args(job) gives the options of ddp_train.py that run the cnn job; JobError (naming the
     key) when the job uses something ddp_train.py does not mirror (another model, an LR schedule,
     Nesterov, weight decay). The workload scripts read the job file themselves.
@@ -147,6 +153,33 @@ def dense_warmup_rounds(job: dict) -> int:
 
 def powersgd_start(job: dict) -> int:
     return max(2, dense_warmup_rounds(job) or 10)
+
+
+def _span_over(value, h: int):
+    """A span with its round terms divided by h (epochs, percentages and 0 unchanged)."""
+    if isinstance(value, list):
+        return [_span_over(v, h) for v in value]
+    m = SPAN_TERM.match(str(value))
+    if not m or not m.group(2).startswith("round"):
+        return value
+    return f"{float(m.group(1)) / h:g} rounds"
+
+
+def local_step_overrides(job: dict, h: int) -> list[str]:
+    """The job's round-counted keys as exchanges of h steps (the module doc); [] for h <= 1."""
+    if h <= 1:
+        return []
+    train, out = job.get("train", {}), []
+    if int(train.get("rounds", 0) or 0) > 0:
+        out.append(f"train.rounds={math.ceil(int(train['rounds']) / h)}")
+    if int(train.get("eval_every_rounds", 0) or 0) > 0:
+        out.append(f"train.eval_every_rounds={max(1, round(int(train['eval_every_rounds']) / h))}")
+    for section, key in (("optimizer", "warmup"), ("scheme", "dense_warmup")):
+        value = (job.get(section) or {}).get(key)
+        if value is not None and _span_over(value, h) != value:
+            span = _span_over(value, h)
+            out.append(f"{section}.{key}={'[' + ', '.join(map(str, span)) + ']' if isinstance(span, list) else span}")
+    return out
 
 
 def ddp_args(job: dict) -> list[str]:

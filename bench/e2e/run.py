@@ -4,7 +4,10 @@
 For each --bandwidth (tc rate such as 100mbit, 1gbit, or none), one netns_run.Network of hosts
 server-0.. and worker-0.. is made and, for each --workload, each system runs on it in turn (never
 two at once): sketchps in each --mode for each of --schemes (S servers + P workers from one job
-YAML), then the DDP systems of --ddp (dense, fp16, PowerSGD of rank R: P ranks on the same job).
+YAML), then the DDP systems of --ddp (dense, fp16, PowerSGD of rank R, and issue 35's local-step rivals
+post-local SGD and DiLoCo from local_rivals.py: P ranks on the same job). sketchps' own local steps
+(--schemes SCHEME/lsH) run in sketchps-worker only: on cnn, and on vgg with --cpp-worker. --dry-run
+checks the options (no root needed) and prints every run the command would make instead.
 Workloads: cnn, the default job (the C++ daemons sketchps-server/sketchps-worker, --set overrides
 passed through; DDP: ddp_train.py); vgg and vit, a Python script each (bench/e2e/workload_*.py)
 that runs under both backends (sketchps: the sketchps package from --python-path on every worker
@@ -61,7 +64,8 @@ import report  # noqa: E402
 import targets  # noqa: E402
 from netns_run import Network, RunError  # noqa: E402
 from procs import RunFailure  # noqa: E402
-from systems import Context, System, describe_script, run_system, say, system_job  # noqa: E402
+from systems import (Context, System, describe_script, ddp_system_args, own_overrides, run_system, runs_on,  # noqa: E402
+                     say, system_job)
 
 SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "fetchsgd", "sdagc", "sidco", "scalecom"]
 DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*)|postlocal([1-9][0-9]*)|diloco([1-9][0-9]*))$")
@@ -93,18 +97,20 @@ def parse_args(argv):
     ap.add_argument("--python-path", help="the sketchps package for the workload scripts (default: BIN_DIR/python)")
     ap.add_argument("--cpp-worker", action="store_true",
                     help="also run each ps scheme on the vgg workload with sketchps-worker (its network is built in) "
-                         "beside the Python script: the Python path against the C++ worker")
+                         "beside the Python script: the Python path against the C++ worker; the only way to run "
+                         "SCHEME/lsH on vgg (the Python package has no local steps; vit: none)")
     ap.add_argument("--hook", default="", metavar="SCHEMES",
                     help="also run the workload's DDP script with sketchps.ddp.comm_hook, one run per scheme "
                          "(comma-separated; vgg and vit): one script, the DDP variants' backends and ours")
     ap.add_argument("--workload", action="append", metavar="NAME",
                     help=f"{', '.join(jobspec.WORKLOADS)}; repeatable or comma-separated (default cnn)")
     ap.add_argument("--schemes", default="topk", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}, each optionally "
-                         "/lsH (train.local_steps H, Nesterov outer step) or /lsHavg (plain averaging)")
+                         "/lsH (train.local_steps H, Nesterov outer step) or /lsHavg (plain averaging): cnn, and vgg "
+                         "with --cpp-worker")
     ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
     ap.add_argument("--ddp", default="dense,fp16,powersgd-r2,powersgd-r4",
                     help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R), postlocalH "
-                         "(post-local SGD, models averaged every H steps; cnn), dilocoH (DiLoCo, H inner steps; cnn) "
+                         "(post-local SGD, models averaged every H steps), dilocoH (DiLoCo, H inner steps) "
                          "(none: no DDP)")
     ap.add_argument("--bandwidth", action="append", metavar="RATE",
                     help="link cap, tc syntax (100mbit) or none; repeatable (default 100mbit)")
@@ -116,6 +122,10 @@ def parse_args(argv):
     ap.add_argument("--progress-every", type=float, default=5, help="seconds between progress lines")
     ap.add_argument("--out", default=str(REPO / "runs" / time.strftime("e2e-%Y%m%d-%H%M%S")), help="output folder")
     ap.add_argument("--write-doc", metavar="FILE.md", help="write the results into this Markdown file's generated block")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="run nothing: check the options (not root), then print every run the command would make, "
+                         "one line each (workload, bandwidth, system, rounds and steps, its job overrides or DDP "
+                         "arguments)")
     ap.add_argument("--from-results", metavar="results.json", action="append",
                     help="run nothing: redo the table, plots, targets and --write-doc from an earlier run's results; "
                          "repeated: the runs of several invocations merged (outputs in the first one's folder)")
@@ -157,7 +167,8 @@ def scheme_system(spec: str, mode: str) -> System:
         outer = "average" if m.group(3) else "nesterov"
         name += f" H{m.group(2)} {outer}"
         overrides = (f"train.local_steps={m.group(2)}", f"train.outer_optimizer.name={outer}")
-    return System(name + ("" if mode == "ps" else " decentralized"), "sketchps", scheme, mode, overrides=overrides)
+    return System(name + ("" if mode == "ps" else " decentralized"), "sketchps", scheme, mode, overrides=overrides,
+                  local_steps=int(m.group(2)) if m else 0)
 
 
 def ddp_system(variant: str) -> System:
@@ -192,7 +203,7 @@ def plan_systems(args) -> list[System]:
         for s in schemes:
             base = scheme_system(s, "ps")
             systems.append(System(f"{base.name} C++ worker", "sketchps", base.scheme, "ps", worker="cpp",
-                                  overrides=base.overrides))
+                                  overrides=base.overrides, local_steps=base.local_steps))
     systems += [ddp_system(d) for d in ddp]
     if not systems:
         raise UsageError("nothing to run: --schemes and --ddp are both empty")
@@ -226,12 +237,10 @@ def check_args(args):
         if kv.split("=", 1)[0] in ("scheme.name", "mode"):
             raise UsageError(f"--set {kv}: choose schemes and modes with --schemes and --mode")
     workloads = workloads_of(args)
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not getattr(args, "dry_run", False):
         raise UsageError("must run as root (network namespaces); not skipping")
     systems = plan_systems(args)
-    local = [s.name for s in systems if s.scheme in ("postlocal", "diloco")]
-    if local and workloads != ["cnn"]:
-        raise UsageError(f"--ddp: {', '.join(local)} run on the cnn workload only (ddp_train.py)")
+    check_local_steps(args, systems, workloads)
     jobs = {w: jobspec.make_job(args.set, w) for w in workloads}
     ddp_args = jobspec.ddp_args(jobs["cnn"]) if "cnn" in jobs and any(s.kind == "ddp" for s in systems) else []
     bins, package = {}, ""
@@ -243,6 +252,22 @@ def check_args(args):
     return bandwidths, workloads, systems, jobs, ddp_args, bins, package
 
 
+def check_local_steps(args, systems: list[System], workloads: list[str]) -> None:
+    """sketchps' local steps (SCHEME/lsH) run in sketchps-worker only: on cnn, and on vgg with
+    --cpp-worker in ps mode; UsageError, naming the flag, where a workload cannot run them."""
+    specs = [s for s in comma_list(args.schemes) if LOCAL_STEPS.match(s)]
+    if not specs or workloads == ["cnn"]:
+        return
+    what = f"--schemes {','.join(specs)}: sketchps' local steps run in sketchps-worker only (the Python package " \
+           "refuses train.local_steps)"
+    if "vit" in workloads:
+        raise UsageError(f"{what}, which has no vit model: drop vit from --workload, or the /lsH schemes")
+    if not getattr(args, "cpp_worker", False):
+        raise UsageError(f"{what}: on the vgg workload they need --cpp-worker (its network is built into sketchps-worker)")
+    if "decentralized" in comma_list(args.mode):
+        raise UsageError(f"{what}: on the vgg workload --cpp-worker runs them in ps mode only, not --mode decentralized")
+
+
 def prepare_jobs(out: Path, jobs: dict, systems: list[System], package: str) -> dict[str, dict[str, Path]]:
     """Writes <workload>/job.yaml; for the workloads' sketchps systems also their job with the
     script's keys (describe mode). Returns {workload: {system name: job file}}."""
@@ -252,7 +277,7 @@ def prepare_jobs(out: Path, jobs: dict, systems: list[System], package: str) -> 
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "job.yaml").write_text(jobspec.dump(job, workload))
         files[workload] = {}
-        mine = [s for s in systems if s.kind == "sketchps" and s.worker != "cpp"]
+        mine = [s for s in systems if s.kind == "sketchps" and s.worker != "cpp" and runs_on(s, workload)]
         if workload == "cnn" or not mine:
             continue
         keys = {}
@@ -296,12 +321,10 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
             job = w["job"]
             ctx = Context(net=net, bandwidth=bw, workers=int(job["workers"]), servers=int(job["servers"]),
                           rounds=jobspec.total_rounds(job), job_path=w["job_path"], workload=workload,
-                          script=jobspec.script(workload), job_files=w["job_files"], runs=runs, **common)
+                          script=jobspec.script(workload), job_files=w["job_files"], runs=runs, job=job, **common)
             for system in systems:
-                if system.worker == "cpp" and workload != "vgg":
-                    continue  # sketchps-worker has vgg's network built in; cnn runs on it anyway; vit: none
-                if system.worker == "hook" and workload == "cnn":
-                    continue  # the cnn's DDP side is ddp_train.py, not a workload script with --hook
+                if not runs_on(system, workload):
+                    continue
                 ctx.rounds = system_rounds(job, system)
                 say(f"[{workload} {bw}] {system.name}: starting ({ctx.rounds} rounds, timeout {ctx.timeout:.0f} s)")
                 load = os.getloadavg()[0]
@@ -322,9 +345,34 @@ def run_bandwidth(i: int, bw: str, systems: list[System], ctx_args: dict, out: P
 def system_rounds(job: dict, system: System) -> int:
     """The rounds of a system's job: its own overrides (local steps: exchanges of H steps) applied."""
     own = copy.deepcopy(job)
-    for kv in system.overrides:
+    for kv in own_overrides(system, job):
         jobspec.apply_override(own, kv)
     return jobspec.total_rounds(own)
+
+
+def dry_run(systems: list[System], jobs: dict, bandwidths: list[str]) -> list[str]:
+    """One line per run the command would make, in its order: workload, bandwidth, system, rounds
+    (local steps: exchanges, and the steps they take), and the job overrides (sketchps) or the
+    script's arguments (DDP) that make the system."""
+    lines = []
+    for bw in bandwidths:
+        for workload, job in jobs.items():
+            for s in systems:
+                if not runs_on(s, workload):
+                    continue
+                rounds = system_rounds(job, s)
+                steps = f" ({rounds} exchanges x {s.local_steps} steps)" if s.local_steps > 1 else ""
+                if s.kind == "ddp":
+                    flag = "--compression" if workload == "cnn" else "--hook"
+                    how = " ".join([flag, s.scheme, *ddp_system_args(s)])
+                else:
+                    worker = {"cpp": "sketchps-worker", "hook": "DDP + comm hook"}.get(
+                        s.worker, "sketchps-worker" if workload == "cnn" else "script")
+                    model = [f"model={workload}"] if s.worker == "cpp" else []
+                    how = f"{worker}: " + " ".join([f"scheme.name={s.scheme}", f"mode={s.mode}", *model,
+                                                    *own_overrides(s, job)])
+                lines.append(f"{workload} {bw} | {s.name} | {rounds} rounds{steps} | {how}")
+    return lines
 
 
 def upfront_targets(workloads) -> dict[str, float]:
@@ -415,6 +463,11 @@ def main(argv=None) -> int:
     except (UsageError, jobspec.JobError) as e:
         print(f"e2e: {e}", file=sys.stderr)
         return 2
+    if args.dry_run:
+        lines = dry_run(systems, jobs, bandwidths)
+        print("\n".join(lines))
+        say(f"dry run: {len(lines)} runs, one after another (targets: {', '.join(f'{w} {t:.2%}' for w, t in upfront.items())})")
+        return 0
     out = Path(args.out).absolute()
     out.mkdir(parents=True, exist_ok=True)
     results = {"machine": describe.machine(argv if argv is not None else sys.argv[1:]), "jobs": jobs,

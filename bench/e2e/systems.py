@@ -5,11 +5,12 @@ decentralized" (P workers with a Peer service each), "DDP + sketchps hook <schem
 script under DDP, --backend ddp --hook sketchps, the gradients through sketchps.ddp.comm_hook to
 the shards: the DDP ranks' environment plus the sketchps package's; records in the DDP format with
 the hook's bytes), and the DDP systems "DDP dense", "DDP fp16",
-"DDP PowerSGD r<R>" (P ranks, rank 0's host is MASTER_ADDR). The workers depend on the workload:
+"DDP PowerSGD r<R>", "DDP post-local SGD <H>", "DDP DiLoCo H<H>" (local_rivals.py) (P ranks, rank 0's
+host is MASTER_ADDR). The workers depend on the workload:
 cnn (the default job) runs sketchps-worker and, for DDP, ddp_train.py; vgg and vit run their script
 (bench/e2e/workload_<name>.py) with --backend sketchps (the sketchps package, PYTHONPATH
 ctx.python_path, configured by RANK, WORLD_SIZE and SKETCHPS_* variables) or --backend ddp --hook
-none|fp16|powersgd. Every process runs in its own host (namespace) of a netns_run.Network with
+none|fp16|powersgd|postlocal|diloco. Every process runs in its own host (namespace) of a netns_run.Network with
 services server-0.. and worker-0..; every process gets OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE.
 
 The daemons' command lines come from the launcher library through `sketchps launch argv`
@@ -65,6 +66,25 @@ class System:
     #                         "hook": the script's DDP loop with sketchps.ddp.comm_hook
     period: int = 0         # DDP postlocal: steps between model averages; diloco: inner steps H
     overrides: tuple = ()   # sketchps: the system's own job overrides (local steps), after --set
+    local_steps: int = 0    # sketchps SCHEME/lsH: H (its job's round-counted keys become exchanges of H steps)
+
+
+def own_overrides(system: System, job: dict) -> list[str]:
+    """The system's overrides of the workload's job (after --set): its own, and for local steps the
+    job's round-counted keys as exchanges of H steps (job.local_step_overrides)."""
+    return [*system.overrides, *jobspec.local_step_overrides(job, system.local_steps)]
+
+
+def runs_on(system: System, workload: str) -> bool:
+    """Whether a planned system runs on a workload: the C++ worker's on vgg only (its network is
+    built into sketchps-worker; cnn runs on it anyway, vit has none); the comm hook's on the workload
+    scripts only; sketchps' local steps (SCHEME/lsH) not through the workload scripts, whose sketchps
+    package refuses train.local_steps (on vgg the C++ worker's system runs them)."""
+    if system.worker == "cpp":
+        return workload == "vgg"
+    if system.worker == "hook":
+        return workload != "cnn"
+    return not (system.kind == "sketchps" and system.local_steps and workload != "cnn")
 
 
 @dataclass
@@ -91,6 +111,7 @@ class Context:
     script: str = ""        # the workload's script (both backends)
     python_path: str = ""   # the sketchps package (PYTHONPATH of the script's sketchps workers)
     job_files: dict = field(default_factory=dict)  # sketchps system name -> its job file (workloads)
+    job: dict = field(default_factory=dict)  # the workload's job with --set (own_overrides)
 
 
 def say(msg: str) -> None:
@@ -132,7 +153,7 @@ def free_port() -> int:
 def system_job(job: dict, system: System, keys: list[str]) -> dict:
     """The job of one sketchps system of a workload: its scheme and mode, then the script's keys."""
     out = copy.deepcopy(job)
-    for kv in [f"scheme.name={system.scheme}", f"mode={system.mode}", *system.overrides, *keys]:
+    for kv in [f"scheme.name={system.scheme}", f"mode={system.mode}", *own_overrides(system, job), *keys]:
         jobspec.apply_override(out, kv)
     return out
 
@@ -148,10 +169,10 @@ def job_flags(system: System, ctx: Context) -> dict:
     """The job both daemons of a system read: the workload's file, or the default job with --set."""
     if ctx.workload == "cnn":
         return {"job": str(ctx.job_path), "overrides": [*ctx.overrides, f"scheme.name={system.scheme}",
-                                                         f"mode={system.mode}", *system.overrides]}
+                                                         f"mode={system.mode}", *own_overrides(system, ctx.job)]}
     if system.worker == "cpp":  # the workload's job with its network built into sketchps-worker
         return {"job": str(ctx.job_path), "overrides": [f"scheme.name={system.scheme}", f"mode={system.mode}",
-                                                         f"model={ctx.workload}", *system.overrides]}
+                                                         f"model={ctx.workload}", *own_overrides(system, ctx.job)]}
     return {"job": str(ctx.job_files[system.name]), "overrides": []}
 
 

@@ -11,7 +11,13 @@ One script, two backends (--backend), the same job either way:
             (sketchps.ddp.comm_hook: the same loop, the gradients through sketchps; the hook's job
             is SKETCHPS_JOB, with the SKETCHPS_* variables of the sketchps backend, and the
             records also get the round's bytes_up, bytes_down, dense_bytes, compute_s and exchange_s
-            from state.last_stats). One script, four DDP backends. The job is --job
+            from state.last_stats). One script, four DDP backends. Also the local-step rivals of
+            local_rivals.py (issue 35), with --period H: --hook postlocal (PyTorch's post-local SGD:
+            the job's optimizer under PostLocalSGDOptimizer, models averaged every H steps after
+            --local-warmup dense rounds) and --hook diloco (DiLoCo: H steps of the job's optimizer,
+            SGD or AdamW, whose state persists across periods, then the outer Nesterov step
+            --outer-lr/--outer-momentum on the mean pseudo-gradient); not hooks, but DDP's rivals
+            over the same loop, data order and learning rate per step. The job is --job
             (default: the workload's own) with --set overrides; torch's optimizer steps with the
             learning rate set every round by learning_rate(); --metrics-out gets the records.
   sketchps  the sketchps package (run with PYTHONPATH=<build>/python): sps.init() reads RANK,
@@ -37,8 +43,10 @@ milestones, gamma, min_lr}, scheme.{name, density, dense_warmup}. Both backends:
     rank w evaluates block w of P (share()) and the counts are summed over the ranks.
 Rank 0 logs the initial weights' checksum ("weights <hex>"): equal in every run of a workload.
 DDP records (one JSON line per round, the fields of ddp_train.py): round, round_start, time, epoch,
-loss, lr, and after an evaluation test_accuracy, test_loss, test_round, test_samples, eval_s; then
-{"event": "final_eval", start, end, test_accuracy, test_loss, test_round, test_samples}.
+loss, lr, and after an evaluation test_accuracy, test_loss, test_round (the round whose weights were
+evaluated: the local-step rivals evaluate their last synchronisation's), test_samples, eval_s; then
+{"event": "final_eval", start, end, test_accuracy, test_loss, test_round, test_samples, weights} (the
+final model's checksum, equal on every rank).
 Exit 0 when trained; 2 for bad options, job or data (the message names it).
 """
 from __future__ import annotations
@@ -63,6 +71,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import job as jobspec  # noqa: E402  (bench/e2e/job.py: overrides and total_rounds, as the core)
+import local_rivals  # noqa: E402  (bench/e2e/local_rivals.py: post-local SGD and DiLoCo, shared with ddp_train.py)
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530
@@ -350,8 +359,14 @@ def train_ddp(workload: Workload, job: dict, args) -> None:
         sps.init()  # SKETCHPS_JOB: the job with the model's layout and optimizer.name external
     model = build_model(workload, int(train.get("seed", 1)))
     start = args.powersgd_start if args.powersgd_start is not None else powersgd_start(job)
-    ddp, state = wrap_ddp(model, args.hook, args.powersgd_rank, start)
-    optimizer = make_optimizer(model, opt_section, workload)
+    rival = None
+    if args.hook in local_rivals.KINDS:
+        rival = local_rivals.make(args.hook, model, lambda m: make_optimizer(m, opt_section, workload), args.period,
+                                  args.local_warmup, args.outer_lr, args.outer_momentum)
+        ddp, optimizer, state = rival.model, rival.optimizer, None
+    else:
+        ddp, state = wrap_ddp(model, args.hook, args.powersgd_rank, start)
+        optimizer = make_optimizer(model, opt_section, workload)
     path = data.get("path", DATA_DIR)
     batches = Batches(*load_split(path, "train"), int(data.get("train_samples", 60000)), int(train.get("seed", 1)),
                       int(data.get("batch_size", 32)), rank, world)
@@ -361,8 +376,12 @@ def train_ddp(workload: Workload, job: dict, args) -> None:
     n_eval = min(int(train.get("eval_samples", 0)) or len(test_y), len(test_y))
     out = open(args.metrics_out, "a") if args.metrics_out else None
     if rank == 0:
-        say(f"ddp ({args.hook}{f' rank {args.powersgd_rank} from round {start}' if args.hook == 'powersgd' else ''}): "
-            f"{sum(p.numel() for p in model.parameters()):,} parameters, weights {checksum(model)}, {rounds} rounds")
+        how = {"powersgd": f" rank {args.powersgd_rank} from round {start}"}.get(args.hook, "")
+        if rival is not None:
+            how = ": " + local_rivals.describe(args.hook, args.period, args.local_warmup, args.outer_lr,
+                                               args.outer_momentum)
+        say(f"ddp ({args.hook}{how}): {sum(p.numel() for p in model.parameters()):,} parameters, "
+            f"weights {checksum(model)}, {rounds} rounds")
     if state is not None and state.rounds != rounds:
         raise WorkloadError(f"the hook's job runs {state.rounds} rounds, workload_common.clock_of says {rounds}")
     for r in range(rounds):
@@ -377,20 +396,26 @@ def train_ddp(workload: Workload, job: dict, args) -> None:
             state.record_loss(loss)
         loss.backward()
         optimizer.step()
+        if rival is not None:
+            rival.end_step(r, rounds)
         record.update(time=time.time(), epoch=r / clock.rounds_per_epoch, loss=loss.item(), lr=lr)
         if state is not None:
             record.update({k: state.last_stats[k] for k in HOOK_STATS if k in state.last_stats})
         if eval_due(r, rounds, every):
             t0 = time.time()
-            c, n, ls = all_sum(list(count_correct(model, test_x, test_y, *share(n_eval, rank, world))))
-            record.update(test_accuracy=c / n, test_loss=ls / n, test_samples=int(n), test_round=r, eval_s=time.time() - t0)
+            net = rival.eval_module() if rival is not None else model
+            c, n, ls = all_sum(list(count_correct(net, test_x, test_y, *share(n_eval, rank, world))))
+            record.update(test_accuracy=c / n, test_loss=ls / n, test_samples=int(n),
+                          test_round=rival.synced_round if rival is not None else r, eval_s=time.time() - t0)
         write(out, record)
         if rank == 0 and (r % 20 == 0 or r + 1 == rounds):
             say(f"round {r + 1}/{rounds} loss {record['loss']:.4f} lr {lr:.5f}")
+    if rival is not None:
+        rival.finish()  # post-local SGD: the ranks' models differ since the last averaging
     t0 = time.time()
     c, n, ls = all_sum(list(count_correct(model, test_x, test_y, *share(len(test_y), rank, world))))
     write(out, {"event": "final_eval", "start": t0, "end": time.time(), "test_round": rounds - 1,
-                "test_accuracy": c / n, "test_loss": ls / n, "test_samples": int(n)})
+                "test_accuracy": c / n, "test_loss": ls / n, "test_samples": int(n), "weights": checksum(model)})
     if rank == 0:
         say(f"final test accuracy {c / n:.4f}")
     if out:
@@ -443,8 +468,17 @@ def parse_args(argv=None):
     ap.add_argument("--backend", choices=["ddp", "sketchps"], required=True)
     ap.add_argument("--job", help="the job spec (ddp: default the workload's own; sketchps: default $SKETCHPS_JOB)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="ddp: a job override")
-    ap.add_argument("--hook", choices=["none", "fp16", "powersgd", "sketchps"], default="none",
-                    help="ddp: gradient compression (sketchps: sketchps.ddp.comm_hook, the job from SKETCHPS_JOB)")
+    ap.add_argument("--hook", choices=["none", "fp16", "powersgd", "sketchps", *local_rivals.KINDS], default="none",
+                    help="ddp: gradient compression (sketchps: sketchps.ddp.comm_hook, the job from SKETCHPS_JOB), or "
+                         "a local-step rival (postlocal: post-local SGD; diloco: DiLoCo; local_rivals.py)")
+    ap.add_argument("--period", type=int, default=8,
+                    help="ddp --hook postlocal: steps between model averages; diloco: inner steps H per outer step")
+    ap.add_argument("--local-warmup", type=int, default=local_rivals.LOCAL_WARMUP,
+                    help="ddp --hook postlocal: dense all-reduce rounds before the local steps (start_localSGD_iter)")
+    ap.add_argument("--outer-lr", type=float, default=local_rivals.OUTER_LR,
+                    help="ddp --hook diloco: the outer Nesterov step's lr")
+    ap.add_argument("--outer-momentum", type=float, default=local_rivals.OUTER_MOMENTUM,
+                    help="ddp --hook diloco: its momentum")
     ap.add_argument("--powersgd-rank", type=int, default=2, help="ddp --hook powersgd: matrix_approximation_rank")
     ap.add_argument("--powersgd-start", type=int, default=None,
                     help="ddp --hook powersgd: start_powerSGD_iter (default: the job's scheme.dense_warmup rounds, "
@@ -455,6 +489,8 @@ def parse_args(argv=None):
         ap.error("--set, --metrics-out and --hook are for --backend ddp (sketchps takes the job and the environment)")
     if args.powersgd_rank < 1 or (args.powersgd_start is not None and args.powersgd_start < 2):
         ap.error("--powersgd-rank must be >= 1 and --powersgd-start >= 2")
+    if args.period < 1 or args.local_warmup < 1 or args.outer_lr <= 0 or not 0 <= args.outer_momentum < 1:
+        ap.error("--period and --local-warmup must be >= 1, --outer-lr > 0 and --outer-momentum in [0, 1)")
     return args
 
 

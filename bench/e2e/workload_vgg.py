@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Workload vgg: a VGG-like CNN of 5.6M parameters on Fashion-MNIST, SGD with momentum 0.9.
 
-    python3 bench/e2e/workload_vgg.py --backend ddp --hook none|fp16|powersgd [--powersgd-rank R] ...
+    python3 bench/e2e/workload_vgg.py --backend ddp --hook none|fp16|powersgd|postlocal|diloco [--powersgd-rank R] [--period H] ...
     PYTHONPATH=build/ci/python python3 bench/e2e/workload_vgg.py --backend sketchps   # SKETCHPS_* set
 
 Two 3x3 conv blocks (1->32, 32->64 channels, ReLU, 2x2 max-pool: 28 -> 14 -> 7), then

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Workload vit: a small Vision Transformer of 3.2M parameters on Fashion-MNIST, AdamW.
 
-    python3 bench/e2e/workload_vit.py --backend ddp --hook none|fp16|powersgd [--powersgd-rank R] ...
+    python3 bench/e2e/workload_vit.py --backend ddp --hook none|fp16|powersgd|postlocal|diloco [--powersgd-rank R] [--period H] ...
     PYTHONPATH=build/ci/python python3 bench/e2e/workload_vit.py --backend sketchps   # SKETCHPS_* set
 
 14x14 patches (4 per image) embedded to 256, a cls token and a learned position embedding, 4
