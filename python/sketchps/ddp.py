@@ -45,7 +45,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 import sketchps.torch as _sps  # not `from sketchps import torch`: sketchps/__init__.py binds the name torch to torch
-from sketchps import _core, _flat
+from sketchps import _batch_check, _core, _flat
 from sketchps.errors import ConfigError, OrderError
 
 __all__ = ["CommHookState", "comm_hook"]
@@ -125,6 +125,9 @@ class CommHookState(_sps._JobPosition):
         self._flat = _flat.FlatModel(list(zip(self._names, self._shadows)))  # the shadows and .grad: views
         self._worker = _core.Worker(job, ctx.config, self._flat.layout, **self._flat.worker_buffers(), buffers=[],
                                     overlap=self._overlap)
+        # The script's weights, buffers, optimizer and schedulers (checkpoint()): sketchps/_resume.py.
+        self._script = _sps._join_script_state(self._worker, job, ctx.rank, module, "model")
+        self._batches = _batch_check.FirstRound(job.batch_size)  # accumulation against data.batch_size
         self._pending = []
         self._loss = None
         self._compute_start = None
@@ -142,6 +145,9 @@ class CommHookState(_sps._JobPosition):
         """The round's compute clock starts at the first training forward after the previous round."""
         if torch.is_grad_enabled() and self._compute_start is None:
             self._compute_start = time.monotonic()
+        if module.training and torch.is_grad_enabled():
+            self._batches.forward(inputs)
+            self._script.at_forward(self.round)  # the script's state of a checkpoint round, or a resume's RNG
 
     def _usable(self, call):
         if self._worker.finished:
@@ -159,6 +165,7 @@ class CommHookState(_sps._JobPosition):
         if self._pending and index <= self._pending[-1].index:
             self._incomplete_backward()
         if not self._pending:
+            self._batches.check()
             self._round_starts()
         grads = bucket.gradients()
         slots = []
@@ -185,8 +192,9 @@ class CommHookState(_sps._JobPosition):
         with torch.no_grad():
             for p, s in zip(self._params, self._shadows):
                 s.copy_(p)
-        if self._overlap:
-            self._worker.start_round()
+        if self._overlap:  # the record's compute_s counts from the round's first training forward
+            started = self._compute_start
+            self._worker.start_round(time.monotonic() - started if started is not None else 0.0)
             self._flat.zero_grad()
 
     def _incomplete_backward(self):

@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 import yaml  # python3-yaml: a dependency of Debian's python3-torch
 
-from sketchps import _core, _flat
+from sketchps import _batch_check, _core, _flat, _resume
 from sketchps.errors import ConfigError, OrderError
 
 _context = None
@@ -468,6 +468,15 @@ def _describe(ctx, named, settings, scheme, density):
     raise SystemExit(0)
 
 
+def _join_script_state(worker, job, rank, module, restore):
+    """The position's ScriptState (sketchps/_resume.py); a refused resume leaves the job first."""
+    try:
+        return _resume.ScriptState(job, rank, module, worker.first_round, restore)
+    except ConfigError as e:
+        worker.abandon(str(e)[:1000])
+        raise
+
+
 def _report_failure(worker, exc_type, exc):
     """Tells every server that this rank failed with `exc` (instead of finish()), best effort within
     seconds; says so on stderr when some server could not be told."""
@@ -499,6 +508,14 @@ class _JobPosition:
 
     def _before_failure_report(self):
         """What a subclass undoes before the failure report (nothing here)."""
+
+    def checkpoint(self, *objects):
+        """Saves these objects' state with the job (state_dict(), at every checkpoint.every_rounds
+        round), so that `sketchps run --resume` restores them: your torch optimizer (the comm hook),
+        LR schedulers, a GradScaler. On a resume each is loaded when passed here: pass them right after
+        making them, in the same order in every run. The model's weights and buffers and the
+        DistributedOptimizer's torch optimizer are saved without asking (sketchps/_resume.py)."""
+        self._script.register(*objects)
 
     def _leave(self):
         """finish()'s leaving: a stop before the job's last round is named on stderr with its likely
@@ -655,26 +672,29 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         self._hooks = _flat.GradientHooks(self._flat, self._worker) if overlap else None
         self._broadcast = None
         self._own_group = False
+        # The script's state (sketchps/_resume.py): with apply="torch" the weights and the torch
+        # optimizer are the script's; the buffers are in no checkpoint of the servers.
+        restore = "model" if self._apply == "torch" else ("buffers" if list(model.buffers()) else None)
+        self._script = _join_script_state(self._worker, job, ctx.rank, model, restore)
+        self._script.register(optimizer)
         if buffers:
-            first = self._worker.first_round
-            if first > 0:
-                reason = (f"broadcast_buffers: this worker would rejoin the running job at round {first} (a "
-                          "restarted worker or a --resume'd job), but it cannot rejoin the torch.distributed "
-                          "process group the buffers are broadcast over, and the servers' checkpoints hold no "
-                          "buffers; restart the job from round 0, or pass broadcast_buffers=False (each rank's "
-                          "own statistics)")
-                self._worker.abandon(reason[:1000])
-                raise ConfigError(reason)
             group, self._own_group = _buffer_group(ctx)
             self._broadcast = _BufferBroadcast(buffers, group, ctx.rank)
             self._broadcast()  # rank 0's initial buffers, as DDP's constructor broadcasts them
         self._compute_start = None
+        self._batches = _batch_check.FirstRound(job.batch_size)  # accumulation against data.batch_size
+        self._forward_hook = model.register_forward_pre_hook(self._forward_starts)
         self._regroups = 0
         self.last_stats = None
         ctx.optimizer = self  # a DistributedSampler's batches are this optimizer's batch_indices
         ctx.position = self
 
     # --- the round ---------------------------------------------------------------------------
+    def _forward_starts(self, module, inputs):
+        if module.training and torch.is_grad_enabled():
+            self._batches.forward(inputs)
+            self._script.at_forward(self.round)  # the script's state of a checkpoint round, or a resume's RNG
+
     def zero_grad(self, set_to_none=False):
         """Zeroes every .grad in place (they stay views into the gradient buffer; set_to_none is
         ignored: a None .grad would leave the buffer, and a .grad the model's or the torch optimizer's
@@ -701,6 +721,7 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
             raise OrderError(f"step: the job's {self.rounds} rounds are done (check DistributedOptimizer.done before "
                              "stepping; a DataLoader loop runs `for epoch in range(opt.epochs)` over a "
                              "sketchps.torch.DistributedSampler, one batch per step)")
+        self._batches.check()
         value = float(loss) if loss is not None else float("nan")
         compute = time.monotonic() - self._compute_start if self._compute_start is not None else 0.0
         self._compute_start = None

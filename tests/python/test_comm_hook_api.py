@@ -196,7 +196,7 @@ def test_no_sync_accumulates_into_one_round(env, tmp_path, as_view):
     model = DDP(tiny_models.BatchNormMlp(), gradient_as_bucket_view=as_view)
     state = sketchps.ddp.CommHookState(model)
     model.register_comm_hook(state, sketchps.ddp.comm_hook)
-    xs = [torch.randn(8, 20), torch.randn(8, 20)]
+    xs = [torch.randn(4, 20), torch.randn(4, 20)]  # one step: the job's data.batch_size (8)
     reference = tiny_models.BatchNormMlp()
     reference.load_state_dict(model.module.state_dict())
     for x in xs:
