@@ -2,9 +2,10 @@
 script with the comm hook (tests/python/scripts/ddp_hook.py) under `sketchps run --script`, whose loop
 runs fewer rounds than the job planned, fails the run (exit 1) naming the planned and the run rounds,
 and its ranks name the likely cause. Gradient accumulation over a job batch of one micro-batch is
-refused at round 0 naming data.batch_size (the samples of one step), and runs with the step's batch. A script that never calls finish() still leaves the job: at exit, with
-every round run, it finishes (the last round's record is written and the run succeeds); before
-its last round it reports a failure naming the missing finish(). The summary of a hook run says the
+refused at round 0 naming data.batch_size (the samples of one step), and runs with the step's
+batch. A script that never calls finish() still leaves the job: at exit, with every round run, it
+finishes (the last round's record is written and the run succeeds); before its last round it
+reports a failure naming the missing finish(). The summary of a hook run says the
 script's optimizer applied the update (learning_rate and momentum "external"), not the job's."""
 import os
 
