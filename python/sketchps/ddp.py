@@ -44,8 +44,9 @@ import time
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-import sketchps.torch as _sps  # not `from sketchps import torch`: sketchps/__init__.py binds the name torch to torch
-from sketchps import _batch_check, _core, _flat
+from sketchps import _batch_check, _core, _flat, _job_context
+from sketchps._position import _describe, _join_script_state, _JobPosition
+from sketchps._settings import _check_equal, _check_no_schedule
 from sketchps.errors import ConfigError, OrderError
 
 __all__ = ["CommHookState", "comm_hook"]
@@ -60,7 +61,7 @@ class _Pending:
         self.index, self.future, self.buffer, self.grads, self.slots = index, future, buffer, grads, slots
 
 
-class CommHookState(_sps._JobPosition):
+class CommHookState(_JobPosition):
     """The state of sketchps.ddp.comm_hook: this rank's place in the job, for one DDP model.
 
         state = sketchps.ddp.CommHookState(ddp_model, scheme=None, density=None)
@@ -84,7 +85,7 @@ class CommHookState(_sps._JobPosition):
     """
 
     def __init__(self, ddp_model, scheme=None, density=None, overlap=True, job_schedule=False):
-        ctx = _sps._context
+        ctx = _job_context.current
         if ctx is None:
             raise OrderError("CommHookState: call sketchps.torch.init() first")
         if not isinstance(ddp_model, DistributedDataParallel):
@@ -99,15 +100,15 @@ class CommHookState(_sps._JobPosition):
         # optimizer.name external: the script's optimizer applies the aggregate (lr: the job's, unused).
         settings = {"name": "external", "lr": float(job.lr), "weight_decay": 0.0, "no_decay": []}
         if not job_schedule:
-            _sps._check_no_schedule(job, "the DDP comm hook")
+            _check_no_schedule(job, "the DDP comm hook")
         if ctx.describe:
-            _sps._describe(ctx, named, settings, scheme, density)  # writes the keys and exits 0
+            _describe(ctx, named, settings, scheme, density)  # writes the keys and exits 0
         if job.optimizer != "external":
             raise ConfigError(f"optimizer.name: the job has {job.optimizer}; the DDP comm hook needs external (the "
                               "script's torch optimizer applies the aggregated gradient; `sketchps run --script` "
                               "sets it)")
-        _sps._check_equal("scheme.name", job.scheme, scheme if scheme is not None else job.scheme, "CommHookState")
-        _sps._check_equal("scheme.density", job.density, float(density) if density is not None else job.density,
+        _check_equal("scheme.name", job.scheme, scheme if scheme is not None else job.scheme, "CommHookState")
+        _check_equal("scheme.density", job.density, float(density) if density is not None else job.density,
                           "CommHookState")
         group = ddp_model.process_group
         if group.size() != job.workers or group.rank() != ctx.rank:
@@ -126,7 +127,7 @@ class CommHookState(_sps._JobPosition):
         self._worker = _core.Worker(job, ctx.config, self._flat.layout, **self._flat.worker_buffers(), buffers=[],
                                     overlap=self._overlap)
         # The script's weights, buffers, optimizer and schedulers (checkpoint()): sketchps/_resume.py.
-        self._script = _sps._join_script_state(self._worker, job, ctx.rank, module, "model")
+        self._script = _join_script_state(self._worker, job, ctx.rank, module, "model")
         self._batches = _batch_check.FirstRound(job.batch_size)  # accumulation against data.batch_size
         self._pending = []
         self._loss = None
@@ -269,12 +270,12 @@ class CommHookState(_sps._JobPosition):
         _flat.torch_work_done(self._flat.device)
 
     def _before_failure_report(self):
-        # Leaving `with state:` on an exception (sketchps.torch._JobPosition.__exit__).
+        # Leaving `with state:` on an exception (sketchps._position._JobPosition.__exit__).
         self._drop_pending("the script failed")
         self._sync_shadows()
         self._forward_hook.remove()
 
-    # --- where the job stands (round, rounds, done, epoch: sketchps.torch._JobPosition) --------
+    # --- where the job stands (round, rounds, done, epoch: sketchps._position._JobPosition) --------
     @property
     def finished(self):
         return self._worker.finished

@@ -35,10 +35,10 @@ INIT_ENV = ("RANK", "WORLD_SIZE", "JOB_COMPLETION_INDEX", "MASTER_ADDR", "MASTER
 
 def clean_env(monkeypatch):
     """In-process tests of sketchps.torch: none of INIT_ENV, no init() context, plaintext."""
-    import sketchps.torch as sps
+    from sketchps import _job_context
     for name in INIT_ENV:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(sps, "_context", None)
+    monkeypatch.setattr(_job_context, "current", None)
     monkeypatch.setenv("SKETCHPS_INSECURE", "1")
     return monkeypatch
 
