@@ -20,8 +20,10 @@ Without SKETCHPS_STATE_DIR nothing is saved.
 
 Restore, when the position's first round R is > 0 (a resumed job): the file of R is read at once
 and the model loaded from it (full: "model"; the buffers only: "buffers", when the servers gave the
-weights); each object is loaded when registered (entries matched by order and type), and then every
-registered torch optimizer again, since a scheduler's constructor sets its optimizer's lr. The RNG
+weights; "buffers-if-saved": the buffers when the file exists, else nothing, for DistributedOptimizer
+with apply="sketchps" and broadcast_buffers=False, whose worker restarted alone still rejoins); each
+object is loaded when registered (entries matched by order and type), and then every registered
+torch optimizer again, since a scheduler's constructor sets its optimizer's lr. The RNG
 state is restored at the first training forward, where it was saved. Errors: ConfigError naming the
 file when it is missing or unreadable; OrderError at the first training forward when an entry saved
 was never registered (the resumed script must register what the first run did).
@@ -57,8 +59,9 @@ def _saved_state(obj):
 class ScriptState:
     """One rank's script state: saves it at checkpoint rounds, restores it on a resume.
 
-    module: the torch.nn.Module whose state_dict is saved; restore: "model", "buffers" or None
-    (nothing to restore, e.g. a fresh job); first_round: the round the position starts at."""
+    module: the torch.nn.Module whose state_dict is saved; restore: "model", "buffers",
+    "buffers-if-saved" (the buffers when the file exists; without it nothing is restored) or None
+    (nothing to restore); first_round: the round the position starts at."""
 
     def __init__(self, job, rank, module, first_round, restore):
         self.dir = os.environ.get("SKETCHPS_STATE_DIR", "")
@@ -70,8 +73,9 @@ class ScriptState:
         self.saved = first_round  # the round (re)started at needs no file
         self.pending = None  # a resume's file content, until its first training forward
         if first_round > 0 and restore is not None:
-            self.pending = self._read(first_round)
-            self._load_module(self.pending, restore)
+            self.pending = self._read(first_round, required=restore != "buffers-if-saved")
+            if self.pending is not None:
+                self._load_module(self.pending, restore)
         self._prune(after=first_round)  # files of a trajectory the resume abandoned
 
     def register(self, *objects):
@@ -99,8 +103,10 @@ class ScriptState:
     def _path(self, round):
         return os.path.join(self.dir, file_name(self.rank, round))
 
-    def _read(self, round):
+    def _read(self, round, required):
         path = self._path(round) if self.dir else file_name(self.rank, round)
+        if not required and not (self.dir and os.path.exists(path)):
+            return None
         if not self.dir or not os.path.exists(path):
             raise ConfigError(f"--resume: rank {self.rank} rejoins the job at round {round}, but its script's state "
                               f"of that round ({path}; SKETCHPS_STATE_DIR, which `sketchps run` sets) is missing: the "
@@ -113,7 +119,7 @@ class ScriptState:
 
     def _load_module(self, saved, restore):
         state = saved["model"]
-        if restore == "buffers":
+        if restore != "model":
             buffers = {n for n, _ in self.module.named_buffers()}
             state = {k: v for k, v in state.items() if k in buffers}
         self.module.load_state_dict(state, strict=restore == "model")

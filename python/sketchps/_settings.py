@@ -85,8 +85,13 @@ def _optimizer_settings(optimizer, model):
 
 
 def _settings_overrides(settings):
-    """The settings as `key=value` job overrides (sketchps run --script, SKETCHPS_DESCRIBE)."""
-    out = [f"optimizer.name={settings['name']}", f"optimizer.lr={settings['lr']!r}",
+    """The settings as `key=value` job overrides (sketchps run --script, SKETCHPS_DESCRIBE). With
+    optimizer.name external the lr is cleared too (the script's optimizer and schedulers own it, so
+    job.yaml states none; summary.json says "external"), unless settings["job_schedule"]: the script
+    sets its lr from the job's schedule (CommHookState(job_schedule=True))."""
+    owned = settings["name"] == "external" and not settings.get("job_schedule")
+    lr = "null" if owned else repr(settings["lr"])
+    out = [f"optimizer.name={settings['name']}", f"optimizer.lr={lr}",
            f"optimizer.weight_decay={settings['weight_decay']!r}",
            f"optimizer.no_decay={json.dumps(settings['no_decay'])}"]
     # The other optimizer's keys are cleared (null): a job file written for SGD may hold momentum.

@@ -98,7 +98,8 @@ class CommHookState(_JobPosition):
             raise ConfigError("model: no trainable parameter (every parameter has requires_grad == False)")
         job = ctx.job
         # optimizer.name external: the script's optimizer applies the aggregate (lr: the job's, unused).
-        settings = {"name": "external", "lr": float(job.lr), "weight_decay": 0.0, "no_decay": []}
+        settings = {"name": "external", "lr": float(job.lr), "weight_decay": 0.0, "no_decay": [],
+                    "job_schedule": bool(job_schedule)}
         if not job_schedule:
             _check_no_schedule(job, "the DDP comm hook")
         if ctx.describe:

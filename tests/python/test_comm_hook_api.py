@@ -179,7 +179,8 @@ def test_the_describe_pass_writes_the_hooks_keys(env, tmp_path):
     assert done.value.code == 0
     lines = keys.read_text().splitlines()
     assert lines[0] == "model=custom" and lines[1].startswith("layers=") and "running_mean" not in lines[1]
-    for line in ("optimizer.name=external", "optimizer.momentum=null", "scheme.name=topk", "scheme.density=0.1"):
+    for line in ("optimizer.name=external", "optimizer.lr=null", "optimizer.momentum=null", "scheme.name=topk",
+                 "scheme.density=0.1"):
         assert line in lines
     described = _core.load_job(str(tmp_path / "job.yaml"), lines)  # the job `sketchps run` then trains
     assert (described.optimizer, described.model) == ("external", "custom")

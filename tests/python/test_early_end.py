@@ -6,8 +6,11 @@ refused at round 0 naming data.batch_size (the samples of one step), and runs wi
 batch. A script that never calls finish() still leaves the job: at exit, with every round run, it
 finishes (the last round's record is written and the run succeeds); before its last round it
 reports a failure naming the missing finish(). The summary of a hook run says the
-script's optimizer applied the update (learning_rate and momentum "external"), not the job's."""
+script's optimizer applied the update (learning_rate and momentum "external"), not the job's, and
+its job.yaml states no learning rate or momentum (the script owns them)."""
 import os
+
+import yaml
 
 from conftest import HERE, records, run, summary
 from test_comm_hook import JOB
@@ -47,6 +50,8 @@ def test_a_script_without_finish_leaves_the_job_at_exit(tmp_path):
     assert "the script ended without finish()" in (out / "worker-1.log").read_text()
     s = summary(out)
     assert (s["optimizer"], s["learning_rate"], s["momentum"]) == ("external", "external", "external")
+    ran = yaml.safe_load((out / "job.yaml").read_text())["optimizer"]  # no lr the script did not run
+    assert ran["name"] == "external" and ran.get("lr") is None and ran.get("momentum") is None
 
     out, done = run(tmp_path, "short", "--script", SCRIPT, "--", "--no-finish", "--epochs", "1", job=JOB, check=False)
     assert done.returncode == 1, done.stderr[-3000:]

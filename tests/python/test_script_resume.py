@@ -74,15 +74,25 @@ def recorded(path):
 
 def interrupted_then_resumed(tmp_path, via, world, scheme, check_refusal=False):
     """Ctrl-C after a third of the rounds, then --resume; every rank's state_dict at the end."""
-    job_file = tmp_path / "interrupted.yaml"
-    job_file.write_text(job(world, scheme))
-    out, folder = tmp_path / "interrupted", tmp_path / "interrupted-weights"
+    folder = tmp_path / "interrupted-weights"
     folder.mkdir()
+    interrupt_and_resume(tmp_path, job(world, scheme), [SCRIPT, "--via", via, "--save-dir", str(folder)],
+                         rounds_of(world), world, check_refusal)
+    return saved(folder, world)
+
+
+def interrupt_and_resume(tmp_path, job_text, script_args, rounds, world, check_refusal=False):
+    """`sketchps run --script` of script_args interrupted with Ctrl-C after a third of its rounds,
+    then --resume'd (after checking, with check_refusal, that a refused resume moves nothing):
+    every round is recorded once."""
+    job_file = tmp_path / "interrupted.yaml"
+    job_file.write_text(job_text)
+    out = tmp_path / "interrupted"
     cmd = [os.path.join(build_dir(), "tools", "sketchps"), "run", "--job", str(job_file), "--insecure",
            "--no-progress", "--out", str(out)]
-    script = ["--script", SCRIPT, "--", "--via", via, "--save-dir", str(folder)]
+    script = ["--script", *script_args[:1], "--", *script_args[1:]]
     launcher = subprocess.Popen(cmd + script, stderr=subprocess.PIPE, text=True)
-    deadline, rounds = time.time() + 240, rounds_of(world)
+    deadline = time.time() + 240
     while recorded(out / "worker-0.jsonl") < rounds // 3 + 2 and launcher.poll() is None:
         assert time.time() < deadline, "the run did not reach a third of its rounds"
         time.sleep(0.05)
@@ -97,7 +107,6 @@ def interrupted_then_resumed(tmp_path, via, world, scheme, check_refusal=False):
     assert "resuming from the checkpoints" in resumed.stderr
     for rank in range(world):
         assert [r["round"] for r in records(out, rank)] == list(range(rounds))
-    return saved(folder, world)
 
 
 def listing(folder):
