@@ -56,8 +56,8 @@ absl::StatusOr<std::uint64_t> ResumeRound(const fs::path& out, const std::string
                                                                        job.checkpoint.older_if_damaged, dir));
   if (script && !point.worker_state) {  // refused before anything is moved
     return absl::InvalidArgumentError(absl::StrCat(
-        "--resume: a script job (optimizer.name external, or script state files in the state folder): no round of which "
-        "every shard holds a checkpoint and every worker its state and its script's state (",
+        "--resume: a script job (optimizer.name external, or script state files in the state folder): no "
+        "round of which every shard holds a checkpoint and every worker its state and its script's state (",
         ScriptStateFileName(0, point.round), " ... in ", state_dir,
         ", saved by the package at every checkpoint.every_rounds round); nothing was moved. Restart the job "
         "with another --out"));
