@@ -33,7 +33,8 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
       "torch": Horovod-style: step() writes G_t into every .grad and calls your optimizer's step(),
         so any torch.optim.Optimizer and any LR scheduler work, and every rank applies the same
         update to the same gradient (the job's optimizer.name is external; the servers hold G_t, not
-        weights, and a worker cannot rejoin a running job; schemes with their own momentum, DGC,
+        weights, and a worker restarted alone cannot rejoin a running job, while a whole job
+        resumes from the script's state: sketchps/_resume.py; schemes with their own momentum, DGC,
         SDAGC and Sketched-SGD, are refused, as is peer.on_failure regroup).
       "auto" (default): "sketchps" for torch's SGD, Adam and AdamW, "torch" for any other.
 
@@ -50,16 +51,19 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
     init_process_group("gloo") from MASTER_ADDR and MASTER_PORT (`sketchps run --script` and
     torchrun set them) and destroys it in finish(). Refused (ConfigError, before the describe pass
     writes anything): no MASTER_ADDR/MASTER_PORT and no group; decentralized mode with
-    peer.on_failure regroup (the group cannot follow a regroup). A worker that would rejoin a
-    running job (first round > 0: a restarted worker, or a --resume'd job) cannot rejoin the group,
-    and the servers' checkpoints hold no buffers: refused at creation. broadcast_buffers=False:
+    peer.on_failure regroup (the group cannot follow a regroup). A --resume'd job restores every
+    rank's buffers from its script state (sketchps/_resume.py) before the first broadcast; a worker
+    restarted alone into a running job has no script state of its round: ConfigError naming the
+    file, after telling the job it failed. broadcast_buffers=False:
     each rank keeps its own buffers (its own statistics), so the replicas' buffers differ; evaluate
     with rank 0's (or save rank 0's model).
 
     overlap (default True): zero_grad() starts the round, and during backward each shard's exchange
-    starts as soon as its gradients are complete (as DDP's buckets do); step() waits for them. To
-    accumulate gradients over several backward passes per step, pass overlap=False (no_sync() then
-    marks the passes as DDP's does).
+    starts as soon as its gradients are complete (as DDP's buckets do); step() waits for them.
+    Gradient accumulation: the backward passes inside no_sync() only accumulate (or, without
+    no_sync(), pass overlap=False); data.batch_size is then one step's samples per rank, which the
+    first round checks (sketchps/_batch_check.py). checkpoint(*objects): your LR schedulers (the
+    torch optimizer is saved already) are saved with the job and restored on --resume.
     clip_grad_norm (default None): clips the round's aggregated gradient to this L2 norm before the
     torch optimizer steps, as DDP with torch.nn.utils.clip_grad_norm_ between backward and step does
     (the same on every rank). Needs apply="torch" ("auto" picks it; "sketchps" is a ConfigError).

@@ -75,13 +75,19 @@ class CommHookState(_JobPosition):
     learning rate: a job with a learning-rate schedule (optimizer.schedule, warmup, milestones,
     min_lr) is a ConfigError, as sketchps would not apply it, unless job_schedule=True says that the
     script sets its optimizer's lr from the job's schedule itself (bench/e2e's workloads do). Every
-    backward that DDP synchronizes
-    is one round of the job (train.rounds, or train.epochs of data.train_samples); one past the
-    last is an OrderError.
+    backward that DDP synchronizes is one round of the job (train.rounds, or train.epochs of
+    data.train_samples); one past the last is an OrderError. Under accumulation (no_sync())
+    data.batch_size is one step's samples per rank, which the first round checks
+    (sketchps/_batch_check.py).
+
+    Resume: state.checkpoint(optimizer, scheduler, ...) saves their state with the job, beside the
+    module's parameters and buffers (sketchps/_resume.py); on a --resume'd job the state loads the
+    module's at creation and each object when passed, and the loop starts at state.round.
 
     In the describe pass of `sketchps run --script` (SKETCHPS_DESCRIBE) it writes the job keys the
     script defines: the module's trainable layout (model: custom, layers), optimizer.name external
-    (the other optimizer keys cleared) and the scheme and density given here, then exits 0.
+    (the other optimizer keys and optimizer.lr cleared, unless job_schedule) and the scheme and
+    density given here, then exits 0.
     """
 
     def __init__(self, ddp_model, scheme=None, density=None, overlap=True, job_schedule=False):
