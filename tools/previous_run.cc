@@ -45,11 +45,23 @@ absl::StatusOr<std::uint64_t> ResumeRound(const fs::path& out, const std::string
   if (const fs::path file = out / "checkpoint.key"; fs::exists(file)) {
     SKETCHPS_ASSIGN_OR_RETURN(key, FileKey::LoadIfGiven(file.string()));
   }
-  SKETCHPS_ASSIGN_OR_RETURN(const HeldFiles held, ScanRunFolder(dir, (out / kWorkerStateFolder).string(), job.servers,
-                                                                job.workers, key.get()));
+  // A torch optimizer's job (optimizer.name external), or scripts that saved their state (BatchNorm
+  // buffers, schedulers), resume only where every script saved it.
+  const std::string state_dir = (out / kWorkerStateFolder).string();
+  const bool script = job.optimizer.kind == OptimizerKind::kExternal || HoldsScriptState(state_dir);
+  SKETCHPS_ASSIGN_OR_RETURN(const HeldFiles held,
+                            ScanRunFolder(dir, state_dir, job.servers, job.workers, key.get(), script));
   SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t recorded, RecordedRounds(out, job.workers));
   SKETCHPS_ASSIGN_OR_RETURN(const ResumePoint point, ChooseResumeRound(held, job.servers, job.workers, recorded,
                                                                        job.checkpoint.older_if_damaged, dir));
+  if (script && !point.worker_state) {  // refused before anything is moved
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--resume: a script job (optimizer.name external, or script state files in the state folder): no "
+        "round of which every shard holds a checkpoint and every worker its state and its script's state (",
+        ScriptStateFileName(0, point.round), " ... in ", state_dir,
+        ", saved by the package at every checkpoint.every_rounds round); nothing was moved. Restart the job "
+        "with another --out"));
+  }
   for (const std::string& note : point.notes) std::fprintf(stderr, "run: %s\n", note.c_str());
   return point.round;
 }

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/reason.h"
 #include "common/status.h"
@@ -104,8 +105,22 @@ void AddNotes(const Pick& pick, std::uint64_t recorded, ResumePoint& point) {
 
 }  // namespace
 
+std::string ScriptStateFileName(std::uint32_t rank, std::uint64_t rounds_applied) {
+  return absl::StrFormat("worker-%u-script-%012u.pt", rank, rounds_applied);
+}
+
+bool HoldsScriptState(const std::string& state_dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(state_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("worker-") && name.find("-script-") != std::string::npos && name.ends_with(".pt")) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<HeldFiles> ScanRunFolder(const std::string& checkpoint_dir, const std::string& state_dir,
-                                        std::uint32_t servers, std::uint32_t workers, const FileKey* key) {
+                                        std::uint32_t servers, std::uint32_t workers, const FileKey* key,
+                                        bool script_state) {
   HeldFiles held;
   for (const auto& [shard, rounds] : ps::CheckpointRounds(checkpoint_dir)) {
     if (shard >= servers) continue;
@@ -117,6 +132,7 @@ absl::StatusOr<HeldFiles> ScanRunFolder(const std::string& checkpoint_dir, const
   }
   for (std::uint32_t w = 0; w < workers; ++w) {
     for (const std::uint64_t round : worker::StateFileRounds(state_dir, w)) {
+      if (script_state && !fs::exists(fs::path(state_dir) / ScriptStateFileName(w, round))) continue;
       const std::string path = (fs::path(state_dir) / worker::StateFileName(w, round)).string();
       SKETCHPS_RETURN_IF_ERROR(
           Sort(worker::CheckStateFile(path, key), OwnerOf(false, w), round, held, held.workers[w]));
@@ -153,6 +169,7 @@ absl::StatusOr<ResumePoint> ChooseResumeRound(const HeldFiles& held, std::uint32
     point.notes.push_back(absl::StrCat("checkpoint.on_damaged: older: passing over ", damaged));
   }
   point.round = intact->round;
+  point.worker_state = intact->worker_state;
   AddNotes(*intact, recorded, point);
   return point;
 }

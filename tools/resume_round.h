@@ -12,6 +12,10 @@
 //   worker, and the round the job could resume from intact, unless `older_if_damaged` (the job key
 //   checkpoint.on_damaged: older): then the job resumes from the newest round every shard and
 //   worker holds intact, and the notes say which files were passed over.
+//   Script workers whose torch optimizer applies the update (optimizer.name external) keep their
+//   state in the script (weights, BatchNorm buffers, the torch optimizer, schedulers): the package
+//   saves it at every shard checkpoint round as ScriptStateFileName (python/sketchps/_resume.py), and
+//   with `script_state` a worker's state file counts as held only with its script file of the round.
 //   Folders without any state file of a round every shard holds (written before the workers saved
 //   their state every round, or by workers that keep none) resume from the shards' round, with a
 //   note that the workers start with empty scheme state.
@@ -35,6 +39,12 @@ namespace sketchps::tools {
 // The workers' state folder in the run directory (`sketchps run` gives every worker --state-dir).
 inline constexpr char kWorkerStateFolder[] = "worker-state";
 
+// The script's state of a worker after `rounds_applied` rounds, in the workers' state folder:
+// worker-<rank>-script-<rounds_applied, 12 digits>.pt (a torch.save file; python/sketchps/_resume.py).
+std::string ScriptStateFileName(std::uint32_t rank, std::uint64_t rounds_applied);
+// Whether `state_dir` holds any script state file (a script saved its state: it resumes only where it did).
+bool HoldsScriptState(const std::string& state_dir);
+
 // A file that failed its framing or CRC check.
 struct DamagedFile {
   std::string owner;  // "shard 1" or "worker 2"
@@ -49,11 +59,13 @@ struct HeldFiles {
 };
 
 absl::StatusOr<HeldFiles> ScanRunFolder(const std::string& checkpoint_dir, const std::string& state_dir,
-                                        std::uint32_t servers, std::uint32_t workers, const FileKey* key);
+                                        std::uint32_t servers, std::uint32_t workers, const FileKey* key,
+                                        bool script_state = false);
 
 struct ResumePoint {
   std::uint64_t round = 0;
   std::vector<std::string> notes;  // for stderr: files passed over, state the workers lack, records
+  bool worker_state = false;       // every worker holds its state file (and script file) of the round
 };
 
 // `recorded`: the rounds every worker's records reach; `workers`: the job's worker count.

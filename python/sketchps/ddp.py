@@ -44,8 +44,9 @@ import time
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-import sketchps.torch as _sps  # not `from sketchps import torch`: sketchps/__init__.py binds the name torch to torch
-from sketchps import _core, _flat
+from sketchps import _batch_check, _core, _flat, _job_context
+from sketchps._position import _describe, _join_script_state, _JobPosition
+from sketchps._settings import _check_equal, _check_no_schedule
 from sketchps.errors import ConfigError, OrderError
 
 __all__ = ["CommHookState", "comm_hook"]
@@ -60,7 +61,7 @@ class _Pending:
         self.index, self.future, self.buffer, self.grads, self.slots = index, future, buffer, grads, slots
 
 
-class CommHookState(_sps._JobPosition):
+class CommHookState(_JobPosition):
     """The state of sketchps.ddp.comm_hook: this rank's place in the job, for one DDP model.
 
         state = sketchps.ddp.CommHookState(ddp_model, scheme=None, density=None)
@@ -74,17 +75,23 @@ class CommHookState(_sps._JobPosition):
     learning rate: a job with a learning-rate schedule (optimizer.schedule, warmup, milestones,
     min_lr) is a ConfigError, as sketchps would not apply it, unless job_schedule=True says that the
     script sets its optimizer's lr from the job's schedule itself (bench/e2e's workloads do). Every
-    backward that DDP synchronizes
-    is one round of the job (train.rounds, or train.epochs of data.train_samples); one past the
-    last is an OrderError.
+    backward that DDP synchronizes is one round of the job (train.rounds, or train.epochs of
+    data.train_samples); one past the last is an OrderError. Under accumulation (no_sync())
+    data.batch_size is one step's samples per rank, which the first round checks
+    (sketchps/_batch_check.py).
+
+    Resume: state.checkpoint(optimizer, scheduler, ...) saves their state with the job, beside the
+    module's parameters and buffers (sketchps/_resume.py); on a --resume'd job the state loads the
+    module's at creation and each object when passed, and the loop starts at state.round.
 
     In the describe pass of `sketchps run --script` (SKETCHPS_DESCRIBE) it writes the job keys the
     script defines: the module's trainable layout (model: custom, layers), optimizer.name external
-    (the other optimizer keys cleared) and the scheme and density given here, then exits 0.
+    (the other optimizer keys and optimizer.lr cleared, unless job_schedule) and the scheme and
+    density given here, then exits 0.
     """
 
     def __init__(self, ddp_model, scheme=None, density=None, overlap=True, job_schedule=False):
-        ctx = _sps._context
+        ctx = _job_context.current
         if ctx is None:
             raise OrderError("CommHookState: call sketchps.torch.init() first")
         if not isinstance(ddp_model, DistributedDataParallel):
@@ -97,17 +104,18 @@ class CommHookState(_sps._JobPosition):
             raise ConfigError("model: no trainable parameter (every parameter has requires_grad == False)")
         job = ctx.job
         # optimizer.name external: the script's optimizer applies the aggregate (lr: the job's, unused).
-        settings = {"name": "external", "lr": float(job.lr), "weight_decay": 0.0, "no_decay": []}
+        settings = {"name": "external", "lr": float(job.lr), "weight_decay": 0.0, "no_decay": [],
+                    "job_schedule": bool(job_schedule)}
         if not job_schedule:
-            _sps._check_no_schedule(job, "the DDP comm hook")
+            _check_no_schedule(job, "the DDP comm hook")
         if ctx.describe:
-            _sps._describe(ctx, named, settings, scheme, density)  # writes the keys and exits 0
+            _describe(ctx, named, settings, scheme, density)  # writes the keys and exits 0
         if job.optimizer != "external":
             raise ConfigError(f"optimizer.name: the job has {job.optimizer}; the DDP comm hook needs external (the "
                               "script's torch optimizer applies the aggregated gradient; `sketchps run --script` "
                               "sets it)")
-        _sps._check_equal("scheme.name", job.scheme, scheme if scheme is not None else job.scheme, "CommHookState")
-        _sps._check_equal("scheme.density", job.density, float(density) if density is not None else job.density,
+        _check_equal("scheme.name", job.scheme, scheme if scheme is not None else job.scheme, "CommHookState")
+        _check_equal("scheme.density", job.density, float(density) if density is not None else job.density,
                           "CommHookState")
         group = ddp_model.process_group
         if group.size() != job.workers or group.rank() != ctx.rank:
@@ -125,6 +133,9 @@ class CommHookState(_sps._JobPosition):
         self._flat = _flat.FlatModel(list(zip(self._names, self._shadows)))  # the shadows and .grad: views
         self._worker = _core.Worker(job, ctx.config, self._flat.layout, **self._flat.worker_buffers(), buffers=[],
                                     overlap=self._overlap)
+        # The script's weights, buffers, optimizer and schedulers (checkpoint()): sketchps/_resume.py.
+        self._script = _join_script_state(self._worker, job, ctx.rank, module, "model")
+        self._batches = _batch_check.FirstRound(job.batch_size)  # accumulation against data.batch_size
         self._pending = []
         self._loss = None
         self._compute_start = None
@@ -142,6 +153,9 @@ class CommHookState(_sps._JobPosition):
         """The round's compute clock starts at the first training forward after the previous round."""
         if torch.is_grad_enabled() and self._compute_start is None:
             self._compute_start = time.monotonic()
+        if module.training and torch.is_grad_enabled():
+            self._batches.forward(inputs)
+            self._script.at_forward(self.round)  # the script's state of a checkpoint round, or a resume's RNG
 
     def _usable(self, call):
         if self._worker.finished:
@@ -159,6 +173,7 @@ class CommHookState(_sps._JobPosition):
         if self._pending and index <= self._pending[-1].index:
             self._incomplete_backward()
         if not self._pending:
+            self._batches.check()
             self._round_starts()
         grads = bucket.gradients()
         slots = []
@@ -185,8 +200,9 @@ class CommHookState(_sps._JobPosition):
         with torch.no_grad():
             for p, s in zip(self._params, self._shadows):
                 s.copy_(p)
-        if self._overlap:
-            self._worker.start_round()
+        if self._overlap:  # the record's compute_s counts from the round's first training forward
+            started = self._compute_start
+            self._worker.start_round(time.monotonic() - started if started is not None else 0.0)
             self._flat.zero_grad()
 
     def _incomplete_backward(self):
@@ -261,12 +277,12 @@ class CommHookState(_sps._JobPosition):
         _flat.torch_work_done(self._flat.device)
 
     def _before_failure_report(self):
-        # Leaving `with state:` on an exception (sketchps.torch._JobPosition.__exit__).
+        # Leaving `with state:` on an exception (sketchps._position._JobPosition.__exit__).
         self._drop_pending("the script failed")
         self._sync_shadows()
         self._forward_hook.remove()
 
-    # --- where the job stands (round, rounds, done, epoch: sketchps.torch._JobPosition) --------
+    # --- where the job stands (round, rounds, done, epoch: sketchps._position._JobPosition) --------
     @property
     def finished(self):
         return self._worker.finished

@@ -41,6 +41,7 @@ Job JobOf(JobSpec spec) {
   j.eval_samples = spec.train.eval_samples;
   j.total_rounds = spec.total_rounds();
   j.rounds_per_epoch = spec.rounds_per_epoch();
+  j.checkpoint_every = spec.checkpoint.every_rounds;
   j.density = spec.scheme.density;
   j.lr = spec.optimizer.lr.base_lr;
   j.momentum = spec.optimizer.momentum;

@@ -70,6 +70,7 @@ void BindJob(py::module_& m) {
       .def_readonly("no_decay", &Job::no_decay)
       .def_readonly("total_rounds", &Job::total_rounds)
       .def_readonly("rounds_per_epoch", &Job::rounds_per_epoch)
+      .def_readonly("checkpoint_every", &Job::checkpoint_every)
       .def_readonly("layout", &Job::layout)
       .def_readonly("effective_yaml", &Job::effective_yaml);
   m.def("load_job", &LoadJob, py::arg("path"), py::arg("overrides") = std::vector<std::string>{},
@@ -148,7 +149,7 @@ void BindWorker(py::module_& m) {
            })
       .def("finish", [](Worker& w) { Released([&] { w.Finish(); }); })
       .def("abandon", [](Worker& w, const std::string& reason) { return Released([&] { return w.Abandon(reason); }); })
-      .def("start_round", &Worker::StartRound)
+      .def("start_round", &Worker::StartRound, py::arg("computed_seconds") = 0.0)
       .def("no_sync", &Worker::SetNoSync)
       .def("ready", &Worker::Ready)
       .def("gradient_accumulated", &Worker::GradientAccumulated)

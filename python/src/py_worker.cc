@@ -1,5 +1,6 @@
 #include "python/src/py_worker.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -51,11 +52,8 @@ absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, c
   SKETCHPS_ASSIGN_OR_RETURN(w->session_, worker::Session::Create(options, w->model_.layers, w->model_.params));
   w->external_ = job.optimizer.kind == OptimizerKind::kExternal;
   SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->model_.params));
-  if (w->external_ && w->first_round_ > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "optimizer.name external: this worker would rejoin the running job at round ", w->first_round_,
-        ", but the torch optimizer's state lives in the script; restart the job (from your own checkpoint)"));
-  }
+  // optimizer.name external at a first round > 0: the package restores the script's state of that round
+  // (model, torch optimizer, schedulers: python/sketchps/_resume.py) or refuses, naming the file.
   w->next_round_ = w->first_round_;
   w->session_->RememberRoundStart(w->next_round_, w->model_.params);
   if (overlap) {
@@ -68,14 +66,14 @@ void PyWorker::Arm() {
   readiness_->Arm([flight = &*flight_](std::uint32_t s) { flight->Ready(s); });
 }
 
-absl::Status PyWorker::StartRound() {
+absl::Status PyWorker::StartRound(double computed_seconds) {
   SKETCHPS_RETURN_IF_ERROR(Usable("zero_grad"));
   if (flight_ && readiness_->repeated()) {
     return absl::FailedPreconditionError("zero_grad: called again after backward, before step()");
   }
   if (readiness_ && !flight_ && next_round_ < last_round()) {
     flight_ = session_->StartRound(next_round_, model_.grads, destination());
-    flight_start_ = absl::Now();
+    flight_start_ = absl::Now() - absl::Seconds(std::max(0.0, computed_seconds));
     if (!no_sync_) Arm();
   }
   return absl::OkStatus();

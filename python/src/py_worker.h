@@ -77,8 +77,10 @@ class PyWorker {
   // worker is then unusable, as after Finish.
   absl::Status Abandon(const std::string& reason);
   // With overlap, starts the next round in flight (see above). The caller zeroes the gradients.
+  // `computed_seconds`: how long the round's compute already ran (the DDP comm hook starts the round
+  // at the first bucket, after the forward and part of backward): the record's compute_s counts it.
   // FailedPrecondition when called again after a second backward, before Step.
-  absl::Status StartRound();
+  absl::Status StartRound(double computed_seconds = 0);
   // DDP's no_sync(): between SetNoSync(true) and SetNoSync(false) backward passes only accumulate
   // (with overlap, the readiness is disarmed, and armed again on leaving, so the next backward,
   // the last of the step, starts each shard's exchange with the summed gradients). Step inside is

@@ -71,7 +71,7 @@ std::string Worker::Abandon(const std::string& reason) {
   return std::string(impl_->Abandon(reason).message());  // best effort: "" when every server was told
 }
 
-void Worker::StartRound() { Check(impl_->StartRound()); }
+void Worker::StartRound(double computed_seconds) { Check(impl_->StartRound(computed_seconds)); }
 void Worker::SetNoSync(bool on) { Check(impl_->SetNoSync(on)); }
 void Worker::Ready(const std::vector<std::uint32_t>& params) { Check(impl_->GradientsReady(params)); }
 void Worker::GradientAccumulated(std::uint32_t param) { impl_->GradientAccumulated(param); }

@@ -35,10 +35,10 @@ INIT_ENV = ("RANK", "WORLD_SIZE", "JOB_COMPLETION_INDEX", "MASTER_ADDR", "MASTER
 
 def clean_env(monkeypatch):
     """In-process tests of sketchps.torch: none of INIT_ENV, no init() context, plaintext."""
-    import sketchps.torch as sps
+    from sketchps import _job_context
     for name in INIT_ENV:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(sps, "_context", None)
+    monkeypatch.setattr(_job_context, "current", None)
     monkeypatch.setenv("SKETCHPS_INSECURE", "1")
     return monkeypatch
 
@@ -83,3 +83,18 @@ def records(run_dir, rank):
 def summary(run_dir):
     with open(run_dir / "summary.json") as f:
         return json.load(f)
+
+
+def local_ranks(script, *args, world=2, timeout=180):
+    """Runs `script args` as `world` local processes with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+    (a plain torch.distributed job: DDP over gloo, no sketchps); fails the test when one fails."""
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, script, *args], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    for p in procs:
+        out, _ = p.communicate(timeout=timeout)
+        if p.returncode != 0:
+            pytest.fail(f"{script} {' '.join(args)} exited {p.returncode}:\n{out[-2000:]}")

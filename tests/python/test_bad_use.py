@@ -9,6 +9,7 @@ from torch import nn
 
 import sketchps.torch as sps
 import tiny_models
+from sketchps import _job_context
 from sketchps.errors import ConfigError, ModelMismatchError, OrderError
 from conftest import clean_env
 
@@ -200,7 +201,7 @@ def test_sketchps_set_overrides_the_job_as_a_launcher_would(env):
     env.setenv("SKETCHPS_SERVERS", "127.0.0.1:1")  # never reached
     ctx = sps.init()
     assert (ctx.job.workers, ctx.job.servers) == (3, 1)
-    env.setattr(sps, "_context", None)
+    env.setattr(_job_context, "current", None)
     env.setenv("SKETCHPS_SET", "workerz=3")
     with pytest.raises(ConfigError, match="workerz"):
         sps.init()

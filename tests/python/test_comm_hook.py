@@ -14,15 +14,12 @@ buckets are in, during backward) ends bitwise where the round at the last bucket
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
 import time
 
 import pytest
 import torch
 
-from conftest import HERE, records, run, summary
+from conftest import HERE, local_ranks, records, run, summary
 from sketchps import _core
 from test_migrate_ddp import BEFORE, DOC, apply_diff
 
@@ -44,17 +41,7 @@ checkpoint: {every_rounds: 16}
 
 def plain_ddp(save_dir):
     """The script without sketchps: DDP's own allreduce over gloo, 2 local processes."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, SCRIPT, "--plain", "--save-dir", str(save_dir)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for p in procs:
-        out, _ = p.communicate(timeout=120)
-        assert p.returncode == 0, out[-2000:]
+    local_ranks(SCRIPT, "--plain", "--save-dir", str(save_dir))
 
 
 def test_a_ddp_script_with_the_hook_equals_plain_ddp_and_keeps_replicas_bitwise_equal(tmp_path):

@@ -179,7 +179,8 @@ def test_the_describe_pass_writes_the_hooks_keys(env, tmp_path):
     assert done.value.code == 0
     lines = keys.read_text().splitlines()
     assert lines[0] == "model=custom" and lines[1].startswith("layers=") and "running_mean" not in lines[1]
-    for line in ("optimizer.name=external", "optimizer.momentum=null", "scheme.name=topk", "scheme.density=0.1"):
+    for line in ("optimizer.name=external", "optimizer.lr=null", "optimizer.momentum=null", "scheme.name=topk",
+                 "scheme.density=0.1"):
         assert line in lines
     described = _core.load_job(str(tmp_path / "job.yaml"), lines)  # the job `sketchps run` then trains
     assert (described.optimizer, described.model) == ("external", "custom")
@@ -196,7 +197,7 @@ def test_no_sync_accumulates_into_one_round(env, tmp_path, as_view):
     model = DDP(tiny_models.BatchNormMlp(), gradient_as_bucket_view=as_view)
     state = sketchps.ddp.CommHookState(model)
     model.register_comm_hook(state, sketchps.ddp.comm_hook)
-    xs = [torch.randn(8, 20), torch.randn(8, 20)]
+    xs = [torch.randn(4, 20), torch.randn(4, 20)]  # one step: the job's data.batch_size (8)
     reference = tiny_models.BatchNormMlp()
     reference.load_state_dict(model.module.state_dict())
     for x in xs:

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import sketchps.torch as sps
 import tiny_models
-from sketchps import data
+from sketchps import _job_context, data
 from sketchps.errors import ConfigError, OrderError
 from conftest import clean_env
 
@@ -169,7 +169,7 @@ def test_no_sync_accumulates_without_overlap(env, tmp_path):
 
 def accumulated_step(env, tmp_path, overlap):
     """One round of two micro-batches accumulated with no_sync(); the parameters after it."""
-    env.setattr(sps, "_context", None)
+    env.setattr(_job_context, "current", None)
     tmp_path.mkdir()
     _, sampler, model, opt = live(env, tmp_path, overlap=overlap)
     x, i = next(iter(DataLoader(sampler.dataset, batch_size=8, sampler=sampler)))

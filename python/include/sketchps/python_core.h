@@ -59,6 +59,7 @@ struct SKETCHPS_PYCORE_API Job {
   std::string job_id, mode, model, data_path, scheme, optimizer, effective_yaml;
   std::uint32_t workers = 0, servers = 0, batch_size = 0;
   std::uint64_t train_samples = 0, seed = 0, eval_every_rounds = 0, eval_samples = 0, total_rounds = 0;
+  std::uint64_t checkpoint_every = 0;  // checkpoint.every_rounds: where the shards checkpoint
   double rounds_per_epoch = 0, density = 0, lr = 0, momentum = 0, weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0;
   bool nesterov = false;
   std::vector<std::string> no_decay;
@@ -155,8 +156,8 @@ class SKETCHPS_PYCORE_API Worker {
   // Leaves the job on an error; returns "" when every server was told, else what went wrong.
   std::string Abandon(const std::string& reason);
   // Starts the round (with overlap: in flight, armed for the gradients' readiness). The caller zeroes
-  // the gradient buffer.
-  void StartRound();
+  // the gradient buffer. computed_seconds: how long the round's compute (forward, backward) already ran.
+  void StartRound(double computed_seconds = 0);
   void SetNoSync(bool on);
   // These parameters' gradients are complete (the DDP comm hook); refused outside an armed round.
   void Ready(const std::vector<std::uint32_t>& params);
