@@ -18,7 +18,7 @@
 #include "common/layout.h"
 #include "common/net/tls.h"
 #include "common/wire/fingerprint.h"
-#include "worker/transport.h"
+#include "engine/transport.h"
 
 namespace sketchps::worker {
 

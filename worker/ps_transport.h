@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "ps/client.h"
-#include "worker/transport.h"
+#include "engine/transport.h"
 
 namespace sketchps::worker {
 

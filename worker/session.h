@@ -49,7 +49,7 @@
 #include "kernels/backend.h"
 #include "worker/round_plan.h"
 #include "worker/scheme_state_file.h"
-#include "worker/transport.h"
+#include "engine/transport.h"
 
 namespace sketchps::worker {
 

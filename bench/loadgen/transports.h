@@ -21,11 +21,11 @@
 #include "absl/status/statusor.h"
 #include "common/layout.h"
 #include "job/job_spec.h"
-#include "worker/transport.h"
+#include "engine/transport.h"
 
 namespace sketchps::bench {
 
-using Transports = std::vector<std::unique_ptr<worker::Transport>>;
+using Transports = std::vector<std::unique_ptr<Transport>>;
 
 // `addresses`: every shard's "host:port", in shard order.
 absl::StatusOr<Transports> ConnectWorkers(const JobSpec& job, const std::vector<std::string>& addresses);

@@ -135,7 +135,7 @@ absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_sec
 
 absl::StatusOr<nlohmann::json> PyWorker::Recover(const absl::Status& failure) {
   nlohmann::json note;
-  SKETCHPS_ASSIGN_OR_RETURN(const worker::Regrouped g, session_->Recover(failure, next_round_, model_.params, &note));
+  SKETCHPS_ASSIGN_OR_RETURN(const Regrouped g, session_->Recover(failure, next_round_, model_.params, &note));
   nlohmann::json record{{"round", next_round_}, {"regroup", note}, {"redo_from", g.round}};
   regroup_note_ = note;
   next_round_ = g.round;
