@@ -13,7 +13,7 @@
 #include "kernels/vector_ops.h"
 #include "spdlog/spdlog.h"
 #include "worker/peer_transport.h"
-#include "worker/ps_transport.h"
+#include "ps/transport.h"
 
 namespace sketchps::worker {
 namespace {
@@ -191,7 +191,7 @@ absl::Status Session::StartTransport() {
     client.fingerprint = o_.job.fingerprint;
     std::optional<std::uint64_t> join;  // elastic: a slot that does not start the job joins it
     if (o_.job.ps.elastic && o_.rank >= o_.job.ps.initial_workers) join = o_.join_at_round.value_or(0);
-    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(std::move(client), join));
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, ps::ConnectParameterServers(std::move(client), join));
   }
   return absl::OkStatus();
 }

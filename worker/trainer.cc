@@ -22,7 +22,7 @@
 #include "worker/gradient_watch.h"
 #include "worker/local_steps.h"
 #include "worker/models.h"
-#include "worker/ps_transport.h"
+#include "ps/transport.h"
 #include "worker/round_plan.h"
 #include "worker/session.h"
 #include "worker/worker_metrics.h"

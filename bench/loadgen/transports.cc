@@ -12,7 +12,7 @@
 #include "common/net/rendezvous_file.h"
 #include "common/status.h"
 #include "worker/peer_transport.h"
-#include "worker/ps_transport.h"
+#include "ps/transport.h"
 
 namespace sketchps::bench {
 namespace fs = std::filesystem;
@@ -60,7 +60,7 @@ absl::StatusOr<Transports> ConnectWorkers(const JobSpec& job, const std::vector<
     o.rpc_timeout = absl::Seconds(30);
     o.patience = kPatience;
     o.fingerprint = job.fingerprint;
-    auto t = worker::ConnectParameterServers(std::move(o));
+    auto t = ps::ConnectParameterServers(std::move(o));
     if (!t.ok()) return Named(r, t.status());
     out.push_back(*std::move(t));
   }

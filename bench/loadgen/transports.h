@@ -1,6 +1,6 @@
 // The P workers' transports of one load-generator configuration, built as a job builds them:
 //
-//   ConnectWorkers     ps: one worker::ConnectParameterServers per worker (its own channels to
+//   ConnectWorkers     ps: one ps::ConnectParameterServers per worker (its own channels to
 //                      every shard, the job's fingerprint sent with each Join);
 //   StartPeerWorkers   decentralized: one worker::StartPeers per worker, each Peer service on a
 //                      port of its own choosing (127.0.0.1:0), then the same file rendezvous as
