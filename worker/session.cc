@@ -12,7 +12,7 @@
 #include "common/wire/framed_file.h"
 #include "kernels/vector_ops.h"
 #include "spdlog/spdlog.h"
-#include "worker/peer_transport.h"
+#include "peer/transport.h"
 #include "ps/transport.h"
 
 namespace sketchps::worker {
@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Session::MakeReplica() const {
 
 absl::Status Session::StartTransport() {
   if (o_.job.decentralized()) {
-    PeerOptions peers;
+    peer::PeerOptions peers;
     peers.job_id = o_.job.job_id;
     peers.rank = o_.rank;
     peers.num_workers = o_.job.workers;
@@ -178,7 +178,7 @@ absl::Status Session::StartTransport() {
     peers.regroup = can_regroup();
     peers.tls = o_.tls;
     peers.fingerprint = o_.job.fingerprint;
-    SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(peers, shards_));
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, peer::StartPeers(peers, shards_));
   } else {
     ps::ClientOptions client;
     client.job_id = o_.job.job_id;

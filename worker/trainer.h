@@ -1,5 +1,5 @@
 // The worker's training loop, in both modes (job.mode): ps through the parameter servers
-// (ps/transport.h), decentralized through the peers (worker/peer_transport.h).
+// (ps/transport.h), decentralized through the peers (peer/transport.h).
 //
 //   Train(options) joins every shard (ps; decentralized: starts its Peer service), then for each
 //   round r from the shards' rounds_applied (decentralized: 0) to the plan's last round:

@@ -2,7 +2,7 @@
 //
 //   ConnectWorkers     ps: one ps::ConnectParameterServers per worker (its own channels to
 //                      every shard, the job's fingerprint sent with each Join);
-//   StartPeerWorkers   decentralized: one worker::StartPeers per worker, each Peer service on a
+//   StartPeerWorkers   decentralized: one peer::StartPeers per worker, each Peer service on a
 //                      port of its own choosing (127.0.0.1:0), then the same file rendezvous as
 //                      `sketchps run` (every rank writes its port, the list of addresses follows);
 //   StartTreePeers     decentralized gtopk_tree (tree_peers.h).

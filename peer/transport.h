@@ -20,7 +20,7 @@
 #include "common/wire/fingerprint.h"
 #include "engine/transport.h"
 
-namespace sketchps::worker {
+namespace sketchps::peer {
 
 struct PeerOptions {
   std::string job_id;
@@ -39,4 +39,4 @@ struct PeerOptions {
 
 absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& options, const ShardMap& shards);
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::peer
