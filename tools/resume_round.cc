@@ -9,7 +9,7 @@
 #include "common/reason.h"
 #include "common/status.h"
 #include "ps/checkpoint.h"
-#include "worker/scheme_state_file.h"
+#include "session/scheme_state_file.h"
 
 namespace sketchps::tools {
 namespace fs = std::filesystem;
@@ -116,10 +116,10 @@ absl::StatusOr<HeldFiles> ScanRunFolder(const std::string& checkpoint_dir, const
     }
   }
   for (std::uint32_t w = 0; w < workers; ++w) {
-    for (const std::uint64_t round : worker::StateFileRounds(state_dir, w)) {
-      const std::string path = (fs::path(state_dir) / worker::StateFileName(w, round)).string();
+    for (const std::uint64_t round : session::StateFileRounds(state_dir, w)) {
+      const std::string path = (fs::path(state_dir) / session::StateFileName(w, round)).string();
       SKETCHPS_RETURN_IF_ERROR(
-          Sort(worker::CheckStateFile(path, key), OwnerOf(false, w), round, held, held.workers[w]));
+          Sort(session::CheckStateFile(path, key), OwnerOf(false, w), round, held, held.workers[w]));
     }
   }
   return held;

@@ -15,9 +15,10 @@ FLOORS = {
     "engine": 2,
     "schemes": 3, "ps": 3, "peer": 3,
     "job": 4,
-    "server": 5, "worker": 5,
-    "tools": 6, "python/src": 6, "sim": 6,
-    "bench": 7,
+    "server": 5, "session": 5,
+    "worker": 6,
+    "tools": 7, "python/src": 7, "sim": 7,
+    "bench": 8,
 }
 # Parts of common/ a folder must not use (the core of common/ is the files directly in it).
 COMMON_PARTS_FORBIDDEN = {
@@ -98,5 +99,10 @@ def test_the_check_can_fail():
     assert violations("kernels/x.cc", ['#include "common/wire/codec.h"'])
     assert violations("ps/x.cc", ['#include "peer/wire.h"'])  # one floor: siblings
     assert not violations("engine/x.h", ['#include "common/layout.h"', '#include "kernels/sparse.h"'])
-    assert not violations("tools/x.cc", ['#include "worker/session.h"', '#include "absl/status/status.h"'])
+    assert not violations("tools/x.cc", ['#include "session/session.h"', '#include "absl/status/status.h"'])
+    # session/ sits above both protocols and below the trainer; the Transport interface below all three
+    assert not violations("session/x.cc", ['#include "ps/transport.h"', '#include "peer/transport.h"'])
+    assert violations("session/x.cc", ['#include "worker/trainer.h"'])
+    assert violations("ps/x.cc", ['#include "session/session.h"'])
+    assert violations("engine/transport.h", ['#include "ps/client.h"'])
     assert folder_of("python/src/x.cc") == "python/src"

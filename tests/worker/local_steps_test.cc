@@ -23,7 +23,7 @@
 #include "support/cluster.h"
 #include "worker/batch.h"
 #include "worker/models.h"
-#include "worker/session.h"
+#include "session/session.h"
 #include "worker/trainer.h"
 
 // After libtorch's headers: glog defines a CHECK macro of its own.
@@ -32,6 +32,7 @@
 
 using namespace sketchps;
 using namespace sketchps::worker;
+using namespace sketchps::session;
 namespace fs = std::filesystem;
 
 namespace {

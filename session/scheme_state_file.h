@@ -56,7 +56,7 @@
 #include "common/wire/file_key.h"
 #include "engine/replica.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 
 inline constexpr char kSchemeStateMagic[8] = {'S', 'K', 'P', 'S', 'W', 'S', 'T', '1'};
 
@@ -125,4 +125,4 @@ class SchemeStateFiles {
   std::shared_future<absl::Status> pending_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

@@ -1,4 +1,4 @@
-#include "worker/session.h"
+#include "session/session.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 #include "peer/transport.h"
 #include "ps/transport.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 namespace {
 
 double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
@@ -233,7 +233,7 @@ ShardRun Session::RunShard(std::uint32_t shard, std::uint64_t round, const float
   ShardRun run;
   const absl::Time start = absl::Now();
   // Nothing of this round leaves before the previous round's state file is complete
-  // (worker/scheme_state_file.h); a failed one stops the round with stop_on_state_error.
+  // (session/scheme_state_file.h); a failed one stops the round with stop_on_state_error.
   if (auto saved = StateSaved(); !saved.ok()) {
     run.outcome = saved;
     return run;
@@ -466,4 +466,4 @@ absl::Status Session::ReportFailure(std::uint64_t rounds_applied, const std::str
   return transport_->ReportFailure(rounds_applied, reason);
 }
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

@@ -9,13 +9,13 @@
 
 #include "job/job_spec.h"
 #include "support/cluster.h"
-#include "worker/session.h"
+#include "session/session.h"
 
 #undef CHECK
 #include <catch2/catch.hpp>
 
 using namespace sketchps;
-using namespace sketchps::worker;
+using namespace sketchps::session;
 
 namespace {
 
