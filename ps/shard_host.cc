@@ -10,7 +10,7 @@
 #include "common/status.h"
 #include "common/wire/codec.h"
 #include "engine/phase_table.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "ps/checkpoint.h"
 #include "spdlog/spdlog.h"
 

@@ -5,7 +5,7 @@
 #include <variant>
 
 #include "common/overloaded.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "fuzz/fuzz_target.h"
 
 namespace {

@@ -19,7 +19,7 @@
 #include "common/wire/file_key.h"
 #include "engine/aggregator.h"
 #include "engine/phase_table.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "job/job_spec.h"
 #include "ps/checkpoint.h"
 #include "server/job_adapter.h"

@@ -97,7 +97,7 @@ def test_the_check_can_fail():
     assert violations("engine/x.h", ['#include "schemes/topk.h"'])
     assert violations("engine/x.h", ['#include "common/config/job_span.h"'])
     assert violations("kernels/x.cc", ['#include "common/wire/codec.h"'])
-    assert violations("ps/x.cc", ['#include "peer/wire.h"'])  # one floor: siblings
+    assert violations("ps/x.cc", ['#include "peer/partial_proto.h"'])  # one floor: siblings
     assert not violations("engine/x.h", ['#include "common/layout.h"', '#include "kernels/sparse.h"'])
     assert not violations("tools/x.cc", ['#include "session/session.h"', '#include "absl/status/status.h"'])
     # session/ sits above both protocols and below the trainer; the Transport interface below all three
