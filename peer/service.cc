@@ -5,8 +5,8 @@
 #include "common/reason.h"
 #include "common/status.h"
 #include "engine/phase_proto.h"
-#include "peer/schedule.h"
 #include "peer/partial_proto.h"
+#include "peer/schedule.h"
 
 namespace sketchps::peer {
 namespace {

@@ -25,8 +25,8 @@ constexpr absl::Duration kMismatchLinger = absl::Seconds(5);
 
 class PeerTransport final : public Transport {
  public:
-  PeerTransport(std::unique_ptr<PeerServer> server, PeerConfig config, std::vector<std::string> peers,
-                bool regroup, absl::Duration patience)
+  PeerTransport(std::unique_ptr<PeerServer> server, PeerConfig config, std::vector<std::string> peers, bool regroup,
+                absl::Duration patience)
       : server_(std::move(server)),
         config_(std::move(config)),
         peers_(std::move(peers)),
@@ -36,9 +36,9 @@ class PeerTransport final : public Transport {
 
   // Arms the regrouper and builds the aggregator for config_ and peers_.
   absl::Status Enter() {
-    SKETCHPS_RETURN_IF_ERROR(server_->regrouper().Arm(RegroupConfig{config_.job_id, config_.epoch, config_.rank,
-                                                                          peers_, config_.peer_timeout + kRegroupSlack,
-                                                                          config_.tls, config_.identities}));
+    SKETCHPS_RETURN_IF_ERROR(
+        server_->regrouper().Arm(RegroupConfig{config_.job_id, config_.epoch, config_.rank, peers_,
+                                               config_.peer_timeout + kRegroupSlack, config_.tls, config_.identities}));
     aggregator_.reset();
     SKETCHPS_ASSIGN_OR_RETURN(aggregator_, PeerAggregator::Create(server_->endpoint(), peers_));
     return absl::OkStatus();

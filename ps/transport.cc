@@ -62,11 +62,11 @@ class PsTransport final : public Transport {
     std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
-      joins.push_back(std::async(
-          std::launch::async,
-          [this, shard, member_from, offer = ReplicaOffer{kernels::CopyOut(params + r.lo, r.size()), {}}] {
-            return client_->Join(shard, 0, offer, member_from);
-          }));
+      joins.push_back(
+          std::async(std::launch::async,
+                     [this, shard, member_from, offer = ReplicaOffer{kernels::CopyOut(params + r.lo, r.size()), {}}] {
+                       return client_->Join(shard, 0, offer, member_from);
+                     }));
     }
     return joins;
   }

@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "ps/client.h"
 #include "engine/transport.h"
+#include "ps/client.h"
 
 namespace sketchps::ps {
 

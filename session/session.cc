@@ -11,9 +11,9 @@
 #include "common/status.h"
 #include "common/wire/framed_file.h"
 #include "kernels/vector_ops.h"
-#include "spdlog/spdlog.h"
 #include "peer/transport.h"
 #include "ps/transport.h"
+#include "spdlog/spdlog.h"
 
 namespace sketchps::session {
 namespace {

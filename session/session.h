@@ -45,11 +45,11 @@
 #include "common/net/tls.h"
 #include "engine/replica.h"
 #include "engine/shard_threads.h"
+#include "engine/transport.h"
 #include "job/job_spec.h"
 #include "kernels/backend.h"
 #include "session/round_plan.h"
 #include "session/scheme_state_file.h"
-#include "engine/transport.h"
 
 namespace sketchps::session {
 

@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "job/job_spec.h"
+#include "session/round_plan.h"
 #include "sim/partition.h"
 #include "worker/fashion_mnist.h"
-#include "session/round_plan.h"
 
 namespace sketchps::sim {
 
@@ -55,8 +55,8 @@ class BatchSource {
   const std::uint64_t seed_;
   bool iid_ = true;
   std::vector<session::RoundPlan> plans_;  // iid: rank w's plan of the job
-  worker::BatchOrder order_;              // iid: the job's permutations
-  Partition partition_;                   // static partitions
+  worker::BatchOrder order_;               // iid: the job's permutations
+  Partition partition_;                    // static partitions
   std::vector<Local> local_;
   std::vector<std::uint64_t> out_;
 };

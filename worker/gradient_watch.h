@@ -25,8 +25,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/layout.h"
-#include "worker/flat_model.h"
 #include "session/shard_readiness.h"
+#include "worker/flat_model.h"
 
 namespace sketchps::worker {
 

@@ -16,15 +16,15 @@
 #include "common/wire/gradient_dump.h"
 #include "engine/aggregator.h"
 #include "engine/replica.h"
+#include "ps/transport.h"
+#include "session/round_plan.h"
+#include "session/session.h"
 #include "spdlog/spdlog.h"
 #include "worker/batch.h"
 #include "worker/evaluate.h"
 #include "worker/gradient_watch.h"
 #include "worker/local_steps.h"
 #include "worker/models.h"
-#include "ps/transport.h"
-#include "session/round_plan.h"
-#include "session/session.h"
 #include "worker/worker_metrics.h"
 
 namespace sketchps::worker {
@@ -157,7 +157,7 @@ absl::Status Trainer::Evaluate(std::uint64_t round, bool final, nlohmann::json& 
   SKETCHPS_ASSIGN_OR_RETURN(auto sums, session_->SumOverWorkers(round, mine.ToVector()));
   const EvalCounts all = EvalCounts::FromVector(sums);
   SKETCHPS_RETURN_IF_ERROR(session::AddEvaluation(record, round, all.correct, all.samples, all.loss_sum,
-                                         absl::ToDoubleSeconds(absl::Now() - start), final));
+                                                  absl::ToDoubleSeconds(absl::Now() - start), final));
   if (final) summary_.final_test_accuracy = all.correct / all.samples;
   spdlog::info("round {} test accuracy {:.4f} (loss {:.4f}, {} images{})", round + 1, all.correct / all.samples,
                all.loss_sum / all.samples, static_cast<std::uint64_t>(all.samples), final ? ", final" : "");

@@ -18,7 +18,7 @@ namespace sketchps::bench {
 // One worker's counters at one barrier.
 struct WorkerSnapshot {
   TransportCounters transport;  // wire bytes; raw bytes when transport.counts_raw
-  PhaseSlots phases;                    // the scheme's payloads and results (CountingAggregator)
+  PhaseSlots phases;            // the scheme's payloads and results (CountingAggregator)
 };
 
 // One worker over the timed rounds.

@@ -20,8 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/layout.h"
-#include "job/job_spec.h"
 #include "engine/transport.h"
+#include "job/job_spec.h"
 
 namespace sketchps::bench {
 

@@ -42,10 +42,10 @@
 #include "absl/status/statusor.h"
 #include "common/layout.h"
 #include "kernels/backend.h"
-#include "sketchps/python_core.h"
-#include "worker/fashion_mnist.h"
 #include "session/session.h"
 #include "session/shard_readiness.h"
+#include "sketchps/python_core.h"
+#include "worker/fashion_mnist.h"
 
 namespace sketchps::pycore {
 

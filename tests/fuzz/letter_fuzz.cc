@@ -6,8 +6,8 @@
 // be taken (as itself or as its rejection); a letter taken intact re-encodes (EncodePartial) to a
 // request that a fresh endpoint files and decodes to the same contributor count and items.
 #include "fuzz/fuzz_target.h"
-#include "peer/service.h"
 #include "peer/partial_proto.h"
+#include "peer/service.h"
 
 namespace {
 

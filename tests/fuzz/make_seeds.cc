@@ -13,8 +13,8 @@
 #include "engine/phase_proto.h"
 #include "fuzz/host_driver.h"
 #include "peer/partial.h"
-#include "peer/schedule.h"
 #include "peer/partial_proto.h"
+#include "peer/schedule.h"
 #include "sketchps/v1/peer.pb.h"
 
 namespace {

@@ -19,9 +19,9 @@
 #include "common/wire/file_key.h"
 #include "common/wire/framed_file.h"
 #include "job/job_spec.h"
-#include "support/cluster.h"
 #include "session/scheme_state_file.h"
 #include "session/session.h"
+#include "support/cluster.h"
 
 #undef CHECK
 #include <catch2/catch.hpp>

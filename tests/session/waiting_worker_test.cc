@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "job/job_spec.h"
-#include "support/cluster.h"
 #include "session/session.h"
+#include "support/cluster.h"
 
 #undef CHECK
 #include <catch2/catch.hpp>
