@@ -111,8 +111,11 @@ function(sketchps_check_layers)
         continue()
       endif()
       get_filename_component(source ${source} ABSOLUTE BASE_DIR ${dir})
-      if(source MATCHES "\\.(cc|cpp|cu|h)$" AND EXISTS ${source})
-        file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${source})
+      file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${source})
+      file(RELATIVE_PATH in_build ${CMAKE_BINARY_DIR} ${source})
+      # Written sources only: not generated ones (proto/), which the build tree holds (it may lie
+      # inside the source tree, as build/<preset> does).
+      if(source MATCHES "\\.(cc|cpp|cu|h)$" AND EXISTS ${source} AND in_build MATCHES "^\\.\\./")
         if(NOT relative MATCHES "^\\.\\./")
           list(APPEND files ${source})
           get_filename_component(source_dir ${source} DIRECTORY)
