@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/wire/file_key.h"
@@ -22,9 +24,6 @@
 #include "session/scheme_state_file.h"
 #include "session/session.h"
 #include "support/cluster.h"
-
-#undef CHECK
-#include <catch2/catch.hpp>
 
 using namespace sketchps;
 using namespace sketchps::session;

@@ -7,12 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "job/job_spec.h"
 #include "session/session.h"
 #include "support/cluster.h"
-
-#undef CHECK
-#include <catch2/catch.hpp>
 
 using namespace sketchps;
 using namespace sketchps::session;
