@@ -23,12 +23,23 @@ if(SKETCHPS_FUZZ)
   target_compile_options(sketchps_sanitizers INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
 endif()
 
-# sketchps_add_library(name [sources...]): a static library in the current folder,
-# aliased sketchps::name, that sees the repository root as its include root
-# (includes read "common/status.h", "kernels/count_sketch.h", ...).
+# sketchps_add_library(name [sources...] [HEADERS headers...]): a static library in the current
+# folder, aliased sketchps::name, that sees the repository root as its include root (includes read
+# "common/status.h", "kernels/count_sketch.h", ...). HEADERS are its public headers, what its
+# dependents may include (cmake/SketchpsLayers.cmake checks it); by default the headers of the first
+# source's folder, with those of its internal/ subfolder as private ones.
 function(sketchps_add_library name)
-  add_library(sketchps_${name} STATIC ${ARGN})
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "HEADERS")
+  add_library(sketchps_${name} STATIC ${ARG_UNPARSED_ARGUMENTS})
   add_library(sketchps::${name} ALIAS sketchps_${name})
   target_include_directories(sketchps_${name} PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(sketchps_${name} PRIVATE sketchps_warnings PUBLIC sketchps_sanitizers)
+  if(NOT ARG_HEADERS)
+    list(GET ARG_UNPARSED_ARGUMENTS 0 first)
+    get_filename_component(first ${first} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+    get_filename_component(folder ${first} DIRECTORY)
+    file(GLOB ARG_HEADERS CONFIGURE_DEPENDS ${folder}/*.h)
+    file(GLOB private CONFIGURE_DEPENDS ${folder}/internal/*.h)
+  endif()
+  sketchps_declare_headers(sketchps_${name} PUBLIC ${ARG_HEADERS} PRIVATE ${private})
 endfunction()

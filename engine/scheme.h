@@ -166,7 +166,7 @@ class Scheme {
   virtual absl::Status RestoreState(const SchemeState& state) = 0;
   // The gradient carried out of rounds this worker was left out of (FinishExcluded), which SaveState
   // leaves out (it is what a left-out round restores); empty when none is carried. A worker's state
-  // file keeps it (worker/scheme_state_file.h). Restoring a non-empty one of the wrong length is
+  // file keeps it (session/scheme_state_file.h). Restoring a non-empty one of the wrong length is
   // InvalidArgument; restoring an empty one drops the carry.
   virtual std::vector<float> CarriedGradient() const { return {}; }
   virtual absl::Status RestoreCarriedGradient(const std::vector<float>& carried) {

@@ -1,7 +1,7 @@
 // ShardThreads: every shard's part of a round on a thread of its own, each started when the caller
 // says the shard is ready (its gradients are complete), so that shards overlap with each other and
 // with the rest of backward. The one place that runs a round's shards in parallel (engine/replica.h,
-// worker/session.h).
+// session/session.h).
 //
 //   ShardThreads<RoundOutcome> threads(num_shards, [&](std::uint32_t s) { return RunShard(s); });
 //   threads.Ready(s);                      // from any thread, e.g. a gradient hook; once per shard

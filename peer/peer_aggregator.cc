@@ -7,9 +7,9 @@
 #include "common/net/grpc_edge.h"
 #include "common/reason.h"
 #include "common/status.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
+#include "peer/partial_proto.h"
 #include "peer/schedule.h"
-#include "peer/wire.h"
 
 namespace sketchps::peer {
 namespace {

@@ -9,7 +9,7 @@
 //   UNAVAILABLE          header.epoch newer: the sender regrouped first (it retries);
 //   INVALID_ARGUMENT     header.worker_id / shard_id / phase out of range, a step at which the
 //                        sender does not send to this rank, an abort code out of range (not stored);
-//   INVALID_ARGUMENT     bad spec or partial state (wire.h): stored as a rejected letter, so the
+//   INVALID_ARGUMENT     bad spec or partial state (partial_proto.h): stored as a rejected letter, so the
 //                        local phase fails at once with the same error naming the sender;
 //   RESOURCE_EXHAUSTED   the mailbox is full (retry).
 //   PERMISSION_DENIED    the caller's certificate is not the sender's identity (a forged letter or

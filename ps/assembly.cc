@@ -7,7 +7,7 @@
 #include "common/checksum.h"
 #include "common/reason.h"
 #include "common/status.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 
 namespace sketchps::ps {
 namespace {

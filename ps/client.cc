@@ -14,7 +14,7 @@
 #include "common/reason.h"
 #include "common/status.h"
 #include "common/wire/codec.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "spdlog/spdlog.h"
 
 namespace sketchps::ps {

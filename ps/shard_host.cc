@@ -9,8 +9,8 @@
 #include "common/reason.h"
 #include "common/status.h"
 #include "common/wire/codec.h"
+#include "engine/phase_proto.h"
 #include "engine/phase_table.h"
-#include "engine/wire.h"
 #include "ps/checkpoint.h"
 #include "spdlog/spdlog.h"
 

@@ -15,7 +15,7 @@ absl::StatusOr<std::unique_ptr<BatchSource>> BatchSource::Create(const JobSpec& 
   std::unique_ptr<BatchSource> s(new BatchSource(job, seed));
   if (spec.kind == PartitionKind::kIid) {
     for (std::uint32_t w = 0; w < job.workers; ++w) {
-      SKETCHPS_ASSIGN_OR_RETURN(auto plan, worker::RoundPlan::Initial(job, w));
+      SKETCHPS_ASSIGN_OR_RETURN(auto plan, session::RoundPlan::Initial(job, w));
       s->plans_.push_back(plan);
     }
     return s;

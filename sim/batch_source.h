@@ -1,7 +1,7 @@
 // BatchSource: which training samples each simulated worker uses in each round (sim/). Torch-free.
 //
 //   iid                the job's data order exactly (worker/fashion_mnist.h's rule through
-//                      worker/round_plan.h): worker w of round r takes pi_e[position + w b + j], as
+//                      session/round_plan.h): worker w of round r takes pi_e[position + w b + j], as
 //                      sketchps-worker rank w does, so a simulation of P workers with every worker
 //                      taking part trains on the batches `sketchps run` trains on. A worker sitting a
 //                      round out leaves its samples of that round unused.
@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "job/job_spec.h"
+#include "session/round_plan.h"
 #include "sim/partition.h"
 #include "worker/fashion_mnist.h"
-#include "worker/round_plan.h"
 
 namespace sketchps::sim {
 
@@ -54,9 +54,9 @@ class BatchSource {
   const std::uint64_t batch_;
   const std::uint64_t seed_;
   bool iid_ = true;
-  std::vector<worker::RoundPlan> plans_;  // iid: rank w's plan of the job
-  worker::BatchOrder order_;              // iid: the job's permutations
-  Partition partition_;                   // static partitions
+  std::vector<session::RoundPlan> plans_;  // iid: rank w's plan of the job
+  worker::BatchOrder order_;               // iid: the job's permutations
+  Partition partition_;                    // static partitions
   std::vector<Local> local_;
   std::vector<std::uint64_t> out_;
 };

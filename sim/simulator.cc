@@ -43,7 +43,7 @@ class Simulator {
   worker::Dataset train_, test_;
   std::unique_ptr<BatchSource> batches_;
   std::unique_ptr<Cohort> cohort_;
-  worker::RoundPlan plan_;  // the job's: fractional epochs
+  session::RoundPlan plan_;  // the job's: fractional epochs
   std::uint32_t per_round_ = 0;
 };
 
@@ -76,7 +76,7 @@ absl::Status Simulator::Prepare() {
   SKETCHPS_ASSIGN_OR_RETURN(train_, worker::LoadFashionMnist(o_.job.data.path, worker::Split::kTrain));
   SKETCHPS_ASSIGN_OR_RETURN(test_, worker::LoadFashionMnist(o_.job.data.path, worker::Split::kTest));
   SKETCHPS_ASSIGN_OR_RETURN(batches_, BatchSource::Create(o_.job, o_.partition, train_.labels, seed_));
-  SKETCHPS_ASSIGN_OR_RETURN(plan_, worker::RoundPlan::Initial(o_.job, 0));
+  SKETCHPS_ASSIGN_OR_RETURN(plan_, session::RoundPlan::Initial(o_.job, 0));
   per_round_ = ParticipantsPerRound(o_.job.workers, o_.participation);
   const auto& flat = model_->flat();
   std::vector<float> initial(flat.params(), flat.params() + flat.dim());

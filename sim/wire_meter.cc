@@ -1,7 +1,7 @@
 #include "sim/wire_meter.h"
 
 #include "common/status.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 
 namespace sketchps::sim {
 

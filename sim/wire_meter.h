@@ -2,7 +2,7 @@
 //
 // A MeteredAggregator wraps one worker's in-process aggregator (engine/in_process.h) and counts, per
 // shard and round, the bytes of the payload the worker pushes and of every phase result it
-// receives, as the parameter-server protocol encodes them (engine/wire.h EncodeBody: delta-varint
+// receives, as the parameter-server protocol encodes them (engine/phase_proto.h EncodeBody: delta-varint
 // indices, f16 sketch tables, values at scheme.values; the Payload message's size, without the
 // request's ~45 bytes of header). So figures match `sketchps run`'s wire bytes up to headers.
 // A phase result is encoded once however many workers receive it: ResultSizes caches its size by the
@@ -40,7 +40,7 @@ struct WorkerBytes {
   void Reset(std::uint32_t shards);
 };
 
-// Wire bytes of a payload sent with `values` (engine/wire.h EncodeBody).
+// Wire bytes of a payload sent with `values` (engine/phase_proto.h EncodeBody).
 absl::StatusOr<std::uint64_t> PayloadWireBytes(const PayloadValue& payload, ValueEncoding values);
 
 class MeteredAggregator final : public Aggregator {

@@ -59,7 +59,7 @@ class LocalCluster {
   // SIGKILL of one process (waits until it is gone), then started again with the same flags: a shard
   // (it recovers from its checkpoint and the workers' replicas), and in ps mode a worker that was
   // still running (it joins again and restores its state of the shards' round from its state file,
-  // worker/scheme_state_file.h). Returns whether it was restarted (a decentralized worker is not: it
+  // session/scheme_state_file.h). Returns whether it was restarted (a decentralized worker is not: it
   // cannot rejoin, its peers regroup without it).
   absl::StatusOr<bool> Kill(bool server, std::uint32_t index);
   // Shards that exited with launch::kServerExitAcceptStalled (their accept loop stalled, e.g. after

@@ -4,7 +4,7 @@
 #include "common/layout.h"
 #include "common/status.h"
 #include "engine/replica.h"
-#include "worker/round_plan.h"
+#include "session/round_plan.h"
 
 namespace sketchps::tools {
 namespace {
@@ -26,7 +26,7 @@ absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job, std::v
   auto shards = MakeShardMap(job.layout, job.servers);
   SKETCHPS_RETURN_IF_ERROR(
       Prefixed(shards.status(), absl::StrCat("servers (", job.servers, " shards of model ", job.model, ")")));
-  SKETCHPS_RETURN_IF_ERROR(worker::RoundPlan::Initial(job, 0).status());
+  SKETCHPS_RETURN_IF_ERROR(session::RoundPlan::Initial(job, 0).status());
   ReplicaOptions replica{0,
                          job.workers,
                          *shards,

@@ -2,7 +2,7 @@
 // once (exit 2) with the key named, instead of after servers and workers have started:
 //   - the job spec itself: every key, the model name, the scheme (LoadJobSpec, job/job_spec.h);
 //   - the model's layers split into `servers` shards (common/layout.h MakeShardMap);
-//   - the data plan: data.train_samples holds at least one global batch (worker/round_plan.h);
+//   - the data plan: data.train_samples holds at least one global batch (session/round_plan.h);
 //   - every shard's scheme and optimizer can be built for this model, as each worker builds them
 //     (engine/replica.h);
 //   - the data set: the files exist, their headers agree and hold data.train_samples

@@ -58,7 +58,7 @@ std::vector<nlohmann::json> JsonLinesFollower::ReadNew() {
   std::vector<nlohmann::json> out;
   std::ifstream in(path_, std::ios::binary | std::ios::ate);
   if (!in) return out;
-  // A restarted worker drops the records it replays (worker/session.h JsonLinesLog::Open): go on from
+  // A restarted worker drops the records it replays (session/session.h JsonLinesLog::Open): go on from
   // where the file now ends.
   offset_ = std::min<std::uint64_t>(offset_, static_cast<std::uint64_t>(in.tellg()));
   in.seekg(static_cast<std::streamoff>(offset_));

@@ -10,7 +10,7 @@
 #include "common/reason.h"
 #include "common/status.h"
 #include "ps/checkpoint.h"
-#include "worker/scheme_state_file.h"
+#include "session/scheme_state_file.h"
 
 namespace sketchps::tools {
 namespace fs = std::filesystem;
@@ -131,11 +131,11 @@ absl::StatusOr<HeldFiles> ScanRunFolder(const std::string& checkpoint_dir, const
     }
   }
   for (std::uint32_t w = 0; w < workers; ++w) {
-    for (const std::uint64_t round : worker::StateFileRounds(state_dir, w)) {
+    for (const std::uint64_t round : session::StateFileRounds(state_dir, w)) {
       if (script_state && !fs::exists(fs::path(state_dir) / ScriptStateFileName(w, round))) continue;
-      const std::string path = (fs::path(state_dir) / worker::StateFileName(w, round)).string();
+      const std::string path = (fs::path(state_dir) / session::StateFileName(w, round)).string();
       SKETCHPS_RETURN_IF_ERROR(
-          Sort(worker::CheckStateFile(path, key), OwnerOf(false, w), round, held, held.workers[w]));
+          Sort(session::CheckStateFile(path, key), OwnerOf(false, w), round, held, held.workers[w]));
     }
   }
   return held;

@@ -1,6 +1,6 @@
 // The round a `sketchps run --resume` continues from (tools/previous_run.h): the newest round of which
 // every shard holds an intact checkpoint, every worker an intact state file (its error-feedback
-// residuals, local momentum, carried gradient: worker/scheme_state_file.h) and every worker's records
+// residuals, local momentum, carried gradient: session/scheme_state_file.h) and every worker's records
 // reach. Shards and workers then start from the same round with all their state, so the resumed job
 // ends bitwise where the uninterrupted one would.
 //

@@ -103,9 +103,9 @@ std::vector<std::uint64_t> EpochPermutation(std::uint64_t n, std::uint64_t seed,
   return perm;
 }
 
-absl::StatusOr<std::span<const std::uint64_t>> BatchOrder::Of(const RoundPlan& plan, std::uint64_t round,
+absl::StatusOr<std::span<const std::uint64_t>> BatchOrder::Of(const session::RoundPlan& plan, std::uint64_t round,
                                                               std::uint64_t step) {
-  const DataPosition at = plan.At(round);
+  const session::DataPosition at = plan.At(round);
   if (at.epoch != epoch_) {
     permutation_ = EpochPermutation(plan.samples, seed_, at.epoch);
     epoch_ = at.epoch;

@@ -32,7 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/round_plan.h"
+#include "session/round_plan.h"
 
 namespace sketchps::worker {
 
@@ -85,7 +85,8 @@ class BatchOrder {
   explicit BatchOrder(std::uint64_t seed) : seed_(seed) {}
   // A view valid until the next call. `step`: the inner step of a round with local steps
   // (round_plan.h), < plan.local_steps.
-  absl::StatusOr<std::span<const std::uint64_t>> Of(const RoundPlan& plan, std::uint64_t round, std::uint64_t step = 0);
+  absl::StatusOr<std::span<const std::uint64_t>> Of(const session::RoundPlan& plan, std::uint64_t round,
+                                                    std::uint64_t step = 0);
 
  private:
   std::uint64_t seed_;

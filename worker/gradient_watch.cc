@@ -21,9 +21,9 @@ absl::StatusOr<std::unique_ptr<GradientWatch>> GradientWatch::Create(FlatModel& 
     return absl::InternalError(
         absl::StrCat("GradientWatch: ", params.size(), " parameters for ", layers.size(), " layers"));
   }
-  SKETCHPS_ASSIGN_OR_RETURN(watch->readiness_, ShardReadiness::Create(model.layers(), shards));
+  SKETCHPS_ASSIGN_OR_RETURN(watch->readiness_, session::ShardReadiness::Create(model.layers(), shards));
   watch->hooks_ = std::make_unique<Hooks>();
-  ShardReadiness* readiness = watch->readiness_.get();
+  session::ShardReadiness* readiness = watch->readiness_.get();
   for (std::size_t i = 0; i < layers.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
     if (accumulator == nullptr) {

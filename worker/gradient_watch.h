@@ -1,6 +1,6 @@
 // GradientWatch: the libtorch half of the overlap of backward and exchange in the C++ trainer. It
 // installs a post hook on each parameter's gradient accumulator (as DDP's reducer does; it runs on
-// the autograd thread) that tells a ShardReadiness (worker/shard_readiness.h) the parameter's
+// the autograd thread) that tells a ShardReadiness (session/shard_readiness.h) the parameter's
 // gradient is complete in the flat buffer; the readiness calls ready(s) once each shard's gradients
 // all are, so the worker pushes that shard while backward goes on with earlier layers.
 //
@@ -25,8 +25,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/layout.h"
+#include "session/shard_readiness.h"
 #include "worker/flat_model.h"
-#include "worker/shard_readiness.h"
 
 namespace sketchps::worker {
 
@@ -44,7 +44,7 @@ class GradientWatch {
   struct Hooks;
   GradientWatch() = default;
 
-  std::unique_ptr<ShardReadiness> readiness_;
+  std::unique_ptr<session::ShardReadiness> readiness_;
   std::unique_ptr<Hooks> hooks_;  // keeps the accumulators (and their hooks) alive
 };
 

@@ -1,4 +1,4 @@
-// The recovery figures a compressed round's metrics.jsonl record may carry (worker/session.cc,
+// The recovery figures a compressed round's metrics.jsonl record may carry (session/session.cc,
 // docs/methods.md "Recovery diagnostics"): read by the worker's gauges and the run's plots.
 #pragma once
 

@@ -16,15 +16,15 @@
 #include "common/wire/gradient_dump.h"
 #include "engine/aggregator.h"
 #include "engine/replica.h"
+#include "ps/transport.h"
+#include "session/round_plan.h"
+#include "session/session.h"
 #include "spdlog/spdlog.h"
 #include "worker/batch.h"
 #include "worker/evaluate.h"
 #include "worker/gradient_watch.h"
 #include "worker/local_steps.h"
 #include "worker/models.h"
-#include "worker/ps_transport.h"
-#include "worker/round_plan.h"
-#include "worker/session.h"
 #include "worker/worker_metrics.h"
 
 namespace sketchps::worker {
@@ -52,7 +52,7 @@ class Trainer {
   absl::StatusOr<nlohmann::json> RunLocalRound(std::uint64_t round);  // train.local_steps
   absl::Status Evaluate(std::uint64_t round, bool final, nlohmann::json& record);
   absl::Status DumpGradient(std::uint64_t round) const;
-  const RoundPlan& plan() const { return session_->plan(); }
+  const session::RoundPlan& plan() const { return session_->plan(); }
 
   const TrainerOptions& o_;
 
@@ -62,8 +62,8 @@ class Trainer {
   std::unique_ptr<GradientWatch> watch_;
   std::unique_ptr<LocalSteps> local_;  // with train.local_steps (JobSpec::local_steps()), else null
 
-  // The membership: transport, replica, data plan and learning rate (worker/session.h).
-  std::unique_ptr<Session> session_;
+  // The membership: transport, replica, data plan and learning rate (session/session.h).
+  std::unique_ptr<session::Session> session_;
   std::uint64_t start_round_ = 0;
 
   BatchOrder order_{o_.job.train.seed};
@@ -71,7 +71,7 @@ class Trainer {
   // Decentralized regroup: the note for the next record.
   std::optional<nlohmann::json> regroup_note_;
 
-  JsonLinesLog log_;
+  session::JsonLinesLog log_;
   TrainSummary summary_;
 };
 
@@ -101,7 +101,7 @@ absl::Status Trainer::Prepare() {
                                                    train_.size(), " samples in ", o_.job.data.path));
   }
   SKETCHPS_ASSIGN_OR_RETURN(test_, LoadFashionMnist(o_.job.data.path, Split::kTest));
-  SKETCHPS_ASSIGN_OR_RETURN(session_, Session::Create(o_, model_->flat().layers(), model_->flat().params()));
+  SKETCHPS_ASSIGN_OR_RETURN(session_, session::Session::Create(o_, model_->flat().layers(), model_->flat().params()));
   SKETCHPS_ASSIGN_OR_RETURN(watch_, GradientWatch::Create(model_->flat(), session_->shards()));
   if (o_.job.local_steps()) local_ = std::make_unique<LocalSteps>(o_.job.optimizer, model_->flat().layers());
   SKETCHPS_ASSIGN_OR_RETURN(start_round_, session_->Join(model_->flat().params()));
@@ -119,14 +119,14 @@ absl::StatusOr<nlohmann::json> Trainer::RunRound(std::uint64_t round) {
   if (local_ != nullptr) return RunLocalRound(round);
   const absl::Time start = absl::Now();
   SKETCHPS_ASSIGN_OR_RETURN(Batch batch, BatchOf(round));
-  RoundFlight flight = session_->StartRound(round, model_->flat().grads(), model_->flat().params());
+  session::RoundFlight flight = session_->StartRound(round, model_->flat().grads(), model_->flat().params());
   if (o_.overlap) watch_->Arm([&flight](std::uint32_t s) { flight.Ready(s); });
   auto loss = model_->ForwardBackward(batch.input, batch.target);
   if (o_.overlap) watch_->Finish();
   if (loss.ok() && o_.dump_rounds.contains(round)) {
     if (auto st = DumpGradient(round); !st.ok()) spdlog::warn("{}", std::string(st.message()));
   }
-  RoundRuns runs = session_->Land(flight, start, /*abandon=*/!loss.ok());
+  session::RoundRuns runs = session_->Land(flight, start, /*abandon=*/!loss.ok());
   SKETCHPS_RETURN_IF_ERROR(loss.status());
   return session_->Complete(round, *loss, std::move(runs), model_->flat().params());
 }
@@ -156,8 +156,8 @@ absl::Status Trainer::Evaluate(std::uint64_t round, bool final, nlohmann::json& 
   SKETCHPS_ASSIGN_OR_RETURN(EvalCounts mine, EvaluateShare(*model_, test_, samples, index, count));
   SKETCHPS_ASSIGN_OR_RETURN(auto sums, session_->SumOverWorkers(round, mine.ToVector()));
   const EvalCounts all = EvalCounts::FromVector(sums);
-  SKETCHPS_RETURN_IF_ERROR(AddEvaluation(record, round, all.correct, all.samples, all.loss_sum,
-                                         absl::ToDoubleSeconds(absl::Now() - start), final));
+  SKETCHPS_RETURN_IF_ERROR(session::AddEvaluation(record, round, all.correct, all.samples, all.loss_sum,
+                                                  absl::ToDoubleSeconds(absl::Now() - start), final));
   if (final) summary_.final_test_accuracy = all.correct / all.samples;
   spdlog::info("round {} test accuracy {:.4f} (loss {:.4f}, {} images{})", round + 1, all.correct / all.samples,
                all.loss_sum / all.samples, static_cast<std::uint64_t>(all.samples), final ? ", final" : "");

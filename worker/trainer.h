@@ -1,5 +1,5 @@
 // The worker's training loop, in both modes (job.mode): ps through the parameter servers
-// (worker/ps_transport.h), decentralized through the peers (worker/peer_transport.h).
+// (ps/transport.h), decentralized through the peers (peer/transport.h).
 //
 //   Train(options) joins every shard (ps; decentralized: starts its Peer service), then for each
 //   round r from the shards' rounds_applied (decentralized: 0) to the plan's last round:
@@ -21,7 +21,7 @@
 //   rolls back to its state at the start of the agreed round (weights and momentum; it keeps the
 //   last two), rebuilds its Replica for its new rank and P' workers (local scheme state such as
 //   error-feedback residuals starts empty, identically on every survivor), scales the learning rate
-//   by P'/P (the global batch shrank) and goes on with the data plan of worker/round_plan.h.
+//   by P'/P (the global batch shrank) and goes on with the data plan of session/round_plan.h.
 //   Every round appends one JSON line to options.metrics_out (when set):
 //     round, round_start and time (unix seconds when the round's compute began and when its exchange
 //     ended), epoch, loss, bytes_up, bytes_down (the serialized messages: the one "bytes" figure of
@@ -31,7 +31,7 @@
 //     time one shard spent inside the transport's calls), compress_s (the longest time one shard spent outside them:
 //     compression, decompression, optimizer step), checksum (hex); in compressed rounds input_norm, residual_norm,
 //     sent_share and, with scheme.diagnostics, recovered_share, best_share, hit_rate, candidate_hit_rate
-//     (worker/session.cc, engine/scheme.h RoundDiagnostics); after an evaluation test_accuracy, test_loss, test_round
+//     (session/session.cc, engine/scheme.h RoundDiagnostics); after an evaluation test_accuracy, test_loss, test_round
 //     (the round whose weights were evaluated), test_samples, eval_s, and final: true after the last round; on the
 //     first round after a regroup "regroup": {epoch, workers, lost, rounds_redone, seconds}.
 #pragma once
@@ -46,15 +46,15 @@
 #include "absl/time/time.h"
 #include "common/net/tls.h"
 #include "job/job_spec.h"
-#include "worker/session.h"
+#include "session/session.h"
 
 namespace sketchps::worker {
 
 class WorkerMetrics;  // worker/worker_metrics.h
 
-// The session's options (worker/session.h: job, rank, addresses, timeouts, TLS) plus the training
+// The session's options (session/session.h: job, rank, addresses, timeouts, TLS) plus the training
 // loop's own.
-struct TrainerOptions : SessionOptions {
+struct TrainerOptions : session::SessionOptions {
   std::string metrics_out;  // JSON lines, one per round ("" = none)
   int log_every_rounds = 50;
   bool overlap = true;                  // start a shard's round as soon as its gradients exist

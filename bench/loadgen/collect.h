@@ -11,14 +11,14 @@
 
 #include "bench/loadgen/counting_aggregator.h"
 #include "bench/loadgen/figures.h"
-#include "worker/transport.h"
+#include "engine/transport.h"
 
 namespace sketchps::bench {
 
 // One worker's counters at one barrier.
 struct WorkerSnapshot {
-  worker::TransportCounters transport;  // wire bytes; raw bytes when transport.counts_raw
-  PhaseSlots phases;                    // the scheme's payloads and results (CountingAggregator)
+  TransportCounters transport;  // wire bytes; raw bytes when transport.counts_raw
+  PhaseSlots phases;            // the scheme's payloads and results (CountingAggregator)
 };
 
 // One worker over the timed rounds.

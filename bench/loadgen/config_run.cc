@@ -51,7 +51,7 @@ class ConfigRun {
  private:
   struct Worker {
     std::uint32_t rank = 0;
-    std::unique_ptr<worker::Transport> transport;
+    std::unique_ptr<Transport> transport;
     std::unique_ptr<CountingAggregator> counting;
     std::unique_ptr<Replica> replica;
     kernels::DeviceArray<float> params, grad;  // in the kernels' memory (a GPU's with CUDA kernels)

@@ -7,7 +7,7 @@
 // For each configuration (mode, scheme, P) of the sweep (bench/loadgen/config_run.h runs one):
 //   ps             S real `sketchps-server` processes on 127.0.0.1, P workers as threads of a child
 //                  process, each with its own transport and Replica;
-//   decentralized  P Peer services and aggregators in the child process (worker::StartPeers per
+//   decentralized  P Peer services and aggregators in the child process (peer::StartPeers per
 //                  worker); the pseudo-scheme gtopk_tree is gtopk with the peers' tree merge.
 //
 // The sweep (bench/loadgen/sweep.h) runs each configuration in a child `sketchps loadgen --single

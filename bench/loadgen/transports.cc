@@ -11,8 +11,8 @@
 #include "common/net/port_file.h"
 #include "common/net/rendezvous_file.h"
 #include "common/status.h"
-#include "worker/peer_transport.h"
-#include "worker/ps_transport.h"
+#include "peer/transport.h"
+#include "ps/transport.h"
 
 namespace sketchps::bench {
 namespace fs = std::filesystem;
@@ -60,7 +60,7 @@ absl::StatusOr<Transports> ConnectWorkers(const JobSpec& job, const std::vector<
     o.rpc_timeout = absl::Seconds(30);
     o.patience = kPatience;
     o.fingerprint = job.fingerprint;
-    auto t = worker::ConnectParameterServers(std::move(o));
+    auto t = ps::ConnectParameterServers(std::move(o));
     if (!t.ok()) return Named(r, t.status());
     out.push_back(*std::move(t));
   }
@@ -76,7 +76,7 @@ absl::StatusOr<Transports> StartPeerWorkers(const JobSpec& job, const ShardMap& 
   std::vector<std::thread> threads;
   for (std::uint32_t r = 0; r < p; ++r) {
     threads.emplace_back([&, r] {
-      worker::PeerOptions o;
+      peer::PeerOptions o;
       o.job_id = job.job_id;
       o.rank = r;
       o.num_workers = p;
@@ -87,7 +87,7 @@ absl::StatusOr<Transports> StartPeerWorkers(const JobSpec& job, const ShardMap& 
       o.peer_timeout = kPatience;
       o.regroup = false;
       o.fingerprint = job.fingerprint;
-      auto t = worker::StartPeers(o, shards);
+      auto t = peer::StartPeers(o, shards);
       if (t.ok()) {
         out[r] = *std::move(t);
       } else {

@@ -1,8 +1,8 @@
 // The P workers' transports of one load-generator configuration, built as a job builds them:
 //
-//   ConnectWorkers     ps: one worker::ConnectParameterServers per worker (its own channels to
+//   ConnectWorkers     ps: one ps::ConnectParameterServers per worker (its own channels to
 //                      every shard, the job's fingerprint sent with each Join);
-//   StartPeerWorkers   decentralized: one worker::StartPeers per worker, each Peer service on a
+//   StartPeerWorkers   decentralized: one peer::StartPeers per worker, each Peer service on a
 //                      port of its own choosing (127.0.0.1:0), then the same file rendezvous as
 //                      `sketchps run` (every rank writes its port, the list of addresses follows);
 //   StartTreePeers     decentralized gtopk_tree (tree_peers.h).
@@ -20,12 +20,12 @@
 
 #include "absl/status/statusor.h"
 #include "common/layout.h"
+#include "engine/transport.h"
 #include "job/job_spec.h"
-#include "worker/transport.h"
 
 namespace sketchps::bench {
 
-using Transports = std::vector<std::unique_ptr<worker::Transport>>;
+using Transports = std::vector<std::unique_ptr<Transport>>;
 
 // `addresses`: every shard's "host:port", in shard order.
 absl::StatusOr<Transports> ConnectWorkers(const JobSpec& job, const std::vector<std::string>& addresses);

@@ -13,7 +13,7 @@ namespace {
 
 constexpr absl::Duration kPatience = absl::Seconds(60);
 
-class TreePeerTransport final : public worker::Transport {
+class TreePeerTransport final : public Transport {
  public:
   TreePeerTransport(std::unique_ptr<peer::PeerServer> server, std::unique_ptr<peer::PeerAggregator> aggregator)
       : server_(std::move(server)), aggregator_(std::move(aggregator)) {}
@@ -27,9 +27,9 @@ class TreePeerTransport final : public worker::Transport {
   }
   Aggregator& aggregator() override { return *aggregator_; }
   absl::Status CheckReplica(std::uint64_t, const ShardMap&, const float*) override { return absl::OkStatus(); }
-  worker::TransportCounters counters() const override {
+  TransportCounters counters() const override {
     const peer::PeerCounters c = aggregator_->counters();
-    worker::TransportCounters out{c.wire_up, c.wire_down, true, c.raw_up, c.raw_down, {}};
+    TransportCounters out{c.wire_up, c.wire_down, true, c.raw_up, c.raw_down, {}};
     for (const auto& s : c.shards) out.seconds.push_back(s.seconds);
     return out;
   }

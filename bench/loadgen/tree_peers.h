@@ -1,5 +1,5 @@
 // Decentralized gTop-k with the peers' tree merge (PeerConfig::gtopk_tree: log2 P merges of top-k
-// sets, the paper's traffic) for the load generator. No job key selects it and worker::StartPeers
+// sets, the paper's traffic) for the load generator. No job key selects it and peer::StartPeers
 // leaves it off, so this builds what StartPeers builds (a PeerServer and a PeerAggregator per rank,
 // on 127.0.0.1:0, plaintext) with that one option on. Start() compares the peers' job fingerprints
 // as a job does; there is no regrouping.

@@ -25,7 +25,7 @@ absl::Status CheckFingerprint(const Fingerprint& mine, const Fingerprint& theirs
   if (theirs.empty()) return absl::OkStatus();
   const auto keys = DiffKeys(mine, theirs);
   if (keys.empty()) return absl::OkStatus();
-  // Decentralized peers on different kernel backends (worker/session.cc adds "kernels": 0 CPU, 1 CUDA).
+  // Decentralized peers on different kernel backends (session/session.cc adds "kernels": 0 CPU, 1 CUDA).
   if (std::find(keys.begin(), keys.end(), std::string(kKernelsKey)) != keys.end()) {
     const auto name = [](const Fingerprint& f) {
       const auto it = f.find(kKernelsKey);

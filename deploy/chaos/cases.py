@@ -222,7 +222,7 @@ def _ps_partition(target: str, seconds: float, short: bool = False, workers: int
 _RESTORED = r"restored the (scheme )?state of round \d+"
 _WORKER_KILL_TEXT = ("completes bitwise: the restarted worker restores its scheme state ({state}) from the file it "
                      "saved after its last round, or replays the one round the shards applied after it "
-                     "(worker/scheme_state_file.h; docs/reliability.md 'Killing a worker'); stall ≤ 15 s")
+                     "(session/scheme_state_file.h; docs/reliability.md 'Killing a worker'); stall ≤ 15 s")
 _SCHEME_STATE = {"topk": "the error-feedback residual", "dgc": "local momentum u and accumulation v",
                  "sdagc": "local u, v and lambda"}
 

@@ -19,7 +19,7 @@
 GradientHooks registers a hook on each parameter's gradient accumulator (the AccumulateGrad node, as
 DDP's reducer and Horovod do; `p.expand_as(p).grad_fn.next_functions[0][0]` on torch 1.13 and 2.x)
 that tells the worker the parameter's gradient is complete (Worker.gradient_accumulated): with
-overlap each shard's exchange starts during backward (worker/shard_readiness.h).
+overlap each shard's exchange starts during backward (session/shard_readiness.h).
 
 CUDA: the core's kernels run on the legacy default stream. Before the core reads a gradient
 (torch_work_done: in the hooks and before a round), torch's current stream is synchronized when it

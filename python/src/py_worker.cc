@@ -16,8 +16,8 @@
 namespace sketchps::pycore {
 namespace {
 
-absl::StatusOr<worker::SessionOptions> SessionOptionsOf(const JobSpec& job, const WorkerConfig& c) {
-  worker::SessionOptions o;
+absl::StatusOr<session::SessionOptions> SessionOptionsOf(const JobSpec& job, const WorkerConfig& c) {
+  session::SessionOptions o;
   o.job = job;
   o.rank = c.rank;
   if (!job.decentralized()) {
@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, c
   SKETCHPS_ASSIGN_OR_RETURN(auto options, SessionOptionsOf(job, config));
   std::unique_ptr<PyWorker> w(new PyWorker(std::move(model), job.train.seed));
   SKETCHPS_RETURN_IF_ERROR(w->log_.Open(config.metrics_out));
-  SKETCHPS_ASSIGN_OR_RETURN(w->session_, worker::Session::Create(options, w->model_.layers, w->model_.params));
+  SKETCHPS_ASSIGN_OR_RETURN(w->session_, session::Session::Create(options, w->model_.layers, w->model_.params));
   w->external_ = job.optimizer.kind == OptimizerKind::kExternal;
   SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->model_.params));
   // optimizer.name external at a first round > 0: the package restores the script's state of that round
@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, c
   w->next_round_ = w->first_round_;
   w->session_->RememberRoundStart(w->next_round_, w->model_.params);
   if (overlap) {
-    SKETCHPS_ASSIGN_OR_RETURN(w->readiness_, worker::ShardReadiness::Create(w->model_.layers, w->session_->shards()));
+    SKETCHPS_ASSIGN_OR_RETURN(w->readiness_, session::ShardReadiness::Create(w->model_.layers, w->session_->shards()));
   }
   return w;
 }
@@ -120,7 +120,7 @@ absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_sec
   }
   readiness_->Finish();
   const bool repeated = readiness_->repeated();
-  worker::RoundRuns runs = session_->Land(*flight_, flight_start_);
+  session::RoundRuns runs = session_->Land(*flight_, flight_start_);
   flight_.reset();
   if (repeated) {
     return absl::FailedPreconditionError(
@@ -133,7 +133,7 @@ absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_sec
 
 absl::StatusOr<nlohmann::json> PyWorker::Recover(const absl::Status& failure) {
   nlohmann::json note;
-  SKETCHPS_ASSIGN_OR_RETURN(const worker::Regrouped g, session_->Recover(failure, next_round_, model_.params, &note));
+  SKETCHPS_ASSIGN_OR_RETURN(const Regrouped g, session_->Recover(failure, next_round_, model_.params, &note));
   nlohmann::json record{{"round", next_round_}, {"regroup", note}, {"redo_from", g.round}};
   regroup_note_ = note;
   next_round_ = g.round;
@@ -195,7 +195,7 @@ absl::StatusOr<std::string> PyWorker::Evaluate(double correct, double samples, d
   SKETCHPS_ASSIGN_OR_RETURN(
       auto sums, session_->SumOverWorkers(
                      round, {static_cast<float>(correct), static_cast<float>(samples), static_cast<float>(loss_sum)}));
-  SKETCHPS_RETURN_IF_ERROR(worker::AddEvaluation(*pending_, round, sums[0], sums[1], sums[2], seconds, final));
+  SKETCHPS_RETURN_IF_ERROR(session::AddEvaluation(*pending_, round, sums[0], sums[1], sums[2], seconds, final));
   return nlohmann::json{{"accuracy", sums[0] / sums[1]}, {"loss", sums[2] / sums[1]}, {"samples", sums[1]}}.dump();
 }
 

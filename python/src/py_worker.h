@@ -1,5 +1,5 @@
 // PyWorker: what one Python training process holds (python/sketchps/torch.py drives it through the
-// Worker of sketchps/python_core.h): a Session (worker/session.h) over the model's two flat buffers,
+// Worker of sketchps/python_core.h): a Session (session/session.h) over the model's two flat buffers,
 // the same round engine as the C++ worker's. Python makes the buffers (python/sketchps/_flat.py: the
 // user's trainable parameters and their .grad are views into them, nothing is copied per round) and
 // passes their addresses; they live where the loaded kernels run (host memory for the CPU kernels,
@@ -12,8 +12,8 @@
 // naming the call. Every blocking call runs without the GIL (the binding releases it). Not
 // thread-safe, except GradientAccumulated (autograd threads).
 //
-// With `overlap`, StartRound starts the round in flight (worker/session.h StartRound) and arms a
-// ShardReadiness (worker/shard_readiness.h): during the caller's backward, Python's hook on each
+// With `overlap`, StartRound starts the round in flight (session/session.h StartRound) and arms a
+// ShardReadiness (session/shard_readiness.h): during the caller's backward, Python's hook on each
 // parameter's gradient accumulator calls GradientAccumulated, and each shard's exchange starts as
 // soon as its gradients are complete, as in the C++ worker; Step then waits for the shards. A second
 // backward before Step (gradient accumulation) is refused at Step: it would have pushed partial
@@ -42,10 +42,10 @@
 #include "absl/status/statusor.h"
 #include "common/layout.h"
 #include "kernels/backend.h"
+#include "session/session.h"
+#include "session/shard_readiness.h"
 #include "sketchps/python_core.h"
 #include "worker/fashion_mnist.h"
-#include "worker/session.h"
-#include "worker/shard_readiness.h"
 
 namespace sketchps::pycore {
 
@@ -121,12 +121,12 @@ class PyWorker {
   void Arm();
 
   ModelBuffers model_;
-  std::unique_ptr<worker::Session> session_;
-  std::unique_ptr<worker::ShardReadiness> readiness_;  // with overlap
-  std::optional<worker::RoundFlight> flight_;          // the round StartRound started
+  std::unique_ptr<session::Session> session_;
+  std::unique_ptr<session::ShardReadiness> readiness_;  // with overlap
+  std::optional<session::RoundFlight> flight_;          // the round StartRound started
   absl::Time flight_start_;
   kernels::Scratch scratch_;  // the external checksum's temporaries
-  worker::JsonLinesLog log_;
+  session::JsonLinesLog log_;
   worker::BatchOrder order_;
   std::optional<nlohmann::json> pending_;       // the last round's record, written at the next Step or Finish
   std::optional<nlohmann::json> regroup_note_;  // for the first record after a regroup

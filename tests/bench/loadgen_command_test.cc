@@ -94,8 +94,8 @@ WorkerWindow Window(std::uint32_t w, bool counts_raw) {
   win.start.phases = win.end.phases = PhaseSlots(2);
   win.start.phases[0][0] = PhaseTotals{1000, 500, 3};  // after the warm-up
   win.end.phases[0][0] = PhaseTotals{1000 + 200 * (w + 1), 600, 5};
-  win.start.transport = worker::TransportCounters{7, 9, counts_raw, 1, 2, {}};
-  win.end.transport = worker::TransportCounters{7 + 2000 * (w + 1), 9 + 1000, counts_raw, 1 + 300, 2 + 400, {}};
+  win.start.transport = TransportCounters{7, 9, counts_raw, 1, 2, {}};
+  win.end.transport = TransportCounters{7 + 2000 * (w + 1), 9 + 1000, counts_raw, 1 + 300, 2 + 400, {}};
   win.selected = 40;
   return win;
 }

@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/count_sketch_hash.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "kernels/count_sketch.h"
 
 using namespace sketchps;

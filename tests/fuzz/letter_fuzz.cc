@@ -1,4 +1,4 @@
-// Fuzz harness: decentralized-mode letters (peer/service.h Receive, peer/wire.h DecodePartial), what
+// Fuzz harness: decentralized-mode letters (peer/service.h Receive, peer/partial_proto.h DecodePartial), what
 // a worker's Peer service files from the other workers: bytes -> sketchps.v1.ExchangeRequest into
 // rank 1 of a 4-worker, 2-shard epoch whose mailboxes have begun round kRound (plaintext: the
 // certificate binding is tested in tests/peer/tls_test.cc).
@@ -6,8 +6,8 @@
 // be taken (as itself or as its rejection); a letter taken intact re-encodes (EncodePartial) to a
 // request that a fresh endpoint files and decodes to the same contributor count and items.
 #include "fuzz/fuzz_target.h"
+#include "peer/partial_proto.h"
 #include "peer/service.h"
-#include "peer/wire.h"
 
 namespace {
 

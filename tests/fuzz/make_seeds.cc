@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "common/wire/gradient_dump.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "fuzz/host_driver.h"
 #include "peer/partial.h"
+#include "peer/partial_proto.h"
 #include "peer/schedule.h"
-#include "peer/wire.h"
 #include "sketchps/v1/peer.pb.h"
 
 namespace {

@@ -1,11 +1,11 @@
-// Fuzz harness: payload codecs (common/wire/codec.h through engine/wire.h), as a shard receives them:
+// Fuzz harness: payload codecs (common/wire/codec.h through engine/phase_proto.h), as a shard receives them:
 // bytes -> sketchps.v1.PushPullRequest -> SpecFromProto + DecodeBody for a range of kRange.
 // Invariants: refusals are named; an accepted body stays within the range's limits, re-encodes
 // (EncodeBody) and decodes back to the same value; the spec round-trips through SpecToProto.
 #include <variant>
 
 #include "common/overloaded.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "fuzz/fuzz_target.h"
 
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/time/clock.h"
 #include "common/reason.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "peer/schedule.h"
 #include "peer_group.h"
 

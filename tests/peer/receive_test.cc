@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/time/clock.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "peer/service.h"
 
 using namespace sketchps;

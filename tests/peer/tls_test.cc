@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/net/grpc_edge.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "peer/service.h"
 #include "tools/certs.h"
 

@@ -18,7 +18,7 @@
 #include "common/checksum.h"
 #include "common/net/grpc_edge.h"
 #include "common/wire/codec.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 #include "job/job_spec.h"
 #include "ps/service.h"
 #include "ps/shard_host.h"

@@ -10,8 +10,8 @@
 
 #include "common/wire/codec.h"
 #include "engine/in_process.h"
+#include "engine/phase_proto.h"
 #include "engine/round.h"
-#include "engine/wire.h"
 #include "schemes/dense.h"
 #include "schemes/registry.h"
 #include "schemes/topk_ef.h"

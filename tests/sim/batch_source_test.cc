@@ -1,5 +1,5 @@
 // The simulator's batches (sim/batch_source.h): iid is the job's data order exactly (what
-// sketchps-worker rank w takes, worker/fashion_mnist.h BatchOrder over worker/round_plan.h); a static
+// sketchps-worker rank w takes, worker/fashion_mnist.h BatchOrder over session/round_plan.h); a static
 // partition hands each worker its own samples, each once per local epoch, whatever the rounds it sits
 // out.
 #include "sim/batch_source.h"
@@ -42,7 +42,7 @@ TEST_CASE("The iid batches are the job's data order, worker by worker", "[sim][b
       auto mine = (*source)->Next(w, r);
       REQUIRE(mine.ok());
       const std::vector<std::uint64_t> got(mine->begin(), mine->end());
-      auto plan = worker::RoundPlan::Initial(job, w);
+      auto plan = session::RoundPlan::Initial(job, w);
       REQUIRE(plan.ok());
       auto want = reference.Of(*plan, r);
       REQUIRE(want.ok());

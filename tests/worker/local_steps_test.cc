@@ -20,10 +20,10 @@
 #include "job/job_spec.h"
 #include "launch/ports.h"
 #include "schemes/registry.h"
+#include "session/session.h"
 #include "support/cluster.h"
 #include "worker/batch.h"
 #include "worker/models.h"
-#include "worker/session.h"
 #include "worker/trainer.h"
 
 // After libtorch's headers: glog defines a CHECK macro of its own.
@@ -32,6 +32,7 @@
 
 using namespace sketchps;
 using namespace sketchps::worker;
+using namespace sketchps::session;
 namespace fs = std::filesystem;
 
 namespace {

@@ -1,7 +1,7 @@
-// RoundPlan (worker/round_plan.h) against the data order rule of fashion_mnist.h (StepIndices) and
+// RoundPlan (session/round_plan.h) against the data order rule of fashion_mnist.h (StepIndices) and
 // the servers' EpochOfRound, and what a regroup to fewer workers must keep: no sample twice within
 // a data epoch, the fractional epoch continuing, and the job's end.
-#include "worker/round_plan.h"
+#include "session/round_plan.h"
 
 #include "worker/fashion_mnist.h"
 
@@ -14,6 +14,7 @@
 
 using namespace sketchps;
 using namespace sketchps::worker;
+using namespace sketchps::session;
 
 namespace {
 

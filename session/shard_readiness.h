@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "common/layout.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 
 class ShardReadiness {
  public:
@@ -67,4 +67,4 @@ class ShardReadiness {
   std::function<void(std::uint32_t)> ready_;
 };
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

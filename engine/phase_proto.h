@@ -1,4 +1,4 @@
-// Phases on the wire: PhaseSpec <-> sketchps.v1.PhaseSpecMsg and payload values <-> the body of a
+// Phases as protobuf messages: PhaseSpec <-> sketchps.v1.PhaseSpecMsg and payload values <-> the body of a
 // sketchps.v1.Payload, shared by the parameter-server client and server (and the peer mode).
 //
 // Receivers treat messages as hostile: SpecFromProto checks the enum and ranges, DecodeBody the

@@ -1,4 +1,4 @@
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/overloaded.h"

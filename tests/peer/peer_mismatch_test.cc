@@ -1,4 +1,4 @@
-// Decentralized start with a misconfigured rank (worker/peer_transport.h): every rank names the
+// Decentralized start with a misconfigured rank (peer/transport.h): every rank names the
 // differing job key, not only the first to probe the misconfigured one. The rank that finds the
 // mismatch stays reachable for a moment, so that the others probe it and compare fingerprints too.
 #include <future>
@@ -13,7 +13,7 @@
 #include "engine/replica.h"
 #include "job/job_spec.h"
 #include "launch/ports.h"
-#include "worker/peer_transport.h"
+#include "peer/transport.h"
 
 using namespace sketchps;
 
@@ -29,7 +29,7 @@ TEST_CASE("Every rank names the differing job key when one rank runs another job
     peers.push_back("127.0.0.1:" + std::to_string(*port));
   }
   auto start = [&](std::uint32_t rank) -> absl::Status {
-    worker::PeerOptions o;
+    peer::PeerOptions o;
     o.job_id = job->job_id;
     o.rank = rank;
     o.num_workers = 3;
@@ -37,7 +37,7 @@ TEST_CASE("Every rank names the differing job key when one rank runs another job
     o.peers = peers;
     o.patience = absl::Seconds(20);
     o.fingerprint = {{"scheme", 1}, {"optimizer", rank == 2 ? 7u : 3u}};  // rank 2: another learning rate
-    SKETCHPS_ASSIGN_OR_RETURN(auto transport, worker::StartPeers(o, *shards));
+    SKETCHPS_ASSIGN_OR_RETURN(auto transport, peer::StartPeers(o, *shards));
     ReplicaOptions ro{
         rank,           3, *shards, job->layout, job->scheme.make, job->scheme.density, job->scheme.global_momentum,
         job->optimizer, 1, false};

@@ -1,6 +1,6 @@
 // Transport: how a worker's rounds reach the other workers. The training loop (trainer.h) is the
-// same for the parameter servers (ConnectParameterServers, ps_transport.cc) and, in decentralized
-// mode, the peers; only the Transport differs.
+// same for the parameter servers (ps/transport.h) and, in decentralized
+// mode, the peers (peer/transport.h); only the Transport differs.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "engine/aggregator.h"
 #include "engine/replica.h"
 
-namespace sketchps::worker {
+namespace sketchps {
 
 struct TransportCounters {
   std::uint64_t wire_up = 0;    // serialized bytes this worker sent
@@ -44,7 +44,7 @@ class Transport {
   // round to run.
   // Parameter servers: the shards may be one round apart (a worker killed after some shards applied
   // a round and before the others did); Start then returns the lower round and shards_ahead() is
-  // true: the worker must replay that round from its own saved state (worker/scheme_state_file.h),
+  // true: the worker must replay that round from its own saved state (session/scheme_state_file.h),
   // because params then hold ranges of two different rounds.
   virtual absl::StatusOr<std::uint64_t> Start(const LayerTable& layers, const ShardMap& shards, float* params,
                                               Replica& replica) = 0;
@@ -76,4 +76,4 @@ class Transport {
   virtual TransportCounters counters() const = 0;
 };
 
-}  // namespace sketchps::worker
+}  // namespace sketchps

@@ -22,7 +22,7 @@
 // Restore(R, replica, params), R being the round the shards say this worker (re)joins at:
 //   - a file of round R: the schemes' state is restored; params and the optimizer state stay as the
 //     shards gave them (the same values), unless `from_file` (some shards are a round ahead, so params
-//     hold two rounds: worker/transport.h), then they are restored too; the worker starts at R;
+//     hold two rounds: engine/transport.h), then they are restored too; the worker starts at R;
 //   - else a file of round R - 1: the shards applied one more round than the worker saved (it was
 //     killed between that round's result and its file). Schemes, params and optimizer state are
 //     restored from the file and the worker starts at R - 1: it replays that round, whose pushes the
@@ -56,7 +56,7 @@
 #include "common/wire/file_key.h"
 #include "engine/replica.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 
 inline constexpr char kSchemeStateMagic[8] = {'S', 'K', 'P', 'S', 'W', 'S', 'T', '1'};
 
@@ -125,4 +125,4 @@ class SchemeStateFiles {
   std::shared_future<absl::Status> pending_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

@@ -1,4 +1,4 @@
-#include "worker/ps_transport.h"
+#include "ps/transport.h"
 
 #include <algorithm>
 #include <future>
@@ -14,7 +14,7 @@
 #include "kernels/vector_ops.h"
 #include "spdlog/spdlog.h"
 
-namespace sketchps::worker {
+namespace sketchps::ps {
 namespace {
 
 constexpr absl::Duration kReportTimeout = absl::Seconds(2);  // per shard, for ReportFailure
@@ -24,7 +24,7 @@ constexpr int kMaxJoinPasses = 50;
 
 class PsTransport final : public Transport {
  public:
-  PsTransport(std::unique_ptr<ps::Client> client, std::optional<std::uint64_t> join_at)
+  PsTransport(std::unique_ptr<Client> client, std::optional<std::uint64_t> join_at)
       : client_(std::move(client)), join_at_(join_at) {}
 
   // Joins every shard at once (a starting shard answers when every worker has joined), offering
@@ -34,7 +34,7 @@ class PsTransport final : public Transport {
                                       Replica& replica) override {
     client_->SetReplica(layers, [params, shards, &replica](std::uint32_t shard) {
       const auto& r = shards.ranges[shard];
-      return ps::ReplicaOffer{kernels::CopyOut(params + r.lo, r.size()), replica.optimizer(shard).State()};
+      return ReplicaOffer{kernels::CopyOut(params + r.lo, r.size()), replica.optimizer(shard).State()};
     });
     if (join_at_) return JoinRunning(*join_at_, shards, params, replica);
     auto joins = JoinEvery(shards, params, std::nullopt);
@@ -62,11 +62,11 @@ class PsTransport final : public Transport {
     std::vector<std::future<absl::StatusOr<v1::JoinResponse>>> joins;
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
-      joins.push_back(std::async(
-          std::launch::async,
-          [this, shard, member_from, offer = ps::ReplicaOffer{kernels::CopyOut(params + r.lo, r.size()), {}}] {
-            return client_->Join(shard, 0, offer, member_from);
-          }));
+      joins.push_back(
+          std::async(std::launch::async,
+                     [this, shard, member_from, offer = ReplicaOffer{kernels::CopyOut(params + r.lo, r.size()), {}}] {
+                       return client_->Join(shard, 0, offer, member_from);
+                     }));
     }
     return joins;
   }
@@ -149,7 +149,7 @@ class PsTransport final : public Transport {
   absl::Status CheckReplica(std::uint64_t round, const ShardMap& shards, const float* params) override {
     for (std::uint32_t shard = 0; shard < shards.ranges.size(); ++shard) {
       const auto& r = shards.ranges[shard];
-      const ps::FinalReport report = client_->last_final(shard);
+      const FinalReport report = client_->last_final(shard);
       const std::uint64_t mine = kernels::Checksum(params + r.lo, r.size(), exec_).value();
       if (report.rounds_applied != round + 1 || report.checksum != mine) {
         return WithReason(absl::FailedPreconditionError(absl::StrFormat(
@@ -186,12 +186,12 @@ class PsTransport final : public Transport {
   }
 
   TransportCounters counters() const override {
-    const ps::ClientCounters c = client_->counters();
+    const ClientCounters c = client_->counters();
     return TransportCounters{c.wire_up, c.wire_down, false, 0, 0, c.rpc_seconds};
   }
 
  private:
-  std::unique_ptr<ps::Client> client_;
+  std::unique_ptr<Client> client_;
   const std::optional<std::uint64_t> join_at_;  // elastic: join the running job at this round
   kernels::Scratch scratch_;                    // the replica checksum's temporaries (CheckReplica)
   const kernels::Exec exec_{nullptr, &scratch_};
@@ -200,10 +200,10 @@ class PsTransport final : public Transport {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ps::ClientOptions options,
+absl::StatusOr<std::unique_ptr<Transport>> ConnectParameterServers(ClientOptions options,
                                                                    std::optional<std::uint64_t> join_at) {
-  SKETCHPS_ASSIGN_OR_RETURN(auto client, ps::Client::Connect(std::move(options)));
+  SKETCHPS_ASSIGN_OR_RETURN(auto client, Client::Connect(std::move(options)));
   return std::unique_ptr<Transport>(new PsTransport(std::move(client), join_at));
 }
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::ps

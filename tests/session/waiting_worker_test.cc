@@ -7,15 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "job/job_spec.h"
-#include "support/cluster.h"
-#include "worker/session.h"
-
-#undef CHECK
 #include <catch2/catch.hpp>
 
+#include "job/job_spec.h"
+#include "session/session.h"
+#include "support/cluster.h"
+
 using namespace sketchps;
-using namespace sketchps::worker;
+using namespace sketchps::session;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "worker/session.h"
+#include "session/session.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,11 +11,11 @@
 #include "common/status.h"
 #include "common/wire/framed_file.h"
 #include "kernels/vector_ops.h"
+#include "peer/transport.h"
+#include "ps/transport.h"
 #include "spdlog/spdlog.h"
-#include "worker/peer_transport.h"
-#include "worker/ps_transport.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 namespace {
 
 double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Session::MakeReplica() const {
 
 absl::Status Session::StartTransport() {
   if (o_.job.decentralized()) {
-    PeerOptions peers;
+    peer::PeerOptions peers;
     peers.job_id = o_.job.job_id;
     peers.rank = o_.rank;
     peers.num_workers = o_.job.workers;
@@ -178,7 +178,7 @@ absl::Status Session::StartTransport() {
     peers.regroup = can_regroup();
     peers.tls = o_.tls;
     peers.fingerprint = o_.job.fingerprint;
-    SKETCHPS_ASSIGN_OR_RETURN(transport_, StartPeers(peers, shards_));
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, peer::StartPeers(peers, shards_));
   } else {
     ps::ClientOptions client;
     client.job_id = o_.job.job_id;
@@ -191,7 +191,7 @@ absl::Status Session::StartTransport() {
     client.fingerprint = o_.job.fingerprint;
     std::optional<std::uint64_t> join;  // elastic: a slot that does not start the job joins it
     if (o_.job.ps.elastic && o_.rank >= o_.job.ps.initial_workers) join = o_.join_at_round.value_or(0);
-    SKETCHPS_ASSIGN_OR_RETURN(transport_, ConnectParameterServers(std::move(client), join));
+    SKETCHPS_ASSIGN_OR_RETURN(transport_, ps::ConnectParameterServers(std::move(client), join));
   }
   return absl::OkStatus();
 }
@@ -233,7 +233,7 @@ ShardRun Session::RunShard(std::uint32_t shard, std::uint64_t round, const float
   ShardRun run;
   const absl::Time start = absl::Now();
   // Nothing of this round leaves before the previous round's state file is complete
-  // (worker/scheme_state_file.h); a failed one stops the round with stop_on_state_error.
+  // (session/scheme_state_file.h); a failed one stops the round with stop_on_state_error.
   if (auto saved = StateSaved(); !saved.ok()) {
     run.outcome = saved;
     return run;
@@ -466,4 +466,4 @@ absl::Status Session::ReportFailure(std::uint64_t rounds_applied, const std::str
   return transport_->ReportFailure(rounds_applied, reason);
 }
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

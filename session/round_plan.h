@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "job/job_spec.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 
 struct DataPosition {
   std::uint64_t epoch = 0;     // data epoch (which permutation)
@@ -58,4 +58,4 @@ struct RoundPlan {
   double EpochOf(std::uint64_t round, std::uint64_t step) const;
 };
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

@@ -1,6 +1,6 @@
 // A round deadline's carried gradient survives a worker restart (ps.round_deadline_seconds): a
 // worker left out of a round keeps that round's gradient for its next round (Scheme::FinishExcluded,
-// schemes/scheme_base.h), and its state file (worker/scheme_state_file.h) must keep it too. The
+// schemes/scheme_base.h), and its state file (session/scheme_state_file.h) must keep it too. The
 // reference is the worker that was not restarted: after the restore, the next round's payload and the
 // state after it must be the same bits. Without the carry in the file the restored worker sends its
 // new gradient alone.
@@ -18,10 +18,10 @@
 #include "engine/replica.h"
 #include "job/job_spec.h"
 #include "kernels/backend.h"
-#include "worker/scheme_state_file.h"
+#include "session/scheme_state_file.h"
 
 using namespace sketchps;
-using namespace sketchps::worker;
+using namespace sketchps::session;
 namespace fs = std::filesystem;
 
 namespace {

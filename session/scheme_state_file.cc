@@ -1,4 +1,4 @@
-#include "worker/scheme_state_file.h"
+#include "session/scheme_state_file.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -19,7 +19,7 @@
 #include "sketchps/v1/checkpoint.pb.h"
 #include "spdlog/spdlog.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 namespace {
 
 namespace fs = std::filesystem;
@@ -281,4 +281,4 @@ absl::Status SchemeStateFiles::Load(std::uint64_t round, Replica& replica, float
   return absl::OkStatus();
 }
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

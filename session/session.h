@@ -45,13 +45,13 @@
 #include "common/net/tls.h"
 #include "engine/replica.h"
 #include "engine/shard_threads.h"
+#include "engine/transport.h"
 #include "job/job_spec.h"
 #include "kernels/backend.h"
-#include "worker/round_plan.h"
-#include "worker/scheme_state_file.h"
-#include "worker/transport.h"
+#include "session/round_plan.h"
+#include "session/scheme_state_file.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 
 struct SessionOptions {
   JobSpec job;
@@ -66,7 +66,7 @@ struct SessionOptions {
   absl::Duration peer_timeout = absl::Seconds(60);  // decentralized: a silent peer fails the round
   TlsConfig tls;                                    // common/net/tls.h; this worker is worker-<rank>
   // ps mode: save the schemes' state here after every round and restore it at Join, so a restarted
-  // worker loses nothing (worker/scheme_state_file.h). "": not saved (a restart starts it empty).
+  // worker loses nothing (session/scheme_state_file.h). "": not saved (a restart starts it empty).
   // Decentralized mode ignores it (a killed peer does not rejoin; a regroup starts it empty).
   std::string state_dir;
   // Save every this many rounds: 1 (a restart at any round loses nothing) or the job's
@@ -153,7 +153,7 @@ class Session {
   // round to run. Once, before any round. With options.state_dir (ps mode), then restores the state
   // saved after that round; or, when the newest file is one round behind the servers, the state,
   // weights and optimizer state of the round before, and returns that round, which the worker
-  // replays (worker/scheme_state_file.h). A missing or refused file is logged (naming it) and the
+  // replays (session/scheme_state_file.h). A missing or refused file is logged (naming it) and the
   // worker goes on with empty scheme state, as without a state directory.
   absl::StatusOr<std::uint64_t> Join(float* params);
 
@@ -255,4 +255,4 @@ class Session {
   std::unique_ptr<SchemeStateFiles> state_files_;  // options.state_dir in ps mode, else null
 };
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

@@ -1,4 +1,4 @@
-// Partial states on the wire: Partial <-> the items and contributor count of a
+// Partial states as protobuf messages: Partial <-> the items and contributor count of a
 // sketchps.v1.ExchangeRequest (proto/sketchps/v1/peer.proto).
 //
 // DecodePartial treats the request as hostile. Besides DecodeBody's limits (counts and dims bounded
@@ -21,7 +21,7 @@ namespace sketchps::peer {
 
 // Sets out's contributors and items (not its header, step or spec). An item's dense or sparse values
 // travel in `values` (the rank's Contribution::values) when they are all exact in it (a rank's own
-// rounded contribution, a gathered one), else as binary32 (a partial sum): engine/wire.h EncodeBody.
+// rounded contribution, a gathered one), else as binary32 (a partial sum): engine/phase_proto.h EncodeBody.
 absl::Status EncodePartial(const Partial& partial, v1::ExchangeRequest* out,
                            ValueEncoding values = ValueEncoding::kF32);
 

@@ -1,6 +1,6 @@
-#include "worker/shard_readiness.h"
+#include "session/shard_readiness.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 
 absl::StatusOr<std::unique_ptr<ShardReadiness>> ShardReadiness::Create(const LayerTable& layers,
                                                                        const ShardMap& shards) {
@@ -56,4 +56,4 @@ void ShardReadiness::Finish() {
   ready_ = nullptr;
 }
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

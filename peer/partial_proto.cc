@@ -1,11 +1,11 @@
-#include "peer/wire.h"
+#include "peer/partial_proto.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/overloaded.h"
 #include "common/status.h"
-#include "engine/wire.h"
+#include "engine/phase_proto.h"
 
 namespace sketchps::peer {
 namespace {

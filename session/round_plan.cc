@@ -1,11 +1,11 @@
-#include "worker/round_plan.h"
+#include "session/round_plan.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 namespace {
 
 absl::Status CheckWorkers(const JobSpec& job, std::uint32_t workers, std::uint32_t rank) {
@@ -78,4 +78,4 @@ double RoundPlan::EpochOf(std::uint64_t round, std::uint64_t step) const {
   return EpochOf(round) + static_cast<double>(step) / steps;
 }
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

@@ -1,7 +1,7 @@
-// ShardReadiness (worker/shard_readiness.h): a shard is signalled once, when the last parameter that
+// ShardReadiness (session/shard_readiness.h): a shard is signalled once, when the last parameter that
 // overlaps it is complete, or at Finish; a parameter marked twice is reported; nothing is signalled
 // while disarmed.
-#include "worker/shard_readiness.h"
+#include "session/shard_readiness.h"
 
 #include <algorithm>
 #include <functional>
@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace sketchps::worker {
+namespace sketchps::session {
 namespace {
 
 // Three layers of 4, 2 and 6 values; shards [0, 5) and [5, 12): layer 1 straddles both.
@@ -110,4 +110,4 @@ TEST_CASE("ShardReadiness: an empty model or shard map is refused", "[worker][re
 }
 
 }  // namespace
-}  // namespace sketchps::worker
+}  // namespace sketchps::session

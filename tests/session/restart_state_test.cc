@@ -1,5 +1,5 @@
 // A worker killed between rounds and restarted goes on exactly where it stopped when it keeps its
-// scheme state (SessionOptions::state_dir, worker/scheme_state_file.h): the job ends bitwise equal to
+// scheme state (SessionOptions::state_dir, session/scheme_state_file.h): the job ends bitwise equal to
 // the run without the fault. Without the state directory the restarted worker starts with an empty
 // residual and the job ends elsewhere, which shows the comparison can fail. Real gRPC on loopback
 // (tests/support/cluster.h), sessions as the Python package drives them, synthetic gradients that
@@ -14,20 +14,19 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/wire/file_key.h"
 #include "common/wire/framed_file.h"
 #include "job/job_spec.h"
+#include "session/scheme_state_file.h"
+#include "session/session.h"
 #include "support/cluster.h"
-#include "worker/scheme_state_file.h"
-#include "worker/session.h"
-
-#undef CHECK
-#include <catch2/catch.hpp>
 
 using namespace sketchps;
-using namespace sketchps::worker;
+using namespace sketchps::session;
 namespace fs = std::filesystem;
 
 namespace {

@@ -18,9 +18,9 @@
 #include "common/layout.h"
 #include "common/net/tls.h"
 #include "common/wire/fingerprint.h"
-#include "worker/transport.h"
+#include "engine/transport.h"
 
-namespace sketchps::worker {
+namespace sketchps::peer {
 
 struct PeerOptions {
   std::string job_id;
@@ -39,4 +39,4 @@ struct PeerOptions {
 
 absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& options, const ShardMap& shards);
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::peer

@@ -1,4 +1,4 @@
-#include "worker/peer_transport.h"
+#include "peer/transport.h"
 
 #include <optional>
 #include <set>
@@ -14,7 +14,7 @@
 #include "peer/service.h"
 #include "spdlog/spdlog.h"
 
-namespace sketchps::worker {
+namespace sketchps::peer {
 namespace {
 
 constexpr absl::Duration kRegroupSlack = absl::Seconds(10);  // window = peer_timeout + this
@@ -25,8 +25,8 @@ constexpr absl::Duration kMismatchLinger = absl::Seconds(5);
 
 class PeerTransport final : public Transport {
  public:
-  PeerTransport(std::unique_ptr<peer::PeerServer> server, peer::PeerConfig config, std::vector<std::string> peers,
-                bool regroup, absl::Duration patience)
+  PeerTransport(std::unique_ptr<PeerServer> server, PeerConfig config, std::vector<std::string> peers, bool regroup,
+                absl::Duration patience)
       : server_(std::move(server)),
         config_(std::move(config)),
         peers_(std::move(peers)),
@@ -36,11 +36,11 @@ class PeerTransport final : public Transport {
 
   // Arms the regrouper and builds the aggregator for config_ and peers_.
   absl::Status Enter() {
-    SKETCHPS_RETURN_IF_ERROR(server_->regrouper().Arm(peer::RegroupConfig{config_.job_id, config_.epoch, config_.rank,
-                                                                          peers_, config_.peer_timeout + kRegroupSlack,
-                                                                          config_.tls, config_.identities}));
+    SKETCHPS_RETURN_IF_ERROR(
+        server_->regrouper().Arm(RegroupConfig{config_.job_id, config_.epoch, config_.rank, peers_,
+                                               config_.peer_timeout + kRegroupSlack, config_.tls, config_.identities}));
     aggregator_.reset();
-    SKETCHPS_ASSIGN_OR_RETURN(aggregator_, peer::PeerAggregator::Create(server_->endpoint(), peers_));
+    SKETCHPS_ASSIGN_OR_RETURN(aggregator_, PeerAggregator::Create(server_->endpoint(), peers_));
     return absl::OkStatus();
   }
 
@@ -79,7 +79,7 @@ class PeerTransport final : public Transport {
       spdlog::warn("round {} failed ({}); regrouping with the other survivors of epoch {}", next_round,
                    std::string(failure.message()), config_.epoch);
     }
-    SKETCHPS_ASSIGN_OR_RETURN(peer::RegroupPlan plan, server_->regrouper().Ask(next_round, evict));
+    SKETCHPS_ASSIGN_OR_RETURN(RegroupPlan plan, server_->regrouper().Ask(next_round, evict));
     std::vector<std::string> peers;
     std::vector<std::uint32_t> identities;  // certificates keep the ranks of the job's start
     for (std::uint32_t m : plan.members) {
@@ -98,19 +98,19 @@ class PeerTransport final : public Transport {
   }
 
   TransportCounters counters() const override {
-    const peer::PeerCounters c = aggregator_->counters();
+    const PeerCounters c = aggregator_->counters();
     TransportCounters out{c.wire_up, c.wire_down, true, c.raw_up, c.raw_down, {}};
     for (const auto& s : c.shards) out.seconds.push_back(s.seconds);
     return out;
   }
 
  private:
-  std::unique_ptr<peer::PeerServer> server_;
-  peer::PeerConfig config_;
+  std::unique_ptr<PeerServer> server_;
+  PeerConfig config_;
   std::vector<std::string> peers_;
   const bool regroup_;
   const absl::Duration patience_;
-  std::unique_ptr<peer::PeerAggregator> aggregator_;
+  std::unique_ptr<PeerAggregator> aggregator_;
 };
 
 }  // namespace
@@ -123,7 +123,7 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
     return absl::InvalidArgumentError(
         absl::StrCat("--peers: ", o.peers.size(), " addresses for ", o.num_workers, " workers"));
   }
-  peer::PeerConfig config;
+  PeerConfig config;
   config.job_id = o.job_id;
   config.rank = o.rank;
   config.num_workers = o.num_workers;
@@ -131,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
   config.peer_timeout = o.peer_timeout;
   config.tls = o.tls;
   config.fingerprint = o.fingerprint;
-  SKETCHPS_ASSIGN_OR_RETURN(auto server, peer::PeerServer::Start(o.listen, config));
+  SKETCHPS_ASSIGN_OR_RETURN(auto server, PeerServer::Start(o.listen, config));
   spdlog::info("peer service of rank {} listening on port {}", o.rank, server->port());
   std::vector<std::string> peers = o.peers;
   if (!o.port_file.empty()) SKETCHPS_RETURN_IF_ERROR(WritePortFile(o.port_file, PortReport{.peer = server->port()}));
@@ -148,4 +148,4 @@ absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& o, cons
   return std::unique_ptr<Transport>(std::move(transport));
 }
 
-}  // namespace sketchps::worker
+}  // namespace sketchps::peer

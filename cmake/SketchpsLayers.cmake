@@ -1,0 +1,172 @@
+# Layers the build enforces (docs/design-notes.md "Layers the build enforces").
+#
+# Every library declares its public headers (sketchps_add_library's HEADERS, by default the headers
+# of its folder, and those under internal/ as private ones; sketchps_declare_headers for the
+# libraries built otherwise). sketchps_check_layers(), called once every target exists, gives each
+# product target (not tests/) a build step, run before the target compiles, that fails the build when
+# one of its files includes a project header that is neither its own nor a public header of a library
+# it links, directly or through PUBLIC links (cmake/check_includes.py). A lower layer includes a
+# higher one only by linking it, so such an include fails the build; tests/structure/test_layers.py
+# proves it on a small project. Compile lines are not changed by this: every target still sees the
+# repository root as its include root.
+
+# sketchps_declare_headers(target PUBLIC headers... [PRIVATE headers...]): paths absolute or relative
+# to the current source folder.
+function(sketchps_declare_headers target)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "PUBLIC;PRIVATE")
+  foreach(kind IN ITEMS PUBLIC PRIVATE)
+    set(relative)
+    foreach(header IN LISTS ARG_${kind})
+      get_filename_component(header ${header} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+      file(RELATIVE_PATH header ${PROJECT_SOURCE_DIR} ${header})
+      list(APPEND relative ${header})
+    endforeach()
+    set_property(TARGET ${target} PROPERTY SKETCHPS_${kind}_HEADERS ${relative})
+  endforeach()
+endfunction()
+
+function(_sketchps_targets_in dir out)
+  get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(sub IN LISTS subdirs)
+    _sketchps_targets_in(${sub} more)
+    list(APPEND targets ${more})
+  endforeach()
+  set(${out} ${targets} PARENT_SCOPE)
+endfunction()
+
+# The public headers of every library `target` links, directly or through their PUBLIC links.
+function(_sketchps_visible target out)
+  get_target_property(queue ${target} LINK_LIBRARIES)
+  set(seen)
+  set(headers)
+  while(queue)
+    list(POP_FRONT queue dep)
+    if(dep MATCHES "^\\$<" OR NOT TARGET "${dep}")
+      continue()  # $<LINK_ONLY:...>: a PRIVATE link of a dependency; or a plain library file or flag
+    endif()
+    get_target_property(real ${dep} ALIASED_TARGET)
+    if(real)
+      set(dep ${real})
+    endif()
+    if(dep IN_LIST seen)
+      continue()
+    endif()
+    list(APPEND seen ${dep})
+    get_target_property(public ${dep} SKETCHPS_PUBLIC_HEADERS)
+    if(public)
+      list(APPEND headers ${public})
+    endif()
+    get_target_property(next ${dep} INTERFACE_LINK_LIBRARIES)
+    if(next)
+      list(APPEND queue ${next})
+    endif()
+  endwhile()
+  set(${out} ${headers} PARENT_SCOPE)
+endfunction()
+
+function(_sketchps_json_list out)
+  list(TRANSFORM ARGN PREPEND "\"")
+  list(TRANSFORM ARGN APPEND "\"")
+  list(JOIN ARGN ", " joined)
+  set(${out} "[${joined}]" PARENT_SCOPE)
+endfunction()
+
+function(sketchps_check_layers)
+  find_program(SKETCHPS_CHECK_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(NOT SKETCHPS_CHECK_PYTHON)
+    message(WARNING "sketchps: no python3, the build does not check includes against the layers")
+    return()
+  endif()
+  _sketchps_targets_in(${PROJECT_SOURCE_DIR} targets)
+  set(checked)
+  set(owners)
+  set(owned)
+  foreach(target IN LISTS targets)
+    get_target_property(public ${target} SKETCHPS_PUBLIC_HEADERS)
+    if(public)
+      foreach(header IN LISTS public)
+        if(NOT header IN_LIST owned)  # the CPU kernels before the CUDA ones, which share the headers
+          list(APPEND owned ${header})
+          list(APPEND owners "\"${header}\": \"${target}\"")
+        endif()
+      endforeach()
+    endif()
+  endforeach()
+  list(JOIN owners ", " owners)
+  set(script ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/check_includes.py)
+  foreach(target IN LISTS targets)
+    get_target_property(type ${target} TYPE)
+    get_target_property(dir ${target} SOURCE_DIR)
+    file(RELATIVE_PATH where ${PROJECT_SOURCE_DIR} ${dir})
+    if(NOT type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$"
+       OR where MATCHES "^tests(/|$)")
+      continue()
+    endif()
+    get_target_property(sources ${target} SOURCES)
+    set(files)
+    set(source_dirs)
+    foreach(source IN LISTS sources)
+      if(source MATCHES "^\\$<")
+        continue()
+      endif()
+      get_filename_component(source ${source} ABSOLUTE BASE_DIR ${dir})
+      file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${source})
+      file(RELATIVE_PATH in_build ${CMAKE_BINARY_DIR} ${source})
+      # Written sources only: not generated ones (proto/), which the build tree holds (it may lie
+      # inside the source tree, as build/<preset> does).
+      if(source MATCHES "\\.(cc|cpp|cu|h)$" AND EXISTS ${source} AND in_build MATCHES "^\\.\\./")
+        if(NOT relative MATCHES "^\\.\\./")
+          list(APPEND files ${source})
+          get_filename_component(source_dir ${source} DIRECTORY)
+          list(APPEND source_dirs ${source_dir})
+        endif()
+      endif()
+    endforeach()
+    if(NOT files)
+      continue()  # generated sources only (proto/)
+    endif()
+    get_target_property(own_public ${target} SKETCHPS_PUBLIC_HEADERS)
+    get_target_property(own_private ${target} SKETCHPS_PRIVATE_HEADERS)
+    set(own)
+    foreach(list IN ITEMS own_public own_private)
+      if(${list})
+        list(APPEND own ${${list}})
+      endif()
+    endforeach()
+    if(own)
+      foreach(header IN LISTS own)
+        list(APPEND files ${PROJECT_SOURCE_DIR}/${header})
+      endforeach()
+    else()
+      # An executable, or a library without declared headers: the headers beside its sources are its
+      # own to include (their own includes are checked with the library that declares them).
+      list(REMOVE_DUPLICATES source_dirs)
+      foreach(source_dir IN LISTS source_dirs)
+        file(GLOB beside RELATIVE ${PROJECT_SOURCE_DIR} ${source_dir}/*.h)
+        list(APPEND own ${beside})
+      endforeach()
+    endif()
+    _sketchps_visible(${target} visible)
+    list(APPEND visible ${own})
+    list(REMOVE_DUPLICATES visible)
+    _sketchps_json_list(files_json ${files})
+    _sketchps_json_list(visible_json ${visible})
+    set(spec ${CMAKE_BINARY_DIR}/layers/${target}.json)
+    set(stamp ${CMAKE_BINARY_DIR}/layers/${target}.ok)
+    file(CONFIGURE OUTPUT ${spec} CONTENT "{\"target\": \"${target}\", \"root\": \"${PROJECT_SOURCE_DIR}\",
+ \"files\": ${files_json},
+ \"visible\": ${visible_json},
+ \"owners\": {${owners}}}
+")
+    add_custom_command(OUTPUT ${stamp}
+                       COMMAND ${SKETCHPS_CHECK_PYTHON} ${script} ${spec} ${stamp}
+                       DEPENDS ${script} ${spec} ${files}
+                       COMMENT "Checking ${target}'s includes against the layers" VERBATIM)
+    add_custom_target(${target}_includes DEPENDS ${stamp})
+    add_dependencies(${target} ${target}_includes)
+    list(APPEND checked ${target})
+  endforeach()
+  list(LENGTH checked n)
+  message(STATUS "sketchps: includes checked against the layers in ${n} targets")
+endfunction()
