@@ -1,0 +1,134 @@
+// Worker-side set-ups the tests under tests/worker/ share: the small MLP job, every rank of a job
+// trained on its own thread (worker::Train, against an in-process cluster or as loopback peers),
+// sessions opened and joined as the Python package drives them, every rank run against a fresh
+// cluster with its own state folder, and a temporary folder. Header-only.
+//
+// Failures throw std::runtime_error naming the status (the helpers run on std::async threads, where
+// Catch's REQUIRE must not be used); Catch reports the exception and fails the test.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+#include "absl/strings/str_cat.h"
+#include "job/job_spec.h"
+#include "launch/ports.h"
+#include "support/cluster.h"
+#include "worker/session.h"
+#include "worker/trainer.h"
+
+namespace sketchps::testing {
+
+// The default job with the MLP, two servers, no evaluation and batches of 16, then `overrides`.
+inline JobSpec MlpJob(std::vector<std::string> overrides) {
+  overrides.insert(overrides.begin(), {"model=mlp", "servers=2", "train.eval_every_rounds=0", "data.batch_size=16"});
+  auto job = ParseJobSpec(DefaultJobSpecYaml(), "test", overrides);
+  if (!job.ok()) throw std::runtime_error(job.status().ToString());
+  return *std::move(job);
+}
+
+// Trains every rank of `job` with worker::Train, one thread per rank (ps: against a fresh in-process
+// cluster; decentralized: peers on free loopback ports); with a metrics_prefix, rank r writes its
+// records to <prefix><r>.jsonl. Returns each rank's summary.
+inline std::vector<worker::TrainSummary> TrainAllRanks(const JobSpec& job, const std::string& metrics_prefix = "") {
+  at::set_num_threads(1);
+  std::unique_ptr<LocalCluster> cluster;
+  std::vector<std::string> peers;
+  if (job.decentralized()) {
+    for (std::uint32_t r = 0; r < job.workers; ++r) {
+      auto port = launch::FreeLocalPort();
+      if (!port.ok()) throw std::runtime_error(port.status().ToString());
+      peers.push_back(absl::StrCat("127.0.0.1:", *port));
+    }
+  } else {
+    cluster = std::make_unique<LocalCluster>(job);
+  }
+  std::vector<std::future<absl::StatusOr<worker::TrainSummary>>> ranks;
+  for (std::uint32_t r = 0; r < job.workers; ++r) {
+    worker::TrainerOptions o;
+    o.job = job;
+    o.rank = r;
+    if (cluster) o.servers = cluster->addresses();
+    if (!peers.empty()) {
+      o.listen = peers[r];
+      o.peers = peers;
+    }
+    o.patience = absl::Seconds(30);
+    o.log_every_rounds = 0;
+    if (!metrics_prefix.empty()) o.metrics_out = metrics_prefix + std::to_string(r) + ".jsonl";
+    ranks.push_back(std::async(std::launch::async, [o] { return worker::Train(o); }));
+  }
+  std::vector<worker::TrainSummary> out;
+  for (auto& f : ranks) {
+    auto s = f.get();
+    if (!s.ok()) throw std::runtime_error(absl::StrCat("rank ", out.size(), ": ", s.status().ToString()));
+    out.push_back(*std::move(s));
+  }
+  return out;
+}
+
+// A session of rank `rank` joined to `servers` (state_dir: SessionOptions::state_dir), from the
+// tests' fixed initial weights w[j] = 0.01 (j mod 13) or wherever the servers are.
+struct JoinedSession {
+  std::unique_ptr<worker::Session> session;
+  std::vector<float> w;     // the weights to train (the servers' after Join)
+  std::uint64_t first = 0;  // the round it starts with
+};
+
+inline JoinedSession JoinSession(const JobSpec& job, std::uint32_t rank, const std::vector<std::string>& servers,
+                                 const std::string& state_dir) {
+  worker::SessionOptions o;
+  o.job = job;
+  o.rank = rank;
+  o.servers = servers;
+  o.patience = absl::Seconds(30);
+  o.state_dir = state_dir;
+  JoinedSession out;
+  out.w.resize(job.layout.dim());
+  for (std::size_t j = 0; j < out.w.size(); ++j) out.w[j] = 0.01f * static_cast<float>(j % 13);
+  auto session = worker::Session::Create(o, job.layout, out.w.data());
+  if (!session.ok()) throw std::runtime_error(session.status().ToString());
+  out.session = *std::move(session);
+  auto first = out.session->Join(out.w.data());
+  if (!first.ok()) throw std::runtime_error(first.status().ToString());
+  out.first = *first;
+  return out;
+}
+
+// Runs run(rank, servers, state_dir) for every rank of `job` on its own thread against a fresh
+// in-process cluster; state_dir is <state_root>/w<rank> (empty without a root). Returns each rank's
+// result (its final weights).
+template <typename RunRank>
+std::vector<std::vector<float>> RunRanksOnCluster(const JobSpec& job, const std::string& state_root, RunRank run) {
+  LocalCluster cluster(job);
+  std::vector<std::future<std::vector<float>>> ranks;
+  for (std::uint32_t r = 0; r < job.workers; ++r) {
+    const std::string dir =
+        state_root.empty() ? "" : (std::filesystem::path(state_root) / absl::StrCat("w", r)).string();
+    ranks.push_back(std::async(std::launch::async, [&, r, dir] { return run(r, cluster.addresses(), dir); }));
+  }
+  std::vector<std::vector<float>> out;
+  for (auto& f : ranks) out.push_back(f.get());
+  return out;
+}
+
+// A temporary folder (not created), removed with its contents when the object goes.
+struct TempDir {
+  explicit TempDir(const std::string& prefix = "sketchps-test")
+      : path(std::filesystem::temp_directory_path() / absl::StrCat(prefix, "-", ::getpid(), "-", std::rand())) {}
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::filesystem::path path;
+};
+
+}  // namespace sketchps::testing
