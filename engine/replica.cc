@@ -91,8 +91,9 @@ absl::StatusOr<ReplicaRound> Replica::Combine(std::vector<absl::StatusOr<RoundOu
     }
     round.traffic.bytes_up += outcomes[s]->traffic.bytes_up;
     round.traffic.bytes_down += outcomes[s]->traffic.bytes_down;
-    if (outcomes[s]->left_out) {  // the scheme's figures are not this round's
+    if (outcomes[s]->left_out) {  // the scheme's figures are not this round's, but for the floor's verdicts
       ++round.left_out;
+      round.diagnostics.AddFloor(schemes_[s]->diagnostics());
       continue;
     }
     round.selected += schemes_[s]->selected();

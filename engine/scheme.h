@@ -28,6 +28,7 @@
 // A Scheme is used by one thread at a time. All device pointers belong to the kernel backend.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -91,6 +92,21 @@ struct RoundDiagnostics {
                                      // candidates, a leader's set)
   std::uint64_t candidate_hits = 0;  // of s's k largest, how many that set holds
 
+  // The recovery floor's verdicts at this round (schemes/recovery_floor.h): on how many shards a window
+  // ended in which the returned mass grew at the budget's most candidates ("not held"), and the largest
+  // such growth. Set in every round whose G_t the scheme saw: compressed, skipped, left out or fetched
+  // (compressed may be false); the worker's round record carries them (worker/trainer.h).
+  std::uint32_t floor_not_held = 0;
+  double floor_growth = 0;
+
+  // Adds another shard's recovery-floor verdicts only (a round left out or fetched: its other figures
+  // are not this round's).
+  RoundDiagnostics& AddFloor(const RoundDiagnostics& o) {
+    floor_not_held += o.floor_not_held;
+    floor_growth = std::max(floor_growth, o.floor_growth);
+    return *this;
+  }
+
   // Adds another shard's figures (the whole vector's diagnostics are the sum over its shards).
   RoundDiagnostics& operator+=(const RoundDiagnostics& o) {
     compressed |= o.compressed;
@@ -105,7 +121,7 @@ struct RoundDiagnostics {
     hits += o.hits;
     has_candidates |= o.has_candidates;
     candidate_hits += o.candidate_hits;
-    return *this;
+    return AddFloor(o);
   }
 };
 

@@ -104,7 +104,7 @@ const char* CollectiveName(Collective c) {
   switch (c) {
     case Collective::kSum: return "all-reduce";
     case Collective::kGather: return "all-gather";
-    case Collective::kTreeTopK: return "gtopk-tree";
+    case Collective::kTreeTopK: return "top-k-tree";
     case Collective::kLeader: return "broadcast";
   }
   return "unknown";

@@ -91,7 +91,7 @@ absl::StatusOr<ShardState> DecideState(const std::vector<Offer>& offers, const s
   if (best == nullptr) return Precondition(absl::StrCat("no offer holds round ", w));
   if (reduction_state && w > 0) {
     return Precondition(absl::StrCat(
-        "scheme.name: the scheme keeps state with the reduction on this shard (fetchsgd: momentum and error ",
+        "scheme.name: the scheme keeps state with the reduction on this shard (e.g. momentum and error ",
         "sketches), which no worker holds; the workers are at round ", w, " but this shard's checkpoint ",
         checkpoint ? absl::StrCat("holds round ", checkpoint->rounds_applied) : std::string("is missing"),
         ". Resume the job from a round every shard's checkpoint holds (checkpoint.dir; checkpoint.every_rounds: 1 ",

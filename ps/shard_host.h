@@ -42,6 +42,8 @@
 //     still complete; ReleaseInFlight() answers the calls still waiting after the grace; then
 //     CheckpointNow() saves the current state.
 // Thread-safe. Callbacks run on gRPC's or the strand's threads and must not block.
+// The implementation is one file per concern (assembly, rounds, membership, checkpoints, deadlines
+// and waiting, stop); ps/shard_host.cc lists them.
 #pragma once
 
 #include <atomic>

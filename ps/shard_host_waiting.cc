@@ -1,7 +1,12 @@
-// ShardHost's account of a phase that waits (ps/shard_host.h WaitingFor): which workers have not
-// pushed yet, for the answer a PushPull gets at its deadline and for the shard's own log, so that a
-// stalled job names the worker it waits for rather than the shard that waits.
+// ShardHost's deadlines and waiting (ps/shard_host.h "Round deadline", WaitingFor): the round
+// deadline's ticker thread, which closes every phase that has waited job.round_deadline since its
+// first push without the workers still missing and logs whom it left out; and the account of a phase
+// that waits: which workers have not pushed yet, for the answer a PushPull gets at its deadline and
+// for the shard's own log, so that a stalled job names the worker it waits for rather than the shard
+// that waits.
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,6 +51,36 @@ std::string ShardHost::WaitingFor(std::uint64_t round, std::uint32_t phase) {
     }
   }
   return text;
+}
+
+void ShardHost::TickDeadlines() {
+  const absl::Duration deadline = options_.job.round_deadline;
+  const absl::Duration tick = std::clamp(deadline / 10, absl::Milliseconds(1), absl::Milliseconds(50));
+  std::map<std::uint32_t, std::uint64_t> times_left_out;  // by worker, for the log
+  while (!stop_ticker_.WaitForNotificationWithTimeout(tick)) {
+    std::shared_ptr<Shard> shard = this->shard();
+    if (!shard) continue;
+    for (const auto& closed : shard->table().CloseExpired(absl::Now())) {
+      if (closed.auxiliary) {
+        spdlog::info(
+            "shard {}: round {} phase {} (the workers' sums: evaluation counts) closed at its deadline "
+            "without worker(s) {}, left out of that round: the sums cover the others only",
+            options_.shard_id, closed.key.round, closed.key.phase, absl::StrJoin(closed.left_out, ", "));
+        continue;
+      }
+      if (metrics_) metrics_->CountLeftOut(closed.left_out.size());
+      for (std::uint32_t w : closed.left_out) {
+        // Every time for the first ten, then every hundredth: a worker that is always late would
+        // otherwise write a line per round.
+        const std::uint64_t n = ++times_left_out[w];
+        if (n > 10 && n % 100 != 0) continue;
+        spdlog::info(
+            "shard {}: round {} phase {} closed at its deadline ({} s) without worker {} ({} time(s) so far); its "
+            "gradient goes into its next round",
+            options_.shard_id, closed.key.round, closed.key.phase, absl::ToDoubleSeconds(deadline), w, n);
+      }
+    }
+  }
 }
 
 }  // namespace sketchps::ps

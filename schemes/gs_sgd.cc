@@ -54,7 +54,9 @@ class GsSgdScheme final : public SchemeBase {
     return sketch_.ZeroTaken(e_.data(), exec());
   }
   void OnAggregate(const Aggregate& g) override {
-    sketch_.Observe(g, round().round, name(), ctx().worker_id, ctx().shard_id);
+    if (sketch_.Observe(g, round().round, name(), ctx().worker_id, ctx().shard_id)) {
+      NoteFloorNotHeld(sketch_.floor().last_growth());
+    }
   }
   void OnDenseSent() override { e_.Zero(); }
   const float* residual_data() const override { return e_.data(); }

@@ -39,7 +39,8 @@
 
 namespace sketchps {
 
-// The tag that starts the worker's log line when the floor is not held (tools/recovery_watch.h reads it).
+// The words that open the worker's log line when the floor is not held, and the summary's message. Tools
+// read the round record's typed verdict (engine/scheme.h RoundDiagnostics::floor_not_held), not the log.
 inline constexpr const char* kFloorNotHeldTag = "recovery floor not held";
 
 struct CandidatePlan {

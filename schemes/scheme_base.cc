@@ -151,6 +151,7 @@ absl::Status SchemeBase::RestoreCarriedGradient(const std::vector<float>& carrie
 }
 
 absl::Status SchemeBase::ObserveFetched(std::uint64_t round, const Aggregate& g) {
+  diag_ = {};  // a round this worker did not compute: only the floor's verdict (OnAggregate) is its
   if (round >= ctx_.warmup_rounds) OnAggregate(g);
   return absl::OkStatus();
 }

@@ -87,6 +87,12 @@ class SchemeBase : public Scheme {
   const RoundInfo& round() const { return round_; }
   bool dense_round() const { return dense_round_; }
   void set_selected(std::uint64_t n) { selected_ = n; }
+  // From OnAggregate: the recovery floor was found not held at this round on this shard, the returned
+  // mass having grown by `growth` (RoundDiagnostics::floor_not_held).
+  void NoteFloorNotHeld(double growth) {
+    diag_.floor_not_held = 1;
+    diag_.floor_growth = growth;
+  }
 
   // Copies n device floats to a host vector.
   std::vector<float> ToHost(const float* d_x, std::size_t n) const;

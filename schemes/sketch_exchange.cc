@@ -195,9 +195,9 @@ std::string SketchExchange::advisory() const {
                       "recovered_share with scheme.diagnostics: true");
 }
 
-void SketchExchange::Observe(const Aggregate& g, std::uint64_t round, const char* scheme, std::uint32_t worker,
+bool SketchExchange::Observe(const Aggregate& g, std::uint64_t round, const char* scheme, std::uint32_t worker,
                              std::uint32_t shard) {
-  if (!floor_.adaptive()) return;
+  if (!floor_.adaptive()) return false;
   double mass = 0;
   bool empty = true;
   if (const auto* sparse = std::get_if<SparseVector>(&g)) {
@@ -209,14 +209,14 @@ void SketchExchange::Observe(const Aggregate& g, std::uint64_t round, const char
   }
   const std::uint64_t before = floor_.candidates();
   switch (floor_.Observe(mass, empty)) {
-    case CandidateController::Event::kNone: return;
+    case CandidateController::Event::kNone: return false;
     case CandidateController::Event::kRaised:
       spdlog::info(
           "worker {}: {} shard {}: the returned mass grew {:.2f}x in a window of {} rounds (round {}): candidates "
           "{} -> {} ({} of {} budget bytes up per round; scheme.{}.budget_factor {})",
           worker, scheme, shard, floor_.last_growth(), sizing_.adapt_window, round, before, floor_.candidates(),
           floor_.bytes(floor_.candidates()), floor_.budget_bytes(), scheme, sizing_.budget_factor);
-      return;
+      return false;
     case CandidateController::Event::kNotHeld:
       spdlog::warn(
           "worker {}: {}: {} shard {}, round {}: the returned mass grew {:.2f}x in a window of {} rounds at the "
@@ -225,12 +225,13 @@ void SketchExchange::Observe(const Aggregate& g, std::uint64_t round, const char
           "scheme.density",
           worker, kFloorNotHeldTag, scheme, shard, round, floor_.last_growth(), sizing_.adapt_window,
           floor_.candidates(), floor_.bytes(floor_.candidates()), scheme);
-      return;
+      return true;
     case CandidateController::Event::kHeldAgain:
       spdlog::info("worker {}: {} shard {}, round {}: the returned mass stopped growing at {} candidates", worker,
                    scheme, shard, round, floor_.candidates());
-      return;
+      return false;
   }
+  return false;
 }
 
 std::uint64_t SketchExchange::max_taken() const { return taken_.size(); }

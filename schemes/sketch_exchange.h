@@ -105,8 +105,9 @@ class SketchExchange {
   const CandidateController& floor() const { return floor_; }
 
   // After every compressed round, skipped or not, with its G_t (identical on every worker): feeds the
-  // recovery floor and logs what changed (kFloorNotHeldTag when the budget cannot hold it).
-  void Observe(const Aggregate& g, std::uint64_t round, const char* scheme, std::uint32_t worker, std::uint32_t shard);
+  // recovery floor and logs what changed. Returns true when a window ended with the floor not held (the
+  // budget cannot hold it; logged with kFloorNotHeldTag): the scheme reports it in its diagnostics.
+  bool Observe(const Aggregate& g, std::uint64_t round, const char* scheme, std::uint32_t worker, std::uint32_t shard);
   void SaveFloor(SchemeState& state) const { floor_.Save(state, "floor"); }
   absl::Status RestoreFloor(const SchemeState& state, const char* scheme) {
     return floor_.Restore(state, "floor", scheme);

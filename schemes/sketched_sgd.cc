@@ -75,7 +75,9 @@ class SketchedSgdScheme final : public SchemeBase {
     return sketch_.ZeroTaken(v_.data(), exec());
   }
   void OnAggregate(const Aggregate& g) override {
-    sketch_.Observe(g, round().round, name(), ctx().worker_id, ctx().shard_id);
+    if (sketch_.Observe(g, round().round, name(), ctx().worker_id, ctx().shard_id)) {
+      NoteFloorNotHeld(sketch_.floor().last_growth());
+    }
   }
   void OnDenseSent() override { v_.Zero(); }
   const float* residual_data() const override { return v_.data(); }

@@ -86,7 +86,18 @@ std::optional<std::uint32_t> OrdinalFromHostname() {
   return n;
 }
 
-int Run(const Flags& flags, std::uint32_t shard_id) {
+// The job and the shard opened on it (its checkpoint restored). The host points at the metrics, so
+// neither moves.
+struct OpenShard {
+  explicit OpenShard(std::uint32_t shard_id) : metrics(shard_id) {}
+  JobSpec job;
+  ps::HostOptions options;
+  ps::ServerMetrics metrics;
+  std::unique_ptr<ps::ShardHost> host;
+};
+
+// Loads the job and opens the shard: 0, or exit code 2 (logged) for a bad job, key or checkpoint.
+int Open(const Flags& flags, std::uint32_t shard_id, OpenShard& opened) {
   auto job = LoadJobSpec(flags.job.job_path, flags.job.overrides);
   if (!job.ok()) {
     spdlog::error("bad job spec: {}", std::string(job.status().message()));
@@ -96,74 +107,103 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
     spdlog::error("bad job spec: layers: model: custom needs the model's layout (`sketchps run --script` adds it)");
     return 2;
   }
-  ps::HostOptions options =
-      ps::HostOptionsFor(*job, shard_id, flags.checkpoint_dir.empty() ? job->checkpoint.dir : flags.checkpoint_dir);
+  opened.job = *std::move(job);
+  opened.options = ps::HostOptionsFor(opened.job, shard_id,
+                                      flags.checkpoint_dir.empty() ? opened.job.checkpoint.dir : flags.checkpoint_dir);
   auto key = FileKey::LoadIfGiven(flags.checkpoint_key_file);
   if (!key.ok()) {
     spdlog::error("--checkpoint-key-file: {}", std::string(key.status().message()));
     return 2;
   }
-  options.checkpoint_key = *std::move(key);
-  ps::ServerMetrics metrics(shard_id);
-  auto host = ps::ShardHost::Open(options, &metrics);
+  opened.options.checkpoint_key = *std::move(key);
+  auto host = ps::ShardHost::Open(opened.options, &opened.metrics);
   if (!host.ok()) {
     spdlog::error("cannot start shard {}: {}", shard_id, std::string(host.status().message()));
     return 2;
   }
-  auto tls = ResolveTls(flags.tls, Identity{Identity::Role::kServer, shard_id});
-  auto credentials = tls.ok() ? MakeServerCredentials(*tls) : tls.status();
-  if (!credentials.ok()) {
-    spdlog::error("{}", std::string(credentials.status().message()));
-    return 2;
-  }
-  ps::ParameterServerService service(**host, absl::Seconds(flags.max_wait_seconds), !tls->insecure);
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
+  opened.host = *std::move(host);
+  return 0;
+}
+
+// The shard's gRPC server and what it listens on.
+struct Listening {
+  bool insecure = false;
+  std::unique_ptr<ps::ParameterServerService> service;
+  std::unique_ptr<grpc::Server> server;
   int port = 0, health_port = 0;
-  builder.AddListeningPort(flags.listen, *credentials, &port);
-  // Kubernetes' gRPC probes speak plaintext: a second port serves them. The data calls on it are
-  // refused (UNAUTHENTICATED) when the server runs with TLS.
-  if (!flags.health_listen.empty()) {
-    builder.AddListeningPort(flags.health_listen, grpc::InsecureServerCredentials(), &health_port);
-  }
-  const ServerOptions server_options = ps::ServerOptionsFor(*job, shard_id, flags.max_message_mb);
-  ConfigureServer(builder, server_options);
-  const std::uint64_t open_files = RaiseFileLimit();
-  spdlog::info("messages up to {} bytes (--max-message-mb), gRPC memory quota {} bytes, open files limit {}",
-               server_options.max_message_bytes, server_options.memory_quota_bytes, open_files);
-  spdlog::info("kernels: {}", sketchps::kernels::BackendDescription());
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
-  if (!grpc_server || port == 0 || (!flags.health_listen.empty() && health_port == 0)) {
-    spdlog::error("--listen {} / --health-listen {}: cannot listen (address in use or invalid)", flags.listen,
-                  flags.health_listen);
-    return 1;
-  }
-  // Health: "" (readiness: NOT_SERVING from SIGTERM on) and "liveness" (SERVING until the process
-  // exits, so a draining shard that writes its checkpoint is not killed by a liveness probe).
-  grpc_server->GetHealthCheckService()->SetServingStatus("liveness", true);
   std::optional<ps::MetricsEndpoint> endpoint;
+  std::uint64_t open_files = 0;
+};
+
+// The metrics endpoint (--metrics-listen) and the port file (--port-file): 0, or exit code 1 (logged).
+int ServeMetricsAndPorts(const Flags& flags, ps::ServerMetrics& metrics, Listening& l) {
   if (!flags.metrics_listen.empty()) {
     auto served = ps::ServeMetrics(flags.metrics_listen, metrics);
     if (!served.ok()) {
       spdlog::error("{}", std::string(served.status().message()));
       return 1;
     }
-    endpoint = std::move(*served);
+    l.endpoint = std::move(*served);
   }
   if (!flags.port_file.empty()) {
-    const PortReport ports{.grpc = port, .health = health_port, .metrics = endpoint ? endpoint->port : 0};
+    const PortReport ports{.grpc = l.port, .health = l.health_port, .metrics = l.endpoint ? l.endpoint->port : 0};
     if (auto st = WritePortFile(flags.port_file, ports); !st.ok()) {
       spdlog::error("{}", std::string(st.message()));
       return 1;
     }
   }
-  spdlog::info(
-      "shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {} ({}){}{}; {}; {}", shard_id,
-      job->servers, job->job_id, job->model, job->workers, job->scheme.name, port,
-      tls->insecure ? "plaintext, no identities: --insecure" : "mutual TLS as server-" + std::to_string(shard_id),
-      health_port ? absl::StrCat(", health on plaintext port ", health_port) : "",
-      endpoint ? absl::StrCat(", metrics on port ", endpoint->port) : "", (*host)->origin(), (*host)->AssemblyStatus());
+  return 0;
+}
+
+// Serves the shard on --listen (and --health-listen, --metrics-listen) and writes the port file: 0,
+// or an exit code (logged): 2 for bad TLS settings, 1 when it cannot listen or write.
+int Listen(const Flags& flags, std::uint32_t shard_id, OpenShard& opened, Listening& l) {
+  auto tls = ResolveTls(flags.tls, Identity{Identity::Role::kServer, shard_id});
+  auto credentials = tls.ok() ? MakeServerCredentials(*tls) : tls.status();
+  if (!credentials.ok()) {
+    spdlog::error("{}", std::string(credentials.status().message()));
+    return 2;
+  }
+  l.insecure = tls->insecure;
+  l.service =
+      std::make_unique<ps::ParameterServerService>(*opened.host, absl::Seconds(flags.max_wait_seconds), !tls->insecure);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(flags.listen, *credentials, &l.port);
+  // Kubernetes' gRPC probes speak plaintext: a second port serves them. The data calls on it are
+  // refused (UNAUTHENTICATED) when the server runs with TLS.
+  if (!flags.health_listen.empty()) {
+    builder.AddListeningPort(flags.health_listen, grpc::InsecureServerCredentials(), &l.health_port);
+  }
+  const ServerOptions server_options = ps::ServerOptionsFor(opened.job, shard_id, flags.max_message_mb);
+  ConfigureServer(builder, server_options);
+  l.open_files = RaiseFileLimit();
+  spdlog::info("messages up to {} bytes (--max-message-mb), gRPC memory quota {} bytes, open files limit {}",
+               server_options.max_message_bytes, server_options.memory_quota_bytes, l.open_files);
+  spdlog::info("kernels: {}", sketchps::kernels::BackendDescription());
+  builder.RegisterService(l.service.get());
+  l.server = builder.BuildAndStart();
+  if (!l.server || l.port == 0 || (!flags.health_listen.empty() && l.health_port == 0)) {
+    spdlog::error("--listen {} / --health-listen {}: cannot listen (address in use or invalid)", flags.listen,
+                  flags.health_listen);
+    return 1;
+  }
+  // Health: "" (readiness: NOT_SERVING from SIGTERM on) and "liveness" (SERVING until the process
+  // exits, so a draining shard that writes its checkpoint is not killed by a liveness probe).
+  l.server->GetHealthCheckService()->SetServingStatus("liveness", true);
+  return ServeMetricsAndPorts(flags, opened.metrics, l);
+}
+
+// The shard's first lines: what it serves, where, from which state, and its checkpoints.
+void LogServing(std::uint32_t shard_id, const OpenShard& opened, const Listening& l) {
+  const JobSpec& job = opened.job;
+  spdlog::info("shard {}/{} of job '{}' ({}, {} workers, scheme {}): listening on port {} ({}){}{}; {}; {}", shard_id,
+               job.servers, job.job_id, job.model, job.workers, job.scheme.name, l.port,
+               l.insecure ? "plaintext, no identities: --insecure" : "mutual TLS as server-" + std::to_string(shard_id),
+               l.health_port ? absl::StrCat(", health on plaintext port ", l.health_port) : "",
+               l.endpoint ? absl::StrCat(", metrics on port ", l.endpoint->port) : "", opened.host->origin(),
+               opened.host->AssemblyStatus());
+  const ps::HostOptions& options = opened.options;
   spdlog::info("checkpoints: {}",
                options.checkpoint_dir.empty()
                    ? std::string("off (no checkpoint.dir / --checkpoint-dir)")
@@ -171,14 +211,23 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
                                   options.checkpoint_key
                                       ? absl::StrCat(", tagged with the key in ", options.checkpoint_key->source())
                                       : std::string(", untagged (no --checkpoint-key-file)")));
+}
 
-  std::vector<int> watched_ports{port};
-  if (health_port != 0) watched_ports.push_back(health_port);
-  AcceptWatch accept_watch(watched_ports, absl::Seconds(flags.accept_stall_seconds));
-  absl::Time next_accept_sample = absl::Now();
+// Why the shard stops, and the exit code that reason asks for (0 unless the reason sets one).
+struct StopReason {
   std::string signal;
   int exit_code = 0;
-  while ((signal = PendingTerminationSignal()).empty()) {
+};
+
+// Waits until a termination signal, the job's end, --idle-exit-seconds without a call, or a listening
+// port that stopped accepting (--accept-stall-seconds).
+StopReason WaitForStop(const Flags& flags, ps::ShardHost& host, const Listening& l) {
+  std::vector<int> watched_ports{l.port};
+  if (l.health_port != 0) watched_ports.push_back(l.health_port);
+  AcceptWatch accept_watch(watched_ports, absl::Seconds(flags.accept_stall_seconds));
+  absl::Time next_accept_sample = absl::Now();
+  StopReason stop;
+  while ((stop.signal = PendingTerminationSignal()).empty()) {
     if (flags.accept_stall_seconds > 0 && absl::Now() >= next_accept_sample) {
       next_accept_sample = absl::Now() + absl::Seconds(1);
       const bool was_exhausted = accept_watch.exhausted();
@@ -187,51 +236,63 @@ int Run(const Flags& flags, std::uint32_t shard_id) {
         spdlog::warn(
             "out of file descriptors (open files limit {}): new connections cannot be accepted; gRPC 1.51 "
             "may stop accepting for good (CVE-2023-4785), watched by --accept-stall-seconds",
-            open_files);
+            l.open_files);
       }
       if (stalled) {
         spdlog::error("{}: restarting (exit {}; the supervisor starts the shard again from its checkpoint)",
                       accept_watch.Describe(), kExitAcceptStalled);
-        signal = "accept loop stalled";
-        exit_code = kExitAcceptStalled;
-        break;
+        return {"accept loop stalled", kExitAcceptStalled};
       }
     }
-    if ((*host)->job_done()) {
-      signal = "every worker has finished the job";
-      break;
-    }
-    if (flags.idle_exit_seconds > 0 && (*host)->idle() > absl::Seconds(flags.idle_exit_seconds)) {
-      signal = absl::StrCat("no worker has called for ", flags.idle_exit_seconds, " s (--idle-exit-seconds)");
-      exit_code = kExitIdle;
-      break;
+    if (host.job_done()) return {"every worker has finished the job", 0};
+    if (flags.idle_exit_seconds > 0 && host.idle() > absl::Seconds(flags.idle_exit_seconds)) {
+      return {absl::StrCat("no worker has called for ", flags.idle_exit_seconds, " s (--idle-exit-seconds)"),
+              kExitIdle};
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
-  if (exit_code == 0 && !(*host)->job_done()) exit_code = TerminationExitCode(signal);
-  spdlog::info("{}: stopping: refusing new phases, finishing the {} in flight", signal, (*host)->in_flight());
-  grpc_server->GetHealthCheckService()->SetServingStatus("", false);
-  (*host)->BeginShutdown();
+  return stop;
+}
+
+// The drain: readiness off, new phases refused, phases in flight finish within --grace-seconds, the
+// calls still waiting answered UNAVAILABLE, the server shut down, the final checkpoint. Returns the
+// exit code.
+int Drain(const Flags& flags, ps::ShardHost& host, grpc::Server& server, StopReason stop) {
+  int exit_code = stop.exit_code;
+  if (exit_code == 0 && !host.job_done()) exit_code = TerminationExitCode(stop.signal);
+  spdlog::info("{}: stopping: refusing new phases, finishing the {} in flight", stop.signal, host.in_flight());
+  server.GetHealthCheckService()->SetServingStatus("", false);
+  host.BeginShutdown();
   const absl::Time grace_end = absl::Now() + absl::Seconds(flags.grace_seconds);
-  while ((*host)->in_flight() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(10));
+  while (host.in_flight() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(10));
   // Phases still open wait for workers that are gone or stopping too: their calls are answered
   // UNAVAILABLE now, else the gRPC server's shutdown would wait for their deadlines.
-  if (const int waiting = (*host)->in_flight(); waiting > 0) {
+  if (const int waiting = host.in_flight(); waiting > 0) {
     spdlog::info("{} call(s) still waiting for their phase after --grace-seconds: answered UNAVAILABLE", waiting);
   }
-  (*host)->ReleaseInFlight();
-  grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  if (auto st = (*host)->CheckpointNow(); !st.ok()) {
+  host.ReleaseInFlight();
+  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (auto st = host.CheckpointNow(); !st.ok()) {
     // Once every worker has finished, the job is done whatever the disk says: a non-zero exit would
     // only make restart policies start a shard that nobody will call again.
-    const bool done = (*host)->job_done();
+    const bool done = host.job_done();
     spdlog::error("final checkpoint failed{}: {}",
                   done ? " (the job is done: every worker finished; the newest checkpoint on disk is older)" : "",
                   std::string(st.message()));
     if (!done) return 1;
   }
-  spdlog::info("stopped after {} rounds (exit code {})", (*host)->rounds_applied(), exit_code);
+  spdlog::info("stopped after {} rounds (exit code {})", host.rounds_applied(), exit_code);
   return exit_code;
+}
+
+int Run(const Flags& flags, std::uint32_t shard_id) {
+  OpenShard opened(shard_id);
+  if (int code = Open(flags, shard_id, opened)) return code;
+  Listening listening;
+  if (int code = Listen(flags, shard_id, opened, listening)) return code;
+  LogServing(shard_id, opened, listening);
+  const StopReason stop = WaitForStop(flags, *opened.host, listening);
+  return Drain(flags, *opened.host, *listening.server, stop);
 }
 
 }  // namespace

@@ -278,6 +278,10 @@ namespace {
 // The recovery figures of a compressed round (docs/methods.md "Recovery diagnostics"): norms always,
 // the comparison with the exact sum under scheme.diagnostics. Nothing for dense or skipped rounds.
 void AddDiagnostics(const RoundDiagnostics& d, nlohmann::json& record) {
+  if (d.floor_not_held > 0) {  // the recovery floor's verdict, in any round (tools/recovery_watch.h)
+    record["floor_not_held"] = d.floor_not_held;
+    record["floor_growth"] = d.floor_growth;
+  }
   if (!d.compressed) return;
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   record["input_norm"] = std::sqrt(d.input_sq);

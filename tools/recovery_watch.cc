@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "schemes/recovery_floor.h"
 
 namespace sketchps::tools {
@@ -91,23 +90,33 @@ nlohmann::json ResidualGrowthJson(const std::optional<ResidualGrowth>& g) {
           {"message", DescribeResidualGrowth(*g)}};
 }
 
-std::optional<FloorNotHeld> FindFloorNotHeld(const std::vector<std::string>& logs) {
-  for (std::uint32_t rank = 0; rank < logs.size(); ++rank) {
+std::optional<FloorNotHeld> FindFloorNotHeld(const std::vector<std::vector<nlohmann::json>>& metrics) {
+  for (std::uint32_t rank = 0; rank < metrics.size(); ++rank) {
     FloorNotHeld f;
     f.rank = rank;
-    for (absl::string_view line : absl::StrSplit(logs[rank], '\n')) {
-      const auto at = line.find(kFloorNotHeldTag);
-      if (at == absl::string_view::npos) continue;
-      if (f.lines++ == 0) f.first = std::string(line.substr(at));
+    for (const nlohmann::json& rec : metrics[rank]) {
+      const std::uint32_t shards = rec.value("floor_not_held", 0u);
+      if (shards == 0) continue;
+      if (f.lines == 0) {
+        f.round = rec.value("round", std::uint64_t{0});
+        f.shards = shards;
+        f.growth = rec.value("floor_growth", 0.0);
+      }
+      f.lines += shards;
     }
     if (f.lines > 0) return f;
   }
   return std::nullopt;
 }
 
-nlohmann::json FloorNotHeldJson(const std::optional<FloorNotHeld>& f) {
+nlohmann::json FloorNotHeldJson(const std::optional<FloorNotHeld>& f, const std::string& scheme) {
   if (!f) return nullptr;
-  return {{"rank", f->rank}, {"lines", f->lines}, {"message", absl::StrCat("worker ", f->rank, ": ", f->first)}};
+  const std::string message = absl::StrFormat(
+      "worker %d: %s: %s, round %d (%d shard(s); %d time(s) in all): the returned mass grew %.2fx in a window at "
+      "the budget's most candidates: the sketch recovers too little for error feedback to converge; raise "
+      "scheme.%s.budget_factor, or scheme.density",
+      f->rank, kFloorNotHeldTag, scheme, f->round, f->shards, f->lines, f->growth, scheme);
+  return {{"rank", f->rank}, {"lines", f->lines}, {"round", f->round}, {"message", message}};
 }
 
 }  // namespace sketchps::tools

@@ -48,18 +48,24 @@ std::string DescribeResidualGrowth(const ResidualGrowth& growth);
 // middle_norm, end_norm, ratio (null when not finite), message}.
 nlohmann::json ResidualGrowthJson(const std::optional<ResidualGrowth>& growth);
 
-// The recovery floor of the sketch methods (schemes/recovery_floor.h): a worker whose log holds a line
-// with kFloorNotHeldTag ("recovery floor not held") grew its returned mass at the budget's most candidates.
+// The recovery floor of the sketch methods (schemes/recovery_floor.h), read from the workers' round
+// records: a record's `floor_not_held` (engine/scheme.h RoundDiagnostics) counts the shards on which a
+// window ended that round with the returned mass grown at the budget's most candidates, and
+// `floor_growth` is the largest such growth. Each verdict is also a line of the worker's log
+// (kFloorNotHeldTag), which no tool reads.
 struct FloorNotHeld {
   std::uint32_t rank = 0;
-  std::size_t lines = 0;  // such lines in that worker's log
-  std::string first;      // the first of them, from the tag on
+  std::uint64_t lines = 0;   // verdicts in that rank's records (one per shard and window, as its log's lines)
+  std::uint64_t round = 0;   // the first record with one
+  std::uint32_t shards = 0;  // its floor_not_held
+  double growth = 0;         // its floor_growth
 };
 
-// logs[r] is rank r's log text. The first rank with such a line, or nullopt.
-std::optional<FloorNotHeld> FindFloorNotHeld(const std::vector<std::string>& logs);
+// metrics[r] holds rank r's records. The first rank whose records carry a verdict, or nullopt.
+std::optional<FloorNotHeld> FindFloorNotHeld(const std::vector<std::vector<nlohmann::json>>& metrics);
 
-// summary.json's "recovery_floor": null, or {rank, lines, message} (message names the keys to change).
-nlohmann::json FloorNotHeldJson(const std::optional<FloorNotHeld>& floor);
+// summary.json's "recovery_floor": null, or {rank, lines, round, message}; the message says when the
+// floor was not held and names `scheme`'s keys to change.
+nlohmann::json FloorNotHeldJson(const std::optional<FloorNotHeld>& floor, const std::string& scheme);
 
 }  // namespace sketchps::tools

@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -310,10 +308,6 @@ absl::Status Launch::Finish() {
   facts.faults = faults_->record();
   facts.date = UtcNow();
   facts.machine = ThisMachine();
-  for (std::uint32_t r = 0; r < job_.workers; ++r) {
-    std::ifstream log(out_ / absl::StrCat("worker-", r, ".log"));
-    facts.worker_logs.emplace_back(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
-  }
   if (job_.decentralized()) {
     facts.peer = {{"timeout_seconds",
                    options_.peer_timeout_seconds > 0 ? options_.peer_timeout_seconds : job_.peer.timeout_seconds},

@@ -233,7 +233,7 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
       {"reporting_rank", reporter},
       {"faults", facts.faults.is_object() ? facts.faults : nlohmann::json::object()},
       {"residual_growth", ResidualGrowthJson(FindResidualGrowth(metrics))},
-      {"recovery_floor", FloorNotHeldJson(FindFloorNotHeld(facts.worker_logs))},
+      {"recovery_floor", FloorNotHeldJson(FindFloorNotHeld(metrics), facts.scheme)},
   };
   if (!facts.peer.is_null()) s["peer"] = facts.peer;
   if (facts.planned_rounds > 0) s["planned_rounds"] = facts.planned_rounds;

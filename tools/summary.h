@@ -25,8 +25,9 @@
 //   method; tools/recovery_watch.h);
 //   rounds_left_out, rounds_caught_up: per rank, the rounds a round deadline closed without it and
 //   those it then fetched without computing (ps.round_deadline_seconds; all 0 without one);
-//   recovery_floor: null, or the first rank whose log says the sketch methods' recovery floor was not
-//   held within scheme.<method>.budget_factor (tools/recovery_watch.h FindFloorNotHeld);
+//   recovery_floor: null, or the first rank whose round records say the sketch methods' recovery floor
+//   was not held within scheme.<method>.budget_factor (records' floor_not_held; tools/recovery_watch.h
+//   FindFloorNotHeld);
 //   membership (elastic jobs only, ps.elastic): the members over time, from the records' "members":
 //   [{round, workers, members: [slots]}, ...], one entry per change, the first at the first round;
 //   date (when the run finished, UTC, ISO 8601) and machine (CPU model and core count: ThisMachine()),
@@ -65,7 +66,6 @@ struct RunFacts {
   nlohmann::json faults = nlohmann::json::object();  // faults.json
   std::string date;                                  // UtcNow() at the end of the run
   std::string machine;                               // ThisMachine()
-  std::vector<std::string> worker_logs;              // every rank's log text (the recovery floor's lines)
 };
 
 // "2026-11-25T10:11:12Z".

@@ -5,7 +5,7 @@
 //                   [--metrics-out FILE] [--metrics-listen HOST:PORT] [--patience-seconds 120] [--threads 1]
 //                   [--state-dir DIR [--state-every-rounds 1]] [--set key=value]...
 //   (--state-dir, else env SKETCHPS_STATE_DIR: the schemes' state after every round, restored when
-//   the worker restarts, so a restart loses nothing: worker/scheme_state_file.h; with
+//   the worker restarts, so a restart loses nothing: session/scheme_state_file.h; with
 //   --checkpoint-key-file, else env SKETCHPS_CHECKPOINT_KEY_FILE, the files carry an integrity tag
 //   under that key and a file whose tag is missing or wrong stops the worker)
 //   decentralized mode (job mode: decentralized, or --set mode=decentralized):
@@ -125,27 +125,28 @@ int WriteInitialWeights(const Flags& flags) {
   return 0;
 }
 
-int Run(Flags& flags) {
-  auto job = LoadJobSpec(flags.job.job_path, flags.job.overrides);
-  if (!job.ok()) {
-    spdlog::error("bad job spec: {}", std::string(job.status().message()));
-    return 2;
-  }
-  if (job->optimizer.kind == OptimizerKind::kExternal) {
+// The job's checks that this binary adds to the spec's own: exit code 2 (logged) or 0.
+int CheckJob(const Flags& flags, const JobSpec& job) {
+  if (job.optimizer.kind == OptimizerKind::kExternal) {
     spdlog::error(
         "optimizer.name: external is for workers that run a torch optimizer (the Python package); "
         "sketchps-worker applies the replicated optimizer: choose sgd, adam or adamw");
     return 2;
   }
-  if (flags.world_size && *flags.world_size != job->workers) {
-    spdlog::error("--world-size / WORLD_SIZE {} disagrees with the job's workers: {}", *flags.world_size, job->workers);
+  if (flags.world_size && *flags.world_size != job.workers) {
+    spdlog::error("--world-size / WORLD_SIZE {} disagrees with the job's workers: {}", *flags.world_size, job.workers);
     return 2;
   }
-  worker::TrainerOptions options;
-  options.job = *job;
+  return 0;
+}
+
+// The trainer's options from the flags and the job (servers, key and TLS resolved): exit code 2
+// (logged) or 0.
+int MakeOptions(const Flags& flags, const JobSpec& job, worker::TrainerOptions& options) {
+  options.job = job;
   options.rank = *flags.rank;
-  if (!job->decentralized()) {
-    auto servers = ServerAddresses(flags.servers, job->servers);
+  if (!job.decentralized()) {
+    auto servers = ServerAddresses(flags.servers, job.servers);
     if (!servers.ok()) {
       spdlog::error("{}", std::string(servers.status().message()));
       return 2;
@@ -156,7 +157,7 @@ int Run(Flags& flags) {
   options.peers = absl::StrSplit(flags.peers, ',', absl::SkipEmpty());
   options.port_file = flags.port_file;
   options.peers_file = flags.peers_file;
-  options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job->peer.timeout_seconds));
+  options.peer_timeout = absl::Seconds(flags.peer_timeout_seconds.value_or(job.peer.timeout_seconds));
   options.metrics_out = flags.metrics_out;
   options.state_dir = flags.state_dir;
   auto key = FileKey::LoadIfGiven(flags.checkpoint_key_file);
@@ -180,6 +181,29 @@ int Run(Flags& flags) {
   options.tls = *tls;
   options.dump_rounds = {flags.dump_rounds.begin(), flags.dump_rounds.end()};
   options.dump_dir = flags.dump_dir;
+  return 0;
+}
+
+// The exit code of a training that failed with `status` (the header's table).
+int TrainingExitCode(const absl::Status& status) {
+  if (IsReplicaDivergence(status)) return 3;
+  if (IsEvicted(status)) return 4;  // its peers refused its letter and go on without it
+  // A state file refused for its integrity tag (tampered, or the key is missing or wrong): the
+  // operator must act; a restart would meet the same file.
+  if (IsKeyError(status)) return 2;
+  // Configuration problems are permanent (exit 2: a Kubernetes Job does not retry them).
+  return IsConfigurationError(status) ? 2 : 1;
+}
+
+int Run(Flags& flags) {
+  auto job = LoadJobSpec(flags.job.job_path, flags.job.overrides);
+  if (!job.ok()) {
+    spdlog::error("bad job spec: {}", std::string(job.status().message()));
+    return 2;
+  }
+  if (int code = CheckJob(flags, *job)) return code;
+  worker::TrainerOptions options;
+  if (int code = MakeOptions(flags, *job, options)) return code;
   worker::WorkerMetrics metrics(*flags.rank);
   std::optional<MetricsEndpoint> endpoint;
   if (!flags.metrics_listen.empty()) {
@@ -195,13 +219,7 @@ int Run(Flags& flags) {
   auto summary = worker::Train(options);
   if (!summary.ok()) {
     spdlog::error("training failed: {}", std::string(summary.status().message()));
-    if (IsReplicaDivergence(summary.status())) return 3;
-    if (IsEvicted(summary.status())) return 4;  // its peers refused its letter and go on without it
-    // A state file refused for its integrity tag (tampered, or the key is missing or wrong): the
-    // operator must act; a restart would meet the same file.
-    if (IsKeyError(summary.status())) return 2;
-    // Configuration problems are permanent (exit 2: a Kubernetes Job does not retry them).
-    return IsConfigurationError(summary.status()) ? 2 : 1;
+    return TrainingExitCode(summary.status());
   }
   spdlog::info(
       "done: {} rounds from round {}{}", summary->rounds, summary->first_round,
@@ -210,11 +228,8 @@ int Run(Flags& flags) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Flags flags;
-  CLI::App app{"sketchps-worker: one data-parallel worker (parameter-server or decentralized mode)"};
+// The job, this worker's place in it (rank, world size) and whom it talks to (servers, or peers).
+void AddPlacementFlags(CLI::App& app, Flags& flags) {
   AddJobFlags(app, flags.job);
   app.add_option("--rank", flags.rank, "This worker's rank (env RANK or JOB_COMPLETION_INDEX)");
   app.add_option("--world-size", flags.world_size, "Number of workers (env WORLD_SIZE; must equal the job's)");
@@ -238,6 +253,10 @@ int main(int argc, char** argv) {
          "--peer-timeout-seconds", flags.peer_timeout_seconds,
          "Decentralized mode: a peer silent this long fails the round (default: the job's peer.timeout_seconds)")
       ->check(CLI::PositiveNumber);
+}
+
+// The records, the state directory and its key, elastic membership.
+void AddStateFlags(CLI::App& app, Flags& flags) {
   app.add_option("--metrics-out", flags.metrics_out, "Append one JSON line per round to this file");
   app.add_option("--state-dir", flags.state_dir,
                  "ps mode: save the compression state here after every round and restore it on a restart "
@@ -264,6 +283,10 @@ int main(int argc, char** argv) {
   app.add_option("--leave-at-round", flags.leave_at_round,
                  "Elastic job (ps.elastic): leave the running job before this round (0: at its end)")
       ->capture_default_str();
+}
+
+// Metrics, patience and deadlines, TLS, the overlap, gradient dumps, the initial weights, threads.
+void AddRunFlags(CLI::App& app, Flags& flags) {
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
   app.add_option("--patience-seconds", flags.patience_seconds, "Give up when a server stays unreachable this long")
@@ -285,9 +308,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", flags.threads, "Threads for libtorch and the kernels")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  if (auto code = ParseCommandLine(app, argc, argv)) return *code;
-  if (!flags.initial_weights_out.empty()) return WriteInitialWeights(flags);  // libtorch only, no kernels
-  if (!sketchps::kernels::BackendRunsOrExplain("sketchps-worker")) return 2;  // e.g. CUDA kernels, no device
+}
+
+// Whether the loaded kernels can serve this worker; when not, says why (main then exits 2).
+bool BackendFits() {
+  if (!sketchps::kernels::BackendRunsOrExplain("sketchps-worker")) return false;  // e.g. CUDA kernels, no device
   if (sketchps::kernels::ActiveBackend() == sketchps::kernels::Backend::kCuda) {
     // The model runs in Debian's libtorch, on the CPU: its buffers are host memory, which the CUDA
     // kernels cannot read. GPU workers are Python workers with a CUDA PyTorch (docs/gpu.md).
@@ -296,8 +321,13 @@ int main(int argc, char** argv) {
                  "CPU; run it with the CPU kernels (lib/cuda off LD_LIBRARY_PATH), or train on the GPU with the "
                  "Python package (sketchps run --script, docs/gpu.md)\n",
                  sketchps::kernels::BackendDescription().c_str());
-    return 2;
+    return false;
   }
+  return true;
+}
+
+// Logging, the rank from the environment, the allocator and the threads; then Run.
+int SetUpAndRun(Flags& flags) {
   ConfigureLogging(flags.job, "worker ?");
   if (auto st = RankFromEnvironment(flags); !st.ok()) {
     spdlog::error("{}", std::string(st.message()));
@@ -313,4 +343,18 @@ int main(int argc, char** argv) {
   at::set_num_threads(flags.threads);
   omp_set_num_threads(flags.threads);
   return Run(flags);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{"sketchps-worker: one data-parallel worker (parameter-server or decentralized mode)"};
+  AddPlacementFlags(app, flags);
+  AddStateFlags(app, flags);
+  AddRunFlags(app, flags);
+  if (auto code = ParseCommandLine(app, argc, argv)) return *code;
+  if (!flags.initial_weights_out.empty()) return WriteInitialWeights(flags);  // libtorch only, no kernels
+  if (!BackendFits()) return 2;
+  return SetUpAndRun(flags);
 }

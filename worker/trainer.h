@@ -31,9 +31,11 @@
 //     time one shard spent inside the transport's calls), compress_s (the longest time one shard spent outside them:
 //     compression, decompression, optimizer step), checksum (hex); in compressed rounds input_norm, residual_norm,
 //     sent_share and, with scheme.diagnostics, recovered_share, best_share, hit_rate, candidate_hit_rate
-//     (session/session.cc, engine/scheme.h RoundDiagnostics); after an evaluation test_accuracy, test_loss, test_round
-//     (the round whose weights were evaluated), test_samples, eval_s, and final: true after the last round; on the
-//     first round after a regroup "regroup": {epoch, workers, lost, rounds_redone, seconds}.
+//     (session/session.cc, engine/scheme.h RoundDiagnostics); in a round where the recovery floor was found
+//     not held (schemes/recovery_floor.h) floor_not_held (on how many shards) and floor_growth; after an evaluation
+//     test_accuracy, test_loss, test_round (the round whose weights were evaluated), test_samples, eval_s, and final:
+//     true after the last round; on the first round after a regroup "regroup": {epoch, workers, lost, rounds_redone,
+//     seconds}.
 #pragma once
 
 #include <cstdint>

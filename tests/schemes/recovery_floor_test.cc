@@ -217,6 +217,33 @@ TEST_CASE("gs-SGD raises its candidates within the budget when the sketch misses
   CHECK(adaptive_residual < fixed_residual);
 }
 
+TEST_CASE("A window the budget cannot hold is a typed verdict of that round's diagnostics, alike on every worker",
+          "[schemes][recovery_floor]") {
+  // budget_factor just above 1: K_max is the configured 20 candidates, so a window that grows is not held.
+  const std::uint32_t workers = 4;
+  const std::uint64_t d = 4000, k = 10;
+  auto schemes = MakeWorkers(workers, d, k, 3, GsSgd(Adaptive(1.001, 0, 5, 2, 4)));
+  std::uint64_t verdicts = 0;
+  for (std::uint64_t round = 0; round < 200; ++round) {
+    std::vector<std::vector<float>> g;
+    for (std::uint32_t w = 0; w < workers; ++w) g.push_back(StudentT3(d, 1000 * round + w));
+    CHECK(Candidates(RequireManualRound(schemes, round, g)) == 20);
+    const RoundDiagnostics first = schemes[0]->diagnostics();
+    for (std::uint32_t w = 1; w < workers; ++w) {
+      CHECK(schemes[w]->diagnostics().floor_not_held == first.floor_not_held);
+      CHECK(schemes[w]->diagnostics().floor_growth == first.floor_growth);
+    }
+    if (first.floor_not_held == 0) continue;
+    INFO("round " << round);
+    CHECK(first.floor_not_held == 1);
+    CHECK(first.floor_growth > CandidateController::kGrowthLimit);
+    ++verdicts;
+  }
+  // One verdict each time the floor turns not held (as the log's lines); the state counts every such window.
+  CHECK(verdicts > 0);
+  CHECK(static_cast<double>(verdicts) <= schemes[0]->SaveState().scalars.at("floor.not_held_windows"));
+}
+
 TEST_CASE("A recovery that holds keeps the configured candidates", "[schemes][recovery_floor]") {
   // Every entry a candidate would leave nothing to adapt; here a wide sketch finds the heavy entries
   // of gradients whose mass does not grow, so the returned mass levels off.

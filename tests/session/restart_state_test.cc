@@ -23,10 +23,11 @@
 #include "job/job_spec.h"
 #include "session/scheme_state_file.h"
 #include "session/session.h"
-#include "support/cluster.h"
+#include "support/session_runs.h"
 
 using namespace sketchps;
 using namespace sketchps::session;
+using namespace sketchps::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -67,29 +68,20 @@ enum class Kill { kNone, kBetweenRounds, kBeforeItsFile, kBetweenShards };
 // says, or Finishes when that is the end of the job. Returns the weights it ends with.
 std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::vector<std::string>& servers,
                              const std::string& state_dir, std::uint64_t stop, Kill kill = Kill::kNone) {
-  SessionOptions o;
-  o.job = job;
-  o.rank = rank;
-  o.servers = servers;
-  o.patience = absl::Seconds(30);
-  o.state_dir = state_dir;
-  std::vector<float> w(job.layout.dim());
-  for (std::size_t j = 0; j < w.size(); ++j) w[j] = 0.01f * static_cast<float>(j % 13);
-  auto session = Session::Create(o, job.layout, w.data());
-  if (!session.ok()) throw std::runtime_error(session.status().ToString());
-  auto first = (*session)->Join(w.data());
-  if (!first.ok()) throw std::runtime_error(first.status().ToString());
-  for (std::uint64_t r = *first; r < stop; ++r) {
+  JoinedSession joined = JoinSession(job, rank, servers, state_dir);
+  Session& session = *joined.session;
+  std::vector<float>& w = joined.w;
+  for (std::uint64_t r = joined.first; r < stop; ++r) {
     const std::vector<float> g = Gradient(w, r, rank);
-    auto record = (*session)->Step(r, 0.0f, g.data(), w.data());
+    auto record = session.Step(r, 0.0f, g.data(), w.data());
     if (!record.ok()) throw std::runtime_error(record.status().ToString());
   }
-  if (stop == kRounds) (void)(*session)->Finish(stop);
+  if (stop == kRounds) (void)session.Finish(stop);
   if (kill == Kill::kBetweenShards) {
     const std::vector<float> g = Gradient(w, stop, rank);
-    (void)(*session)->RunShard(1, stop, g.data(), w.data());
+    (void)session.RunShard(1, stop, g.data(), w.data());
   }
-  session->reset();  // waits for the last state file
+  joined.session.reset();  // waits for the last state file
   // The file of round stop - 1 is there: a checkpoint round (every 5), kept when the next came.
   if (kill == Kill::kBeforeItsFile) {
     fs::remove(fs::path(state_dir) / SchemeStateFiles(state_dir, job.job_id, rank, 0, 0).FileName(stop));
@@ -99,26 +91,12 @@ std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::
 
 // Every rank's final weights; rank 1 stops after kKillAfter rounds and starts again unless kNone.
 std::vector<std::vector<float>> Train(const JobSpec& job, Kill kill, const std::string& state_root) {
-  testing::LocalCluster cluster(job);
-  std::vector<std::future<std::vector<float>>> ranks;
-  for (std::uint32_t r = 0; r < job.workers; ++r) {
-    const std::string dir = state_root.empty() ? "" : (fs::path(state_root) / absl::StrCat("w", r)).string();
-    ranks.push_back(std::async(std::launch::async, [&, r, dir] {
-      if (kill != Kill::kNone && r == 1) {
-        RunWorker(job, r, cluster.addresses(), dir, kKillAfter, kill);
-      }
-      return RunWorker(job, r, cluster.addresses(), dir, kRounds);
-    }));
-  }
-  std::vector<std::vector<float>> out;
-  for (auto& f : ranks) out.push_back(f.get());
-  return out;
+  return RunRanksOnCluster(job, state_root,
+                           [&](std::uint32_t r, const std::vector<std::string>& servers, const std::string& dir) {
+                             if (kill != Kill::kNone && r == 1) RunWorker(job, r, servers, dir, kKillAfter, kill);
+                             return RunWorker(job, r, servers, dir, kRounds);
+                           });
 }
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / absl::StrCat("sketchps-state-", ::getpid(), "-", std::rand());
-  ~TempDir() { fs::remove_all(path); }
-};
 
 }  // namespace
 
@@ -126,7 +104,8 @@ TEST_CASE("A worker restarted with its state directory ends bitwise equal to the
   for (const std::string scheme : {"topk", "dgc", "gs_sgd", "scalecom"}) {
     DYNAMIC_SECTION(scheme) {
       const JobSpec job = Job(scheme);
-      TempDir clean, between, before_file, between_shards;
+      TempDir clean("sketchps-state"), between("sketchps-state"), before_file("sketchps-state"),
+          between_shards("sketchps-state");
       const auto reference = Train(job, Kill::kNone, clean.path.string());
       const auto restarted = Train(job, Kill::kBetweenRounds, between.path.string());
       // Killed after the servers applied round 10, before its file: the worker replays round 10.
@@ -149,8 +128,8 @@ TEST_CASE("A worker restarted with its state directory ends bitwise equal to the
 
 TEST_CASE("Scheme state files: kept at checkpoint rounds, refused when they belong to another worker", "[worker]") {
   const JobSpec job = Job("topk");
-  TempDir dir;
-  testing::LocalCluster cluster(job);
+  TempDir dir("sketchps-state");
+  LocalCluster cluster(job);
   std::vector<std::future<std::vector<float>>> ranks;
   for (std::uint32_t r = 0; r < job.workers; ++r) {
     ranks.push_back(std::async(std::launch::async, [&, r] {
@@ -221,7 +200,7 @@ TEST_CASE("Scheme state files: kept at checkpoint rounds, refused when they belo
 
 TEST_CASE("Scheme state files written with a checkpoint key restore only with that key", "[worker]") {
   const JobSpec job = Job("topk");
-  TempDir dir;
+  TempDir dir("sketchps-state");
   const auto replica = [&] {
     auto r = Replica::Create(ReplicaOptions{0, job.workers, *MakeShardMap(job.layout, job.servers), job.layout,
                                             job.scheme.make, job.scheme.density, job.scheme.global_momentum,

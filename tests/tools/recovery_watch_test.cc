@@ -101,21 +101,46 @@ TEST_CASE("summary.json carries the watch's verdict", "[recovery_watch]") {
   CHECK_THAT((*diverging)["residual_growth"]["message"].get<std::string>(), Catch::Contains("worker 1's"));
 }
 
-TEST_CASE("The recovery watch reports the first worker whose log says the recovery floor was not held",
+TEST_CASE("The recovery watch reports the first worker whose round records say the recovery floor was not held",
           "[tools][recovery_watch]") {
   using sketchps::tools::FindFloorNotHeld;
-  CHECK_FALSE(FindFloorNotHeld({"round 1/10 loss 2.3\n", ""}).has_value());
-  const auto f = FindFloorNotHeld(
-      {"round 1 loss 2.3\n",
-       "[warn] worker 1: recovery floor not held: gs_sgd shard 0, round 99: ... raise "
-       "scheme.gs_sgd.budget_factor\nx\n[warn] worker 1: recovery floor not held: gs_sgd shard 1, round 99\n"});
+  const auto held = Records(30, [](int) { return 3.0; });
+  CHECK_FALSE(FindFloorNotHeld({held, held}).has_value());
+  auto late = held;
+  late[20]["floor_not_held"] = 2;  // round 20, on two shards
+  late[20]["floor_growth"] = 2.5;
+  late[29]["floor_not_held"] = 1;
+  const auto f = FindFloorNotHeld({held, late});
   REQUIRE(f.has_value());
   CHECK(f->rank == 1);
-  CHECK(f->lines == 2);
-  const auto json = sketchps::tools::FloorNotHeldJson(f);
+  CHECK(f->round == 20);
+  CHECK(f->shards == 2);
+  CHECK(f->growth == 2.5);
+  CHECK(f->lines == 3);
+  const auto json = sketchps::tools::FloorNotHeldJson(f, "gs_sgd");
   CHECK(json["rank"] == 1);
+  CHECK(json["lines"] == 3);
   CHECK_THAT(json["message"].get<std::string>(),
-             Catch::StartsWith("worker 1: recovery floor not held: gs_sgd shard 0"));
-  CHECK_THAT(json["message"].get<std::string>(), Catch::Contains("budget_factor"));
-  CHECK(sketchps::tools::FloorNotHeldJson(std::nullopt).is_null());
+             Catch::StartsWith("worker 1: recovery floor not held: gs_sgd, round 20 (2 shard(s); 3 time(s) in all)"));
+  CHECK_THAT(json["message"].get<std::string>(), Catch::Contains("scheme.gs_sgd.budget_factor"));
+  CHECK(sketchps::tools::FloorNotHeldJson(std::nullopt, "gs_sgd").is_null());
+}
+
+TEST_CASE("The summary states the recovery floor not held from the records, not from the logs",
+          "[tools][recovery_watch]") {
+  RunFacts facts;
+  facts.scheme = "sketched_sgd";
+  facts.workers = 2;
+  facts.rounds_per_epoch = 100;
+  auto records = Records(30, [](int) { return 3.0; });
+  const auto held = Summarize(facts, {records, records});
+  REQUIRE(held.ok());
+  CHECK((*held)["recovery_floor"].is_null());
+  records[10]["floor_not_held"] = 1;
+  records[10]["floor_growth"] = 1.9;
+  const auto not_held = Summarize(facts, {records, records});
+  REQUIRE(not_held.ok());
+  CHECK((*not_held)["recovery_floor"]["rank"] == 0);
+  CHECK_THAT((*not_held)["recovery_floor"]["message"].get<std::string>(),
+             Catch::Contains("recovery floor not held: sketched_sgd") && Catch::Contains("1.90x"));
 }

@@ -20,8 +20,8 @@
 #include "job/job_spec.h"
 #include "launch/ports.h"
 #include "schemes/registry.h"
-#include "session/session.h"
-#include "support/cluster.h"
+#include "support/simulation.h"
+#include "support/worker_runs.h"
 #include "worker/batch.h"
 #include "worker/models.h"
 #include "worker/trainer.h"
@@ -33,56 +33,10 @@
 using namespace sketchps;
 using namespace sketchps::worker;
 using namespace sketchps::session;
+using namespace sketchps::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-JobSpec MakeJob(std::vector<std::string> overrides) {
-  overrides.insert(overrides.begin(), {"model=mlp", "servers=2", "train.eval_every_rounds=0", "data.batch_size=16"});
-  auto job = ParseJobSpec(DefaultJobSpecYaml(), "test", overrides);
-  INFO(job.status().ToString());
-  REQUIRE(job.ok());
-  return *job;
-}
-
-// Trains every rank of `job` (ps: against a fresh in-process cluster; decentralized: peers on free
-// loopback ports), one thread per rank; returns each rank's summary.
-std::vector<TrainSummary> TrainAll(const JobSpec& job) {
-  at::set_num_threads(1);
-  std::unique_ptr<testing::LocalCluster> cluster;
-  std::vector<std::string> peers;
-  if (job.decentralized()) {
-    for (std::uint32_t r = 0; r < job.workers; ++r) {
-      auto port = launch::FreeLocalPort();
-      REQUIRE(port.ok());
-      peers.push_back(absl::StrCat("127.0.0.1:", *port));
-    }
-  } else {
-    cluster = std::make_unique<testing::LocalCluster>(job);
-  }
-  std::vector<std::future<absl::StatusOr<TrainSummary>>> ranks;
-  for (std::uint32_t r = 0; r < job.workers; ++r) {
-    TrainerOptions o;
-    o.job = job;
-    o.rank = r;
-    if (cluster) o.servers = cluster->addresses();
-    if (!peers.empty()) {
-      o.listen = peers[r];
-      o.peers = peers;
-    }
-    o.patience = absl::Seconds(30);
-    o.log_every_rounds = 0;
-    ranks.push_back(std::async(std::launch::async, [o] { return Train(o); }));
-  }
-  std::vector<TrainSummary> out;
-  for (auto& f : ranks) {
-    auto s = f.get();
-    INFO(s.status().ToString());
-    REQUIRE(s.ok());
-    out.push_back(*std::move(s));
-  }
-  return out;
-}
 
 // The naive reference: per round, each worker starts from w0, takes H steps of momentum SGD
 // (v = m v + g; w -= lr v, v from zero) on its batches (step r*H + h of the data order rule), the
@@ -127,46 +81,37 @@ std::vector<float> Reference(const JobSpec& job) {
   return w0;
 }
 
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-    den += b[i] * static_cast<double>(b[i]);
-  }
-  return std::sqrt(num / den);
-}
-
 }  // namespace
 
 TEST_CASE("Local steps with a Nesterov outer step equal the naive reference in both modes", "[worker][grpc]") {
   for (const std::string mode : {"ps", "decentralized"}) {
     DYNAMIC_SECTION(mode) {
-      const JobSpec job = MakeJob({"mode=" + mode, "workers=2", "scheme.name=dense", "train.rounds=3",
-                                   "train.local_steps=3", "train.outer_optimizer.name=nesterov", "optimizer.lr=0.05",
-                                   "optimizer.momentum=0.9", "job_id=local-" + mode});
-      const auto ranks = TrainAll(job);
+      const JobSpec job = MlpJob({"mode=" + mode, "workers=2", "scheme.name=dense", "train.rounds=3",
+                                  "train.local_steps=3", "train.outer_optimizer.name=nesterov", "optimizer.lr=0.05",
+                                  "optimizer.momentum=0.9", "job_id=local-" + mode});
+      const auto ranks = TrainAllRanks(job);
       CHECK(ranks[0].final_weights == ranks[1].final_weights);
       CHECK(ranks[0].rounds == 3);
       const auto reference = Reference(job);
-      const double diff = RelativeDifference(ranks[0].final_weights, reference);
+      const double diff = RelativeError(ranks[0].final_weights, reference);
       INFO(mode << ": relative difference " << diff);
       CHECK(diff < 1e-5);
       // The reference tells H apart, and the outer optimizer too.
       auto fewer = job;
       fewer.train.local_steps = 2;
-      CHECK(RelativeDifference(reference, Reference(fewer)) > 1e-3);
+      CHECK(RelativeError(reference, Reference(fewer)) > 1e-3);
       auto averaged = job;
       averaged.train.outer = OuterOptimizerSpec{};
-      CHECK(RelativeDifference(reference, Reference(averaged)) > 1e-3);
+      CHECK(RelativeError(reference, Reference(averaged)) > 1e-3);
     }
   }
 }
 
 TEST_CASE("Local steps with average equal the naive reference with lr 1 and no momentum", "[worker][grpc]") {
-  const JobSpec job = MakeJob({"workers=3", "scheme.name=dense", "train.rounds=2", "train.local_steps=4",
-                               "optimizer.lr=0.05", "optimizer.momentum=0.5", "job_id=local-average"});
-  const auto ranks = TrainAll(job);
-  const double diff = RelativeDifference(ranks[0].final_weights, Reference(job));
+  const JobSpec job = MlpJob({"workers=3", "scheme.name=dense", "train.rounds=2", "train.local_steps=4",
+                              "optimizer.lr=0.05", "optimizer.momentum=0.5", "job_id=local-average"});
+  const auto ranks = TrainAllRanks(job);
+  const double diff = RelativeError(ranks[0].final_weights, Reference(job));
   INFO("relative difference " << diff);
   CHECK(diff < 1e-5);
 }
@@ -178,13 +123,13 @@ TEST_CASE("train.local_steps 1 with outer_optimizer average is bitwise the job w
                                           "job_id=h1-" + mode};
       auto explicit_keys = base;
       explicit_keys.insert(explicit_keys.end(), {"train.local_steps=1", "train.outer_optimizer.name=average"});
-      const auto today = TrainAll(MakeJob(base));
-      const auto with_keys = TrainAll(MakeJob(explicit_keys));
+      const auto today = TrainAllRanks(MlpJob(base));
+      const auto with_keys = TrainAllRanks(MlpJob(explicit_keys));
       for (std::size_t r = 0; r < today.size(); ++r) CHECK(with_keys[r].final_weights == today[r].final_weights);
       // Two local steps land elsewhere: the comparison can fail.
       auto two = base;
       two.push_back("train.local_steps=2");
-      CHECK(TrainAll(MakeJob(two))[0].final_weights != today[0].final_weights);
+      CHECK(TrainAllRanks(MlpJob(two))[0].final_weights != today[0].final_weights);
     }
   }
 }
@@ -219,61 +164,40 @@ std::vector<float> Gradient(const std::vector<float>& w, std::uint64_t step, std
 // Finishes at the job's end, else dies without a word. Returns its weights.
 std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::vector<std::string>& servers,
                              const std::string& state_dir, std::uint64_t stop) {
-  SessionOptions o;
-  o.job = job;
-  o.rank = rank;
-  o.servers = servers;
-  o.patience = absl::Seconds(30);
-  o.state_dir = state_dir;
-  std::vector<float> w(job.layout.dim());
-  for (std::size_t j = 0; j < w.size(); ++j) w[j] = 0.01f * static_cast<float>(j % 13);
-  auto session = Session::Create(o, job.layout, w.data());
-  if (!session.ok()) throw std::runtime_error(session.status().ToString());
-  auto first = (*session)->Join(w.data());
-  if (!first.ok()) throw std::runtime_error(first.status().ToString());
+  JoinedSession joined = JoinSession(job, rank, servers, state_dir);
+  Session& session = *joined.session;
+  std::vector<float>& w = joined.w;
   LocalSteps local(job.optimizer, job.layout);
   const std::uint64_t H = job.train.local_steps;
-  for (std::uint64_t r = *first; r < stop; ++r) {
+  for (std::uint64_t r = joined.first; r < stop; ++r) {
     if (!local.Begin(w.data()).ok()) throw std::runtime_error("Begin");
     for (std::uint64_t h = 0; h < H; ++h) {
       const std::vector<float> g = Gradient(w, r * H + h, rank);
-      if (!local.Step(g.data(), w.data(), h, (*session)->plan().EpochOf(r, h)).ok()) throw std::runtime_error("Step");
+      if (!local.Step(g.data(), w.data(), h, session.plan().EpochOf(r, h)).ok()) throw std::runtime_error("Step");
     }
     auto delta = local.Finish(w.data());
     if (!delta.ok()) throw std::runtime_error(delta.status().ToString());
-    auto record = (*session)->Step(r, 0.0f, *delta, w.data());
+    auto record = session.Step(r, 0.0f, *delta, w.data());
     if (!record.ok()) throw std::runtime_error(record.status().ToString());
   }
-  if (stop == kRounds) (void)(*session)->Finish(stop);
-  session->reset();  // waits for the last state file
+  if (stop == kRounds) (void)session.Finish(stop);
+  joined.session.reset();  // waits for the last state file
   return w;
 }
 
 std::vector<std::vector<float>> TrainRestarted(const JobSpec& job, bool kill, const std::string& state_root) {
-  testing::LocalCluster cluster(job);
-  std::vector<std::future<std::vector<float>>> ranks;
-  for (std::uint32_t r = 0; r < job.workers; ++r) {
-    const std::string dir = state_root.empty() ? "" : (fs::path(state_root) / absl::StrCat("w", r)).string();
-    ranks.push_back(std::async(std::launch::async, [&, r, dir] {
-      if (kill && r == 1) RunWorker(job, r, cluster.addresses(), dir, kKillAfter);
-      return RunWorker(job, r, cluster.addresses(), dir, kRounds);
-    }));
-  }
-  std::vector<std::vector<float>> out;
-  for (auto& f : ranks) out.push_back(f.get());
-  return out;
+  return RunRanksOnCluster(job, state_root,
+                           [&](std::uint32_t r, const std::vector<std::string>& servers, const std::string& dir) {
+                             if (kill && r == 1) RunWorker(job, r, servers, dir, kKillAfter);
+                             return RunWorker(job, r, servers, dir, kRounds);
+                           });
 }
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / absl::StrCat("sketchps-local-", ::getpid(), "-", std::rand());
-  ~TempDir() { fs::remove_all(path); }
-};
 
 }  // namespace
 
 TEST_CASE("A worker restarted mid-job with local steps ends bitwise equal to the fault-free run", "[worker][grpc]") {
   const JobSpec job = RestartJob();
-  TempDir clean, restarted_dir;
+  TempDir clean("sketchps-local"), restarted_dir("sketchps-local");
   const auto reference = TrainRestarted(job, false, clean.path.string());
   const auto restarted = TrainRestarted(job, true, restarted_dir.path.string());
   for (std::size_t r = 0; r < reference.size(); ++r) {
@@ -287,7 +211,7 @@ TEST_CASE("A worker restarted mid-job with local steps ends bitwise equal to the
 
 TEST_CASE("LocalSteps: the pseudo-gradient is start minus the inner steps' weights, and the weights go back",
           "[worker]") {
-  auto job = MakeJob({"optimizer.lr=0.5", "optimizer.momentum=0"});
+  auto job = MlpJob({"optimizer.lr=0.5", "optimizer.momentum=0"});
   LayerTable layers;
   layers.layers.push_back(Layer{"x", 0, 3, {3}});
   LocalSteps local(job.optimizer, layers);
@@ -309,11 +233,11 @@ TEST_CASE("Every scheme with local steps keeps replicas equal to the master copy
   // with momentum of their own take the averaging outer step, the others DiLoCo's Nesterov step.
   for (const auto& name : SchemeNames()) {
     DYNAMIC_SECTION(name) {
-      const JobSpec probe = MakeJob({"scheme.name=" + name});
+      const JobSpec probe = MlpJob({"scheme.name=" + name});
       const std::string outer = probe.scheme.global_momentum ? "nesterov" : "average";
-      const JobSpec job = MakeJob({"workers=2", "scheme.name=" + name, "train.rounds=3", "train.local_steps=2",
-                                   "train.outer_optimizer.name=" + outer, "job_id=local-" + name});
-      const auto ranks = TrainAll(job);
+      const JobSpec job = MlpJob({"workers=2", "scheme.name=" + name, "train.rounds=3", "train.local_steps=2",
+                                  "train.outer_optimizer.name=" + outer, "job_id=local-" + name});
+      const auto ranks = TrainAllRanks(job);
       CHECK(ranks[0].final_weights == ranks[1].final_weights);
       CHECK(ranks[0].rounds == 3);
     }

@@ -17,7 +17,8 @@
 #include "engine/shard.h"
 #include "job/job_spec.h"
 #include "schemes/registry.h"
-#include "support/cluster.h"
+#include "support/simulation.h"
+#include "support/worker_runs.h"
 #include "worker/batch.h"
 #include "worker/models.h"
 #include "worker/trainer.h"
@@ -28,40 +29,9 @@
 
 using namespace sketchps;
 using namespace sketchps::worker;
+using namespace sketchps::testing;
 
 namespace {
-
-JobSpec MakeJob(std::vector<std::string> overrides) {
-  overrides.insert(overrides.begin(), {"model=mlp", "servers=2", "train.eval_every_rounds=0", "data.batch_size=16"});
-  auto job = ParseJobSpec(DefaultJobSpecYaml(), "test", overrides);
-  REQUIRE(job.ok());
-  return *job;
-}
-
-// Trains every rank of `job` against a fresh in-process cluster; returns each rank's summary.
-std::vector<TrainSummary> TrainAll(const JobSpec& job, const std::string& metrics_prefix = "") {
-  at::set_num_threads(1);
-  testing::LocalCluster cluster(job);
-  std::vector<std::future<absl::StatusOr<TrainSummary>>> ranks;
-  for (std::uint32_t r = 0; r < job.workers; ++r) {
-    TrainerOptions o;
-    o.job = job;
-    o.rank = r;
-    o.servers = cluster.addresses();
-    o.patience = absl::Seconds(30);
-    o.log_every_rounds = 0;
-    if (!metrics_prefix.empty()) o.metrics_out = metrics_prefix + std::to_string(r) + ".jsonl";
-    ranks.push_back(std::async(std::launch::async, [o] { return Train(o); }));
-  }
-  std::vector<TrainSummary> out;
-  for (auto& f : ranks) {
-    auto s = f.get();
-    INFO(s.status().ToString());
-    REQUIRE(s.ok());
-    out.push_back(*std::move(s));
-  }
-  return out;
-}
 
 // One process, batch P*b, the same data order and the same replicated optimizer.
 std::vector<float> SingleProcess(const JobSpec& job) {
@@ -85,15 +55,6 @@ std::vector<float> SingleProcess(const JobSpec& job) {
   return std::vector<float>(model->flat().params(), model->flat().params() + model->flat().dim());
 }
 
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-    den += b[i] * static_cast<double>(b[i]);
-  }
-  return std::sqrt(num / den);
-}
-
 std::vector<nlohmann::json> ReadRecords(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> out;
@@ -105,16 +66,15 @@ std::vector<nlohmann::json> ReadRecords(const std::string& path) {
 
 TEST_CASE("Dense PS training over gRPC equals single-process SGD with batch P*b", "[ps][grpc]") {
   for (std::uint32_t workers : {2u, 4u}) {
-    const JobSpec job = MakeJob({"workers=" + std::to_string(workers), "scheme.name=dense", "train.rounds=6",
-                                 "job_id=dense-" + std::to_string(workers)});
-    const auto ranks = TrainAll(job);
+    const JobSpec job = MlpJob({"workers=" + std::to_string(workers), "scheme.name=dense", "train.rounds=6",
+                                "job_id=dense-" + std::to_string(workers)});
+    const auto ranks = TrainAllRanks(job);
     for (const auto& r : ranks) CHECK(r.final_weights == ranks[0].final_weights);
     const auto reference = SingleProcess(job);
-    const double diff = RelativeDifference(ranks[0].final_weights, reference);
+    const double diff = RelativeError(ranks[0].final_weights, reference);
     INFO("P = " << workers << ": relative difference " << diff);
     CHECK(diff < 1e-5);
-    CHECK(RelativeDifference(reference, SingleProcess(MakeJob({"workers=1", "scheme.name=dense", "train.rounds=1"}))) >
-          1e-3);
+    CHECK(RelativeError(reference, SingleProcess(MlpJob({"workers=1", "scheme.name=dense", "train.rounds=1"}))) > 1e-3);
   }
 }
 
@@ -122,18 +82,18 @@ TEST_CASE("Dense PS training with AdamW equals single-process AdamW with batch P
   // AdamW with its bias corrections, decay exempting the biases, a warm-up and a cosine schedule:
   // every shard's master copy, every replica and the single process apply the same steps.
   const JobSpec job =
-      MakeJob({"workers=3", "scheme.name=dense", "train.rounds=8", "job_id=dense-adamw", "optimizer.name=adamw",
-               "optimizer.lr=0.003", "optimizer.weight_decay=0.05", "optimizer.no_decay=[fc1.bias, fc2.bias]",
-               "optimizer.schedule=cosine", "optimizer.warmup=3 rounds", "optimizer.warmup_start_factor=0.1"});
-  const auto ranks = TrainAll(job);
+      MlpJob({"workers=3", "scheme.name=dense", "train.rounds=8", "job_id=dense-adamw", "optimizer.name=adamw",
+              "optimizer.lr=0.003", "optimizer.weight_decay=0.05", "optimizer.no_decay=[fc1.bias, fc2.bias]",
+              "optimizer.schedule=cosine", "optimizer.warmup=3 rounds", "optimizer.warmup_start_factor=0.1"});
+  const auto ranks = TrainAllRanks(job);
   for (const auto& r : ranks) CHECK(r.final_weights == ranks[0].final_weights);
   const auto reference = SingleProcess(job);
-  const double diff = RelativeDifference(ranks[0].final_weights, reference);
+  const double diff = RelativeError(ranks[0].final_weights, reference);
   INFO("relative difference " << diff);
   CHECK(diff < 1e-5);
   // SGD on the same data lands elsewhere: the comparison can tell optimizers apart.
   std::vector<std::string> sgd{"workers=3", "scheme.name=dense", "train.rounds=8", "optimizer.lr=0.003"};
-  CHECK(RelativeDifference(reference, SingleProcess(MakeJob(sgd))) > 1e-3);
+  CHECK(RelativeError(reference, SingleProcess(MlpJob(sgd))) > 1e-3);
 }
 
 TEST_CASE("Every scheme keeps replicas equal to the master copy and sends what it promises", "[ps][grpc]") {
@@ -142,8 +102,8 @@ TEST_CASE("Every scheme keeps replicas equal to the master copy and sends what i
   for (const auto& name : SchemeNames()) {
     DYNAMIC_SECTION(name) {
       const std::string prefix = (dir / (name + "-")).string();
-      const JobSpec job = MakeJob({"workers=3", "scheme.name=" + name, "train.rounds=5", "job_id=" + name});
-      const auto ranks = TrainAll(job, prefix);  // Train fails on any per-round checksum mismatch
+      const JobSpec job = MlpJob({"workers=3", "scheme.name=" + name, "train.rounds=5", "job_id=" + name});
+      const auto ranks = TrainAllRanks(job, prefix);  // Train fails on any per-round checksum mismatch
       for (const auto& r : ranks) CHECK(r.final_weights == ranks[0].final_weights);
       for (std::uint32_t rank = 0; rank < job.workers; ++rank) {
         const auto records = ReadRecords(prefix + std::to_string(rank) + ".jsonl");
@@ -173,9 +133,9 @@ TEST_CASE("Every scheme runs with AdamW and keeps replicas equal to the master c
   for (const auto& name : SchemeNames()) {
     DYNAMIC_SECTION(name) {
       const JobSpec job =
-          MakeJob({"workers=2", "scheme.name=" + name, "train.rounds=4", "job_id=adamw-" + name, "optimizer.name=adamw",
-                   "optimizer.lr=0.001", "optimizer.weight_decay=0.01", "optimizer.no_decay=[fc3.bias]"});
-      const auto ranks = TrainAll(job);  // Train fails on any per-round checksum mismatch
+          MlpJob({"workers=2", "scheme.name=" + name, "train.rounds=4", "job_id=adamw-" + name, "optimizer.name=adamw",
+                  "optimizer.lr=0.001", "optimizer.weight_decay=0.01", "optimizer.no_decay=[fc3.bias]"});
+      const auto ranks = TrainAllRanks(job);  // Train fails on any per-round checksum mismatch
       REQUIRE(ranks.size() == 2);
       CHECK(ranks[0].final_weights == ranks[1].final_weights);
       CHECK(ranks[0].rounds == 4);
