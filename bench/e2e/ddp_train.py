@@ -172,14 +172,7 @@ def fail(message: str):
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description="Fashion-MNIST CNN under PyTorch DDP (see the module doc)")
     ap.add_argument("--compression", choices=["none", "fp16", "powersgd", "postlocal", "diloco"], default="none")
-    ap.add_argument("--period", type=int, default=8,
-                    help="--compression postlocal: steps between model averages; diloco: inner steps H per outer step")
-    ap.add_argument("--local-warmup", type=int, default=local_rivals.LOCAL_WARMUP,
-                    help="--compression postlocal: dense all-reduce rounds before the local steps (start_localSGD_iter)")
-    ap.add_argument("--outer-lr", type=float, default=local_rivals.OUTER_LR,
-                    help="--compression diloco: the outer Nesterov step's lr")
-    ap.add_argument("--outer-momentum", type=float, default=local_rivals.OUTER_MOMENTUM,
-                    help="--compression diloco: its momentum")
+    local_rivals.add_arguments(ap, "--compression")
     ap.add_argument("--powersgd-rank", type=int, default=2, help="--compression powersgd: matrix_approximation_rank")
     ap.add_argument("--powersgd-start", type=int, default=10,
                     help="--compression powersgd: start_powerSGD_iter (vanilla allreduce before; >= 2)")

@@ -48,6 +48,17 @@ OUTER_LR, OUTER_MOMENTUM = 0.7, 0.9  # DiLoCo's outer Nesterov step (the paper's
 LOCAL_WARMUP = 10                     # post-local SGD's dense rounds (issue 35's configuration)
 
 
+def add_arguments(ap, selector: str) -> None:
+    """The rivals' options on a script's parser; `selector` names the option that picks a rival
+    (e.g. "--compression" or "ddp --hook") in their help."""
+    ap.add_argument("--period", type=int, default=8,
+                    help=f"{selector} postlocal: steps between model averages; diloco: inner steps H per outer step")
+    ap.add_argument("--local-warmup", type=int, default=LOCAL_WARMUP,
+                    help=f"{selector} postlocal: dense all-reduce rounds before the local steps (start_localSGD_iter)")
+    ap.add_argument("--outer-lr", type=float, default=OUTER_LR, help=f"{selector} diloco: the outer Nesterov step's lr")
+    ap.add_argument("--outer-momentum", type=float, default=OUTER_MOMENTUM, help=f"{selector} diloco: its momentum")
+
+
 def nesterov_outer_step(anchor: Sequence[torch.Tensor], pseudo_grad: Sequence[torch.Tensor],
                         momentum_buf: Sequence[torch.Tensor], lr: float, momentum: float) -> None:
     """DiLoCo's outer step in place, torch.optim.SGD(nesterov=True, dampening 0) on the

@@ -471,14 +471,7 @@ def parse_args(argv=None):
     ap.add_argument("--hook", choices=["none", "fp16", "powersgd", "sketchps", *local_rivals.KINDS], default="none",
                     help="ddp: gradient compression (sketchps: sketchps.ddp.comm_hook, the job from SKETCHPS_JOB), or "
                          "a local-step rival (postlocal: post-local SGD; diloco: DiLoCo; local_rivals.py)")
-    ap.add_argument("--period", type=int, default=8,
-                    help="ddp --hook postlocal: steps between model averages; diloco: inner steps H per outer step")
-    ap.add_argument("--local-warmup", type=int, default=local_rivals.LOCAL_WARMUP,
-                    help="ddp --hook postlocal: dense all-reduce rounds before the local steps (start_localSGD_iter)")
-    ap.add_argument("--outer-lr", type=float, default=local_rivals.OUTER_LR,
-                    help="ddp --hook diloco: the outer Nesterov step's lr")
-    ap.add_argument("--outer-momentum", type=float, default=local_rivals.OUTER_MOMENTUM,
-                    help="ddp --hook diloco: its momentum")
+    local_rivals.add_arguments(ap, "ddp --hook")
     ap.add_argument("--powersgd-rank", type=int, default=2, help="ddp --hook powersgd: matrix_approximation_rank")
     ap.add_argument("--powersgd-start", type=int, default=None,
                     help="ddp --hook powersgd: start_powerSGD_iter (default: the job's scheme.dense_warmup rounds, "
