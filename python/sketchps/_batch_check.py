@@ -14,6 +14,9 @@ the value to set. Not checked: one forward per round (no accumulation: a batch o
 shows as an early end), a forward without a tensor argument, and later rounds (an epoch's last
 batch may be short). A model whose forward runs twice per micro-batch looks like accumulation:
 forward it once per micro-batch, or set data.batch_size to the samples the step's forwards take.
+With DistributedOptimizer's overlap the check needs no_sync() in the round (check(require_no_sync)):
+there, accumulation without it is two backward passes in an overlapped round, which the worker
+refuses by that name (the precise error, rather than a batch size that would not fix it).
 """
 import torch
 
@@ -29,6 +32,7 @@ class FirstRound:
         self.samples = 0
         self.open = True  # until the first round's step
         self.known = True  # every forward had a tensor argument
+        self.no_sync = False  # the first round entered no_sync()
 
     def forward(self, inputs):
         if not self.open:
@@ -40,12 +44,19 @@ class FirstRound:
         self.forwards += 1
         self.samples += int(first.shape[0])
 
-    def check(self):
+    def entered_no_sync(self):
+        if self.open:
+            self.no_sync = True
+
+    def check(self, require_no_sync=False):
         """At the first round's step (before its exchange lands): ConfigError when the round
-        accumulated micro-batches that add up to other than data.batch_size."""
+        accumulated micro-batches that add up to other than data.batch_size (with require_no_sync,
+        only when it entered no_sync())."""
         if not self.open:
             return
         self.open = False
+        if require_no_sync and not self.no_sync:
+            return
         if self.known and self.forwards > 1 and self.samples != self.batch_size:
             k, s = self.forwards, self.samples
             raise ConfigError(f"data.batch_size: the job has {self.batch_size}, but this rank's first round "

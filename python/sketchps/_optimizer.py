@@ -171,7 +171,7 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
             raise OrderError(f"step: the job's {self.rounds} rounds are done (check DistributedOptimizer.done before "
                              "stepping; a DataLoader loop runs `for epoch in range(opt.epochs)` over a "
                              "sketchps.torch.DistributedSampler, one batch per step)")
-        self._batches.check()
+        self._batches.check(require_no_sync=self._overlap)
         value = float(loss) if loss is not None else float("nan")
         compute = time.monotonic() - self._compute_start if self._compute_start is not None else 0.0
         self._compute_start = None
@@ -204,6 +204,7 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
             loss_fn(model(x_last), y_last).backward()
             opt.step()
         """
+        self._batches.entered_no_sync()
         self._worker.no_sync(True)
         try:
             yield
