@@ -181,6 +181,20 @@ DEADLINE_SETS = ("ps.round_deadline_seconds=0.05",)
 # accuracy against that job's (a 0.05 bound, promised by no doc, failed at P = 4 on 2026-11-29: -5.65
 # points after 69 of 120 rounds at 3/4 of the samples and learning rate).
 _REGROUP_JOB = "the survivors train P - 1 workers' job with the learning rate scaled by (P - 1)/P"
+def _dec_kill_regroup(workers: int) -> Case:
+    """The last of `workers` decentralized workers killed for good: the survivors regroup and finish."""
+    last, left = f"worker-{workers - 1}", workers - 1
+    return Case(f"dec-kill-worker-p{workers}", "decentralized", "kill", target=last, at_round=KILL_ROUND, restart=False,
+                workers=workers,
+                what=f"SIGKILL {last} for good at round {KILL_ROUND} ({workers} workers)",
+                expect=Expect(True, ledger=True, max_stall_s=PEER_TIMEOUT_S + 20,
+                              log=(("worker-0", rf"regrouped into epoch 1 .*rank \d+ of {left}"),),
+                              text=f"completes: the {left} survivors regroup (P' = {left}) and finish with equal "
+                                   "weights; every round applied exactly once in their ledger (a rolled-back round "
+                                   f"re-run once); their accuracy is measured, not bounded ({_REGROUP_JOB}); stall ≤ "
+                                   "peer timeout + 20 s"))
+
+
 _DEADLINE_DONE = ("completes without waiting for the late worker: rounds close without it at the deadline "
                   "(ps.round_deadline_seconds 0.05), it applies every round all the same, so every round is applied "
                   "exactly once with the same weights on both workers (ledger); accuracy within 0.05 of the "
@@ -449,14 +463,7 @@ CASES: list[Case] = [
          expect=Expect(False, fail_within_s=PEER_TIMEOUT_S + 15, names_fault=True,
                        text=f"stops: worker-0 exits 1 within the peer timeout + 15 s ({PEER_TIMEOUT_S + 15} s), naming "
                             "rank 1; 1 of 2 is no strict majority (docs/reports/topologies.md)")),
-    Case("dec-kill-worker-p3", "decentralized", "kill", target="worker-2", at_round=KILL_ROUND, restart=False,
-         workers=3,
-         what=f"SIGKILL worker-2 for good at round {KILL_ROUND} (3 workers)",
-         expect=Expect(True, ledger=True, max_stall_s=PEER_TIMEOUT_S + 20,
-                       log=(("worker-0", r"regrouped into epoch 1 .*rank \d+ of 2"),),
-                       text="completes: the 2 survivors regroup (P' = 2) and finish with equal weights; every round "
-                            "applied exactly once in their ledger (a rolled-back round re-run once); their accuracy is "
-                            f"measured, not bounded ({_REGROUP_JOB}); stall ≤ peer timeout + 20 s")),
+    _dec_kill_regroup(3),
     # --- at the scale users run: 4 and 8 workers, stateful schemes in every kill ----------------------
     _loss("ps", 1, workers=4),
     _ps_partition("worker-1", 5, workers=4),
@@ -482,14 +489,7 @@ CASES: list[Case] = [
     _ps_kill_worker("sdagc", workers=4, loss_pct=1),
     _ps_kill_shard(scheme="dgc", workers=4, loss_pct=1),
     *_elastic_cases(),
-    Case("dec-kill-worker-p4", "decentralized", "kill", target="worker-3", at_round=KILL_ROUND, restart=False,
-         workers=4,
-         what=f"SIGKILL worker-3 for good at round {KILL_ROUND} (4 workers)",
-         expect=Expect(True, ledger=True, max_stall_s=PEER_TIMEOUT_S + 20,
-                       log=(("worker-0", r"regrouped into epoch 1 .*rank \d+ of 3"),),
-                       text="completes: the 3 survivors regroup (P' = 3) and finish with equal weights; every round "
-                            "applied exactly once in their ledger (a rolled-back round re-run once); their accuracy is "
-                            f"measured, not bounded ({_REGROUP_JOB}); stall ≤ peer timeout + 20 s")),
+    _dec_kill_regroup(4),
     # 8 workers: the heaviest jobs this 2-core machine runs; one of each kind of kill, and a partition
     _ps_partition("worker-1", 5, workers=8),
     _ps_kill_worker("sdagc", workers=8),
