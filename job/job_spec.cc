@@ -214,6 +214,7 @@ absl::Status CheckLocalSteps(const JobSpec& job) {
 
 absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader data, root.Child("data"));
+  job.data.train_samples_set = data.Has("train_samples");
   SKETCHPS_RETURN_IF_ERROR(
       data.GetAll("path", job.data.path, "batch_size", job.data.batch_size, "train_samples", job.data.train_samples));
   SKETCHPS_RETURN_IF_ERROR(data.Finish());

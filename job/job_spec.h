@@ -46,6 +46,7 @@ struct DataSpec {
   std::string path = "/usr/share/datasets/fashion-mnist";
   std::uint32_t batch_size = 32;  // per worker
   std::uint64_t train_samples = 60000;
+  bool train_samples_set = false;  // the spec sets train_samples (else the default above)
 };
 
 // Evaluation: every rank evaluates its share of the test set (a contiguous 1/P block) between rounds

@@ -21,7 +21,7 @@ struct PeerConfig {
   std::vector<std::uint64_t> range_lengths;  // per shard of the flat vector (ShardMap sizes)
   // kSparseSum phases with keep > 0 (gTop-k) use the tree merge (log2 P merges of top-k sets)
   // instead of an all-gather reduced like the PS (exact global top-k). See docs/design-notes.md.
-  bool gtopk_tree = false;
+  bool sparse_tree_merge = false;
   // Longest this worker waits for one peer: to accept one step, or to deliver the step this worker
   // waits for (plus 0.5 s per step index). A peer silent for longer fails the phase with UNAVAILABLE
   // naming it. It must cover the spread of the workers' compute times within a round.

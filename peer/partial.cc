@@ -110,12 +110,12 @@ const char* CollectiveName(Collective c) {
   return "unknown";
 }
 
-Collective CollectiveFor(const PhaseSpec& spec, bool gtopk_tree) {
+Collective CollectiveFor(const PhaseSpec& spec, bool sparse_tree_merge) {
   switch (spec.reduction) {
     case Reduction::kDenseSum:
     case Reduction::kSketchRecover:
     case Reduction::kSketchMomentumError: return Collective::kSum;
-    case Reduction::kSparseSum: return gtopk_tree && spec.keep > 0 ? Collective::kTreeTopK : Collective::kGather;
+    case Reduction::kSparseSum: return sparse_tree_merge && spec.keep > 0 ? Collective::kTreeTopK : Collective::kGather;
     case Reduction::kLeaderIndexSet: return Collective::kLeader;
   }
   return Collective::kGather;

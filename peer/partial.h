@@ -6,7 +6,7 @@
 //              number of contributors; combine(low, high) = low + high elementwise, in that order;
 //   kGather    kSparseSum: every covered rank's payload (or its skip), in rank order; combine
 //              concatenates, so the final state holds all P payloads;
-//   kTreeTopK  kSparseSum with keep > 0 when PeerConfig::gtopk_tree is set: one SparseVector;
+//   kTreeTopK  kSparseSum with keep > 0 when PeerConfig::sparse_tree_merge is set: one SparseVector;
 //              combine(low, high) = the `keep` largest of low + high (Reducer, low added first);
 //   kLeader    kLeaderIndexSet: the leader's IndexSet once the covered ranks include it, plus the
 //              contributor count.
@@ -34,7 +34,7 @@ namespace sketchps::peer {
 enum class Collective : std::uint8_t { kSum, kGather, kTreeTopK, kLeader };
 
 const char* CollectiveName(Collective c);
-Collective CollectiveFor(const PhaseSpec& spec, bool gtopk_tree);
+Collective CollectiveFor(const PhaseSpec& spec, bool sparse_tree_merge);
 
 struct Item {
   std::uint32_t origin = 0;

@@ -117,7 +117,7 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PeerAggregator::RunPhase(std:
   if (!result.ok()) {
     if (!IsPeerAbort(result.status())) AbortPeers(ref, result.status());
     return Annotate(result.status(),
-                    absl::StrCat("peer ", CollectiveName(CollectiveFor(contribution.spec, config().gtopk_tree)),
+                    absl::StrCat("peer ", CollectiveName(CollectiveFor(contribution.spec, config().sparse_tree_merge)),
                                  " of shard ", shard, " round ", round, " phase ", phase, " on rank ", config().rank));
   }
   st.previous = std::make_shared<const PhaseResult>(*std::move(result));
@@ -128,7 +128,7 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> PeerAggregator::RunPhase(std:
 absl::StatusOr<PhaseResult> PeerAggregator::RunCollective(ShardState& st, const PhaseRef& ref,
                                                           const Contribution& own) {
   const PeerConfig& c = config();
-  const Collective collective = CollectiveFor(own.spec, c.gtopk_tree);
+  const Collective collective = CollectiveFor(own.spec, c.sparse_tree_merge);
   SKETCHPS_ASSIGN_OR_RETURN(Partial state, LeafPartial(collective, own, c.rank));
   for (const Step& step : Schedule(c.num_workers, c.rank)) {
     if (step.send_to) {

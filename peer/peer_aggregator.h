@@ -9,7 +9,7 @@
 //                               goes through the same code on every rank. A new aggregator (a regroup)
 //                               starts them from zero on every member, as every scheme's worker state)
 //   kSparseSum                  recursive-doubling all-gather, then the Reducer in worker-id order
-//                               (bitwise the PS result); with PeerConfig::gtopk_tree and keep > 0 the
+//                               (bitwise the PS result); with PeerConfig::sparse_tree_merge and keep > 0 the
 //                               gTop-k tree merge instead
 //   kLeaderIndexSet             the leader's set travels with an all-reduce of the contributor count
 //

@@ -76,7 +76,7 @@ absl::StatusOr<Letter> Open(const PeerConfig& c, const v1::ExchangeRequest& r) {
   letter.sender = sender;
   letter.wire_bytes = r.ByteSizeLong();
   SKETCHPS_ASSIGN_OR_RETURN(letter.spec, SpecFromProto(r.spec(), c.num_workers, range_len));
-  const Collective collective = CollectiveFor(letter.spec, c.gtopk_tree);
+  const Collective collective = CollectiveFor(letter.spec, c.sparse_tree_merge);
   SKETCHPS_ASSIGN_OR_RETURN(
       letter.partial, DecodePartial(r, collective, letter.spec, SentBlock(c.num_workers, sender, r.step()), range_len));
   return letter;

@@ -16,25 +16,21 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/layout.h"
-#include "common/net/tls.h"
-#include "common/wire/fingerprint.h"
+#include "common/net/worker_link.h"
 #include "engine/transport.h"
 
 namespace sketchps::peer {
 
-struct PeerOptions {
-  std::string job_id;
-  std::uint32_t rank = 0;
-  std::uint32_t num_workers = 1;
+// WorkerLink (common/net/worker_link.h): job_id, rank, num_workers, patience (the longest wait for
+// peers_file), tls (this worker's identity is worker-<rank>), fingerprint (every peer's must be equal,
+// checked at Start).
+struct PeerOptions : WorkerLink {
   std::string listen;              // this worker's Peer service, "host:port" (port 0: any free one)
   std::vector<std::string> peers;  // every rank's address, in rank order
   std::string port_file;           // when set: the port this worker's Peer service got is written here
   std::string peers_file;          // when `peers` is empty: wait for this file (addresses, comma-separated)
-  absl::Duration patience = absl::Seconds(120);  // longest wait for peers_file
   absl::Duration peer_timeout = absl::Seconds(60);
-  bool regroup = true;      // job.peer.on_failure == "regroup"
-  TlsConfig tls;            // common/net/tls.h (this worker's identity is worker-<rank>)
-  Fingerprint fingerprint;  // the job's: every peer's must be equal (checked at Start)
+  bool regroup = true;  // job.peer.on_failure == "regroup"
 };
 
 absl::StatusOr<std::unique_ptr<Transport>> StartPeers(const PeerOptions& options, const ShardMap& shards);

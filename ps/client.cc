@@ -56,9 +56,9 @@ class WaitNotice {
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.servers.empty()) return absl::InvalidArgumentError("--servers: no server addresses");
-  if (options.worker_id >= options.num_workers) {
+  if (options.rank >= options.num_workers) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--rank ", options.worker_id, " is not in [0, ", options.num_workers, ")"));
+        absl::StrCat("--rank ", options.rank, " is not in [0, ", options.num_workers, ")"));
   }
   SKETCHPS_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(options.tls));
   std::unique_ptr<Client> client(new Client(std::move(options)));
@@ -124,7 +124,7 @@ absl::StatusOr<v1::JoinResponse> Client::Join(std::uint32_t shard, std::uint64_t
   ShardLink& link = links_[shard];
   v1::JoinRequest request;
   request.set_job_id(options_.job_id);
-  request.set_worker_id(options_.worker_id);
+  request.set_worker_id(options_.rank);
   request.set_shard_id(shard);
   LayersToProto(layers_, request.mutable_layers());
   request.set_weights(F32Bytes(replica.weights));
@@ -171,7 +171,7 @@ absl::StatusOr<v1::LeaveRequest> Client::LeaveRequestFor(std::uint32_t shard, st
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " has no server address"));
   v1::LeaveRequest request;
   request.set_job_id(options_.job_id);
-  request.set_worker_id(options_.worker_id);
+  request.set_worker_id(options_.rank);
   request.set_shard_id(shard);
   request.set_rounds_applied(rounds_applied);
   return request;
@@ -217,7 +217,7 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Client::RunPhase(std::uint32_
   auto* header = request.mutable_payload()->mutable_header();
   header->set_job_id(options_.job_id);
   header->set_epoch(0);
-  header->set_worker_id(options_.worker_id);
+  header->set_worker_id(options_.rank);
   header->set_shard_id(shard);
   header->set_round(round);
   header->set_phase(phase);
@@ -245,7 +245,7 @@ absl::StatusOr<std::shared_ptr<const PhaseResult>> Client::RunPhase(std::uint32_
     link.last_contributors = response->contributors();
   }
   auto result = std::make_shared<PhaseResult>(PhaseResult{std::move(*body), response->contributors()});
-  if (response->excluded()) result->excluded = {options_.worker_id};
+  if (response->excluded()) result->excluded = {options_.rank};
   return std::shared_ptr<const PhaseResult>(std::move(result));
 }
 

@@ -34,23 +34,18 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/layout.h"
-#include "common/net/tls.h"
-#include "common/wire/fingerprint.h"
+#include "common/net/worker_link.h"
 #include "engine/aggregator.h"
 #include "sketchps/v1/parameter_server.grpc.pb.h"
 
 namespace sketchps::ps {
 
-struct ClientOptions {
-  std::string job_id;
-  std::uint32_t worker_id = 0;
-  std::uint32_t num_workers = 1;
+// WorkerLink (common/net/worker_link.h): job_id, rank, num_workers, patience (continuous failure
+// before giving up), tls (shard s must prove server-<s>), fingerprint (sent with every Join).
+struct ClientOptions : WorkerLink {
   std::vector<std::string> servers;                // "host:port" of shard 0, 1, ...
   absl::Duration rpc_timeout = absl::Seconds(20);  // one attempt
-  absl::Duration patience = absl::Seconds(120);    // continuous failure before giving up
   int max_message_bytes = 256 << 20;
-  TlsConfig tls;            // common/net/tls.h: shard s must prove server-<s>
-  Fingerprint fingerprint;  // the job's, sent with every Join
 };
 
 // A worker's replica of one shard's range, as offered in a Join.
@@ -101,7 +96,7 @@ class Client final : public Aggregator {
 
   absl::StatusOr<std::shared_ptr<const PhaseResult>> RunPhase(std::uint32_t shard, std::uint64_t round,
                                                               std::uint32_t phase, Contribution contribution) override;
-  std::uint32_t worker_id() const override { return options_.worker_id; }
+  std::uint32_t worker_id() const override { return options_.rank; }
   std::uint32_t num_workers() const override { return options_.num_workers; }
   std::uint32_t num_shards() const { return static_cast<std::uint32_t>(links_.size()); }
 

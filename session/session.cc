@@ -164,31 +164,22 @@ absl::StatusOr<std::unique_ptr<Replica>> Session::MakeReplica() const {
 }
 
 absl::Status Session::StartTransport() {
+  const WorkerLink link{o_.job.job_id, o_.rank, o_.job.workers, o_.patience, o_.tls, o_.job.fingerprint};
   if (o_.job.decentralized()) {
     peer::PeerOptions peers;
-    peers.job_id = o_.job.job_id;
-    peers.rank = o_.rank;
-    peers.num_workers = o_.job.workers;
+    static_cast<WorkerLink&>(peers) = link;
     peers.listen = o_.listen;
     peers.peers = o_.peers;
     peers.port_file = o_.port_file;
     peers.peers_file = o_.peers_file;
-    peers.patience = o_.patience;
     peers.peer_timeout = o_.peer_timeout;
     peers.regroup = can_regroup();
-    peers.tls = o_.tls;
-    peers.fingerprint = o_.job.fingerprint;
     SKETCHPS_ASSIGN_OR_RETURN(transport_, peer::StartPeers(peers, shards_));
   } else {
     ps::ClientOptions client;
-    client.job_id = o_.job.job_id;
-    client.worker_id = o_.rank;
-    client.num_workers = o_.job.workers;
+    static_cast<WorkerLink&>(client) = link;
     client.servers = o_.servers;
     client.rpc_timeout = o_.rpc_timeout;
-    client.patience = o_.patience;
-    client.tls = o_.tls;
-    client.fingerprint = o_.job.fingerprint;
     std::optional<std::uint64_t> join;  // elastic: a slot that does not start the job joins it
     if (o_.job.ps.elastic && o_.rank >= o_.job.ps.initial_workers) join = o_.join_at_round.value_or(0);
     SKETCHPS_ASSIGN_OR_RETURN(transport_, ps::ConnectParameterServers(std::move(client), join));

@@ -54,7 +54,7 @@ absl::StatusOr<Transports> ConnectWorkers(const JobSpec& job, const std::vector<
   for (std::uint32_t r = 0; r < job.workers; ++r) {
     ps::ClientOptions o;
     o.job_id = job.job_id;
-    o.worker_id = r;
+    o.rank = r;
     o.num_workers = job.workers;
     o.servers = addresses;
     o.rpc_timeout = absl::Seconds(30);

@@ -45,7 +45,7 @@ peer::PeerConfig TreeConfig(const JobSpec& job, const ShardMap& shards, std::uin
   c.rank = rank;
   c.num_workers = job.workers;
   for (const auto& range : shards.ranges) c.range_lengths.push_back(range.size());
-  c.gtopk_tree = true;
+  c.sparse_tree_merge = true;
   c.peer_timeout = kPatience;
   c.fingerprint = job.fingerprint;
   return c;

@@ -1,4 +1,4 @@
-// Decentralized gTop-k with the peers' tree merge (PeerConfig::gtopk_tree: log2 P merges of top-k
+// Decentralized gTop-k with the peers' tree merge (PeerConfig::sparse_tree_merge: log2 P merges of top-k
 // sets, the paper's traffic) for the load generator. No job key selects it and peer::StartPeers
 // leaves it off, so this builds what StartPeers builds (a PeerServer and a PeerAggregator per rank,
 // on 127.0.0.1:0, plaintext) with that one option on. Start() compares the peers' job fingerprints

@@ -7,7 +7,6 @@ import torch
 import torch.distributed as dist
 
 from sketchps._job_context import _env
-from sketchps._settings import _on_failure
 from sketchps.errors import ConfigError
 
 
@@ -25,7 +24,7 @@ def _check_buffers(ctx, model, broadcast):
             "group (broadcast_buffers=True, as DDP)")
     instead = ("; or pass broadcast_buffers=False (each rank keeps its own statistics), or use GroupNorm or "
                "LayerNorm instead of BatchNorm (no buffers)")
-    if ctx.job.mode == "decentralized" and _on_failure(ctx.job) == "regroup":
+    if ctx.job.mode == "decentralized" and ctx.job.peer_on_failure == "regroup":
         raise ConfigError("peer.on_failure: regroup (the default in decentralized mode) goes on without a lost peer, "
                           f"which the process group cannot follow; set peer.on_failure: stop ({what}){instead}")
     if not dist.is_available():

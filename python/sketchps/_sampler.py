@@ -5,7 +5,6 @@ sketchps.torch.
 import torch
 
 from sketchps import _job_context
-from sketchps._settings import _job_sets
 from sketchps.errors import ConfigError, OrderError
 
 
@@ -52,7 +51,7 @@ class DistributedSampler(torch.utils.data.Sampler):
         super().__init__(dataset)
         n = len(dataset)
         job = ctx.job
-        sets = _job_sets(job, "data", "train_samples")
+        sets = job.train_samples_set
         if ctx.describe and not sets:
             if ctx.train_samples is not None and ctx.train_samples != n:
                 raise ConfigError(f"DistributedSampler: made for datasets of {ctx.train_samples} and {n} samples "

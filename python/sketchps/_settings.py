@@ -1,15 +1,15 @@
 """sketchps._settings: the torch optimizer and model against the job: who applies the update
 (_applies), the job keys a torch optimizer stands for (_optimizer_settings, _external_settings,
 _settings_overrides), the checks that they equal the job's (_check_optimizer, _check_equal), the
-refusal of the job's schedule under a torch optimizer (_check_no_schedule), the trainable parameters
-(_trainable) and what the job file itself sets (_job_sets, _on_failure). Pure functions: each raises
+refusal of the job's schedule under a torch optimizer (_check_no_schedule) and the trainable
+parameters (_trainable). What the job sets comes from the core's typed Job fields (the job is parsed
+once, in C++), never from its YAML text. Pure functions: each raises
 ConfigError naming the key or argument, or returns a value; nothing is changed.
 """
 import json
 import math
 
 import torch
-import yaml  # python3-yaml: a dependency of Debian's python3-torch
 
 from sketchps.errors import ConfigError
 
@@ -125,20 +125,10 @@ def _check_optimizer(job, settings):
         _check_equal("optimizer.eps", job.eps, settings["eps"], "the torch optimizer")
 
 
-_SCHEDULE_KEYS = ("schedule", "warmup", "warmup_epochs", "milestones", "min_lr")
-
-
 def _check_no_schedule(job, who):
     """A job whose optimizer.name is external (a torch optimizer applies the update) cannot have a
     learning-rate schedule: sketchps would not apply it, so it is refused rather than ignored."""
-    root = yaml.safe_load(job.effective_yaml) or {}
-    section = root.get("optimizer") if isinstance(root, dict) else None
-    if not isinstance(section, dict):
-        return
-    for key in _SCHEDULE_KEYS:
-        value = section.get(key)
-        if value is None or (key == "schedule" and value == "constant") or (key != "schedule" and not value):
-            continue
+    for key, value in job.schedule_settings:
         raise ConfigError(f"optimizer.{key}: {value} is a schedule sketchps applies, but with {who} your torch "
                           "optimizer applies the update with its own learning rate, so the job's schedule would be "
                           "ignored; remove it from the job and use a torch.optim.lr_scheduler in the script")
@@ -166,18 +156,3 @@ def _trainable(model, optimizer):
         raise ConfigError(f"optimizer: does not hold the model's trainable parameter '{missing[0]}' "
                           "(freeze it with requires_grad_(False) to leave it out)")
     return named
-
-
-def _on_failure(job):
-    """The job's peer.on_failure (decentralized mode; default regroup)."""
-    root = yaml.safe_load(job.effective_yaml) or {}
-    peer = root.get("peer") if isinstance(root, dict) else None
-    value = peer.get("on_failure") if isinstance(peer, dict) else None
-    return value or "regroup"
-
-
-def _job_sets(job, section, key):
-    """Whether the job spec (its file and overrides, not the defaults) sets section.key."""
-    root = yaml.safe_load(job.effective_yaml) or {}
-    part = root.get(section) if isinstance(root, dict) else None
-    return isinstance(part, dict) and part.get(key) is not None

@@ -2,6 +2,9 @@
 // Fashion-MNIST, the checkpoints and the kernels, each the C++ worker's own.
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 #include "common/config/cli.h"
 #include "common/wire/file_key.h"
 #include "engine/optimizer.h"
@@ -20,6 +23,17 @@ namespace {
 Layout LayoutOf(const LayerTable& table) {
   Layout out;
   for (const auto& l : table.layers) out.emplace_back(l.name, l.shape);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> ScheduleSettings(const LrSchedule& lr) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (lr.kind != LrSchedule::Kind::kConstant) {
+    out.emplace_back("schedule", lr.kind == LrSchedule::Kind::kStep ? "step" : "cosine");
+  }
+  if (lr.warmup_epochs > 0) out.emplace_back("warmup", absl::StrCat(lr.warmup_epochs, " epochs"));
+  if (!lr.milestones.empty()) out.emplace_back("milestones", absl::StrCat("[", absl::StrJoin(lr.milestones, ", "), "]"));
+  if (lr.min_lr != 0) out.emplace_back("min_lr", absl::StrCat(lr.min_lr));
   return out;
 }
 
@@ -52,6 +66,9 @@ Job JobOf(JobSpec spec) {
   j.eps = spec.optimizer.eps;
   j.no_decay = spec.optimizer.no_decay;
   j.layout = LayoutOf(spec.layout);
+  j.train_samples_set = spec.data.train_samples_set;
+  j.peer_on_failure = spec.peer.on_failure == OnPeerFailure::kRegroup ? "regroup" : "stop";
+  j.schedule_settings = ScheduleSettings(spec.optimizer.lr);
   j.spec = std::make_shared<const JobSpec>(std::move(spec));
   return j;
 }

@@ -72,6 +72,9 @@ void BindJob(py::module_& m) {
       .def_readonly("rounds_per_epoch", &Job::rounds_per_epoch)
       .def_readonly("checkpoint_every", &Job::checkpoint_every)
       .def_readonly("layout", &Job::layout)
+      .def_readonly("train_samples_set", &Job::train_samples_set)
+      .def_readonly("peer_on_failure", &Job::peer_on_failure)
+      .def_readonly("schedule_settings", &Job::schedule_settings)
       .def_readonly("effective_yaml", &Job::effective_yaml);
   m.def("load_job", &LoadJob, py::arg("path"), py::arg("overrides") = std::vector<std::string>{},
         "Reads and validates a job spec file ('' : the embedded default job) with key=value overrides");

@@ -21,7 +21,7 @@ std::unique_ptr<sketchps::peer::Endpoint> MakeEndpoint(bool tree) {
   c.rank = 1;
   c.num_workers = 4;
   c.range_lengths = {16, 24};
-  c.gtopk_tree = tree;
+  c.sparse_tree_merge = tree;
   auto e = std::make_unique<sketchps::peer::Endpoint>(c);
   for (std::uint32_t shard = 0; shard < 2; ++shard) e->mailbox.Begin(sketchps::peer::PhaseRef{shard, kRound, 0});
   return e;

@@ -163,7 +163,7 @@ TEST_CASE("gTop-k tree merge is equal on every rank and the PS result for P = 2 
           "[peer][grpc][gtopk]") {
   SECTION("P = 2 and P = 4 on random payloads") {
     for (std::uint32_t p : {2u, 4u}) {
-      PeerGroup group(p, PeerBase("gtopk-tree", {kDim}, absl::Seconds(20), /*gtopk_tree=*/true));
+      PeerGroup group(p, PeerBase("gtopk-tree", {kDim}, absl::Seconds(20), /*sparse_tree_merge=*/true));
       const PhaseSpec spec{Reduction::kSparseSum, 6};
       const auto in = Contributions(p, spec, 5 + p, /*dyadic=*/false, p);
       const Outcome out = RunPhase(group, 0, in);
@@ -179,7 +179,7 @@ TEST_CASE("gTop-k tree merge is equal on every rank and the PS result for P = 2 
   SECTION("P = 4, k = 1: the tree drops index 0 early, the PS keeps it") {
     // Ranks hold {0: 3}, {1: 4}, {0: 3}, {1: -4}. Tree: (0,1) keeps {1: 4}, (2,3) keeps {1: -4}; their
     // merge cancels to nothing. PS: the union sum is {0: 6, 1: 0}, whose top-1 is {0: 6}.
-    PeerGroup group(4, PeerBase("gtopk-example", {kDim}, absl::Seconds(20), /*gtopk_tree=*/true));
+    PeerGroup group(4, PeerBase("gtopk-example", {kDim}, absl::Seconds(20), /*sparse_tree_merge=*/true));
     const PhaseSpec spec{Reduction::kSparseSum, 1};
     std::vector<Contribution> in = {{spec, SparseVector{kDim, {0}, {3}}},
                                     {spec, SparseVector{kDim, {1}, {4}}},

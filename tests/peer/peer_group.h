@@ -22,12 +22,12 @@
 namespace sketchps::testing {
 
 inline peer::PeerConfig PeerBase(const std::string& job_id, std::vector<std::uint64_t> ranges,
-                                 absl::Duration timeout = absl::Seconds(20), bool gtopk_tree = false) {
+                                 absl::Duration timeout = absl::Seconds(20), bool sparse_tree_merge = false) {
   peer::PeerConfig c;
   c.job_id = job_id;
   c.range_lengths = std::move(ranges);
   c.peer_timeout = timeout;
-  c.gtopk_tree = gtopk_tree;
+  c.sparse_tree_merge = sparse_tree_merge;
   return c;
 }
 

@@ -64,6 +64,12 @@ struct SKETCHPS_PYCORE_API Job {
   bool nesterov = false;
   std::vector<std::string> no_decay;
   Layout layout;
+  bool train_samples_set = false;  // whether the spec (file or overrides) sets data.train_samples
+  std::string peer_on_failure;     // "regroup" or "stop" (decentralized mode)
+  // The learning-rate schedule keys of `optimizer` that change the rate over the job, as (key, value)
+  // ("schedule": "cosine", "warmup": "2 epochs", "milestones": "[3, 6]", "min_lr": "0.001"); empty: a
+  // constant rate.
+  std::vector<std::pair<std::string, std::string>> schedule_settings;
 
   // The spec itself, for the core's own calls.
   std::shared_ptr<const JobSpec> spec;
