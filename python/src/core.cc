@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-
 #include "common/config/cli.h"
 #include "common/wire/file_key.h"
 #include "engine/optimizer.h"
@@ -32,7 +31,8 @@ std::vector<std::pair<std::string, std::string>> ScheduleSettings(const LrSchedu
     out.emplace_back("schedule", lr.kind == LrSchedule::Kind::kStep ? "step" : "cosine");
   }
   if (lr.warmup_epochs > 0) out.emplace_back("warmup", absl::StrCat(lr.warmup_epochs, " epochs"));
-  if (!lr.milestones.empty()) out.emplace_back("milestones", absl::StrCat("[", absl::StrJoin(lr.milestones, ", "), "]"));
+  if (!lr.milestones.empty())
+    out.emplace_back("milestones", absl::StrCat("[", absl::StrJoin(lr.milestones, ", "), "]"));
   if (lr.min_lr != 0) out.emplace_back("min_lr", absl::StrCat(lr.min_lr));
   return out;
 }
