@@ -1,6 +1,7 @@
 // The daemons' command lines, written once for every launcher: `sketchps run` (tools/run.cc), the
-// load generator (bench/loadgen) and, through `sketchps launch argv`, the Python harnesses
-// (bench/e2e, deploy/emulate). A field left at its default adds no flag, so the daemon's own
+// load generator (bench/loadgen) and, through `sketchps launch argv` (launch/py/launcher.py), the
+// Python harness bench/e2e. deploy/emulate does not use them: it runs the compose file's commands as
+// written, which is what it emulates. A field left at its default adds no flag, so the daemon's own
 // default applies (documented in its --help).
 //
 //   ServerLaunch s;  s.binary = *FindBinary(Program::kServer, "");  s.job_path = "job.yaml";  s.shard = 1;

@@ -1,5 +1,6 @@
-// `sketchps launch`: the launcher library (launch/) for programs that are not C++, so that the
-// Python harnesses (bench/e2e, deploy/emulate) start the daemons exactly as `sketchps run` does.
+// `sketchps launch`: the launcher library (launch/) for programs that are not C++, so that a Python
+// harness (bench/e2e, through launch/py/launcher.py) starts the daemons exactly as `sketchps run`
+// does. (deploy/emulate runs the compose file's own commands instead, which is what it emulates.)
 //
 //   sketchps launch argv server --shard 1 --job job.yaml --port-file p.json [--tls-dir D] ...
 //   sketchps launch argv worker --rank 0 --world-size 4 --servers a:1,b:2 ...

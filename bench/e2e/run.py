@@ -63,9 +63,8 @@ import describe  # noqa: E402
 import report  # noqa: E402
 import targets  # noqa: E402
 from netns_run import Network, RunError  # noqa: E402
-from procs import RunFailure  # noqa: E402
-from systems import (Context, System, describe_script, ddp_system_args, own_overrides, run_system, runs_on,  # noqa: E402
-                     say, system_job)
+from systems import (Context, RunFailure, System, describe_script, ddp_system_args, own_overrides,  # noqa: E402
+                     run_system, runs_on, say, system_job)
 
 SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "fetchsgd", "sdagc", "sidco", "scalecom"]
 DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*)|postlocal([1-9][0-9]*)|diloco([1-9][0-9]*))$")

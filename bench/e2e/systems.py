@@ -14,7 +14,8 @@ none|fp16|powersgd|postlocal|diloco. Every process runs in its own host (namespa
 services server-0.. and worker-0..; every process gets OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE.
 
 The daemons' command lines come from the launcher library through `sketchps launch argv`
-(launcher.py), with the harness's binaries as their programs; ports from their port files.
+(launch/py/launcher.py), with the harness's binaries as their programs; ports from their port files.
+The processes are started, reaped (with their rusage) and stopped by launch/py/supervisor.py.
 
 A workload's sketchps job must hold its model's layout: describe_script() runs the script once
 outside the namespaces with SKETCHPS_DESCRIBE set, as `sketchps run --script` does, and
@@ -46,13 +47,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import job as jobspec
-from launcher import LaunchError, daemon_argv, read_ports
-from procs import Procs, RunFailure
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "launch/py"))
+from launcher import LaunchError, daemon_argv, read_ports  # noqa: E402
+from supervisor import Procs  # noqa: E402
 
 BASE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
             "OMP_WAIT_POLICY": "PASSIVE"}
 PEER_PORT = 7080
 LINK_EVERY = 1.0  # seconds between two samples of the hosts' link counters
+
+
+class RunFailure(Exception):
+    """A benchmark run failed; the message names the process and carries its log tail."""
 
 
 @dataclass

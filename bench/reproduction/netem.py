@@ -28,7 +28,11 @@ import sys
 import time
 from pathlib import Path
 
-RELAY = Path(__file__).resolve().parents[2] / "deploy" / "chaos" / "delay_relay.py"
+REPO = Path(__file__).resolve().parents[2]
+RELAY = REPO / "deploy" / "chaos" / "delay_relay.py"
+sys.path.insert(0, str(REPO / "launch/py"))
+from supervisor import Procs  # noqa: E402  (the harnesses' one supervisor: the relay runs under it)
+
 RELAY_PORT = 7399
 RELAY_MARK = 0x5C
 
@@ -89,7 +93,7 @@ def main(argv=None) -> int:
         ap.error(str(e))
     ns = a.name
     sh("ip", "netns", "add", ns)
-    relay = None
+    procs = Procs()
     try:
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
         if bits:
@@ -97,17 +101,13 @@ def main(argv=None) -> int:
                *tbf_args(bits * (2 if a.delay_ms > 0 else 1)))
         if a.delay_ms > 0:
             log = Path(f"/tmp/{ns}-relay.log")
-            out = open(log, "w")
             # nice -10: on 2 shared cores the relay must not wait behind P worker threads, or every
             # message waits for the relay's turn on a core.
-            relay = subprocess.Popen(["ip", "netns", "exec", ns, "nice", "-n", "-10", sys.executable, str(RELAY),
-                                      "--port", str(RELAY_PORT),
-                                      "--delay-ms", str(a.delay_ms), "--mark", hex(RELAY_MARK)],
-                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            out.close()
+            procs.start("relay", "relay", ns, ["nice", "-n", "-10", sys.executable, str(RELAY), "--port", str(RELAY_PORT),
+                                               "--delay-ms", str(a.delay_ms), "--mark", hex(RELAY_MARK)], None, log)
             deadline = time.monotonic() + 10
             while "listening" not in log.read_text(errors="replace"):
-                if relay.poll() is not None or time.monotonic() > deadline:
+                if procs.poll() or time.monotonic() > deadline:
                     raise RuntimeError(f"delay relay did not start: {log.read_text(errors='replace')}")
                 time.sleep(0.05)
             sh("ip", "netns", "exec", ns, "nft", "-f", "-", input=redirect_ruleset())
@@ -115,12 +115,7 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)
         return subprocess.call(["ip", "netns", "exec", ns, *cmd])
     finally:
-        if relay is not None and relay.poll() is None:
-            relay.send_signal(signal.SIGTERM)
-            try:
-                relay.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                relay.kill()
+        procs.kill_all(grace=5)
         for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
             try:
                 os.kill(int(pid), signal.SIGKILL)

@@ -235,7 +235,7 @@ class ChaosRunner(netns_run.Runner):
             self.mounts.append(folder)
         super().start(name, restart)
         if not restart and name in self.original_jobs and self.first_job_start is None:
-            self.first_job_start = self.started[name]
+            self.first_job_start = self.procs[name].t0
         if c.fault == "kill-mid-checkpoint" and name == c.target and not self.fault_done:
             if self.ckpt_watch is None:
                 shard = name.rsplit("-", 1)[1]
@@ -268,11 +268,7 @@ class ChaosRunner(netns_run.Runner):
     def kill(self, names: list[str], where: str):
         """SIGKILL every one of `names` first, then start them again (c.restart) or leave them dead."""
         c = self.case
-        codes = {}
-        for name in names:
-            self.procs[name].send_signal(signal.SIGKILL)
-        for name in names:
-            codes[name] = self.procs[name].wait()
+        codes = dict(zip(names, self.procs.kill(*(self.procs[name] for name in names))))
         now = time.monotonic()
         self.fault_at, self.fault_done = now, True
         for name in names:
@@ -322,8 +318,7 @@ class ChaosRunner(netns_run.Runner):
             self.fault_at, self.fault_done = now, True
         elif c.fault == "damaged-checkpoint" and reached:
             name = c.target
-            self.procs[name].send_signal(signal.SIGKILL)
-            code = self.procs[name].wait()
+            code, = self.procs.kill(self.procs[name])
             newest = faults.newest_checkpoint(self.volume(name, "checkpoints"), name.rsplit("-", 1)[1])
             if newest is None:
                 raise netns_run.RunError(f"{name} has no checkpoint to damage {where}")
@@ -337,7 +332,8 @@ class ChaosRunner(netns_run.Runner):
             self.start(name, restart=f"after SIGKILL {where} and damaging {newest.name}")
         elif c.fault == "kill-mid-checkpoint" and not self.fault_done and self.ckpt_watch and self.ckpt_watch.killed:
             name, w = c.target, self.ckpt_watch
-            code = self.procs[name].wait()
+            self.procs.wait([self.procs[name]], None)     # the watch's SIGKILL
+            code = self.procs[name].rc
             self.fault_at, self.fault_done = w.killed_at, True
             left = w.folder / w.killed_file
             final = w.folder / w.killed_file[: -len(".tmp")]
@@ -359,14 +355,13 @@ class ChaosRunner(netns_run.Runner):
     # --- exits: a failing worker waits for the others (settle) ----------------------------------
     def poll(self):
         now = time.monotonic()
-        for name, p in self.procs.items():
+        self.procs.poll()
+        for p in self.procs.exited():
+            name, code = p.name, p.rc
             if name in self.exit or name in self.held:
                 continue
-            code = p.poll()
-            if code is None:
-                continue
             self.exit_time[name] = now
-            since = now - self.started[name]
+            since = p.end - p.start
             if code != 0 and name in self.jobs and self.settle_s > 0:
                 self.held[name] = code
                 netns_run.log(f"{name} exited {code} after {since:.1f} s (waiting up to {self.settle_s:.0f} s "

@@ -38,6 +38,8 @@ TABLE = "sketchps_chaos"
 RELAY_PORT = 15999
 RELAY_MARK = 0x5C
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "launch/py"))
+from supervisor import Procs  # noqa: E402
 
 
 class FaultError(Exception):
@@ -120,32 +122,25 @@ def tbf(ns: str, dev: str, rate: str) -> None:
 
 
 class Relay:
-    """delay_relay.py in one namespace, with its redirect rule."""
+    """delay_relay.py in one namespace (run by the harnesses' supervisor), with its redirect rule."""
 
     def __init__(self, ns: str, subnet: str, delay_ms: float, jitter_ms: float, log: Path, seed: int):
         self.ns, self.log = ns, log
-        out = open(log, "w")
-        self.proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, str(HERE / "delay_relay.py"),
-                                      "--port", str(RELAY_PORT), "--delay-ms", str(delay_ms), "--jitter-ms",
-                                      str(jitter_ms), "--mark", hex(RELAY_MARK), "--seed", str(seed)],
-                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        out.close()
+        self.procs = Procs()
+        argv = [sys.executable, str(HERE / "delay_relay.py"), "--port", str(RELAY_PORT), "--delay-ms", str(delay_ms),
+                "--jitter-ms", str(jitter_ms), "--mark", hex(RELAY_MARK), "--seed", str(seed)]
+        proc = self.procs.start("relay", "relay", ns, argv, None, log)
         deadline = time.monotonic() + 10
         while "listening" not in log.read_text(errors="replace"):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+            if self.procs.poll() or time.monotonic() > deadline:
                 self.stop()
-                raise FaultError(f"delay relay in {ns} did not start: {log.read_text(errors='replace').strip()}")
+                raise FaultError(f"delay relay in {ns} did not start (exit {proc.rc}): "
+                                 f"{log.read_text(errors='replace').strip()}")
             time.sleep(0.05)
         nft(ns, redirect_ruleset(subnet))
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.procs.kill_all(grace=5)
 
 
 def mount_tmpfs(path: Path, size: str) -> None:

@@ -46,6 +46,8 @@ does) within its stop_grace_period (--require-self-exit: it fails the run instea
 (exit 1). If namespaces cannot be created it fails too, loudly:
 this test never passes without having run. Exit 2: bad usage or configuration.
 
+The services' processes are run by the harnesses' one supervisor (launch/py/supervisor.py: a session
+of their own, a log each, reaped with os.wait4) and the port files read by launch/py/launcher.py.
 Cleanup is always attempted (also on SIGINT/SIGTERM): it kills only the processes it started,
 deletes its namespaces and its /etc/netns/<ns> folders. Needs root, iproute2 and python3-yaml.
 """
@@ -54,7 +56,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import fnmatch
-import json
 import http.client
 import os
 import re
@@ -67,11 +68,15 @@ import threading
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO / "launch/py"))
+import supervisor  # noqa: E402
 import topology  # noqa: E402
 import yaml  # noqa: E402
+from launcher import LaunchError, read_ports  # noqa: E402
+from supervisor import RESTARTED, Procs, netns_argv  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker",
             "sketchps": "tools/sketchps"}
 DAEMONS = ("sketchps-server", "sketchps-worker")
@@ -80,7 +85,6 @@ SUBNET = "10.213.0"
 WORKLOADS = ("Job", "StatefulSet", "Deployment")
 STOPPED_BY_SIGTERM = 128 + signal.SIGTERM   # a shard's exit code after a SIGTERM drain (0: the job is over)
 ROUNDS_APPLIED = re.compile(r"^sketchps_rounds_applied(?:\{[^}]*\})? (\S+)$", re.M)
-RESTARTED = "# restarted"
 CLONE_NEWNET = 0x40000000
 
 
@@ -99,14 +103,6 @@ class Kill:
 
     def __str__(self):
         return self.spec
-
-
-def metrics_port(path: Path) -> int:
-    """The /metrics port in a daemon's port file (JSON, common/net/port_file.h); 0 while it has none."""
-    try:
-        return int(json.loads(path.read_text()).get("metrics", 0))
-    except (OSError, ValueError):
-        return 0
 
 
 class RoundWatch(threading.Thread):
@@ -253,8 +249,7 @@ class Runner:
         self.long_running = [s for s in self.order if s in needed and s not in shots]
         self.run_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="sketchps-emulate-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.started: dict[str, float] = {}
+        self.procs = Procs()               # the last process of each service
         self.exit: dict[str, int] = {}
         self.healthy: set[str] = set()     # compose re-checks; once is enough for a start order
         self.net = Network(str(os.getpid()), self.order, args.bandwidth)
@@ -340,13 +335,8 @@ class Runner:
             # The harness learns the shard's /metrics port from its port file, never from its log.
             self.port_file(name).unlink(missing_ok=True)
             argv += ["--port-file", str(self.port_file(name))]
-        out = open(self.run_dir / f"{name}.log", "a" if restart else "w")
-        out.write(f"{RESTARTED} {restart}\n" if restart else "")
-        out.write(f"# {' '.join(argv)}\n")
-        out.flush()
-        self.procs[name] = subprocess.Popen(["ip", "netns", "exec", self.net.ns[name], *argv], env=self.environment(s),
-                                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.started[name] = time.monotonic()
+        self.procs.start(name, "service", self.net.ns[name], argv, self.environment(s), self.run_dir / f"{name}.log",
+                         restart=restart)
         log(f"started {name} ({self.net.addr[name]}): {' '.join(argv)}")
 
     def current_log(self, name: str) -> str:
@@ -361,9 +351,12 @@ class Runner:
         when the shard names no metrics port within a minute of its start."""
         watch = self.watches.get(name)
         if watch is None:
-            port = metrics_port(self.port_file(name))
+            try:
+                port = int(read_ports(self.port_file(name)).get("metrics", 0))
+            except (OSError, LaunchError):
+                port = 0
             if not port:
-                if time.monotonic() - self.started[name] > 60:
+                if time.monotonic() - self.procs[name].t0 > 60:
                     raise RunError(f"--kill: {name} has reported no metrics port in 60 s ({self.port_file(name)}), so "
                                    f"its rounds cannot be read (give it --metrics-listen, or kill at SECONDSs)\n"
                                    f"{self.tail(name)}")
@@ -385,8 +378,8 @@ class Runner:
             if k.done or k.service in self.exit:
                 continue
             if k.seconds:
-                reached = now - min(self.started[j] for j in self.jobs) >= k.at
-                where = f"{now - min(self.started[j] for j in self.jobs):.1f} s after the first worker started"
+                since = now - min(self.procs[j].t0 for j in self.jobs)
+                reached, where = since >= k.at, f"{since:.1f} s after the first worker started"
             else:
                 rounds = self.rounds_applied(k.service)
                 reached = rounds is not None and rounds >= k.at
@@ -394,9 +387,7 @@ class Runner:
             if not reached:
                 continue
             self.stop_watch(k.service)
-            p = self.procs[k.service]
-            p.send_signal(signal.SIGKILL)
-            code = p.wait()
+            code, = self.procs.kill(self.procs[k.service])
             k.done = True
             self.restarts[k.service] = self.restarts.get(k.service, 0) + 1
             log(f"--kill {k}: SIGKILL {k.service} {where} (exit {code}); starting it again, same command and volumes")
@@ -405,22 +396,21 @@ class Runner:
             self.start(k.service, restart=f"after SIGKILL {where} (--kill {k})")
 
     def poll(self):
-        for name, p in self.procs.items():
-            if name not in self.exit and p.poll() is not None:
-                self.exit[name] = p.returncode
-                log(f"{name} exited {p.returncode} after {time.monotonic() - self.started[name]:.1f} s")
+        self.procs.poll()
+        for p in self.procs.exited():
+            if p.name not in self.exit:
+                self.exit[p.name] = p.rc
+                log(f"{p.name} exited {p.rc} after {p.end - p.start:.1f} s")
 
     def tail(self, name: str, lines: int = 25) -> str:
-        path = self.run_dir / f"{name}.log"
-        text = path.read_text(errors="replace").splitlines() if path.exists() else []
-        return "\n".join(f"    {name}| {l}" for l in text[-lines:])
+        return supervisor.tail(name, self.run_dir / f"{name}.log", lines)
 
     def check_health(self, name: str):
         s = self.services[name]
         hc = s.healthcheck
         if hc is None:
             raise RunError(f"{name} has no healthcheck test, but a service waits for it to be healthy")
-        argv = ["ip", "netns", "exec", self.net.ns[name], *self.argv(s, hc.argv)]
+        argv = netns_argv(self.net.ns[name], self.argv(s, hc.argv))
         limit = hc.start_period + hc.retries * (hc.interval + hc.timeout)
         if self.args.health_deadline is not None:
             limit = min(limit, self.args.health_deadline)
@@ -491,8 +481,8 @@ class Runner:
         for kind, port, service in self.grpc_probes():
             for name in servers:
                 argv = [self.binary("sketchps"), "health", f"127.0.0.1:{port}"] + (["--service", service] if service else [])
-                proc = subprocess.run(["ip", "netns", "exec", self.net.ns[name], *argv], capture_output=True, text=True,
-                                      timeout=10, env=self.environment(self.services[name]))
+                proc = subprocess.run(netns_argv(self.net.ns[name], argv), capture_output=True, text=True, timeout=10,
+                                      env=self.environment(self.services[name]))
                 what = f"Kubernetes {kind} (grpc port {port}, service {service or '(overall)'}) on {name}"
                 if proc.returncode != 0:
                     raise RunError(f"{what} fails: {(proc.stdout + proc.stderr).strip()}")
@@ -537,7 +527,7 @@ class Runner:
                                f"{', '.join(j for j in self.jobs if j not in self.exit)}")
             if now - last_report >= 10:
                 last_report = now
-                log(f"{now - min(self.started.values()):.0f} s: running "
+                log(f"{now - min(p.t0 for p in self.procs.procs.values()):.0f} s: running "
                     f"{', '.join(j for j in self.jobs if j not in self.exit)}")
         missed = [k for k in self.kills if not k.done]
         if missed:
@@ -568,14 +558,12 @@ class Runner:
                            + "\n".join(self.tail(n) for n in running))
         for name in running:
             log(f"{name} still running {self.args.exit_wait:.0f} s after the workers finished: SIGTERM")
-            self.procs[name].send_signal(signal.SIGTERM)
+            self.procs.signal(self.procs[name], signal.SIGTERM)
         for name in running:
             grace = topology.parse_duration(self.services[name].raw.get("stop_grace_period", "10s"), name)
-            try:
-                code = self.procs[name].wait(timeout=grace)
-            except subprocess.TimeoutExpired:
+            if not self.procs.wait([self.procs[name]], grace):
                 raise RunError(f"{name} did not exit within its stop_grace_period ({grace:.0f} s) after SIGTERM\n{self.tail(name)}")
-            self.exit[name] = code
+            self.exit[name] = code = self.procs[name].rc
             if code != STOPPED_BY_SIGTERM:
                 raise RunError(f"{name} exited {code} after SIGTERM (expected {STOPPED_BY_SIGTERM}: drain, checkpoint, "
                                f"then exit 128 + SIGTERM)\n{self.tail(name)}")
@@ -603,16 +591,10 @@ class Runner:
     def cleanup(self):
         for name in list(self.watches):
             self.stop_watch(name)
-        for name, p in self.procs.items():
-            if p.poll() is None:
-                p.terminate()
-        for name, p in self.procs.items():
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.net.remove()
+        try:
+            self.procs.kill_all(grace=5)
+        finally:
+            self.net.remove()
 
 
 def parse_args(argv):

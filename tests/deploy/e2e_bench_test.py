@@ -25,6 +25,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench/e2e"
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(REPO / "launch/py"))
 import ddp_train  # noqa: E402
 import figures  # noqa: E402
 import job as jobspec  # noqa: E402

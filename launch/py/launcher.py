@@ -1,9 +1,15 @@
-"""The daemons' command lines and ports, from the launcher library (launch/) through `sketchps
-launch`: the harness builds no daemon command line of its own, so the daemons start here exactly as
-`sketchps run` starts them.
+"""The daemons' command lines and ports for the Python harnesses, from the launcher library (launch/)
+through `sketchps launch argv`: a harness that starts the daemons (bench/e2e) builds no command line
+of its own, so they start exactly as `sketchps run` starts them. deploy/emulate runs the compose
+file's commands as written (that is what it emulates) and reads only the port files.
 
     argv = daemon_argv(sketchps, "server", binary, job=..., shard=0, listen="0.0.0.0:0", port_file=...)
     port = read_ports(port_file)["grpc"]
+
+Contract: daemon_argv() runs `sketchps launch argv` once and raises LaunchError when it fails or
+prints anything but a JSON array of strings; read_ports() reads a port file (the JSON that
+common/net/port_file.h writes atomically) and raises OSError while there is none, LaunchError
+for a file that is not one. Both are thread-safe (they keep no state).
 """
 from __future__ import annotations
 
