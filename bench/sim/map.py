@@ -3,14 +3,21 @@
 
 Usage:
   map.py run [--csv FILE] [--runs DIR] [--methods M,...] [--workers 4,16,64] [--alphas inf,0.1]
-             [--fractions 1,0.25] [--seeds 1] [--rounds N] [--budget-min M] [--sim PATH] [--dry-run]
-      Runs `sketchps-sim` once per (method, P, alpha, f, seed) not yet in the CSV, each under
+             [--fractions 1,0.25] [--seeds 1] [--rounds N] [--target X] [--budget-min M] [--sim PATH]
+             [--dry-run]
+      Runs `sketchps-sim` once per (method, P, alpha, f, seed) of the panel (--target, --rounds) not
+      yet in the CSV, each under
       `nice -n 10`, one at a time, and appends a row per run as soon as it ends (so an interrupted
       map resumes where it stopped). A progress line per run on stderr: what runs, its result, the
       time spent and left of the budget. Stops starting runs once --budget-min minutes are spent.
   map.py deciding [--csv FILE]
       Prints the cells (P, alpha, f) that decide a verdict: some sketch method within 1 point of
       dense (seed means) where top-k or gTop-k is not; rerun those with --seeds 1,2,3.
+
+A panel is (uplink compression target, rounds): --target 50 --rounds 100 unless given (rows written
+before the CSV had a target column are 50x). An alpha is a Dirichlet concentration (0.1, 0.5, inf) or
+classes:K (K labels per worker). table, plot and deciding cover every panel of the CSV; plots of
+other panels than 50x/100 rounds carry -xT-rN in their names.
   map.py plot [--csv FILE] [--plot-dir DIR]
       Writes one SVG per cell (P, alpha, f): final test accuracy against the bytes on the busiest link
       per round, a point per method (seed means), dense included; prints the files it wrote.
@@ -39,24 +46,39 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-# Each method's settings for ~50x uplink compression on the MLP (235,146 parameters, one shard):
+# Each method's scheme.density for ~50x uplink compression on the MLP (235,146 parameters, one shard):
 # measured with map.py's own runs (the CSV's uplink_compression column), see docs/reports/sim-map.md.
-METHODS = {
-    "dense": [],
-    "topk": ["scheme.density=0.016"],
-    "gtopk": ["scheme.density=0.016"],
-    # DGC's sparsity warm-up (4 epochs by default) would send denser rounds for most of a short run.
-    "dgc": ["scheme.density=0.016", "scheme.dgc.warmup=0"],
-    "sketched_sgd": ["scheme.density=0.0017"],
-    "gs_sgd": ["scheme.density=0.0011"],
-    "fetchsgd": ["scheme.density=0.002"],
-}
+# Every method's bytes grow linearly with its density (k entries, or a table of k columns' worth), so
+# a target T scales the density by 50 / T; the CSV records the compression each run measured.
+DENSITY_AT_50X = {"dense": None, "topk": 0.016, "gtopk": 0.016, "dgc": 0.016, "sketched_sgd": 0.0017,
+                  "gs_sgd": 0.0011, "fetchsgd": 0.002}
+# DGC's sparsity warm-up (4 epochs by default) would send denser rounds for most of a short run.
+EXTRA = {"dgc": ["scheme.dgc.warmup=0"]}
+METHODS = list(DENSITY_AT_50X)
 SKETCHES = ("sketched_sgd", "gs_sgd", "fetchsgd")
 SPARSE = ("topk", "gtopk")
 
 FIELDS = ["method", "workers", "alpha", "fraction", "seed", "rounds", "participants", "uplink_compression",
           "bytes_up_mean", "busiest_link_mean", "final_test_accuracy", "loss_mean", "wall_s", "status",
-          "settings"]
+          "settings", "target"]
+DEFAULT_TARGET, DEFAULT_ROUNDS = 50, 100
+
+
+def settings(method, target):
+    """The --set overrides of `method` at about `target`x uplink compression."""
+    d = DENSITY_AT_50X[method]
+    out = [] if d is None else [f"scheme.density={d * 50 / target:.6g}"]
+    return out + EXTRA.get(method, [])
+
+
+def partition(alpha):
+    """The simulator's --partition for a map's "alpha": a Dirichlet concentration, or classes:K as is."""
+    return alpha if alpha.startswith("classes:") else f"dirichlet:{alpha}"
+
+
+def panel_of(row):
+    """(compression target, rounds) of a CSV row; rows written before the target column are 50x."""
+    return (int(float(row.get("target") or DEFAULT_TARGET)), int(row["rounds"]))
 
 
 def parse_list(text, kind):
@@ -64,7 +86,8 @@ def parse_list(text, kind):
 
 
 def key_of(row):
-    return (row["method"], int(row["workers"]), str(row["alpha"]), float(row["fraction"]), int(row["seed"]))
+    return (row["method"], int(row["workers"]), str(row["alpha"]), float(row["fraction"]), int(row["seed"]),
+            panel_of(row))
 
 
 def read_rows(path):
@@ -83,23 +106,24 @@ def append_row(path, row):
         w.writerow(row)
 
 
-def command(sim, method, workers, alpha, fraction, seed, rounds, out):
+def command(sim, method, workers, alpha, fraction, seed, rounds, target, out):
     sets = ["model=mlp", f"workers={workers}", "servers=1", "data.batch_size=32", f"train.rounds={rounds}",
             "train.eval_every_rounds=0", f"train.seed={seed}", f"scheme.name={method}",
-            f"job_id=map-{method}"] + METHODS[method]
+            f"job_id=map-{method}"] + settings(method, target)
     cmd = ["nice", "-n", "10", sim]
     for s in sets:
         cmd += ["--set", s]
-    cmd += ["--partition", f"dirichlet:{alpha}", "--participation", str(fraction), "--seed", str(seed),
+    cmd += ["--partition", partition(alpha), "--participation", str(fraction), "--seed", str(seed),
             "--progress-every", "0", "--log-level", "warn", "--out", out]
     return cmd
 
 
 def run_one(args, method, workers, alpha, fraction, seed):
-    out = os.path.join(args.runs, f"{method}-p{workers}-a{alpha}-f{fraction}-s{seed}")
-    cmd = command(args.sim, method, workers, alpha, fraction, seed, args.rounds, out)
+    out = os.path.join(args.runs, f"{method}-p{workers}-a{alpha.replace(':', '')}-f{fraction}-s{seed}"
+                                  f"-x{args.target}-r{args.rounds}")
+    cmd = command(args.sim, method, workers, alpha, fraction, seed, args.rounds, args.target, out)
     row = {"method": method, "workers": workers, "alpha": alpha, "fraction": fraction, "seed": seed,
-           "rounds": args.rounds, "settings": " ".join(METHODS[method])}
+           "rounds": args.rounds, "settings": " ".join(settings(method, args.target)), "target": args.target}
     start = time.time()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     row["wall_s"] = round(time.time() - start, 1)
@@ -123,12 +147,13 @@ def cmd_run(args):
     grid = [(m, p, a, f, s) for s in args.seeds for p, f in sorted(
         ((p, f) for p in args.workers for f in args.fractions), key=lambda pf: (pf[0] * pf[1], pf[0]))
             for a in args.alphas for m in args.methods]
-    todo = [g for g in grid if (g[0], g[1], str(g[2]), float(g[3]), g[4]) not in done]
+    panel = (args.target, args.rounds)
+    todo = [g for g in grid if (g[0], g[1], str(g[2]), float(g[3]), g[4], panel) not in done]
     print(f"map: {len(grid)} runs, {len(grid) - len(todo)} already in {args.csv}, {len(todo)} to run; "
           f"budget {args.budget_min} min", file=sys.stderr)
     if args.dry_run:
         for g in todo:
-            print(" ".join(command(args.sim, *g, args.rounds, "OUT")))
+            print(" ".join(command(args.sim, *g, args.rounds, args.target, "OUT")))
         return 0
     os.makedirs(args.runs, exist_ok=True)
     # The runs use a copy of the simulator, so that a rebuild while the map runs cannot break them.
@@ -153,11 +178,20 @@ def cmd_run(args):
     return 1 if failed else 0
 
 
-def cells(rows):
-    """{(P, alpha, f): {method: [accuracy of each seed]}} over the rows that finished."""
+def panels(rows):
+    """The (compression target, rounds) of the rows, the default panel first."""
+    return sorted({panel_of(r) for r in rows}, key=lambda x: (x != (DEFAULT_TARGET, DEFAULT_ROUNDS), x))
+
+
+def panel_text(panel):
+    return f"{panel[0]}x uplink, {panel[1]} rounds"
+
+
+def cells(rows, panel=(DEFAULT_TARGET, DEFAULT_ROUNDS)):
+    """{(P, alpha, f): {method: [accuracy of each seed]}} over the rows of `panel` that finished."""
     out = {}
     for r in rows:
-        if r["status"] != "ok" or r["final_test_accuracy"] in ("", "None"):
+        if r["status"] != "ok" or r["final_test_accuracy"] in ("", "None") or panel_of(r) != panel:
             continue
         cell = (int(r["workers"]), r["alpha"], float(r["fraction"]))
         out.setdefault(cell, {}).setdefault(r["method"], []).append(float(r["final_test_accuracy"]))
@@ -186,23 +220,41 @@ def verdict(g):
 
 
 def cmd_deciding(args):
-    for cell, by_method in sorted(cells(read_rows(args.csv)).items()):
-        g = gaps(by_method)
-        sketch_close = [m for m in SKETCHES if m in g and g[m] >= -1]
-        sparse_far = [m for m in SPARSE if m in g and g[m] < -1]
-        if sketch_close and sparse_far:
-            p, a, f = cell
-            print(f"P={p} alpha={a} f={f}: {', '.join(sketch_close)} within 1 point; {', '.join(sparse_far)} not")
+    rows = read_rows(args.csv)
+    for panel in panels(rows):
+        suffix = "" if panel == (DEFAULT_TARGET, DEFAULT_ROUNDS) else f" ({panel_text(panel)})"
+        for cell, by_method in sorted(cells(rows, panel).items()):
+            g = gaps(by_method)
+            sketch_close = [m for m in SKETCHES if m in g and g[m] >= -1]
+            sparse_far = [m for m in SPARSE if m in g and g[m] < -1]
+            if sketch_close and sparse_far:
+                p, a, f = cell
+                print(f"P={p} alpha={a} f={f}{suffix}: {', '.join(sketch_close)} within 1 point; "
+                      f"{', '.join(sparse_far)} not")
     return 0
+
+
+def cell_order(item):
+    p, a, f = item[0]
+    return (p, a != "inf", a, -f)
 
 
 def cmd_table(args):
     rows = read_rows(args.csv)
-    by_cell = cells(rows)
+    for panel in panels(rows):
+        if len(panels(rows)) > 1:
+            print(f"#### {panel_text(panel)}\n")
+        print_panel(rows, panel)
+    print_compression(rows)
+    return 0
+
+
+def print_panel(rows, panel):
+    by_cell = cells(rows, panel)
     methods = [m for m in METHODS if any(m in c for c in by_cell.values())]
     print("| P | α | f | dense | " + " | ".join(m for m in methods if m != "dense") + " | verdict |")
     print("|---|---|---|---|" + "---|" * (len(methods) - 1) + "---|")
-    for (p, a, f), by_method in sorted(by_cell.items(), key=lambda x: (x[0][0], x[0][1] != "inf", -x[0][2])):
+    for (p, a, f), by_method in sorted(by_cell.items(), key=cell_order):
         g = gaps(by_method)
         dense = by_method.get("dense")
         line = [str(p), "∞" if a == "inf" else a, f"{f:g}",
@@ -225,38 +277,43 @@ def cmd_table(args):
     print()
     print("| P | α | f | " + " | ".join(methods) + " |")
     print("|---|---|---|" + "---|" * len(methods))
-    for (p, a, f), by_method in sorted(link_bytes(rows).items(), key=lambda x: (x[0][0], x[0][1] != "inf", -x[0][2])):
+    for (p, a, f), by_method in sorted(link_bytes(rows, panel).items(), key=cell_order):
         line = [str(p), "∞" if a == "inf" else a, f"{f:g}"]
         line += [f"{mean(by_method[m]) / 1e6:.2f}" if m in by_method else "–" for m in methods]
         print("| " + " | ".join(line) + " |")
+    print()
+
+
+def print_compression(rows):
     comp = {}
     for r in rows:
         if r["status"] == "ok" and r["uplink_compression"]:
-            comp.setdefault(r["method"], []).append(float(r["uplink_compression"]))
-    print()
+            comp.setdefault((panel_of(r)[0], r["method"]), []).append(float(r["uplink_compression"]))
     print("Uplink compression measured (dense bytes / mean bytes a participant pushed; min–max over the runs): " +
-          "; ".join(f"{m} {min(c):.1f}–{max(c):.1f}×" for m, c in comp.items() if m != "dense") + ".")
+          "; ".join(f"{m} at {t}x {min(c):.1f}–{max(c):.1f}×" for (t, m), c in sorted(comp.items())
+                    if m != "dense") + ".")
     bad = [r for r in rows if r["status"] != "ok"]
     if bad:
         print(f"\n{len(bad)} run(s) failed: " + "; ".join(f"{r['method']} P={r['workers']} α={r['alpha']} "
                                                           f"f={r['fraction']} seed {r['seed']}: {r['status']}"
                                                           for r in bad))
-    return 0
 
 
-def link_bytes(rows):
-    """{(P, alpha, f): {method: [busiest-link bytes per round of each seed]}} over the rows that finished."""
+def link_bytes(rows, panel=(DEFAULT_TARGET, DEFAULT_ROUNDS)):
+    """{(P, alpha, f): {method: [busiest-link bytes per round of each seed]}} over the rows of `panel` that
+    finished."""
     out = {}
     for r in rows:
-        if r["status"] == "ok" and r["busiest_link_mean"]:
+        if r["status"] == "ok" and r["busiest_link_mean"] and panel_of(r) == panel:
             cell = (int(r["workers"]), r["alpha"], float(r["fraction"]))
             out.setdefault(cell, {}).setdefault(r["method"], []).append(float(r["busiest_link_mean"]))
     return out
 
 
-def plot_name(cell):
+def plot_name(cell, panel=(DEFAULT_TARGET, DEFAULT_ROUNDS)):
     p, a, f = cell
-    return f"sim-map-P{p}-alpha{a}-f{f:g}.svg"
+    extra = "" if panel == (DEFAULT_TARGET, DEFAULT_ROUNDS) else f"-x{panel[0]}-r{panel[1]}"
+    return f"sim-map-P{p}-alpha{a.replace(':', '')}-f{f:g}{extra}.svg"
 
 
 def cmd_plot(args):
@@ -264,8 +321,14 @@ def cmd_plot(args):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = read_rows(args.csv)
-    acc, link = cells(rows), link_bytes(rows)
     os.makedirs(args.plot_dir, exist_ok=True)
+    for panel in panels(rows):
+        plot_panel(plt, rows, panel, args.plot_dir)
+    return 0
+
+
+def plot_panel(plt, rows, panel, plot_dir):
+    acc, link = cells(rows, panel), link_bytes(rows, panel)
     for cell, by_method in sorted(acc.items()):
         fig, ax = plt.subplots(figsize=(5, 3.5))
         for m, accs in by_method.items():
@@ -278,13 +341,12 @@ def cmd_plot(args):
         ax.set_xscale("log")
         ax.set_xlabel("busiest link, MB per round (log)")
         ax.set_ylabel("final test accuracy, %")
-        ax.set_title(f"P = {p}, alpha = {'inf' if a == 'inf' else a}, f = {f:g} (seeds in brackets)", fontsize=9)
+        ax.set_title(f"P = {p}, alpha = {a}, f = {f:g}, {panel_text(panel)} (seeds in brackets)", fontsize=8)
         fig.tight_layout()
-        path = os.path.join(args.plot_dir, plot_name(cell))
+        path = os.path.join(plot_dir, plot_name(cell, panel))
         fig.savefig(path)
         plt.close(fig)
         print(path)
-    return 0
 
 
 def main():
@@ -298,7 +360,9 @@ def main():
     ap.add_argument("--alphas", default="inf,0.1")
     ap.add_argument("--fractions", default="1,0.25")
     ap.add_argument("--seeds", default="1")
-    ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
+    ap.add_argument("--target", type=int, default=DEFAULT_TARGET,
+                    help="uplink compression target (the densities of 50x scaled by 50/target)")
     ap.add_argument("--budget-min", type=float, default=45)
     ap.add_argument("--sim", default=os.path.join(ROOT, "build", "ci", "sim", "sketchps-sim"))
     ap.add_argument("--dry-run", action="store_true")

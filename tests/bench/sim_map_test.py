@@ -17,14 +17,15 @@ sys.path.insert(0, os.path.join(REPO, "bench", "sim"))
 import map as simmap  # noqa: E402
 
 FIELDS = ["method", "workers", "alpha", "fraction", "seed", "rounds", "participants", "uplink_compression",
-          "bytes_up_mean", "busiest_link_mean", "final_test_accuracy", "loss_mean", "wall_s", "status", "settings"]
+          "bytes_up_mean", "busiest_link_mean", "final_test_accuracy", "loss_mean", "wall_s", "status", "settings",
+          "target"]
 
 
-def row(method, workers, alpha, fraction, seed, accuracy, link=1e6, status="ok"):
+def row(method, workers, alpha, fraction, seed, accuracy, link=1e6, status="ok", target=""):
     return {"method": method, "workers": str(workers), "alpha": alpha, "fraction": str(fraction), "seed": str(seed),
             "rounds": "100", "participants": str(workers), "uplink_compression": "50", "bytes_up_mean": "1000",
             "busiest_link_mean": str(link), "final_test_accuracy": str(accuracy), "loss_mean": "1", "wall_s": "1",
-            "status": status, "settings": ""}
+            "status": status, "settings": "", "target": target}
 
 
 # Cell (16, 0.1, 0.25): FetchSGD within 1 point (seed mean 0.795) where top-k and gTop-k are 5 and 10
@@ -37,6 +38,10 @@ ROWS = [
     row("dense", 4, "inf", 1.0, 1, 0.85), row("topk", 4, "inf", 1.0, 1, 0.845), row("gtopk", 4, "inf", 1.0, 1, 0.80),
     row("fetchsgd", 4, "inf", 1.0, 1, 0.845),
     row("sketched_sgd", 4, "inf", 1.0, 1, 0.0, status="exit 1"),  # a failed run counts nowhere
+    # A second panel, 10x (a blank target is 50x: rows written before the column): its own cell, where
+    # gs-SGD is within 1 point and top-k is not.
+    row("dense", 16, "0.1", 0.25, 1, 0.80, target="10"), row("topk", 16, "0.1", 0.25, 1, 0.78, target="10"),
+    row("gtopk", 16, "0.1", 0.25, 1, 0.785, target="10"), row("gs_sgd", 16, "0.1", 0.25, 1, 0.795, target="10"),
 ]
 
 
@@ -69,7 +74,19 @@ class Reading(unittest.TestCase):
         # A sketch within 1 point where top-k or gTop-k is not: more seeds could make or break a verdict.
         out = self.run_map("deciding").splitlines()
         self.assertEqual(out, ["P=4 alpha=inf f=1.0: fetchsgd within 1 point; gtopk not",
-                               "P=16 alpha=0.1 f=0.25: fetchsgd within 1 point; topk, gtopk not"])
+                               "P=16 alpha=0.1 f=0.25: fetchsgd within 1 point; topk, gtopk not",
+                               "P=16 alpha=0.1 f=0.25 (10x uplink, 100 rounds): gs_sgd within 1 point; topk, gtopk not"])
+
+    def test_panels_keep_their_runs_apart(self):
+        rows = simmap.read_rows(self.csv)
+        self.assertEqual(simmap.panels(rows), [(50, 100), (10, 100)])
+        ten = simmap.cells(rows, (10, 100))[(16, "0.1", 0.25)]
+        self.assertEqual(sorted(ten), ["dense", "gs_sgd", "gtopk", "topk"])
+        self.assertEqual(len(simmap.cells(rows)[(16, "0.1", 0.25)]["dense"]), 2)  # the 10x dense run not among them
+        self.assertEqual(simmap.settings("topk", 10), ["scheme.density=0.08"])
+        self.assertEqual(simmap.settings("dgc", 200), ["scheme.density=0.004", "scheme.dgc.warmup=0"])
+        self.assertEqual(simmap.partition("classes:2"), "classes:2")
+        self.assertEqual(simmap.partition("0.5"), "dirichlet:0.5")
 
     def test_table_marks_the_verdict(self):
         out = self.run_map("table")
@@ -81,12 +98,13 @@ class Reading(unittest.TestCase):
         plots = os.path.join(self.dir.name, "img")
         out = self.run_map("plot", "--plot-dir", plots).split()
         self.assertEqual(sorted(os.path.basename(p) for p in out),
-                         ["sim-map-P16-alpha0.1-f0.25.svg", "sim-map-P4-alphainf-f1.svg"])
+                         ["sim-map-P16-alpha0.1-f0.25-x10-r100.svg", "sim-map-P16-alpha0.1-f0.25.svg",
+                          "sim-map-P4-alphainf-f1.svg"])
         for p in out:
             with open(p) as f:
                 svg = f.read()
             self.assertIn("<svg", svg)
-            self.assertIn("fetchsgd", svg)
+            self.assertIn("gs_sgd" if "x10" in p else "fetchsgd", svg)
 
 
 if __name__ == "__main__":
