@@ -154,8 +154,7 @@ absl::StatusOr<std::string> PyWorker::InnerStep(float loss, double compute_secon
   SKETCHPS_RETURN_IF_ERROR(RoundStartKept());
   const std::uint64_t h = inner_;
   if (!torch_inner_) {
-    SKETCHPS_RETURN_IF_ERROR(
-        local_->Step(model_.grads, model_.params, h, session_->plan().EpochOf(next_round_, h)));
+    SKETCHPS_RETURN_IF_ERROR(local_->Step(model_.grads, model_.params, h, session_->plan().EpochOf(next_round_, h)));
     kernels::Synchronize(kernels::Exec{nullptr, &scratch_});  // torch may read the buffers next
   }
   inner_loss_ += loss;  // as the C++ worker: floats summed in double (worker/trainer.cc RunLocalRound)
@@ -179,8 +178,7 @@ absl::StatusOr<nlohmann::json> PyWorker::LocalExchange(float loss, double comput
   inner_loss_ = inner_compute_ = 0;
   round_kept_ = false;
   if (!torch_inner_) {
-    SKETCHPS_RETURN_IF_ERROR(
-        local_->Step(model_.grads, model_.params, h, session_->plan().EpochOf(next_round_, h)));
+    SKETCHPS_RETURN_IF_ERROR(local_->Step(model_.grads, model_.params, h, session_->plan().EpochOf(next_round_, h)));
   }
   SKETCHPS_ASSIGN_OR_RETURN(const float* delta, local_->Finish(model_.params));
   const auto mean_loss = static_cast<float>(loss_sum / static_cast<double>(steps));

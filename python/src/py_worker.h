@@ -148,11 +148,11 @@ class PyWorker {
   ModelBuffers model_;
   std::unique_ptr<session::Session> session_;
   std::unique_ptr<session::ShardReadiness> readiness_;  // with overlap
-  std::unique_ptr<worker::LocalSteps> local_;          // with train.local_steps
-  std::uint64_t inner_ = 0;                            // inner steps taken in the next round
-  double inner_loss_ = 0;                              // their losses' sum
-  double inner_compute_ = 0;                           // their compute seconds
-  bool round_kept_ = false;                            // the round's start is kept (LocalSteps::Begin)
+  std::unique_ptr<worker::LocalSteps> local_;           // with train.local_steps
+  std::uint64_t inner_ = 0;                             // inner steps taken in the next round
+  double inner_loss_ = 0;                               // their losses' sum
+  double inner_compute_ = 0;                            // their compute seconds
+  bool round_kept_ = false;                             // the round's start is kept (LocalSteps::Begin)
   std::optional<session::RoundFlight> flight_;          // the round StartRound started
   absl::Time flight_start_;
   kernels::Scratch scratch_;  // the external checksum's temporaries
@@ -163,10 +163,10 @@ class PyWorker {
   std::uint64_t first_round_ = 0;
   std::uint64_t next_round_ = 0;
   bool finished_ = false;
-  bool abandoned_ = false;  // by Abandon (finished_ is then set too)
-  bool external_ = false;   // the replicas apply no update (optimizer.name external, no local steps)
+  bool abandoned_ = false;    // by Abandon (finished_ is then set too)
+  bool external_ = false;     // the replicas apply no update (optimizer.name external, no local steps)
   bool torch_inner_ = false;  // optimizer.name external with local steps: the caller's inner steps
-  bool no_sync_ = false;    // inside no_sync()
+  bool no_sync_ = false;      // inside no_sync()
 };
 
 }  // namespace sketchps::pycore
