@@ -189,15 +189,12 @@ absl::Status ReadOuterOptimizer(ConfigReader& train, OuterOptimizerSpec& o) {
 }
 
 // Local steps run the job's optimizer on each worker, its state reset every round: what needs the
-// whole job's step count or a torch optimizer is refused, naming the key.
+// whole job's step count is refused, naming the key. With optimizer.name external the inner steps are
+// a torch optimizer's (the Python package's DistributedOptimizer; sketchps-worker refuses external
+// jobs, and the DDP comm hook refuses local steps) and the replicas apply the outer optimizer.
 absl::Status CheckLocalSteps(const JobSpec& job) {
   if (!job.local_steps()) return absl::OkStatus();
   const auto& o = job.optimizer;
-  if (o.kind == OptimizerKind::kExternal) {
-    return absl::InvalidArgumentError(
-        "train.local_steps: the inner steps run the job's optimizer in the C++ worker: not with optimizer.name "
-        "external (the Python package has no local steps yet)");
-  }
   if (o.freeze_variance_round) {
     return absl::InvalidArgumentError(
         "optimizer.freeze_variance: not with train.local_steps (the inner optimizer's state starts afresh every "

@@ -69,6 +69,16 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
     (the same on every rank). Needs apply="torch" ("auto" picks it; "sketchps" is a ConfigError).
     Calling clip_grad_norm_ (or changing .grad in place) between backward and step() with overlap is
     an OrderError at step(): the exchange started during backward and would not see it.
+    Local steps (train.local_steps: H, train.outer_optimizer; docs/methods.md "Local steps"): each
+    step() is one inner step and every H-th ends the round. With apply="sketchps" the job's optimizer
+    takes the inner steps (its state afresh every round), as sketchps-worker does, bit for bit; with
+    apply="torch" your torch optimizer takes them on your gradients (its state kept across rounds,
+    DiLoCo's recipe; clip_grad_norm clips each inner step's gradient). The H-th step then exchanges
+    the pseudo-gradient w0 - w_H through the scheme, and every replica applies the round's aggregate
+    to the round's start w0 with the outer optimizer (sketchps's, also under apply="torch"). Inner
+    steps return {"round", "local_step", "local_steps", "loss"}; the H-th the round's statistics
+    (loss: the inner steps' mean). overlap does nothing (the exchange follows the last inner step);
+    batch_indices() and DistributedSampler give each inner step's batch.
     Decentralized mode with peer.on_failure regroup: when a peer is lost, step() returns
     {"regroup": ..., "redo_from": round}: the survivors rolled the model back to that round and the
     loop goes on from it (opt.round and opt.batch_indices() follow).
@@ -109,6 +119,8 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         self.model = model
         self.job = job
         self._lr = [g["lr"] for g in optimizer.param_groups]
+        self._local = bool(job.has_local_steps)  # each step() an inner step (class docstring)
+        overlap = overlap and not self._local  # the exchange starts after the last inner step
         self._overlap = overlap
         # The trainable parameters and their .grad become views into two flat buffers on the model's
         # device; the core gets their addresses. The buffers are not the core's (it would refuse
@@ -179,16 +191,27 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         _flat.torch_work_done(self._flat.device)
         if self._hooks is not None:
             self._hooks.check_unchanged()  # before the round lands: a change after backward was never sent
+        if self._local and self._apply == "torch":
+            self._torch_inner_step()
         self.last_stats = json.loads(self._worker.step(value, compute))
         if "redo_from" in self.last_stats:
             self._regroups += 1
-        elif self._apply == "torch":
+        elif self._apply == "torch" and not self._local:  # with local steps the outer optimizer applied it
             if self._clip is not None:  # the aggregate, the same on every rank: as DDP's clip_grad_norm_
                 torch.nn.utils.clip_grad_norm_([p for _, p in self._named], self._clip)
             self.optimizer.step()  # .grad holds the round's aggregate G_t, the same on every rank
         if self._broadcast is not None:
             self._broadcast()  # the next forward starts from rank 0's buffers, as under DDP
         return self.last_stats
+
+    def _torch_inner_step(self):
+        """Local steps under apply="torch": the torch optimizer's inner step on this rank's gradient,
+        from the round's start the core keeps first."""
+        self._worker.keep_round_start()
+        if self._clip is not None:
+            torch.nn.utils.clip_grad_norm_([p for _, p in self._named], self._clip)
+        self.optimizer.step()
+        _flat.torch_work_done(self._flat.device)  # the core reads the parameters next
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -249,7 +272,7 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         optimizer's param_groups[0]["lr"] as your schedulers left it (apply="torch")."""
         if self._apply == "torch":
             return float(self.optimizer.param_groups[0]["lr"])
-        return self._worker.learning_rate(min(self.round, self.rounds - 1))
+        return self._worker.learning_rate(min(self.round, self.rounds - 1), self._worker.local_step)
 
     # A torch.optim.Optimizer (its __init__ is not called: the torch optimizer's param_groups, defaults
     # and state are the wrapper's), so torch.optim.lr_scheduler schedulers accept it: with
@@ -287,12 +310,15 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
             raise ConfigError("load_state_dict: the saved learning rates differ from the job's optimizer.lr "
                               "(with apply=\"sketchps\" the job's schedule sets them)")
 
-    def batch_indices(self, round=None):
+    def batch_indices(self, round=None, step=None):
         """This rank's sample indices (int64 tensor) of a round (default: the next one) by the job's
         data order: data.train_samples samples, data.batch_size per worker, reshuffled every epoch
-        with train.seed. The same indices the C++ worker would use."""
+        with train.seed. The same indices the C++ worker would use. With local steps, of inner step
+        `step` of the round (default: the next inner step of the next round, else 0)."""
         r = self.round if round is None else round
-        return torch.tensor(self._worker.batch_indices(r), dtype=torch.int64)
+        if step is None:
+            step = self._worker.local_step if r == self.round else 0
+        return torch.tensor(self._worker.batch_indices(r, int(step)), dtype=torch.int64)
 
     @property
     def flat_parameters(self):

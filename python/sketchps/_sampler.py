@@ -41,7 +41,8 @@ class DistributedSampler(torch.utils.data.Sampler):
     round per batch (an OrderError names a DataLoader batch_size other than data.batch_size or a
     forgotten set_epoch). A decentralized regroup moves the rounds back (step() returns
     redo_from), which a DataLoader epoch cannot follow: with peer.on_failure regroup, use the
-    opt.batch_indices() loop. For evaluation, split the test set with sketchps.data.share.
+    opt.batch_indices() loop. For evaluation, split the test set with sketchps.data.share. With
+    train.local_steps H a round is H batches, one per step() (each inner step's).
     """
 
     def __init__(self, dataset):
@@ -94,7 +95,8 @@ class DistributedSampler(torch.utils.data.Sampler):
         return range(first, min((self.epoch + 1) * per, last))
 
     def __len__(self):
-        return len(self._rounds(self._ctx.optimizer)) * self._ctx.job.batch_size
+        job = self._ctx.job
+        return len(self._rounds(self._ctx.optimizer)) * job.batch_size * job.local_steps
 
     def __iter__(self):
         opt = self._ctx.optimizer
@@ -120,4 +122,5 @@ class DistributedSampler(torch.utils.data.Sampler):
     @staticmethod
     def _indices(opt, rounds):
         for r in rounds:
-            yield from opt._worker.batch_indices(r)
+            for step in range(opt.job.local_steps):  # train.local_steps: a batch per inner step
+                yield from opt._worker.batch_indices(r, step)

@@ -80,6 +80,9 @@ class CommHookState(_JobPosition):
     data.batch_size is one step's samples per rank, which the first round checks
     (sketchps/_batch_check.py).
 
+    Local steps (train.local_steps, a nesterov train.outer_optimizer) are a ConfigError: the hook
+    exchanges every synchronized backward; DistributedOptimizer runs them.
+
     Resume: state.checkpoint(optimizer, scheduler, ...) saves their state with the job, beside the
     module's parameters and buffers (sketchps/_resume.py); on a --resume'd job the state loads the
     module's at creation and each object when passed, and the loop starts at state.round.
@@ -103,6 +106,13 @@ class CommHookState(_JobPosition):
         if not named:
             raise ConfigError("model: no trainable parameter (every parameter has requires_grad == False)")
         job = ctx.job
+        if job.has_local_steps:  # before the describe pass: `sketchps run` stops before starting anything
+            raise ConfigError(f"train.local_steps: the job has {job.local_steps} (outer optimizer "
+                              f"{job.outer_optimizer}), but the DDP comm hook exchanges each backward's gradient "
+                              "bucket by bucket and cannot take inner steps between rounds: use "
+                              "sketchps.torch.DistributedOptimizer, which runs local steps with your torch "
+                              "optimizer (apply=\"torch\") or the job's, or set train.local_steps: 1 and "
+                              "train.outer_optimizer.name: average")
         # optimizer.name external: the script's optimizer applies the aggregate (lr: the job's, unused).
         settings = {"name": "external", "lr": float(job.lr), "weight_decay": 0.0, "no_decay": [],
                     "job_schedule": bool(job_schedule)}

@@ -65,6 +65,11 @@ Job JobOf(JobSpec spec) {
   j.beta2 = spec.optimizer.beta2;
   j.eps = spec.optimizer.eps;
   j.no_decay = spec.optimizer.no_decay;
+  j.local_steps = spec.train.local_steps;
+  j.outer_optimizer = spec.train.outer.kind == OuterOptimizerSpec::Kind::kNesterov ? "nesterov" : "average";
+  j.outer_lr = spec.train.outer.lr;
+  j.outer_momentum = spec.train.outer.momentum;
+  j.has_local_steps = spec.local_steps();
   j.layout = LayoutOf(spec.layout);
   j.train_samples_set = spec.data.train_samples_set;
   j.peer_on_failure = spec.peer.on_failure == OnPeerFailure::kRegroup ? "regroup" : "stop";

@@ -41,16 +41,18 @@ absl::StatusOr<session::SessionOptions> SessionOptionsOf(const JobSpec& job, con
 
 absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, const WorkerConfig& config,
                                                            ModelBuffers model, bool overlap) {
-  if (job.local_steps()) {
-    return absl::InvalidArgumentError(
-        "train.local_steps / train.outer_optimizer: the Python package has no local steps yet (sketchps-worker "
-        "has them): set train.local_steps: 1 and train.outer_optimizer.name: average");
-  }
   SKETCHPS_ASSIGN_OR_RETURN(auto options, SessionOptionsOf(job, config));
   std::unique_ptr<PyWorker> w(new PyWorker(std::move(model), job.train.seed));
   SKETCHPS_RETURN_IF_ERROR(w->log_.Open(config.metrics_out));
   SKETCHPS_ASSIGN_OR_RETURN(w->session_, session::Session::Create(options, w->model_.layers, w->model_.params));
-  w->external_ = job.optimizer.kind == OptimizerKind::kExternal;
+  // With local steps the replicas apply the outer optimizer, also when a torch optimizer takes the
+  // inner steps (JobSpec::replicated_optimizer): the round writes the parameters.
+  w->external_ = job.replicated_optimizer().kind == OptimizerKind::kExternal;
+  if (job.local_steps()) {
+    w->local_ = std::make_unique<worker::LocalSteps>(job.optimizer, w->model_.layers);
+    w->torch_inner_ = job.optimizer.kind == OptimizerKind::kExternal;
+    overlap = false;  // the exchange starts after the last inner step: nothing to overlap with
+  }
   SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->model_.params));
   // optimizer.name external at a first round > 0: the package restores the script's state of that round
   // (model, torch optimizer, schedulers: python/sketchps/_resume.py) or refuses, naming the file.
@@ -131,6 +133,58 @@ absl::StatusOr<nlohmann::json> PyWorker::Exchange(float loss, double compute_sec
   return session_->Complete(next_round_, loss, std::move(runs), destination());
 }
 
+absl::Status PyWorker::KeepRoundStart() {
+  SKETCHPS_RETURN_IF_ERROR(Usable("step"));
+  if (!local_ || round_kept_) return absl::OkStatus();
+  SKETCHPS_RETURN_IF_ERROR(local_->Begin(model_.params));
+  round_kept_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status PyWorker::RoundStartKept() {
+  // A torch optimizer's inner step has moved the parameters: the start must have been kept before it.
+  if (torch_inner_ && !round_kept_) {
+    return absl::FailedPreconditionError(
+        "step: train.local_steps with a torch optimizer: keep_round_start() must come before its first inner step");
+  }
+  return KeepRoundStart();
+}
+
+absl::StatusOr<std::string> PyWorker::InnerStep(float loss, double compute_seconds) {
+  SKETCHPS_RETURN_IF_ERROR(RoundStartKept());
+  const std::uint64_t h = inner_;
+  if (!torch_inner_) {
+    SKETCHPS_RETURN_IF_ERROR(local_->Step(model_.grads, model_.params, h, session_->plan().EpochOf(next_round_, h)));
+    kernels::Synchronize(kernels::Exec{nullptr, &scratch_});  // torch may read the buffers next
+  }
+  inner_loss_ += loss;  // as the C++ worker: floats summed in double (worker/trainer.cc RunLocalRound)
+  inner_compute_ += compute_seconds;
+  ++inner_;
+  nlohmann::json record{
+      {"round", next_round_}, {"local_step", h}, {"local_steps", session_->plan().local_steps}, {"loss", loss}};
+  if (std::isnan(loss)) record.erase("loss");
+  return record.dump();
+}
+
+// The round's last inner step, then the exchange of w0 - w_H from w0 (worker/trainer.cc
+// RunLocalRound: the same calls in the same order, so the same bits).
+absl::StatusOr<nlohmann::json> PyWorker::LocalExchange(float loss, double compute_seconds) {
+  SKETCHPS_RETURN_IF_ERROR(RoundStartKept());
+  const std::uint64_t h = inner_;
+  const std::uint64_t steps = session_->plan().local_steps;
+  const double loss_sum = inner_loss_ + loss;
+  const double compute = inner_compute_ + compute_seconds;
+  inner_ = 0;
+  inner_loss_ = inner_compute_ = 0;
+  round_kept_ = false;
+  if (!torch_inner_) {
+    SKETCHPS_RETURN_IF_ERROR(local_->Step(model_.grads, model_.params, h, session_->plan().EpochOf(next_round_, h)));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(const float* delta, local_->Finish(model_.params));
+  const auto mean_loss = static_cast<float>(loss_sum / static_cast<double>(steps));
+  return session_->Step(next_round_, mean_loss, delta, model_.params, absl::Seconds(compute));
+}
+
 absl::StatusOr<nlohmann::json> PyWorker::Recover(const absl::Status& failure) {
   nlohmann::json note;
   SKETCHPS_ASSIGN_OR_RETURN(const Regrouped g, session_->Recover(failure, next_round_, model_.params, &note));
@@ -170,7 +224,8 @@ absl::StatusOr<std::string> PyWorker::Step(float loss, double compute_seconds) {
     return absl::FailedPreconditionError(absl::StrCat("step: the job's ", last_round(), " rounds are done (check ",
                                                       "DistributedOptimizer.done before stepping)"));
   }
-  auto exchanged = Exchange(loss, compute_seconds);
+  if (local_ && inner_ + 1 < session_->plan().local_steps) return InnerStep(loss, compute_seconds);
+  auto exchanged = local_ ? LocalExchange(loss, compute_seconds) : Exchange(loss, compute_seconds);
   if (!exchanged.ok()) {
     SKETCHPS_ASSIGN_OR_RETURN(nlohmann::json regrouped, Recover(exchanged.status()));
     return regrouped.dump();  // the next round is the one the survivors go on from
@@ -214,17 +269,22 @@ absl::Status PyWorker::Abandon(const std::string& reason) {
   return session_->ReportFailure(next_round_, reason);
 }
 
-absl::StatusOr<std::vector<std::uint64_t>> PyWorker::BatchIndices(std::uint64_t round) {
+absl::StatusOr<std::vector<std::uint64_t>> PyWorker::BatchIndices(std::uint64_t round, std::uint64_t step) {
   if (round >= last_round()) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch_indices: round ", round, " is not in [0, ", last_round(), ")"));
   }
-  SKETCHPS_ASSIGN_OR_RETURN(auto span, order_.Of(session_->plan(), round));
+  if (step >= session_->plan().local_steps) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_indices: step ", step, " is not in [0, ",
+                                                   session_->plan().local_steps, ") (train.local_steps)"));
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(auto span, order_.Of(session_->plan(), round, step));
   return std::vector<std::uint64_t>(span.begin(), span.end());
 }
 
-double PyWorker::learning_rate(std::uint64_t round) const {
-  return LearningRate(session_->job().optimizer.lr, epoch_of(round));
+double PyWorker::learning_rate(std::uint64_t round, std::uint64_t step) const {
+  const double epoch = local_ ? session_->plan().EpochOf(round, step) : epoch_of(round);
+  return LearningRate(session_->job().optimizer.lr, epoch);
 }
 
 }  // namespace sketchps::pycore

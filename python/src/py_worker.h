@@ -28,6 +28,17 @@
 // written to the metrics has "checksum" of the parameters after the caller's update (it is written at
 // the next Step, Finish or Abandon). Such a worker cannot rejoin a running job (the torch optimizer's
 // state is the script's).
+//
+// train.local_steps (docs/methods.md "Local steps", session/round_plan.h): a round is H Steps, each
+// one inner step. The first keeps the parameters as the round's start w0 (worker/local_steps.h);
+// each takes the job's optimizer's step on this worker's gradient (sketchps applies it), or, with
+// optimizer.name external, none: the caller's torch optimizer stepped the parameters already, after
+// KeepRoundStart. The H-th Step exchanges the pseudo-gradient w0 - w_H, sets the parameters back to
+// w0 and applies the round's aggregate with the outer optimizer (JobSpec::replicated_optimizer; the
+// servers then hold weights, also with external), so its record is the round's, as the C++ worker's
+// (loss: the inner steps' mean; compute_s: their sum); the other Steps return
+// {"round", "local_step", "local_steps", "loss"} and write nothing. Overlap is off (nothing to
+// overlap with: the exchange starts after the last inner step).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +57,7 @@
 #include "session/shard_readiness.h"
 #include "sketchps/python_core.h"
 #include "worker/fashion_mnist.h"
+#include "worker/local_steps.h"
 
 namespace sketchps::pycore {
 
@@ -97,14 +109,21 @@ class PyWorker {
   // loop, or inside no_sync()). May run on an autograd thread.
   void GradientAccumulated(std::uint32_t param);
 
-  // This worker's sample indices of round `round` (the data order rule, worker/fashion_mnist.h).
-  absl::StatusOr<std::vector<std::uint64_t>> BatchIndices(std::uint64_t round);
+  // With local steps, before the caller's torch optimizer takes an inner step: keeps the parameters
+  // as the round's start at its first inner step (then does nothing until the round ends).
+  absl::Status KeepRoundStart();
+
+  // This worker's sample indices of inner step `step` (< local_steps; 0 without local steps) of round
+  // `round` (the data order rule, worker/fashion_mnist.h).
+  absl::StatusOr<std::vector<std::uint64_t>> BatchIndices(std::uint64_t round, std::uint64_t step = 0);
 
   std::uint64_t first_round() const { return first_round_; }
   std::uint64_t next_round() const { return next_round_; }
   std::uint64_t last_round() const { return session_->plan().last_round; }
   double epoch_of(std::uint64_t round) const { return session_->plan().EpochOf(round); }
-  double learning_rate(std::uint64_t round) const;
+  // The job's optimizer's learning rate at inner step `step` of `round` (step 0 without local steps).
+  double learning_rate(std::uint64_t round, std::uint64_t step = 0) const;
+  std::uint64_t local_step() const { return inner_; }  // inner steps taken in the next round
   bool finished() const { return finished_; }
 
  private:
@@ -112,6 +131,12 @@ class PyWorker {
   absl::Status Usable(const char* call) const;
   // The round's exchange: landing the flight StartRound started, or every shard now.
   absl::StatusOr<nlohmann::json> Exchange(float loss, double compute_seconds);
+  // Local steps: KeepRoundStart, or FailedPrecondition when a torch optimizer stepped before it.
+  absl::Status RoundStartKept();
+  // Local steps: an inner step that is not the round's last (its record; nothing written).
+  absl::StatusOr<std::string> InnerStep(float loss, double compute_seconds);
+  // Local steps: the round's last inner step and the pseudo-gradient's exchange.
+  absl::StatusOr<nlohmann::json> LocalExchange(float loss, double compute_seconds);
   // After a failed round: regroup (decentralized) or the failure.
   absl::StatusOr<nlohmann::json> Recover(const absl::Status& failure);
   // Where a round writes: the parameters (the replicated optimizer) or, external, the gradients.
@@ -123,6 +148,11 @@ class PyWorker {
   ModelBuffers model_;
   std::unique_ptr<session::Session> session_;
   std::unique_ptr<session::ShardReadiness> readiness_;  // with overlap
+  std::unique_ptr<worker::LocalSteps> local_;           // with train.local_steps
+  std::uint64_t inner_ = 0;                             // inner steps taken in the next round
+  double inner_loss_ = 0;                               // their losses' sum
+  double inner_compute_ = 0;                            // their compute seconds
+  bool round_kept_ = false;                             // the round's start is kept (LocalSteps::Begin)
   std::optional<session::RoundFlight> flight_;          // the round StartRound started
   absl::Time flight_start_;
   kernels::Scratch scratch_;  // the external checksum's temporaries
@@ -133,9 +163,10 @@ class PyWorker {
   std::uint64_t first_round_ = 0;
   std::uint64_t next_round_ = 0;
   bool finished_ = false;
-  bool abandoned_ = false;  // by Abandon (finished_ is then set too)
-  bool external_ = false;   // optimizer.name external
-  bool no_sync_ = false;    // inside no_sync()
+  bool abandoned_ = false;    // by Abandon (finished_ is then set too)
+  bool external_ = false;     // the replicas apply no update (optimizer.name external, no local steps)
+  bool torch_inner_ = false;  // optimizer.name external with local steps: the caller's inner steps
+  bool no_sync_ = false;      // inside no_sync()
 };
 
 }  // namespace sketchps::pycore

@@ -75,9 +75,15 @@ void Worker::StartRound(double computed_seconds) { Check(impl_->StartRound(compu
 void Worker::SetNoSync(bool on) { Check(impl_->SetNoSync(on)); }
 void Worker::Ready(const std::vector<std::uint32_t>& params) { Check(impl_->GradientsReady(params)); }
 void Worker::GradientAccumulated(std::uint32_t param) { impl_->GradientAccumulated(param); }
-std::vector<std::uint64_t> Worker::BatchIndices(std::uint64_t round) { return Unwrap(impl_->BatchIndices(round)); }
+void Worker::KeepRoundStart() { Check(impl_->KeepRoundStart()); }
+std::vector<std::uint64_t> Worker::BatchIndices(std::uint64_t round, std::uint64_t step) {
+  return Unwrap(impl_->BatchIndices(round, step));
+}
 
-double Worker::LearningRateAt(std::uint64_t round) const { return impl_->learning_rate(round); }
+double Worker::LearningRateAt(std::uint64_t round, std::uint64_t step) const {
+  return impl_->learning_rate(round, step);
+}
+std::uint64_t Worker::local_step() const { return impl_->local_step(); }
 double Worker::EpochOf(std::uint64_t round) const { return impl_->epoch_of(round); }
 std::uint64_t Worker::first_round() const { return impl_->first_round(); }
 std::uint64_t Worker::next_round() const { return impl_->next_round(); }

@@ -63,6 +63,12 @@ struct SKETCHPS_PYCORE_API Job {
   double rounds_per_epoch = 0, density = 0, lr = 0, momentum = 0, weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0;
   bool nesterov = false;
   std::vector<std::string> no_decay;
+  // train.local_steps (H) and train.outer_optimizer's name ("average", "nesterov"), lr and momentum;
+  // has_local_steps: whether rounds exchange pseudo-gradients (H > 1 or a nesterov outer optimizer).
+  std::uint64_t local_steps = 1;
+  std::string outer_optimizer;
+  double outer_lr = 0, outer_momentum = 0;
+  bool has_local_steps = false;
   Layout layout;
   bool train_samples_set = false;  // whether the spec (file or overrides) sets data.train_samples
   std::string peer_on_failure;     // "regroup" or "stop" (decentralized mode)
@@ -169,9 +175,13 @@ class SKETCHPS_PYCORE_API Worker {
   void Ready(const std::vector<std::uint32_t>& params);
   // An autograd hook: parameter `param`'s gradient was accumulated; ignored outside an armed round.
   void GradientAccumulated(std::uint32_t param);
-  std::vector<std::uint64_t> BatchIndices(std::uint64_t round);
+  // train.local_steps with a torch optimizer: call before its inner step (keeps the round's start).
+  void KeepRoundStart();
+  // This worker's samples of inner step `step` (0 without local steps) of `round`.
+  std::vector<std::uint64_t> BatchIndices(std::uint64_t round, std::uint64_t step = 0);
 
-  double LearningRateAt(std::uint64_t round) const;
+  double LearningRateAt(std::uint64_t round, std::uint64_t step = 0) const;
+  std::uint64_t local_step() const;  // inner steps taken in the next round (0 without local steps)
   double EpochOf(std::uint64_t round) const;
   std::uint64_t first_round() const;
   std::uint64_t next_round() const;

@@ -43,6 +43,11 @@ def adamw_groups(model, weight_decay):
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
+def torch_adamw(model):
+    """Torch's AdamW in adamw_groups, applied by torch (DiLoCo's inner optimizer under local steps)."""
+    return torch.optim.AdamW(adamw_groups(model, 0.05), lr=3e-3, betas=(0.9, 0.98), eps=1e-7)
+
+
 def adamw_cosine(model, rounds):
     """Torch's AdamW in adamw_groups with torch's CosineAnnealingLR over `rounds` steps (the user's own
     optimizer and scheduler, applied by torch: DistributedOptimizer(..., apply="torch"))."""

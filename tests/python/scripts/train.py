@@ -23,9 +23,11 @@ parser.add_argument("--model", default="mlp")
 parser.add_argument("--cpp-init", default="", help="raw float32 initial weights (sketchps-worker --write-initial-weights)")
 parser.add_argument("--perturb-rank", type=int, default=-1)
 parser.add_argument("--save", default="")
-parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw", "torch-adamw-cosine", "rmsprop"],
-                    help="torch-adamw-cosine: AdamW with apply='torch' and torch's CosineAnnealingLR stepped every "
-                         "round; rmsprop: torch.optim.RMSprop (apply 'auto' makes it 'torch')")
+parser.add_argument("--optimizer", default="sgd",
+                    choices=["sgd", "adamw", "torch-adamw", "torch-adamw-cosine", "rmsprop"],
+                    help="torch-adamw: tiny_models.torch_adamw with apply='torch'; torch-adamw-cosine: AdamW with "
+                         "apply='torch' and torch's CosineAnnealingLR stepped every round; rmsprop: "
+                         "torch.optim.RMSprop (apply 'auto' makes it 'torch')")
 parser.add_argument("--no-overlap", action="store_true", help="DistributedOptimizer(overlap=False)")
 parser.add_argument("--fail-rank", type=int, default=-1, help="this rank raises RuntimeError ...")
 parser.add_argument("--fail-at-round", type=int, default=0, help="... before this round")
@@ -47,6 +49,8 @@ if ctx.rank == args.perturb_rank:
 scheduler = None
 if args.optimizer == "adamw":
     torch_opt = torch.optim.AdamW(tiny_models.adamw_groups(model, 0.05), lr=2e-3, betas=(0.9, 0.98), eps=1e-7)
+elif args.optimizer == "torch-adamw":
+    torch_opt = tiny_models.torch_adamw(model)
 elif args.optimizer == "torch-adamw-cosine":
     torch_opt, scheduler = tiny_models.adamw_cosine(model, job.total_rounds)
 elif args.optimizer == "rmsprop":
@@ -54,7 +58,7 @@ elif args.optimizer == "rmsprop":
 else:
     torch_opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=job.lr, momentum=job.momentum)
 opt = sps.DistributedOptimizer(torch_opt, model, overlap=not args.no_overlap,
-                               apply="torch" if args.optimizer == "torch-adamw-cosine" else "auto")
+                               apply="torch" if args.optimizer.startswith("torch-") else "auto")
 train_x, train_y = data.fashion_mnist("train", job.data_path)
 test_x, test_y = data.fashion_mnist("test", job.data_path)
 with opt:
