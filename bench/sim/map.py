@@ -23,7 +23,8 @@ other panels than 50x/100 rounds carry -xT-rN in their names.
       per round, a point per method (seed means), dense included; prints the files it wrote.
   map.py table [--csv FILE]
       Prints the map as Markdown: a row per cell, the gap to dense of each method in points (seed
-      means, with the number of seeds), the measured uplink compression per method, and the verdict.
+      means, with the number of seeds and, for more than one, the standard deviation of the
+      accuracies), the measured uplink compression per method, and the verdict.
 
 The job of every run: model mlp, servers 1, data.batch_size 32, train.rounds --rounds (default 100),
 the default optimizer (SGD, lr 0.05, momentum 0.9), evaluation only after the last round on the
@@ -202,6 +203,15 @@ def mean(xs):
     return sum(xs) / len(xs)
 
 
+def seeds_text(xs):
+    """"(n)" for one seed; "(n, ±sd)" for more: the sample standard deviation of the accuracies, in points."""
+    if len(xs) < 2:
+        return f"({len(xs)})"
+    m = mean(xs)
+    sd = (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+    return f"({len(xs)}, ±{100 * sd:.2f})"
+
+
 def gaps(by_method):
     """Each method's gap to dense in points (seed means); None without a dense run."""
     if "dense" not in by_method:
@@ -258,14 +268,14 @@ def print_panel(rows, panel):
         g = gaps(by_method)
         dense = by_method.get("dense")
         line = [str(p), "∞" if a == "inf" else a, f"{f:g}",
-                f"{100 * mean(dense):.2f} ({len(dense)})" if dense else "–"]
+                f"{100 * mean(dense):.2f} {seeds_text(dense)}" if dense else "–"]
         for m in methods:
             if m == "dense":
                 continue
             if m not in by_method:
                 line.append("–")
             elif m in g:
-                line.append(f"{g[m]:+.2f} ({len(by_method[m])})")
+                line.append(f"{g[m]:+.2f} {seeds_text(by_method[m])}")
             else:
                 line.append(f"{100 * mean(by_method[m]):.2f}% ({len(by_method[m])})")
         v = verdict(g)

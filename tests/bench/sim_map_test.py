@@ -90,7 +90,8 @@ class Reading(unittest.TestCase):
 
     def test_table_marks_the_verdict(self):
         out = self.run_map("table")
-        self.assertIn("| 16 | 0.1 | 0.25 | 80.00 (2) |", out)
+        self.assertIn("| 16 | 0.1 | 0.25 | 80.00 (2, ±0.00) |", out)
+        self.assertIn("| -0.50 (2, ±0.71) |", out)  # fetchsgd: 79 and 80, a sample deviation of 0.71 points
         self.assertIn("**fetchsgd**", out)
         self.assertIn("1 run(s) failed: sketched_sgd P=4", out)
 
