@@ -6,7 +6,7 @@ with the dense scheme, H = 3 inner momentum-SGD steps and an outer Nesterov step
 H = 1 with the average outer optimizer is the job without the keys, bit for bit, while H = 2 moves
 elsewhere; a bad inner step's batch is named. Bit for bit against sketchps-worker:
 test_local_steps_cpp.py; a torch optimizer's inner steps and the DDP comm hook:
-test_local_steps_torch.py."""
+test_local_steps_torch.py; interrupted and resumed: test_local_steps_resume.py."""
 import copy
 
 import pytest

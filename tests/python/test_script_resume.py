@@ -84,7 +84,7 @@ def interrupted_then_resumed(tmp_path, via, world, scheme, check_refusal=False):
 def interrupt_and_resume(tmp_path, job_text, script_args, rounds, world, check_refusal=False):
     """`sketchps run --script` of script_args interrupted with Ctrl-C after a third of its rounds,
     then --resume'd (after checking, with check_refusal, that a refused resume moves nothing):
-    every round is recorded once."""
+    every round is recorded once. Returns the resumed launcher's stderr."""
     job_file = tmp_path / "interrupted.yaml"
     job_file.write_text(job_text)
     out = tmp_path / "interrupted"
@@ -107,6 +107,7 @@ def interrupt_and_resume(tmp_path, job_text, script_args, rounds, world, check_r
     assert "resuming from the checkpoints" in resumed.stderr
     for rank in range(world):
         assert [r["round"] for r in records(out, rank)] == list(range(rounds))
+    return resumed.stderr
 
 
 def listing(folder):
