@@ -23,8 +23,9 @@ other panels than 50x/100 rounds carry -xT-rN in their names.
       per round, a point per method (seed means), dense included; prints the files it wrote.
   map.py table [--csv FILE]
       Prints the map as Markdown: a row per cell, the gap to dense of each method in points (seed
-      means, with the number of seeds and, for more than one, the standard deviation of the
-      accuracies), the measured uplink compression per method, and the verdict.
+      means, with the number of seeds and, for more than one, the standard deviation: of dense's
+      accuracies, and of each method's gap to dense seed by seed), the measured uplink compression per
+      method, and the verdict.
 
 The job of every run: model mlp, servers 1, data.batch_size 32, train.rounds --rounds (default 100),
 the default optimizer (SGD, lr 0.05, momentum 0.9), evaluation only after the last round on the
@@ -204,12 +205,24 @@ def mean(xs):
 
 
 def seeds_text(xs):
-    """"(n)" for one seed; "(n, ±sd)" for more: the sample standard deviation of the accuracies, in points."""
+    """"(n)" for one value; "(n, ±sd)" for more: their sample standard deviation, in points."""
     if len(xs) < 2:
         return f"({len(xs)})"
     m = mean(xs)
     sd = (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
     return f"({len(xs)}, ±{100 * sd:.2f})"
+
+
+def paired_gaps(rows, panel, cell, method):
+    """The method's accuracy minus dense's, seed by seed (the seed draws the partition and the
+    participants, so a seed's runs share them), over the seeds both finished."""
+    acc = {}
+    for r in rows:
+        if (r["status"] == "ok" and r["final_test_accuracy"] not in ("", "None") and panel_of(r) == panel
+                and (int(r["workers"]), r["alpha"], float(r["fraction"])) == cell):
+            acc.setdefault(r["method"], {})[int(r["seed"])] = float(r["final_test_accuracy"])
+    dense, mine = acc.get("dense", {}), acc.get(method, {})
+    return [mine[s] - dense[s] for s in sorted(mine) if s in dense]
 
 
 def gaps(by_method):
@@ -275,7 +288,8 @@ def print_panel(rows, panel):
             if m not in by_method:
                 line.append("–")
             elif m in g:
-                line.append(f"{g[m]:+.2f} {seeds_text(by_method[m])}")
+                paired = paired_gaps(rows, panel, (p, a, f), m)
+                line.append(f"{g[m]:+.2f} {seeds_text(paired) if len(paired) > 1 else seeds_text(by_method[m])}")
             else:
                 line.append(f"{100 * mean(by_method[m]):.2f}% ({len(by_method[m])})")
         v = verdict(g)

@@ -91,7 +91,12 @@ class Reading(unittest.TestCase):
     def test_table_marks_the_verdict(self):
         out = self.run_map("table")
         self.assertIn("| 16 | 0.1 | 0.25 | 80.00 (2, ±0.00) |", out)
-        self.assertIn("| -0.50 (2, ±0.71) |", out)  # fetchsgd: 79 and 80, a sample deviation of 0.71 points
+        # fetchsgd: 79 and 80 against dense's 80 and 80, seed by seed: gaps -1 and 0, a deviation of 0.71
+        self.assertIn("| -0.50 (2, ±0.71) |", out)
+        rows = simmap.read_rows(self.csv)
+        self.assertEqual([round(x, 6) for x in simmap.paired_gaps(rows, (50, 100), (16, "0.1", 0.25), "fetchsgd")],
+                         [-0.01, 0.0])
+        self.assertEqual([round(x, 6) for x in simmap.paired_gaps(rows, (50, 100), (16, "0.1", 0.25), "topk")], [-0.05])
         self.assertIn("**fetchsgd**", out)
         self.assertIn("1 run(s) failed: sketched_sgd P=4", out)
 
