@@ -75,7 +75,8 @@ class Reading(unittest.TestCase):
         out = self.run_map("deciding").splitlines()
         self.assertEqual(out, ["P=4 alpha=inf f=1.0: fetchsgd within 1 point; gtopk not",
                                "P=16 alpha=0.1 f=0.25: fetchsgd within 1 point; topk, gtopk not",
-                               "P=16 alpha=0.1 f=0.25 (10x uplink, 100 rounds): gs_sgd within 1 point; topk, gtopk not"])
+                               "P=16 alpha=0.1 f=0.25 (10x uplink, 100 rounds): gs_sgd within 1 point; "
+                               "topk, gtopk not"])
 
     def test_panels_keep_their_runs_apart(self):
         rows = simmap.read_rows(self.csv)
