@@ -6,7 +6,8 @@ server-0.. and worker-0.. is made and, for each --workload, each system runs on 
 two at once): sketchps in each --mode for each of --schemes (S servers + P workers from one job
 YAML), then the DDP systems of --ddp (dense, fp16, PowerSGD of rank R, and issue 35's local-step rivals
 post-local SGD and DiLoCo from local_rivals.py: P ranks on the same job). sketchps' own local steps
-(--schemes SCHEME/lsH) run in sketchps-worker only: on cnn, and on vgg with --cpp-worker. --dry-run
+(--schemes SCHEME/lsH) run in sketchps-worker on cnn (and vgg with --cpp-worker) and in the workload
+scripts' DistributedOptimizer on vgg and vit. --dry-run
 checks the options (no root needed) and prints every run the command would make instead.
 Workloads: cnn, the default job (the C++ daemons sketchps-server/sketchps-worker, --set overrides
 passed through; DDP: ddp_train.py); vgg and vit, a Python script each (bench/e2e/workload_*.py)
@@ -104,8 +105,7 @@ def parse_args(argv):
     ap.add_argument("--workload", action="append", metavar="NAME",
                     help=f"{', '.join(jobspec.WORKLOADS)}; repeatable or comma-separated (default cnn)")
     ap.add_argument("--schemes", default="topk", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}, each optionally "
-                         "/lsH (train.local_steps H, Nesterov outer step) or /lsHavg (plain averaging): cnn, and vgg "
-                         "with --cpp-worker")
+                         "/lsH (train.local_steps H, Nesterov outer step) or /lsHavg (plain averaging)")
     ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
     ap.add_argument("--ddp", default="dense,fp16,powersgd-r2,powersgd-r4",
                     help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R), postlocalH "
@@ -252,19 +252,15 @@ def check_args(args):
 
 
 def check_local_steps(args, systems: list[System], workloads: list[str]) -> None:
-    """sketchps' local steps (SCHEME/lsH) run in sketchps-worker only: on cnn, and on vgg with
-    --cpp-worker in ps mode; UsageError, naming the flag, where a workload cannot run them."""
+    """sketchps' local steps (SCHEME/lsH) run in sketchps-worker (cnn; vgg with --cpp-worker, ps mode
+    only there) and in the workload scripts' DistributedOptimizer (vgg, vit; both modes); UsageError,
+    naming the flag, for the C++ worker's decentralized mode."""
     specs = [s for s in comma_list(args.schemes) if LOCAL_STEPS.match(s)]
-    if not specs or workloads == ["cnn"]:
+    if not specs or not getattr(args, "cpp_worker", False) or "vgg" not in workloads:
         return
-    what = f"--schemes {','.join(specs)}: sketchps' local steps run in sketchps-worker only (the Python package " \
-           "refuses train.local_steps)"
-    if "vit" in workloads:
-        raise UsageError(f"{what}, which has no vit model: drop vit from --workload, or the /lsH schemes")
-    if not getattr(args, "cpp_worker", False):
-        raise UsageError(f"{what}: on the vgg workload they need --cpp-worker (its network is built into sketchps-worker)")
     if "decentralized" in comma_list(args.mode):
-        raise UsageError(f"{what}: on the vgg workload --cpp-worker runs them in ps mode only, not --mode decentralized")
+        raise UsageError(f"--schemes {','.join(specs)}: on the vgg workload --cpp-worker runs sketchps' local steps in "
+                         "ps mode only, not --mode decentralized")
 
 
 def prepare_jobs(out: Path, jobs: dict, systems: list[System], package: str) -> dict[str, dict[str, Path]]:

@@ -85,13 +85,13 @@ def own_overrides(system: System, job: dict) -> list[str]:
 def runs_on(system: System, workload: str) -> bool:
     """Whether a planned system runs on a workload: the C++ worker's on vgg only (its network is
     built into sketchps-worker; cnn runs on it anyway, vit has none); the comm hook's on the workload
-    scripts only; sketchps' local steps (SCHEME/lsH) not through the workload scripts, whose sketchps
-    package refuses train.local_steps (on vgg the C++ worker's system runs them)."""
+    scripts only (the hook refuses train.local_steps, so SCHEME/lsH runs through DistributedOptimizer:
+    every workload script's sketchps backend)."""
     if system.worker == "cpp":
         return workload == "vgg"
     if system.worker == "hook":
-        return workload != "cnn"
-    return not (system.kind == "sketchps" and system.local_steps and workload != "cnn")
+        return workload != "cnn" and not system.local_steps
+    return True
 
 
 @dataclass

@@ -450,6 +450,8 @@ def train_sketchps(workload: Workload, args) -> None:
             loss = F.cross_entropy(model(normalize(train_x[idx])), train_y[idx])
             loss.backward()
             opt.step(loss=loss)
+            if opt.round == r and not opt.done:
+                continue  # train.local_steps: an inner step; the round ends with its last one
             if eval_due(r, opt.rounds, every):
                 t0 = time.time()
                 counts = count_correct(model, test_x, test_y, *share(n_eval, rank, world))
