@@ -197,8 +197,7 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         if "redo_from" in self.last_stats:
             self._regroups += 1
         elif self._apply == "torch" and not self._local:  # with local steps the outer optimizer applied it
-            if self._clip is not None:  # the aggregate, the same on every rank: as DDP's clip_grad_norm_
-                torch.nn.utils.clip_grad_norm_([p for _, p in self._named], self._clip)
+            self._clip_gradients()  # the aggregate, the same on every rank: as DDP's clip_grad_norm_
             self.optimizer.step()  # .grad holds the round's aggregate G_t, the same on every rank
         if self._broadcast is not None:
             self._broadcast()  # the next forward starts from rank 0's buffers, as under DDP
@@ -208,10 +207,14 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         """Local steps under apply="torch": the torch optimizer's inner step on this rank's gradient,
         from the round's start the core keeps first."""
         self._worker.keep_round_start()
-        if self._clip is not None:
-            torch.nn.utils.clip_grad_norm_([p for _, p in self._named], self._clip)
+        self._clip_gradients()  # this rank's own gradient
         self.optimizer.step()
         _flat.torch_work_done(self._flat.device)  # the core reads the parameters next
+
+    def _clip_gradients(self):
+        """clip_grad_norm=: clips the .grad the torch optimizer steps on next (no-op without it)."""
+        if self._clip is not None:
+            torch.nn.utils.clip_grad_norm_([p for _, p in self._named], self._clip)
 
     @contextlib.contextmanager
     def no_sync(self):
