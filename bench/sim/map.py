@@ -400,6 +400,9 @@ def main():
     except ValueError as e:
         print(f"map: {e}", file=sys.stderr)
         return 2
+    if args.target <= 0 or args.rounds <= 0:
+        print(f"map: --target {args.target} and --rounds {args.rounds} must be > 0", file=sys.stderr)
+        return 2
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         print(f"map: unknown method(s) {unknown}; known: {', '.join(METHODS)}", file=sys.stderr)

@@ -78,6 +78,13 @@ class Reading(unittest.TestCase):
                                "P=16 alpha=0.1 f=0.25 (10x uplink, 100 rounds): gs_sgd within 1 point; "
                                "topk, gtopk not"])
 
+    def test_a_target_or_rounds_of_zero_is_refused(self):
+        for flag in ("--target", "--rounds"):
+            done = subprocess.run([sys.executable, MAP, "run", "--dry-run", flag, "0", "--csv", self.csv],
+                                  capture_output=True, text=True)
+            self.assertEqual(done.returncode, 2, done.stderr)
+            self.assertIn(f"{flag} 0", done.stderr)
+
     def test_panels_keep_their_runs_apart(self):
         rows = simmap.read_rows(self.csv)
         self.assertEqual(simmap.panels(rows), [(50, 100), (10, 100)])
