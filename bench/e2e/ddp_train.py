@@ -117,9 +117,8 @@ def train(args) -> None:
     if args.compression in local_rivals.KINDS:
         if not dist.is_initialized():
             dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
-        rival = local_rivals.make(args.compression, model,
-                                  lambda m: torch.optim.SGD(m.parameters(), lr=args.lr, momentum=args.momentum),
-                                  args.period, args.local_warmup, args.outer_lr, args.outer_momentum)
+        rival = local_rivals.from_args(args.compression, model,
+                                       lambda m: torch.optim.SGD(m.parameters(), lr=args.lr, momentum=args.momentum), args)
         model, optimizer = rival.model, rival.optimizer
     else:
         model, _ = wrap_ddp(model, args.compression, args.powersgd_rank, args.powersgd_start)
@@ -131,7 +130,7 @@ def train(args) -> None:
     rounds = args.rounds if args.rounds > 0 else math.ceil(args.epochs * batches.steps)
     out = open(args.metrics_out, "a") if args.metrics_out else None
     if rank == 0 and rival is not None:
-        what = local_rivals.describe(args.compression, args.period, args.local_warmup, args.outer_lr, args.outer_momentum)
+        what = local_rivals.describe_args(args.compression, args)
         print(f"ddp_train: {what}", file=sys.stderr, flush=True)
     for r in range(rounds):
         x, y = batches(r)
@@ -194,8 +193,7 @@ def parse_args(argv=None):
             ap.error(f"--{name.replace('_', '-')} must be positive")
     if args.rounds < 0 or args.epochs <= 0 or args.eval_every < 0:
         ap.error("--rounds and --eval-every must be >= 0 and --epochs > 0")
-    if args.period < 1 or args.local_warmup < 1 or args.outer_lr <= 0 or not 0 <= args.outer_momentum < 1:
-        ap.error("--period and --local-warmup must be >= 1, --outer-lr > 0 and --outer-momentum in [0, 1)")
+    local_rivals.check_arguments(ap, args, args.compression)
     if args.powersgd_rank < 1 or args.powersgd_start < 2:
         ap.error("--powersgd-rank must be >= 1 and --powersgd-start >= 2")
     return args

@@ -23,6 +23,11 @@ both rivals see the script's data order.
              (nesterov_outer_step); every rank continues from the result. The inner optimizer's state
              persists across periods, as in DiLoCo (sketchps' own local steps reset it every round:
              docs/methods.md "Local steps"). A last, shorter period ends at the last round.
+             Two settings make the ablations of issue 35: outer lr 1 and momentum 0 is plain
+             averaging of the models (bench/e2e `--ddp dilocoHavg`); `reset_inner` (`--inner-reset`,
+             `--ddp dilocoHavgreset`) zeroes the inner optimizer's state at every outer step, as
+             sketchps' local steps do (torch's state cleared: momentum and Adam's moments and step
+             count start afresh).
 
 Evaluations (eval_module) use the weights of the last synchronisation, which every rank holds
 alike: DiLoCo's last outer step; post-local SGD's last averaging (or, during the warm-up, the last
@@ -57,6 +62,18 @@ def add_arguments(ap, selector: str) -> None:
                     help=f"{selector} postlocal: dense all-reduce rounds before the local steps (start_localSGD_iter)")
     ap.add_argument("--outer-lr", type=float, default=OUTER_LR, help=f"{selector} diloco: the outer Nesterov step's lr")
     ap.add_argument("--outer-momentum", type=float, default=OUTER_MOMENTUM, help=f"{selector} diloco: its momentum")
+    ap.add_argument("--inner-reset", action="store_true",
+                    help=f"{selector} diloco: zero the inner optimizer's state at every outer step (an ablation: "
+                         "sketchps' local steps do so)")
+
+
+def check_arguments(ap, args, kind: str) -> None:
+    """ap.error() naming the option when add_arguments' options are out of range, or --inner-reset
+    is given for another rival than diloco (`kind`: the script's selected hook or compression)."""
+    if args.period < 1 or args.local_warmup < 1 or args.outer_lr <= 0 or not 0 <= args.outer_momentum < 1:
+        ap.error("--period and --local-warmup must be >= 1, --outer-lr > 0 and --outer-momentum in [0, 1)")
+    if args.inner_reset and kind != "diloco":
+        ap.error(f"--inner-reset is for diloco, not {kind}")
 
 
 def nesterov_outer_step(anchor: Sequence[torch.Tensor], pseudo_grad: Sequence[torch.Tensor],
@@ -91,9 +108,10 @@ class DiLoCo:
     """DiLoCo over a plain (not DDP) model; `optimizer` is the inner one, built by the caller."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, period: int, lr: float = OUTER_LR,
-                 momentum: float = OUTER_MOMENTUM, reduce_mean: Callable[[torch.Tensor], torch.Tensor] = all_reduce_mean):
+                 momentum: float = OUTER_MOMENTUM, reduce_mean: Callable[[torch.Tensor], torch.Tensor] = all_reduce_mean,
+                 reset_inner: bool = False):
         self.model, self.optimizer, self.period = model, optimizer, period
-        self.lr, self.momentum, self.reduce_mean = lr, momentum, reduce_mean
+        self.lr, self.momentum, self.reduce_mean, self.reset_inner = lr, momentum, reduce_mean, reset_inner
         self.anchor = [p.detach().clone() for p in model.parameters()]
         self.buf = [torch.zeros_like(a) for a in self.anchor]
         self._eval = copy.deepcopy(model)  # holds the anchor for the evaluations
@@ -116,6 +134,8 @@ class DiLoCo:
             nesterov_outer_step(self.anchor, grads, self.buf, self.lr, self.momentum)
             for a, p in zip(self.anchor, params):
                 p.copy_(a)
+        if self.reset_inner:
+            self.optimizer.state.clear()  # torch builds it afresh at the next step (SGD's buffer is then g)
 
     def eval_module(self) -> nn.Module:
         with torch.no_grad():
@@ -161,21 +181,37 @@ class PostLocal:
 
 
 def make(kind: str, model: nn.Module, make_optimizer: Callable[[nn.Module], torch.optim.Optimizer], period: int,
-         warmup: int = LOCAL_WARMUP, outer_lr: float = OUTER_LR, outer_momentum: float = OUTER_MOMENTUM):
+         warmup: int = LOCAL_WARMUP, outer_lr: float = OUTER_LR, outer_momentum: float = OUTER_MOMENTUM,
+         reset_inner: bool = False):
     """The rival `kind` (KINDS) over `model` (not yet wrapped) with the script's optimizer, built by
-    make_optimizer(model); ValueError for another kind or bad settings."""
+    make_optimizer(model); ValueError for another kind or bad settings (reset_inner is DiLoCo's)."""
     if kind not in KINDS:
         raise ValueError(f"local rival {kind!r}: expected one of {', '.join(KINDS)}")
     if period < 1 or warmup < 1 or outer_lr <= 0 or not 0 <= outer_momentum < 1:
         raise ValueError("the period and the warm-up must be >= 1, the outer lr > 0 and the outer momentum in [0, 1)")
     if kind == "postlocal":
+        if reset_inner:
+            raise ValueError("the inner-state reset is DiLoCo's (post-local SGD keeps torch's optimizer as it is)")
         return PostLocal(model, make_optimizer(model), period, warmup)
-    return DiLoCo(model, make_optimizer(model), period, outer_lr, outer_momentum)
+    return DiLoCo(model, make_optimizer(model), period, outer_lr, outer_momentum, reset_inner=reset_inner)
 
 
 def describe(kind: str, period: int, warmup: int = LOCAL_WARMUP, outer_lr: float = OUTER_LR,
-             outer_momentum: float = OUTER_MOMENTUM) -> str:
+             outer_momentum: float = OUTER_MOMENTUM, reset_inner: bool = False) -> str:
     """One line for the scripts' logs."""
     if kind == "postlocal":
         return f"post-local SGD, models averaged every {period} steps after {warmup} dense ones"
-    return f"DiLoCo, {period} inner steps, then outer Nesterov lr {outer_lr} momentum {outer_momentum}"
+    state = ", the inner state reset at each" if reset_inner else ""
+    return f"DiLoCo, {period} inner steps, then outer Nesterov lr {outer_lr} momentum {outer_momentum}{state}"
+
+
+def from_args(kind: str, model: nn.Module, make_optimizer: Callable[[nn.Module], torch.optim.Optimizer], args):
+    """make() with the settings of add_arguments' options (args.period, .local_warmup, .outer_lr,
+    .outer_momentum, .inner_reset); the scripts' one call."""
+    return make(kind, model, make_optimizer, args.period, args.local_warmup, args.outer_lr, args.outer_momentum,
+                reset_inner=args.inner_reset)
+
+
+def describe_args(kind: str, args) -> str:
+    """describe() with the settings of add_arguments' options."""
+    return describe(kind, args.period, args.local_warmup, args.outer_lr, args.outer_momentum, args.inner_reset)

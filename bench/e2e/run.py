@@ -68,7 +68,7 @@ from systems import (Context, RunFailure, System, describe_script, ddp_system_ar
                      run_system, runs_on, say, system_job)
 
 SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "fetchsgd", "sdagc", "sidco", "scalecom"]
-DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*)|postlocal([1-9][0-9]*)|diloco([1-9][0-9]*))$")
+DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*)|postlocal([1-9][0-9]*)|diloco([1-9][0-9]*)(avg)?(reset)?)$")
 # A sketchps scheme with local steps: topk/ls4 (H = 4, the Nesterov outer step), topk/ls4avg (plain averaging).
 LOCAL_STEPS = re.compile(r"^([a-z_]+)/ls([1-9][0-9]*)(avg)?$")
 # The up-front accuracy of DDP dense on the cnn job (docs/reports/performance.md: 88.00%); the workloads state theirs.
@@ -109,8 +109,9 @@ def parse_args(argv):
     ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
     ap.add_argument("--ddp", default="dense,fp16,powersgd-r2,powersgd-r4",
                     help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R), postlocalH "
-                         "(post-local SGD, models averaged every H steps), dilocoH (DiLoCo, H inner steps) "
-                         "(none: no DDP)")
+                         "(post-local SGD, models averaged every H steps), dilocoH (DiLoCo, H inner steps; dilocoHavg: "
+                         "plain averaging as the outer step; dilocoHavgreset or dilocoHreset: the inner optimizer's "
+                         "state zeroed at every outer step, as sketchps' local steps do) (none: no DDP)")
     ap.add_argument("--bandwidth", action="append", metavar="RATE",
                     help="link cap, tc syntax (100mbit) or none; repeatable (default 100mbit)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -181,7 +182,10 @@ def ddp_system(variant: str) -> System:
     if m.group(3):
         return System(f"DDP post-local SGD {m.group(3)}", "ddp", "postlocal", period=int(m.group(3)))
     if m.group(4):
-        return System(f"DDP DiLoCo H{m.group(4)}", "ddp", "diloco", period=int(m.group(4)))
+        avg, reset = bool(m.group(5)), bool(m.group(6))
+        name = f"DDP DiLoCo H{m.group(4)}" + (" average" if avg else "") + (" inner reset" if reset else "")
+        rival_args = (("--outer-lr", "1", "--outer-momentum", "0") if avg else ()) + (("--inner-reset",) if reset else ())
+        return System(name, "ddp", "diloco", period=int(m.group(4)), rival_args=rival_args)
     return System(f"DDP {variant}", "ddp", "none" if variant == "dense" else "fp16")
 
 

@@ -72,6 +72,7 @@ class System:
     worker: str = "script"  # sketchps on a workload: its script (the package), "cpp": sketchps-worker, or
     #                         "hook": the script's DDP loop with sketchps.ddp.comm_hook
     period: int = 0         # DDP postlocal: steps between model averages; diloco: inner steps H
+    rival_args: tuple = ()  # DDP diloco: the script's further local_rivals options (--outer-lr 1 ..., --inner-reset)
     overrides: tuple = ()   # sketchps: the system's own job overrides (local steps), after --set
     local_steps: int = 0    # sketchps SCHEME/lsH: H (its job's round-counted keys become exchanges of H steps)
 
@@ -262,7 +263,7 @@ def ddp_system_args(system: System) -> list[str]:
     if system.scheme == "powersgd":
         return ["--powersgd-rank", str(system.powersgd_rank)]
     if system.scheme in ("postlocal", "diloco"):
-        return ["--period", str(system.period)]
+        return ["--period", str(system.period), *system.rival_args]
     return []
 
 

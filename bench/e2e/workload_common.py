@@ -361,8 +361,7 @@ def train_ddp(workload: Workload, job: dict, args) -> None:
     start = args.powersgd_start if args.powersgd_start is not None else powersgd_start(job)
     rival = None
     if args.hook in local_rivals.KINDS:
-        rival = local_rivals.make(args.hook, model, lambda m: make_optimizer(m, opt_section, workload), args.period,
-                                  args.local_warmup, args.outer_lr, args.outer_momentum)
+        rival = local_rivals.from_args(args.hook, model, lambda m: make_optimizer(m, opt_section, workload), args)
         ddp, optimizer, state = rival.model, rival.optimizer, None
     else:
         ddp, state = wrap_ddp(model, args.hook, args.powersgd_rank, start)
@@ -378,8 +377,7 @@ def train_ddp(workload: Workload, job: dict, args) -> None:
     if rank == 0:
         how = {"powersgd": f" rank {args.powersgd_rank} from round {start}"}.get(args.hook, "")
         if rival is not None:
-            how = ": " + local_rivals.describe(args.hook, args.period, args.local_warmup, args.outer_lr,
-                                               args.outer_momentum)
+            how = ": " + local_rivals.describe_args(args.hook, args)
         say(f"ddp ({args.hook}{how}): {sum(p.numel() for p in model.parameters()):,} parameters, "
             f"weights {checksum(model)}, {rounds} rounds")
     if state is not None and state.rounds != rounds:
@@ -484,8 +482,7 @@ def parse_args(argv=None):
         ap.error("--set, --metrics-out and --hook are for --backend ddp (sketchps takes the job and the environment)")
     if args.powersgd_rank < 1 or (args.powersgd_start is not None and args.powersgd_start < 2):
         ap.error("--powersgd-rank must be >= 1 and --powersgd-start >= 2")
-    if args.period < 1 or args.local_warmup < 1 or args.outer_lr <= 0 or not 0 <= args.outer_momentum < 1:
-        ap.error("--period and --local-warmup must be >= 1, --outer-lr > 0 and --outer-momentum in [0, 1)")
+    local_rivals.check_arguments(ap, args, args.hook)
     return args
 
 

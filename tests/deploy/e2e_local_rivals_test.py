@@ -83,6 +83,40 @@ class OuterStepTest(unittest.TestCase):
         self.assertEqual([round(v, 4) for v in model.weight.detach().view(-1).tolist()], [-5.454, -6.8405])
         self.assertEqual([round(v, 4) for v in rival.eval_module().weight.detach().view(-1).tolist()], [-5.454, -6.8405])
 
+    def test_diloco_average_with_inner_reset_equals_a_fresh_optimizer_per_period(self):
+        """Outer lr 1 and momentum 0 with reset_inner: each period is H steps of a freshly built SGD
+        with momentum from the mean weights (the reference, written out here); keeping the state
+        instead ends elsewhere (so the test sees the reset)."""
+        x, other = torch.tensor([[1.0, 2.0]]), torch.tensor([0.5, -1.0])
+        w0 = torch.tensor([[1.0, -2.0]])
+
+        def rival_weights(reset):
+            model = torch.nn.Linear(2, 1, bias=False)
+            with torch.no_grad():
+                model.weight.copy_(w0)
+            inner = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            rival = local_rivals.DiLoCo(model, inner, period=3, lr=1.0, momentum=0.0,
+                                        reduce_mean=lambda flat: (flat + other) / 2, reset_inner=reset)
+            for r in range(6):
+                inner.zero_grad()
+                (model(x) ** 2).sum().backward()
+                inner.step()
+                rival.end_step(r, 6)
+            return model.weight.detach().view(-1)
+
+        w = w0.view(-1).clone()
+        for _ in range(2):  # the reference: a fresh momentum buffer every period, then the mean
+            start, v = w.clone(), torch.zeros(2)
+            for h in range(3):
+                g = 2 * float(w @ x.view(-1)) * x.view(-1)
+                v = g.clone() if h == 0 else 0.9 * v + g
+                w = w - 0.1 * v
+            w = start - ((start - w) + other) / 2
+        self.assertTrue(torch.allclose(rival_weights(True), w, atol=1e-6), f"{rival_weights(True)} against {w}")
+        self.assertFalse(torch.allclose(rival_weights(False), w, atol=1e-3))
+        with self.assertRaisesRegex(ValueError, "inner-state reset is DiLoCo's"):
+            local_rivals.make("postlocal", torch.nn.Linear(1, 1), lambda m: None, 4, reset_inner=True)
+
     def test_periods_end_every_h_rounds_and_at_the_last(self):
         self.assertEqual([r for r in range(10) if local_rivals.period_ends(r, 10, 4)], [3, 7, 9])
         with self.assertRaisesRegex(ValueError, "local rival 'powersgd'"):
@@ -128,6 +162,14 @@ class PlanTest(unittest.TestCase):
             "vit 100mbit | DDP dense | 320 rounds | --hook none",
             "vit 100mbit | DDP post-local SGD 8 | 320 rounds | --hook postlocal --period 8",
             "vit 100mbit | DDP DiLoCo H4 | 320 rounds | --hook diloco --period 4"])
+
+    def test_diloco_ablations(self):
+        lines = self.plan("--workload", "vit", "--schemes", "", "--ddp", "diloco4avg,diloco4avgreset,diloco8reset")
+        self.assertEqual(lines, [
+            "vit 100mbit | DDP DiLoCo H4 average | 320 rounds | --hook diloco --period 4 --outer-lr 1 --outer-momentum 0",
+            "vit 100mbit | DDP DiLoCo H4 average inner reset | 320 rounds | --hook diloco --period 4 --outer-lr 1 "
+            "--outer-momentum 0 --inner-reset",
+            "vit 100mbit | DDP DiLoCo H8 inner reset | 320 rounds | --hook diloco --period 8 --inner-reset"])
 
     def test_sketchps_local_steps_on_vgg_with_the_cpp_worker(self):
         planned = run.plan_systems(args_of("--workload", "vgg", "--cpp-worker", "--schemes", "topk,topk/ls4",
@@ -265,7 +307,9 @@ class WorkloadSmokeTest(unittest.TestCase):
         self.check(self.train("cnn", "postlocal", "--period", "3", "--local-warmup", "1"), [1, 1])
 
     def test_vit_diloco_with_adamw_inside(self):
-        self.check(self.train("vit", "diloco", "--period", "2"), [1, 3])
+        # the ablation's flags (plain averaging, AdamW's state cleared at each outer step) through the script
+        self.check(self.train("vit", "diloco", "--period", "2", "--outer-lr", "1", "--outer-momentum", "0",
+                              "--inner-reset"), [1, 3])
 
 
 if __name__ == "__main__":
