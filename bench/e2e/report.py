@@ -8,6 +8,8 @@ Contract:
     (the time to accuracy's clock: since the first step, evaluations excluded), one line per system
     (points: the evaluations), the target as a dashed line and a star where each system first
     reaches it, and writes stem.png and stem.svg (Agg).
+  - plot_bytes(...) draws the same against the busiest host link's bytes up to each evaluation's
+    round (link_bytes_at: the rounds times the run's mean per round), log scale.
   - write_doc(path, generated) replaces the block between BEGIN and END in `path`, or creates the
     file with a short hand-written frame around the block; text outside the block is kept.
 """
@@ -91,25 +93,55 @@ def table(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], workload: str, bandwidth: str, title: str, stem: Path) -> list[Path]:
+    return _draw(_of(rows, workload, bandwidth), title, stem, lambda row, p: p["t_train"], lambda row, f: (
+        f"to target {'not reached' if f.get('tta_s') is None else format(f['tta_s'], '.0f') + ' s'}; "
+        f"train loop {f['train_loop_s']:.0f} s"),
+        "training time since the first step, evaluations excluded (s)  [o: evaluation; *: target reached]", False)
+
+
+def link_bytes_at(row: dict, point: dict) -> float | None:
+    """The busiest link's bytes (MB) up to the end of the curve point's round: its rounds times the
+    run's mean per round (a local-step round is an exchange; post-local SGD's and DiLoCo's rounds
+    are steps, their synchronisations spread evenly over them by the mean)."""
+    per_round = row["figures"].get("busiest_link_per_round")
+    return None if per_round is None else (point["round"] + 1) * per_round / 1e6
+
+
+def plot_bytes(rows: list[dict], workload: str, bandwidth: str, title: str, stem: Path) -> list[Path]:
+    """As plot(), against the busiest link's bytes (link_bytes_at, log scale) instead of time."""
+    mine = [r for r in _of(rows, workload, bandwidth) if r["figures"].get("busiest_link_per_round")]
+    return _draw(mine, title, stem, link_bytes_at, lambda row, f: (
+        f"{f['busiest_link_per_round'] / 1e3:,.0f} kB per round"),
+        "bytes on the busiest host link since the first step (MB, log scale)  [o: evaluation; *: target reached]", True)
+
+
+def _of(rows: list[dict], workload: str, bandwidth: str) -> list[dict]:
+    return [r for r in rows if r["bandwidth"] == bandwidth and r.get("workload", "cnn") == workload]
+
+
+def _draw(mine: list[dict], title: str, stem: Path, x_of, label_of, xlabel: str, logx: bool) -> list[Path]:
+    """One line per row (points: its evaluations at x_of(row, point)), the target dashed, a star where
+    each row first reaches it; stem.png and stem.svg."""
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
-    mine = [r for r in rows if r["bandwidth"] == bandwidth and r.get("workload", "cnn") == workload]
     target = next((r["figures"].get("target_accuracy") for r in mine if r["figures"].get("target_accuracy")), None)
     for i, row in enumerate(mine):
         f, color = row["figures"], f"C{i}"
-        xs = [p["t_train"] for p in f["curve"]]
+        xs = [x_of(row, p) for p in f["curve"]]
         ys = [100 * p["accuracy"] for p in f["curve"]]
-        tta = "not reached" if f.get("tta_s") is None else f"{f['tta_s']:.0f} s"
-        ax.plot(xs, ys, "o-", color=color, label=f"{row['system']} (to target {tta}; train loop {f['train_loop_s']:.0f} s)")
+        ax.plot(xs, ys, "o-", color=color, label=f"{row['system']} ({label_of(row, f)})")
         if f.get("tta_s") is not None:
-            ax.plot([f["tta_s"]], [100 * next(p["accuracy"] for p in f["curve"] if p["round"] == f["tta_round"])], "*",
-                    color=color, markersize=14)
+            hit = next(p for p in f["curve"] if p["round"] == f["tta_round"])
+            ax.plot([x_of(row, hit)], [100 * hit["accuracy"]], "*", color=color, markersize=14)
     if target is not None:
         ax.axhline(100 * target, color="grey", linestyle="--", linewidth=1, label=f"target {100 * target:.2f}%")
-    ax.set_xlabel("training time since the first step, evaluations excluded (s)  [o: evaluation; *: target reached]")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.set_xlim(left=0)
+    if logx:
+        ax.set_xscale("log")
+    else:
+        ax.set_xlim(left=0)
     ax.legend(loc="lower right", fontsize=9)
     fig.tight_layout()
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]

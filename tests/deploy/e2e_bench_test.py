@@ -332,6 +332,23 @@ class ReportTest(unittest.TestCase):
         none_line = next(l for l in text.splitlines() if l.startswith("| cnn | sketchps gs_sgd | none"))
         self.assertIn("| 2.00 | - |", none_line)  # no DDP fp16 run uncapped
 
+    def test_accuracy_against_bytes(self):
+        """link_bytes_at: the rounds up to the point times the mean per round; plot_bytes draws the rows
+        that have link counters (both files) and leaves out the others."""
+        curve = [{"round": 9, "t_train": 1.0, "accuracy": 0.5}, {"round": 19, "t_train": 2.0, "accuracy": 0.8}]
+        with_bytes = {"system": "a", "bandwidth": "1gbit", "workload": "vit",
+                      "figures": {"curve": curve, "busiest_link_per_round": 250_000.0, "train_loop_s": 3.0,
+                                  "target_accuracy": 0.7, "tta_s": 2.0, "tta_round": 19}}
+        without = {"system": "b", "bandwidth": "1gbit", "workload": "vit",
+                   "figures": {"curve": curve, "train_loop_s": 3.0}}
+        self.assertEqual([report.link_bytes_at(with_bytes, p) for p in curve], [2.5, 5.0])
+        self.assertIsNone(report.link_bytes_at(without, curve[0]))
+        with tempfile.TemporaryDirectory() as d:
+            paths = report.plot_bytes([with_bytes, without], "vit", "1gbit", "t", Path(d) / "bytes")
+            self.assertEqual([p.name for p in paths if p.stat().st_size > 0], ["bytes.png", "bytes.svg"])
+            self.assertIn("250 kB per round", paths[1].read_text())
+            self.assertNotIn(">b (", paths[1].read_text())
+
     def test_doc_block_is_replaced_and_hand_text_kept(self):
         with tempfile.TemporaryDirectory() as tmp:
             doc = Path(tmp) / "performance.md"
