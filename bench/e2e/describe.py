@@ -71,10 +71,10 @@ def job_line(job: dict, workload: str = "cnn") -> str:
             f"{rounds}, {opt.get('name', 'sgd')} lr {opt.get('lr', 0.05)}, S={job['servers']} servers (sketchps)")
 
 
-def plot_title(results: dict, workload: str, bandwidth: str) -> str:
+def plot_title(results: dict, workload: str, bandwidth: str, against: str = "training time (evaluations excluded)") -> str:
     m = results["machine"]
     links = "uncapped links" if bandwidth == "none" else f"links capped at {bandwidth}"
-    return (f"Test accuracy against training time (evaluations excluded), {links}\n"
+    return (f"Test accuracy against {against}, {links}\n"
             f"{job_line(jobs(results)[workload], workload)}\n{m['nproc']} cores {m['cpu_model']}, {m['date']}")
 
 

@@ -389,7 +389,8 @@ def finish(args, results: dict, rows: list[dict], out: Path, default: str) -> No
     for key in dict.fromkeys((r.get("workload", "cnn"), r["bandwidth"]) for r in rows):
         title = describe.plot_title(results, *key)
         plots[key] = [str(p) for p in report.plot(rows, *key, title, out / f"accuracy-{key[0]}-{key[1]}")]
-        report.plot_bytes(rows, *key, title, out / f"accuracy-bytes-{key[0]}-{key[1]}")  # beside it, not in the doc
+        report.plot_bytes(rows, *key, describe.plot_title(results, *key, against="the busiest link's bytes"),
+                          out / f"accuracy-bytes-{key[0]}-{key[1]}")  # beside it, not in the doc
     results["plots"] = {f"{w} {bw}": paths for (w, bw), paths in plots.items()}
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(report.table(rows))
