@@ -188,11 +188,16 @@ absl::Status ReadOuterOptimizer(ConfigReader& train, OuterOptimizerSpec& o) {
   return absl::OkStatus();
 }
 
-// Local steps run the job's optimizer on each worker, its state reset every round: what needs the
-// whole job's step count is refused, naming the key. With optimizer.name external the inner steps are
+// Local steps run the job's optimizer on each worker, its state reset every round unless
+// train.inner_state: keep (which needs local steps): what needs the whole job's step count is refused,
+// naming the key. With optimizer.name external the inner steps are
 // a torch optimizer's (the Python package's DistributedOptimizer; sketchps-worker refuses external
 // jobs, and the DDP comm hook refuses local steps) and the replicas apply the outer optimizer.
 absl::Status CheckLocalSteps(const JobSpec& job) {
+  if (job.train.keep_inner_state && !job.local_steps()) {
+    return absl::InvalidArgumentError(
+        "train.inner_state: keep needs local steps (train.local_steps > 1 or train.outer_optimizer.name: nesterov)");
+  }
   if (!job.local_steps()) return absl::OkStatus();
   const auto& o = job.optimizer;
   if (o.freeze_variance_round) {
@@ -220,7 +225,13 @@ absl::Status ReadSections(ConfigReader& root, JobSpec& job) {
                                         job.train.eval_every_rounds, "eval_samples", job.train.eval_samples, "seed",
                                         job.train.seed, "local_steps", job.train.local_steps));
   SKETCHPS_RETURN_IF_ERROR(ReadOuterOptimizer(train, job.train.outer));
+  std::string inner_state = "reset";
+  SKETCHPS_RETURN_IF_ERROR(train.Get("inner_state", inner_state));
   SKETCHPS_RETURN_IF_ERROR(train.Finish());
+  if (inner_state != "reset" && inner_state != "keep") {
+    return absl::InvalidArgumentError("train.inner_state: '" + inner_state + "' is not reset or keep");
+  }
+  job.train.keep_inner_state = inner_state == "keep";
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader ckpt, root.Child("checkpoint"));
   std::string on_damaged = "refuse";
   SKETCHPS_RETURN_IF_ERROR(
@@ -328,8 +339,9 @@ Fingerprint JobFingerprint(const JobSpec& j, const YAML::Node& root) {
       {"train.epochs", hash(absl::StrCat(j.train.epochs))},
       {"train.rounds", hash(absl::StrCat(j.train.rounds))},
       {"train.seed", hash(absl::StrCat(j.train.seed))},
-      {"train.local_steps", hash(absl::StrCat(j.train.local_steps, ",", static_cast<int>(j.train.outer.kind), ",",
-                                              j.train.outer.lr, ",", j.train.outer.momentum))},
+      {"train.local_steps",
+       hash(absl::StrCat(j.train.local_steps, ",", static_cast<int>(j.train.outer.kind), ",", j.train.outer.lr, ",",
+                         j.train.outer.momentum, j.train.keep_inner_state ? ",keep" : ""))},
       {"optimizer",
        hash(absl::StrCat(lr, "|", OptimizerName(o.kind), ",", o.momentum, ",", o.nesterov, ",", o.weight_decay, ",",
                          o.beta1, ",", o.beta2, ",", o.eps, ",", absl::StrJoin(o.no_decay, ";"), ",",

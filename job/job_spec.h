@@ -8,7 +8,7 @@
 //   layers: [["fc.weight", [10, 784]], ...]   # model: custom only: its layout (job/model_layout.h)
 //   data: {path: /usr/share/datasets/fashion-mnist, batch_size: 32, train_samples: 60000}
 //   train: {epochs: 1, rounds: 0, eval_every_rounds: 200, eval_samples: 0, seed: 1,
-//           local_steps: 1, outer_optimizer: {name: average}}   # local steps: below
+//           local_steps: 1, outer_optimizer: {name: average}, inner_state: reset}   # local steps: below
 //   optimizer: {name: sgd, lr: 0.05, momentum: 0.9, nesterov: false, weight_decay: 0, no_decay: [],
 //               schedule: constant, warmup: 0, warmup_start_factor: 1,
 //               milestones: [], gamma: 0.1, min_lr: 0}
@@ -56,7 +56,8 @@ struct DataSpec {
 //
 // Local steps (docs/methods.md "Local steps", DiLoCo's recipe): with local_steps H, a round is H
 // steps of the job's optimizer on each worker's own batches (the inner optimizer, local to the
-// worker, its state reset at each round's start); the worker then exchanges the pseudo-gradient
+// worker, its state reset at each round's start, or with inner_state: keep carried across rounds and
+// saved in the worker's state files, as DiLoCo does); the worker then exchanges the pseudo-gradient
 // (the weights at the round's start minus its weights now) through the scheme as it would a
 // gradient, and every replica applies the aggregate with the outer optimizer to the round-start
 // weights. The outer optimizer is the replicated one (servers' master copies, checkpoints).
@@ -76,6 +77,9 @@ struct TrainSpec {
   std::uint64_t seed = 1;
   std::uint64_t local_steps = 1;  // H >= 1: inner steps per round
   OuterOptimizerSpec outer;
+  // train.inner_state: reset (false, the default) zeroes the inner optimizer's state at every round's
+  // start; keep (true) carries it across rounds. Needs local steps.
+  bool keep_inner_state = false;
 };
 
 struct CheckpointSpec {

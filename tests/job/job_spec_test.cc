@@ -223,3 +223,29 @@ TEST_CASE("train.local_steps and train.outer_optimizer errors name the key", "[j
              Catch::StartsWith("train.outer_optimizer.momentum: scheme dgc"));
   CHECK(Error("train: {local_steps: 4, outer_optimizer: {name: nesterov, momentum: 0}}\nscheme: {name: dgc}").empty());
 }
+
+TEST_CASE("train.inner_state: reset by default, keep carries the inner state, both named in the fingerprint",
+          "[job_spec]") {
+  auto local = LoadJobSpec("", {"train.local_steps=4"});
+  REQUIRE(local.ok());
+  CHECK_FALSE(local->train.keep_inner_state);
+  auto reset = LoadJobSpec("", {"train.local_steps=4", "train.inner_state=reset"});
+  REQUIRE(reset.ok());
+  CHECK_FALSE(reset->train.keep_inner_state);
+  CHECK(reset->fingerprint == local->fingerprint);  // every existing job keeps its fingerprint
+  auto keep = LoadJobSpec("", {"train.local_steps=4", "train.inner_state=keep"});
+  REQUIRE(keep.ok());
+  CHECK(keep->train.keep_inner_state);
+  CHECK(keep->fingerprint.at("train.local_steps") != local->fingerprint.at("train.local_steps"));
+  auto diloco = LoadJobSpec("", {"train.outer_optimizer.name=nesterov", "train.inner_state=keep"});
+  REQUIRE(diloco.ok());  // H = 1 with a nesterov outer step is local steps too
+  CHECK(diloco->train.keep_inner_state);
+  // A torch optimizer's inner steps keep their state in the script anyway: keep is accepted.
+  CHECK(Error("train: {local_steps: 4, inner_state: keep}\noptimizer: {name: external}\n").empty());
+
+  CHECK_THAT(Error("train: {local_steps: 4, inner_state: kept}"),
+             Catch::StartsWith("train.inner_state: 'kept' is not reset or keep"));
+  CHECK_THAT(Error("train: {inner_state: keep}"), Catch::StartsWith("train.inner_state: keep needs local steps"));
+  CHECK_THAT(Error("train: {local_steps: 1, inner_state: keep}"), Catch::StartsWith("train.inner_state"));
+  CHECK(Error("train: {inner_state: reset}").empty());
+}
