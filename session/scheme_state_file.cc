@@ -102,6 +102,7 @@ void SchemeStateFiles::SaveAsync(std::uint64_t rounds_applied, Replica& replica,
     snapshot->optimizers.push_back(replica.optimizer(s).State());
     snapshot->carried.push_back(replica.scheme(s).CarriedGradient());
   }
+  if (local_ != nullptr) snapshot->local = local_->SaveLocal();
   absl::MutexLock lock(&mu_);
   pending_ = std::async(std::launch::async, [this, snapshot, rounds_applied] {
                absl::Status written = Write(rounds_applied, *snapshot);
@@ -132,6 +133,7 @@ absl::Status SchemeStateFiles::Write(std::uint64_t rounds_applied, const Snapsho
   state.set_rounds_applied(rounds_applied);
   state.set_dim(dim_);
   state.set_weights(ToBytes(snapshot.weights));
+  state.set_local_state(ToBytes(snapshot.local));
   for (std::size_t s = 0; s < snapshot.schemes.size(); ++s) {
     v1::ShardSchemeState& shard = *state.add_shards();
     shard.set_shard_id(static_cast<std::uint32_t>(s));
@@ -272,7 +274,12 @@ absl::Status SchemeStateFiles::Load(std::uint64_t round, Replica& replica, float
         carried.emplace_back(),
         ToFloats(shard.carried_gradient(), absl::StrCat(path, ": shards[", s, "].carried_gradient")));
   }
+  SKETCHPS_ASSIGN_OR_RETURN(const std::vector<float> local,
+                            ToFloats(state.local_state(), absl::StrCat(path, ": local_state")));
+  const std::uint64_t local_size = local_ != nullptr ? local_->local_size() : 0;
+  if (local.size() != local_size) return differs("the size of local_state", local.size(), local_size);
   SKETCHPS_RETURN_IF_ERROR(RestoreSchemes(replica, schemes, carried, path));
+  if (local_ != nullptr) SKETCHPS_RETURN_IF_ERROR(local_->RestoreLocal(local));  // the size is checked above
   if (!with_params) return absl::OkStatus();
   for (std::uint32_t s = 0; s < replica.num_shards(); ++s) {
     SKETCHPS_RETURN_IF_ERROR(replica.optimizer(s).SetState(optimizers[s]));  // sizes checked above

@@ -187,7 +187,7 @@ absl::Status Session::StartTransport() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::uint64_t> Session::Join(float* params) {
+absl::StatusOr<std::uint64_t> Session::Join(float* params, WorkerLocalState* local) {
   SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t first, transport_->Start(layers_, shards_, params, *replica_));
   const bool ahead = transport_->shards_ahead();
   const auto split = [&](const std::string& why) {
@@ -199,6 +199,7 @@ absl::StatusOr<std::uint64_t> Session::Join(float* params) {
     if (ahead) return split("no --state-dir was given");
     return first;
   }
+  state_files_->SetLocal(local);
   const auto restored = state_files_->Restore(first, *replica_, params, /*from_file=*/ahead);
   std::uint64_t start = first;
   // A tampered file, or a key that is missing or wrong: the operator must act, not lose the state.

@@ -9,6 +9,7 @@
 //
 //   auto session = Session::Create(options, layers, params);   // layers must equal job.layout
 //   round = session->Join(params);                       // may overwrite params (the servers' copy)
+//                                                        // (Join(params, &local_steps) with local steps)
 //   loop: record = session->Step(round, loss, grads, params);   // every shard, then the checks
 //   or, overlapping the exchange with backward:
 //         auto flight = session->StartRound(round, grads, params);   // a thread per shard, waiting
@@ -155,7 +156,11 @@ class Session {
   // weights and optimizer state of the round before, and returns that round, which the worker
   // replays (session/scheme_state_file.h). A missing or refused file is logged (naming it) and the
   // worker goes on with empty scheme state, as without a state directory.
-  absl::StatusOr<std::uint64_t> Join(float* params);
+  // `local`: the worker's state outside the replica (the inner optimizer of train.inner_state keep,
+  // worker/local_steps.h), handed to the state files before they restore, so it is saved with every
+  // file and restored with the schemes; it must outlive the session. Without state files (no
+  // state_dir, decentralized mode) it is left as it is.
+  absl::StatusOr<std::uint64_t> Join(float* params, WorkerLocalState* local = nullptr);
 
   // A whole round: every shard on a thread of its own, then Complete. `compute`: how long the
   // caller's forward and backward took (the record's compute_s).

@@ -251,3 +251,72 @@ TEST_CASE("Scheme state files written with a checkpoint key restore only with th
   REQUIRE(!untagged.ok());
   CHECK(absl::StrContains(untagged.status().message(), "worker-0-state-000000000009.bin: has no integrity tag"));
 }
+
+namespace {
+
+// A worker's local state as LocalSteps keeps it with train.inner_state keep (worker/local_steps.h).
+struct FakeLocal final : WorkerLocalState {
+  explicit FakeLocal(std::vector<float> v) : values(std::move(v)) {}
+  std::vector<float> SaveLocal() const override { return values; }
+  std::uint64_t local_size() const override { return values.size(); }
+  absl::Status RestoreLocal(const std::vector<float>& state) override {
+    values = state;
+    return absl::OkStatus();
+  }
+  std::vector<float> values;
+};
+
+}  // namespace
+
+TEST_CASE("Scheme state files carry the worker's local state and refuse a file whose local_state size differs",
+          "[worker]") {
+  const JobSpec job = Job("topk");
+  TempDir dir("sketchps-state");
+  auto replica = Replica::Create(ReplicaOptions{0, job.workers, *MakeShardMap(job.layout, job.servers), job.layout,
+                                                job.scheme.make, job.scheme.density, job.scheme.global_momentum,
+                                                job.optimizer, job.train.seed});
+  REQUIRE(replica.ok());
+  const std::string shared = (dir.path / "state").string();
+  std::vector<float> w(job.layout.dim());
+  for (std::size_t j = 0; j < w.size(); ++j) w[j] = 0.25f * static_cast<float>(j % 13);
+  FakeLocal saved({1.5f, -2.0f, 3.25f, 0.0f, 7.0f});
+  SchemeStateFiles writer(shared, job.job_id, 0, job.layout.dim(), 5);
+  writer.SetLocal(&saved);
+  writer.SaveAsync(7, **replica, w.data());
+  REQUIRE(writer.WaitSaved().ok());
+
+  // Restored with the schemes: from the file of the servers' round, and from the one behind it.
+  FakeLocal got(std::vector<float>(5, 0.0f));
+  SchemeStateFiles reader(shared, job.job_id, 0, job.layout.dim(), 5);
+  reader.SetLocal(&got);
+  std::vector<float> params(job.layout.dim());
+  auto restored = reader.Restore(7, **replica, params.data());
+  REQUIRE(restored.ok());
+  CHECK(restored->restored);
+  CHECK(got.values == saved.values);
+  got.values.assign(5, 0.0f);
+  auto replay = reader.Restore(8, **replica, params.data());
+  REQUIRE(replay.ok());
+  CHECK(replay->first_round == 7);
+  CHECK(got.values == saved.values);
+  CHECK(params == w);
+
+  // Another size (another optimizer, or none kept) is refused naming the field, nothing changed.
+  const std::string file = (fs::path(shared) / "worker-0-state-000000000007.bin").string();
+  FakeLocal longer(std::vector<float>(6, 9.0f));
+  SchemeStateFiles wider(shared, job.job_id, 0, job.layout.dim(), 5);
+  wider.SetLocal(&longer);
+  std::vector<float> untouched(job.layout.dim(), -1.0f);
+  CHECK(wider.Restore(8, **replica, untouched.data()).status().message() ==
+        absl::StrCat(file, ": the size of local_state is 5, this worker's is 6 (a file of another job?)"));
+  CHECK(longer.values == std::vector<float>(6, 9.0f));
+  CHECK(untouched == std::vector<float>(job.layout.dim(), -1.0f));
+  SchemeStateFiles none(shared, job.job_id, 0, job.layout.dim(), 5);
+  CHECK(absl::StrContains(none.Restore(7, **replica, params.data()).status().message(),
+                          ": the size of local_state is 5, this worker's is 0"));
+  // A file without local state, read by a worker that keeps one.
+  none.SaveAsync(9, **replica, w.data());
+  REQUIRE(none.WaitSaved().ok());
+  CHECK(absl::StrContains(reader.Restore(9, **replica, params.data()).status().message(),
+                          "worker-0-state-000000000009.bin: the size of local_state is 0, this worker's is 5"));
+}

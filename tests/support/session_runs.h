@@ -35,7 +35,8 @@ inline JobSpec MlpJob(std::vector<std::string> overrides) {
 }
 
 // A session of rank `rank` joined to `servers` (state_dir: SessionOptions::state_dir), from the
-// tests' fixed initial weights w[j] = 0.01 (j mod 13) or wherever the servers are.
+// tests' fixed initial weights w[j] = 0.01 (j mod 13) or wherever the servers are. `local`: the
+// worker's local state handed to Session::Join (the inner optimizer of train.inner_state keep).
 struct JoinedSession {
   std::unique_ptr<session::Session> session;
   std::vector<float> w;     // the weights to train (the servers' after Join)
@@ -43,7 +44,7 @@ struct JoinedSession {
 };
 
 inline JoinedSession JoinSession(const JobSpec& job, std::uint32_t rank, const std::vector<std::string>& servers,
-                                 const std::string& state_dir) {
+                                 const std::string& state_dir, session::WorkerLocalState* local = nullptr) {
   session::SessionOptions o;
   o.job = job;
   o.rank = rank;
@@ -56,7 +57,7 @@ inline JoinedSession JoinSession(const JobSpec& job, std::uint32_t rank, const s
   auto session = session::Session::Create(o, job.layout, out.w.data());
   if (!session.ok()) throw std::runtime_error(session.status().ToString());
   out.session = *std::move(session);
-  auto first = out.session->Join(out.w.data());
+  auto first = out.session->Join(out.w.data(), local);
   if (!first.ok()) throw std::runtime_error(first.status().ToString());
   out.first = *first;
   return out;
