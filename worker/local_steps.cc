@@ -2,14 +2,18 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/phase.h"
 #include "kernels/vector_ops.h"
 
 namespace sketchps::worker {
 
-LocalSteps::LocalSteps(const OptimizerConfig& inner, const LayerTable& layers)
+LocalSteps::LocalSteps(const OptimizerConfig& inner, const LayerTable& layers, std::uint64_t steps_per_round,
+                       bool keep_state)
     : dim_(layers.dim()),
+      steps_per_round_(steps_per_round),
+      keep_(keep_state),
       inner_(inner, dim_, /*global_momentum=*/true, layers),
       exec_{nullptr, &scratch_},
       start_(dim_),
@@ -17,16 +21,32 @@ LocalSteps::LocalSteps(const OptimizerConfig& inner, const LayerTable& layers)
 
 absl::Status LocalSteps::Begin(const float* d_params) {
   SKETCHPS_RETURN_IF_ERROR(kernels::Copy(d_params, start_.data(), dim_, exec_));
-  SKETCHPS_RETURN_IF_ERROR(inner_.SetState(std::vector<float>(inner_.state_size(), 0.0f)));
+  if (!keep_) SKETCHPS_RETURN_IF_ERROR(inner_.SetState(std::vector<float>(inner_.state_size(), 0.0f)));
   begun_ = true;
   return absl::OkStatus();
 }
 
-absl::Status LocalSteps::Step(const float* d_grads, float* d_params, std::uint64_t step, double epoch) {
+absl::Status LocalSteps::Step(const float* d_grads, float* d_params, std::uint64_t round, std::uint64_t step,
+                              double epoch) {
   if (!begun_) return absl::FailedPreconditionError("LocalSteps::Step before Begin");
   // The optimizer takes a host aggregate; on the CPU backend this copy is the whole cost.
   const Aggregate g = DenseValues{kernels::CopyOut(d_grads, dim_)};
-  return inner_.Apply(g, d_params, StepClock{step, epoch});
+  // Adam's t - 1: the step in the round when the state starts afresh, else the step in the job.
+  const std::uint64_t count = keep_ ? round * steps_per_round_ + step : step;
+  return inner_.Apply(g, d_params, StepClock{count, epoch});
+}
+
+std::vector<float> LocalSteps::SaveLocal() const { return keep_ ? inner_.State() : std::vector<float>{}; }
+
+std::uint64_t LocalSteps::local_size() const { return keep_ ? inner_.state_size() : 0; }
+
+absl::Status LocalSteps::RestoreLocal(const std::vector<float>& state) {
+  if (state.size() != local_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the inner optimizer's state has ", state.size(), " values, this worker's has ", local_size()));
+  }
+  if (!keep_) return absl::OkStatus();
+  return inner_.SetState(state);
 }
 
 absl::StatusOr<const float*> LocalSteps::Finish(float* d_params) {

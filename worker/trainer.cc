@@ -103,8 +103,11 @@ absl::Status Trainer::Prepare() {
   SKETCHPS_ASSIGN_OR_RETURN(test_, LoadFashionMnist(o_.job.data.path, Split::kTest));
   SKETCHPS_ASSIGN_OR_RETURN(session_, session::Session::Create(o_, model_->flat().layers(), model_->flat().params()));
   SKETCHPS_ASSIGN_OR_RETURN(watch_, GradientWatch::Create(model_->flat(), session_->shards()));
-  if (o_.job.local_steps()) local_ = std::make_unique<LocalSteps>(o_.job.optimizer, model_->flat().layers());
-  SKETCHPS_ASSIGN_OR_RETURN(start_round_, session_->Join(model_->flat().params()));
+  if (o_.job.local_steps()) {
+    local_ = std::make_unique<LocalSteps>(o_.job.optimizer, model_->flat().layers(), plan().local_steps,
+                                          o_.job.train.keep_inner_state);
+  }
+  SKETCHPS_ASSIGN_OR_RETURN(start_round_, session_->Join(model_->flat().params(), local_.get()));
   return log_.Open(o_.metrics_out, start_round_);
 }
 
@@ -141,7 +144,7 @@ absl::StatusOr<nlohmann::json> Trainer::RunLocalRound(std::uint64_t round) {
   for (std::uint64_t h = 0; h < plan().local_steps; ++h) {
     SKETCHPS_ASSIGN_OR_RETURN(Batch batch, BatchOf(round, h));
     SKETCHPS_ASSIGN_OR_RETURN(const float loss, model_->ForwardBackward(batch.input, batch.target));
-    SKETCHPS_RETURN_IF_ERROR(local_->Step(flat.grads(), flat.params(), h, plan().EpochOf(round, h)));
+    SKETCHPS_RETURN_IF_ERROR(local_->Step(flat.grads(), flat.params(), round, h, plan().EpochOf(round, h)));
     loss_sum += loss;
   }
   SKETCHPS_ASSIGN_OR_RETURN(const float* delta, local_->Finish(flat.params()));

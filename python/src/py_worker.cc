@@ -49,11 +49,12 @@ absl::StatusOr<std::unique_ptr<PyWorker>> PyWorker::Create(const JobSpec& job, c
   // inner steps (JobSpec::replicated_optimizer): the round writes the parameters.
   w->external_ = job.replicated_optimizer().kind == OptimizerKind::kExternal;
   if (job.local_steps()) {
-    w->local_ = std::make_unique<worker::LocalSteps>(job.optimizer, w->model_.layers);
+    w->local_ = std::make_unique<worker::LocalSteps>(job.optimizer, w->model_.layers, w->session_->plan().local_steps,
+                                                     job.train.keep_inner_state);
     w->torch_inner_ = job.optimizer.kind == OptimizerKind::kExternal;
     overlap = false;  // the exchange starts after the last inner step: nothing to overlap with
   }
-  SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->model_.params));
+  SKETCHPS_ASSIGN_OR_RETURN(w->first_round_, w->session_->Join(w->model_.params, w->local_.get()));
   // optimizer.name external at a first round > 0: the package restores the script's state of that round
   // (model, torch optimizer, schedulers: python/sketchps/_resume.py) or refuses, naming the file.
   w->next_round_ = w->first_round_;
@@ -154,7 +155,8 @@ absl::StatusOr<std::string> PyWorker::InnerStep(float loss, double compute_secon
   SKETCHPS_RETURN_IF_ERROR(RoundStartKept());
   const std::uint64_t h = inner_;
   if (!torch_inner_) {
-    SKETCHPS_RETURN_IF_ERROR(local_->Step(model_.grads, model_.params, h, session_->plan().EpochOf(next_round_, h)));
+    SKETCHPS_RETURN_IF_ERROR(
+        local_->Step(model_.grads, model_.params, next_round_, h, session_->plan().EpochOf(next_round_, h)));
     kernels::Synchronize(kernels::Exec{nullptr, &scratch_});  // torch may read the buffers next
   }
   inner_loss_ += loss;  // as the C++ worker: floats summed in double (worker/trainer.cc RunLocalRound)
@@ -178,7 +180,8 @@ absl::StatusOr<nlohmann::json> PyWorker::LocalExchange(float loss, double comput
   inner_loss_ = inner_compute_ = 0;
   round_kept_ = false;
   if (!torch_inner_) {
-    SKETCHPS_RETURN_IF_ERROR(local_->Step(model_.grads, model_.params, h, session_->plan().EpochOf(next_round_, h)));
+    SKETCHPS_RETURN_IF_ERROR(
+        local_->Step(model_.grads, model_.params, next_round_, h, session_->plan().EpochOf(next_round_, h)));
   }
   SKETCHPS_ASSIGN_OR_RETURN(const float* delta, local_->Finish(model_.params));
   const auto mean_loss = static_cast<float>(loss_sum / static_cast<double>(steps));

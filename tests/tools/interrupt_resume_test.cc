@@ -75,8 +75,9 @@ TEST_CASE("Ctrl-C then --resume ends bitwise equal to the uninterrupted run with
 
 TEST_CASE("Ctrl-C then --resume with local steps and the Nesterov outer step ends bitwise equal", "[run][processes]") {
   // The outer momentum is in the shards' checkpoints and the workers' state files; the inner
-  // optimizer's state starts afresh every round (worker/local_steps.h).
+  // optimizer's state, kept across rounds (train.inner_state keep, the harder case than the default
+  // reset), is in the workers' state files too (worker/local_steps.h).
   std::vector<std::string> job = SmallTopkJob("interrupt-local", kRounds, 25);
-  job.insert(job.end(), {"train.local_steps=3", "train.outer_optimizer.name=nesterov"});
+  job.insert(job.end(), {"train.local_steps=3", "train.outer_optimizer.name=nesterov", "train.inner_state=keep"});
   CheckResumeIsExact("interrupt-local", job, 40);
 }

@@ -39,7 +39,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // The naive reference: per round, each worker starts from w0, takes H steps of momentum SGD
-// (v = m v + g; w -= lr v, v from zero) on its batches (step r*H + h of the data order rule), the
+// (v = m v + g; w -= lr v, v from zero every round, or with train.inner_state keep each rank's v
+// carried from its previous round) on its batches (step r*H + h of the data order rule), the
 // pseudo-gradients w0 - w are averaged, and the outer Nesterov step u = mo u + G; w0 -= lo (G + mo u)
 // gives the next round's start.
 std::vector<float> Reference(const JobSpec& job) {
@@ -54,11 +55,13 @@ std::vector<float> Reference(const JobSpec& job) {
   const float outer_lr = static_cast<float>(job.train.outer.lr), outer_m = static_cast<float>(job.train.outer.momentum);
   const auto permutation = EpochPermutation(job.data.train_samples, job.train.seed, 0);
   std::vector<float> w0(flat.params(), flat.params() + d), u(d, 0.0f);
+  std::vector<std::vector<float>> velocity(P, std::vector<float>(d, 0.0f));  // each rank's
   for (std::uint64_t round = 0; round < job.total_rounds(); ++round) {
     std::vector<double> sum(d, 0.0);
     for (std::uint32_t rank = 0; rank < P; ++rank) {
       std::copy(w0.begin(), w0.end(), flat.params());
-      std::vector<float> v(d, 0.0f);
+      std::vector<float>& v = velocity[rank];
+      if (!job.train.keep_inner_state) std::fill(v.begin(), v.end(), 0.0f);
       for (std::uint64_t h = 0; h < H; ++h) {
         auto idx = StepIndices(permutation, round * H + h, rank, static_cast<std::uint32_t>(P), job.data.batch_size);
         REQUIRE(idx.ok());
@@ -107,6 +110,29 @@ TEST_CASE("Local steps with a Nesterov outer step equal the naive reference in b
   }
 }
 
+TEST_CASE("Local steps keeping the inner state equal the naive reference in both modes", "[worker][grpc]") {
+  for (const std::string mode : {"ps", "decentralized"}) {
+    DYNAMIC_SECTION(mode) {
+      const JobSpec job =
+          MlpJob({"mode=" + mode, "workers=2", "scheme.name=dense", "train.rounds=3", "train.local_steps=3",
+                  "train.outer_optimizer.name=nesterov", "train.inner_state=keep", "optimizer.lr=0.05",
+                  "optimizer.momentum=0.9", "job_id=keep-" + mode});
+      REQUIRE(job.train.keep_inner_state);
+      const auto ranks = TrainAllRanks(job);
+      CHECK(ranks[0].final_weights == ranks[1].final_weights);
+      CHECK(ranks[0].rounds == 3);
+      const auto reference = Reference(job);
+      const double diff = RelativeError(ranks[0].final_weights, reference);
+      INFO(mode << ": relative difference " << diff);
+      CHECK(diff < 1e-5);
+      // The reference tells keeping the velocity from resetting it.
+      auto reset = job;
+      reset.train.keep_inner_state = false;
+      CHECK(RelativeError(reference, Reference(reset)) > 1e-3);
+    }
+  }
+}
+
 TEST_CASE("Local steps with average equal the naive reference with lr 1 and no momentum", "[worker][grpc]") {
   const JobSpec job = MlpJob({"workers=3", "scheme.name=dense", "train.rounds=2", "train.local_steps=4",
                               "optimizer.lr=0.05", "optimizer.momentum=0.5", "job_id=local-average"});
@@ -139,12 +165,15 @@ namespace {
 constexpr std::uint64_t kRounds = 12;
 constexpr std::uint64_t kKillAfter = 7;  // the killed worker completes rounds [0, 7)
 
-JobSpec RestartJob() {
+// `inner_state`: train.inner_state, reset or keep.
+JobSpec RestartJob(const std::string& inner_state) {
   auto job = ParseJobSpec(
-      "job_id: local-restart\nmodel: custom\nlayers: [[\"a\", [40, 10]], [\"b\", [300]]]\nworkers: 3\nservers: 2\n"
-      "train: {rounds: 12, eval_every_rounds: 0, local_steps: 3, outer_optimizer: {name: nesterov}}\n"
-      "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\ncheckpoint: {every_rounds: 5}\n"
-      "scheme: {name: topk, density: 0.02}\n",
+      absl::StrCat("job_id: local-restart\nmodel: custom\nlayers: [[\"a\", [40, 10]], [\"b\", [300]]]\nworkers: 3\n"
+                   "servers: 2\ntrain: {rounds: 12, eval_every_rounds: 0, local_steps: 3, outer_optimizer: {name: "
+                   "nesterov}, inner_state: ",
+                   inner_state,
+                   "}\noptimizer: {name: sgd, lr: 0.05, momentum: 0.9}\ncheckpoint: {every_rounds: 5}\n"
+                   "scheme: {name: topk, density: 0.02}\n"),
       "test.yaml");
   INFO(job.status().ToString());
   REQUIRE(job.ok());
@@ -161,19 +190,20 @@ std::vector<float> Gradient(const std::vector<float>& w, std::uint64_t step, std
 }
 
 // Runs rank `rank` with local steps from wherever the servers are until round `stop` (exclusive);
-// Finishes at the job's end, else dies without a word. Returns its weights.
+// Finishes at the job's end, else dies without a word. Returns its weights. `hand_local`: the
+// LocalSteps goes to Join, so the state files carry its kept state (as the trainer does).
 std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::vector<std::string>& servers,
-                             const std::string& state_dir, std::uint64_t stop) {
-  JoinedSession joined = JoinSession(job, rank, servers, state_dir);
+                             const std::string& state_dir, std::uint64_t stop, bool hand_local) {
+  const std::uint64_t H = job.train.local_steps;
+  LocalSteps local(job.optimizer, job.layout, H, job.train.keep_inner_state);
+  JoinedSession joined = JoinSession(job, rank, servers, state_dir, hand_local ? &local : nullptr);
   Session& session = *joined.session;
   std::vector<float>& w = joined.w;
-  LocalSteps local(job.optimizer, job.layout);
-  const std::uint64_t H = job.train.local_steps;
   for (std::uint64_t r = joined.first; r < stop; ++r) {
     if (!local.Begin(w.data()).ok()) throw std::runtime_error("Begin");
     for (std::uint64_t h = 0; h < H; ++h) {
       const std::vector<float> g = Gradient(w, r * H + h, rank);
-      if (!local.Step(g.data(), w.data(), h, session.plan().EpochOf(r, h)).ok()) throw std::runtime_error("Step");
+      if (!local.Step(g.data(), w.data(), r, h, session.plan().EpochOf(r, h)).ok()) throw std::runtime_error("Step");
     }
     auto delta = local.Finish(w.data());
     if (!delta.ok()) throw std::runtime_error(delta.status().ToString());
@@ -185,28 +215,40 @@ std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::
   return w;
 }
 
-std::vector<std::vector<float>> TrainRestarted(const JobSpec& job, bool kill, const std::string& state_root) {
+std::vector<std::vector<float>> TrainRestarted(const JobSpec& job, bool kill, const std::string& state_root,
+                                               bool hand_local = true) {
   return RunRanksOnCluster(job, state_root,
                            [&](std::uint32_t r, const std::vector<std::string>& servers, const std::string& dir) {
-                             if (kill && r == 1) RunWorker(job, r, servers, dir, kKillAfter);
-                             return RunWorker(job, r, servers, dir, kRounds);
+                             if (kill && r == 1) RunWorker(job, r, servers, dir, kKillAfter, hand_local);
+                             return RunWorker(job, r, servers, dir, kRounds, hand_local);
                            });
 }
 
 }  // namespace
 
 TEST_CASE("A worker restarted mid-job with local steps ends bitwise equal to the fault-free run", "[worker][grpc]") {
-  const JobSpec job = RestartJob();
-  TempDir clean("sketchps-local"), restarted_dir("sketchps-local");
-  const auto reference = TrainRestarted(job, false, clean.path.string());
-  const auto restarted = TrainRestarted(job, true, restarted_dir.path.string());
-  for (std::size_t r = 0; r < reference.size(); ++r) {
-    INFO("rank " << r);
-    CHECK(restarted[r] == reference[r]);
+  for (const std::string inner_state : {"reset", "keep"}) {
+    DYNAMIC_SECTION("train.inner_state " << inner_state) {
+      const JobSpec job = RestartJob(inner_state);
+      TempDir clean("sketchps-local"), restarted_dir("sketchps-local");
+      const auto reference = TrainRestarted(job, false, clean.path.string());
+      const auto restarted = TrainRestarted(job, true, restarted_dir.path.string());
+      for (std::size_t r = 0; r < reference.size(); ++r) {
+        INFO("rank " << r);
+        CHECK(restarted[r] == reference[r]);
+      }
+      // Top-k's residual of the pseudo-gradients is not zero at the kill: without it the job ends elsewhere.
+      const auto forgetful = TrainRestarted(job, true, "");
+      CHECK(forgetful[0] != reference[0]);
+      if (job.train.keep_inner_state) {
+        // The scheme's state alone is not enough: a restart whose state files lack the inner
+        // optimizer's velocity (LocalSteps not handed to Join) ends elsewhere too.
+        TempDir without_local("sketchps-local");
+        const auto no_velocity = TrainRestarted(job, true, without_local.path.string(), /*hand_local=*/false);
+        CHECK(no_velocity[0] != reference[0]);
+      }
+    }
   }
-  // Top-k's residual of the pseudo-gradients is not zero at the kill: without it the job ends elsewhere.
-  const auto forgetful = TrainRestarted(job, true, "");
-  CHECK(forgetful[0] != reference[0]);
 }
 
 TEST_CASE("LocalSteps: the pseudo-gradient is start minus the inner steps' weights, and the weights go back",
@@ -214,13 +256,13 @@ TEST_CASE("LocalSteps: the pseudo-gradient is start minus the inner steps' weigh
   auto job = MlpJob({"optimizer.lr=0.5", "optimizer.momentum=0"});
   LayerTable layers;
   layers.layers.push_back(Layer{"x", 0, 3, {3}});
-  LocalSteps local(job.optimizer, layers);
+  LocalSteps local(job.optimizer, layers, 2, false);
   std::vector<float> w{1.0f, 2.0f, 3.0f};
   const std::vector<float> g{1.0f, -2.0f, 0.5f};
   CHECK_FALSE(local.Finish(w.data()).ok());  // without Begin
   REQUIRE(local.Begin(w.data()).ok());
-  REQUIRE(local.Step(g.data(), w.data(), 0, 0.0).ok());
-  REQUIRE(local.Step(g.data(), w.data(), 1, 0.0).ok());
+  REQUIRE(local.Step(g.data(), w.data(), 0, 0, 0.0).ok());
+  REQUIRE(local.Step(g.data(), w.data(), 0, 1, 0.0).ok());
   CHECK(w == std::vector<float>{0.0f, 4.0f, 2.5f});
   auto delta = local.Finish(w.data());
   REQUIRE(delta.ok());
