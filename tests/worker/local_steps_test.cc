@@ -84,6 +84,19 @@ std::vector<float> Reference(const JobSpec& job) {
   return w0;
 }
 
+// Trains `job` (2 ranks, 3 rounds) and checks both ranks end equal and within 1e-5 of Reference(job),
+// which it returns.
+std::vector<float> CheckAgainstReference(const JobSpec& job, const std::string& mode) {
+  const auto ranks = TrainAllRanks(job);
+  CHECK(ranks[0].final_weights == ranks[1].final_weights);
+  CHECK(ranks[0].rounds == 3);
+  auto reference = Reference(job);
+  const double diff = RelativeError(ranks[0].final_weights, reference);
+  INFO(mode << ": relative difference " << diff);
+  CHECK(diff < 1e-5);
+  return reference;
+}
+
 }  // namespace
 
 TEST_CASE("Local steps with a Nesterov outer step equal the naive reference in both modes", "[worker][grpc]") {
@@ -92,13 +105,7 @@ TEST_CASE("Local steps with a Nesterov outer step equal the naive reference in b
       const JobSpec job = MlpJob({"mode=" + mode, "workers=2", "scheme.name=dense", "train.rounds=3",
                                   "train.local_steps=3", "train.outer_optimizer.name=nesterov", "optimizer.lr=0.05",
                                   "optimizer.momentum=0.9", "job_id=local-" + mode});
-      const auto ranks = TrainAllRanks(job);
-      CHECK(ranks[0].final_weights == ranks[1].final_weights);
-      CHECK(ranks[0].rounds == 3);
-      const auto reference = Reference(job);
-      const double diff = RelativeError(ranks[0].final_weights, reference);
-      INFO(mode << ": relative difference " << diff);
-      CHECK(diff < 1e-5);
+      const auto reference = CheckAgainstReference(job, mode);
       // The reference tells H apart, and the outer optimizer too.
       auto fewer = job;
       fewer.train.local_steps = 2;
@@ -118,13 +125,7 @@ TEST_CASE("Local steps keeping the inner state equal the naive reference in both
                   "train.outer_optimizer.name=nesterov", "train.inner_state=keep", "optimizer.lr=0.05",
                   "optimizer.momentum=0.9", "job_id=keep-" + mode});
       REQUIRE(job.train.keep_inner_state);
-      const auto ranks = TrainAllRanks(job);
-      CHECK(ranks[0].final_weights == ranks[1].final_weights);
-      CHECK(ranks[0].rounds == 3);
-      const auto reference = Reference(job);
-      const double diff = RelativeError(ranks[0].final_weights, reference);
-      INFO(mode << ": relative difference " << diff);
-      CHECK(diff < 1e-5);
+      const auto reference = CheckAgainstReference(job, mode);
       // The reference tells keeping the velocity from resetting it.
       auto reset = job;
       reset.train.keep_inner_state = false;
