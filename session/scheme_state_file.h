@@ -21,21 +21,23 @@
 // `--resume` from a shard checkpoint of round R then finds the workers' state of round R too.
 //
 // Restore(R, replica, params), R being the round the shards say this worker (re)joins at:
-//   - a file of round R: the schemes' state (and the local state) is restored; params and the optimizer state stay as
-//   the
-//     shards gave them (the same values), unless `from_file` (some shards are a round ahead, so params
-//     hold two rounds: engine/transport.h), then they are restored too; the worker starts at R;
+//   - a file of round R: the schemes' state (and the local state) is restored; params and the
+//     optimizer state stay as the shards gave them (the same values), unless `from_file` (some
+//     shards are a round ahead, so params hold two rounds: engine/transport.h), then they are
+//     restored too; the worker starts at R;
 //   - else a file of round R - 1: the shards applied one more round than the worker saved (it was
 //     killed between that round's result and its file). Schemes, local state, params and optimizer
-//     state are restored from the file and the worker starts at R - 1: it replays that round, whose pushes the
-//     shards acknowledge as retries and whose results they still hold (engine/phase_table.h keeps
-//     the last kRetainRounds), and ends it with the shards' weights, checked bitwise as every round;
+//     state are restored from the file and the worker starts at R - 1: it replays that round, whose
+//     pushes the shards acknowledge as retries and whose results they still hold
+//     (engine/phase_table.h keeps the last kRetainRounds), and ends it with the shards' weights,
+//     checked bitwise as every round;
 //   - else (a fresh job, a first start, a worker that never saved, or a directory further behind):
 //     nothing changes, the worker starts at R with empty scheme state, and the note says what was
 //     found;
-//   - a file that fails validation (magic, length, CRC, integrity tag, parse) or belongs to another job, rank,
-//     vector length, shard layout, scheme, optimizer or local state's size: an error naming the file and the field
-//     (DataLoss or FailedPrecondition), nothing changed; the caller decides whether to go on.
+//   - a file that fails validation (magic, length, CRC, integrity tag, parse) or belongs to another job,
+//     rank, vector length, shard layout, scheme, optimizer or local state's size: an error naming the
+//     file and the field (DataLoss or FailedPrecondition), nothing changed; the caller decides
+//     whether to go on.
 // DiscardAfter(R) removes this rank's files of rounds after R: at a (re)start from round R they are
 // left over from an earlier run of the job (or a trajectory a --resume abandoned), and a later
 // restart must not mistake one for its own.

@@ -50,7 +50,6 @@ class LocalSteps final : public session::WorkerLocalState {
   absl::StatusOr<const float*> Finish(float* d_params);
 
   std::uint64_t dim() const { return dim_; }
-  bool keeps_state() const { return keep_; }
 
   // WorkerLocalState: the kept inner optimizer state (empty without keep), so the state files carry it.
   std::vector<float> SaveLocal() const override;

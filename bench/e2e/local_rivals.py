@@ -201,7 +201,7 @@ def describe(kind: str, period: int, warmup: int = LOCAL_WARMUP, outer_lr: float
     """One line for the scripts' logs."""
     if kind == "postlocal":
         return f"post-local SGD, models averaged every {period} steps after {warmup} dense ones"
-    state = ", the inner state reset at each" if reset_inner else ""
+    state = ", the inner state reset at each outer step" if reset_inner else ""
     return f"DiLoCo, {period} inner steps, then outer Nesterov lr {outer_lr} momentum {outer_momentum}{state}"
 
 
