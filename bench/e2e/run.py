@@ -69,8 +69,9 @@ from systems import (Context, RunFailure, System, describe_script, ddp_system_ar
 
 SCHEMES = ["dense", "topk", "dgc", "gtopk", "sketched_sgd", "gs_sgd", "fetchsgd", "sdagc", "sidco", "scalecom"]
 DDP_VARIANTS = re.compile(r"^(dense|fp16|powersgd-r([1-9][0-9]*)|postlocal([1-9][0-9]*)|diloco([1-9][0-9]*)(avg)?(reset)?)$")
-# A sketchps scheme with local steps: topk/ls4 (H = 4, the Nesterov outer step), topk/ls4avg (plain averaging).
-LOCAL_STEPS = re.compile(r"^([a-z_]+)/ls([1-9][0-9]*)(avg)?$")
+# A sketchps scheme with local steps: topk/ls4 (H = 4, the Nesterov outer step), topk/ls4avg (plain averaging);
+# a keep suffix (topk/ls4avgkeep) keeps the inner optimizer's state across rounds (train.inner_state keep).
+LOCAL_STEPS = re.compile(r"^([a-z_]+)/ls([1-9][0-9]*)(avg)?(keep)?$")
 # The up-front accuracy of DDP dense on the cnn job (docs/reports/performance.md: 88.00%); the workloads state theirs.
 CNN_EXPECTED_ACCURACY = 0.88
 BINARIES = {"sketchps-server": "server/sketchps-server", "sketchps-worker": "worker/sketchps-worker",
@@ -98,14 +99,15 @@ def parse_args(argv):
     ap.add_argument("--cpp-worker", action="store_true",
                     help="also run each ps scheme on the vgg workload with sketchps-worker (its network is built in) "
                          "beside the Python script: the Python path against the C++ worker; the only way to run "
-                         "SCHEME/lsH on vgg (the Python package has no local steps; vit: none)")
+                         "SCHEME/lsH on vgg with the C++ worker (the scripts run them through DistributedOptimizer)")
     ap.add_argument("--hook", default="", metavar="SCHEMES",
                     help="also run the workload's DDP script with sketchps.ddp.comm_hook, one run per scheme "
                          "(comma-separated; vgg and vit): one script, the DDP variants' backends and ours")
     ap.add_argument("--workload", action="append", metavar="NAME",
                     help=f"{', '.join(jobspec.WORKLOADS)}; repeatable or comma-separated (default cnn)")
     ap.add_argument("--schemes", default="topk", help=f"comma-separated, the first is the default; of {','.join(SCHEMES)}, each optionally "
-                         "/lsH (train.local_steps H, Nesterov outer step) or /lsHavg (plain averaging)")
+                         "/lsH (train.local_steps H, Nesterov outer step) or /lsHavg (plain averaging), then optionally keep "
+                         "(train.inner_state keep: the inner optimizer's state kept across rounds)")
     ap.add_argument("--mode", default="ps", help="sketchps modes, comma-separated: ps, decentralized")
     ap.add_argument("--ddp", default="dense,fp16,powersgd-r2,powersgd-r4",
                     help="DDP variants, comma-separated: dense, fp16, powersgd-rR (PowerSGD of rank R), postlocalH "
@@ -155,18 +157,22 @@ def binaries(args, needed: list[str] | None = None) -> dict[str, str]:
 
 
 def scheme_system(spec: str, mode: str) -> System:
-    """The sketchps system of a --schemes entry: a scheme, or SCHEME/lsH[avg] (train.local_steps H,
-    the Nesterov outer step with the job's defaults, or plain averaging with avg)."""
+    """The sketchps system of a --schemes entry: a scheme, or SCHEME/lsH[avg][keep] (train.local_steps H,
+    the Nesterov outer step with the job's defaults, or plain averaging with avg; keep: train.inner_state
+    keep, the inner optimizer's state carried across rounds instead of reset)."""
     m = LOCAL_STEPS.match(spec)
     scheme = m.group(1) if m else spec
     if scheme not in SCHEMES:
         raise UsageError(f"--schemes: unknown scheme {scheme!r}; valid: {', '.join(SCHEMES)} "
-                         "(optionally /lsH or /lsHavg: H local steps, Nesterov or averaging outer step)")
+                         "(optionally /lsH or /lsHavg: H local steps, Nesterov or averaging outer step; then keep: inner state kept)")
     name, overrides = f"sketchps {scheme}", ()
     if m:
         outer = "average" if m.group(3) else "nesterov"
         name += f" H{m.group(2)} {outer}"
         overrides = (f"train.local_steps={m.group(2)}", f"train.outer_optimizer.name={outer}")
+        if m.group(4):
+            name += " kept state"
+            overrides += ("train.inner_state=keep",)
     return System(name + ("" if mode == "ps" else " decentralized"), "sketchps", scheme, mode, overrides=overrides,
                   local_steps=int(m.group(2)) if m else 0)
 

@@ -479,7 +479,7 @@ class OptionsTest(unittest.TestCase):
         self.assertEqual(run.workloads_of(run.parse_args(["--workload", "vgg,vit", "--workload", "vgg"])), ["vgg", "vit"])
 
     def test_local_step_systems(self):
-        planned = run.plan_systems(run.parse_args(["--schemes", "topk,topk/ls4,topk/ls8avg",
+        planned = run.plan_systems(run.parse_args(["--schemes", "topk,topk/ls4,topk/ls8avg,topk/ls4avgkeep",
                                                    "--ddp", "dense,postlocal8,diloco16"]))
         self.assertEqual([(s.name, s.kind, s.scheme, s.period, s.overrides) for s in planned],
                          [("sketchps topk", "sketchps", "topk", 0, ()),
@@ -487,12 +487,14 @@ class OptionsTest(unittest.TestCase):
                            ("train.local_steps=4", "train.outer_optimizer.name=nesterov")),
                           ("sketchps topk H8 average", "sketchps", "topk", 0,
                            ("train.local_steps=8", "train.outer_optimizer.name=average")),
+                          ("sketchps topk H4 average kept state", "sketchps", "topk", 0,
+                           ("train.local_steps=4", "train.outer_optimizer.name=average", "train.inner_state=keep")),
                           ("DDP dense", "ddp", "none", 0, ()),
                           ("DDP post-local SGD 8", "ddp", "postlocal", 8, ()),
                           ("DDP DiLoCo H16", "ddp", "diloco", 16, ())])
         job = jobspec.make_job([], "cnn")
-        self.assertEqual([run.system_rounds(job, s) for s in planned[:4]], [468, 117, 58, 468])
-        self.assertEqual([systems.ddp_system_args(s) for s in planned[3:]], [[], ["--period", "8"], ["--period", "16"]])
+        self.assertEqual([run.system_rounds(job, s) for s in planned[:5]], [468, 117, 58, 117, 468])
+        self.assertEqual([systems.ddp_system_args(s) for s in planned[4:]], [[], ["--period", "8"], ["--period", "16"]])
         ctx = systems.Context(net=None, bandwidth="none", server_bin="", worker_bin="", sketchps_bin="", ddp_script="",
                               job_path=Path("/job.yaml"), overrides=["train.rounds=5"], ddp_args=[], workers=4,
                               servers=2, rounds=5, timeout=1)
@@ -500,6 +502,7 @@ class OptionsTest(unittest.TestCase):
                          ["train.rounds=5", "scheme.name=topk", "mode=ps", "train.local_steps=4",
                           "train.outer_optimizer.name=nesterov"])
         for argv, message in [(["--schemes", "topk/ls0"], "unknown scheme 'topk/ls0'"),
+                              (["--schemes", "topk/ls4keepavg"], "unknown scheme 'topk/ls4keepavg'"),
                               (["--schemes", "nope/ls4"], "unknown scheme 'nope'"),
                               (["--ddp", "postlocal0"], "--ddp: 'postlocal0'"),
                               (["--ddp", "diloco"], "--ddp: 'diloco'")]:
