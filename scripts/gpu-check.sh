@@ -1,77 +1,87 @@
 #!/usr/bin/env bash
 # The GPU acceptance run (docs/gpu.md): on a machine with one CUDA GPU, from the relocatable bundle
-# (scripts/bundle.sh), in at most 8 minutes on an H100/H200-class card:
-#   1. the unit suites (kernels, engine, schemes) on the CUDA kernels;
-#   2. no GPU: the CUDA kernels with CUDA_VISIBLE_DEVICES empty exit 2 naming what they looked for;
-#   3. the primitives' benchmark at d = 25.6M next to PyTorch's own operations on the same card
-#      (bench/gpu/torch_peers.py; needs python3 with a CUDA torch);
-#   4. loadgen: every scheme in both modes at P = 4 and 8, each round through the real servers or peers;
-#   5. one training job of 4 GPU worker processes sharing the GPU (the Python package over the
-#      machine's own CUDA PyTorch, installed from the bundle), next to the same job on the CPU kernels.
-# Results go to OUT (default ./gpu-check): log.txt, results.json (every figure) and gpu.md (the
-# tables of docs/gpu.md). Exit 0 when every check passed.
+# (scripts/bundle.sh), within a time budget (default 8 minutes), in this order:
+#   tests    the unit suites (kernels, engine, schemes) on the CUDA kernels;
+#   nogpu    the CUDA kernels with CUDA_VISIBLE_DEVICES empty exit 2 naming what they looked for;
+#   train    4 GPU worker processes sharing the GPU (the Python package pip-installed from the bundle
+#            against the machine's own PyTorch), then the same job on the CPU kernels: final
+#            accuracies within 0.5 points (train-check.sh);
+#   repro    the seed's claim on the GPU kernels: loadgen gs-SGD against gTop-k (PS and tree) and
+#            Sketched-SGD at d = 25M, P = 4, 8 and 16, both modes (docs/reports/reproduction.md);
+#   bench    the primitives at d = 25.6M next to PyTorch's own operations on the same card
+#            (bench/gpu/torch_peers.py; needs python3 with a CUDA torch);
+#   loadgen  every scheme in both modes at P = 4 and 8, each round through the real servers or peers.
+# A stage that would start with less than a minute of the budget left is not run, and says so.
+# Results go to OUT (default ./gpu-check): log.txt, results.jsonl (every check), the raw outputs and
+# gpu.md (the tables of docs/gpu.md, bench/gpu/gpu_report.py). Exit 0 when every check passed.
 #
-#   sketchps/gpu-check.sh [--out DIR] [--quick] [--skip tests,bench,loadgen,train,nogpu] [--memcheck]
+#   sketchps/gpu-check.sh [--out DIR] [--quick] [--skip STAGE,...] [--memcheck] [--cpu]
 #
-# --quick: smaller loadgen and job (a smoke run); --memcheck: compute-sanitizer over one short
-# loadgen configuration per mode as well. Time limits: GPU_CHECK_SUITE_TIMEOUT (a suite, default
-# 240 s) and GPU_CHECK_MEMCHECK_TIMEOUT (240 s).
+# --quick: smaller loadgen, job and d = 25M sweep (a smoke run); --memcheck: compute-sanitizer over
+# one short loadgen configuration per mode as well; --cpu: a rehearsal on a machine without a GPU
+# (every stage on the CPU kernels, nogpu left out: the plumbing, not the GPU). Seconds:
+# GPU_CHECK_BUDGET (the whole run, 480), GPU_CHECK_SUITE_TIMEOUT (a suite, 240),
+# GPU_CHECK_MEMCHECK_TIMEOUT (240), GPU_CHECK_TRAIN_TIMEOUT (both jobs, 300), GPU_CHECK_REPRO_TIMEOUT
+# (the d = 25M sweep, 200); each is cut to what the budget has left.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=gpu-check
-quick=0
-memcheck=0
-skip=""
+out=gpu-check; quick=0; memcheck=0; cpu=0; skip=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
     --memcheck) memcheck=1; shift ;;
+    --cpu) cpu=1; shift ;;
     --skip) skip="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-log="$out/log.txt"
-: >"$log"
-results="$out/results.jsonl"
-: >"$results"
-start=$(date +%s)
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+log="$out/log.txt"; : >"$log"
+results="$out/results.jsonl"; : >"$results"
+start=$(date +%s); budget=${GPU_CHECK_BUDGET:-480}
 failed=()
 
 say() { echo "gpu-check [$(( $(date +%s) - start ))s] $*" | tee -a "$log" >&2; }
 record() { echo "$1" >>"$results"; }  # one JSON object per line
-skipped() { [[ ",$skip," == *",$1,"* ]]; }
+left() { echo $(( budget - ($(date +%s) - start) )); }
+limit() { local l; l=$(left); echo $(( $1 < l ? $1 : (l > 1 ? l : 1) )); }  # a stage's timeout within the budget
+# Whether a stage runs: not --skip'ed, and a minute of the budget left (else recorded as not run).
+runs() {
+  [[ ",$skip," == *",$1,"* ]] && return 1
+  if (( $(left) < 60 )); then
+    say "$1: not run, $(left) s of the ${budget} s budget left"; record "{\"check\":\"$1\",\"not_run\":\"budget\"}"
+    failed+=("$1"); return 1
+  fi
+}
 
 # The bundle's layout (bin/, lib/, lib/cuda/, libexec/sketchps/tests/) or a build tree's.
 if [[ -x "$here/bin/sketchps-bench" ]]; then
-  bin="$here/bin"; cuda_lib="$here/lib/cuda"; tests="$here/libexec/sketchps/tests"; pkg="$here/python"
-  peers="$here/bench/torch_peers.py"
+  bin="$here/bin"; cuda_lib="$here/lib/cuda"; tests="$here/libexec/sketchps/tests"
+  peers="$here/bench/torch_peers.py"; report="$here/bench/gpu_report.py"; table="$here/bench/table.py"
+  train_check="$here/train-check.sh"
 else
   root=$(cd "$here/.." && pwd)
-  bin="$root/build/ci/bin"; [[ -d $bin ]] || bin="$root/build/ci"
-  cuda_lib="$root/build/ci/lib/cuda"; tests="$root/build/ci/tests"; pkg="$root/python"
-  peers="$root/bench/gpu/torch_peers.py"
+  bin="$root/build/ci"; cuda_lib="$root/build/ci/lib/cuda"; tests="$root/build/ci/tests"
+  peers="$root/bench/gpu/torch_peers.py"; report="$root/bench/gpu/gpu_report.py"
+  table="$root/bench/reproduction/table.py"; train_check="$root/scripts/train-check.sh"
 fi
 find_bin() { for d in "$bin" "$bin/tools" "$bin/server" "$bin/bench"; do [[ -x "$d/$1" ]] && { echo "$d/$1"; return; }; done; echo "$1"; }
 bench_bin=$(find_bin sketchps-bench)
 front=$(find_bin sketchps)
-export LD_LIBRARY_PATH="$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+kernels=cuda
+if [[ $cpu -eq 1 ]]; then kernels=cpu; skip="$skip,nogpu"; else export LD_LIBRARY_PATH="$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 export OMP_WAIT_POLICY=PASSIVE
 
-say "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
-say "kernels: $("$bench_bin" --version 2>&1)"
-record "{\"check\":\"machine\",\"gpu\":\"$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)\",\"driver\":\"$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)\"}"
-
-# 1. Unit suites.
-if ! skipped tests; then
+stage_tests() {
+  local suite exe t0 rc dt summary
   for suite in kernels engine schemes; do
     exe=$(ls "$tests"/sketchps_${suite}_tests "$tests"/*/sketchps_${suite}_tests 2>/dev/null | head -1)
     [[ -n "$exe" ]] || { say "suite $suite: binary not found under $tests"; failed+=("suite-$suite"); continue; }
     t0=$(date +%s.%N)
-    timeout "${GPU_CHECK_SUITE_TIMEOUT:-240}" "$exe" "~[.]~[processes]~[accuracy]" --durations yes >"$out/suite-$suite.txt" 2>&1
+    timeout "$(limit "${GPU_CHECK_SUITE_TIMEOUT:-240}")" "$exe" "~[.]~[processes]~[accuracy]" --durations yes \
+      >"$out/suite-$suite.txt" 2>&1
     rc=$?
     dt=$(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $t0}")
     summary=$(grep -E "^(All tests passed|test cases:)" "$out/suite-$suite.txt" | tail -1)
@@ -80,68 +90,90 @@ if ! skipped tests; then
     [[ $rc -eq 0 ]] || failed+=("suite-$suite")
     grep -E "^[0-9.]+ s: " "$out/suite-$suite.txt" | sort -rn | head -5 >>"$log"
   done
-fi
+}
 
-# 2. No GPU: a clear error and exit 2.
-if ! skipped nogpu; then
+stage_nogpu() {
+  local msg rc
   msg=$(CUDA_VISIBLE_DEVICES= "$bench_bin" bench --d 1000 2>&1)
   rc=$?
   say "no GPU visible: exit $rc: $(echo "$msg" | head -1)"
   record "{\"check\":\"nogpu\",\"exit\":$rc}"
   [[ $rc -eq 2 && "$msg" == *"no CUDA device"* ]] || failed+=("nogpu")
-fi
+}
 
-# 3. Primitives next to PyTorch.
-if ! skipped bench; then
-  "$bench_bin" bench --d 25600000 --density 0.001 --repeats 5 --json >"$out/bench.json" 2>>"$log"
+stage_bench() {
+  local d=25600000 rc
+  [[ $quick -eq 1 ]] && d=2560000
+  timeout "$(limit 120)" "$bench_bin" bench --d "$d" --density 0.001 --repeats 5 --json >"$out/bench.json" 2>>"$log"
   rc=$?
-  say "sketchps-bench bench at d = 25.6M: exit $rc"
+  say "sketchps-bench bench at d = $d: exit $rc"
+  record "{\"check\":\"bench\",\"d\":$d,\"exit\":$rc}"
   [[ $rc -eq 0 ]] || failed+=("bench")
-  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-    python3 "$peers" --d 25600000 --density 0.001 --rows 5 --cols 256000 2560000 --out "$out/torch_peers.json" 2>>"$log"
+  if [[ $cpu -eq 0 ]] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    timeout "$(limit 120)" python3 "$peers" --d "$d" --density 0.001 --rows 5 --cols 256000 2560000 \
+      --out "$out/torch_peers.json" 2>>"$log"
     say "torch peers: exit $?"
   else
-    say "torch peers: skipped (python3 has no CUDA torch)"
+    say "torch peers: not run (no CUDA torch, or --cpu)"
   fi
-fi
+}
 
-# 4. loadgen: every scheme, both modes.
-if ! skipped loadgen; then
-  workers="4,8"; rounds=20; params=1000000
+stage_train() {
+  local rc
+  [[ -f "$train_check" ]] || { say "training job: not run (no $train_check)"; failed+=("train"); return; }
+  timeout "$(limit "${GPU_CHECK_TRAIN_TIMEOUT:-300}")" bash "$train_check" "$out/train" \
+    $([[ $quick -eq 1 ]] && echo --quick) $([[ $cpu -eq 1 ]] && echo --kernels cpu) >>"$log" 2>&1
+  rc=$?
+  cat "$out/train/results.jsonl" >>"$results" 2>/dev/null
+  say "training job, 4 worker processes on the $kernels kernels$([[ $cpu -eq 0 ]] && echo ' and the same job on the CPU'): exit $rc"
+  [[ $rc -eq 0 ]] || failed+=("train")
+}
+
+stage_repro() {
+  local workers="4,8,16" rc
+  [[ $quick -eq 1 ]] && workers="4"
+  timeout "$(limit "${GPU_CHECK_REPRO_TIMEOUT:-200}")" "$front" loadgen --mode ps,decentralized --workers "$workers" \
+    --servers 2 --params 25000000 --schemes gs_sgd,gtopk,sketched_sgd,gtopk_tree --rounds 3 --warmup-rounds 1 \
+    --timeout-seconds 120 --out "$out/gpu-flat25m.json" >"$out/repro.txt" 2>&1
+  rc=$?
+  say "loadgen d = 25M (P = $workers; gs_sgd, gtopk, sketched_sgd, gtopk_tree; both modes): exit $rc"
+  record "{\"check\":\"repro\",\"workers\":\"$workers\",\"exit\":$rc}"
+  [[ $rc -eq 0 && -f "$table" ]] && { python3 "$table" "$out/gpu-flat25m.json" >"$out/repro.md" 2>>"$log" || say "repro table failed"; }
+  [[ $rc -eq 0 ]] || { failed+=("repro"); tail -20 "$out/repro.txt" >>"$log"; }
+}
+
+stage_loadgen() {
+  local workers="4,8" rounds=10 params=1000000 mode rc
   [[ $quick -eq 1 ]] && { workers="4"; rounds=5; params=200000; }
   for mode in ps decentralized; do
-    "$front" loadgen --mode "$mode" --workers "$workers" --servers 2 --params "$params" --rounds "$rounds" \
-      --warmup-rounds 2 --timeout-seconds 120 --out "$out/loadgen-$mode.json" >"$out/loadgen-$mode.txt" 2>&1
+    timeout "$(limit 180)" "$front" loadgen --mode "$mode" --workers "$workers" --servers 2 --params "$params" \
+      --rounds "$rounds" --warmup-rounds 2 --timeout-seconds 60 --out "$out/loadgen-$mode.json" >"$out/loadgen-$mode.txt" 2>&1
     rc=$?
     say "loadgen $mode (P = $workers, d = $params, $rounds rounds, every scheme): exit $rc"
     record "{\"check\":\"loadgen\",\"mode\":\"$mode\",\"exit\":$rc}"
     [[ $rc -eq 0 ]] || { failed+=("loadgen-$mode"); tail -20 "$out/loadgen-$mode.txt" >>"$log"; }
   done
-  if [[ $memcheck -eq 1 ]] && command -v compute-sanitizer >/dev/null; then
-    for mode in ${GPU_CHECK_MEMCHECK_MODES:-ps decentralized}; do
-      timeout "${GPU_CHECK_MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --target-processes all --print-limit 20 \
-        "$front" loadgen --mode "$mode" --workers 2 --servers 2 --params 100000 --rounds 3 --warmup-rounds 1 \
-        --schemes gs_sgd,topk,sketched_sgd,gtopk >"$out/memcheck-$mode.txt" 2>&1
-      rc=$?
-      errors=$(grep -E "ERROR SUMMARY: [0-9]+" -o "$out/memcheck-$mode.txt" | awk '{s+=$3} END {print s+0}')
-      say "memcheck loadgen $mode: exit $rc, $errors errors"
-      record "{\"check\":\"memcheck\",\"mode\":\"$mode\",\"exit\":$rc,\"errors\":$errors}"
-      [[ $rc -eq 0 && $errors -eq 0 ]] || failed+=("memcheck-$mode")
-    done
-  fi
-fi
-
-# 5. Training: 4 GPU worker processes sharing the GPU (the Python package), and the same job on the CPU kernels.
-if ! skipped train; then
-  if [[ -x "$here/train-check.sh" ]]; then
-    bash "$here/train-check.sh" "$out" $([[ $quick -eq 1 ]] && echo --quick) >>"$log" 2>&1
+  [[ $memcheck -eq 1 ]] && command -v compute-sanitizer >/dev/null || return 0
+  for mode in ${GPU_CHECK_MEMCHECK_MODES:-ps decentralized}; do
+    timeout "$(limit "${GPU_CHECK_MEMCHECK_TIMEOUT:-240}")" compute-sanitizer --tool memcheck --target-processes all \
+      --print-limit 20 "$front" loadgen --mode "$mode" --workers 2 --servers 2 --params 100000 --rounds 3 \
+      --warmup-rounds 1 --schemes gs_sgd,topk,sketched_sgd,gtopk >"$out/memcheck-$mode.txt" 2>&1
     rc=$?
-    say "training job, 4 GPU workers: exit $rc"
-    [[ $rc -eq 0 ]] || failed+=("train")
-  else
-    say "training job: skipped (no train-check.sh in this bundle)"
-  fi
-fi
+    errors=$(grep -E "ERROR SUMMARY: [0-9]+" -o "$out/memcheck-$mode.txt" | awk '{s+=$3} END {print s+0}')
+    say "memcheck loadgen $mode: exit $rc, $errors errors"
+    record "{\"check\":\"memcheck\",\"mode\":\"$mode\",\"exit\":$rc,\"errors\":$errors}"
+    [[ $rc -eq 0 && $errors -eq 0 ]] || failed+=("memcheck-$mode")
+  done
+}
 
-say "done in $(( $(date +%s) - start )) s; failed: ${failed[*]:-none}"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); gpu=${gpu:-none (no nvidia-smi answer)}
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+say "machine: GPU $gpu, driver ${driver:-none}, $(nproc) cores"
+say "kernels: $("$bench_bin" --version 2>&1)"
+record "{\"check\":\"machine\",\"gpu\":\"$gpu\",\"driver\":\"${driver:-none}\",\"kernels\":\"$kernels\",\"budget_s\":$budget}"
+for stage in tests nogpu train repro bench loadgen; do
+  runs "$stage" && "stage_$stage"
+done
+[[ -f "$report" ]] && python3 "$report" "$out" >"$out/gpu.md" 2>>"$log"
+say "done in $(( $(date +%s) - start )) s; failed: ${failed[*]:-none}; tables in $out/gpu.md"
 [[ ${#failed[@]} -eq 0 ]]

@@ -15,7 +15,7 @@ int ExportModel(const ScriptOptions& python, const std::vector<std::string>& arg
   std::vector<char*> raw;
   for (auto& a : argv) raw.push_back(a.data());
   raw.push_back(nullptr);
-  setenv("PYTHONPATH", PackagePythonPath(python).c_str(), 1);
+  if (const std::string path = PackagePythonPath(python); !path.empty()) setenv("PYTHONPATH", path.c_str(), 1);
   execv(python.python.c_str(), raw.data());
   std::fprintf(stderr, "sketchps export: cannot run %s: %s\n", python.python.c_str(), std::strerror(errno));
   return 2;

@@ -32,7 +32,9 @@ constexpr absl::Duration kWorkerStopGrace = absl::Seconds(5);
 
 absl::Status LocalCluster::Prepare() {
   SKETCHPS_ASSIGN_OR_RETURN(server_bin_, launch::FindBinary(launch::Program::kServer, o_.bin_dir));
-  SKETCHPS_ASSIGN_OR_RETURN(worker_bin_, launch::FindBinary(launch::Program::kWorker, o_.bin_dir));
+  if (o_.script.path.empty()) {  // a script's workers are the script: no sketchps-worker needed (a bundle has none)
+    SKETCHPS_ASSIGN_OR_RETURN(worker_bin_, launch::FindBinary(launch::Program::kWorker, o_.bin_dir));
+  }
   ports_.assign(decentralized() ? job_.workers : job_.servers, 0);
   return absl::OkStatus();
 }

@@ -60,10 +60,12 @@ void AddRunCommand(CLI::App& app, sketchps::tools::RunOptions& options) {
   run->add_option("--kill", options.kills,
                   "Fault injection: server:<s>@<round> kills shard s after that round and restarts it; "
                   "worker:<r>@<round> kills worker r and restarts it with its saved state (ps mode; in "
-                  "decentralized mode for good, its peers regroup)");
+                  "decentralized mode for good, its peers regroup)")
+      ->allow_extra_args(false);
   run->add_option("--scale", options.scale,
                   "Elastic membership (ps mode): ROUND:N, N workers from round ROUND on, e.g. --scale 120:6 "
-                  "--scale 240:3 (the job starts with its `workers`; slots join once, the highest leave first)");
+                  "--scale 240:3 (the job starts with its `workers`; slots join once, the highest leave first)")
+      ->allow_extra_args(false);
   run->add_option("--worker-threads", options.worker_threads, "Threads per worker")->capture_default_str();
   run->add_option(
          "--peer-timeout-seconds", options.peer_timeout_seconds,

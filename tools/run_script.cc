@@ -24,15 +24,31 @@
 namespace sketchps::tools {
 namespace fs = std::filesystem;
 
+bool HoldsBuiltPackage(const std::string& folder) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(fs::path(folder) / "sketchps", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("_core", 0) == 0 && entry.path().extension() == ".so") return true;
+  }
+  return false;
+}
+
 std::string PackagePythonPath(const ScriptOptions& script) {
-  const std::string package = script.python_path.empty()
-                                  ? (fs::path(launch::SelfExecutable()).parent_path().parent_path() / "python").string()
-                                  : script.python_path;
+  std::string package = script.python_path;
+  if (package.empty()) {
+    const std::string beside = (fs::path(launch::SelfExecutable()).parent_path().parent_path() / "python").string();
+    if (HoldsBuiltPackage(beside)) package = beside;
+  }
   const char* existing = std::getenv("PYTHONPATH");
+  if (package.empty()) return existing ? existing : "";
   return existing && *existing ? absl::StrCat(package, ":", existing) : package;
 }
 
 namespace {
+
+void AddPythonPath(const ScriptOptions& script, std::vector<std::string>* env) {
+  if (const std::string path = PackagePythonPath(script); !path.empty()) env->push_back("PYTHONPATH=" + path);
+}
 
 std::string ReadAll(const fs::path& path) {
   std::ifstream in(path);
@@ -50,12 +66,10 @@ std::vector<std::string> ScriptArgv(const ScriptOptions& script) {
 }
 
 std::vector<std::string> ScriptEnv(const ScriptOptions& script, const launch::WorkerLaunch& w) {
-  std::vector<std::string> env{absl::StrCat("RANK=", w.rank),
-                               absl::StrCat("LOCAL_RANK=", w.rank),
-                               absl::StrCat("WORLD_SIZE=", w.world_size),
-                               "SKETCHPS_JOB=" + w.job_path,
-                               "SKETCHPS_METRICS_OUT=" + w.metrics_out,
-                               "PYTHONPATH=" + PackagePythonPath(script)};
+  std::vector<std::string> env{absl::StrCat("RANK=", w.rank), absl::StrCat("LOCAL_RANK=", w.rank),
+                               absl::StrCat("WORLD_SIZE=", w.world_size), "SKETCHPS_JOB=" + w.job_path,
+                               "SKETCHPS_METRICS_OUT=" + w.metrics_out};
+  AddPythonPath(script, &env);
   if (script.master_port > 0) {
     env.insert(env.end(), {"MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", script.master_port)});
   }
@@ -85,8 +99,8 @@ absl::StatusOr<std::vector<std::string>> DescribeScript(const ScriptOptions& scr
                                "RANK=0",
                                "LOCAL_RANK=0",
                                "WORLD_SIZE=1",
-                               "PYTHONPATH=" + PackagePythonPath(script),
                                "OMP_NUM_THREADS=1"};
+  AddPythonPath(script, &env);
   if (auto port = launch::FreeLocalPort(); port.ok()) {
     env.insert(env.end(), {"MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", *port)});
   }

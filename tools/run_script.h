@@ -38,14 +38,19 @@ absl::Status ReconcileScriptKeys(const std::vector<std::string>& set, const std:
                                  const std::vector<std::string>& script_keys, std::vector<std::string>* notes);
 
 std::vector<std::string> ScriptArgv(const ScriptOptions& script);
-// PYTHONPATH with the package's folder first (script.python_path, else <build>/python).
+// Whether `folder` holds the package with its extension built (sketchps/_core*.so).
+bool HoldsBuiltPackage(const std::string& folder);
+// PYTHONPATH with the package's folder first: script.python_path, else the `python` folder beside the
+// executable's (<build>/python) when it holds a built package. A bundle's python/ holds only the
+// sources pip builds, so it never shadows the package installed into the interpreter (then the
+// environment's PYTHONPATH is kept as it is, "" when unset).
 std::string PackagePythonPath(const ScriptOptions& script);
 // The worker's place as sketchps-worker would get it on its command line (launch/daemon_args.h), as
 // the environment sketchps.torch.init() reads: RANK, LOCAL_RANK, WORLD_SIZE, SKETCHPS_JOB,
 // SKETCHPS_METRICS_OUT, SKETCHPS_SERVERS or SKETCHPS_LISTEN + SKETCHPS_PORT_FILE +
 // SKETCHPS_PEERS_FILE, SKETCHPS_TLS_DIR or SKETCHPS_INSECURE=1, SKETCHPS_PEER_TIMEOUT_SECONDS,
-// PYTHONPATH (the package first), and MASTER_ADDR=127.0.0.1 with MASTER_PORT (script.master_port)
-// so that a DDP script's torch.distributed.init_process_group() works unchanged (the comm hook).
+// PYTHONPATH (the package first; absent when there is none to give), and MASTER_ADDR=127.0.0.1 with MASTER_PORT
+// (script.master_port) so that a DDP script's torch.distributed.init_process_group() works unchanged (the comm hook).
 // The describe pass runs with WORLD_SIZE=1 and a MASTER_PORT of its own: a script that makes a
 // process group there makes a group of one.
 std::vector<std::string> ScriptEnv(const ScriptOptions& script, const launch::WorkerLaunch& worker);

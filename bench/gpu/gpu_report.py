@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The tables of docs/gpu.md from one scripts/gpu-check.sh output folder.
 
-Reads results.jsonl (the checks), bench.json (sketchps-bench bench --json), torch_peers.json
-(bench/gpu/torch_peers.py) and loadgen-<mode>.json where present, and prints Markdown: the checks,
-the primitives next to PyTorch on the same card with the targets of docs/gpu.md, and the loadgen
-rows. Missing files leave their table out (and say so). Standard library only.
+Reads results.jsonl (the checks, the training jobs of train-check.sh), bench.json (sketchps-bench
+bench --json), torch_peers.json (bench/gpu/torch_peers.py), loadgen-<mode>.json and repro.md (the
+d = 25M sweep's tables, bench/reproduction/table.py) where present, and prints Markdown: the checks,
+the training jobs, the primitives next to PyTorch on the same card with the targets of docs/gpu.md,
+the seed's claim and the loadgen rows. Missing files leave their table out (and say so). Standard
+library only.
 
 Usage: gpu_report.py OUT_DIR > gpu.md
 """
@@ -31,14 +33,26 @@ def load(path):
         return None
 
 
-def checks(out):
-    lines = ["| check | result |", "|---|---|"]
+def records(out):
     path = os.path.join(out, "results.jsonl")
     if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def checks(out):
+    lines = ["| check | result |", "|---|---|"]
+    found = records(out)
+    if found is None:
         return ["(no results.jsonl)"]
-    for line in open(path):
-        r = json.loads(line)
+    for r in found:
         kind = r.pop("check")
+        if kind in ("train", "train_compare"):
+            continue  # training() below
+        if "not_run" in r:
+            lines.append(f"| {kind} | not run: the time budget was spent |")
+            continue
         if kind == "suite":
             result = f"exit {r['exit']} in {r['seconds']} s: {r['summary']}"
             kind = f"unit suite {r['suite']}"
@@ -48,6 +62,32 @@ def checks(out):
             result = ", ".join(f"{k} {v}" for k, v in r.items())
         lines.append(f"| {kind} | {result} |")
     return lines
+
+
+def training(out):
+    found = [r for r in records(out) or [] if r.get("check") in ("train", "train_compare")]
+    if not found:
+        return ["(no training job ran)"]
+    lines = ["| kernels | exit | seconds | ranks on that device | training images x epochs | final test accuracy |",
+             "|---|---|---|---|---|---|"]
+    for r in found:
+        if r["check"] == "train":
+            acc = "" if r.get("accuracy") is None else f"{100 * r['accuracy']:.2f} %"
+            lines.append(f"| {r['kernels']} | {r['exit']} | {r['seconds']} | {r['ranks_on_device']} of 4 "
+                         f"| {r['samples']:,} x {r['epochs']} | {acc} |")
+    for r in found:
+        if r["check"] == "train_compare":
+            lines += ["", f"CUDA against CPU kernels: {r['points_apart']} points apart (tolerance {r['tolerance']}): "
+                          + ("within" if r["within"] else "**outside**")]
+    return lines
+
+
+def seed_claim(out):
+    path = os.path.join(out, "repro.md")
+    if not os.path.exists(path):
+        return ["(no repro.md: the d = 25M sweep did not run or did not finish)"]
+    with open(path) as f:
+        return f.read().rstrip("\n").split("\n")
 
 
 def met(method, ours, peer, passes):
@@ -114,7 +154,9 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     out = sys.argv[1]
-    parts = [("Checks", checks(out)), ("Primitives", primitives(out)), ("loadgen", loadgen(out))]
+    parts = [("Checks", checks(out)), ("Training job, 4 worker processes", training(out)),
+             ("Primitives", primitives(out)), ("The seed's claim at d = 25M, GPU kernels", seed_claim(out)),
+             ("loadgen", loadgen(out))]
     text = "".join(f"#### {title}\n\n" + "\n".join(lines) + "\n\n" for title, lines in parts)
     sys.stdout.write(text)
     return 0

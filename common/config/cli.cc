@@ -38,7 +38,9 @@ std::string SignalName(int sig) {
 
 void AddJobFlags(CLI::App& app, JobFlags& flags) {
   app.add_option("--job", flags.job_path, "Job spec YAML (empty: the embedded default job)")->envname("SKETCHPS_JOB");
-  app.add_option("--set", flags.overrides, "Override a job-spec key, e.g. --set scheme.density=0.01 (repeatable)");
+  // One value per --set, so that `--set k=v -- ARGS` hands ARGS on rather than ending a list at `--`.
+  app.add_option("--set", flags.overrides, "Override a job-spec key, e.g. --set scheme.density=0.01 (repeatable)")
+      ->allow_extra_args(false);
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
       ->envname("SKETCHPS_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));

@@ -4,7 +4,9 @@
         -- --save runs/fmnist.pt
 
 The model, the SGD settings and the method are this script's; the job file gives the workers, the
-servers, the data size and batch, the rounds and the learning-rate schedule."""
+servers, the data size and batch, the rounds and the learning-rate schedule. The model trains on the
+device of the kernels sketchps loaded (SKETCHPS_KERNELS, docs/pytorch.md): cuda:0 with the CUDA
+kernels, else the CPU."""
 import argparse
 import time
 
@@ -12,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import sketchps
 import sketchps.torch as sps
 from sketchps import data
 
@@ -44,16 +47,18 @@ def main():
     args = parser.parse_args()
 
     ctx = sps.init()  # RANK, WORLD_SIZE, SKETCHPS_JOB, SKETCHPS_SERVERS or SKETCHPS_PEERS
-    model = Net()     # after init(): the same initial weights on every rank
+    device = torch.device("cuda" if sketchps.KERNELS == "cuda" else "cpu")
+    model = Net().to(device)  # after init(): the same initial weights on every rank
     opt = sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), model,
                                    scheme="gs_sgd", density=0.01)
+    print(f"rank {ctx.rank}: {sketchps.KERNELS} kernels, model on {device}", flush=True)
     train_x, train_y = data.fashion_mnist("train", ctx.job.data_path)
     test_x, test_y = data.fashion_mnist("test", ctx.job.data_path)
     with opt:
         while not opt.done:
             idx = opt.batch_indices()  # this rank's share of the round's global batch
             opt.zero_grad()
-            loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
+            loss = F.cross_entropy(model(train_x[idx].to(device)), train_y[idx].to(device))
             loss.backward()
             stats = opt.step(loss=loss)
             if ctx.rank == 0 and stats["round"] % 100 == 0:

@@ -26,12 +26,14 @@ def tensor_of_bytes(data, dtype, shape):
 
 def count_correct(model, images, labels, batch_size=1000):
     """(correct, samples, loss_sum) of `model` on the samples, without gradients: the counts that
-    DistributedOptimizer.evaluate sums over the workers."""
+    DistributedOptimizer.evaluate sums over the workers. Each batch goes to the device of the
+    model's first parameter (the samples may stay on the CPU)."""
     correct, loss_sum = 0, 0.0
+    device = next(model.parameters()).device
     with torch.no_grad():
         for lo in range(0, len(labels), batch_size):
-            logits = model(images[lo:lo + batch_size])
-            target = labels[lo:lo + batch_size]
+            logits = model(images[lo:lo + batch_size].to(device))
+            target = labels[lo:lo + batch_size].to(device)
             loss_sum += torch.nn.functional.cross_entropy(logits, target, reduction="sum").item()
             correct += int((logits.argmax(1) == target).sum().item())
     return correct, len(labels), loss_sum

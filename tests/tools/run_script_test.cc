@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tools/local_cluster.h"
+
 using namespace sketchps::tools;
 namespace fs = std::filesystem;
 
@@ -70,6 +72,40 @@ TEST_CASE("ScriptEnv gives a decentralized worker its Peer service and the peers
   }
   CHECK(
       std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.rfind("SKETCHPS_SERVERS=", 0) == 0; }));
+}
+
+TEST_CASE("Only a package with its extension built goes first on PYTHONPATH", "[run_script]") {
+  const fs::path root = fs::temp_directory_path() / ("sketchps-package-" + std::to_string(::getpid()));
+  fs::create_directories(root / "sources" / "sketchps");
+  std::ofstream(root / "sources" / "sketchps" / "torch.py") << "";
+  fs::create_directories(root / "built" / "sketchps");
+  std::ofstream(root / "built" / "sketchps" / "_core.cpython-311-x86_64-linux-gnu.so") << "";
+  CHECK_FALSE(HoldsBuiltPackage((root / "sources").string()));  // a bundle's python/: pip builds it
+  CHECK_FALSE(HoldsBuiltPackage((root / "missing").string()));
+  CHECK(HoldsBuiltPackage((root / "built").string()));
+  fs::remove_all(root);
+  // The test binary's own <build>/python (tests/tools/../../python) holds the built package when the
+  // build made it; either way a python_path given is what goes first.
+  ScriptOptions script;
+  script.python_path = "/given";
+  CHECK(PackagePythonPath(script).rfind("/given", 0) == 0);
+}
+
+TEST_CASE("A script's job needs sketchps-server only, a job of sketchps-worker needs both", "[run_script]") {
+  // A bundle (scripts/bundle.sh) ships no sketchps-worker: `sketchps run --script` must not ask for it.
+  const fs::path bin = fs::temp_directory_path() / ("sketchps-bins-" + std::to_string(::getpid()));
+  fs::create_directories(bin);
+  fs::copy_file("/bin/true", bin / "sketchps-server", fs::copy_options::overwrite_existing);
+  sketchps::JobSpec job;
+  ClusterOptions options;
+  options.bin_dir = bin.string();
+  options.script.path = "train.py";
+  CHECK(LocalCluster(job, options).Prepare().ok());
+  options.script.path.clear();
+  const absl::Status without_script = LocalCluster(job, options).Prepare();
+  CHECK(absl::IsNotFound(without_script));
+  CHECK(std::string(without_script.message()).find("sketchps-worker") != std::string::npos);
+  fs::remove_all(bin);
 }
 
 TEST_CASE("ScriptArgv runs the script with its arguments", "[run_script]") {

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -269,6 +270,28 @@ TEST_CASE("Bad flags exit 2 in the front end and both daemons", "[run][processes
   CHECK(code(sketchps, "run --set model=resnet50 --out /nonexistent-dir/x") == 2);
   CHECK(code(Binary("server", "sketchps-server"), "--max-wait-seconds -1") == 2);
   CHECK(code(Binary("worker", "sketchps-worker"), "--threads 0") == 2);
+}
+
+TEST_CASE("The script gets the arguments after -- also when a --set or --kill or --scale precedes them", "[run]") {
+  // CLI11 lets a list option right before `--` end there; these take one value each, so `--` starts
+  // the script's arguments.
+  auto output = [](const std::string& args) {
+    const std::string command = Binary("tools", "sketchps").string() + " run " + args + " 2>&1";
+    std::string text;
+    if (FILE* pipe = popen(command.c_str(), "r")) {
+      char buffer[512];
+      while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) text += buffer;
+      pclose(pipe);
+    }
+    return text;
+  };
+  for (const std::string flag : {"--set train.rounds=3", "--kill server:0@1", "--scale 2:3"}) {
+    const std::string text =
+        output("--script /nonexistent/train.py --out /nonexistent-dir/x " + flag + " -- --save a.pt");
+    INFO(flag << ": " << text);
+    CHECK(text.find("not expected") == std::string::npos);
+    CHECK(text.find("sketchps run: ") != std::string::npos);  // parsed: refused by the run's own checks
+  }
 }
 
 TEST_CASE("sketchps run in decentralized mode trains with workers only and equal replicas", "[run][processes]") {

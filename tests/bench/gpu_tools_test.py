@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""The GPU acceptance run's helpers that need no GPU, on inputs whose answer is known:
+bench/gpu/fmnist_subset.py keeps the first N training images and every test image byte for byte and
+names a bad source; bench/gpu/gpu_report.py turns a gpu-check output folder into the tables of
+docs/gpu.md (targets met or not from the measured passes and times, the training comparison, stages
+not run). Run by ctest as bench/gpu_tools."""
+import gzip
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SUBSET = REPO / "bench" / "gpu" / "fmnist_subset.py"
+REPORT = REPO / "bench" / "gpu" / "gpu_report.py"
+NAMES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+         "t10k": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+
+
+def idx(magic, dims, data):
+    return gzip.compress(struct.pack(">I", magic) + struct.pack(f">{len(dims)}I", *dims) + data)
+
+
+def fake_source(folder: Path, train: int, test: int, rng: random.Random) -> dict:
+    """Four IDX files of random pixels and labels; returns their raw data by file name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    raw = {}
+    for split, count in (("train", train), ("t10k", test)):
+        images, labels = NAMES[split]
+        raw[images] = bytes(rng.randrange(256) for _ in range(count * 28 * 28))
+        raw[labels] = bytes(rng.randrange(10) for _ in range(count))
+        (folder / images).write_bytes(idx(0x803, [count, 28, 28], raw[images]))
+        (folder / labels).write_bytes(idx(0x801, [count], raw[labels]))
+    return raw
+
+
+def subset(*args):
+    return subprocess.run([sys.executable, str(SUBSET), *args], capture_output=True, text=True, timeout=60)
+
+
+class SubsetTest(unittest.TestCase):
+    def test_keeps_the_first_training_images_and_every_test_image(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = fake_source(Path(tmp, "src"), train=7, test=3, rng=random.Random(5))
+            done = subset("--train", "4", "--src", str(Path(tmp, "src")), "--out", str(Path(tmp, "out")))
+            self.assertEqual(done.returncode, 0, done.stderr)
+            expected = {
+                "train-images-idx3-ubyte.gz": (0x803, [4, 28, 28], raw["train-images-idx3-ubyte.gz"][:4 * 784]),
+                "train-labels-idx1-ubyte.gz": (0x801, [4], raw["train-labels-idx1-ubyte.gz"][:4]),
+                "t10k-images-idx3-ubyte.gz": (0x803, [3, 28, 28], raw["t10k-images-idx3-ubyte.gz"]),
+                "t10k-labels-idx1-ubyte.gz": (0x801, [3], raw["t10k-labels-idx1-ubyte.gz"]),
+            }
+            for name, (magic, dims, data) in expected.items():
+                written = gzip.decompress(Path(tmp, "out", name).read_bytes())
+                header = struct.pack(">I", magic) + struct.pack(f">{len(dims)}I", *dims)
+                self.assertEqual(written, header + data, name)
+
+    def test_a_bad_count_or_source_is_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp, "src")
+            fake_source(src, train=5, test=2, rng=random.Random(1))
+            for args, message in [(["--train", "6"], "--train 6: expected 1..5"),
+                                  (["--train", "0"], "--train 0: expected 1..5")]:
+                done = subset(*args, "--src", str(src), "--out", str(Path(tmp, "out")))
+                self.assertEqual(done.returncode, 2)
+                self.assertIn(message, done.stderr)
+            (src / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(b"\x00\x00\x08\x09rest"))
+            done = subset("--train", "2", "--src", str(src), "--out", str(Path(tmp, "out")))
+            self.assertEqual(done.returncode, 2)
+            self.assertIn("t10k-labels-idx1-ubyte.gz: magic 0x00000809 is not an IDX file", done.stderr)
+            (src / "train-images-idx3-ubyte.gz").unlink()
+            done = subset("--train", "2", "--src", str(src), "--out", str(Path(tmp, "out")))
+            self.assertIn("train-images-idx3-ubyte.gz: missing", done.stderr)
+
+
+def bench_row(method, seconds, passes, d=1000):
+    return {"method": method, "d": d, "seconds": seconds, "ratio_to_stream_pass": passes}
+
+
+class ReportTest(unittest.TestCase):
+    def report(self, files: dict) -> str:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, text in files.items():
+                Path(tmp, name).write_text(text)
+            done = subprocess.run([sys.executable, str(REPORT), tmp], capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            return done.stdout
+
+    def test_targets_training_and_stages_not_run(self):
+        results = [{"check": "suite", "suite": "schemes", "exit": 0, "seconds": 91.5, "summary": "All tests passed"},
+                   {"check": "train", "kernels": "cuda", "exit": 0, "seconds": 80, "ranks_on_device": 4,
+                    "accuracy": 0.8712, "samples": 30000, "epochs": 2},
+                   {"check": "train", "kernels": "cpu", "exit": 0, "seconds": 95, "ranks_on_device": 4,
+                    "accuracy": 0.8690, "samples": 30000, "epochs": 2},
+                   {"check": "train_compare", "points_apart": 0.22, "tolerance": 0.5, "within": True},
+                   {"check": "loadgen", "not_run": "budget"}]
+        # sketchps: a read pass of 0.05 ms; top-k at 0.3 ms (7 passes), torch.topk 0.6 ms: met; accumulate
+        # 27 passes: not met; recover 9 passes: met; the copy moves 8 bytes a float in 0.05 ms, our pass
+        # reads 4 in 0.05: 50 % of its rate, not met.
+        bench = [bench_row("stream_pass", 5e-5, 1.0), bench_row("topk", 3e-4, 7.0),
+                 bench_row("sketch_accumulate", 1.35e-3, 27.0), bench_row("sketch_recover", 4.5e-4, 9.0)]
+        peers = {"device": "card", "torch": "2.x", "rows": [
+            {"method": "torch_copy", "d": 1000, "seconds": 5e-5, "note": ""},
+            {"method": "torch_topk_k", "d": 1000, "seconds": 6e-4, "note": ""},
+            {"method": "csvec_accumulate", "d": 1000, "seconds": 2.6e-3, "note": ""},
+            {"method": "csvec_recover", "d": 1000, "seconds": 2.5e-2, "note": ""}]}
+        text = self.report({"results.jsonl": "".join(json.dumps(r) + "\n" for r in results),
+                            "bench.json": json.dumps(bench), "torch_peers.json": json.dumps(peers),
+                            "repro.md": "| network | d | P |\n|---|---|---|\n| loopback | 25M | 4 |\n"})
+        rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+        self.assertIn("All tests passed", rows["unit suite schemes"])
+        self.assertIn("not run: the time budget was spent", rows["loadgen"])
+        self.assertIn("| 4 of 4 | 30,000 x 2 | 87.12 % |", rows["cuda"])
+        self.assertIn("| 86.90 % |", rows["cpu"])
+        self.assertIn("CUDA against CPU kernels: 0.22 points apart (tolerance 0.5): within", text)
+        self.assertTrue(rows["stream_pass"].endswith("| no (50 %) |"), rows["stream_pass"])
+        self.assertTrue(rows["topk"].endswith("| yes |"), rows["topk"])
+        self.assertTrue(rows["sketch_accumulate"].endswith("| no |"), rows["sketch_accumulate"])
+        self.assertTrue(rows["sketch_recover"].endswith("| yes |"), rows["sketch_recover"])
+        self.assertIn("| loopback | 25M | 4 |", text)
+
+    def test_missing_outputs_are_said(self):
+        text = self.report({})
+        for said in ("(no results.jsonl)", "(no training job ran)", "(no bench.json)", "(no repro.md",
+                     "(no loadgen results)"):
+            self.assertIn(said, text)
+
+
+if __name__ == "__main__":
+    unittest.main()
