@@ -88,6 +88,17 @@ absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double c
   return absl::OkStatus();
 }
 
+absl::Status CheckEvaluationShare(std::uint64_t round, double correct, double samples, double loss_sum) {
+  const std::pair<const char*, double> values[] = {{"correct", correct}, {"samples", samples}, {"loss_sum", loss_sum}};
+  for (const auto& [name, value] : values) {
+    if (std::isfinite(value)) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "evaluation after round ", round + 1, ": this rank's ", name, " is ", value,
+        ": the model diverged (its loss is not finite; a smaller learning rate, outer step or more warm-up?)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, const LayerTable& layers,
                                                          const float* params) {
   std::unique_ptr<Session> s(new Session(options));

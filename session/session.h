@@ -141,6 +141,12 @@ absl::Status CheckLayout(const LayerTable& model, const LayerTable& job);
 absl::Status AddEvaluation(nlohmann::json& record, std::uint64_t round, double correct, double samples, double loss_sum,
                            double seconds, bool final);
 
+// OK when this rank's share of round `round`'s evaluation is finite; else InvalidArgument naming the
+// value ("evaluation after round 12: this rank's loss_sum is nan: the model diverged ..."). Checked
+// before the sum over the workers, so a diverged model is named as such rather than refused on the
+// wire as a non-finite payload.
+absl::Status CheckEvaluationShare(std::uint64_t round, double correct, double samples, double loss_sum);
+
 class Session {
  public:
   // `params`: this worker's initial weights (layers.dim() floats). In decentralized mode their

@@ -157,6 +157,7 @@ absl::Status Trainer::Evaluate(std::uint64_t round, bool final, nlohmann::json& 
   const std::uint64_t samples = final ? 0 : o_.job.train.eval_samples;
   const auto [index, count] = session_->EvalShare();  // this worker's share among the round's members
   SKETCHPS_ASSIGN_OR_RETURN(EvalCounts mine, EvaluateShare(*model_, test_, samples, index, count));
+  SKETCHPS_RETURN_IF_ERROR(session::CheckEvaluationShare(round, mine.correct, mine.samples, mine.loss_sum));
   SKETCHPS_ASSIGN_OR_RETURN(auto sums, session_->SumOverWorkers(round, mine.ToVector()));
   const EvalCounts all = EvalCounts::FromVector(sums);
   SKETCHPS_RETURN_IF_ERROR(session::AddEvaluation(record, round, all.correct, all.samples, all.loss_sum,

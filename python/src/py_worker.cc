@@ -250,6 +250,7 @@ absl::StatusOr<std::string> PyWorker::Evaluate(double correct, double samples, d
   SKETCHPS_RETURN_IF_ERROR(Usable("evaluate"));
   if (!pending_) return absl::FailedPreconditionError("evaluate: no round has run yet (evaluate after step())");
   const std::uint64_t round = next_round_ - 1;
+  SKETCHPS_RETURN_IF_ERROR(session::CheckEvaluationShare(round, correct, samples, loss_sum));
   SKETCHPS_ASSIGN_OR_RETURN(
       auto sums, session_->SumOverWorkers(
                      round, {static_cast<float>(correct), static_cast<float>(samples), static_cast<float>(loss_sum)}));
