@@ -248,7 +248,8 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
     def evaluate(self, correct, samples, loss_sum, final=False, seconds=0.0):
         """Sums this rank's evaluation counts over every worker (each evaluates its share) and records
         them with the last round (test_accuracy; final=True marks the job's final evaluation).
-        Returns {"accuracy", "loss", "samples"} of the whole evaluation."""
+        Returns {"accuracy", "loss", "samples"} of the whole evaluation. Raises ConfigError naming the
+        value when this rank's counts are not finite (a diverged model: a nan or inf loss_sum)."""
         return json.loads(self._worker.evaluate(float(correct), float(samples), float(loss_sum), float(seconds),
                                                 bool(final)))
 
