@@ -48,11 +48,11 @@ def checks(out):
         return ["(no results.jsonl)"]
     for r in found:
         kind = r.pop("check")
-        if kind in ("train", "train_compare"):
-            continue  # training() below
         if "not_run" in r:
             lines.append(f"| {kind} | not run: the time budget was spent |")
             continue
+        if kind in ("train", "train_compare"):
+            continue  # training() below
         if kind == "suite":
             result = f"exit {r['exit']} in {r['seconds']} s: {r['summary']}"
             kind = f"unit suite {r['suite']}"
@@ -65,7 +65,7 @@ def checks(out):
 
 
 def training(out):
-    found = [r for r in records(out) or [] if r.get("check") in ("train", "train_compare")]
+    found = [r for r in records(out) or [] if r.get("check") in ("train", "train_compare") and "not_run" not in r]
     if not found:
         return ["(no training job ran)"]
     lines = ["| kernels | exit | seconds | ranks on that device | training images x epochs | final test accuracy |",

@@ -3,7 +3,8 @@
 bench/gpu/fmnist_subset.py keeps the first N training images and every test image byte for byte and
 names a bad source; bench/gpu/gpu_report.py turns a gpu-check output folder into the tables of
 docs/gpu.md (targets met or not from the measured passes and times, the training comparison, stages
-not run). Run by ctest as bench/gpu_tools."""
+not run); scripts/gpu-check.sh records the stages its time budget leaves out and still writes the
+report; scripts/train-check.sh names bad options. Run by ctest as bench/gpu_tools."""
 import gzip
 import json
 import os
@@ -18,6 +19,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SUBSET = REPO / "bench" / "gpu" / "fmnist_subset.py"
+GPU_CHECK = REPO / "scripts" / "gpu-check.sh"
+TRAIN_CHECK = REPO / "scripts" / "train-check.sh"
 REPORT = REPO / "bench" / "gpu" / "gpu_report.py"
 NAMES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
          "t10k": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
@@ -130,6 +133,29 @@ class ReportTest(unittest.TestCase):
         for said in ("(no results.jsonl)", "(no training job ran)", "(no bench.json)", "(no repro.md",
                      "(no loadgen results)"):
             self.assertIn(said, text)
+
+
+class ScriptsTest(unittest.TestCase):
+    def test_a_spent_budget_leaves_every_stage_out_and_still_reports(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "GPU_CHECK_BUDGET": "30"}
+            done = subprocess.run(["bash", str(GPU_CHECK), "--cpu", "--out", tmp], env=env, capture_output=True,
+                                  text=True, timeout=120)
+            self.assertEqual(done.returncode, 1, done.stderr)
+            records = [json.loads(line) for line in Path(tmp, "results.jsonl").read_text().splitlines()]
+            self.assertEqual([r["check"] for r in records if r.get("not_run") == "budget"],
+                             ["tests", "train", "repro", "bench", "loadgen"])  # nogpu: --cpu leaves it out
+            self.assertIn("failed: tests train repro bench loadgen", done.stderr)
+            self.assertIn("| tests | not run: the time budget was spent |", Path(tmp, "gpu.md").read_text())
+
+    def test_train_check_names_bad_options(self):
+        for args, message in [([], "the first argument is the output folder"),
+                              (["/tmp/x", "--kernels", "gpu"], "--kernels 'gpu': expected cpu and/or cuda"),
+                              (["/tmp/x", "--tolerance", "half"], "--tolerance 'half': expected points"),
+                              (["/tmp/x", "--frobnicate"], "unknown argument --frobnicate")]:
+            done = subprocess.run(["bash", str(TRAIN_CHECK), *args], capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 2, args)
+            self.assertIn(message, done.stderr)
 
 
 if __name__ == "__main__":
