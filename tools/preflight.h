@@ -21,7 +21,8 @@ namespace sketchps::tools {
 
 // The data set's sizes when the job can run; else the first problem (InvalidArgument or NotFound),
 // its message starting with the key. Warnings that do not stop the job (Scheme::advisory, each
-// starting with "scheme.<name>") go to *advisories when given. `script_workers`: the workers are a
+// starting with "scheme.<name>"; train.inner_state keep with a Nesterov outer step, which was
+// measured to fail) go to *advisories when given. `script_workers`: the workers are a
 // Python script (sketchps run --script).
 absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job,
                                                       std::vector<std::string>* advisories = nullptr,

@@ -68,6 +68,20 @@ TEST_CASE("The preflight warns for sketch settings below the candidate rule and 
   CHECK(Advisories({"scheme.name=topk", "scheme.density=0.001"}).empty());
 }
 
+TEST_CASE("The preflight warns for a kept inner state under a Nesterov outer step and only there", "[tools]") {
+  const std::vector<std::string> h4 = {"train.local_steps=4", "train.inner_state=keep"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), h4.begin(), h4.end());
+    return Advisories(extra);
+  };
+  const auto nesterov = with({"train.outer_optimizer.name=nesterov"});
+  REQUIRE(nesterov.size() == 1);
+  CHECK_THAT(nesterov[0], Catch::StartsWith("train.inner_state: keep with train.outer_optimizer nesterov"));
+  CHECK(with({"train.outer_optimizer.name=average"}).empty());
+  CHECK(with({"train.outer_optimizer.name=nesterov", "train.outer_optimizer.momentum=0"}).empty());
+  CHECK(Advisories({"train.local_steps=4", "train.outer_optimizer.name=nesterov"}).empty());  // reset
+}
+
 TEST_CASE("The preflight warns when the recovery floor's budget cannot afford the floor", "[tools]") {
   const std::vector<std::string> low = {"scheme.name=gs_sgd", "scheme.density=0.001"};
   // A budget that affords 1% of a shard silences the candidate rule; the floor's 3% does not fit 1.5x.
