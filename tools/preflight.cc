@@ -47,10 +47,10 @@ absl::StatusOr<worker::DatasetSizes> CheckJobRunnable(const JobSpec& job, std::v
   }
   if (advisories != nullptr && job.train.keep_inner_state &&
       job.train.outer.kind == OuterOptimizerSpec::Kind::kNesterov && job.train.outer.momentum > 0) {
-    advisories->push_back(absl::StrCat(
-        "train.inner_state: keep with train.outer_optimizer nesterov (momentum ", job.train.outer.momentum,
-        "): the kept inner momentum and the outer one compound; measured to fail (ViT 54%, VGG diverged, "
-        "docs/reports/local-steps.md): keep goes with {name: average}"));
+    advisories->push_back(
+        absl::StrCat("train.inner_state: keep with train.outer_optimizer nesterov (momentum ", job.train.outer.momentum,
+                     "): the kept inner momentum and the outer one compound; measured to fail (ViT 54%, VGG diverged, "
+                     "docs/reports/local-steps.md): keep goes with {name: average}"));
   }
   if (script_workers) return worker::DatasetSizes{job.data.train_samples, 0};  // the script reads its own data
   return worker::CheckFashionMnist(job);
