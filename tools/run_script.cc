@@ -39,8 +39,8 @@ std::string PackagePythonPath(const ScriptOptions& script) {
     const std::string beside = (fs::path(launch::SelfExecutable()).parent_path().parent_path() / "python").string();
     if (HoldsBuiltPackage(beside)) package = beside;
   }
+  if (package.empty()) return "";  // the environment's PYTHONPATH, inherited, stays as it is
   const char* existing = std::getenv("PYTHONPATH");
-  if (package.empty()) return existing ? existing : "";
   return existing && *existing ? absl::StrCat(package, ":", existing) : package;
 }
 

@@ -42,8 +42,8 @@ std::vector<std::string> ScriptArgv(const ScriptOptions& script);
 bool HoldsBuiltPackage(const std::string& folder);
 // PYTHONPATH with the package's folder first: script.python_path, else the `python` folder beside the
 // executable's (<build>/python) when it holds a built package. A bundle's python/ holds only the
-// sources pip builds, so it never shadows the package installed into the interpreter (then the
-// environment's PYTHONPATH is kept as it is, "" when unset).
+// sources pip builds, so it never shadows the package installed into the interpreter: then "", and
+// the processes inherit the environment's PYTHONPATH unchanged.
 std::string PackagePythonPath(const ScriptOptions& script);
 // The worker's place as sketchps-worker would get it on its command line (launch/daemon_args.h), as
 // the environment sketchps.torch.init() reads: RANK, LOCAL_RANK, WORLD_SIZE, SKETCHPS_JOB,
