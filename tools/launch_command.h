@@ -10,7 +10,13 @@
 // Exit 0 with the JSON on stdout; 2 for bad flags or a binary not found; 1 when the wait times out.
 #pragma once
 
-#include "CLI/CLI.hpp"
+#include <functional>
+
+// CLI11 is header-only and costs every includer 5 to 6 s of parsing; callers that build a command
+// line include <CLI/CLI.hpp> themselves.
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace sketchps::tools {
 

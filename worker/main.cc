@@ -37,6 +37,7 @@
 #include <optional>
 
 #include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"

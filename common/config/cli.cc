@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <ctime>
 
+#include <CLI/CLI.hpp>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 
+#include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 
 #include "bench/loadgen/collect.h"
