@@ -9,6 +9,17 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety -Werror=thread-safety>)
 endif()
 
+# Optimization: a Release build compiles at -O2, and the code where a round's arithmetic runs (the
+# kernels, the engine, the schemes, the payload codecs) at -O3 (sketchps_hot_code). The control
+# plane (RPC services, configuration, launchers, tools) spends its time in RPCs and waits, and -O3
+# cost a fifth more compile time there: minutes of every CI run on 2 cores.
+string(REPLACE "-O3" "-O2" CMAKE_CXX_FLAGS_RELEASE "${CMAKE_CXX_FLAGS_RELEASE}")
+function(sketchps_hot_code)
+  foreach(target IN LISTS ARGN)
+    target_compile_options(${target} PRIVATE $<$<AND:$<CONFIG:Release>,$<COMPILE_LANGUAGE:CXX>>:-O3>)
+  endforeach()
+endfunction()
+
 add_library(sketchps_sanitizers INTERFACE)
 if(SKETCHPS_SANITIZE)
   target_compile_options(sketchps_sanitizers INTERFACE
