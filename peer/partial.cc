@@ -184,8 +184,8 @@ absl::StatusOr<PhaseResult> FinishPartial(Collective c, const PhaseSpec& spec, P
   for (const auto& x : in) ptrs.push_back(&x);
   // The reducer learns how many workers the (pre-summed) payloads stand for: the stateful sketch
   // reduction averages by it (engine/reduce.h).
-  SKETCHPS_ASSIGN_OR_RETURN(PhaseResult result, reducer.Reduce(spec, ptrs, previous, state.contributors));
-  result.contributors = state.contributors;
+  absl::StatusOr<PhaseResult> result = reducer.Reduce(spec, ptrs, previous, state.contributors);
+  if (result.ok()) result->contributors = state.contributors;
   return result;
 }
 
