@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "bench/loadgen/figures.h"
 #include "bench/loadgen/metrics_scrape.h"
 
@@ -153,7 +154,7 @@ class OneShotHttp {
 TEST_CASE("ScrapeMetrics returns the body of GET /metrics") {
   std::string body;
   {
-    OneShotHttp server(std::string("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n") + kExposition);
+    OneShotHttp server(absl::StrCat("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n", kExposition));
     auto got = ScrapeMetrics(server.port());
     REQUIRE(got.ok());
     body = *got;
