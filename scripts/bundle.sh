@@ -15,7 +15,7 @@
 #   include/sketchps/     python_core.h: the API of lib/libsketchps_python_core.so, the package's C++ core
 #   python/               the Python package's sources, for pip against the node's Python and torch:
 #                         SKETCHPS_PREFIX=$PWD/sketchps python3 -m pip install --no-build-isolation sketchps/python
-#   gpu-check.sh, train-check.sh, bench/   the GPU acceptance run (scripts/gpu-check.sh) and its tables
+#   gpu-check.sh, suite-shards.sh, train-check.sh, bench/   the GPU acceptance run (scripts/gpu-check.sh) and its tables
 #   examples/pytorch/     fashion_mnist.py and .yaml (the acceptance run's training job)
 #   share/fashion-mnist/  the first N (--data, default 30000; 0: none) training images of Fashion-MNIST
 #                         and every test image, for nodes without Debian's dataset-fashion-mnist
@@ -41,7 +41,7 @@ for f in "$out"/sketchps/lib/*.so*; do
   [[ -L "$f" ]] || patchelf --set-rpath '$ORIGIN' "$f"
 done
 mkdir -p "$out/sketchps/bench" "$out/sketchps/examples/pytorch"
-cp scripts/gpu-check.sh scripts/train-check.sh "$out/sketchps/"
+cp scripts/gpu-check.sh scripts/suite-shards.sh scripts/train-check.sh "$out/sketchps/"
 cp bench/gpu/torch_peers.py bench/gpu/gpu_report.py bench/reproduction/table.py "$out/sketchps/bench/"
 cp examples/pytorch/fashion_mnist.py examples/pytorch/fashion_mnist.yaml "$out/sketchps/examples/pytorch/"
 if [[ $data -gt 0 ]]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU acceptance run (docs/gpu.md): on a machine with one CUDA GPU, from the relocatable bundle
 # (scripts/bundle.sh), within a time budget (default 8 minutes), in this order:
-#   tests    the unit suites (kernels, engine, schemes) on the CUDA kernels;
+#   tests    the unit suites (kernels, engine, schemes) on the CUDA kernels, each as parallel shards
+#            that share the GPU (suite-shards.sh);
 #   nogpu    the CUDA kernels with CUDA_VISIBLE_DEVICES empty exit 2 naming what they looked for;
 #   train    4 GPU worker processes sharing the GPU (the Python package pip-installed from the bundle
 #            against the machine's own PyTorch), then the same job on the CPU kernels: final
@@ -20,7 +21,8 @@
 # --quick: smaller loadgen, job and d = 25M sweep (a smoke run); --memcheck: compute-sanitizer over
 # one short loadgen configuration per mode as well; --cpu: a rehearsal on a machine without a GPU
 # (every stage on the CPU kernels, nogpu left out: the plumbing, not the GPU). Seconds:
-# GPU_CHECK_BUDGET (the whole run, 480), GPU_CHECK_SUITE_TIMEOUT (a suite, 240),
+# GPU_CHECK_BUDGET (the whole run, 480), GPU_CHECK_SUITE_TIMEOUT (a suite, 240; GPU_CHECK_SUITE_SHARDS
+# processes per suite, default half the cores up to 8, 1 with --cpu),
 # GPU_CHECK_MEMCHECK_TIMEOUT (240), GPU_CHECK_TRAIN_TIMEOUT (both jobs, 300), GPU_CHECK_REPRO_TIMEOUT
 # (the d = 25M sweep, 200); each is cut to what the budget has left. GPU_CHECK_REPRO_PARAMS changes the
 # sweep's d (a rehearsal on a CPU: 25M takes minutes per configuration on two cores).
@@ -34,7 +36,7 @@ while [[ $# -gt 0 ]]; do
     --memcheck) memcheck=1; shift ;;
     --cpu) cpu=1; shift ;;
     --skip) skip="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -75,17 +77,19 @@ kernels=cuda
 if [[ $cpu -eq 1 ]]; then kernels=cpu; skip="$skip,nogpu"; else export LD_LIBRARY_PATH="$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 export OMP_WAIT_POLICY=PASSIVE
 
+# The unit suites, each as parallel shards (suite-shards.sh): GPU_CHECK_SUITE_SHARDS processes, by
+# default half the cores up to 8 on a GPU and 1 with --cpu (the CPU kernels use every core already).
 stage_tests() {
-  local suite exe t0 rc dt summary
+  local suite exe t0 rc dt summary shards=${GPU_CHECK_SUITE_SHARDS:-}
+  if [[ -z $shards ]]; then shards=$(( $(nproc) / 2 )); (( shards > 8 )) && shards=8; (( shards < 1 || cpu == 1 )) && shards=1; fi
   for suite in kernels engine schemes; do
     exe=$(ls "$tests"/sketchps_${suite}_tests "$tests"/*/sketchps_${suite}_tests 2>/dev/null | head -1)
     [[ -n "$exe" ]] || { say "suite $suite: binary not found under $tests"; failed+=("suite-$suite"); continue; }
     t0=$(date +%s.%N)
-    timeout "$(limit "${GPU_CHECK_SUITE_TIMEOUT:-240}")" "$exe" "~[.]~[processes]~[accuracy]" --durations yes \
-      >"$out/suite-$suite.txt" 2>&1
+    summary=$(bash "$here/suite-shards.sh" "$exe" "$shards" "$(limit "${GPU_CHECK_SUITE_TIMEOUT:-240}")" \
+      "$out/suite-$suite.txt" "~[.]~[processes]~[accuracy]" 2>>"$log" | tail -1)
     rc=$?
     dt=$(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $t0}")
-    summary=$(grep -E "^(All tests passed|test cases:)" "$out/suite-$suite.txt" | tail -1)
     say "suite $suite: exit $rc in $dt s: $summary"
     record "{\"check\":\"suite\",\"suite\":\"$suite\",\"exit\":$rc,\"seconds\":$dt,\"summary\":\"$summary\"}"
     [[ $rc -eq 0 ]] || failed+=("suite-$suite")
