@@ -5,9 +5,11 @@
 // median time over `repeats` runs, the bytes the primitive would put on the wire, and the density
 // it achieved against the target. Every time is also expressed as a ratio to one streaming pass
 // over the same vector measured in the same run (the yardstick: a read-only sum at memory
-// bandwidth, kernels/bandwidth.h), so figures from noisy, shared machines stay comparable. Two extra
-// rows per d report the yardstick itself ("stream_pass", with its GB/s) and kernels::SumAbs
-// ("sum_abs", the yardstick before 2026-11-25, which ran at a fraction of the bandwidth). Several
+// bandwidth, kernels/bandwidth.h), so figures from noisy, shared machines stay comparable. Three
+// extra rows per d report the yardstick itself ("stream_pass", with its GB/s), kernels::SumAbs
+// ("sum_abs", the yardstick before 2026-11-25, which ran at a fraction of the bandwidth) and the
+// yardstick's time on the device alone ("stream_pass_device": CUDA events around its kernels, as
+// torch's operations are timed in docs/gpu.md; the same wall time on the CPU). Several
 // values of d run one after another (a sweep), each with its own vector and yardstick.
 //
 // Not thread-safe; runs on the calling thread with the kernel backend's own parallelism.
@@ -47,6 +49,7 @@ struct BenchResult {
 // The rows every run reports first for each d, besides the methods.
 inline constexpr const char* kStreamPassRow = "stream_pass";
 inline constexpr const char* kSumAbsRow = "sum_abs";
+inline constexpr const char* kStreamPassDeviceRow = "stream_pass_device";
 
 // Names accepted in BenchOptions::methods, in report order.
 const std::vector<std::string>& AllMethods();

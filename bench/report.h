@@ -10,7 +10,7 @@
 namespace sketchps::bench {
 
 // One JSON object per result with the keys of BenchResult (method, d, density_target, ...,
-// stream_pass_gbps), the rows "stream_pass" and "sum_abs" included.
+// stream_pass_gbps), the rows "stream_pass", "sum_abs" and "stream_pass_device" included.
 nlohmann::json ToJson(const std::vector<BenchResult>& results);
 
 // A table with one row per method and d, times in milliseconds and per entry, and after the rows

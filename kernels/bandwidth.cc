@@ -2,8 +2,11 @@
 #include "kernels/bandwidth.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "kernels/internal/policy.h"
 
 #if SKETCHPS_KERNELS_CUDA
@@ -50,11 +53,52 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) double SliceSum(con
 }
 #endif
 
+absl::Status CheckArguments(const char* name, const float* d_x, std::size_t n, const Exec& exec) {
+  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": exec.scratch is null"));
+  if (n > 0 && d_x == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": d_x is null"));
+  return absl::OkStatus();
+}
+
+#if SKETCHPS_KERNELS_CUDA
+// Creates a CUDA event on construction, destroys it on scope exit.
+class ScopedEvent {
+ public:
+  ScopedEvent() { internal::CudaCheck(cudaEventCreate(&event_), "cudaEventCreate"); }
+  ~ScopedEvent() { cudaEventDestroy(event_); }
+  ScopedEvent(const ScopedEvent&) = delete;
+  ScopedEvent& operator=(const ScopedEvent&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_{};
+};
+#endif
+
 }  // namespace
 
+absl::StatusOr<double> BandwidthPassDeviceSeconds(const float* d_x, std::size_t n, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(CheckArguments("BandwidthPassDeviceSeconds", d_x, n, exec));
+  if (n == 0) return 0.0;
+#if SKETCHPS_KERNELS_CUDA
+  const auto stream = static_cast<cudaStream_t>(exec.stream);
+  internal::ScratchArray<double> partials(*exec.scratch, static_cast<std::size_t>(internal::ReduceGrid(n)) + 1);
+  const ScopedEvent start, stop;
+  internal::CudaCheck(cudaEventRecord(start.get(), stream), "cudaEventRecord");
+  internal::QueueSumFloats(d_x, n, internal::PlainTerm{}, partials, stream);
+  internal::CudaCheck(cudaEventRecord(stop.get(), stream), "cudaEventRecord");
+  internal::CudaCheck(cudaEventSynchronize(stop.get()), "the timed pass");
+  float ms = 0.0f;
+  internal::CudaCheck(cudaEventElapsedTime(&ms, start.get(), stop.get()), "cudaEventElapsedTime");
+  return static_cast<double>(ms) * 1e-3;
+#else
+  const auto begin = std::chrono::steady_clock::now();
+  SKETCHPS_RETURN_IF_ERROR(BandwidthSum(d_x, n, exec).status());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+#endif
+}
+
 absl::StatusOr<double> BandwidthSum(const float* d_x, std::size_t n, const Exec& exec) {
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError("BandwidthSum: exec.scratch is null");
-  if (n > 0 && d_x == nullptr) return absl::InvalidArgumentError("BandwidthSum: d_x is null");
+  SKETCHPS_RETURN_IF_ERROR(CheckArguments("BandwidthSum", d_x, n, exec));
 #if SKETCHPS_KERNELS_CUDA
   return internal::DeviceSumFloats(d_x, n, internal::PlainTerm{}, exec);
 #else

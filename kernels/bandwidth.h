@@ -23,4 +23,13 @@ namespace sketchps::kernels {
 // backend, its thread count and SIMD level; the value only keeps the pass from being optimized away.
 absl::StatusOr<double> BandwidthSum(const float* d_x, std::size_t n, const Exec& exec);
 
+// Seconds the device itself spends on one BandwidthSum pass over d_x, without the host's part.
+//   CUDA  CUDA events on exec.stream around the pass's two kernels, whose sum stays in device memory
+//         (not copied back, no synchronization in between): the way torch's g.sum() is timed in
+//         docs/gpu.md, so the two compare. Includes the launch of the first kernel after the start
+//         event, as torch's time does.
+//   CPU   the steady clock around BandwidthSum: host and device are one.
+// Errors as BandwidthSum; 0 when n is 0.
+absl::StatusOr<double> BandwidthPassDeviceSeconds(const float* d_x, std::size_t n, const Exec& exec);
+
 }  // namespace sketchps::kernels

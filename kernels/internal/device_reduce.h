@@ -95,12 +95,17 @@ inline int ReduceGrid(std::size_t n) {
   return static_cast<int>(want < kReduceBlocks ? want : kReduceBlocks);
 }
 
-// After a partials kernel was queued: sums partials[0, blocks) into partials[blocks] and returns it.
+// After a partials kernel was queued: queues the sum of partials[0, blocks) into partials[blocks].
 template <class Acc>
-Acc FinishReduce(ScratchArray<Acc>& partials, int blocks, cudaStream_t stream) {
+void QueueFinal(ScratchArray<Acc>& partials, int blocks, cudaStream_t stream) {
   CudaCheck(cudaGetLastError(), "reduction kernel launch");
   ReduceFinal<Acc><<<1, kReduceThreads, 0, stream>>>(partials.data(), blocks, partials.data() + blocks);
   CudaCheck(cudaGetLastError(), "reduction kernel launch");
+}
+
+// Waits for the stream and returns the queued result partials[blocks].
+template <class Acc>
+Acc ReadResult(ScratchArray<Acc>& partials, int blocks, cudaStream_t stream) {
   Acc result{};
   CudaCheck(cudaMemcpyAsync(&result, partials.data() + blocks, sizeof(Acc), cudaMemcpyDeviceToHost, stream),
             "reduction result copy");
@@ -108,18 +113,34 @@ Acc FinishReduce(ScratchArray<Acc>& partials, int blocks, cudaStream_t stream) {
   return result;
 }
 
+// After a partials kernel was queued: sums partials[0, blocks) into partials[blocks] and returns it.
+template <class Acc>
+Acc FinishReduce(ScratchArray<Acc>& partials, int blocks, cudaStream_t stream) {
+  QueueFinal(partials, blocks, stream);
+  return ReadResult(partials, blocks, stream);
+}
+
+// Queues the whole reduction of n > 0 floats, without reading the result: the sum lands in device
+// memory at partials[ReduceGrid(n)] (partials holds ReduceGrid(n) + 1 values). Returns the grid.
+template <class Term, class Acc>
+int QueueSumFloats(const float* d_x, std::size_t n, Term term, ScratchArray<Acc>& partials, cudaStream_t stream) {
+  const std::size_t misalign = (reinterpret_cast<std::uintptr_t>(d_x) % 16) / sizeof(float);
+  const std::size_t head = misalign == 0 ? 0 : (n < 4 - misalign ? n : 4 - misalign);
+  const std::size_t vecs = (n - head) / 4;
+  const int blocks = ReduceGrid(n);
+  ReducePartials<Acc><<<blocks, kReduceThreads, 0, stream>>>(d_x, head, vecs, n, term, partials.data());
+  QueueFinal(partials, blocks, stream);
+  return blocks;
+}
+
 template <class Term>
 auto DeviceSumFloats(const float* d_x, std::size_t n, Term term, const Exec& exec) -> decltype(term(0.0f)) {
   using Acc = decltype(term(0.0f));
   if (n == 0) return Acc{};
   const auto stream = static_cast<cudaStream_t>(exec.stream);
-  const std::size_t misalign = (reinterpret_cast<std::uintptr_t>(d_x) % 16) / sizeof(float);
-  const std::size_t head = misalign == 0 ? 0 : (n < 4 - misalign ? n : 4 - misalign);
-  const std::size_t vecs = (n - head) / 4;
-  const int blocks = ReduceGrid(n);
-  ScratchArray<Acc> partials(*exec.scratch, static_cast<std::size_t>(blocks) + 1);
-  ReducePartials<Acc><<<blocks, kReduceThreads, 0, stream>>>(d_x, head, vecs, n, term, partials.data());
-  return FinishReduce(partials, blocks, stream);
+  ScratchArray<Acc> partials(*exec.scratch, static_cast<std::size_t>(ReduceGrid(n)) + 1);
+  const int blocks = QueueSumFloats(d_x, n, term, partials, stream);
+  return ReadResult(partials, blocks, stream);
 }
 
 // Σ term(i) for i < n (term: std::size_t -> Acc), in the same fixed shape as DeviceSumFloats but one
