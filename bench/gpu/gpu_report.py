@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The tables of docs/gpu.md from one scripts/gpu-check.sh output folder.
+"""The tables of docs/gpu.md from scripts/gpu-check.sh output folders.
 
 Reads results.jsonl (the checks, the training jobs of train-check.sh), bench.json (sketchps-bench
 bench --json), torch_peers.json (bench/gpu/torch_peers.py), loadgen-<mode>.json and repro.md (the
@@ -8,7 +8,11 @@ the training jobs, the primitives next to PyTorch on the same card with the targ
 the seed's claim and the loadgen rows. Missing files leave their table out (and say so). Standard
 library only.
 
-Usage: gpu_report.py OUT_DIR > gpu.md
+Several folders (the calls of one session on a GPU, the later ones run with --skip for the stages
+the first one ran) make one report: their checks in order, a stage's "not run" left out where
+another folder ran it, and each other file from the last folder that has it.
+
+Usage: gpu_report.py OUT_DIR [OUT_DIR ...] > gpu.md
 """
 import json
 import os
@@ -34,17 +38,40 @@ def load(path):
         return None
 
 
-def records(out):
-    path = os.path.join(out, "results.jsonl")
-    if not os.path.exists(path):
+def find(outs, name):
+    """NAME in the last of the folders that has it, else in the first (which then does not exist)."""
+    for out in reversed(outs):
+        if os.path.exists(os.path.join(out, name)):
+            return os.path.join(out, name)
+    return os.path.join(outs[0], name)
+
+
+def records(outs):
+    found = []
+    for out in outs:
+        path = os.path.join(out, "results.jsonl")
+        if os.path.exists(path):
+            with open(path) as f:
+                found += [json.loads(line) for line in f if line.strip()]
+    if not any(os.path.exists(os.path.join(out, "results.jsonl")) for out in outs):
         return None
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    ran = {r["check"] for r in found if "not_run" not in r}
+    kept, machines = [], set()
+    for i, r in enumerate(found):
+        if "not_run" in r and (r["check"] in ran or any(later["check"] == r["check"] for later in found[i + 1:])):
+            continue  # another call ran it, or a later one says it too
+        if r["check"] == "machine":
+            key = (r.get("gpu"), r.get("driver"))
+            if key in machines:
+                continue
+            machines.add(key)
+        kept.append(r)
+    return kept
 
 
-def checks(out):
+def checks(outs):
     lines = ["| check | result |", "|---|---|"]
-    found = records(out)
+    found = records(outs)
     if found is None:
         return ["(no results.jsonl)"]
     for r in found:
@@ -65,8 +92,8 @@ def checks(out):
     return lines
 
 
-def training(out):
-    found = [r for r in records(out) or [] if r.get("check") in ("train", "train_compare") and "not_run" not in r]
+def training(outs):
+    found = [r for r in records(outs) or [] if r.get("check") in ("train", "train_compare") and "not_run" not in r]
     if not found:
         return ["(no training job ran)"]
     lines = ["| kernels | exit | seconds | ranks on that device | training images x epochs | final test accuracy |",
@@ -83,8 +110,8 @@ def training(out):
     return lines
 
 
-def seed_claim(out):
-    path = os.path.join(out, "repro.md")
+def seed_claim(outs):
+    path = find(outs, "repro.md")
     if not os.path.exists(path):
         return ["(no repro.md: the d = 25M sweep did not run or did not finish)"]
     with open(path) as f:
@@ -103,9 +130,9 @@ def met(method, ours, peer, passes):
     return ""
 
 
-def primitives(out):
-    bench = load(os.path.join(out, "bench.json"))
-    peers = load(os.path.join(out, "torch_peers.json"))
+def primitives(outs):
+    bench = load(find(outs, "bench.json"))
+    peers = load(find(outs, "torch_peers.json"))
     if bench is None:
         return ["(no bench.json)"]
     torch_rows = {}
@@ -134,10 +161,10 @@ def primitives(out):
     return lines
 
 
-def loadgen(out):
+def loadgen(outs):
     lines = []
     for mode in ("ps", "decentralized"):
-        data = load(os.path.join(out, f"loadgen-{mode}.json"))
+        data = load(find(outs, f"loadgen-{mode}.json"))
         if not data:
             continue
         if not lines:
@@ -152,13 +179,13 @@ def loadgen(out):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    out = sys.argv[1]
-    parts = [("Checks", checks(out)), ("Training job, 4 worker processes", training(out)),
-             ("Primitives", primitives(out)), ("The seed's claim at d = 25M, GPU kernels", seed_claim(out)),
-             ("loadgen", loadgen(out))]
+    outs = sys.argv[1:]
+    parts = [("Checks", checks(outs)), ("Training job, 4 worker processes", training(outs)),
+             ("Primitives", primitives(outs)), ("The seed's claim at d = 25M, GPU kernels", seed_claim(outs)),
+             ("loadgen", loadgen(outs))]
     text = "".join(f"#### {title}\n\n" + "\n".join(lines) + "\n\n" for title, lines in parts)
     sys.stdout.write(text)
     return 0

@@ -134,6 +134,26 @@ class ReportTest(unittest.TestCase):
         self.assertTrue(rows["sketch_recover"].endswith("| yes |"), rows["sketch_recover"])
         self.assertIn("| loopback | 25M | 4 |", text)
 
+    def test_two_calls_make_one_report(self):
+        machine = {"check": "machine", "gpu": "card", "driver": "1", "kernels": "cuda", "budget_s": 540}
+        first = [machine, {"check": "suite", "suite": "kernels", "exit": 0, "seconds": 9, "summary": "first"},
+                 {"check": "bench", "not_run": "budget"}, {"check": "loadgen", "not_run": "budget"}]
+        second = [machine, {"check": "bench", "d": 1000, "exit": 0}, {"check": "loadgen", "not_run": "budget"}]
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, found, bench in (("one", first, [bench_row("stream_pass", 1e-4, 1.0)]),
+                                       ("two", second, [bench_row("stream_pass", 5e-5, 1.0)])):
+                Path(tmp, name).mkdir()
+                Path(tmp, name, "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in found))
+                Path(tmp, name, "bench.json").write_text(json.dumps(bench))
+            done = subprocess.run([sys.executable, str(REPORT), str(Path(tmp, "one")), str(Path(tmp, "two"))],
+                                  capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        checks = [line.split("|")[1].strip() for line in done.stdout.split("#### Training")[0].splitlines()
+                  if line.startswith("| ") and not line.startswith("| check")]
+        self.assertEqual(checks, ["machine", "unit suite kernels", "bench", "loadgen"])  # bench ran in the second
+        self.assertIn("| loadgen | not run: the time budget was spent |", done.stdout)
+        self.assertIn("| stream_pass | 0.050 ms |", done.stdout)  # the second call's bench.json
+
     def test_missing_outputs_are_said(self):
         text = self.report({})
         for said in ("(no results.jsonl)", "(no training job ran)", "(no bench.json)", "(no repro.md",
