@@ -7,6 +7,7 @@
 #endif
 
 #include "absl/strings/str_cat.h"
+#include "common/checksum.h"
 #include "common/reason.h"
 #include "common/status.h"
 #include "kernels/vector_ops.h"
@@ -85,10 +86,8 @@ absl::StatusOr<std::uint64_t> Cohort::CheckReplicas() {
                         Reason::kReplicaDiverged);
     }
   }
-  const std::vector<float> master = hub_.MasterWeights();
-  kernels::Scratch scratch;
-  SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t shards,
-                            kernels::Checksum(master.data(), master.size(), kernels::Exec{nullptr, &scratch}));
+  // The hub's master copy is a host vector: the host loop gives kernels::Checksum's value bit for bit.
+  const std::uint64_t shards = WeightsChecksum(hub_.MasterWeights());
   if (shards != first) {
     return WithReason(
         absl::FailedPreconditionError("replica diverged: the shards' master copy differs from the workers'"),
