@@ -95,6 +95,44 @@ void DeviceMemset(void* d_dst, int value, std::size_t bytes);
 // Waits until all work queued on the stream has finished (no-op on CPU).
 void Synchronize(const Exec& exec);
 
+// Device memory checks. With the checks on, every kernel refuses a pointer argument that is not
+// device memory of the loaded backend, with InvalidArgument naming the kernel and the argument
+// ("TopK: d_x (0x...) is not device memory of the cpu kernels ..."). On the CPU backend, device
+// memory is what DeviceAlloc returned (DeviceArray, Scratch) and what RegisterDeviceMemory
+// registered (a caller's own buffers, such as the Python package's torch tensors), so a CPU run
+// finds the host pointers that would be illegal addresses on a GPU. On CUDA,
+// cudaPointerGetAttributes decides (device or managed memory) and the registry is not consulted.
+// Off, a kernel checks for null only. The checks start on when SKETCHPS_KERNELS_CHECK_POINTERS=1 is
+// in the environment (the tests' CTest environment sets it); SetPointerChecks switches them.
+bool PointerChecksEnabled();
+void SetPointerChecks(bool on);
+// Registers [ptr, ptr + bytes) as device memory for the checks until UnregisterDeviceMemory(ptr).
+// Thread-safe. Registering costs a map insertion whether or not the checks are on.
+void RegisterDeviceMemory(const void* ptr, std::size_t bytes);
+void UnregisterDeviceMemory(const void* ptr);
+
+// RegisterDeviceMemory for the lifetime of the object. Move-only.
+class DeviceMemoryRegistration {
+ public:
+  DeviceMemoryRegistration() = default;
+  DeviceMemoryRegistration(const void* ptr, std::size_t bytes) : ptr_(ptr) { RegisterDeviceMemory(ptr, bytes); }
+  DeviceMemoryRegistration(DeviceMemoryRegistration&& other) noexcept : ptr_(other.ptr_) { other.ptr_ = nullptr; }
+  DeviceMemoryRegistration& operator=(DeviceMemoryRegistration&& other) noexcept {
+    if (this != &other) {
+      UnregisterDeviceMemory(ptr_);
+      ptr_ = other.ptr_;
+      other.ptr_ = nullptr;
+    }
+    return *this;
+  }
+  DeviceMemoryRegistration(const DeviceMemoryRegistration&) = delete;
+  DeviceMemoryRegistration& operator=(const DeviceMemoryRegistration&) = delete;
+  ~DeviceMemoryRegistration() { UnregisterDeviceMemory(ptr_); }
+
+ private:
+  const void* ptr_ = nullptr;
+};
+
 // A host copy of the n elements at d_src.
 template <class T>
 std::vector<T> CopyOut(const T* d_src, std::size_t n) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 
 #if SKETCHPS_KERNELS_CUDA
@@ -55,8 +56,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) double SliceSum(con
 
 absl::Status CheckArguments(const char* name, const float* d_x, std::size_t n, const Exec& exec) {
   if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": exec.scratch is null"));
-  if (n > 0 && d_x == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": d_x is null"));
-  return absl::OkStatus();
+  return internal::CheckDevicePointer(name, "d_x", d_x, n);
 }
 
 #if SKETCHPS_KERNELS_CUDA

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/poly_lanes.h"
 #include "kernels/internal/scratch_array.h"
@@ -208,8 +209,7 @@ struct RowSumSquares {
 };
 
 absl::Status CheckPointer(const void* ptr, std::size_t count, const char* name, const char* fn) {
-  if (count > 0 && ptr == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": ", name, " is null"));
-  return absl::OkStatus();
+  return internal::CheckDevicePointer(fn, name, ptr, count);
 }
 
 // The checks every table kernel makes; n (entries or coordinates) must not exceed the sketch dim.
@@ -251,7 +251,7 @@ absl::Status SketchMerge(float* d_dst, const float* d_src, std::size_t cells, co
   constexpr const char* kFn = "SketchMerge";
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_dst, cells, "d_dst", kFn));
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_src, cells, "d_src", kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(exec.scratch, 1, "exec.scratch", kFn));
+  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(kFn, ": exec.scratch is null"));
   if (cells == 0) return absl::OkStatus();
   thrust::transform(Policy(exec), d_dst, d_dst + cells, d_src, d_dst, thrust::plus<float>());
   return absl::OkStatus();
@@ -285,7 +285,7 @@ absl::StatusOr<double> SketchL2Estimate(const float* d_table, std::uint32_t rows
                                                    "] and cols >= 1, got rows = ", rows, ", cols = ", cols));
   }
   SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_table, 1, "d_table", kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(exec.scratch, 1, "exec.scratch", kFn));
+  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(kFn, ": exec.scratch is null"));
   ScratchArray<double> row_sums(*exec.scratch, rows);
   thrust::counting_iterator<std::size_t> first(0);
   thrust::transform(Policy(exec), first, first + rows, row_sums.data(), RowSumSquares{d_table, cols});

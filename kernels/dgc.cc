@@ -26,6 +26,7 @@
 #include "common/splitmix.h"
 #include "common/status.h"
 #include "kernels/internal/chunked_select.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/scratch_array.h"
 #include "kernels/select.h"
@@ -228,16 +229,13 @@ Adapted Adapt(ThresholdCounter& counter, float tau, std::size_t k, const DgcSele
 absl::Status CheckSelectArgs(const float* d_v, std::size_t n, std::uint32_t* d_out_idx, float* d_out_val,
                              std::size_t capacity, std::size_t needed, const Exec& exec) {
   if (exec.scratch == nullptr) return absl::InvalidArgumentError("DgcSelect: exec.scratch is null");
-  if (n > 0 && d_v == nullptr) return absl::InvalidArgumentError("DgcSelect: d_v is null");
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("DgcSelect", "d_v", d_v, n));
   if (capacity < needed) {
     return absl::InvalidArgumentError(
         absl::StrCat("DgcSelect: capacity = ", capacity, " is below DgcCapacity = ", needed));
   }
-  if (needed > 0 && (d_out_idx == nullptr || d_out_val == nullptr)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DgcSelect: ", d_out_idx == nullptr ? "d_out_idx" : "d_out_val", " is null"));
-  }
-  return absl::OkStatus();
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("DgcSelect", "d_out_idx", d_out_idx, needed));
+  return internal::CheckDevicePointer("DgcSelect", "d_out_val", d_out_val, needed);
 }
 
 absl::Status CheckRange(const char* field, double value, double lo, double hi, bool lo_open) {

@@ -7,6 +7,7 @@
 #include <thrust/transform.h>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 
 namespace sketchps::kernels {
@@ -23,8 +24,7 @@ struct AddOffset {
 
 absl::Status CheckArgs(const char* fn, const std::uint32_t* d_idx, std::size_t count, const Exec& exec) {
   if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
-  if (count > 0 && d_idx == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": d_idx is null"));
-  return absl::OkStatus();
+  return internal::CheckDevicePointer(fn, "d_idx", d_idx, count);
 }
 
 }  // namespace

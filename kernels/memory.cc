@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/backend.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 
 #if SKETCHPS_KERNELS_CUDA
@@ -114,6 +115,7 @@ void* DeviceAlloc(std::size_t bytes) {
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* ptr = std::aligned_alloc(kAlignment, rounded);
   if (ptr == nullptr) throw std::bad_alloc();
+  internal::NoteDeviceAlloc(ptr, rounded);
   return ptr;
 #endif
 }
@@ -123,6 +125,7 @@ void DeviceFree(void* ptr) {
 #if SKETCHPS_KERNELS_CUDA
   cudaFree(ptr);
 #else
+  internal::NoteDeviceFree(ptr);
   std::free(ptr);
 #endif
 }

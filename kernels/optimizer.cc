@@ -1,6 +1,7 @@
 #include "kernels/optimizer.h"
 
 #include <cmath>
+#include <utility>
 
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
@@ -8,6 +9,8 @@
 #include <thrust/reduce.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 
 namespace sketchps::kernels {
@@ -71,6 +74,9 @@ absl::Status SgdDenseStep(float* d_w, float* d_v, const float* d_g, std::size_t 
   if (p.momentum != 0.0f && d_v == nullptr) {
     return absl::InvalidArgumentError("SgdDenseStep: momentum needs a velocity buffer");
   }
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("SgdDenseStep", "d_w", d_w, n));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("SgdDenseStep", "d_g", d_g, n));
+  if (p.momentum != 0.0f) SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("SgdDenseStep", "d_v", d_v, n));
   thrust::counting_iterator<std::size_t> first(0);
   thrust::for_each(Policy(exec), first, first + n, DenseSgd{d_w, d_v, d_g, p});
   return absl::OkStatus();
@@ -102,6 +108,10 @@ absl::Status AdamDenseStep(float* d_w, float* d_m, float* d_v, const float* d_g,
   if (d_w == nullptr || d_m == nullptr || d_v == nullptr || d_g == nullptr) {
     return absl::InvalidArgumentError("AdamDenseStep: null weights, moments or gradient");
   }
+  for (const auto& [name, ptr] :
+       {std::pair<const char*, const float*>{"d_w", d_w}, {"d_m", d_m}, {"d_v", d_v}, {"d_g", d_g}}) {
+    SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("AdamDenseStep", name, ptr, n));
+  }
   thrust::counting_iterator<std::size_t> first(0);
   thrust::for_each(Policy(exec), first, first + n, DenseAdam{d_w, d_m, d_v, d_g, p});
   return absl::OkStatus();
@@ -113,6 +123,9 @@ absl::Status SgdSparseStep(float* d_w, std::size_t n, const std::uint32_t* d_idx
   if (d_w == nullptr || d_idx == nullptr || d_val == nullptr) {
     return absl::InvalidArgumentError("SgdSparseStep: null pointer");
   }
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("SgdSparseStep", "d_w", d_w, n));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("SgdSparseStep", "d_idx", d_idx, count));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("SgdSparseStep", "d_val", d_val, count));
   // reduce (not max_element) returns the value to the host on every backend.
   const std::uint32_t max_idx =
       thrust::reduce(Policy(exec), d_idx, d_idx + count, std::uint32_t{0}, thrust::maximum<std::uint32_t>());

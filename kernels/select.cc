@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "kernels/internal/chunked_select.h"
 #include "kernels/internal/device_reduce.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/scratch_array.h"
 
@@ -57,7 +58,7 @@ absl::Status CheckInput(const float* d_x, std::size_t n, const char* fn) {
     return absl::InvalidArgumentError(absl::StrCat(fn, ": n = ", n, " exceeds the uint32 index range"));
   }
   if (n > 0 && d_x == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": input pointer is null"));
-  return absl::OkStatus();
+  return internal::CheckDevicePointer(fn, "d_x", d_x, n);
 }
 
 // Sorted (descending) |x| of a deterministic sample of m entries (all entries when m == n),
@@ -95,6 +96,12 @@ void EmitTopK(const float* d_x, std::uint32_t* d_cidx, float* d_ckey, std::size_
 }
 
 // OK when the segments are sorted, disjoint and inside [0, n).
+// The device memory checks of a selection's outputs (null was checked before).
+absl::Status CheckOutputs(const char* fn, const std::uint32_t* d_out_idx, const float* d_out_val, std::size_t count) {
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(fn, "d_out_idx", d_out_idx, count));
+  return internal::CheckDevicePointer(fn, "d_out_val", d_out_val, count);
+}
+
 absl::Status CheckSegments(const std::vector<ThresholdSegment>& segments, std::size_t n) {
   std::uint64_t previous_end = 0;
   for (std::size_t s = 0; s < segments.size(); ++s) {
@@ -266,6 +273,7 @@ absl::StatusOr<std::size_t> TopK(const float* d_x, std::size_t n, std::size_t k,
   k = std::min(k, n);
   if (k == 0) return std::size_t{0};
   if (d_out_idx == nullptr || d_out_val == nullptr) return absl::InvalidArgumentError("TopK: output pointer is null");
+  SKETCHPS_RETURN_IF_ERROR(CheckOutputs("TopK", d_out_idx, d_out_val, k));
   const float tau = CandidateThreshold(d_x, n, k, exec);
   if (tau > 0.0f) {
     Selection<true> sampled(d_x, n, WholeRange(n, tau), exec);
@@ -307,6 +315,7 @@ absl::StatusOr<std::size_t> ThresholdSelectSegments(const float* d_x, std::size_
   if (d_out_idx == nullptr || d_out_val == nullptr) {
     return absl::InvalidArgumentError("ThresholdSelect: output pointer is null");
   }
+  SKETCHPS_RETURN_IF_ERROR(CheckOutputs("ThresholdSelect", d_out_idx, d_out_val, total));
   sel.Write(total, d_out_idx, d_out_val);
   return total;
 }

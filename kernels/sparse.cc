@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/scratch_array.h"
 #include "kernels/select.h"
@@ -69,8 +70,7 @@ absl::Status CheckExec(const char* fn, const Exec& exec) {
 }
 
 absl::Status CheckPointer(const char* fn, std::size_t n, const void* ptr, const char* name) {
-  if (n > 0 && ptr == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": ", name, " is null"));
-  return absl::OkStatus();
+  return internal::CheckDevicePointer(fn, name, ptr, n);
 }
 
 // InvalidArgument unless every index in d_idx[0..count) is < n (one max-reduction, no writes).

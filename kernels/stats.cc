@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/internal/chunked_select.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 #include "kernels/internal/scratch_array.h"
 
@@ -153,7 +154,7 @@ void SplitIntoChunks(const std::vector<Segment>& segments, std::vector<internal:
 absl::Status CheckInput(const float* d_x, std::size_t n, const Exec& exec, const char* fn) {
   if (n > 0 && d_x == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": input pointer d_x is null"));
   if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
-  return absl::OkStatus();
+  return internal::CheckDevicePointer(fn, "d_x", d_x, n);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "kernels/internal/chunked_select.h"
 #include "kernels/internal/device_reduce.h"
+#include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 
 namespace sketchps::kernels {
@@ -89,8 +90,7 @@ struct ChecksumOf {
 
 absl::Status CheckArgs(const char* fn, const Exec& exec, std::size_t n, const void* ptr, const char* name) {
   if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
-  if (n > 0 && ptr == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": ", name, " is null"));
-  return absl::OkStatus();
+  return internal::CheckDevicePointer(fn, name, ptr, n);
 }
 
 }  // namespace

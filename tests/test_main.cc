@@ -4,13 +4,20 @@
 // binary with a test case name containing ';', '[' or ']' refuses to run. CMake's discovery splits
 // names at ';' and joins them across an unclosed '[' (tests/CMakeLists.txt); the resulting filters
 // would match nothing.
+//
+// Every test process, and the daemons it starts, runs with the kernels' device memory checks on
+// (kernels/backend.h): a kernel handed a host pointer fails with an error naming it, on the CPU as
+// it would on a GPU. SKETCHPS_KERNELS_CHECK_POINTERS=0 in the environment turns them off.
 #define CATCH_CONFIG_RUNNER
+#include <stdlib.h>
+
 #include <iostream>
 #include <string>
 
 #include <catch2/catch.hpp>
 
 int main(int argc, char* argv[]) {
+  setenv("SKETCHPS_KERNELS_CHECK_POINTERS", "1", /*overwrite=*/0);
   Catch::Session session;
   if (const int rc = session.applyCommandLine(argc, argv); rc != 0) return rc;
   auto& data = session.configData();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "kernels/backend.h"
 
 namespace sketchps::worker {
 
@@ -19,6 +20,9 @@ struct FlatModel::State {
   at::Tensor flat_params;
   at::Tensor flat_grads;
   sketchps::LayerTable layers;
+  // The flat buffers are host memory, which the CPU kernels take: registered for the kernels'
+  // device memory checks (kernels/backend.h).
+  kernels::DeviceMemoryRegistration params_memory, grads_memory;
 };
 
 namespace {
@@ -90,6 +94,9 @@ absl::StatusOr<FlatModel> FlatModel::FromParameters(std::vector<std::pair<std::s
   const auto d = static_cast<std::int64_t>(state->layers.dim());
   state->flat_params = torch::empty({d}, torch::kFloat);
   state->flat_grads = torch::zeros({d}, torch::kFloat);
+  const auto bytes = static_cast<std::size_t>(d) * sizeof(float);
+  state->params_memory = kernels::DeviceMemoryRegistration(state->flat_params.data_ptr<float>(), bytes);
+  state->grads_memory = kernels::DeviceMemoryRegistration(state->flat_grads.data_ptr<float>(), bytes);
 
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < params.size(); ++i) {

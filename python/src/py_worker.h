@@ -67,6 +67,9 @@ struct ModelBuffers {
   LayerTable layers;
   float* params = nullptr;
   float* grads = nullptr;
+  // params and grads, registered for the kernels' device memory checks while the worker has them
+  // (kernels/backend.h; on CUDA the driver decides and these are not consulted).
+  kernels::DeviceMemoryRegistration params_memory, grads_memory;
 };
 
 class PyWorker {

@@ -43,6 +43,9 @@ absl::StatusOr<ModelBuffers> BuffersOf(const Layout& layout, const FlatBuffers& 
   SKETCHPS_RETURN_IF_ERROR(CheckDevice(flat.device));
   model.params = reinterpret_cast<float*>(flat.params);
   model.grads = reinterpret_cast<float*>(flat.grads);
+  const std::size_t bytes = flat.dim * sizeof(float);
+  model.params_memory = kernels::DeviceMemoryRegistration(model.params, bytes);
+  model.grads_memory = kernels::DeviceMemoryRegistration(model.grads, bytes);
   return model;
 }
 

@@ -160,14 +160,14 @@ TEST_CASE("Elementwise updates equal naive loops", "[vector_ops]") {
 TEST_CASE("Vector ops reject null pointers and a null scratch", "[vector_ops]") {
   sk::Scratch scratch;
   const sk::Exec exec{nullptr, &scratch};
-  float y = 0.0f;
+  sk::DeviceArray<float> y(std::vector<float>{0.0f});
   CHECK(sk::SumAbs(nullptr, 3, exec).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(sk::AllFinite(nullptr, 3, exec).status().code() == absl::StatusCode::kInvalidArgument);
-  const auto axpy = sk::Axpy(1.0f, nullptr, &y, 1, exec);
+  const auto axpy = sk::Axpy(1.0f, nullptr, y.data(), 1, exec);
   CHECK(axpy.code() == absl::StatusCode::kInvalidArgument);
   CHECK(axpy.message().find("d_x") != std::string::npos);
-  const auto copy = sk::Copy(&y, nullptr, 1, exec);
+  const auto copy = sk::Copy(y.data(), nullptr, 1, exec);
   CHECK(copy.message().find("d_dst") != std::string::npos);
-  CHECK(sk::Fill(1.0f, &y, 1, sk::Exec{}).code() == absl::StatusCode::kInvalidArgument);
-  CHECK(y == 0.0f);  // nothing written on error
+  CHECK(sk::Fill(1.0f, y.data(), 1, sk::Exec{}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(y.ToHost()[0] == 0.0f);  // nothing written on error
 }

@@ -73,12 +73,14 @@ std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::
   std::vector<float>& w = joined.w;
   for (std::uint64_t r = joined.first; r < stop; ++r) {
     const std::vector<float> g = Gradient(w, r, rank);
+    const auto g_memory = AsDeviceMemory(g);
     auto record = session.Step(r, 0.0f, g.data(), w.data());
     if (!record.ok()) throw std::runtime_error(record.status().ToString());
   }
   if (stop == kRounds) (void)session.Finish(stop);
   if (kill == Kill::kBetweenShards) {
     const std::vector<float> g = Gradient(w, stop, rank);
+    const auto g_memory = AsDeviceMemory(g);
     (void)session.RunShard(1, stop, g.data(), w.data());
   }
   joined.session.reset();  // waits for the last state file
@@ -154,6 +156,7 @@ TEST_CASE("Scheme state files: kept at checkpoint rounds, refused when they belo
                                                 job.optimizer, job.train.seed});
   REQUIRE(replica.ok());
   std::vector<float> w(job.layout.dim());
+  const auto w_memory = AsDeviceMemory(w);
   const auto shared = (dir.path / "shared").string();
   SchemeStateFiles mine(shared, job.job_id, 0, job.layout.dim(), 5);
   auto restored = mine.Restore(20, **replica, w.data());

@@ -12,6 +12,7 @@
 #include "job/job_spec.h"
 #include "session/session.h"
 #include "support/cluster.h"
+#include "support/device_memory.h"
 
 using namespace sketchps;
 using namespace sketchps::session;
@@ -47,10 +48,12 @@ TEST_CASE("A round waiting for a worker that never pushes names that worker to t
   const JobSpec job = Job();
   testing::LocalCluster cluster(job);
   std::vector<float> w0(job.layout.dim(), 0.5f), w1 = w0;
+  const auto w0_memory = testing::AsDeviceMemory(w0), w1_memory = testing::AsDeviceMemory(w1);
   auto second = std::async(std::launch::async, [&] { return Joined(job, 1, cluster.addresses(), w1); });
   auto first = Joined(job, 0, cluster.addresses(), w0);
   auto silent = second.get();  // joined, and never pushes
   const std::vector<float> g(job.layout.dim(), 1.0f);
+  const auto g_memory = testing::AsDeviceMemory(g);
   auto record = first->Step(0, 0.0f, g.data(), w0.data());
   REQUIRE(!record.ok());
   const std::string message(record.status().message());

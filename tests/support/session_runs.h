@@ -23,6 +23,7 @@
 #include "job/job_spec.h"
 #include "session/session.h"
 #include "support/cluster.h"
+#include "support/device_memory.h"
 
 namespace sketchps::testing {
 
@@ -39,8 +40,9 @@ inline JobSpec MlpJob(std::vector<std::string> overrides) {
 // worker's local state handed to Session::Join (the inner optimizer of train.inner_state keep).
 struct JoinedSession {
   std::unique_ptr<session::Session> session;
-  std::vector<float> w;     // the weights to train (the servers' after Join)
-  std::uint64_t first = 0;  // the round it starts with
+  std::vector<float> w;                        // the weights to train (the servers' after Join)
+  std::uint64_t first = 0;                     // the round it starts with
+  kernels::DeviceMemoryRegistration w_memory;  // w, for the kernels' checks (support/device_memory.h)
 };
 
 inline JoinedSession JoinSession(const JobSpec& job, std::uint32_t rank, const std::vector<std::string>& servers,
@@ -54,6 +56,7 @@ inline JoinedSession JoinSession(const JobSpec& job, std::uint32_t rank, const s
   JoinedSession out;
   out.w.resize(job.layout.dim());
   for (std::size_t j = 0; j < out.w.size(); ++j) out.w[j] = 0.01f * static_cast<float>(j % 13);
+  out.w_memory = AsDeviceMemory(out.w);
   auto session = session::Session::Create(o, job.layout, out.w.data());
   if (!session.ok()) throw std::runtime_error(session.status().ToString());
   out.session = *std::move(session);

@@ -20,6 +20,7 @@
 #include "job/job_spec.h"
 #include "launch/ports.h"
 #include "schemes/registry.h"
+#include "support/device_memory.h"
 #include "support/simulation.h"
 #include "support/worker_runs.h"
 #include "worker/batch.h"
@@ -260,6 +261,7 @@ TEST_CASE("LocalSteps: the pseudo-gradient is start minus the inner steps' weigh
   LocalSteps local(job.optimizer, layers, 2, false);
   std::vector<float> w{1.0f, 2.0f, 3.0f};
   const std::vector<float> g{1.0f, -2.0f, 0.5f};
+  const auto w_memory = AsDeviceMemory(w), g_memory = AsDeviceMemory(g);
   CHECK_FALSE(local.Finish(w.data()).ok());  // without Begin
   REQUIRE(local.Begin(w.data()).ok());
   REQUIRE(local.Step(g.data(), w.data(), 0, 0, 0.0).ok());

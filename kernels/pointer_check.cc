@@ -1,0 +1,114 @@
+// The device memory checks (kernels/backend.h; kernels/internal/pointer_check.h). Compiled by nvcc
+// on the CUDA backend, by the C++ compiler on the CPU backend.
+#include "kernels/internal/pointer_check.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/backend.h"
+
+#if SKETCHPS_KERNELS_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace sketchps::kernels {
+namespace {
+
+constexpr const char* kVariable = "SKETCHPS_KERNELS_CHECK_POINTERS";
+
+// The CPU backend's device memory: block start -> bytes.
+struct Registry {
+  std::mutex mu;
+  std::map<std::uintptr_t, std::size_t> blocks;
+};
+
+Registry& TheRegistry() {
+  static auto* registry = new Registry;  // never destroyed: DeviceFree may run during exit
+  return *registry;
+}
+
+#if !SKETCHPS_KERNELS_CUDA
+bool Registered(const void* ptr) {
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.blocks.upper_bound(p);
+  if (it == r.blocks.begin()) return false;
+  --it;
+  return p < it->first + it->second;
+}
+#endif
+
+#if SKETCHPS_KERNELS_CUDA
+bool OnCudaDevice(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    cudaGetLastError();  // clear the error of an unknown pointer
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+#endif
+
+std::atomic<bool>& Enabled() {
+  static std::atomic<bool> enabled = [] {
+    const char* value = std::getenv(kVariable);
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return enabled;
+}
+
+}  // namespace
+
+bool PointerChecksEnabled() { return Enabled().load(std::memory_order_relaxed); }
+
+void SetPointerChecks(bool on) { Enabled().store(on, std::memory_order_relaxed); }
+
+void RegisterDeviceMemory(const void* ptr, std::size_t bytes) {
+  if (ptr == nullptr || bytes == 0) return;
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.blocks[reinterpret_cast<std::uintptr_t>(ptr)] = bytes;
+}
+
+void UnregisterDeviceMemory(const void* ptr) {
+  if (ptr == nullptr) return;
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.blocks.erase(reinterpret_cast<std::uintptr_t>(ptr));
+}
+
+namespace internal {
+
+void NoteDeviceAlloc(const void* ptr, std::size_t bytes) {
+  if (ActiveBackend() == Backend::kCpu) RegisterDeviceMemory(ptr, bytes);
+}
+
+void NoteDeviceFree(const void* ptr) {
+  if (ActiveBackend() == Backend::kCpu) UnregisterDeviceMemory(ptr);
+}
+
+absl::Status CheckDevicePointer(const char* fn, const char* name, const void* ptr, std::size_t count) {
+  if (count == 0) return absl::OkStatus();
+  if (ptr == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": ", name, " is null"));
+  if (!PointerChecksEnabled()) return absl::OkStatus();
+#if SKETCHPS_KERNELS_CUDA
+  const bool on_device = OnCudaDevice(ptr);
+#else
+  const bool on_device = Registered(ptr);
+#endif
+  if (on_device) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: %s (%p) is not device memory of the %s kernels (%s=1 checks every kernel's pointers; on a GPU "
+      "this pointer would be an illegal address)",
+      fn, name, ptr, BackendName(), kVariable));
+}
+
+}  // namespace internal
+}  // namespace sketchps::kernels
