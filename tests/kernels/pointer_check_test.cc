@@ -39,8 +39,7 @@ TEST_CASE("With the checks on a host pointer is refused and named, device memory
   const auto from_host = sk::Axpy(2.0f, host.data(), device.data(), host.size(), exec);
   CHECK(from_host.code() == absl::StatusCode::kInvalidArgument);
   CHECK(from_host.message().find("Axpy: d_x (") == 0);
-  CHECK(from_host.message().find(std::string("is not device memory of the ") + sk::BackendName()) !=
-        std::string::npos);
+  CHECK(from_host.message().find(std::string("is not device memory of the ") + sk::BackendName()) != std::string::npos);
   const auto into_host = sk::Axpy(2.0f, device.data(), host.data(), host.size(), exec);
   CHECK(into_host.message().find("Axpy: d_y (") == 0);
   CHECK(host == std::vector<float>(64, 1.0f));  // nothing written
