@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,7 +25,7 @@ constexpr const char* kVariable = "SKETCHPS_KERNELS_CHECK_POINTERS";
 
 // The CPU backend's device memory: block start -> bytes.
 struct Registry {
-  std::mutex mu;
+  std::shared_mutex mu;  // lookups (every kernel call) share it; registrations are rare
   std::map<std::uintptr_t, std::size_t> blocks;
 };
 
@@ -37,7 +38,7 @@ Registry& TheRegistry() {
 bool Registered(const void* ptr) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::shared_lock<std::shared_mutex> lock(r.mu);
   auto it = r.blocks.upper_bound(p);
   if (it == r.blocks.begin()) return false;
   --it;
@@ -73,14 +74,14 @@ void SetPointerChecks(bool on) { Enabled().store(on, std::memory_order_relaxed);
 void RegisterDeviceMemory(const void* ptr, std::size_t bytes) {
   if (ptr == nullptr || bytes == 0) return;
   Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::unique_lock<std::shared_mutex> lock(r.mu);
   r.blocks[reinterpret_cast<std::uintptr_t>(ptr)] = bytes;
 }
 
 void UnregisterDeviceMemory(const void* ptr) {
   if (ptr == nullptr) return;
   Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::unique_lock<std::shared_mutex> lock(r.mu);
   r.blocks.erase(reinterpret_cast<std::uintptr_t>(ptr));
 }
 
