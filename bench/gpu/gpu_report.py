@@ -47,14 +47,13 @@ def find(outs, name):
 
 
 def records(outs):
-    found = []
-    for out in outs:
-        path = os.path.join(out, "results.jsonl")
-        if os.path.exists(path):
-            with open(path) as f:
-                found += [json.loads(line) for line in f if line.strip()]
-    if not any(os.path.exists(os.path.join(out, "results.jsonl")) for out in outs):
+    paths = [p for p in (os.path.join(out, "results.jsonl") for out in outs) if os.path.exists(p)]
+    if not paths:
         return None
+    found = []
+    for path in paths:
+        with open(path) as f:
+            found += [json.loads(line) for line in f if line.strip()]
     ran = {r["check"] for r in found if "not_run" not in r}
     kept, machines = [], set()
     for i, r in enumerate(found):
