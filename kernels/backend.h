@@ -79,7 +79,8 @@ class Scratch {
   std::size_t system_allocations_ = 0;
 };
 
-// Execution context of one kernel call.
+// Execution context of one kernel call. The scratch pool is required: without one every kernel
+// returns InvalidArgument "<kernel>: exec.scratch is null" before it queues any work.
 struct Exec {
   void* stream = nullptr;      // cudaStream_t on the CUDA backend (nullptr: default stream)
   Scratch* scratch = nullptr;  // required

@@ -54,11 +54,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) double SliceSum(con
 }
 #endif
 
-absl::Status CheckArguments(const char* name, const float* d_x, std::size_t n, const Exec& exec) {
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": exec.scratch is null"));
-  return internal::CheckDevicePointer(name, "d_x", d_x, n);
-}
-
 #if SKETCHPS_KERNELS_CUDA
 // Creates a CUDA event on construction, destroys it on scope exit.
 class ScopedEvent {
@@ -77,7 +72,7 @@ class ScopedEvent {
 }  // namespace
 
 absl::StatusOr<double> BandwidthPassDeviceSeconds(const float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArguments("BandwidthPassDeviceSeconds", d_x, n, exec));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("BandwidthPassDeviceSeconds", exec, "d_x", d_x, n));
   if (n == 0) return 0.0;
 #if SKETCHPS_KERNELS_CUDA
   const auto stream = static_cast<cudaStream_t>(exec.stream);
@@ -98,7 +93,7 @@ absl::StatusOr<double> BandwidthPassDeviceSeconds(const float* d_x, std::size_t 
 }
 
 absl::StatusOr<double> BandwidthSum(const float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArguments("BandwidthSum", d_x, n, exec));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("BandwidthSum", exec, "d_x", d_x, n));
 #if SKETCHPS_KERNELS_CUDA
   return internal::DeviceSumFloats(d_x, n, internal::PlainTerm{}, exec);
 #else

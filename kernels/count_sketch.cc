@@ -208,24 +208,20 @@ struct RowSumSquares {
   }
 };
 
-absl::Status CheckPointer(const void* ptr, std::size_t count, const char* name, const char* fn) {
-  return internal::CheckDevicePointer(fn, name, ptr, count);
-}
-
 // The checks every table kernel makes; n (entries or coordinates) must not exceed the sketch dim.
 absl::Status CheckCommon(const CountSketchHash& hash, const float* d_table, const Exec& exec, const char* fn,
                          std::size_t n = 0) {
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec(fn, exec));
   if (hash.rows() == 0) return absl::InvalidArgumentError(absl::StrCat(fn, ": hash is empty (use Create)"));
   if (n > hash.dim()) {
     return absl::InvalidArgumentError(absl::StrCat(fn, ": n = ", n, " exceeds the sketch dim ", hash.dim()));
   }
-  return CheckPointer(d_table, 1, "d_table", fn);
+  return internal::CheckDevicePointer(fn, "d_table", d_table, 1);
 }
 
 absl::Status CheckIndices(const std::uint32_t* d_idx, std::size_t count, const CountSketchHash& hash, const Exec& exec,
                           const char* fn) {
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_idx, count, "d_idx", fn));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(fn, "d_idx", d_idx, count));
   if (count == 0) return absl::OkStatus();
   const auto bad = thrust::count_if(Policy(exec), d_idx, d_idx + count, AtLeast{hash.dim()});
   if (bad != 0) {
@@ -249,9 +245,9 @@ absl::Status SketchAccumulateSparse(const std::uint32_t* d_idx, const float* d_v
 
 absl::Status SketchMerge(float* d_dst, const float* d_src, std::size_t cells, const Exec& exec) {
   constexpr const char* kFn = "SketchMerge";
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_dst, cells, "d_dst", kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_src, cells, "d_src", kFn));
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(kFn, ": exec.scratch is null"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_dst", d_dst, cells));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_src", d_src, cells));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec(kFn, exec));
   if (cells == 0) return absl::OkStatus();
   thrust::transform(Policy(exec), d_dst, d_dst + cells, d_src, d_dst, thrust::plus<float>());
   return absl::OkStatus();
@@ -261,7 +257,7 @@ absl::Status SketchEstimate(const float* d_table, const CountSketchHash& hash, c
                             std::size_t count, float* d_out, const Exec& exec) {
   constexpr const char* kFn = "SketchEstimate";
   SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out, count, "d_out", kFn));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_out", d_out, count));
   SKETCHPS_RETURN_IF_ERROR(CheckIndices(d_idx, count, hash, exec, kFn));
   if (count > 0) internal::EstimateInto(ListedIndices{d_idx}, count, d_table, hash, StoreEstimates{d_out}, exec);
   return absl::OkStatus();
@@ -284,8 +280,8 @@ absl::StatusOr<double> SketchL2Estimate(const float* d_table, std::uint32_t rows
     return absl::InvalidArgumentError(absl::StrCat(kFn, ": need rows in [1, ", kMaxSketchRows,
                                                    "] and cols >= 1, got rows = ", rows, ", cols = ", cols));
   }
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_table, 1, "d_table", kFn));
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(kFn, ": exec.scratch is null"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_table", d_table, 1));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec(kFn, exec));
   ScratchArray<double> row_sums(*exec.scratch, rows);
   thrust::counting_iterator<std::size_t> first(0);
   thrust::transform(Policy(exec), first, first + rows, row_sums.data(), RowSumSquares{d_table, cols});
@@ -303,7 +299,7 @@ absl::Status SketchAccumulateWith(const float* d_x, std::size_t n, const CountSk
                                   const Exec& exec, const SketchBinning& binning) {
   constexpr const char* kFn = "SketchAccumulate";
   SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_x, n, "d_x", kFn));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_x", d_x, n));
   WithFamily(hash, [&](auto family) { Accumulate(family, DenseSource{d_x}, n, hash, d_table, exec, binning); });
   return absl::OkStatus();
 }
@@ -313,7 +309,7 @@ absl::Status SketchAccumulateSparseWith(const std::uint32_t* d_idx, const float*
                                         const SketchBinning& binning) {
   constexpr const char* kFn = "SketchAccumulateSparse";
   SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_val, count, "d_val", kFn));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_val", d_val, count));
   SKETCHPS_RETURN_IF_ERROR(CheckIndices(d_idx, count, hash, exec, kFn));
   WithFamily(hash, [&](auto family) {
     Accumulate(family, SparseSource{d_idx, d_val}, count, hash, d_table, exec, binning);
@@ -325,7 +321,7 @@ absl::Status SketchEstimateAllWith(const float* d_table, const CountSketchHash& 
                                    const Exec& exec, const SketchBinning& binning) {
   constexpr const char* kFn = "SketchEstimateAll";
   SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_est, n, "d_est", kFn));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_est", d_est, n));
   if (n > 0) EstimateInto(AllIndices{}, n, d_table, hash, StoreEstimates{d_est}, exec, binning);
   return absl::OkStatus();
 }
@@ -336,8 +332,8 @@ absl::StatusOr<std::size_t> SketchRecoverWith(const float* d_table, const CountS
   constexpr const char* kFn = "SketchRecover";
   SKETCHPS_RETURN_IF_ERROR(CheckCommon(hash, d_table, exec, kFn, n));
   k = std::min(k, n);
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_idx, k, "d_out_idx", kFn));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(d_out_est, k, "d_out_est", kFn));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_out_idx", d_out_idx, k));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_out_est", d_out_est, k));
   if (k == 0) return std::size_t{0};
   return RecoverTopK(d_table, hash, n, k, d_out_idx, d_out_est, exec, binning);
 }

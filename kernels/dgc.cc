@@ -228,7 +228,7 @@ Adapted Adapt(ThresholdCounter& counter, float tau, std::size_t k, const DgcSele
 
 absl::Status CheckSelectArgs(const float* d_v, std::size_t n, std::uint32_t* d_out_idx, float* d_out_val,
                              std::size_t capacity, std::size_t needed, const Exec& exec) {
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError("DgcSelect: exec.scratch is null");
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec("DgcSelect", exec));
   SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer("DgcSelect", "d_v", d_v, n));
   if (capacity < needed) {
     return absl::InvalidArgumentError(

@@ -7,6 +7,7 @@
 #include <thrust/transform.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "kernels/internal/pointer_check.h"
 #include "kernels/internal/policy.h"
 
@@ -22,15 +23,10 @@ struct AddOffset {
   SKETCHPS_HD std::uint32_t operator()(std::uint32_t i) const { return i + offset; }
 };
 
-absl::Status CheckArgs(const char* fn, const std::uint32_t* d_idx, std::size_t count, const Exec& exec) {
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
-  return internal::CheckDevicePointer(fn, "d_idx", d_idx, count);
-}
-
 }  // namespace
 
 absl::Status OffsetIndices(std::uint32_t* d_idx, std::size_t count, std::uint32_t offset, const Exec& exec) {
-  if (auto st = CheckArgs("OffsetIndices", d_idx, count, exec); !st.ok()) return st;
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("OffsetIndices", exec, "d_idx", d_idx, count));
   if (count == 0 || offset == 0) return absl::OkStatus();
   const std::uint32_t max =
       thrust::reduce(Policy(exec), d_idx, d_idx + count, std::uint32_t{0}, thrust::maximum<std::uint32_t>());
@@ -43,7 +39,7 @@ absl::Status OffsetIndices(std::uint32_t* d_idx, std::size_t count, std::uint32_
 }
 
 absl::Status IndexSequence(std::uint32_t* d_idx, std::size_t count, std::uint32_t start, const Exec& exec) {
-  if (auto st = CheckArgs("IndexSequence", d_idx, count, exec); !st.ok()) return st;
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("IndexSequence", exec, "d_idx", d_idx, count));
   if (std::uint64_t{start} + count > kMaxIndex + 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("IndexSequence: start ", start, " + count ", count, " exceeds the uint32 index range"));

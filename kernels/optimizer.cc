@@ -69,6 +69,7 @@ struct SparseSgd {
 
 absl::Status SgdDenseStep(float* d_w, float* d_v, const float* d_g, std::size_t n, const SgdStepParams& p,
                           const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec("SgdDenseStep", exec));
   if (n == 0) return absl::OkStatus();
   if (d_w == nullptr || d_g == nullptr) return absl::InvalidArgumentError("SgdDenseStep: null weights or gradient");
   if (p.momentum != 0.0f && d_v == nullptr) {
@@ -104,6 +105,7 @@ AdamStepParams MakeAdamStep(double lr, double beta1, double beta2, double eps, d
 
 absl::Status AdamDenseStep(float* d_w, float* d_m, float* d_v, const float* d_g, std::size_t n, const AdamStepParams& p,
                            const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec("AdamDenseStep", exec));
   if (n == 0) return absl::OkStatus();
   if (d_w == nullptr || d_m == nullptr || d_v == nullptr || d_g == nullptr) {
     return absl::InvalidArgumentError("AdamDenseStep: null weights, moments or gradient");
@@ -119,6 +121,7 @@ absl::Status AdamDenseStep(float* d_w, float* d_m, float* d_v, const float* d_g,
 
 absl::Status SgdSparseStep(float* d_w, std::size_t n, const std::uint32_t* d_idx, const float* d_val, std::size_t count,
                            float lr, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec("SgdSparseStep", exec));
   if (count == 0) return absl::OkStatus();
   if (d_w == nullptr || d_idx == nullptr || d_val == nullptr) {
     return absl::InvalidArgumentError("SgdSparseStep: null pointer");

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status.h"
 #include "kernels/backend.h"
 
 #if SKETCHPS_KERNELS_CUDA
@@ -109,6 +110,17 @@ absl::Status CheckDevicePointer(const char* fn, const char* name, const void* pt
       "%s: %s (%p) is not device memory of the %s kernels (%s=1 checks every kernel's pointers; on a GPU "
       "this pointer would be an illegal address)",
       fn, name, ptr, BackendName(), kVariable));
+}
+
+absl::Status CheckExec(const char* fn, const Exec& exec) {
+  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckExecAndPointer(const char* fn, const Exec& exec, const char* name, const void* ptr,
+                                 std::size_t count) {
+  SKETCHPS_RETURN_IF_ERROR(CheckExec(fn, exec));
+  return CheckDevicePointer(fn, name, ptr, count);
 }
 
 }  // namespace internal

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "kernels/internal/pointer_check.h"
 
 namespace sketchps::kernels {
 namespace {
@@ -53,6 +54,7 @@ double SdagcLambda(const SdagcSchedule& s, double t) {
 
 absl::StatusOr<std::vector<float>> SdagcThresholds(const float* d_x, std::size_t n, const std::vector<Segment>& layers,
                                                    double lambda, const Exec& exec) {
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("SdagcThresholds", exec, "d_x", d_x, n));
   if (!PositiveFinite(lambda)) {
     return absl::InvalidArgumentError(absl::StrCat("SdagcThresholds: lambda = ", lambda, " must be finite and > 0"));
   }

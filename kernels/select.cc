@@ -53,7 +53,8 @@ struct SampledAbs {
   SKETCHPS_HD float operator()(std::uint64_t s) const { return fabsf(x[SplitMix64(seed + s) % n]); }
 };
 
-absl::Status CheckInput(const float* d_x, std::size_t n, const char* fn) {
+absl::Status CheckInput(const float* d_x, std::size_t n, const Exec& exec, const char* fn) {
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec(fn, exec));
   if (n >= (std::size_t{1} << 32)) {
     return absl::InvalidArgumentError(absl::StrCat(fn, ": n = ", n, " exceeds the uint32 index range"));
   }
@@ -269,7 +270,7 @@ std::size_t FinishTopK(Selection<kInclusive>& sel, std::size_t count, std::size_
 
 absl::StatusOr<std::size_t> TopK(const float* d_x, std::size_t n, std::size_t k, std::uint32_t* d_out_idx,
                                  float* d_out_val, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, "TopK"));
+  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, exec, "TopK"));
   k = std::min(k, n);
   if (k == 0) return std::size_t{0};
   if (d_out_idx == nullptr || d_out_val == nullptr) return absl::InvalidArgumentError("TopK: output pointer is null");
@@ -290,7 +291,7 @@ absl::StatusOr<std::size_t> TopK(const float* d_x, std::size_t n, std::size_t k,
 }
 
 absl::StatusOr<std::size_t> CountAbove(const float* d_x, std::size_t n, float tau, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, "CountAbove"));
+  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, exec, "CountAbove"));
   if (n == 0) return std::size_t{0};
   return static_cast<std::size_t>(thrust::count_if(Policy(exec), d_x, d_x + n, AbsAbove{tau}));
 }
@@ -303,7 +304,7 @@ absl::StatusOr<std::size_t> ThresholdSelect(const float* d_x, std::size_t n, flo
 absl::StatusOr<std::size_t> ThresholdSelectSegments(const float* d_x, std::size_t n,
                                                     const std::vector<ThresholdSegment>& segments, std::size_t capacity,
                                                     std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, "ThresholdSelect"));
+  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, exec, "ThresholdSelect"));
   SKETCHPS_RETURN_IF_ERROR(CheckSegments(segments, n));
   Selection<false> sel(d_x, n, segments, exec);
   const std::size_t total = sel.Count();
@@ -322,7 +323,7 @@ absl::StatusOr<std::size_t> ThresholdSelectSegments(const float* d_x, std::size_
 
 absl::StatusOr<float> SampledMagnitudeQuantile(const float* d_x, std::size_t n, double fraction,
                                                std::size_t sample_size, std::uint64_t seed, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, "SampledMagnitudeQuantile"));
+  SKETCHPS_RETURN_IF_ERROR(CheckInput(d_x, n, exec, "SampledMagnitudeQuantile"));
   if (n == 0) return absl::InvalidArgumentError("SampledMagnitudeQuantile: empty input");
   if (!(fraction >= 0.0 && fraction <= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat("SampledMagnitudeQuantile: fraction ", fraction, " not in [0, 1]"));

@@ -64,15 +64,6 @@ struct ScatterAddOp {
   SKETCHPS_HD void operator()(std::size_t i) const { AtomicAddFloat(dense + idx[i], val[i]); }
 };
 
-absl::Status CheckExec(const char* fn, const Exec& exec) {
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
-  return absl::OkStatus();
-}
-
-absl::Status CheckPointer(const char* fn, std::size_t n, const void* ptr, const char* name) {
-  return internal::CheckDevicePointer(fn, name, ptr, n);
-}
-
 // InvalidArgument unless every index in d_idx[0..count) is < n (one max-reduction, no writes).
 absl::Status CheckRange(const char* fn, const std::uint32_t* d_idx, std::size_t count, std::size_t n,
                         const Exec& exec) {
@@ -94,9 +85,9 @@ struct NamedArray {
 };
 absl::Status CheckIndexedCall(const char* fn, const Exec& exec, const std::uint32_t* d_idx, std::size_t count,
                               std::size_t n, std::initializer_list<NamedArray> arrays) {
-  SKETCHPS_RETURN_IF_ERROR(CheckExec(fn, exec));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(fn, count, d_idx, "d_idx"));
-  for (const NamedArray& a : arrays) SKETCHPS_RETURN_IF_ERROR(CheckPointer(fn, count, a.ptr, a.name));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec(fn, exec));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(fn, "d_idx", d_idx, count));
+  for (const NamedArray& a : arrays) SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(fn, a.name, a.ptr, count));
   return CheckRange(fn, d_idx, count, n, exec);
 }
 
@@ -140,9 +131,9 @@ absl::Status Gather(const float* d_dense, std::size_t n, const std::uint32_t* d_
 
 absl::Status SortByIndex(std::uint32_t* d_idx, float* d_val, std::size_t count, const Exec& exec) {
   constexpr const char* kFn = "SortByIndex";
-  SKETCHPS_RETURN_IF_ERROR(CheckExec(kFn, exec));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_idx, "d_idx"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_val, "d_val"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec(kFn, exec));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_idx", d_idx, count));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_val", d_val, count));
   if (count < 2) return absl::OkStatus();
   thrust::stable_sort_by_key(Policy(exec), d_idx, d_idx + count, d_val);
   return absl::OkStatus();
@@ -152,14 +143,14 @@ absl::StatusOr<std::size_t> MergeSparse(const std::uint32_t* d_a_idx, const floa
                                         const std::uint32_t* d_b_idx, const float* d_b_val, std::size_t b_count,
                                         std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
   constexpr const char* kFn = "MergeSparse";
-  SKETCHPS_RETURN_IF_ERROR(CheckExec(kFn, exec));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, a_count, d_a_idx, "d_a_idx"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, a_count, d_a_val, "d_a_val"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, b_count, d_b_idx, "d_b_idx"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, b_count, d_b_val, "d_b_val"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec(kFn, exec));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_a_idx", d_a_idx, a_count));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_a_val", d_a_val, a_count));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_b_idx", d_b_idx, b_count));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_b_val", d_b_val, b_count));
   const std::size_t total = a_count + b_count;
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, total, d_out_idx, "d_out_idx"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, total, d_out_val, "d_out_val"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_out_idx", d_out_idx, total));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_out_val", d_out_val, total));
   SKETCHPS_RETURN_IF_ERROR(CheckStrictlyIncreasing(kFn, d_a_idx, a_count, "d_a_idx", exec));
   SKETCHPS_RETURN_IF_ERROR(CheckStrictlyIncreasing(kFn, d_b_idx, b_count, "d_b_idx", exec));
   if (total == 0) return std::size_t{0};
@@ -178,12 +169,12 @@ absl::StatusOr<std::size_t> MergeSparse(const std::uint32_t* d_a_idx, const floa
 absl::StatusOr<std::size_t> KeepTopK(const std::uint32_t* d_idx, const float* d_val, std::size_t count, std::size_t k,
                                      std::uint32_t* d_out_idx, float* d_out_val, const Exec& exec) {
   constexpr const char* kFn = "KeepTopK";
-  SKETCHPS_RETURN_IF_ERROR(CheckExec(kFn, exec));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_idx, "d_idx"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_val, "d_val"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec(kFn, exec));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_idx", d_idx, count));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_val", d_val, count));
   k = std::min(k, count);
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, k, d_out_idx, "d_out_idx"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, k, d_out_val, "d_out_val"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_out_idx", d_out_idx, k));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_out_val", d_out_val, k));
   if (k == 0) return std::size_t{0};
 
   ScratchArray<std::uint32_t> pos(*exec.scratch, k);
@@ -196,9 +187,9 @@ absl::StatusOr<std::size_t> KeepTopK(const std::uint32_t* d_idx, const float* d_
 absl::StatusOr<std::size_t> KeepTopKMask(const float* d_val, std::size_t count, std::size_t k, std::uint8_t* d_keep,
                                          const Exec& exec) {
   constexpr const char* kFn = "KeepTopKMask";
-  SKETCHPS_RETURN_IF_ERROR(CheckExec(kFn, exec));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_val, "d_val"));
-  SKETCHPS_RETURN_IF_ERROR(CheckPointer(kFn, count, d_keep, "d_keep"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec(kFn, exec));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_val", d_val, count));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckDevicePointer(kFn, "d_keep", d_keep, count));
   if (count == 0) return std::size_t{0};
   k = std::min(k, count);
 

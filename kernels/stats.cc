@@ -152,9 +152,7 @@ void SplitIntoChunks(const std::vector<Segment>& segments, std::vector<internal:
 }
 
 absl::Status CheckInput(const float* d_x, std::size_t n, const Exec& exec, const char* fn) {
-  if (n > 0 && d_x == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": input pointer d_x is null"));
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
-  return internal::CheckDevicePointer(fn, "d_x", d_x, n);
+  return internal::CheckExecAndPointer(fn, exec, "d_x", d_x, n);
 }
 
 }  // namespace

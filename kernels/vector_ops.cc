@@ -88,15 +88,10 @@ struct ChecksumOf {
   SKETCHPS_HD std::uint64_t operator()(std::size_t i) const { return ChecksumTerm(i, x[i]); }
 };
 
-absl::Status CheckArgs(const char* fn, const Exec& exec, std::size_t n, const void* ptr, const char* name) {
-  if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
-  return internal::CheckDevicePointer(fn, name, ptr, n);
-}
-
 }  // namespace
 
 absl::StatusOr<std::uint64_t> Checksum(const float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Checksum", exec, n, d_x, "d_x"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("Checksum", exec, "d_x", d_x, n));
   if (n == 0) return std::uint64_t{0};
 #if SKETCHPS_KERNELS_CUDA
   return internal::DeviceSumIndices(n, ChecksumOf{d_x}, exec);
@@ -108,7 +103,7 @@ absl::StatusOr<std::uint64_t> Checksum(const float* d_x, std::size_t n, const Ex
 }
 
 absl::StatusOr<double> SumAbs(const float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("SumAbs", exec, n, d_x, "d_x"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("SumAbs", exec, "d_x", d_x, n));
   if (n == 0) return 0.0;
 #if SKETCHPS_KERNELS_CUDA
   return internal::DeviceSumFloats(d_x, n, internal::AbsTerm{}, exec);
@@ -121,7 +116,7 @@ absl::StatusOr<double> SumAbs(const float* d_x, std::size_t n, const Exec& exec)
 }
 
 absl::StatusOr<double> SumSquares(const float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("SumSquares", exec, n, d_x, "d_x"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("SumSquares", exec, "d_x", d_x, n));
   if (n == 0) return 0.0;
 #if SKETCHPS_KERNELS_CUDA
   return internal::DeviceSumFloats(d_x, n, internal::SquareTerm{}, exec);
@@ -136,7 +131,7 @@ absl::StatusOr<double> Norm2(const float* d_x, std::size_t n, const Exec& exec) 
 }
 
 absl::StatusOr<Moments> MeanStd(const float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("MeanStd", exec, n, d_x, "d_x"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("MeanStd", exec, "d_x", d_x, n));
   if (n == 0) return absl::InvalidArgumentError("MeanStd: n = 0 (no mean of an empty range)");
   // Shifting by one element keeps Σd² - (Σd)²/n well conditioned when |mean| >> std.
   float first = 0.0f;
@@ -155,7 +150,7 @@ absl::StatusOr<Moments> MeanStd(const float* d_x, std::size_t n, const Exec& exe
 }
 
 absl::StatusOr<bool> AllFinite(const float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("AllFinite", exec, n, d_x, "d_x"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("AllFinite", exec, "d_x", d_x, n));
   if (n == 0) return true;
 #if SKETCHPS_KERNELS_CUDA
   return internal::DeviceSumFloats(d_x, n, internal::NotFiniteTerm{}, exec) == 0.0;
@@ -165,30 +160,30 @@ absl::StatusOr<bool> AllFinite(const float* d_x, std::size_t n, const Exec& exec
 }
 
 absl::Status Axpy(float a, const float* d_x, float* d_y, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Axpy", exec, n, d_x, "d_x"));
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Axpy", exec, n, d_y, "d_y"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("Axpy", exec, "d_x", d_x, n));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("Axpy", exec, "d_y", d_y, n));
   if (n == 0) return absl::OkStatus();
   thrust::transform(Policy(exec), d_x, d_x + n, d_y, d_y, AxpyOp{a});
   return absl::OkStatus();
 }
 
 absl::Status Scale(float a, float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Scale", exec, n, d_x, "d_x"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("Scale", exec, "d_x", d_x, n));
   if (n == 0) return absl::OkStatus();
   thrust::transform(Policy(exec), d_x, d_x + n, d_x, ScaleOp{a});
   return absl::OkStatus();
 }
 
 absl::Status Copy(const float* d_src, float* d_dst, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Copy", exec, n, d_src, "d_src"));
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Copy", exec, n, d_dst, "d_dst"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("Copy", exec, "d_src", d_src, n));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("Copy", exec, "d_dst", d_dst, n));
   if (n == 0 || d_src == d_dst) return absl::OkStatus();
   thrust::copy(Policy(exec), d_src, d_src + n, d_dst);
   return absl::OkStatus();
 }
 
 absl::Status Fill(float value, float* d_x, std::size_t n, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(CheckArgs("Fill", exec, n, d_x, "d_x"));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("Fill", exec, "d_x", d_x, n));
   if (n == 0) return absl::OkStatus();
   thrust::fill(Policy(exec), d_x, d_x + n, value);
   return absl::OkStatus();

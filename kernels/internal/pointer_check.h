@@ -1,4 +1,4 @@
-// Internal: the check every kernel makes on its pointer arguments (kernels/backend.h, "Device
+// Internal: the checks every kernel makes on its scratch pool and pointer arguments (kernels/backend.h, "Device
 // memory checks").
 //
 // CheckDevicePointer(fn, name, ptr, count) is InvalidArgument "<fn>: <name> is null" when count > 0
@@ -16,10 +16,18 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
+#include "kernels/backend.h"
 
 namespace sketchps::kernels::internal {
 
 absl::Status CheckDevicePointer(const char* fn, const char* name, const void* ptr, std::size_t count);
+
+// InvalidArgument "<fn>: exec.scratch is null" unless exec has a scratch pool (every kernel needs one).
+absl::Status CheckExec(const char* fn, const Exec& exec);
+
+// CheckExec, then CheckDevicePointer: the checks of a kernel that takes one array.
+absl::Status CheckExecAndPointer(const char* fn, const Exec& exec, const char* name, const void* ptr,
+                                 std::size_t count);
 
 void NoteDeviceAlloc(const void* ptr, std::size_t bytes);
 void NoteDeviceFree(const void* ptr);
