@@ -10,7 +10,8 @@ rest.
 What, per rank, after R rounds, R a multiple of checkpoint.every_rounds (where the shards checkpoint
 and the C++ worker keeps its state file of R): the model's state_dict (parameters and buffers), the
 state_dict of every object registered with register() in its order (the torch optimizer, LR
-schedulers, a GradScaler: anything with state_dict/load_state_dict), and torch's CPU RNG state.
+schedulers, a GradScaler: anything with state_dict/load_state_dict), torch's CPU RNG state and,
+where the script has used CUDA, the CUDA RNG state of every visible device.
 When: at the first training forward of round R (torch.is_grad_enabled()): by then the script's
 optimizer and schedulers have stepped for round R - 1, as the loop left them.
 File: $SKETCHPS_STATE_DIR/worker-<rank>-script-<R, 12 digits>.pt (ScriptStateFileName in
@@ -24,9 +25,13 @@ weights; "buffers-if-saved": the buffers when the file exists, else nothing, for
 with apply="sketchps" and broadcast_buffers=False, whose worker restarted alone still rejoins); each
 object is loaded when registered (entries matched by order and type), and then every registered
 torch optimizer again, since a scheduler's constructor sets its optimizer's lr. The RNG
-state is restored at the first training forward, where it was saved. Errors: ConfigError naming the
-file when it is missing or unreadable; OrderError at the first training forward when an entry saved
-was never registered (the resumed script must register what the first run did).
+states are restored at the first training forward, where they were saved. The file is read with
+weights_only=False: it is this job's own, and torch >= 2.6's default (tensors and plain containers
+only) would refuse a registered object's state such as a NumPy random state. Errors: ConfigError
+naming the file when it is missing or unreadable, and at the first training forward when it holds
+CUDA RNG states for another number of devices than this process sees; OrderError at the first
+training forward when an entry saved was never registered (the resumed script must register what the
+first run did).
 """
 import inspect
 import os
@@ -54,6 +59,25 @@ def _saved_state(obj):
     if not isinstance(state, dict):
         return state
     return {k: v for k, v in state.items() if not (inspect.ismethod(v) and v.__self__ is obj)}
+
+
+def _cuda_rng():
+    """Every visible device's CUDA RNG state once the script has used CUDA, else None."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.get_rng_state_all()
+    return None
+
+
+def _set_cuda_rng(states, path):
+    """Restores what _cuda_rng saved (nothing when it saved None)."""
+    if states is None:
+        return
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible != len(states):
+        raise ConfigError(f"--resume: {path} holds the CUDA RNG state of {len(states)} device(s) but this process "
+                          f"sees {visible}: dropout and random augmentation would not continue where the run "
+                          "stopped (resume with the same CUDA_VISIBLE_DEVICES)")
+    torch.cuda.set_rng_state_all(states)
 
 
 class ScriptState:
@@ -113,7 +137,7 @@ class ScriptState:
                               "weights, the torch optimizer's state, the schedulers and the buffers would start over; "
                               "restart the job with another --out")
         try:
-            return torch.load(path)
+            return torch.load(path, weights_only=False)  # the job's own file (module docstring)
         except Exception as e:  # a truncated or foreign file
             raise ConfigError(f"--resume: {path}: not a script state file ({type(e).__name__}: {e})") from e
 
@@ -140,10 +164,12 @@ class ScriptState:
                              "script did not register before its first forward (checkpoint(...) right after making "
                              "them: they would start over)")
         torch.set_rng_state(saved["rng"])
+        _set_cuda_rng(saved.get("cuda_rng"), self._path(saved["round"]))
 
     def _write(self, round):
         state = {"round": round, "rank": self.rank, "model": self.module.state_dict(),
-                 "objects": [(_entry_name(o), _saved_state(o)) for o in self.objects], "rng": torch.get_rng_state()}
+                 "objects": [(_entry_name(o), _saved_state(o)) for o in self.objects], "rng": torch.get_rng_state(),
+                 "cuda_rng": _cuda_rng()}
         path = self._path(round)
         os.makedirs(self.dir, exist_ok=True)
         torch.save(state, path + ".tmp")
