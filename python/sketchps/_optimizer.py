@@ -165,13 +165,26 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         self._worker.start_round()
         self._flat.zero_grad()
 
-    def step(self, closure=None, loss=None):
+    # torch's GradScaler hands itself to step() (grad_scaler=) instead of stepping this optimizer on
+    # its own terms, so that loss scaling is refused by name (step()).
+    _step_supports_amp_scaling = True
+
+    def step(self, closure=None, loss=None, grad_scaler=None):
         """Runs one round with the gradients in the .grad tensors: compression, exchange, the
         replicated SGD update written into the parameters. Returns the round's statistics (a dict:
         round, epoch, loss, bytes_up, bytes_down (the serialized messages, as summary.json counts them;
         the payload arrays inside them: payload_up, payload_down), dense_bytes, selected, compute_s, exchange_s,
         compress_s, communicate_s, checksum, ...). loss (a number or tensor) is recorded. With
-        broadcast_buffers, rank 0's buffers are then broadcast to every rank (one call)."""
+        broadcast_buffers, rank 0's buffers are then broadcast to every rank (one call).
+
+        grad_scaler is set only by an enabled torch GradScaler's step(): a ConfigError, since the
+        gradients leave for the exchange scaled, during backward, before the scaler could unscale
+        them or skip an overflowing step (docs/pytorch.md "Autocast and bf16 values on the wire")."""
+        if grad_scaler is not None or getattr(self, "grad_scale", None) is not None:  # torch's two ways
+            raise ConfigError("GradScaler: loss scaling does not work with DistributedOptimizer: the gradients are "
+                              "exchanged as backward produces them, still multiplied by the scale, and a rank whose "
+                              "scaled gradient overflows sits the round out instead of making every rank skip it; "
+                              "use torch.autocast with dtype=torch.bfloat16 and no GradScaler")
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
@@ -194,6 +207,7 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         if self._local and self._apply == "torch":
             self._torch_inner_step()
         self.last_stats = json.loads(self._worker.step(value, compute))
+        self._note_round(self.last_stats)
         if "redo_from" in self.last_stats:
             self._regroups += 1
         elif self._apply == "torch" and not self._local:  # with local steps the outer optimizer applied it

@@ -91,6 +91,21 @@ class _JobPosition:
         self._worker.finish()
         _status_write("left", f"round {self.round} of {self.rounds}")
 
+    def _note_round(self, stats):
+        """Names, on stderr and once per process, the first round this rank sat out because its
+        gradient was not finite (stats "skipped": the NaN/Inf guard, engine/scheme.h); the rounds after
+        it are counted in their statistics only."""
+        if not stats.get("skipped") or self._skip_named:
+            return
+        self._skip_named = True
+        print(f"sketchps: rank {self._worker_rank()}: round {stats.get('round')}: this rank's gradient was not "
+              "finite (NaN or Inf), so it sat the round out and the other ranks' aggregate was applied; later such "
+              "rounds are counted in each round's statistics (skipped) only. Under fp16 autocast with a "
+              "GradScaler an overflow is not seen by the other ranks' scalers: train in bf16 (docs/pytorch.md "
+              "\"Autocast and bf16 values on the wire\")", file=sys.stderr, flush=True)
+
+    _skip_named = False
+
     def _worker_rank(self):
         ctx = _job_context.current
         return ctx.rank if ctx is not None else "?"

@@ -247,6 +247,7 @@ class CommHookState(_JobPosition):
         try:
             _flat.torch_work_done(self._flat.device)
             self.last_stats = json.loads(self._worker.step(loss, compute))
+            self._note_round(self.last_stats)
         except BaseException as e:
             self._failure = f"{type(e).__name__}: {e}"
             for p in pending:

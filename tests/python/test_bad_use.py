@@ -1,6 +1,7 @@
 """Bad use of sketchps.torch gets a precise exception: a wrong environment, a model or optimizer the
 job cannot train, calls out of order. In-process; the calls that need a live job use one worker in
 decentralized mode (its own Peer service on loopback, plaintext)."""
+import inspect
 import socket
 
 import pytest
@@ -183,6 +184,41 @@ def test_a_gradient_set_to_none_and_a_changed_learning_rate(env, tmp_path):
     opt.param_groups[0]["lr"] = 0.01
     with pytest.raises(ConfigError, match="optimizer.lr: changed"):
         opt.step()
+
+
+def test_a_grad_scaler_is_refused_by_name(env, tmp_path):
+    """torch's GradScaler.step hands itself to an optimizer that sets _step_supports_amp_scaling
+    (torch 1.13: as grad_scaler=; torch 2.x: so when step() takes grad_scaler, else as the attribute
+    grad_scale). The real scaler on the CPU where this torch has one (2.3 and later), else its contract."""
+    model, opt = single_peer(env, tmp_path)
+    model(torch.zeros(4, 1, 28, 28)).sum().backward()
+    assert opt._step_supports_amp_scaling
+    assert "grad_scaler" in inspect.signature(opt.step).parameters
+    scaler = getattr(torch.amp, "GradScaler", None)
+    with pytest.raises(ConfigError, match="GradScaler: loss scaling does not work with DistributedOptimizer"):
+        if scaler is not None:
+            scaler("cpu").step(opt)
+        else:
+            opt.step(grad_scaler=object())
+    opt.grad_scale = torch.ones(())
+    with pytest.raises(ConfigError, match="GradScaler: loss scaling"):
+        opt.step()
+    del opt.grad_scale
+    assert opt.step()["round"] == 0  # the first round, still: the refusals spent nothing of it
+
+
+def test_a_round_sat_out_for_a_non_finite_gradient_is_named_once(env, tmp_path, capsys):
+    model, opt = single_peer(env, tmp_path, rounds=3)
+    for r in range(3):
+        opt.zero_grad()
+        x = torch.zeros(4, 1, 28, 28)
+        x[0, 0, 0, 0] = float("inf") if r > 0 else 0.0  # an overflow in the forward: inf and NaN in .grad
+        model(x).sum().backward()
+        assert opt.step()["skipped"] == (r > 0)
+    err = capsys.readouterr().err
+    assert err.count("gradient was not finite") == 1
+    assert "rank 0: round 1: this rank's gradient was not finite (NaN or Inf), so it sat the round out" in err
+    assert "GradScaler" in err
 
 
 def test_parameters_become_views_of_the_flat_buffers(env, tmp_path):
