@@ -101,8 +101,9 @@ class _JobPosition:
         print(f"sketchps: rank {self._worker_rank()}: round {stats.get('round')}: this rank's gradient was not "
               "finite (NaN or Inf), so it sat the round out and the other ranks' aggregate was applied; later such "
               "rounds are counted in each round's statistics (skipped) only. Under fp16 autocast with a "
-              "GradScaler an overflow is not seen by the other ranks' scalers: train in bf16 (docs/pytorch.md "
-              "\"Autocast and bf16 values on the wire\")", file=sys.stderr, flush=True)
+              "GradScaler, pass it to sketchps.ddp.CommHookState(grad_scaler=...) so that every rank's scaler sees "
+              "the overflow, or train in bf16 (docs/pytorch.md \"Autocast and bf16 values on the wire\")",
+              file=sys.stderr, flush=True)
 
     _skip_named = False
 

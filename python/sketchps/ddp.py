@@ -42,6 +42,7 @@ import json
 import time
 
 import torch
+import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from sketchps import _batch_check, _core, _flat, _job_context
@@ -80,6 +81,13 @@ class CommHookState(_JobPosition):
     data.batch_size is one step's samples per rank, which the first round checks
     (sketchps/_batch_check.py).
 
+    grad_scaler: the torch GradScaler of an fp16 script (scaler.scale(loss).backward(), then
+    scaler.step(optimizer)). With an enabled one, a round in which any rank's gradient overflowed
+    (was not finite, so that rank sat the round out) hands every rank a gradient of Inf. Every rank's
+    scaler then skips the step and backs off, as under DDP's all-reduce of an Inf. This costs one
+    all-reduce of a flag over the DDP process group per round. Without it, an overflowing rank's
+    gradient is only left out, and the other ranks' scalers never see it.
+
     Local steps (train.local_steps, a nesterov train.outer_optimizer) are a ConfigError: the hook
     exchanges every synchronized backward; DistributedOptimizer runs them.
 
@@ -93,7 +101,7 @@ class CommHookState(_JobPosition):
     density given here, then exits 0.
     """
 
-    def __init__(self, ddp_model, scheme=None, density=None, overlap=True, job_schedule=False):
+    def __init__(self, ddp_model, scheme=None, density=None, overlap=True, job_schedule=False, grad_scaler=None):
         ctx = _job_context.current
         if ctx is None:
             raise OrderError("CommHookState: call sketchps.torch.init() first")
@@ -134,6 +142,8 @@ class CommHookState(_JobPosition):
                               "(init_process_group and sketchps.torch.init must read the same RANK and WORLD_SIZE)")
         self.model = ddp_model
         self.job = job
+        self._scaler = grad_scaler
+        self._group = group
         self._params = [p for _, p in named]
         self._names = [n for n, _ in named]
         self._slot = {id(p): i for i, p in enumerate(self._params)}
@@ -247,16 +257,30 @@ class CommHookState(_JobPosition):
         try:
             _flat.torch_work_done(self._flat.device)
             self.last_stats = json.loads(self._worker.step(loss, compute))
-            self._note_round(self.last_stats)
+            overflow = self._any_rank_overflowed(pending[0].buffer.device)
         except BaseException as e:
             self._failure = f"{type(e).__name__}: {e}"
             for p in pending:
                 p.future.set_exception(e)
             raise
-        for p in pending:  # the aggregate G_t, laid out as each bucket's buffer
+        for p in pending:  # the aggregate G_t, laid out as each bucket's buffer (Inf: an overflow, above)
             for i, g in zip(p.slots, p.grads):
-                g.copy_(self._shadows[i].grad.view_as(g))
+                if overflow:
+                    g.fill_(float("inf"))
+                else:
+                    g.copy_(self._shadows[i].grad.view_as(g))
             p.future.set_result(p.buffer)
+
+    def _any_rank_overflowed(self, device):
+        """With an enabled grad_scaler: whether any rank sat this round out for a non-finite gradient
+        (one all-reduce of a flag on the buckets' device, which DDP's group serves). Without one:
+        False, and this rank's first such round is named on stderr."""
+        if self._scaler is None or not self._scaler.is_enabled():
+            self._note_round(self.last_stats)
+            return False
+        flag = torch.tensor([1.0 if self.last_stats.get("skipped") else 0.0], device=device)
+        dist.all_reduce(flag, group=self._group)
+        return flag.item() > 0
 
     # --- what the script may call --------------------------------------------------------------
     def record_loss(self, loss):

@@ -4,7 +4,7 @@ torch's AdamW and CosineAnnealingLR, a model with BatchNorm1d (DDP broadcasts it
 
     ddp_hook.py [--plain] [--scheme S --density D] [--epochs N] [--save-dir DIR] [--check-mean]
                 [--fail-rank R --fail-at-round N] [--middle M] [--no-overlap] [--accumulate K]
-                [--no-finish] [--kill-rank R --kill-at-round N]
+                [--no-finish] [--kill-rank R --kill-at-round N] [--overflow-rank R --overflow-at-round N [--scaler]]
 
 Under `sketchps run --script` (RANK, WORLD_SIZE, MASTER_ADDR/MASTER_PORT and the job from the
 environment). --plain: the same script without sketchps (DDP's own allreduce), for 2 processes
@@ -19,7 +19,11 @@ per backward); every rank then prints the most buckets one backward handed the h
 --accumulate K: each step accumulates K batches of the loader (the first K-1 under DDP's no_sync()),
 so the loop runs one round per K batches. --no-finish: the loop runs without `with state:` and the
 script never calls finish(). --kill-rank R: rank R kills itself with SIGKILL before its backward of
-round N (a rank that vanishes without a word)."""
+round N (a rank that vanishes without a word). --overflow-rank: rank R's batch of round N holds an
+Inf (its gradient is not finite, as an fp16 overflow under a GradScaler), every rank prints whether
+its .grad of that round is finite and steps only when it is, as GradScaler.step does; --scaler passes
+an enabled scaler to CommHookState (torch's CPU GradScaler where this torch has one, else a stand-in
+whose is_enabled() is True: the hook asks nothing else)."""
 import argparse
 import contextlib
 import os
@@ -51,6 +55,9 @@ parser.add_argument("--accumulate", type=int, default=1)
 parser.add_argument("--no-finish", action="store_true")
 parser.add_argument("--kill-rank", type=int, default=-1)
 parser.add_argument("--kill-at-round", type=int, default=0)
+parser.add_argument("--overflow-rank", type=int, default=-1)
+parser.add_argument("--overflow-at-round", type=int, default=0)
+parser.add_argument("--scaler", action="store_true")
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -66,7 +73,15 @@ loader = DataLoader(dataset, batch_size=32, sampler=sampler)
 model = DDP(tiny_models.BatchNormMlp(args.middle))
 state = None
 if not args.plain:
-    state = sketchps.ddp.CommHookState(model, scheme=args.scheme, density=args.density, overlap=not args.no_overlap)
+    scaler = None
+    if args.scaler:
+        class EnabledScaler:
+            def is_enabled(self):
+                return True
+        make = getattr(torch.amp, "GradScaler", None)
+        scaler = make("cpu") if make is not None else EnabledScaler()
+    state = sketchps.ddp.CommHookState(model, scheme=args.scheme, density=args.density, overlap=not args.no_overlap,
+                                       grad_scaler=scaler)
     buckets = {}  # round -> buckets handed over
 
     def hook(state, bucket):
@@ -96,6 +111,10 @@ with state if state is not None and not args.no_finish else contextlib.nullconte
                     F.cross_entropy(model(x), y).backward()
                 continue
             micro = 0
+            overflow_round = state is not None and state.round == args.overflow_at_round and args.overflow_rank >= 0
+            if overflow_round and rank == args.overflow_rank:
+                x = x.clone()
+                x[0, 0] = float("inf")
             loss = F.cross_entropy(model(x), y)
             if state is not None:
                 state.record_loss(loss)
@@ -113,6 +132,13 @@ with state if state is not None and not args.no_finish else contextlib.nullconte
                     worst = max(worst, (grads[key].grad - mean / dist.get_world_size()).abs().max().item())
                 local.clear()
                 print(f"rank {rank}: round {len(losses)} aggregate - mean of local gradients: {worst:.3g}", flush=True)
+            if overflow_round:
+                finite = all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+                print(f"rank {rank}: round {args.overflow_at_round}: gradient finite {finite}", flush=True)
+                if not finite:  # as GradScaler.step skips the optimizer
+                    scheduler.step()
+                    losses.append(float("nan"))
+                    continue
             opt.step()
             scheduler.step()
             losses.append(loss.item())
