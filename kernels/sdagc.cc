@@ -54,7 +54,7 @@ double SdagcLambda(const SdagcSchedule& s, double t) {
 
 absl::StatusOr<std::vector<float>> SdagcThresholds(const float* d_x, std::size_t n, const std::vector<Segment>& layers,
                                                    double lambda, const Exec& exec) {
-  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("SdagcThresholds", exec, "d_x", d_x, n));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec("SdagcThresholds", exec));
   if (!PositiveFinite(lambda)) {
     return absl::InvalidArgumentError(absl::StrCat("SdagcThresholds: lambda = ", lambda, " must be finite and > 0"));
   }

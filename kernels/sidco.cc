@@ -124,7 +124,7 @@ int SidcoEstimator::PlannedStages() const {
 }
 
 absl::StatusOr<SidcoEstimate> SidcoEstimator::Estimate(const float* d_x, std::size_t n, const Exec& exec) const {
-  SKETCHPS_RETURN_IF_ERROR(internal::CheckExecAndPointer("SidcoEstimator::Estimate", exec, "d_x", d_x, n));
+  SKETCHPS_RETURN_IF_ERROR(internal::CheckExec("SidcoEstimator::Estimate", exec));
   const SidcoVariant v = options_.variant;
   const bool shaped_first = v != SidcoVariant::kExponential;  // GP or gamma: needs the variance check
   MomentSet first_moments{shaped_first, v == SidcoVariant::kGammaGeneralizedPareto, false};

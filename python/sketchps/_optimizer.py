@@ -184,8 +184,8 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
             raise ConfigError("GradScaler: loss scaling does not work with DistributedOptimizer: the gradients are "
                               "exchanged as backward produces them, still multiplied by the scale, and a rank whose "
                               "scaled gradient overflows sits the round out instead of making every rank skip it; "
-                              "use torch.autocast with dtype=torch.bfloat16 and no GradScaler, or DDP with sketchps.ddp.comm_hook and "
-                              "CommHookState(grad_scaler=scaler)")
+                              "use torch.autocast with dtype=torch.bfloat16 and no GradScaler, or DDP with "
+                              "sketchps.ddp.comm_hook and CommHookState(grad_scaler=scaler)")
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
