@@ -140,6 +140,9 @@ class CommHookState(_JobPosition):
             raise ConfigError(f"CommHookState: the DDP model's process group is rank {group.rank()} of "
                               f"{group.size()}, the job's worker is rank {ctx.rank} of {job.workers} "
                               "(init_process_group and sketchps.torch.init must read the same RANK and WORLD_SIZE)")
+        if grad_scaler is not None and not callable(getattr(grad_scaler, "is_enabled", None)):
+            raise ConfigError(f"CommHookState: grad_scaler is a {type(grad_scaler).__name__}, not a torch GradScaler "
+                              "(it has no is_enabled())")
         self.model = ddp_model
         self.job = job
         self._scaler = grad_scaler
@@ -257,7 +260,10 @@ class CommHookState(_JobPosition):
         try:
             _flat.torch_work_done(self._flat.device)
             self.last_stats = json.loads(self._worker.step(loss, compute))
-            overflow = self._any_rank_overflowed(pending[0].buffer.device)
+            scaling = self._scaler is not None and self._scaler.is_enabled()
+            overflow = scaling and self._any_rank_overflowed(pending[0].buffer.device)
+            if not scaling:  # a scaler's overflows are routine: they are not named
+                self._note_round(self.last_stats)
         except BaseException as e:
             self._failure = f"{type(e).__name__}: {e}"
             for p in pending:
@@ -272,12 +278,8 @@ class CommHookState(_JobPosition):
             p.future.set_result(p.buffer)
 
     def _any_rank_overflowed(self, device):
-        """With an enabled grad_scaler: whether any rank sat this round out for a non-finite gradient
-        (one all-reduce of a flag on the buckets' device, which DDP's group serves). Without one:
-        False, and this rank's first such round is named on stderr."""
-        if self._scaler is None or not self._scaler.is_enabled():
-            self._note_round(self.last_stats)
-            return False
+        """Whether any rank sat this round out for a non-finite gradient: one all-reduce of a flag on
+        the buckets' device, which DDP's group serves."""
         flag = torch.tensor([1.0 if self.last_stats.get("skipped") else 0.0], device=device)
         dist.all_reduce(flag, group=self._group)
         return flag.item() > 0

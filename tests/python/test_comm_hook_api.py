@@ -106,6 +106,12 @@ def test_a_job_the_hook_cannot_train(env, tmp_path):
         sketchps.ddp.CommHookState(ddp_model())
 
 
+def test_a_grad_scaler_that_is_not_one(env, tmp_path):
+    job(env, tmp_path)
+    with pytest.raises(ConfigError, match=r"grad_scaler is a float, not a torch GradScaler \(it has no is_enabled"):
+        sketchps.ddp.CommHookState(ddp_model(), grad_scaler=2.0**16)
+
+
 def test_a_scheme_with_its_own_momentum_stops_sketchps_run_before_anything_starts(tmp_path):
     out, done = run(tmp_path, "dgc", "--script", os.path.join(HERE, "scripts", "ddp_hook.py"), "--", "--scheme",
                     "dgc", job=ONE.replace("workers: 1", "workers: 2"), check=False)
