@@ -226,6 +226,7 @@ int Run(Flags& flags) {
       "done: {} rounds from round {}{}", summary->rounds, summary->first_round,
       summary->final_test_accuracy ? absl::StrFormat(", final test accuracy %.4f", *summary->final_test_accuracy) : "");
   spdlog::info("final weights checksum {:016x}", summary->weights_checksum);
+  if (summary->skipped.count() > 0) spdlog::warn("of its {} rounds, {}", summary->rounds, summary->skipped.Describe());
   return 0;
 }
 

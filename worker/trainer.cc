@@ -41,6 +41,7 @@ class Trainer {
 
   absl::Status Prepare();
   absl::StatusOr<TrainSummary> Run();
+  const SkippedRounds& skipped() const { return summary_.skipped; }
 
  private:
   absl::Status CheckOptions() const;
@@ -52,6 +53,7 @@ class Trainer {
   absl::StatusOr<nlohmann::json> RunLocalRound(std::uint64_t round);  // train.local_steps
   absl::Status Evaluate(std::uint64_t round, bool final, nlohmann::json& record);
   absl::Status DumpGradient(std::uint64_t round) const;
+  void NoteSkipped(std::uint64_t round, const nlohmann::json& record);
   const session::RoundPlan& plan() const { return session_->plan(); }
 
   const TrainerOptions& o_;
@@ -185,6 +187,13 @@ absl::Status Trainer::DumpGradient(std::uint64_t round) const {
   return absl::OkStatus();
 }
 
+// A worker whose gradient is not finite sits the round out (engine/scheme.h): never silently.
+void Trainer::NoteSkipped(std::uint64_t round, const nlohmann::json& record) {
+  if (!summary_.skipped.Note(round, record.value("skipped", false))) return;
+  spdlog::warn("round {}: this worker's gradient is not finite (loss {}): it sent nothing this round ({})", round + 1,
+               record.value("loss", std::numeric_limits<double>::quiet_NaN()), summary_.skipped.Describe());
+}
+
 absl::StatusOr<TrainSummary> Trainer::Run() {
   spdlog::info("worker {}/{}: {} ({} parameters), scheme {}, rounds {}..{}{}", o_.rank, o_.job.workers, o_.job.model,
                model_->flat().dim(), o_.job.scheme.name, start_round_, plan().last_round,
@@ -225,6 +234,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       spdlog::info("round {}/{} loss {:.4f}", round + 1, plan().last_round,
                    record->value("loss", std::numeric_limits<double>::quiet_NaN()));
     }
+    NoteSkipped(round, *record);
     SKETCHPS_RETURN_IF_ERROR(log_.Append(*record));
     if (o_.metrics) o_.metrics->ObserveRound(*record);
     ++summary_.rounds;
@@ -245,7 +255,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
 absl::StatusOr<TrainSummary> Train(const TrainerOptions& options) {
   Trainer trainer(options);
   SKETCHPS_RETURN_IF_ERROR(trainer.Prepare());
-  return trainer.Run();
+  auto summary = trainer.Run();
+  if (summary.ok() || trainer.skipped().count() == 0) return summary;
+  return Annotate(summary.status(), absl::StrCat("with ", trainer.skipped().Describe()));
 }
 
 }  // namespace sketchps::worker

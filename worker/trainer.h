@@ -49,6 +49,7 @@
 #include "common/net/tls.h"
 #include "job/job_spec.h"
 #include "session/session.h"
+#include "worker/skipped_rounds.h"
 
 namespace sketchps::worker {
 
@@ -72,6 +73,9 @@ struct TrainSummary {
   std::uint64_t weights_checksum = 0;         // WeightsChecksum of all weights at the end
   std::vector<float> final_weights;
   std::uint32_t final_workers = 0;  // workers in the last round (fewer after a regroup)
+  // The rounds this worker sat out for a non-finite gradient (worker/skipped_rounds.h), also logged
+  // and marked "skipped" in their records. A training error names them too.
+  SkippedRounds skipped;
 };
 
 // Errors: configuration problems (IsConfigurationError, common/reason.h: exit code 2 in the daemon),

@@ -21,6 +21,7 @@
 #include "support/worker_runs.h"
 #include "worker/batch.h"
 #include "worker/models.h"
+#include "worker/skipped_rounds.h"
 #include "worker/trainer.h"
 
 // After libtorch's headers: glog defines a CHECK macro of its own.
@@ -141,4 +142,30 @@ TEST_CASE("Every scheme runs with AdamW and keeps replicas equal to the master c
       CHECK(ranks[0].rounds == 4);
     }
   }
+}
+
+TEST_CASE("Rounds skipped for a non-finite gradient are in the records and the error that ends the job", "[ps][grpc]") {
+  // A learning rate of 100 makes the MLP's weights grow until its logits overflow: the gradients
+  // turn NaN, every worker sits those rounds out, and the final evaluation ends the job.
+  const auto dir = std::filesystem::temp_directory_path() / ("sketchps-skip-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string prefix = (dir / "w-").string();
+  const JobSpec job = MlpJob({"workers=2", "scheme.name=topk", "train.rounds=12", "optimizer.lr=100"});
+  std::string error;
+  try {
+    TrainAllRanks(job, prefix);
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  for (std::uint32_t rank = 0; rank < job.workers; ++rank) {
+    SkippedRounds expected;
+    for (const auto& rec : ReadRecords(prefix + std::to_string(rank) + ".jsonl")) {
+      expected.Note(rec["round"].get<std::uint64_t>(), rec["skipped"].get<bool>());
+    }
+    INFO("rank " << rank << ": " << error);
+    CHECK(expected.count() > 0);
+    if (rank == 0)
+      CHECK_THAT(error, Catch::Contains("with " + expected.Describe() + ": ") && Catch::Contains("diverged"));
+  }
+  std::filesystem::remove_all(dir);
 }
