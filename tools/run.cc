@@ -329,6 +329,9 @@ absl::Status Launch::Finish() {
   if (const nlohmann::json& floor = summary["recovery_floor"]; floor.is_object()) {
     std::fprintf(stderr, "run: warning: %s\n", floor["message"].get<std::string>().c_str());
   }
+  if (const std::string skipped = DescribeSkippedRounds(metrics); !skipped.empty()) {
+    std::fprintf(stderr, "run: warning: %s\n", skipped.c_str());
+  }
   if (options_.plots) WritePlots();
   std::printf("%s\n", (out_ / "summary.json").c_str());
   return absl::OkStatus();

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -101,6 +102,24 @@ nlohmann::json MembershipOverTime(const std::vector<std::vector<nlohmann::json>>
     }
   }
   return changes;
+}
+
+std::string DescribeSkippedRounds(const std::vector<std::vector<nlohmann::json>>& metrics) {
+  std::vector<std::string> ranks;
+  for (std::uint32_t rank = 0; rank < metrics.size(); ++rank) {
+    std::uint64_t n = 0, first = 0;
+    for (const auto& r : metrics[rank]) {
+      if (!r.value("skipped", false)) continue;
+      if (n++ == 0) first = r.value("round", std::uint64_t{0});
+    }
+    if (n > 0)
+      ranks.push_back(absl::StrCat("worker ", rank, " sat out ", n, n == 1 ? " round" : " rounds", " (the first round ",
+                                   first, ")"));
+  }
+  if (ranks.empty()) return "";
+  return absl::StrCat(absl::StrJoin(ranks, ", "),
+                      " for a non-finite gradient (NaN or Inf): such a round applied the others' aggregate without "
+                      "it. Likely causes: a diverging model (a smaller learning rate?) or bad input data");
 }
 
 std::uint32_t ReportingRank(const std::vector<std::vector<nlohmann::json>>& metrics) {
@@ -237,6 +256,7 @@ absl::StatusOr<nlohmann::json> Summarize(const RunFacts& facts,
   };
   if (!facts.peer.is_null()) s["peer"] = facts.peer;
   if (facts.planned_rounds > 0) s["planned_rounds"] = facts.planned_rounds;
+  s["rounds_skipped"] = RoundsWith(metrics, "skipped");
   s["rounds_left_out"] = RoundsWith(metrics, "left_out");
   s["rounds_caught_up"] = RoundsWith(metrics, "caught_up");
   if (nlohmann::json m = MembershipOverTime(metrics); !m.empty()) s["membership"] = std::move(m);

@@ -23,6 +23,7 @@
 //   faults: faults.json of the run (tools/run.h: kills and the first failure), {} when none;
 //   residual_growth: null, or the rank whose compression residual kept growing (a diverging
 //   method; tools/recovery_watch.h);
+//   rounds_skipped: per rank, the rounds it sat out for a non-finite gradient (records' "skipped");
 //   rounds_left_out, rounds_caught_up: per rank, the rounds a round deadline closed without it and
 //   those it then fetched without computing (ps.round_deadline_seconds; all 0 without one);
 //   recovery_floor: null, or the first rank whose round records say the sketch methods' recovery floor
@@ -77,6 +78,11 @@ std::string ThisMachine();
 // Reads one JSON object per line; errors name "<file>:<line>". A last line without its newline that
 // does not parse (a writer stopped in the middle of a record) is left out.
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
+
+// "" when no rank's record is "skipped" (a round sat out for a non-finite gradient); else, per such
+// rank, how many and the first: "worker 1 sat out 3 rounds (the first round 5), ... for a non-finite
+// gradient ...". `sketchps run` prints it as a warning.
+std::string DescribeSkippedRounds(const std::vector<std::vector<nlohmann::json>>& metrics);
 
 // The reporting rank of `metrics` (see above).
 std::uint32_t ReportingRank(const std::vector<std::vector<nlohmann::json>>& metrics);

@@ -25,7 +25,7 @@ bool SkippedRounds::Note(std::uint64_t round, bool skipped) {
 std::string SkippedRounds::Describe() const {
   if (count_ == 0) return "";
   return absl::StrCat(count_, count_ == 1 ? " round" : " rounds",
-                      " skipped for a non-finite gradient, the first round ", *first_ + 1);
+                      " skipped for a non-finite gradient, the first round ", *first_);
 }
 
 }  // namespace sketchps::worker

@@ -6,9 +6,9 @@
 //   if (skipped.Note(round, record["skipped"])) log(...);  // true for the first kLoggedEach skips,
 //                                                          // then at every power-of-ten count
 //   skipped.count(), skipped.first()                       // for the summary
-//   skipped.Describe()  // "" or "6 rounds skipped for a non-finite gradient, the first round 7"
+//   skipped.Describe()  // "" or "6 rounds skipped for a non-finite gradient, the first round 5"
 //
-// Rounds are counted from 1 in Describe, as in the worker's progress lines.
+// Rounds are numbered as in the records ("round", from 0) and `sketchps run`'s messages.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@ class SkippedRounds {
   bool Note(std::uint64_t round, bool skipped);
 
   std::uint64_t count() const { return count_; }
-  std::optional<std::uint64_t> first() const { return first_; }  // 0-based
+  std::optional<std::uint64_t> first() const { return first_; }
   std::string Describe() const;
 
  private:

@@ -190,7 +190,7 @@ absl::Status Trainer::DumpGradient(std::uint64_t round) const {
 // A worker whose gradient is not finite sits the round out (engine/scheme.h): never silently.
 void Trainer::NoteSkipped(std::uint64_t round, const nlohmann::json& record) {
   if (!summary_.skipped.Note(round, record.value("skipped", false))) return;
-  spdlog::warn("round {}: this worker's gradient is not finite (loss {}): it sent nothing this round ({})", round + 1,
+  spdlog::warn("round {}: this worker's gradient is not finite (loss {}): it sent nothing this round ({})", round,
                record.value("loss", std::numeric_limits<double>::quiet_NaN()), summary_.skipped.Describe());
 }
 

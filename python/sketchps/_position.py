@@ -88,24 +88,29 @@ class _JobPosition:
         the status file says so."""
         if self.round < self.rounds:
             print(f"sketchps: rank {self._worker_rank()}: {self._early_end()}", file=sys.stderr, flush=True)
+        if self._skips:
+            print(f"sketchps: rank {self._worker_rank()}: {len(self._skips)} round(s) sat out for a non-finite "
+                  f"gradient, the first round {self._skips[0]}", file=sys.stderr, flush=True)
         self._worker.finish()
         _status_write("left", f"round {self.round} of {self.rounds}")
 
     def _note_round(self, stats):
-        """Names, on stderr and once per process, the first round this rank sat out because its
-        gradient was not finite (stats "skipped": the NaN/Inf guard, engine/scheme.h); the rounds after
-        it are counted in their statistics only."""
-        if not stats.get("skipped") or self._skip_named:
+        """Names, on stderr, the first round this rank sat out because its gradient was not finite
+        (stats "skipped": the NaN/Inf guard, engine/scheme.h); the rounds after it are in their
+        statistics, and finish() gives the count."""
+        if not stats.get("skipped"):
             return
-        self._skip_named = True
+        self._skips = self._skips + [stats.get("round")]
+        if len(self._skips) > 1:
+            return
         print(f"sketchps: rank {self._worker_rank()}: round {stats.get('round')}: this rank's gradient was not "
               "finite (NaN or Inf), so it sat the round out and the other ranks' aggregate was applied; later such "
-              "rounds are counted in each round's statistics (skipped) only. Under fp16 autocast with a "
+              "rounds are in each round's statistics (skipped) and counted at finish(). Under fp16 autocast with a "
               "GradScaler, pass it to sketchps.ddp.CommHookState(grad_scaler=...) so that every rank's scaler sees "
               "the overflow, or train in bf16 (docs/pytorch.md \"Autocast and bf16 values on the wire\")",
               file=sys.stderr, flush=True)
 
-    _skip_named = False
+    _skips = []  # the rounds this rank sat out for a non-finite gradient
 
     def _worker_rank(self):
         ctx = _job_context.current

@@ -219,6 +219,8 @@ def test_a_round_sat_out_for_a_non_finite_gradient_is_named_once(env, tmp_path, 
     assert err.count("gradient was not finite") == 1
     assert "rank 0: round 1: this rank's gradient was not finite (NaN or Inf), so it sat the round out" in err
     assert "GradScaler" in err
+    opt.finish()
+    assert "rank 0: 2 round(s) sat out for a non-finite gradient, the first round 1" in capsys.readouterr().err
 
 
 def test_parameters_become_views_of_the_flat_buffers(env, tmp_path):

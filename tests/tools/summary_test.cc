@@ -312,3 +312,21 @@ TEST_CASE("MarkdownReport writes one row per run and names a missing summary", "
   CHECK_THAT(std::string(missing.status().message()), Catch::Contains("b/summary.json"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("Rounds sat out for a non-finite gradient are counted per rank and named with the first", "[tools]") {
+  std::vector<std::vector<nlohmann::json>> metrics(3);
+  for (int round = 0; round < 6; ++round) {
+    for (auto& records : metrics) records.push_back(Record(round, 100, 400));
+  }
+  CHECK(DescribeSkippedRounds(metrics).empty());
+  for (int round : {2, 4, 5}) metrics[1][round]["skipped"] = true;
+  metrics[2][3]["skipped"] = true;
+  metrics[0][1]["skipped"] = false;
+  auto s = Summarize(Facts("topk", 3, 1, 10.0, 1.0, 1.0), metrics);
+  REQUIRE(s.ok());
+  CHECK((*s)["rounds_skipped"] == nlohmann::json::array({0, 3, 1}));
+  const std::string note = DescribeSkippedRounds(metrics);
+  CHECK_THAT(note, Catch::StartsWith("worker 1 sat out 3 rounds (the first round 2), worker 2 sat out 1 round (the "
+                                     "first round 3) for a non-finite gradient"));
+  CHECK_THAT(note, !Catch::Contains("worker 0"));
+}

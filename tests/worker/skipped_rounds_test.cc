@@ -28,9 +28,9 @@ TEST_CASE("SkippedRounds counts skips, keeps the first and logs the first three 
   CHECK(skipped.count() == 1500);
   REQUIRE(skipped.first().has_value());
   CHECK(*skipped.first() == 5);
-  CHECK(skipped.Describe() == "1500 rounds skipped for a non-finite gradient, the first round 6");
+  CHECK(skipped.Describe() == "1500 rounds skipped for a non-finite gradient, the first round 5");
 
   SkippedRounds one;
   one.Note(0, true);
-  CHECK(one.Describe() == "1 round skipped for a non-finite gradient, the first round 1");
+  CHECK(one.Describe() == "1 round skipped for a non-finite gradient, the first round 0");
 }
