@@ -13,8 +13,8 @@ import torch.distributed as dist
 from sketchps import _batch_check, _core, _flat, _job_context
 from sketchps._buffers import _BufferBroadcast, _buffer_group, _check_buffers
 from sketchps._position import _describe, _join_script_state, _JobPosition
-from sketchps._settings import (_applies, _check_equal, _check_no_schedule, _check_optimizer, _external_settings,
-                                _optimizer_settings, _trainable)
+from sketchps._settings import (_applies, _check_equal, _check_no_schedule, _check_optimizer, _check_unwrapped,
+                                _external_settings, _optimizer_settings, _trainable)
 from sketchps.errors import ConfigError, OrderError
 
 
@@ -101,6 +101,7 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         ctx = _job_context.current
         if ctx is None:
             raise OrderError("DistributedOptimizer: call sketchps.torch.init() first")
+        _check_unwrapped(model)
         self._apply = _applies(optimizer, apply, clip_grad_norm)
         self._clip = float(clip_grad_norm) if clip_grad_norm is not None else None
         settings = _optimizer_settings(optimizer, model) if self._apply == "sketchps" else _external_settings(optimizer)

@@ -1,8 +1,9 @@
 """sketchps._settings: the torch optimizer and model against the job: who applies the update
 (_applies), the job keys a torch optimizer stands for (_optimizer_settings, _external_settings,
 _settings_overrides), the checks that they equal the job's (_check_optimizer, _check_equal), the
-refusal of the job's schedule under a torch optimizer (_check_no_schedule) and the trainable
-parameters (_trainable). What the job sets comes from the core's typed Job fields (the job is parsed
+refusal of the job's schedule under a torch optimizer (_check_no_schedule), the refusal of models
+whose parameters are sharded across ranks (_check_whole_replica) and the trainable parameters
+(_trainable). What the job sets comes from the core's typed Job fields (the job is parsed
 once, in C++), never from its YAML text. Pure functions: each raises
 ConfigError naming the key or argument, or returns a value; nothing is changed.
 """
@@ -139,6 +140,47 @@ def _check_equal(key, job_value, mine, what):
     if not same:
         raise ConfigError(f"{key}: the job has {job_value}, {what} {mine} (they must agree; "
                           "`sketchps run --script` takes them from the script)")
+
+
+# Where torch's sharding wrappers live: FSDP (FullyShardedDataParallel, and fully_shard's FSDPModule in
+# torch >= 2.4) and its composable form; their parameters are FlatParameter or DTensor shards.
+_SHARDING_MODULES = ("torch.distributed.fsdp", "torch.distributed._composable.fsdp")
+_SHARDED_PARAMETERS = ("FlatParameter", "DTensor", "ShardedTensor")
+
+
+def _sharding_of(model):
+    """The name of the first sharding wrapper or sharded parameter type found in model, else None."""
+    for module in model.modules():
+        for cls in type(module).__mro__:
+            if (cls.__module__ or "").startswith(_SHARDING_MODULES):
+                return cls.__name__
+    for p in model.parameters():
+        if type(p).__name__ in _SHARDED_PARAMETERS:
+            return type(p).__name__
+    return None
+
+
+def _check_whole_replica(model, who):
+    """sketchps keeps the whole trainable model on every rank (each replica checked bitwise against the
+    servers' master copy every round): a model sharded across ranks (FSDP, fully_shard, tensor
+    parallel DTensors) is refused by name, never exchanged as if each rank's shard were the model."""
+    sharded = _sharding_of(model)
+    if sharded is not None:
+        raise ConfigError(f"{who}: the model is sharded across ranks ({sharded}); sketchps exchanges the gradient of "
+                          "the whole model, which every rank holds (FSDP and tensor parallelism are not supported: "
+                          "docs/pytorch.md \"Models sketchps cannot train\"). Train the unsharded model: "
+                          "DistributedOptimizer(optimizer, model), or DDP(model) with sketchps.ddp.comm_hook")
+
+
+def _check_unwrapped(model):
+    """DistributedOptimizer's model: not sharded (_check_whole_replica) and not a DDP, which would
+    all-reduce every gradient densely in backward, before sketchps compresses it."""
+    _check_whole_replica(model, "DistributedOptimizer")
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        raise ConfigError("DistributedOptimizer: the model is a DistributedDataParallel, which would all-reduce every "
+                          "gradient densely in backward before sketchps compresses it. Pass the model itself "
+                          "(ddp_model.module) and drop DDP, or keep DDP and register sketchps.ddp.comm_hook instead "
+                          "(docs/pytorch.md \"DDP's comm hook\")")
 
 
 def _trainable(model, optimizer):

@@ -47,7 +47,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from sketchps import _batch_check, _core, _flat, _job_context
 from sketchps._position import _describe, _join_script_state, _JobPosition
-from sketchps._settings import _check_equal, _check_no_schedule
+from sketchps._settings import _check_equal, _check_no_schedule, _check_whole_replica
 from sketchps.errors import ConfigError, OrderError
 
 __all__ = ["CommHookState", "comm_hook"]
@@ -105,6 +105,7 @@ class CommHookState(_JobPosition):
         ctx = _job_context.current
         if ctx is None:
             raise OrderError("CommHookState: call sketchps.torch.init() first")
+        _check_whole_replica(ddp_model, "CommHookState")
         if not isinstance(ddp_model, DistributedDataParallel):
             raise ConfigError(f"CommHookState: ddp_model is a {type(ddp_model).__name__}, not a torch "
                               "DistributedDataParallel (make the state for DDP(model), then "

@@ -1,12 +1,14 @@
 """sketchps.ddp in-process, with a gloo process group of one and, where a live job is needed, one
 worker in decentralized mode (its own Peer service on loopback). Misuse gets a precise error: a state
-before init(), a hook without its state, a model that is not DDP, a job the hook cannot train (an
+before init(), a hook without its state, a model that is not DDP, a model sharded across ranks (also
+for DistributedOptimizer, which refuses a DDP model too), a job the hook cannot train (an
 optimizer other than external, another scheme, a scheme with its own momentum, another world size),
 a backward past the job's last round, use after finish or after a failure inside `with state:`. An
 error raised inside DDP's backward reaches the script as torch's RuntimeError carrying ours. Also:
 the aggregate replaces .grad and the recorded loss is the script's; DDP's no_sync() accumulates into
 one round (also with gradient_as_bucket_view); the describe pass writes the hook's job keys."""
 import os
+import re
 
 import pytest
 import torch
@@ -89,6 +91,55 @@ def test_a_model_that_is_not_ddp(env, tmp_path):
     job(env, tmp_path)
     with pytest.raises(ConfigError, match="ddp_model is a BatchNormMlp, not a torch DistributedDataParallel"):
         sketchps.ddp.CommHookState(tiny_models.BatchNormMlp())
+
+
+class FullyShardedDataParallel(torch.nn.Module):
+    """Stands for torch's FSDP wrapper (torch 1.13's does not import on Python 3.11): what is checked
+    is where the class comes from."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x):
+        return self.module(x)
+
+
+FullyShardedDataParallel.__module__ = "torch.distributed.fsdp.fully_sharded_data_parallel"
+
+
+class DTensor(torch.nn.Parameter):
+    """Stands for a tensor-parallel or fully_shard parameter (torch.distributed's DTensor)."""
+
+
+def sharded(who, what):
+    return re.escape(f"{who}: the model is sharded across ranks ({what}); sketchps exchanges the gradient of the "
+                     "whole model, which every rank holds")
+
+
+def test_a_sharded_model_is_refused_by_name(env, tmp_path):
+    job(env, tmp_path)
+    with pytest.raises(ConfigError, match=sharded("CommHookState", "FullyShardedDataParallel")):
+        sketchps.ddp.CommHookState(FullyShardedDataParallel(tiny_models.BatchNormMlp()))
+    with pytest.raises(ConfigError, match=sharded("CommHookState", "FullyShardedDataParallel")):
+        sketchps.ddp.CommHookState(DDP(FullyShardedDataParallel(tiny_models.BatchNormMlp())))
+    model = FullyShardedDataParallel(tiny_models.BatchNormMlp())
+    with pytest.raises(ConfigError, match=sharded("DistributedOptimizer", "FullyShardedDataParallel")):
+        sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05), model)
+    model = tiny_models.BatchNormMlp()
+    model.fc1.weight = DTensor(model.fc1.weight.detach())
+    with pytest.raises(ConfigError, match=sharded("DistributedOptimizer", "DTensor")):
+        sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05), model)
+
+
+def test_a_ddp_model_given_to_distributed_optimizer(env, tmp_path):
+    job(env, tmp_path)
+    model = ddp_model()
+    with pytest.raises(ConfigError, match=r"DistributedOptimizer: the model is a DistributedDataParallel, which would "
+                                          r"all-reduce every gradient densely.*ddp_model.module"):
+        sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05), model)
+    plain = model.module  # the advice works: the same job takes the module itself
+    sps.DistributedOptimizer(torch.optim.SGD(plain.parameters(), lr=0.05), plain, apply="torch").finish()
 
 
 def test_a_job_the_hook_cannot_train(env, tmp_path):
