@@ -5,8 +5,8 @@
 #            that share the GPU (suite-shards.sh);
 #   nogpu    the CUDA kernels with CUDA_VISIBLE_DEVICES empty exit 2 naming what they looked for;
 #   train    4 GPU worker processes sharing the GPU (the Python package pip-installed from the bundle
-#            against the machine's own PyTorch), then the same job on the CPU kernels: final
-#            accuracies within 0.5 points (train-check.sh);
+#            against the machine's own PyTorch), the same job on the CPU kernels, and one with ranks
+#            0-1 on the GPU and 2-3 on the CPU: final accuracies within 0.5 points (train-check.sh);
 #   repro    the seed's claim on the GPU kernels: loadgen gs-SGD against gTop-k (PS and tree) and
 #            Sketched-SGD at d = 25M, P = 4, 8 and 16, both modes (docs/reports/reproduction.md);
 #   bench    the primitives at d = 25.6M next to PyTorch's own operations on the same card
@@ -130,7 +130,7 @@ stage_train() {
     $([[ $quick -eq 1 ]] && echo --quick) $([[ $cpu -eq 1 ]] && echo --kernels cpu) >>"$log" 2>&1
   rc=$?
   cat "$out/train/results.jsonl" >>"$results" 2>/dev/null
-  say "training job, 4 worker processes on the $kernels kernels$([[ $cpu -eq 0 ]] && echo ' and the same job on the CPU'): exit $rc"
+  say "training job, 4 worker processes on the $kernels kernels$([[ $cpu -eq 0 ]] && echo ', the same job on the CPU and one with 2 ranks on each'): exit $rc"
   [[ $rc -eq 0 ]] || failed+=("train")
 }
 

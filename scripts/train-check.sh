@@ -3,10 +3,12 @@
 # package installed with pip against this machine's python3 and its torch (from the bundle's python/
 # and lib/; in a build tree, the build's own package), then examples/pytorch/fashion_mnist.py trained
 # by `sketchps run --script` with 4 worker processes and 2 shards, once per --kernels entry (default
-# cuda then cpu: the 4 ranks share the GPU, then the same job on the CPU kernels), and the final
-# test accuracies compared (at most --tolerance points apart, default 0.5).
+# cuda, cpu, mixed: the 4 ranks share the GPU; the same job on the CPU kernels; ranks 0 and 1 on the
+# GPU and ranks 2 and 3 on the CPU in one job, whose replicas the shards compare every round), and
+# the final test accuracies of cuda and of mixed compared with cpu's (at most --tolerance points
+# apart, default 0.5).
 #
-#   train-check.sh OUT [--quick] [--kernels cuda,cpu] [--data DIR] [--tolerance 0.5] [--python PATH]
+#   train-check.sh OUT [--quick] [--kernels cuda,cpu,mixed] [--data DIR] [--tolerance 0.5] [--python PATH]
 #
 # Job: the example's (gs-SGD at density 0.01, SGD with momentum, batch 32 per worker, cosine
 # schedule) on 30,000 training images for 2 epochs, 468 rounds (--quick: 8,000 images, 1 epoch, 62
@@ -22,7 +24,7 @@ usage() { sed -n '2,18p' "$0"; }
 [[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
 [[ $# -ge 1 && $1 != -* ]] || { echo "train-check: the first argument is the output folder (see --help)" >&2; usage >&2; exit 2; }
 out=$1; shift
-quick=0; kernels="cuda,cpu"; data=""; tolerance=0.5; python=""
+quick=0; kernels="cuda,cpu,mixed"; data=""; tolerance=0.5; python=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -34,7 +36,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "train-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-[[ $kernels =~ ^(cpu|cuda)(,(cpu|cuda))*$ ]] || { echo "train-check: --kernels '$kernels': expected cpu and/or cuda, comma-separated" >&2; exit 2; }
+[[ $kernels =~ ^(cpu|cuda|mixed)(,(cpu|cuda|mixed))*$ ]] || { echo "train-check: --kernels '$kernels': expected cpu, cuda and/or mixed, comma-separated" >&2; exit 2; }
 [[ $tolerance =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "train-check: --tolerance '$tolerance': expected points, e.g. 0.5" >&2; exit 2; }
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 results="$out/results.jsonl"; : >"$results"
@@ -76,6 +78,21 @@ else
 fi
 say "package: $("$python" -c 'import torch, sketchps._core as c; print(f"torch {torch.__version__} (CUDA {torch.version.cuda}); sketchps._core from {c.__file__}")' 2>&1 | tail -1)"
 
+# --kernels mixed: every process of the job runs this interpreter, which gives ranks 0 and 1 the CUDA
+# kernels and the others the CPU ones (the describe pass, without a RANK, the CUDA ones).
+mixed_python="$out/python-mixed.sh"
+printf '%s\n' '#!/usr/bin/env bash' \
+  'if [[ ${RANK:-0} -lt 2 ]]; then export SKETCHPS_KERNELS=cuda; else export SKETCHPS_KERNELS=cpu; fi' \
+  "exec \"$python\" \"\$@\"" >"$mixed_python"
+chmod +x "$mixed_python"
+# What a rank of the example prints when it runs on the kernels that job `k` gives it.
+on_device() {
+  case $1 in
+    mixed) echo "^rank [01]: cuda kernels, model on cuda|^rank [2-9]: cpu kernels, model on cpu" ;;
+    *) echo "^rank [0-9]*: $1 kernels, model on $1" ;;
+  esac
+}
+
 samples=30000; epochs=2
 [[ $quick -eq 1 ]] && { samples=8000; epochs=1; }
 status=0
@@ -84,14 +101,15 @@ for k in ${kernels//,/ }; do
   run="$out/train-$k"
   rm -rf "$run"
   t0=$(date +%s)
-  SKETCHPS_KERNELS=$k "$front" run --job "$examples/fashion_mnist.yaml" --script "$examples/fashion_mnist.py" \
-    --python "$python" --out "$run" --no-plot --no-progress --set "data.path=$data" \
-    --set "data.train_samples=$samples" --set "train.epochs=$epochs" -- --save "$out/model-$k.pt" \
-    >"$out/train-$k.txt" 2>&1
+  py=$python; [[ $k == mixed ]] && py=$mixed_python
+  SKETCHPS_KERNELS=${k/mixed/auto} "$front" run --job "$examples/fashion_mnist.yaml" \
+    --script "$examples/fashion_mnist.py" --python "$py" --out "$run" --no-plot --no-progress \
+    --set "data.path=$data" --set "data.train_samples=$samples" --set "train.epochs=$epochs" \
+    -- --save "$out/model-$k.pt" >"$out/train-$k.txt" 2>&1
   rc=$?
   seconds=$(( $(date +%s) - t0 ))
   # Every rank says which kernels it loaded and where its model is (the example prints it).
-  ranks_on=$(cat "$run"/worker-*.log 2>/dev/null | grep -c "^rank [0-9]*: $k kernels, model on $k")
+  ranks_on=$(cat "$run"/worker-*.log 2>/dev/null | grep -cE "$(on_device "$k")")
   acc=$("$python" -c "import json,sys; print(json.load(open(sys.argv[1]))['final_test_accuracy'])" \
         "$run/summary.json" 2>/dev/null || echo null)
   say "$k kernels: exit $rc in $seconds s, $ranks_on of 4 ranks on $k, final accuracy $acc"
@@ -102,12 +120,13 @@ for k in ${kernels//,/ }; do
     accuracy[$k]=$acc
   fi
 done
-if [[ ${#accuracy[@]} -eq 2 ]]; then
+for k in cuda mixed; do
+  [[ -n ${accuracy[$k]:-} && -n ${accuracy[cpu]:-} ]] || continue
   verdict=$("$python" -c "import sys; a, b, t = map(float, sys.argv[1:]); d = abs(a - b) * 100; print(f'{d:.2f}', int(d <= t))" \
-            "${accuracy[cuda]}" "${accuracy[cpu]}" "$tolerance")
+            "${accuracy[$k]}" "${accuracy[cpu]}" "$tolerance")
   diff=${verdict% *}; within=${verdict#* }
-  say "cuda against cpu: $diff points apart (tolerance $tolerance): $([[ $within -eq 1 ]] && echo within || echo OUTSIDE)"
-  echo "{\"check\":\"train_compare\",\"points_apart\":$diff,\"tolerance\":$tolerance,\"within\":$([[ $within -eq 1 ]] && echo true || echo false)}" >>"$results"
+  say "$k against cpu: $diff points apart (tolerance $tolerance): $([[ $within -eq 1 ]] && echo within || echo OUTSIDE)"
+  echo "{\"check\":\"train_compare\",\"kernels\":\"$k\",\"points_apart\":$diff,\"tolerance\":$tolerance,\"within\":$([[ $within -eq 1 ]] && echo true || echo false)}" >>"$results"
   [[ $within -eq 1 ]] || status=1
-fi
+done
 exit $status

@@ -102,9 +102,11 @@ def training(outs):
             acc = "" if r.get("accuracy") is None else f"{100 * r['accuracy']:.2f} %"
             lines.append(f"| {r['kernels']} | {r['exit']} | {r['seconds']} | {r['ranks_on_device']} of 4 "
                          f"| {r['samples']:,} x {r['epochs']} | {acc} |")
+    names = {"cuda": "CUDA", "mixed": "Ranks 0-1 on CUDA and 2-3 on the CPU"}
     for r in found:
         if r["check"] == "train_compare":
-            lines += ["", f"CUDA against CPU kernels: {r['points_apart']} points apart (tolerance {r['tolerance']}): "
+            who = names.get(r.get("kernels", "cuda"), r.get("kernels"))
+            lines += ["", f"{who} against CPU kernels: {r['points_apart']} points apart (tolerance {r['tolerance']}): "
                           + ("within" if r["within"] else "**outside**")]
     return lines
 

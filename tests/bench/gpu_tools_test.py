@@ -104,7 +104,11 @@ class ReportTest(unittest.TestCase):
                     "accuracy": 0.8712, "samples": 30000, "epochs": 2},
                    {"check": "train", "kernels": "cpu", "exit": 0, "seconds": 95, "ranks_on_device": 4,
                     "accuracy": 0.8690, "samples": 30000, "epochs": 2},
+                   {"check": "train", "kernels": "mixed", "exit": 0, "seconds": 90, "ranks_on_device": 4,
+                    "accuracy": 0.8590, "samples": 30000, "epochs": 2},
                    {"check": "train_compare", "points_apart": 0.22, "tolerance": 0.5, "within": True},
+                   {"check": "train_compare", "kernels": "mixed", "points_apart": 1.0, "tolerance": 0.5,
+                    "within": False},
                    {"check": "loadgen", "not_run": "budget"}]
         # sketchps: a read pass of 0.05 ms; top-k at 0.3 ms (7 passes), torch.topk 0.6 ms: met; accumulate
         # 27 passes: not met; recover 9 passes: met; the copy moves 8 bytes a float in 0.05 ms, our pass
@@ -126,6 +130,9 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| 4 of 4 | 30,000 x 2 | 87.12 % |", rows["cuda"])
         self.assertIn("| 86.90 % |", rows["cpu"])
         self.assertIn("CUDA against CPU kernels: 0.22 points apart (tolerance 0.5): within", text)
+        self.assertIn("| 85.90 % |", rows["mixed"])
+        self.assertIn("Ranks 0-1 on CUDA and 2-3 on the CPU against CPU kernels: 1.0 points apart (tolerance 0.5): "
+                      "**outside**", text)
         self.assertTrue(rows["stream_pass"].endswith("| no (50 %) |"), rows["stream_pass"])
         # The pass's kernels alone in 0.03 ms: 0.5 x 0.05 / 0.03 = 83 % of the copy's rate, met.
         self.assertTrue(rows["stream_pass_device"].endswith("| yes |"), rows["stream_pass_device"])
@@ -176,7 +183,7 @@ class ScriptsTest(unittest.TestCase):
 
     def test_train_check_names_bad_options(self):
         for args, message in [([], "the first argument is the output folder"),
-                              (["/tmp/x", "--kernels", "gpu"], "--kernels 'gpu': expected cpu and/or cuda"),
+                              (["/tmp/x", "--kernels", "gpu"], "--kernels 'gpu': expected cpu, cuda and/or mixed"),
                               (["/tmp/x", "--tolerance", "half"], "--tolerance 'half': expected points"),
                               (["/tmp/x", "--frobnicate"], "unknown argument --frobnicate")]:
             done = subprocess.run(["bash", str(TRAIN_CHECK), *args], capture_output=True, text=True, timeout=60)
