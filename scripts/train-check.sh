@@ -6,7 +6,8 @@
 # cuda, cpu, mixed: the 4 ranks share the GPU; the same job on the CPU kernels; ranks 0 and 1 on the
 # GPU and ranks 2 and 3 on the CPU in one job, whose replicas the shards compare every round), and
 # the final test accuracies of cuda and of mixed compared with cpu's (at most --tolerance points
-# apart, default 0.5).
+# apart, default 0.5). With mixed, a decentralized job on the same two backends must be refused at
+# its start.
 #
 #   train-check.sh OUT [--quick] [--kernels cuda,cpu,mixed] [--data DIR] [--tolerance 0.5] [--python PATH]
 #
@@ -120,6 +121,23 @@ for k in ${kernels//,/ }; do
     accuracy[$k]=$acc
   fi
 done
+# Decentralized peers on mixed backends must be refused at the start: nothing compares their replicas
+# after a round (docs/gpu.md), so the job fingerprint carries the backend.
+if [[ ,$kernels, == *,mixed,* ]]; then
+  run="$out/train-mixed-decentralized"
+  rm -rf "$run"
+  timeout 120 "$front" run --job "$examples/fashion_mnist.yaml" --mode decentralized --set peer.on_failure=stop \
+    --script "$examples/fashion_mnist.py" --python "$mixed_python" --out "$run" --no-plot --no-progress \
+    --set "data.path=$data" --set data.train_samples=1024 --set train.epochs=1 >"$out/train-mixed-decentralized.txt" 2>&1
+  rc=$?
+  refused=false
+  [[ $rc -ne 0 ]] && cat "$out/train-mixed-decentralized.txt" "$run"/*.log 2>/dev/null |
+    grep -q "decentralized peers must share one backend" && refused=true
+  say "mixed kernels, decentralized: exit $rc, $([[ $refused == true ]] && echo "refused, as it must be" || echo "NOT refused")"
+  echo "{\"check\":\"mixed_decentralized\",\"exit\":$rc,\"refused\":$refused}" >>"$results"
+  [[ $refused == true ]] || status=1
+fi
+
 for k in cuda mixed; do
   [[ -n ${accuracy[$k]:-} && -n ${accuracy[cpu]:-} ]] || continue
   verdict=$("$python" -c "import sys; a, b, t = map(float, sys.argv[1:]); d = abs(a - b) * 100; print(f'{d:.2f}', int(d <= t))" \
