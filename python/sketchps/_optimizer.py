@@ -135,9 +135,9 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         self._own_group = False
         # The script's state (sketchps/_resume.py): with apply="torch" the weights and the torch
         # optimizer are the script's; the buffers are in no checkpoint of the servers.
-        # broadcast_buffers=False: a worker restarted alone rejoins without them, as before.
-        restore = "model" if self._apply == "torch" else "buffers" if buffers else (
-            "buffers-if-saved" if list(model.buffers()) else None)
+        # broadcast_buffers=False: a worker restarted alone rejoins without them, as before. Without
+        # buffers the file still holds the RNG states and the checkpoint()ed objects: read when saved.
+        restore = "model" if self._apply == "torch" else "buffers" if buffers else "buffers-if-saved"
         self._script = _join_script_state(self._worker, job, ctx.rank, model, restore)
         self._script.register(optimizer)
         if buffers:

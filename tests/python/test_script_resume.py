@@ -6,6 +6,8 @@ no sketchps), and interrupted with Ctrl-C and resumed with `sketchps run --resum
 workers' error feedback resumes too) every rank ends bitwise equal to its uninterrupted run. A resume
 the launcher refuses (a rank's script state missing) moves nothing. CI runs the hook's 2-rank
 resume; test_script_resume_long.py (the long lane) the wrapper's, both against plain DDP, and 4 ranks.
+A model without buffers under the job's SGD (dropout: torch's RNG from the script's state) resumes
+bitwise too.
 The script's state alone: a resume refuses objects other than the saved ones."""
 import os
 import shutil
@@ -172,3 +174,18 @@ def test_a_resume_refuses_objects_other_than_the_saved_ones(tmp_path, monkeypatc
         resumed.at_forward(4)
     with pytest.raises(ConfigError, match=r"rank 0 rejoins the job at round 6, but its script's state"):
         _resume.ScriptState(_Job(), 0, torch.nn.Linear(2, 2), 6, "model")
+
+
+def test_a_model_without_buffers_under_the_jobs_sgd_resumes_bitwise(tmp_path):
+    """apply="sketchps", dropout and no buffers (scripts/batchnorm.py --dropout): the servers resume
+    the weights and the optimizer, the script's state torch's RNG, so the resumed run draws the same
+    dropout masks as the uninterrupted one."""
+    from test_buffers import JOB, SCRIPT
+    job = JOB.replace("every_rounds: 16", "every_rounds: 4").replace("name: dense", "name: topk, density: 0.1")
+    reference, resumed = tmp_path / "reference-weights", tmp_path / "interrupted-weights"
+    reference.mkdir()
+    resumed.mkdir()
+    args = ["--dropout", "0.3", "--save-dir"]
+    run(tmp_path, "reference", "--script", SCRIPT, "--", *args, str(reference), job=job)
+    interrupt_and_resume(tmp_path, job, [SCRIPT, *args, str(resumed)], 48, 2)
+    assert_bitwise(saved(resumed, 2), saved(reference, 2), "dropout: resumed against uninterrupted")

@@ -59,12 +59,13 @@ class BatchNormMlp(nn.Module):
     """A small MLP with BatchNorm1d (running statistics: buffers) for DDP scripts: 20-dimensional
     points, 4 classes (centres_dataset). middle > 0 adds a Linear(64, middle) and a Linear(middle, 64)
     after the norm (middle 2500: 324k parameters, 1.3 MB, more than DDP's 1 MiB first bucket, so
-    DDP hands a comm hook two buckets per backward)."""
+    DDP hands a comm hook two buckets per backward). dropout: a Dropout(dropout) in the norm's place
+    (no buffers; each training forward draws from torch's RNG)."""
 
-    def __init__(self, middle=0):
+    def __init__(self, middle=0, dropout=None):
         super().__init__()
         self.fc1 = nn.Linear(20, 64)
-        self.norm = nn.BatchNorm1d(64)
+        self.norm = nn.BatchNorm1d(64) if dropout is None else nn.Dropout(dropout)
         self.middle = nn.Sequential(nn.Linear(64, middle), nn.ReLU(), nn.Linear(middle, 64)) if middle else None
         self.fc2 = nn.Linear(64, 4)
 
