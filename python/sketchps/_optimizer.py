@@ -13,8 +13,9 @@ import torch.distributed as dist
 from sketchps import _batch_check, _core, _flat, _job_context
 from sketchps._buffers import _BufferBroadcast, _buffer_group, _check_buffers
 from sketchps._position import _describe, _join_script_state, _JobPosition
-from sketchps._settings import (_applies, _check_equal, _check_no_schedule, _check_optimizer, _check_unwrapped,
-                                _external_settings, _optimizer_settings, _trainable)
+from sketchps._settings import (_applies, _check_equal, _check_no_schedule, _check_optimizer, _check_same_parameters,
+                                _check_same_settings, _check_unwrapped, _external_settings, _optimizer_settings,
+                                _trainable)
 from sketchps.errors import ConfigError, OrderError
 
 
@@ -119,7 +120,8 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         self.optimizer = optimizer
         self.model = model
         self.job = job
-        self._lr = [g["lr"] for g in optimizer.param_groups]
+        self._settings = settings
+        self._group_ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
         self._local = bool(job.has_local_steps)  # each step() an inner step (class docstring)
         overlap = overlap and not self._local  # the exchange starts after the last inner step
         self._overlap = overlap
@@ -190,10 +192,9 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        if self._apply == "sketchps" and [g["lr"] for g in self.optimizer.param_groups] != self._lr:
-            raise ConfigError("optimizer.lr: changed after DistributedOptimizer was made; sketchps applies the update "
-                              "with the job's optimizer.schedule (set it there), or pass apply=\"torch\" to keep "
-                              "your LR scheduler and let the torch optimizer apply the aggregated gradient")
+        _check_same_parameters(self.model, self.optimizer, self._named, self._group_ids)
+        if self._apply == "sketchps":
+            _check_same_settings(self.optimizer, self.model, self._settings, "after DistributedOptimizer was made")
         if self.done and not self._worker.finished:
             raise OrderError(f"step: the job's {self.rounds} rounds are done (check DistributedOptimizer.done before "
                              "stepping; a DataLoader loop runs `for epoch in range(opt.epochs)` over a "
@@ -297,7 +298,7 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
     # A torch.optim.Optimizer (its __init__ is not called: the torch optimizer's param_groups, defaults
     # and state are the wrapper's), so torch.optim.lr_scheduler schedulers accept it: with
     # apply="torch" they set the torch optimizer's lr; with apply="sketchps" the next step() refuses a
-    # changed lr (the job's schedule sets it).
+    # changed lr (the job's schedule sets it; _check_same_settings).
     @property
     def param_groups(self):
         return self.optimizer.param_groups
@@ -326,9 +327,8 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
             raise ConfigError(f"load_state_dict: saved with apply=\"{state['apply']}\", this optimizer has "
                               f"apply=\"{self._apply}\"")
         self.optimizer.load_state_dict(state["optimizer"])
-        if self._apply == "sketchps" and [g["lr"] for g in self.optimizer.param_groups] != self._lr:
-            raise ConfigError("load_state_dict: the saved learning rates differ from the job's optimizer.lr "
-                              "(with apply=\"sketchps\" the job's schedule sets them)")
+        if self._apply == "sketchps":
+            _check_same_settings(self.optimizer, self.model, self._settings, "in the state loaded")
 
     def batch_indices(self, round=None, step=None):
         """This rank's sample indices (int64 tensor) of a round (default: the next one) by the job's

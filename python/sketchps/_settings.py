@@ -2,8 +2,9 @@
 (_applies), the job keys a torch optimizer stands for (_optimizer_settings, _external_settings,
 _settings_overrides), the checks that they equal the job's (_check_optimizer, _check_equal), the
 refusal of the job's schedule under a torch optimizer (_check_no_schedule), the refusal of models
-whose parameters are sharded across ranks (_check_whole_replica) and the trainable parameters
-(_trainable). What the job sets comes from the core's typed Job fields (the job is parsed
+whose parameters are sharded across ranks (_check_whole_replica), the trainable parameters
+(_trainable) and, at every step, that they and the optimizer's settings are still those the job was
+made with (_check_same_parameters, _check_same_settings). What the job sets comes from the core's typed Job fields (the job is parsed
 once, in C++), never from its YAML text. Pure functions: each raises
 ConfigError naming the key or argument, or returns a value; nothing is changed.
 """
@@ -198,3 +199,36 @@ def _trainable(model, optimizer):
         raise ConfigError(f"optimizer: does not hold the model's trainable parameter '{missing[0]}' "
                           "(freeze it with requires_grad_(False) to leave it out)")
     return named
+
+
+def _check_same_parameters(model, optimizer, named, group_ids):
+    """ConfigError when the model's trainable parameters (named: (name, tensor) as _trainable gave
+    them) or the tensors of the optimizer's param_groups (group_ids: their ids then) changed since:
+    a module replaced, a parameter frozen or unfrozen, add_param_group. The job's layout is fixed, so
+    such a change would leave a parameter untrained, or trained on its own gradient on each rank."""
+    now = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if [id(p) for _, p in now] != [id(p) for _, p in named]:
+        before, after = {id(p) for _, p in named}, {id(p) for _, p in now}
+        added = [n for n, p in now if id(p) not in before]
+        gone = [n for n, p in named if id(p) not in after]
+        what = (f"'{added[0]}' is new or no longer frozen" if added else
+                f"'{gone[0]}' was removed or frozen" if gone else "their order changed")
+        raise ConfigError(f"model: its trainable parameters changed after DistributedOptimizer was made ({what}); the "
+                          "job's parameter layout is fixed for the whole job: give the model its final modules and "
+                          "requires_grad before making DistributedOptimizer (progressive unfreezing is not supported)")
+    if {id(p) for g in optimizer.param_groups for p in g["params"]} != group_ids:
+        raise ConfigError("optimizer: its param_groups hold other tensors than when DistributedOptimizer was made "
+                          "(add_param_group, or a group's params changed); the job trains the tensors it was made "
+                          "with: give the torch optimizer every parameter before making DistributedOptimizer")
+
+
+def _check_same_settings(optimizer, model, settings, when):
+    """apply="sketchps": ConfigError naming the first of the optimizer's settings (_optimizer_settings)
+    that differs from `settings`, the job's: sketchps applies the job's, so a change would be ignored."""
+    now = _optimizer_settings(optimizer, model)
+    for key, was in settings.items():
+        if now[key] != was:
+            raise ConfigError(f"optimizer.{key}: {now[key]} {when}, the job has {was}; with apply=\"sketchps\" "
+                              "the job's optimizer settings (and its optimizer.schedule for the lr) hold for the "
+                              "whole job: set them in the job, or pass apply=\"torch\" to let your torch optimizer "
+                              "apply its own to the aggregated gradient")

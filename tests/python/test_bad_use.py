@@ -182,8 +182,45 @@ def test_a_gradient_set_to_none_and_a_changed_learning_rate(env, tmp_path):
         opt.step()
     opt.zero_grad()
     opt.param_groups[0]["lr"] = 0.01
-    with pytest.raises(ConfigError, match="optimizer.lr: changed"):
+    with pytest.raises(ConfigError, match="optimizer.lr: 0.01 after DistributedOptimizer was made, the job has 0.05"):
         opt.step()
+
+
+def test_a_model_or_optimizer_changed_after_distributed_optimizer_is_refused_and_spends_no_round(env, tmp_path):
+    """Each change would leave a parameter untrained or a setting ignored: refused by step() (and a
+    state loaded with other settings by load_state_dict), and once undone the round runs."""
+    model, opt = single_peer(env, tmp_path, rounds=2)
+    opt.zero_grad()
+    model(torch.randn(4, 1, 28, 28)).sum().backward()
+    head = model.fc3
+    model.fc3 = nn.Linear(128, 10)  # a new head
+    with pytest.raises(ConfigError, match=r"model: its trainable parameters changed after DistributedOptimizer was "
+                                          r"made \('fc3.weight' is new or no longer frozen\)"):
+        opt.step()
+    model.fc3 = head
+    model.fc1.requires_grad_(False)  # frozen mid-run
+    with pytest.raises(ConfigError, match=r"\('fc1.weight' was removed or frozen\)"):
+        opt.step()
+    model.fc1.requires_grad_(True)
+    opt.optimizer.add_param_group({"params": [nn.Parameter(torch.zeros(3))]})
+    with pytest.raises(ConfigError, match="optimizer: its param_groups hold other tensors than when"):
+        opt.step()
+    opt.optimizer.param_groups.pop()
+    for key, value, said in [("momentum", 0.0, "optimizer.momentum: 0.0 after DistributedOptimizer was made, the "
+                                               "job has 0.9"),
+                             ("weight_decay", 0.1, "optimizer.weight_decay: 0.1 after"),
+                             ("nesterov", True, "optimizer.nesterov: True after")]:
+        was = opt.param_groups[0][key]
+        opt.param_groups[0][key] = value
+        with pytest.raises(ConfigError, match=said):
+            opt.step()
+        opt.param_groups[0][key] = was
+    saved = opt.state_dict()
+    saved["optimizer"]["param_groups"][0]["momentum"] = 0.5
+    with pytest.raises(ConfigError, match="optimizer.momentum: 0.5 in the state loaded, the job has 0.9"):
+        opt.load_state_dict(saved)
+    opt.param_groups[0]["momentum"] = 0.9
+    assert opt.step()["round"] == 0  # the refusals spent nothing of the job
 
 
 def test_a_grad_scaler_is_refused_by_name(env, tmp_path):

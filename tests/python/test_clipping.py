@@ -202,6 +202,6 @@ def test_lr_schedulers_take_the_wrapper(env, tmp_path):
     scheduler.step()
     opt.zero_grad()
     F.cross_entropy(model(x), y).backward()
-    with pytest.raises(ConfigError, match="optimizer.lr: changed after DistributedOptimizer was made"):
+    with pytest.raises(ConfigError, match="optimizer.lr: 0.025 after DistributedOptimizer was made, the job has 0.05"):
         opt.step()
     opt._worker.abandon("test")
