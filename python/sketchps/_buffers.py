@@ -15,7 +15,8 @@ def _check_buffers(ctx, model, broadcast):
     parameters equal. With broadcast_buffers (DDP's default) DistributedOptimizer broadcasts rank
     0's over a torch.distributed process group; what that needs is checked here, before the describe
     pass writes anything, so `sketchps run --script` fails before it starts a server. Returns the
-    buffers to broadcast (named_buffers' order), [] without buffers or with broadcast_buffers False."""
+    names of the buffers to broadcast (named_buffers' order), [] without buffers or with
+    broadcast_buffers False."""
     named = list(model.named_buffers())
     if not named or not broadcast:
         return []
@@ -39,7 +40,7 @@ def _check_buffers(ctx, model, broadcast):
         raise ConfigError(f"MASTER_ADDR / MASTER_PORT: {missing} is not set ({what}, made from MASTER_ADDR, "
                           "MASTER_PORT, RANK and WORLD_SIZE: `sketchps run --script` and torchrun set them; "
                           "or call torch.distributed.init_process_group before DistributedOptimizer)" + instead)
-    return [b for _, b in named]
+    return [n for n, _ in named]
 
 
 def _buffer_group(ctx):
@@ -57,24 +58,47 @@ def _buffer_group(ctx):
 
 
 class _BufferBroadcast:
-    """Broadcasts the buffers from rank 0 in one call: their bytes are packed into one uint8 tensor
-    (largest element size first, so every buffer's slice stays aligned for its dtype), which keeps
-    every dtype (float running statistics, int64 num_batches_tracked) bitwise."""
+    """Broadcasts the model's buffers `names` from rank 0 in one call: their bytes are packed into one
+    uint8 tensor (largest element size first, so every buffer's slice stays aligned for its dtype),
+    which keeps every dtype (float running statistics, int64 num_batches_tracked) bitwise. The
+    buffers are looked up by name at every call, as DDP does, so a module that re-assigns one
+    (self.ema = 0.9 * self.ema + ...) has its new tensor broadcast; a buffer registered or removed
+    since, or one whose shape or dtype changed, is a ConfigError naming it (every rank raises it)."""
 
-    def __init__(self, buffers, group, rank):
-        self.buffers = sorted(buffers, key=lambda b: -b.element_size())
-        self.sizes = [b.numel() * b.element_size() for b in self.buffers]
+    def __init__(self, model, names, group, rank):
+        self.model = model
+        now = dict(model.named_buffers())
+        self.names = sorted(names, key=lambda n: -now[n].element_size())
+        self.forms = [(now[n].shape, now[n].dtype) for n in self.names]
+        self.sizes = [now[n].numel() * now[n].element_size() for n in self.names]
         self.flat = torch.empty(sum(self.sizes), dtype=torch.uint8)
         self.group = group
         self.rank = rank
 
+    def _buffers(self):
+        now = dict(self.model.named_buffers())
+        if set(now) != set(self.names):
+            added = sorted(set(now) - set(self.names))
+            what = f"'{added[0]}' is new" if added else f"'{sorted(set(self.names) - set(now))[0]}' is gone"
+            raise ConfigError(f"model: its buffers changed after DistributedOptimizer was made ({what}); "
+                              "broadcast_buffers broadcasts the buffers the model had then: register every buffer "
+                              "before making DistributedOptimizer")
+        for name, (shape, dtype) in zip(self.names, self.forms):
+            b = now[name]
+            if b.shape != shape or b.dtype != dtype:
+                raise ConfigError(f"model: buffer '{name}' is now {b.dtype} {list(b.shape)}, it was {dtype} "
+                                  f"{list(shape)} when DistributedOptimizer was made (broadcast_buffers needs the "
+                                  "same shape and dtype on every rank for the whole job)")
+        return [now[n] for n in self.names]
+
     def __call__(self):
+        buffers = self._buffers()
         with torch.no_grad():
             if self.rank == 0:
-                torch.cat([b.detach().reshape(-1).view(torch.uint8) for b in self.buffers], out=self.flat)
+                torch.cat([b.detach().reshape(-1).view(torch.uint8) for b in buffers], out=self.flat)
             dist.broadcast(self.flat, 0, group=self.group)
             if self.rank != 0:
                 offset = 0
-                for b, n in zip(self.buffers, self.sizes):
+                for b, n in zip(buffers, self.sizes):
                     b.copy_(self.flat[offset:offset + n].view(b.dtype).view(b.shape))
                     offset += n

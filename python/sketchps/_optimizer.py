@@ -144,7 +144,7 @@ class DistributedOptimizer(_JobPosition, torch.optim.Optimizer):
         self._script.register(optimizer)
         if buffers:
             group, self._own_group = _buffer_group(ctx)
-            self._broadcast = _BufferBroadcast(buffers, group, ctx.rank)
+            self._broadcast = _BufferBroadcast(model, buffers, group, ctx.rank)
             self._broadcast()  # rank 0's initial buffers, as DDP's constructor broadcasts them
         self._compute_start = None
         self._batches = _batch_check.FirstRound(job.batch_size)  # accumulation against data.batch_size

@@ -17,7 +17,8 @@ In-process: without MASTER_ADDR (and no process group) the ConfigError names MAS
 MASTER_PORT and who sets them, before the describe pass writes anything; decentralized mode with
 peer.on_failure regroup is refused naming it; a default group of another size is refused; a worker
 that would rejoin a running job (first round > 0) without its script's state of that round is refused
-and reported to the job as failed (test_script_resume.py resumes a whole job with buffers); a
+and reported to the job as failed; a buffer the forward re-assigns is broadcast as its new tensor, and
+one registered, removed or reshaped after the optimizer was made is refused naming it (test_script_resume.py resumes a whole job with buffers); a
 single decentralized peer (peer.on_failure stop) makes its own group of one, trains and destroys
 the group in finish(), while a group the script made is left to it."""
 import copy
@@ -121,6 +122,16 @@ def test_a_process_group_the_script_made_is_used(tmp_path):
                                 job=JOB.replace("{name: dense}", "{name: topk, density: 0.1}"))
     assert_bitwise_equal(rank0, rank1)
     assert int(rank1["norm.num_batches_tracked"]) == 48
+    assert_it_learned(out)
+
+
+def test_a_buffer_the_forward_reassigns_is_broadcast_as_its_new_tensor(tmp_path):
+    """BatchNormMlp(ema=True): each training forward replaces the `ema` buffer by a new tensor from
+    its rank's batch; the broadcast looks buffers up by name, as DDP does, so rank 1 ends with rank
+    0's (before 2026-11-30 it wrote into the first tensor, which the module no longer held)."""
+    out, (rank0, rank1) = train(tmp_path, "ema", "--ema-buffer")
+    assert rank0["ema"].abs().sum() > 0
+    assert_bitwise_equal(rank0, rank1)
     assert_it_learned(out)
 
 
@@ -311,3 +322,28 @@ def test_the_scripts_group_is_left_to_it(env, tmp_path):
     dist.init_process_group("gloo", rank=0, world_size=1)  # from MASTER_ADDR / MASTER_PORT
     two_rounds(optimizer())
     assert dist.is_initialized()
+
+
+def test_a_buffer_registered_removed_or_reshaped_after_the_optimizer_is_refused(env, tmp_path):
+    single_peer(env, tmp_path)
+    model = tiny_models.BatchNormMlp(ema=True)
+    opt = optimizer(model)
+    x, y, _, _ = tiny_models.centres_data(train=64)
+    idx = opt.batch_indices()
+    opt.zero_grad()
+    F.cross_entropy(model(x[idx]), y[idx]).backward()
+    model.register_buffer("extra", torch.zeros(2))
+    with pytest.raises(ConfigError, match=r"model: its buffers changed after DistributedOptimizer was made "
+                                          r"\('extra' is new\)"):
+        opt._broadcast()
+    del model.extra
+    model.ema = torch.zeros(3)
+    with pytest.raises(ConfigError, match=r"model: buffer 'ema' is now torch.float32 \[3\], it was torch.float32 "
+                                          r"\[64\] when DistributedOptimizer was made"):
+        opt._broadcast()
+    model.ema = torch.zeros(64)
+    opt.step()  # and its broadcast
+    del model.ema
+    with pytest.raises(ConfigError, match=r"\('ema' is gone\)"):
+        opt._broadcast()
+    opt.finish()

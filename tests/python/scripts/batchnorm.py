@@ -2,7 +2,7 @@
 running statistics are buffers, broadcast from rank 0 at every round (broadcast_buffers).
 
     batchnorm.py [--no-broadcast] [--init-group] [--perturb-buffers-rank R] [--save-dir DIR]
-                 [--time-broadcast N] [--dropout P]
+                 [--time-broadcast N] [--dropout P] [--ema-buffer]
 
 Under `sketchps run --script` (RANK, WORLD_SIZE, MASTER_ADDR/MASTER_PORT and the job from the
 environment), the job's SGD (apply "sketchps"), the opt.batch_indices() loop. --no-broadcast:
@@ -12,7 +12,8 @@ process group itself (init_process_group before sps.init), which DistributedOpti
 replace them). --save-dir: every rank saves its state_dict there (rank<R>.pt) after the final
 evaluation (model.eval() on its share of the test points). --time-broadcast N: after training, every
 rank times N more broadcasts of the buffers and rank 0 prints the median. --dropout P: a Dropout(P)
-in the norm's place, so the model has no buffers (tiny_models.BatchNormMlp)."""
+in the norm's place, so the model has no buffers; --ema-buffer: a buffer the forward re-assigns
+(tiny_models.BatchNormMlp)."""
 import argparse
 import os
 import sys
@@ -34,13 +35,14 @@ parser.add_argument("--perturb-buffers-rank", type=int, default=-1)
 parser.add_argument("--save-dir", default="")
 parser.add_argument("--time-broadcast", type=int, default=0)
 parser.add_argument("--dropout", type=float, default=None)
+parser.add_argument("--ema-buffer", action="store_true")
 args = parser.parse_args()
 
 if args.init_group:
     dist.init_process_group("gloo")
 ctx = sps.init()
 job = ctx.job
-model = tiny_models.BatchNormMlp(dropout=args.dropout)  # right after init(): the job's seed, the same weights on every rank
+model = tiny_models.BatchNormMlp(dropout=args.dropout, ema=args.ema_buffer)  # right after init(): the job's seed, the same weights on every rank
 if ctx.rank == args.perturb_buffers_rank:
     with torch.no_grad():
         model.norm.running_mean.add_(1.0)

@@ -60,17 +60,22 @@ class BatchNormMlp(nn.Module):
     points, 4 classes (centres_dataset). middle > 0 adds a Linear(64, middle) and a Linear(middle, 64)
     after the norm (middle 2500: 324k parameters, 1.3 MB, more than DDP's 1 MiB first bucket, so
     DDP hands a comm hook two buckets per backward). dropout: a Dropout(dropout) in the norm's place
-    (no buffers; each training forward draws from torch's RNG)."""
+    (no buffers; each training forward draws from torch's RNG). ema: a buffer `ema`, the running mean
+    of the hidden features, which each training forward re-assigns (a new tensor, not in place)."""
 
-    def __init__(self, middle=0, dropout=None):
+    def __init__(self, middle=0, dropout=None, ema=False):
         super().__init__()
         self.fc1 = nn.Linear(20, 64)
         self.norm = nn.BatchNorm1d(64) if dropout is None else nn.Dropout(dropout)
+        if ema:
+            self.register_buffer("ema", torch.zeros(64))
         self.middle = nn.Sequential(nn.Linear(64, middle), nn.ReLU(), nn.Linear(middle, 64)) if middle else None
         self.fc2 = nn.Linear(64, 4)
 
     def forward(self, x):
         h = F.relu(self.norm(self.fc1(x)))
+        if hasattr(self, "ema") and self.training:
+            self.ema = 0.9 * self.ema + 0.1 * h.detach().mean(0)
         if self.middle is not None:
             h = F.relu(self.middle(h))
         return self.fc2(h)
