@@ -250,6 +250,13 @@ absl::StatusOr<std::string> PyWorker::Evaluate(double correct, double samples, d
   SKETCHPS_RETURN_IF_ERROR(Usable("evaluate"));
   if (!pending_) return absl::FailedPreconditionError("evaluate: no round has run yet (evaluate after step())");
   const std::uint64_t round = next_round_ - 1;
+  if (const auto it = pending_->find("test_accuracy"); it != pending_->end()) {
+    // A second one would overwrite the first in the round's record (a final one, too).
+    return absl::FailedPreconditionError(
+        absl::StrCat("evaluate: round ", round, " already has its evaluation (test_accuracy ", it->dump(),
+                     pending_->value("final", false) ? ", final" : "",
+                     "); the record holds one per round: evaluate once after a round, with final=True after the last"));
+  }
   SKETCHPS_RETURN_IF_ERROR(session::CheckEvaluationShare(round, correct, samples, loss_sum));
   SKETCHPS_ASSIGN_OR_RETURN(
       auto sums, session_->SumOverWorkers(

@@ -280,3 +280,15 @@ def test_sketchps_set_overrides_the_job_as_a_launcher_would(env):
     env.setenv("SKETCHPS_SET", "workerz=3")
     with pytest.raises(ConfigError, match="workerz"):
         sps.init()
+
+
+def test_a_second_evaluation_of_a_round_is_refused(env, tmp_path):
+    """The round's record holds one evaluation: a second would overwrite the first (a final one too)."""
+    model, opt = single_peer(env, tmp_path, rounds=1)
+    opt.zero_grad()
+    model(torch.randn(4, 1, 28, 28)).sum().backward()
+    opt.step()
+    assert opt.evaluate(5, 10, 1.0, final=True)["accuracy"] == 0.5
+    with pytest.raises(OrderError, match=r"evaluate: round 0 already has its evaluation \(test_accuracy 0.5, final\)"):
+        opt.evaluate(3, 10, 1.0)
+    opt.finish()

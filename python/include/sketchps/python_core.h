@@ -162,7 +162,8 @@ class SKETCHPS_PYCORE_API Worker {
 
   // The round with the gradients in the buffer; returns its record (JSON).
   std::string Step(float loss, double compute_seconds);
-  // Sums the evaluation counts over the workers; returns {"accuracy", "loss", "samples"} (JSON).
+  // Sums the evaluation counts over the workers into the last round's record (once per round: a
+  // second call is an OrderError); returns {"accuracy", "loss", "samples"} (JSON).
   std::string Evaluate(double correct, double samples, double loss_sum, double seconds, bool final);
   void Finish();
   // Leaves the job on an error; returns "" when every server was told, else what went wrong.
