@@ -32,9 +32,16 @@ naming the file when it is missing or unreadable, and at the first training forw
 CUDA RNG states for another number of devices than this process sees; OrderError at the first
 training forward when an entry saved was never registered (the resumed script must register what the
 first run did).
+
+At the first save, what a resume would silently restart is named on stderr, once: no torch optimizer
+registered (the comm hook's, whose momentum or moments live in the script), or a registered
+optimizer whose param_groups carry an LR scheduler's initial_lr while no scheduler is registered.
+Random data augmentation that draws from torch's RNG while the batch of round R is made (before its
+first training forward) is not restored: seed it from the round or epoch (docs/pytorch.md "Resume").
 """
 import inspect
 import os
+import sys
 
 import torch
 
@@ -96,6 +103,7 @@ class ScriptState:
         self.objects = []
         self.saved = first_round  # the round (re)started at needs no file
         self.pending = None  # a resume's file content, until its first training forward
+        self.saved_once = False  # whether a file was written (the first one warns: unsaved())
         if first_round > 0 and restore is not None:
             self.pending = self._read(first_round, required=restore != "buffers-if-saved")
             if self.pending is not None:
@@ -166,7 +174,25 @@ class ScriptState:
         torch.set_rng_state(saved["rng"])
         _set_cuda_rng(saved.get("cuda_rng"), self._path(saved["round"]))
 
+    def unsaved(self):
+        """What a resume would restart because it is not registered: a list of sentences."""
+        optimizers = [o for o in self.objects if isinstance(o, torch.optim.Optimizer)]
+        found = []
+        if not optimizers:
+            found.append("no torch optimizer was passed to checkpoint() (the comm hook's: state.checkpoint(opt)), so "
+                         "its state (momentum, Adam's moments) would start over")
+        scheduled = any("initial_lr" in g for o in optimizers for g in o.param_groups)
+        if scheduled and not any(hasattr(o, "base_lrs") and hasattr(o, "last_epoch") for o in self.objects):
+            found.append("an LR scheduler drives the optimizer (its param_groups have initial_lr) but none was passed "
+                         "to checkpoint(), so the schedule would start over")
+        return found
+
     def _write(self, round):
+        if self.saved_once is False:
+            self.saved_once = True
+            for what in self.unsaved():
+                print(f"sketchps: rank {self.rank}: warning: a --resume from this job's checkpoints would not be "
+                      f"exact: {what} (docs/pytorch.md \"Resume\")", file=sys.stderr, flush=True)
         state = {"round": round, "rank": self.rank, "model": self.module.state_dict(),
                  "objects": [(_entry_name(o), _saved_state(o)) for o in self.objects], "rng": torch.get_rng_state(),
                  "cuda_rng": _cuda_rng()}

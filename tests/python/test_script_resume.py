@@ -189,3 +189,26 @@ def test_a_model_without_buffers_under_the_jobs_sgd_resumes_bitwise(tmp_path):
     run(tmp_path, "reference", "--script", SCRIPT, "--", *args, str(reference), job=job)
     interrupt_and_resume(tmp_path, job, [SCRIPT, *args, str(resumed)], 48, 2)
     assert_bitwise(saved(resumed, 2), saved(reference, 2), "dropout: resumed against uninterrupted")
+
+
+def test_the_first_save_names_what_a_resume_would_restart(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SKETCHPS_STATE_DIR", str(tmp_path))
+    model = torch.nn.Linear(2, 2)
+    bare = _resume.ScriptState(_Job(), 0, model, 0, None)
+    bare.at_forward(2)
+    assert "rank 0: warning: a --resume from this job's checkpoints would not be exact: no torch optimizer was " \
+           "passed to checkpoint()" in capsys.readouterr().err
+    bare.at_forward(4)
+    assert capsys.readouterr().err == ""  # once
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1)
+    alone = _resume.ScriptState(_Job(), 0, model, 0, None)
+    alone.register(opt)
+    alone.at_forward(2)
+    err = capsys.readouterr().err
+    assert "an LR scheduler drives the optimizer (its param_groups have initial_lr) but none was passed" in err
+    assert "no torch optimizer" not in err
+    both = _resume.ScriptState(_Job(), 0, model, 0, None)
+    both.register(opt, scheduler)
+    both.at_forward(2)
+    assert capsys.readouterr().err == ""
