@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -444,6 +445,10 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
 
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return ParseJobSpec(DefaultJobSpecYaml(), "default job spec", overrides);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {  // an ifstream reads a directory as an empty job
+    return absl::InvalidArgumentError(absl::StrCat("job spec '", path, "': is a directory, not a job file"));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("job spec '", path, "': cannot open the file"));
   std::stringstream buffer;

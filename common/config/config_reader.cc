@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -70,8 +71,12 @@ absl::Status ConfigReader::Finish() const {
   if (!node_ || node_.IsNull()) return absl::OkStatus();
   if (!node_.IsMap())
     return absl::InvalidArgumentError(absl::StrCat(path_.empty() ? "config" : path_, ": expected a mapping"));
+  std::set<std::string> seen;
   for (const auto& kv : node_) {
     const std::string key = kv.first.Scalar();
+    // yaml-cpp keeps both entries of a repeated key and lookups find the first; YAML says a key is
+    // unique, and loaders that take the last one (PyYAML) would read such a file differently.
+    if (!seen.insert(key).second) return absl::InvalidArgumentError(absl::StrCat(KeyPath(key), ": given twice"));
     if (!known_.count(key)) {
       return absl::InvalidArgumentError(absl::StrCat(path_.empty() ? "config" : path_, ": unknown key '", key,
                                                      "' (known: ", absl::StrJoin(known_, ", "), ")"));

@@ -1,5 +1,6 @@
 #include "job/job_spec.h"
 
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -121,6 +122,11 @@ TEST_CASE("Job spec errors name the key", "[job_spec]") {
   CHECK_THAT(Error("", {"workers"}), Catch::Contains("expected key.path=value"));
   CHECK_THAT(Error("", {"workers.x=1", "workers.x.y=2"}), Catch::Contains("not a mapping"));
   CHECK(LoadJobSpec("/nonexistent/job.yaml").status().code() == absl::StatusCode::kNotFound);
+  CHECK(Error("workers: 2\nworkers: 4\n") == "workers: given twice");
+  CHECK(Error("scheme: {name: topk, density: 0.1, density: 0.2}\n") == "scheme.density: given twice");
+  const auto dir = LoadJobSpec(std::filesystem::temp_directory_path().string());
+  CHECK(dir.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(dir.status().message()), Catch::EndsWith("': is a directory, not a job file"));
 }
 
 TEST_CASE("optimizer.name external takes no optimizer settings and refuses what a torch optimizer cannot follow",
