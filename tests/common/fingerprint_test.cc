@@ -7,7 +7,7 @@
 
 using namespace sketchps;
 
-TEST_CASE("Fingerprints that differ name the keys; equal or empty ones pass", "[fingerprint]") {
+TEST_CASE("Fingerprints that differ name the keys, equal or empty ones pass", "[fingerprint]") {
   const Fingerprint mine{{"scheme", 1}, {"optimizer", 2}};
   CHECK(CheckFingerprint(mine, mine, "worker 1").ok());
   CHECK(CheckFingerprint(mine, {}, "a tool").ok());
