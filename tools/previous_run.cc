@@ -12,6 +12,7 @@
 #include "common/net/rendezvous_file.h"
 #include "common/status.h"
 #include "common/wire/file_key.h"
+#include "common/wire/fingerprint.h"
 #include "ps/checkpoint.h"
 #include "tools/resume_round.h"
 #include "tools/summary.h"
@@ -97,6 +98,27 @@ absl::Status Trim(const fs::path& out, std::uint32_t workers, std::uint64_t roun
   return absl::OkStatus();
 }
 
+// A resume continues the same job: the run's job.yaml (as its launcher wrote it) must have the
+// fingerprint of this one. Otherwise the rest of the run would train on other settings and its
+// job.yaml would be replaced; and more rounds than a finished run had would wait on shards whose
+// checkpoints say every worker has left.
+absl::Status CheckSameJob(const fs::path& out, const JobSpec& job) {
+  const fs::path path = out / "job.yaml";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return absl::OkStatus();  // a run stopped before its launcher wrote it
+  auto previous = LoadJobSpec(path.string());
+  if (!previous.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--resume: the run's ", path.string(), ": ",
+                                                   previous.status().message()));
+  }
+  const std::vector<std::string> keys = DiffKeys(job.fingerprint, previous->fingerprint);
+  if (keys.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--resume: this job differs from the run being resumed (", path.string(), ") in ", absl::StrJoin(keys, ", "),
+      "; a resume continues the same job: give it that job (--job ", path.string(),
+      " and no --set), or choose another --out to train the changed one"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<std::uint64_t>> CheckPreviousRun(const fs::path& out, const fs::path& checkpoint_dir,
@@ -123,6 +145,7 @@ absl::StatusOr<std::optional<std::uint64_t>> CheckPreviousRun(const fs::path& ou
         "--resume: decentralized mode keeps no checkpoints, so there is nothing to resume "
         "from; choose another --out");
   }
+  SKETCHPS_RETURN_IF_ERROR(CheckSameJob(out, job));
   SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t round, ResumeRound(out, dir, job));
   if (round >= job.total_rounds()) {
     return absl::InvalidArgumentError(absl::StrCat("--resume: the checkpoints in ", dir, " already hold round ", round,

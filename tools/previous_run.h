@@ -8,7 +8,8 @@
 // or, with checkpoint.on_damaged: older, passed over), below the job's last: a shard's newer
 // checkpoints (a shard stopped one round ahead of another) are moved to <checkpoints>/superseded; the
 // workers' records of the rounds from there on are dropped (they will be run again) and the previous
-// summary, metrics.jsonl and faults.json are removed.
+// summary, metrics.jsonl and faults.json are removed. Before anything is moved, the job must be the
+// run's own: a job whose fingerprint differs from <out>/job.yaml's is refused naming the keys.
 #pragma once
 
 #include <cstdint>

@@ -208,6 +208,14 @@ TEST_CASE("A run directory with a previous run is refused, or resumed from its c
   RunOptions resume = Options(dir, job);
   resume.resume = true;
   CHECK(RunJob(resume) == 2);  // the checkpoints hold round 10 of 10: nothing to train
+  // Another job is not a resume: more rounds (the shards, whose checkpoints say every worker left,
+  // would stop at once while the workers waited) or another density; refused before anything moves.
+  for (const std::string& changed : {"train.rounds=12", "scheme.name=topk"}) {
+    RunOptions other = resume;
+    other.job.overrides.push_back(changed);
+    CHECK(RunJob(other) == 2);
+    CHECK(fs::exists(dir / "summary.json"));
+  }
   RunOptions elsewhere = Options(RunDir("resume-empty"), job);
   elsewhere.resume = true;
   CHECK(RunJob(elsewhere) == 2);  // nothing to resume
