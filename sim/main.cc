@@ -49,7 +49,8 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--progress-every", f.progress_every, "A progress line on stderr every N rounds (0: none)")
       ->capture_default_str();
   app.add_option("--torch-threads", f.torch_threads, "libtorch intra-op threads of the gradient computations")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app.add_option("--out", f.out, "Folder for records.jsonl and summary.json")->required();
 }
 

@@ -146,6 +146,11 @@ int CompareModes(const CompareOptions& options) {
                  static_cast<unsigned long long>(job->total_rounds()));
     return 2;
   }
+  std::error_code ec;
+  if (fs::exists(options.out, ec) && !fs::is_directory(options.out, ec)) {
+    std::fprintf(stderr, "sketchps compare: --out %s: not a directory\n", options.out.c_str());
+    return 2;
+  }
   std::vector<nlohmann::json> rows;
   bool as_described = true;
   for (const std::string mode : {"ps", "decentralized"}) {
@@ -158,9 +163,17 @@ int CompareModes(const CompareOptions& options) {
     run.peer_timeout_seconds = options.peer_timeout_seconds;
     run.kills = {mode == "ps" ? absl::StrCat("server:", job->servers - 1, "@", options.kill_round)
                               : absl::StrCat("worker:", job->workers - 1, "@", options.kill_round)};
-    fs::remove_all(run.out);
+    if (fs::exists(run.out, ec)) std::fprintf(stderr, "compare: replacing the previous run in %s\n", run.out.c_str());
+    if (fs::remove_all(run.out, ec); ec) {
+      std::fprintf(stderr, "sketchps compare: --out: cannot remove %s: %s\n", run.out.c_str(), ec.message().c_str());
+      return 2;
+    }
     std::fprintf(stderr, "compare: %s mode, killing %s\n", mode.c_str(), run.kills[0].c_str());
     const int code = RunJob(run);
+    if (code == 130) {  // SIGINT or SIGTERM: RunJob stopped every process (Launch::Monitor)
+      std::fprintf(stderr, "compare: interrupted during the %s run; nothing compared\n", mode.c_str());
+      return code;
+    }
     // A peer kill stops the decentralized run only when the job says so (peer.on_failure: stop).
     as_described &= mode == "ps" || job->peer.on_failure == OnPeerFailure::kRegroup ? code == 0 : code == 1;
     rows.push_back(Measure(run.out, mode, code, job->total_rounds(), job->workers));

@@ -184,7 +184,8 @@ int main(int argc, char** argv) {
   compare
       ->add_option("--peer-timeout-seconds", compare_options.peer_timeout_seconds,
                    "Decentralized mode: a peer silent this long is declared dead")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   compare->add_option("--bin-dir", compare_options.bin_dir, "Directory holding sketchps-server and sketchps-worker");
   ReportOptions report_options;
   AddReportCommand(app, report_options);

@@ -108,15 +108,15 @@ absl::Status CheckSameJob(const fs::path& out, const JobSpec& job) {
   if (!fs::exists(path, ec)) return absl::OkStatus();  // a run stopped before its launcher wrote it
   auto previous = LoadJobSpec(path.string());
   if (!previous.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--resume: the run's ", path.string(), ": ",
-                                                   previous.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resume: the run's ", path.string(), ": ", previous.status().message()));
   }
   const std::vector<std::string> keys = DiffKeys(job.fingerprint, previous->fingerprint);
   if (keys.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--resume: this job differs from the run being resumed (", path.string(), ") in ", absl::StrJoin(keys, ", "),
-      "; a resume continues the same job: give it that job (--job ", path.string(),
-      " and no --set), or choose another --out to train the changed one"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--resume: this job differs from the run being resumed (", path.string(), ") in ",
+                   absl::StrJoin(keys, ", "), "; a resume continues the same job: give it that job (--job ",
+                   path.string(), " and no --set), or choose another --out to train the changed one"));
 }
 
 }  // namespace

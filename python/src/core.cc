@@ -56,6 +56,7 @@ Job JobOf(JobSpec spec) {
   j.total_rounds = spec.total_rounds();
   j.rounds_per_epoch = spec.rounds_per_epoch();
   j.checkpoint_every = spec.checkpoint.every_rounds;
+  j.checkpoint_dir = spec.checkpoint.dir;
   j.density = spec.scheme.density;
   j.lr = spec.optimizer.lr.base_lr;
   j.momentum = spec.optimizer.momentum;

@@ -76,6 +76,7 @@ void BindJob(py::module_& m) {
       .def_readonly("total_rounds", &Job::total_rounds)
       .def_readonly("rounds_per_epoch", &Job::rounds_per_epoch)
       .def_readonly("checkpoint_every", &Job::checkpoint_every)
+      .def_readonly("checkpoint_dir", &Job::checkpoint_dir)
       .def_readonly("layout", &Job::layout)
       .def_readonly("train_samples_set", &Job::train_samples_set)
       .def_readonly("peer_on_failure", &Job::peer_on_failure)

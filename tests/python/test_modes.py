@@ -2,12 +2,14 @@
 trained by 2 Python workers over real servers and in decentralized mode: replicas equal, the
 exported checkpoints load into PyTorch and evaluate to the accuracy the run reported, and a model
 that differs between the ranks stops the run with ModelMismatchError in both modes."""
+import shutil
+
 import pytest
 import torch
 
 import tiny_models
 from conftest import SCRIPT, records, run, summary
-from sketchps import _core, data
+from sketchps import _core, data, export
 from sketchps.export import state_dict_from_checkpoints
 
 
@@ -43,6 +45,22 @@ def test_ps_mode_trains_exports_and_evaluates_as_reported(tmp_path):
     test_x, test_y = data.fashion_mnist("test")
     correct, samples, _ = data.count_correct(model, test_x, test_y, batch_size=200)
     assert correct / samples == summary(out)["final_test_accuracy"]
+    assert_export_finds_the_jobs_checkpoint_dir(tmp_path, out, exported)
+
+
+def assert_export_finds_the_jobs_checkpoint_dir(tmp_path, out, exported):
+    """`sketchps export RUN_DIR` reads the checkpoints where the job's checkpoint.dir put them, with
+    the run's key (RUN_DIR/checkpoint.key), and names an --out it cannot write."""
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(out / "checkpoints"), str(moved))
+    text = (out / "job.yaml").read_text()
+    assert "checkpoint: {every_rounds: 8}" in text  # conftest's JOB, as the launcher wrote it
+    (out / "job.yaml").write_text(text.replace("checkpoint: {every_rounds: 8}",
+                                               f"checkpoint: {{every_rounds: 8, dir: {moved}}}"))
+    assert export.main([str(out)]) == 0
+    written = torch.load(out / "model.pt")
+    assert written.keys() == exported.keys() and all(torch.equal(written[k], exported[k]) for k in exported)
+    assert export.main([str(out), "--out", str(tmp_path / "no-such-dir" / "model.pt")]) == 2
 
 
 def test_decentralized_mode_keeps_replicas_equal(tmp_path):

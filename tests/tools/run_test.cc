@@ -278,6 +278,10 @@ TEST_CASE("Bad flags exit 2 in the front end and both daemons", "[run][processes
   CHECK(code(sketchps, "run --set model=resnet50 --out /nonexistent-dir/x") == 2);
   CHECK(code(Binary("server", "sketchps-server"), "--max-wait-seconds -1") == 2);
   CHECK(code(Binary("worker", "sketchps-worker"), "--threads 0") == 2);
+  CHECK(code(sketchps, "run --job /tmp") == 2);               // a directory, not a job file
+  CHECK(code(sketchps, "compare --out /etc/hostname") == 2);  // a file, not a directory
+  CHECK(code(sketchps, "compare --peer-timeout-seconds -5") == 2);
+  CHECK(code(Binary("sim", "sketchps-sim"), "--torch-threads 0 --out /tmp/x") == 2);  // libtorch threw
 }
 
 TEST_CASE("The script gets the arguments after -- also when a --set or --kill or --scale precedes them", "[run]") {

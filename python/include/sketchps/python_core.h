@@ -60,6 +60,7 @@ struct SKETCHPS_PYCORE_API Job {
   std::uint32_t workers = 0, servers = 0, batch_size = 0;
   std::uint64_t train_samples = 0, seed = 0, eval_every_rounds = 0, eval_samples = 0, total_rounds = 0;
   std::uint64_t checkpoint_every = 0;  // checkpoint.every_rounds: where the shards checkpoint
+  std::string checkpoint_dir;          // checkpoint.dir ("": the launcher's RUN_DIR/checkpoints)
   double rounds_per_epoch = 0, density = 0, lr = 0, momentum = 0, weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0;
   bool nesterov = false;
   std::vector<std::string> no_decay;
