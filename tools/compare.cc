@@ -160,7 +160,7 @@ int CompareModes(const CompareOptions& options) {
     run.out = (fs::path(options.out) / mode).string();
     run.bin_dir = options.bin_dir;
     run.progress = false;
-    run.peer_timeout_seconds = options.peer_timeout_seconds;
+    if (mode == "decentralized") run.peer_timeout_seconds = options.peer_timeout_seconds;
     run.kills = {mode == "ps" ? absl::StrCat("server:", job->servers - 1, "@", options.kill_round)
                               : absl::StrCat("worker:", job->workers - 1, "@", options.kill_round)};
     if (fs::exists(run.out, ec)) std::fprintf(stderr, "compare: replacing the previous run in %s\n", run.out.c_str());

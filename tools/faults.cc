@@ -48,6 +48,10 @@ absl::StatusOr<Faults> Faults::Plan(const std::vector<std::string>& kills, const
     if (spec->index >= count) {
       return absl::InvalidArgumentError(absl::StrCat("--kill ", k, ": the job has ", count, " ", spec->role, "s"));
     }
+    if (spec->after_round >= job.total_rounds()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kill ", k, ": the job has ", job.total_rounds(), " rounds, so the kill would never happen"));
+    }
     faults.kills_.push_back(*spec);
   }
   faults.done_.assign(faults.kills_.size(), false);

@@ -389,19 +389,40 @@ static absl::StatusOr<JobSpec> LoadScriptJob(const RunOptions& options) {
   return LoadJobSpec(options.job.job_path, overrides);
 }
 
+// The flags that only some jobs can honour: refused by name rather than ignored.
+static absl::Status CheckFlagsFitTheJob(const RunOptions& options, const JobSpec& job) {
+  if (options.servers_only && job.decentralized()) {
+    return absl::InvalidArgumentError("--servers-only: mode decentralized has no servers");
+  }
+  const std::pair<bool, const char*> worker_flags[] = {{!options.kills.empty(), "--kill"},
+                                                       {!options.dump_rounds.empty(), "--dump-gradients"},
+                                                       {!options.scale.empty(), "--scale"}};
+  for (const auto& [given, flag] : worker_flags) {
+    if (options.servers_only && given) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": not with --servers-only (the workers are not this launcher's, and workers.env does not carry it)"));
+    }
+  }
+  for (const std::uint64_t r : options.dump_rounds) {
+    if (r >= job.total_rounds()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dump-gradients ", r, ": the job's rounds are 0..", job.total_rounds() - 1));
+    }
+  }
+  if (options.peer_timeout_seconds > 0 && !job.decentralized()) {
+    return absl::InvalidArgumentError("--peer-timeout-seconds: decentralized mode only (this job is mode: ps)");
+  }
+  return absl::OkStatus();
+}
+
 int RunJob(const RunOptions& options) {
   BlockTerminationSignals();
   auto job = LoadScriptJob(options);
+  if (job.ok()) {
+    if (auto st = CheckFlagsFitTheJob(options, *job); !st.ok()) job = st;
+  }
   if (!job.ok()) {
     std::fprintf(stderr, "sketchps run: %s\n", std::string(job.status().message()).c_str());
-    return 2;
-  }
-  if (options.servers_only && job->decentralized()) {
-    std::fprintf(stderr, "sketchps run: --servers-only: mode decentralized has no servers\n");
-    return 2;
-  }
-  if (options.servers_only && !options.kills.empty()) {
-    std::fprintf(stderr, "sketchps run: --kill: not with --servers-only (the workers are not this launcher's)\n");
     return 2;
   }
   Launch launch(options, *job);

@@ -284,6 +284,33 @@ TEST_CASE("Bad flags exit 2 in the front end and both daemons", "[run][processes
   CHECK(code(Binary("sim", "sketchps-sim"), "--torch-threads 0 --out /tmp/x") == 2);  // libtorch threw
 }
 
+TEST_CASE("Flags the job cannot honour are refused by name before anything starts", "[run]") {
+  auto refusal = [](const std::string& args) {
+    const std::string command = Binary("tools", "sketchps").string() + " run --set train.rounds=4 " + args +
+                                " --out /nonexistent-dir/x 2>&1; echo \"exit $?\"";
+    std::string text;
+    if (FILE* pipe = popen(command.c_str(), "r")) {
+      char buffer[512];
+      while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) text += buffer;
+      pclose(pipe);
+    }
+    return text;
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {"--kill server:0@4", "--kill server:0@4: the job has 4 rounds, so the kill would never happen"},
+      {"--dump-gradients 4", "--dump-gradients 4: the job's rounds are 0..3"},
+      {"--peer-timeout-seconds 5", "--peer-timeout-seconds: decentralized mode only"},
+      {"--servers-only --dump-gradients 1", "--dump-gradients: not with --servers-only"},
+      {"--servers-only --scale 2:3", "--scale: not with --servers-only"},
+  };
+  for (const auto& [args, said] : cases) {
+    const std::string text = refusal(args);
+    INFO(args << ": " << text);
+    CHECK(text.find("sketchps run: " + said) != std::string::npos);
+    CHECK(text.find("exit 2") != std::string::npos);
+  }
+}
+
 TEST_CASE("The script gets the arguments after -- also when a --set or --kill or --scale precedes them", "[run]") {
   // CLI11 lets a list option right before `--` end there; these take one value each, so `--` starts
   // the script's arguments.
