@@ -108,6 +108,10 @@ int Open(const Flags& flags, std::uint32_t shard_id, OpenShard& opened) {
     spdlog::error("bad job spec: layers: model: custom needs the model's layout (`sketchps run --script` adds it)");
     return 2;
   }
+  if (job->decentralized()) {  // no worker of such a job would ever join: it would wait --idle-exit-seconds
+    spdlog::error("bad job spec: mode: decentralized has no servers (its workers exchange with each other)");
+    return 2;
+  }
   opened.job = *std::move(job);
   opened.options = ps::HostOptionsFor(opened.job, shard_id,
                                       flags.checkpoint_dir.empty() ? opened.job.checkpoint.dir : flags.checkpoint_dir);

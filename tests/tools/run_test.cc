@@ -277,6 +277,7 @@ TEST_CASE("Bad flags exit 2 in the front end and both daemons", "[run][processes
   CHECK(code(sketchps, "no-such-command") == 2);
   CHECK(code(sketchps, "run --set model=resnet50 --out /nonexistent-dir/x") == 2);
   CHECK(code(Binary("server", "sketchps-server"), "--max-wait-seconds -1") == 2);
+  CHECK(code(Binary("server", "sketchps-server"), "--set mode=decentralized --shard 0 --listen 127.0.0.1:0") == 2);
   CHECK(code(Binary("worker", "sketchps-worker"), "--threads 0") == 2);
   CHECK(code(sketchps, "run --job /tmp") == 2);               // a directory, not a job file
   CHECK(code(sketchps, "compare --out /etc/hostname") == 2);  // a file, not a directory
