@@ -89,7 +89,10 @@ absl::Status Client::WithRetries(std::uint32_t shard, const char* what, Call cal
   }
   for (;;) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    // One attempt's timeout, within the patience (at least 100 ms: the attempt that finds it spent).
+    const absl::Time now = absl::Now();
+    ctx.set_deadline(absl::ToChronoTime(
+        std::min(now + options_.rpc_timeout, std::max(backoff.deadline(), now + absl::Milliseconds(100)))));
     // Queue the call until the channel connects (a restarting shard), within the deadline, instead
     // of failing fast on the channel's last connection error.
     ctx.set_wait_for_ready(true);

@@ -11,6 +11,7 @@
 // UNAVAILABLE (server down or restarting) and DEADLINE_EXCEEDED (the phase waited longer than one
 // attempt's rpc_timeout) are retried with backoff (50 ms doubling to 1 s) until the shard has failed
 // continuously for `patience`; then RunPhase returns UNAVAILABLE naming the shard and its address.
+// No attempt outlasts the patience (its deadline is the earlier of the two).
 // Other errors are returned at once (IsReplayRound ones are handled by RunRound).
 //
 // A response with `excluded` set (a round deadline closed the phase without this worker) yields a

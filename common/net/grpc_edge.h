@@ -72,6 +72,9 @@ class Backoff {
   Backoff(absl::Duration initial, absl::Duration max, absl::Duration patience);
   // Whether the failures have lasted longer than the patience (no sleep).
   bool Expired() const { return absl::Now() - start_ > patience_; }
+  // When the patience runs out: a caller bounds each attempt's deadline by it, so that a patience
+  // shorter than one attempt's timeout is kept.
+  absl::Time deadline() const { return start_ + patience_; }
   // Sleeps for the next delay and returns true, or returns false at once once Expired().
   bool Wait();
   int attempts() const { return attempts_; }

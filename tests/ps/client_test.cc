@@ -45,3 +45,24 @@ TEST_CASE("A Join to an unreachable shard says it is waiting every few seconds, 
   CHECK(notices >= 2);  // at 5 s and 10 s
   CHECK_THAT(log.str(), Catch::Contains("joining shard 0 at 127.0.0.1:"));
 }
+
+TEST_CASE("No attempt outlasts the patience: a patience shorter than the RPC timeout is kept", "[processes]") {
+  auto port = launch::FreeLocalPort();
+  REQUIRE(port.ok());
+  ps::ClientOptions o;
+  o.job_id = "j";
+  o.servers = {"127.0.0.1:" + std::to_string(*port)};
+  o.rpc_timeout = absl::Seconds(30);
+  o.patience = absl::Seconds(1);
+  o.tls.insecure = true;
+  auto client = ps::Client::Connect(o);
+  REQUIRE(client.ok());
+  std::vector<float> weights(4, 0.0f);
+  const absl::Time start = absl::Now();
+  auto joined = (*client)->Join(0, 0, ps::ReplicaOffer{weights, {}});
+  const absl::Duration waited = absl::Now() - start;
+  REQUIRE(!joined.ok());
+  CHECK_THAT(std::string(joined.status().message()), Catch::Contains("no answer for 1s"));
+  CHECK(waited >= absl::Seconds(1));
+  CHECK(waited < absl::Seconds(15));  // one attempt of the 30 s timeout would end past it (it did: 21 s of 2 s)
+}
