@@ -39,6 +39,11 @@ void AddDaemonFlags(CLI::App& cmd, launch::DaemonLaunch& d, LaunchFlags& f) {
 }
 
 int PrintArgv(launch::Program program, LaunchFlags& f) {
+  const std::string& tls_dir = program == launch::Program::kServer ? f.server.tls_dir : f.worker.tls_dir;
+  if (f.insecure && !tls_dir.empty()) {  // plaintext is the default without --tls-dir: --insecure adds nothing
+    std::fprintf(stderr, "sketchps launch: --insecure and --tls-dir: choose one (the daemons refuse both)\n");
+    return 2;
+  }
   auto binary = launch::FindBinary(program, f.bin_dir);
   if (!binary.ok()) {
     std::fprintf(stderr, "sketchps launch: %s\n", std::string(binary.status().message()).c_str());

@@ -282,6 +282,8 @@ TEST_CASE("Bad flags exit 2 in the front end and both daemons", "[run][processes
   CHECK(code(sketchps, "run --job /tmp") == 2);               // a directory, not a job file
   CHECK(code(sketchps, "compare --out /etc/hostname") == 2);  // a file, not a directory
   CHECK(code(sketchps, "compare --peer-timeout-seconds -5") == 2);
+  CHECK(code(sketchps, "launch argv server --shard 0 --tls-dir /tmp --insecure") == 2);  // both: not dropped
+  CHECK(code(sketchps, "launch argv server --shard 0 --insecure") == 0);
   CHECK(code(Binary("sim", "sketchps-sim"), "--torch-threads 0 --out /tmp/x") == 2);  // libtorch threw
 }
 
