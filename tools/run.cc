@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -97,8 +98,25 @@ class Launch {
   bool tty_ = isatty(STDERR_FILENO) == 1;
 };
 
+// The servers' checkpoint folder exists and takes a file: a shard that cannot write its checkpoints
+// only logs it and trains on, so a folder that cannot hold them is refused before anything starts.
+static absl::Status CheckCheckpointFolder(const fs::path& dir, const char* key) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat(key, " ", dir.string(), ": cannot create it: ", ec.message()));
+  const fs::path probe = dir / ".sketchps-write-probe";
+  const bool written = static_cast<bool>(std::ofstream(probe) << "probe\n");
+  fs::remove(probe, ec);
+  if (!written) return absl::InvalidArgumentError(absl::StrCat(key, " ", dir.string(), ": cannot write a file there"));
+  return absl::OkStatus();
+}
+
 absl::Status Launch::PrepareRunDirectory() {
   out_ = options_.out.empty() ? DefaultOutDir(job_.job_id) : options_.out;
+  if (!job_.decentralized()) {
+    SKETCHPS_RETURN_IF_ERROR(
+        CheckCheckpointFolder(CheckpointDir(), job_.checkpoint.dir.empty() ? "--out" : "checkpoint.dir"));
+  }
   SKETCHPS_ASSIGN_OR_RETURN(const auto resumed, CheckPreviousRun(out_, CheckpointDir(), job_, options_.resume));
   if (resumed) {
     std::fprintf(stderr, "run: resuming from the checkpoints in %s: round %llu of %llu\n", CheckpointDir().c_str(),

@@ -288,6 +288,7 @@ TEST_CASE("Bad flags exit 2 in the front end and both daemons", "[run][processes
 }
 
 TEST_CASE("Flags the job cannot honour are refused by name before anything starts", "[run]") {
+  // Each refusal comes before the run directory is made (--out is never created).
   auto refusal = [](const std::string& args) {
     const std::string command = Binary("tools", "sketchps").string() + " run --set train.rounds=4 " + args +
                                 " --out /nonexistent-dir/x 2>&1; echo \"exit $?\"";
@@ -305,6 +306,8 @@ TEST_CASE("Flags the job cannot honour are refused by name before anything start
       {"--peer-timeout-seconds 5", "--peer-timeout-seconds: decentralized mode only"},
       {"--servers-only --dump-gradients 1", "--dump-gradients: not with --servers-only"},
       {"--servers-only --scale 2:3", "--scale: not with --servers-only"},
+      // the shards would log every failed checkpoint and train on: the run could not be resumed
+      {"--set checkpoint.dir=/proc/nope", "checkpoint.dir /proc/nope: cannot create it"},
   };
   for (const auto& [args, said] : cases) {
     const std::string text = refusal(args);
