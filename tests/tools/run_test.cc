@@ -62,6 +62,18 @@ fs::path Binary(const std::string& folder, const std::string& name) {
   return fs::path(launch::SelfExecutable()).parent_path().parent_path() / folder / name;
 }
 
+// What the shell command `sketchps run <args>` writes to its stdout (args may redirect and chain).
+std::string RunOutput(const std::string& args) {
+  const std::string command = Binary("tools", "sketchps").string() + " run " + args;
+  std::string text;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[512];
+    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) text += buffer;
+    pclose(pipe);
+  }
+  return text;
+}
+
 std::vector<nlohmann::json> JsonLines(const fs::path& file) {
   std::ifstream in(file);
   std::vector<nlohmann::json> out;
@@ -290,15 +302,7 @@ TEST_CASE("Bad flags exit 2 in the front end and both daemons", "[run][processes
 TEST_CASE("Flags the job cannot honour are refused by name before anything starts", "[run]") {
   // Each refusal comes before the run directory is made (--out is never created).
   auto refusal = [](const std::string& args) {
-    const std::string command = Binary("tools", "sketchps").string() + " run --set train.rounds=4 " + args +
-                                " --out /nonexistent-dir/x 2>&1; echo \"exit $?\"";
-    std::string text;
-    if (FILE* pipe = popen(command.c_str(), "r")) {
-      char buffer[512];
-      while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) text += buffer;
-      pclose(pipe);
-    }
-    return text;
+    return RunOutput("--set train.rounds=4 " + args + " --out /nonexistent-dir/x 2>&1; echo \"exit $?\"");
   };
   const std::pair<std::string, std::string> cases[] = {
       {"--kill server:0@4", "--kill server:0@4: the job has 4 rounds, so the kill would never happen"},
@@ -320,16 +324,7 @@ TEST_CASE("Flags the job cannot honour are refused by name before anything start
 TEST_CASE("The script gets the arguments after -- also when a --set or --kill or --scale precedes them", "[run]") {
   // CLI11 lets a list option right before `--` end there; these take one value each, so `--` starts
   // the script's arguments.
-  auto output = [](const std::string& args) {
-    const std::string command = Binary("tools", "sketchps").string() + " run " + args + " 2>&1";
-    std::string text;
-    if (FILE* pipe = popen(command.c_str(), "r")) {
-      char buffer[512];
-      while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) text += buffer;
-      pclose(pipe);
-    }
-    return text;
-  };
+  auto output = [](const std::string& args) { return RunOutput(args + " 2>&1"); };
   for (const std::string flag : {"--set train.rounds=3", "--kill server:0@1", "--scale 2:3"}) {
     const std::string text =
         output("--script /nonexistent/train.py --out /nonexistent-dir/x " + flag + " -- --save a.pt");
