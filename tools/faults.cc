@@ -55,6 +55,7 @@ absl::StatusOr<Faults> Faults::Plan(const std::vector<std::string>& kills, const
     faults.kills_.push_back(*spec);
   }
   faults.done_.assign(faults.kills_.size(), false);
+  faults.total_rounds_ = job.total_rounds();
   return faults;
 }
 
@@ -64,6 +65,16 @@ void Faults::Inject(std::uint64_t rounds_done, LocalCluster& cluster) {
     done_[i] = true;
     const bool server = kills_[i].role == "server";
     const std::string name = absl::StrCat(kills_[i].role, " ", kills_[i].index);
+    if (rounds_done >= total_rounds_) {
+      std::fprintf(stderr,
+                   "\nrun: warning: fault injection: %s not killed after round %llu: when the launcher saw that "
+                   "round, rank 0 had finished all %llu (rounds shorter than its polling); kill at an earlier round\n",
+                   name.c_str(), static_cast<unsigned long long>(kills_[i].after_round),
+                   static_cast<unsigned long long>(total_rounds_));
+      record_["kills_not_done"].push_back(
+          {{"process", name}, {"after_round", kills_[i].after_round}, {"rank0_rounds", rounds_done}});
+      continue;
+    }
     std::fprintf(stderr, "\nrun: fault injection: SIGKILL %s after round %llu\n", name.c_str(),
                  static_cast<unsigned long long>(rounds_done));
     record_["kills"].push_back({{"process", name}, {"at", UnixSeconds()}, {"rank0_rounds", rounds_done}});

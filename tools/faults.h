@@ -37,7 +37,10 @@ class Faults {
   // Checks every --kill against the job: InvalidArgument naming it.
   static absl::StatusOr<Faults> Plan(const std::vector<std::string>& kills, const JobSpec& job);
 
-  // Kills what is due once rank 0 has finished `rounds_done` rounds.
+  // Kills what is due once rank 0 has finished `rounds_done` rounds. A kill first due when rank 0 has
+  // already finished the job's last round (short rounds run past it between two polls) is not done:
+  // said on stderr and recorded under "kills_not_done" (a shard killed then would restart with
+  // nothing to serve, and the workers' leaving would fail).
   void Inject(std::uint64_t rounds_done, LocalCluster& cluster);
   // Starts again the shards whose accept loop stalled (LocalCluster::RestartStalledServers), says so
   // and records it.
@@ -55,6 +58,7 @@ class Faults {
  private:
   std::vector<KillSpec> kills_;
   std::vector<bool> done_;
+  std::uint64_t total_rounds_ = 0;
   std::set<std::uint32_t> killed_workers_;
   nlohmann::json record_ = nlohmann::json::object();
 };

@@ -8,6 +8,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "job/job_spec.h"
+#include "tools/faults.h"
+#include "tools/local_cluster.h"
 #include "tools/progress.h"
 #include "tools/report.h"
 #include "tools/run.h"
@@ -55,6 +58,24 @@ TEST_CASE("Kill specs parse or name the problem", "[tools]") {
     CHECK(parsed.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(parsed.status().message()), Catch::Contains("--kill"));
   }
+}
+
+TEST_CASE("A kill first due after the job's last round is recorded as not done, and nothing is killed", "[tools]") {
+  auto job = sketchps::ParseJobSpec(sketchps::DefaultJobSpecYaml(), "test", {"train.rounds=8"});
+  REQUIRE(job.ok());
+  auto faults = Faults::Plan({"server:1@4", "worker:0@7"}, *job);
+  REQUIRE(faults.ok());
+  LocalCluster cluster(*job, ClusterOptions{});  // no process started: a kill would fail to find one
+  faults->Inject(3, cluster);
+  CHECK(faults->record().empty());  // not due yet
+  faults->Inject(8, cluster);       // the launcher saw rank 0 past round 4 only at the job's end
+  const auto& record = faults->record();
+  REQUIRE(record.contains("kills_not_done"));
+  CHECK(record["kills_not_done"].size() == 2);
+  CHECK(record["kills_not_done"][0]["process"] == "server 1");
+  CHECK(record["kills_not_done"][0]["after_round"] == 4);
+  CHECK(record["kills_not_done"][0]["rank0_rounds"] == 8);
+  CHECK(!record.contains("kills"));
 }
 
 TEST_CASE("Summarize averages bytes over workers and rounds and sums time per worker", "[tools]") {
