@@ -75,7 +75,23 @@ absl::Status ReadSchedule(ConfigReader& r, const JobClock& clock, LrSchedule& s)
   SKETCHPS_RETURN_IF_ERROR(r.Get("warmup_start_factor", s.warmup_start_factor));
   SKETCHPS_RETURN_IF_ERROR(r.Get("milestones", s.milestones));
   SKETCHPS_RETURN_IF_ERROR(r.Get("gamma", s.gamma));
-  return r.Get("min_lr", s.min_lr);
+  SKETCHPS_RETURN_IF_ERROR(r.Get("min_lr", s.min_lr));
+  // Keys of another schedule, or of a warm-up that is not there, would change nothing: refused.
+  for (const char* key : {"milestones", "gamma"}) {
+    if (kind != "step" && r.Has(key)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.KeyPath(key), ": only with optimizer.schedule: step (the schedule is ", kind, ")"));
+    }
+  }
+  if (kind != "cosine" && r.Has("min_lr")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.KeyPath("min_lr"), ": only with optimizer.schedule: cosine (the schedule is ", kind, ")"));
+  }
+  if (r.Has("warmup_start_factor") && s.warmup_epochs == 0 && s.warmup_start_factor != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(r.KeyPath("warmup_start_factor"),
+                                                   ": needs a warm-up (optimizer.warmup) for its ramp to start from"));
+  }
+  return absl::OkStatus();
 }
 
 // optimizer.name and the keys of that optimizer; the other optimizer's keys are errors.
@@ -265,6 +281,12 @@ absl::Status ReadClockedSections(ConfigReader& root, JobSpec& job) {
   SKETCHPS_RETURN_IF_ERROR(ReadOptimizer(root, job));
   SKETCHPS_ASSIGN_OR_RETURN(ConfigReader scheme, root.Child("scheme"));
   SKETCHPS_ASSIGN_OR_RETURN(job.scheme, ParseSchemeSection(scheme, job.clock()));
+  if (!job.scheme.global_momentum && !job.local_steps() && job.optimizer.nesterov) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer.nesterov: scheme ", job.scheme.name,
+        " keeps its own momentum and the optimizer applies none (optimizer.momentum is ignored), so nesterov would "
+        "change nothing: remove it"));
+  }
   if (job.optimizer.kind == OptimizerKind::kExternal) {
     if (!job.scheme.global_momentum) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -123,6 +123,20 @@ TEST_CASE("Job spec errors name the key", "[job_spec]") {
   CHECK_THAT(Error("", {"workers.x=1", "workers.x.y=2"}), Catch::Contains("not a mapping"));
   CHECK(LoadJobSpec("/nonexistent/job.yaml").status().code() == absl::StatusCode::kNotFound);
   CHECK(Error("workers: 2\nworkers: 4\n") == "workers: given twice");
+  // Keys that would change nothing in this job.
+  CHECK(Error("optimizer: {milestones: [1]}\n") ==
+        "optimizer.milestones: only with optimizer.schedule: step (the schedule is constant)");
+  CHECK(Error("optimizer: {schedule: cosine, gamma: 0.5}\n") ==
+        "optimizer.gamma: only with optimizer.schedule: step (the schedule is cosine)");
+  CHECK(Error("optimizer: {schedule: step, milestones: [1], min_lr: 0.001}\n") ==
+        "optimizer.min_lr: only with optimizer.schedule: cosine (the schedule is step)");
+  CHECK(Error("optimizer: {warmup_start_factor: 0.25}\n") ==
+        "optimizer.warmup_start_factor: needs a warm-up (optimizer.warmup) for its ramp to start from");
+  CHECK(ParseJobSpec("optimizer: {warmup: 1 epochs, warmup_start_factor: 0.25}\n", "t").ok());
+  CHECK(ParseJobSpec("optimizer: {schedule: step, milestones: [1], gamma: 0.5}\n", "t").ok());
+  CHECK_THAT(Error("optimizer: {nesterov: true}\nscheme: {name: dgc}\n"),
+             Catch::StartsWith("optimizer.nesterov: scheme dgc keeps its own momentum"));
+  CHECK(ParseJobSpec("optimizer: {nesterov: true}\nscheme: {name: topk}\n", "t").ok());
   CHECK(Error("scheme: {name: topk, density: 0.1, density: 0.2}\n") == "scheme.density: given twice");
   const auto dir = LoadJobSpec(std::filesystem::temp_directory_path().string());
   CHECK(dir.status().code() == absl::StatusCode::kInvalidArgument);
