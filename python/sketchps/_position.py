@@ -88,9 +88,9 @@ class _JobPosition:
         the status file says so."""
         if self.round < self.rounds:
             print(f"sketchps: rank {self._worker_rank()}: {self._early_end()}", file=sys.stderr, flush=True)
-        if self._skips:
-            print(f"sketchps: rank {self._worker_rank()}: {len(self._skips)} round(s) sat out for a non-finite "
-                  f"gradient, the first round {self._skips[0]}", file=sys.stderr, flush=True)
+        if self._skipped:
+            print(f"sketchps: rank {self._worker_rank()}: {self._skipped} round(s) sat out for a non-finite "
+                  f"gradient, the first round {self._first_skipped}", file=sys.stderr, flush=True)
         self._worker.finish()
         _status_write("left", f"round {self.round} of {self.rounds}")
 
@@ -100,9 +100,10 @@ class _JobPosition:
         statistics, and finish() gives the count."""
         if not stats.get("skipped"):
             return
-        self._skips = self._skips + [stats.get("round")]
-        if len(self._skips) > 1:
+        self._skipped += 1
+        if self._skipped > 1:
             return
+        self._first_skipped = stats.get("round")
         print(f"sketchps: rank {self._worker_rank()}: round {stats.get('round')}: this rank's gradient was not "
               "finite (NaN or Inf), so it sat the round out and the other ranks' aggregate was applied; later such "
               "rounds are in each round's statistics (skipped) and counted at finish(). Under fp16 autocast with a "
@@ -110,7 +111,8 @@ class _JobPosition:
               "the overflow, or train in bf16 (docs/pytorch.md \"Autocast and bf16 values on the wire\")",
               file=sys.stderr, flush=True)
 
-    _skips = []  # the rounds this rank sat out for a non-finite gradient
+    _skipped = 0  # how many rounds this rank sat out for a non-finite gradient
+    _first_skipped = None
 
     def _worker_rank(self):
         ctx = _job_context.current
