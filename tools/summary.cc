@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "common/version.h"
 #include "tools/recovery_watch.h"
+#include "worker/skipped_rounds.h"
 
 namespace sketchps::tools {
 namespace {
@@ -107,14 +108,13 @@ nlohmann::json MembershipOverTime(const std::vector<std::vector<nlohmann::json>>
 std::string DescribeSkippedRounds(const std::vector<std::vector<nlohmann::json>>& metrics) {
   std::vector<std::string> ranks;
   for (std::uint32_t rank = 0; rank < metrics.size(); ++rank) {
-    std::uint64_t n = 0, first = 0;
-    for (const auto& r : metrics[rank]) {
-      if (!r.value("skipped", false)) continue;
-      if (n++ == 0) first = r.value("round", std::uint64_t{0});
-    }
-    if (n > 0)
+    worker::SkippedRounds skipped;  // what the worker itself counted and logged, from its records
+    for (const auto& r : metrics[rank]) skipped.Note(r.value("round", std::uint64_t{0}), r.value("skipped", false));
+    const std::uint64_t n = skipped.count();
+    if (n > 0) {
       ranks.push_back(absl::StrCat("worker ", rank, " sat out ", n, n == 1 ? " round" : " rounds", " (the first round ",
-                                   first, ")"));
+                                   *skipped.first(), ")"));
+    }
   }
   if (ranks.empty()) return "";
   return absl::StrCat(absl::StrJoin(ranks, ", "),
