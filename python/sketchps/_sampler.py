@@ -49,7 +49,8 @@ class DistributedSampler(torch.utils.data.Sampler):
         ctx = _job_context.current
         if ctx is None:
             raise OrderError("DistributedSampler: call sketchps.torch.init() first")
-        super().__init__(dataset)
+        # No super().__init__: torch's Sampler.__init__ did nothing and took the dataset until 2.9;
+        # from 2.10 on it takes no argument (pytorch/pytorch#163134), so neither call fits both.
         n = len(dataset)
         job = ctx.job
         sets = job.train_samples_set

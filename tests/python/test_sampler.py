@@ -71,6 +71,17 @@ def train_round(model, opt, x, i):
     return opt.step(loss=loss)
 
 
+def test_torch_2_10s_sampler_that_takes_no_dataset(env, tmp_path, monkeypatch):
+    """From torch 2.10, Sampler.__init__ takes no argument (pytorch/pytorch#163134); 1.13's takes the
+    dataset. DistributedSampler calls neither, so it works under both."""
+    def no_argument(self):
+        pass
+    monkeypatch.setattr(torch.utils.data.Sampler, "__init__", no_argument)
+    ctx, sampler, model, opt = live(env, tmp_path)
+    assert len(list(sampler)) == 12 * 8
+    opt.finish()
+
+
 def test_the_loaders_batches_are_the_rounds_of_two_epochs(env, tmp_path):
     ctx, sampler, model, opt = live(env, tmp_path)
     loader = DataLoader(sampler.dataset, batch_size=sampler.batch_size, sampler=sampler)
