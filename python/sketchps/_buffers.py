@@ -95,10 +95,17 @@ class _BufferBroadcast:
         buffers = self._buffers()
         with torch.no_grad():
             if self.rank == 0:
-                torch.cat([b.detach().reshape(-1).view(torch.uint8) for b in buffers], out=self.flat)
+                _pack(buffers, self.flat)
             dist.broadcast(self.flat, 0, group=self.group)
             if self.rank != 0:
                 offset = 0
                 for b, n in zip(buffers, self.sizes):
                     b.copy_(self.flat[offset:offset + n].view(b.dtype).view(b.shape))
                     offset += n
+
+
+def _pack(buffers, flat):
+    """Copies the buffers' bytes into `flat` in order. `flat` is a host tensor (gloo broadcasts host
+    memory) and the buffers live on the model's device: torch.cat(..., out=flat) would refuse an out
+    tensor on another device, so the bytes are joined where the buffers are and then copied."""
+    flat.copy_(torch.cat([b.detach().reshape(-1).view(torch.uint8) for b in buffers]))

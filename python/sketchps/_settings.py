@@ -47,21 +47,33 @@ def _applies(optimizer, apply, clip=None):
     return "sketchps" if supported else "torch"
 
 
+def _sketchps_name(optimizer):
+    """The optimizer sketchps applies for torch's SGD, Adam or AdamW ("sgd", "adam", "adamw"), else None.
+    Newer torch's Adam takes decoupled_weight_decay (its AdamW is Adam with it True): where param
+    groups carry the flag, it decides between adam and adamw."""
+    name = _SUPPORTED.get(type(optimizer))
+    if name in ("adam", "adamw") and "decoupled_weight_decay" in optimizer.param_groups[0]:
+        return "adamw" if optimizer.param_groups[0]["decoupled_weight_decay"] else "adam"
+    return name
+
+
 def _optimizer_settings(optimizer, model):
     """The job's optimizer keys that `optimizer` (torch's SGD, Adam or AdamW) stands for: name, lr,
     momentum/nesterov or betas/eps, weight_decay and no_decay (the parameters of param groups with
     weight decay 0 while others have it). Param groups may differ only in weight_decay (wd or 0)."""
-    name = _SUPPORTED.get(type(optimizer))
+    name = _sketchps_name(optimizer)
     if name is None:
         raise ConfigError(f"optimizer: {type(optimizer).__name__} cannot be applied by sketchps (it applies SGD, "
                           "Adam and AdamW itself); pass apply=\"torch\" (or \"auto\") to let the torch optimizer "
                           "apply the aggregated gradient")
     groups = optimizer.param_groups
     keys = ("lr", "momentum", "nesterov", "dampening") if name == "sgd" else ("lr", "betas", "eps")
-    first = {k: groups[0][k] for k in keys}
+    if name != "sgd":
+        keys += ("decoupled_weight_decay",)
+    first = {k: groups[0].get(k) for k in keys}
     for i, g in enumerate(groups[1:], 1):
         for k in keys:
-            if g[k] != first[k]:
+            if g.get(k) != first[k]:
                 raise ConfigError(f"optimizer: param_groups[{i}] has {k} {g[k]}, param_groups[0] {first[k]} "
                                   "(groups may differ only in weight_decay)")
     for g in groups:

@@ -126,6 +126,29 @@ def test_param_groups_may_differ_only_in_weight_decay(env):
         sps.DistributedOptimizer(torch.optim.AdamW(params, amsgrad=True), model, apply="sketchps")
 
 
+def test_adam_with_decoupled_weight_decay_is_adamw(env):
+    """Newer torch's Adam takes decoupled_weight_decay=True and is then AdamW (its AdamW subclasses
+    Adam with the flag set): the flag in the param groups decides, as torch 2.x sets it."""
+    ps_worker(env)
+    model = tiny_models.Mlp()
+    adam = torch.optim.Adam(model.parameters(), weight_decay=0.01)
+    for g in adam.param_groups:
+        g["decoupled_weight_decay"] = True
+    with pytest.raises(ConfigError, match="optimizer.name: the job has sgd, the torch optimizer adamw"):
+        sps.DistributedOptimizer(adam, model)
+    adamw = torch.optim.AdamW(model.parameters())
+    for g in adamw.param_groups:
+        g["decoupled_weight_decay"] = False
+    with pytest.raises(ConfigError, match="optimizer.name: the job has sgd, the torch optimizer adam "):
+        sps.DistributedOptimizer(adamw, model)
+    params = list(model.parameters())
+    mixed = torch.optim.Adam([{"params": params[:2]}, {"params": params[2:]}])
+    mixed.param_groups[0]["decoupled_weight_decay"] = True
+    mixed.param_groups[1]["decoupled_weight_decay"] = False
+    with pytest.raises(ConfigError, match=r"param_groups\[1\] has decoupled_weight_decay False"):
+        sps.DistributedOptimizer(mixed, model)
+
+
 def test_hyperparameters_must_equal_the_jobs(env):
     ps_worker(env)
     model = tiny_models.Mlp()

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 import sketchps.torch as sps
 import tiny_models
 from conftest import HERE, clean_env, free_port, records, run, summary
-from sketchps import _core, data
+from sketchps import _buffers, _core, data
 from sketchps.errors import ConfigError
 
 SCRIPT = os.path.join(HERE, "scripts", "batchnorm.py")
@@ -347,3 +347,16 @@ def test_a_buffer_registered_removed_or_reshaped_after_the_optimizer_is_refused(
     with pytest.raises(ConfigError, match=r"\('ema' is gone\)"):
         opt._broadcast()
     opt.finish()
+
+
+def test_buffers_on_another_device_than_the_broadcast_tensor_are_packed():
+    """Rank 0 packs its buffers' bytes into the host tensor gloo broadcasts; on a GPU the buffers are
+    CUDA tensors, and torch.cat(..., out=) refuses an out tensor on another device. Here the meta
+    device stands in for the host tensor's other device; the bytes themselves are checked on the CPU."""
+    buffers = [torch.tensor([1.5, -2.0]), torch.tensor([7], dtype=torch.int64)]
+    flat = torch.empty(16, dtype=torch.uint8)
+    _buffers._pack(buffers, flat)
+    assert flat[:8].view(torch.float32).tolist() == [1.5, -2.0]
+    assert flat[8:].view(torch.int64).tolist() == [7]
+    elsewhere = torch.empty(16, dtype=torch.uint8, device="meta")
+    _buffers._pack(buffers, elsewhere)  # torch.cat(..., out=elsewhere) raised "Expected out tensor to have device"
