@@ -15,8 +15,9 @@
 # schedule) on 30,000 training images for 2 epochs, 468 rounds (--quick: 8,000 images, 1 epoch, 62
 # rounds); data: --data, else /usr/share/datasets/fashion-mnist, else the bundle's
 # share/fashion-mnist (scripts/bundle.sh); python: --python, else python3 on PATH (it needs torch).
-# Writes OUT/pip.txt, OUT/train-<kernels>/ (the run directories: summary.json, every process's log)
-# and one JSON line per job and one for the comparison to OUT/results.jsonl. Exit 0 when every job
+# Writes OUT/versions.txt (python, torch, pybind11), OUT/pip.txt, OUT/train-<kernels>/ (the run
+# directories: summary.json, every process's log) and one JSON line per job and one for the
+# comparison to OUT/results.jsonl. Exit 0 when every job
 # trained on the kernels it asked for and the accuracies agree; 1 otherwise; 2 bad usage or nothing
 # to train with (the message names it).
 set -uo pipefail
@@ -67,6 +68,8 @@ fi
 if [[ -n $sources ]]; then
   rm -rf "$out/pkg" "$out/pkg-src" && cp -r "$sources" "$out/pkg-src"
   t0=$(date +%s)
+  "$python" -c "import sys, torch, pybind11; print('python', sys.version.split()[0], 'torch', torch.__version__,
+      'pybind11', pybind11.__version__)" >"$out/versions.txt" 2>&1
   if ! SKETCHPS_PREFIX="$prefix" "$python" -m pip install --no-build-isolation --no-deps --no-index --no-cache-dir \
       --disable-pip-version-check --target "$out/pkg" "$out/pkg-src" >"$out/pip.txt" 2>&1; then
     say "pip install of the package failed (the end of $out/pip.txt):"; tail -15 "$out/pip.txt" >&2
