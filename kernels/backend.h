@@ -6,8 +6,9 @@
 //   CPU   Thrust's OpenMP device system, compiled by the C++ compiler; "device" memory is host memory.
 //   CUDA  the same sources compiled by nvcc; device memory is GPU memory.
 //
-// Every kernel entry point takes an `Exec`: the stream to run on (ignored on CPU) and a `Scratch`
-// that provides temporary storage. Kernels never allocate on their own: Thrust's temporaries come
+// Every kernel entry point takes an `Exec`: the stream (null, the default one: another is refused,
+// since copies and the reuse of scratch blocks are ordered by that one stream) and a `Scratch` that
+// provides temporary storage. Kernels never allocate on their own: Thrust's temporaries come
 // from the Scratch, which caches blocks, so after the first call of a given size a hot loop performs
 // no system allocation. Pointers passed to kernels (named d_*) must be device pointers for the
 // active backend; on the CPU backend any host pointer is a device pointer.
@@ -82,7 +83,7 @@ class Scratch {
 // Execution context of one kernel call. The scratch pool is required: without one every kernel
 // returns InvalidArgument "<kernel>: exec.scratch is null" before it queues any work.
 struct Exec {
-  void* stream = nullptr;      // cudaStream_t on the CUDA backend (nullptr: default stream)
+  void* stream = nullptr;      // must stay null, the default stream (any other is InvalidArgument)
   Scratch* scratch = nullptr;  // required
 };
 

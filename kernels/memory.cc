@@ -109,7 +109,12 @@ void* DeviceAlloc(std::size_t bytes) {
   if (bytes == 0) return nullptr;
 #if SKETCHPS_KERNELS_CUDA
   void* ptr = nullptr;
-  if (cudaMalloc(&ptr, bytes) != cudaSuccess) throw std::bad_alloc();
+  const cudaError_t err = cudaMalloc(&ptr, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: clear it
+    throw std::bad_alloc();
+  }
+  ThrowOnCuda(err, "cudaMalloc");  // a fault of an earlier kernel, say: not a lack of memory
   return ptr;
 #else
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
@@ -48,11 +49,19 @@ bool Registered(const void* ptr) {
 #endif
 
 #if SKETCHPS_KERNELS_CUDA
-bool OnCudaDevice(const void* ptr) {
+// Whether ptr is device or managed memory. CUDA calls plain host memory unregistered and answers
+// cudaErrorInvalidValue for a pointer it cannot place; any other error is the device's (a sticky
+// fault of an earlier kernel), which is reported as that, not blamed on this pointer.
+absl::StatusOr<bool> OnCudaDevice(const char* fn, const void* ptr) {
   cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
-    cudaGetLastError();  // clear the error of an unknown pointer
+  const cudaError_t err = cudaPointerGetAttributes(&attributes, ptr);
+  if (err == cudaErrorInvalidValue) {
+    cudaGetLastError();  // not sticky: clear it
     return false;
+  }
+  if (err != cudaSuccess) {
+    return absl::InternalError(absl::StrCat(fn, ": the device memory check's cudaPointerGetAttributes failed: ",
+                                            cudaGetErrorString(err), " (an error of an earlier CUDA call)"));
   }
   return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
@@ -101,7 +110,7 @@ absl::Status CheckDevicePointer(const char* fn, const char* name, const void* pt
   if (ptr == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": ", name, " is null"));
   if (!PointerChecksEnabled()) return absl::OkStatus();
 #if SKETCHPS_KERNELS_CUDA
-  const bool on_device = OnCudaDevice(ptr);
+  SKETCHPS_ASSIGN_OR_RETURN(const bool on_device, OnCudaDevice(fn, ptr));
 #else
   const bool on_device = Registered(ptr);
 #endif
@@ -114,6 +123,13 @@ absl::Status CheckDevicePointer(const char* fn, const char* name, const void* pt
 
 absl::Status CheckExec(const char* fn, const Exec& exec) {
   if (exec.scratch == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": exec.scratch is null"));
+  // CUDA's copies and the reuse of scratch blocks are ordered by one stream, the legacy default one
+  // (kernels/backend.h Exec); the CPU backend has none and refuses another all the same.
+  if (exec.stream != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(fn,
+                                                   ": exec.stream is not the default stream (null); the "
+                                                   "kernels run on the default stream only"));
+  }
   return absl::OkStatus();
 }
 

@@ -228,7 +228,7 @@ class Selection {
     internal::CudaCheck(
         cub::DeviceSelect::If(nullptr, bytes, first, d_idx, selected.data(), static_cast<std::int64_t>(n_), q_, stream),
         "DeviceSelect::If");
-    ScratchArray<char> temp(*exec_.scratch, bytes);
+    ScratchArray<char> temp(*exec_.scratch, std::max<std::size_t>(bytes, 1));  // a null buffer is a size query
     internal::CudaCheck(cub::DeviceSelect::If(temp.data(), bytes, first, d_idx, selected.data(),
                                               static_cast<std::int64_t>(n_), q_, stream),
                         "DeviceSelect::If");

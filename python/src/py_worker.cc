@@ -138,6 +138,8 @@ absl::Status PyWorker::KeepRoundStart() {
   SKETCHPS_RETURN_IF_ERROR(Usable("step"));
   if (!local_ || round_kept_) return absl::OkStatus();
   SKETCHPS_RETURN_IF_ERROR(local_->Begin(model_.params));
+  // The copy is queued: torch's optimizer may write the parameters next, on a stream of its own.
+  kernels::Synchronize(kernels::Exec{nullptr, &scratch_});
   round_kept_ = true;
   return absl::OkStatus();
 }

@@ -1,7 +1,9 @@
 // Every public kernel that takes an Exec refuses one without a scratch pool (Exec::scratch is
-// "required", kernels/backend.h) with InvalidArgument "<kernel>: exec.scratch is null", before it
-// queues any work: a caller's mistake is an error, never a null dereference. Valid device arrays are
-// passed, so the scratch pool is the only thing wrong in every call.
+// "required", kernels/backend.h) with InvalidArgument "<kernel>: exec.scratch is null", and one with a
+// stream other than the default (null) one with "<kernel>: exec.stream is not the default stream ...",
+// before it queues any work: a caller's mistake is an error, never a null dereference or a race with
+// copies and scratch reuse ordered by the default stream. Valid device arrays are passed, so the Exec
+// is the only thing wrong in every call.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,17 +49,18 @@ absl::Status StatusOf(const absl::StatusOr<T>& r) {
 }
 absl::Status StatusOf(const absl::Status& s) { return s; }
 
+// What every kernel's refusal of the Exec under test starts with after "<kernel>: ".
+std::string refusal;
+
 void CheckRefused(const absl::Status& status, const std::string& kernel) {
   INFO(kernel << ": " << status.ToString());
   CHECK(status.code() == absl::StatusCode::kInvalidArgument);
-  CHECK(status.message() == kernel + ": exec.scratch is null");
+  CHECK(status.message().substr(0, kernel.size() + 2 + refusal.size()) == kernel + ": " + refusal);
 }
 
-}  // namespace
-
-TEST_CASE("Every kernel refuses an Exec without a scratch pool and names itself", "[exec_check]") {
+// Calls every public kernel with `none`, the Exec to be refused, and checks each refusal.
+void CheckEveryKernelRefuses(const sk::Exec& none) {
   Arrays a;
-  const sk::Exec none{};
   const std::vector<float> host_x(kN, 1.5f);
   CheckRefused(StatusOf(sk::Checksum(a.x.data(), kN, none)), "Checksum");
   CheckRefused(StatusOf(sk::SumAbs(a.x.data(), kN, none)), "SumAbs");
@@ -118,4 +121,18 @@ TEST_CASE("Every kernel refuses an Exec without a scratch pool and names itself"
                "SketchRecover");
   CheckRefused(StatusOf(sk::SketchL2Estimate(table.data(), 3, 16, none)), "SketchL2Estimate");
   CHECK(a.x.ToHost() == host_x);  // nothing was written
+}
+
+}  // namespace
+
+TEST_CASE("Every kernel refuses an Exec without a scratch pool and names itself", "[exec_check]") {
+  refusal = "exec.scratch is null";
+  CheckEveryKernelRefuses(sk::Exec{});
+}
+
+TEST_CASE("Every kernel refuses a stream other than the default one and names itself", "[exec_check]") {
+  sk::Scratch scratch;
+  int stream_stand_in = 0;  // any non-null value: the check comes before the stream is used
+  refusal = "exec.stream is not the default stream (null)";
+  CheckEveryKernelRefuses(sk::Exec{&stream_stand_in, &scratch});
 }
