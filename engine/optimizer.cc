@@ -129,7 +129,8 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::uint64_t dim, bool glob
                     : (config.kind == OptimizerKind::kSgd ? config.momentum : config.beta1)),
       exec_{nullptr, &scratch_},
       state_(OptimizerStateSize(config, dim, global_momentum)),
-      dense_g_(adam() || momentum_ > 0.0 || config.weight_decay > 0.0 ? dim : 0) {
+      dense_step_(adam() || momentum_ > 0.0 || config.weight_decay > 0.0),
+      dense_g_(dense_step_ ? dim : 0) {
   state_.Zero();
   // Segments alternate between decaying and exempt runs, covering [0, dim).
   std::uint64_t at = 0;
@@ -199,9 +200,8 @@ absl::Status Optimizer::StepAdam(const float* d_g, float* d_w, double lr, std::u
 
 absl::Status Optimizer::Apply(const Aggregate& g, float* d_w, const StepClock& clock) {
   if (config_.kind == OptimizerKind::kExternal) return WriteAggregate(g, d_w);
-  const double lr = LearningRate(config_.lr, clock.epoch);
   // Plain SGD on a sparse aggregate touches only its entries.
-  if (const auto* sparse = std::get_if<SparseVector>(&g); sparse != nullptr && dense_g_.size() == 0) {
+  if (const auto* sparse = std::get_if<SparseVector>(&g); sparse != nullptr && !dense_step_) {
     if (sparse->dim != dim_ || sparse->idx.size() != sparse->val.size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("sparse aggregate over ", sparse->dim, " entries, expected ", dim_));
@@ -212,19 +212,22 @@ absl::Status Optimizer::Apply(const Aggregate& g, float* d_w, const StepClock& c
     }
     idx_.FromHost(sparse->idx);
     val_.FromHost(sparse->val);
-    return kernels::SgdSparseStep(d_w, dim_, idx_.data(), val_.data(), sparse->idx.size(), static_cast<float>(lr),
-                                  exec_);
+    const auto lr = static_cast<float>(LearningRate(config_.lr, clock.epoch));
+    return kernels::SgdSparseStep(d_w, dim_, idx_.data(), val_.data(), sparse->idx.size(), lr, exec_);
   }
-  if (const auto* dense = std::get_if<DenseValues>(&g); dense != nullptr && dense_g_.size() == 0) {
-    if (dense->values.size() != dim_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("aggregate has ", dense->values.size(), " values, expected ", dim_));
-    }
-    kernels::DeviceArray<float> d_g(dense->values);
-    return StepSgd(d_g.data(), d_w, static_cast<float>(lr));
-  }
+  if (dense_g_.size() != dim_) dense_g_ = kernels::DeviceArray<float>(dim_);  // plain SGD's first dense round
   const float* d_g = nullptr;
   SKETCHPS_RETURN_IF_ERROR(Densify(g, &d_g));
+  return Step(d_g, d_w, clock);
+}
+
+absl::Status Optimizer::ApplyDense(const float* d_g, float* d_w, const StepClock& clock) {
+  if (config_.kind == OptimizerKind::kExternal) return kernels::Copy(d_g, d_w, dim_, exec_);
+  return Step(d_g, d_w, clock);
+}
+
+absl::Status Optimizer::Step(const float* d_g, float* d_w, const StepClock& clock) {
+  const double lr = LearningRate(config_.lr, clock.epoch);
   return adam() ? StepAdam(d_g, d_w, lr, clock.round) : StepSgd(d_g, d_w, static_cast<float>(lr));
 }
 
@@ -261,6 +264,10 @@ absl::Status Optimizer::SetState(const std::vector<float>& state) {
   }
   state_.FromHost(state);
   return absl::OkStatus();
+}
+
+absl::Status Optimizer::SetStateFrom(const float* d_state) {
+  return kernels::Copy(d_state, state_.data(), state_.size(), exec_);
 }
 
 }  // namespace sketchps

@@ -86,11 +86,18 @@ class Optimizer {
 
   // w <- step(w, g) for the range's weights d_w (dim floats, device memory); kExternal: w <- g.
   absl::Status Apply(const Aggregate& g, float* d_w, const StepClock& clock);
+  // The same step for a gradient d_g already in device memory (dim floats): nothing crosses to the
+  // host, and the result is bitwise Apply's for the same values.
+  absl::Status ApplyDense(const float* d_g, float* d_w, const StepClock& clock);
 
   // The state as one host array (SGD with momentum: dim floats; Adam: 2 * dim; else empty).
   std::vector<float> State() const;
   absl::Status SetState(const std::vector<float>& state);
   std::size_t state_size() const { return state_.size(); }
+  // The state in device memory (state_size() floats), and copies of it that stay on the device.
+  const float* state_data() const { return state_.data(); }
+  absl::Status SetStateFrom(const float* d_state);
+  void ResetState() { state_.Zero(); }
   // SGD's momentum or Adam's beta1 as applied (0 for a scheme with local momentum).
   double momentum() const { return momentum_; }
 
@@ -104,6 +111,7 @@ class Optimizer {
   absl::Status StepSgd(const float* d_g, float* d_w, float lr);
   absl::Status StepAdam(const float* d_g, float* d_w, double lr, std::uint64_t round);
   bool adam() const { return config_.kind == OptimizerKind::kAdam || config_.kind == OptimizerKind::kAdamW; }
+  absl::Status Step(const float* d_g, float* d_w, const StepClock& clock);
 
   const OptimizerConfig config_;
   const std::uint64_t dim_;
@@ -112,7 +120,8 @@ class Optimizer {
   kernels::Scratch scratch_;
   kernels::Exec exec_;
   kernels::DeviceArray<float> state_;    // SGD: velocity; Adam: m then v
-  kernels::DeviceArray<float> dense_g_;  // densified sparse aggregate (when the step is dense)
+  const bool dense_step_;                // the step reads a dense gradient (else plain SGD: sparse updates)
+  kernels::DeviceArray<float> dense_g_;  // the aggregate on the device, when the step is dense
   kernels::DeviceArray<std::uint32_t> idx_;
   kernels::DeviceArray<float> val_;
 };

@@ -284,6 +284,8 @@ absl::StatusOr<PayloadValue> Reducer::SketchMomentumError(const std::vector<cons
     next_momentum_ = kernels::DeviceArray<float>(cells);
     next_error_ = kernels::DeviceArray<float>(cells);
     mask_ = kernels::DeviceArray<float>(cells);
+    touched_ = kernels::DeviceArray<std::uint32_t>(cells);
+    touched_val_ = kernels::DeviceArray<float>(cells);
   }
   // S_u' = rho * S_u + S / n;  S_e' = S_e + S_u'  (aside: the state changes only on success).
   next_momentum_.Zero();
@@ -303,17 +305,12 @@ absl::StatusOr<PayloadValue> Reducer::SketchMomentumError(const std::vector<cons
   // diverged there, docs/methods.md "fetchsgd").
   mask_.Zero();
   SKETCHPS_RETURN_IF_ERROR(kernels::SketchAccumulateSparse(idx_.data(), val_.data(), count, hash, mask_.data(), exec_));
-  const std::vector<float> mask = mask_.ToHost();
-  std::vector<std::uint32_t> touched;
-  for (std::size_t c = 0; c < cells; ++c) {
-    if (mask[c] != 0.0f) touched.push_back(static_cast<std::uint32_t>(c));
-  }
-  if (!touched.empty()) {
-    kernels::DeviceArray<std::uint32_t> d_touched(touched);
-    SKETCHPS_RETURN_IF_ERROR(
-        kernels::FillAt(next_momentum_.data(), cells, d_touched.data(), touched.size(), 0.0f, exec_));
-    SKETCHPS_RETURN_IF_ERROR(kernels::FillAt(next_error_.data(), cells, d_touched.data(), touched.size(), 0.0f, exec_));
-  }
+  // The nonzero cells (|mask| > 0), found and zeroed on the device: only their count crosses.
+  SKETCHPS_ASSIGN_OR_RETURN(const std::size_t touched, kernels::ThresholdSelect(mask_.data(), cells, 0.0f, cells,
+                                                                                touched_.data(), touched_val_.data(),
+                                                                                exec_));
+  SKETCHPS_RETURN_IF_ERROR(kernels::FillAt(next_momentum_.data(), cells, touched_.data(), touched, 0.0f, exec_));
+  SKETCHPS_RETURN_IF_ERROR(kernels::FillAt(next_error_.data(), cells, touched_.data(), touched, 0.0f, exec_));
   SKETCHPS_ASSIGN_OR_RETURN(SparseVector out, Collect(count, /*drop_zeros=*/false));
   SKETCHPS_ASSIGN_OR_RETURN(const bool momentum_finite, kernels::AllFinite(next_momentum_.data(), cells, exec_));
   SKETCHPS_ASSIGN_OR_RETURN(const bool error_finite, kernels::AllFinite(next_error_.data(), cells, exec_));

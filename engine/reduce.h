@@ -125,6 +125,8 @@ class Reducer {
   // tables, computed aside and swapped in on success.
   ReductionState shape_;  // rows, cols, seed (its tables unused)
   kernels::DeviceArray<float> momentum_, error_, next_momentum_, next_error_, mask_;
+  kernels::DeviceArray<std::uint32_t> touched_;  // the cells where mask_ is nonzero, and their values
+  kernels::DeviceArray<float> touched_val_;
 };
 
 }  // namespace sketchps

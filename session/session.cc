@@ -425,10 +425,18 @@ std::uint64_t Session::ParamsChecksum(const float* params) const {
 void Session::RememberRoundStart(std::uint64_t round, const float* params) {
   if (!can_regroup()) return;
   RoundStart& start = starts_[round % 2];
+  const kernels::Exec exec{nullptr, &scratch_};
+  if (start.params.size() != dim()) start.params = kernels::DeviceArray<float>(dim());
   start.round = round;
-  start.params = kernels::CopyOut(params, dim());
-  start.optimizer_state.clear();
-  for (std::uint32_t i = 0; i < num_shards(); ++i) start.optimizer_state.push_back(replica_->optimizer(i).State());
+  // Fails only for null pointers: the weights and the optimizers' own state are never null.
+  (void)kernels::Copy(params, start.params.data(), dim(), exec);
+  start.optimizer_state.resize(num_shards());
+  for (std::uint32_t i = 0; i < num_shards(); ++i) {
+    const Optimizer& optimizer = replica_->optimizer(i);
+    kernels::DeviceArray<float>& kept = start.optimizer_state[i];
+    if (kept.size() != optimizer.state_size()) kept = kernels::DeviceArray<float>(optimizer.state_size());
+    (void)kernels::Copy(optimizer.state_data(), kept.data(), kept.size(), exec);
+  }
 }
 
 absl::StatusOr<Regrouped> Session::Recover(const absl::Status& failure, std::uint64_t round, float* params,
@@ -448,9 +456,16 @@ absl::StatusOr<Regrouped> Session::Recover(const absl::Status& failure, std::uin
   optimizer_.lr.base_lr = o_.job.replicated_optimizer().lr.base_lr * scale;
   optimizer_.lr.min_lr = o_.job.replicated_optimizer().lr.min_lr * scale;
   SKETCHPS_ASSIGN_OR_RETURN(replica_, MakeReplica());
-  kernels::CopyToDevice(params, start.params.data(), start.params.size() * sizeof(float));
+  const kernels::Exec exec{nullptr, &scratch_};
+  SKETCHPS_RETURN_IF_ERROR(kernels::Copy(start.params.data(), params, dim(), exec));
   for (std::uint32_t i = 0; i < num_shards(); ++i) {
-    SKETCHPS_RETURN_IF_ERROR(replica_->optimizer(i).SetState(start.optimizer_state[i]));
+    Optimizer& optimizer = replica_->optimizer(i);
+    if (optimizer.state_size() != start.optimizer_state[i].size()) {
+      return absl::InternalError(absl::StrCat("regroup: shard ", i, "'s optimizer state has ", optimizer.state_size(),
+                                              " values, the snapshot of round ", g.round, " ",
+                                              start.optimizer_state[i].size()));
+    }
+    SKETCHPS_RETURN_IF_ERROR(optimizer.SetStateFrom(start.optimizer_state[i].data()));
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - began);
   if (note != nullptr) {

@@ -248,14 +248,14 @@ class Session {
   std::uint64_t ParamsChecksum(const float* params) const;
 
   // A worker's state at the start of a round: what a regroup rolls back to.
-  struct RoundStart {
+  struct RoundStart {  // in device memory: a round's snapshot never crosses to the host
     std::uint64_t round = ~0ull;
-    std::vector<float> params;
-    std::vector<std::vector<float>> optimizer_state;  // per shard
+    kernels::DeviceArray<float> params;
+    std::vector<kernels::DeviceArray<float>> optimizer_state;  // per shard
   };
 
   SessionOptions o_;
-  mutable kernels::Scratch scratch_;  // the checksum's temporaries
+  mutable kernels::Scratch scratch_;  // temporaries of the checksum and the round starts' copies
   LayerTable layers_;
   std::array<RoundStart, 2> starts_;  // decentralized regroup: the last two round starts
   ShardMap shards_;

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "engine/phase.h"
 #include "kernels/vector_ops.h"
 
 namespace sketchps::worker {
@@ -21,7 +20,7 @@ LocalSteps::LocalSteps(const OptimizerConfig& inner, const LayerTable& layers, s
 
 absl::Status LocalSteps::Begin(const float* d_params) {
   SKETCHPS_RETURN_IF_ERROR(kernels::Copy(d_params, start_.data(), dim_, exec_));
-  if (!keep_) SKETCHPS_RETURN_IF_ERROR(inner_.SetState(std::vector<float>(inner_.state_size(), 0.0f)));
+  if (!keep_) inner_.ResetState();
   begun_ = true;
   return absl::OkStatus();
 }
@@ -29,11 +28,9 @@ absl::Status LocalSteps::Begin(const float* d_params) {
 absl::Status LocalSteps::Step(const float* d_grads, float* d_params, std::uint64_t round, std::uint64_t step,
                               double epoch) {
   if (!begun_) return absl::FailedPreconditionError("LocalSteps::Step before Begin");
-  // The optimizer takes a host aggregate; on the CPU backend this copy is the whole cost.
-  const Aggregate g = DenseValues{kernels::CopyOut(d_grads, dim_)};
   // Adam's t - 1: the step in the round when the state starts afresh, else the step in the job.
   const std::uint64_t count = keep_ ? round * steps_per_round_ + step : step;
-  return inner_.Apply(g, d_params, StepClock{count, epoch});
+  return inner_.ApplyDense(d_grads, d_params, StepClock{count, epoch});
 }
 
 std::vector<float> LocalSteps::SaveLocal() const { return keep_ ? inner_.State() : std::vector<float>{}; }

@@ -234,3 +234,41 @@ TEST_CASE("Adam's config is validated by key", "[optimizer]") {
   cfg.freeze_variance_round = 10;
   CHECK_THAT(std::string(ValidateOptimizerConfig(cfg).message()), Catch::Contains("optimizer.freeze_variance"));
 }
+
+TEST_CASE("A gradient in device memory steps bitwise as the same host aggregate, and the state copies on the device",
+          "[optimizer]") {
+  const auto kind = GENERATE(OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kExternal);
+  const double momentum = GENERATE(0.0, 0.9);
+  const std::uint64_t dim = 150;
+  OptimizerConfig cfg;
+  cfg.kind = kind;
+  cfg.lr.base_lr = 0.02;
+  cfg.momentum = momentum;
+  cfg.nesterov = momentum > 0.0;
+  // Without momentum and weight decay SGD is plain (a sparse aggregate updates only its entries).
+  if (kind != OptimizerKind::kExternal && momentum > 0.0) cfg.weight_decay = 0.01;
+  cfg.no_decay = {"b"};
+  const LayerTable layers = MakeLayerTable({{"a", {100}}, {"b", {50}}});
+  Optimizer host_path(cfg, dim, true, layers), device_path(cfg, dim, true, layers);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> w(dim);
+  for (auto& x : w) x = normal(rng);
+  kernels::DeviceArray<float> d_w1(w), d_w2(w);
+  for (std::uint64_t round = 0; round < 4; ++round) {
+    std::vector<float> g(dim);
+    for (auto& x : g) x = normal(rng);
+    const kernels::DeviceArray<float> d_g(g);
+    const StepClock clock{round, 0.25 * static_cast<double>(round)};
+    REQUIRE(host_path.Apply(DenseValues{g}, d_w1.data(), clock).ok());
+    REQUIRE(device_path.ApplyDense(d_g.data(), d_w2.data(), clock).ok());
+  }
+  CHECK(d_w2.ToHost() == d_w1.ToHost());
+  CHECK(device_path.State() == host_path.State());
+  // The state copies between optimizers on the device, and resets to zeros.
+  Optimizer copy(cfg, dim, true, layers);
+  REQUIRE(copy.SetStateFrom(device_path.state_data()).ok());
+  CHECK(copy.State() == host_path.State());
+  copy.ResetState();
+  CHECK(copy.State() == std::vector<float>(copy.state_size(), 0.0f));
+}

@@ -1,5 +1,6 @@
 #include "engine/reduce.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <random>
@@ -272,6 +273,33 @@ TEST_CASE("Stateful sketch reduction: pre-summed tables with their count give th
   // Clearing the state starts from zeros again.
   REQUIRE(per_worker.SetState({}).ok());
   CHECK(per_worker.State().empty());
+}
+
+TEST_CASE("Stateful sketch reduction zeroes the momentum and error cells the recovered update touches",
+          "[reduce]") {
+  // One round from a zero state: S_u' = S / n and S_e' = S_u'; Delta = the `keep` largest estimates
+  // of S_e'; every cell h_r(i) of every row r and every i of Delta is zeroed in both (FetchSGD's
+  // code); every other cell keeps S / n. Reference: the hash's buckets on the host.
+  const std::uint64_t dim = 50;
+  std::mt19937_64 rng(11);
+  Reducer reducer(dim);
+  const PhaseSpec spec = MomentumErrorSpec(4, 0.9);
+  const SketchTable t = RandomTable(dim, rng);
+  auto out = reducer.Reduce(spec, Ptrs({Contribution{spec, t}, Contribution{spec, t}}), nullptr);
+  REQUIRE(out.ok());
+  const auto& delta = std::get<SparseVector>(out->value);
+  REQUIRE(delta.idx.size() == 4);
+  auto hash = CountSketchHash::Create({t.rows, t.cols, t.seed, dim});
+  REQUIRE(hash.ok());
+  std::vector<float> expected(t.table.size());
+  for (std::size_t c = 0; c < expected.size(); ++c) expected[c] = (t.table[c] + t.table[c]) * 0.5f;
+  for (std::uint32_t i : delta.idx) {
+    for (std::uint32_t r = 0; r < t.rows; ++r) expected[r * t.cols + hash->Bucket(r, i)] = 0.0f;
+  }
+  const ReductionState state = reducer.State();
+  CHECK(state.momentum == expected);
+  CHECK(state.error == expected);
+  CHECK(std::count(expected.begin(), expected.end(), 0.0f) >= 4);
 }
 
 TEST_CASE("The momentum of a stateful sketch phase travels on the wire and is refused elsewhere", "[reduce][wire]") {

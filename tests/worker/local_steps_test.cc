@@ -205,6 +205,7 @@ std::vector<float> RunWorker(const JobSpec& job, std::uint32_t rank, const std::
     if (!local.Begin(w.data()).ok()) throw std::runtime_error("Begin");
     for (std::uint64_t h = 0; h < H; ++h) {
       const std::vector<float> g = Gradient(w, r * H + h, rank);
+      const auto g_memory = AsDeviceMemory(g);
       if (!local.Step(g.data(), w.data(), r, h, session.plan().EpochOf(r, h)).ok()) throw std::runtime_error("Step");
     }
     auto delta = local.Finish(w.data());
