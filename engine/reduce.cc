@@ -306,9 +306,9 @@ absl::StatusOr<PayloadValue> Reducer::SketchMomentumError(const std::vector<cons
   mask_.Zero();
   SKETCHPS_RETURN_IF_ERROR(kernels::SketchAccumulateSparse(idx_.data(), val_.data(), count, hash, mask_.data(), exec_));
   // The nonzero cells (|mask| > 0), found and zeroed on the device: only their count crosses.
-  SKETCHPS_ASSIGN_OR_RETURN(const std::size_t touched, kernels::ThresholdSelect(mask_.data(), cells, 0.0f, cells,
-                                                                                touched_.data(), touched_val_.data(),
-                                                                                exec_));
+  SKETCHPS_ASSIGN_OR_RETURN(
+      const std::size_t touched,
+      kernels::ThresholdSelect(mask_.data(), cells, 0.0f, cells, touched_.data(), touched_val_.data(), exec_));
   SKETCHPS_RETURN_IF_ERROR(kernels::FillAt(next_momentum_.data(), cells, touched_.data(), touched, 0.0f, exec_));
   SKETCHPS_RETURN_IF_ERROR(kernels::FillAt(next_error_.data(), cells, touched_.data(), touched, 0.0f, exec_));
   SKETCHPS_ASSIGN_OR_RETURN(SparseVector out, Collect(count, /*drop_zeros=*/false));

@@ -237,7 +237,8 @@ TEST_CASE("Adam's config is validated by key", "[optimizer]") {
 
 TEST_CASE("A gradient in device memory steps bitwise as the same host aggregate, and the state copies on the device",
           "[optimizer]") {
-  const auto kind = GENERATE(OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kExternal);
+  const auto kind =
+      GENERATE(OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kExternal);
   const double momentum = GENERATE(0.0, 0.9);
   const std::uint64_t dim = 150;
   OptimizerConfig cfg;

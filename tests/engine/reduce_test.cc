@@ -275,8 +275,7 @@ TEST_CASE("Stateful sketch reduction: pre-summed tables with their count give th
   CHECK(per_worker.State().empty());
 }
 
-TEST_CASE("Stateful sketch reduction zeroes the momentum and error cells the recovered update touches",
-          "[reduce]") {
+TEST_CASE("Stateful sketch reduction zeroes the momentum and error cells the recovered update touches", "[reduce]") {
   // One round from a zero state: S_u' = S / n and S_e' = S_u'; Delta = the `keep` largest estimates
   // of S_e'; every cell h_r(i) of every row r and every i of Delta is zeroed in both (FetchSGD's
   // code); every other cell keeps S / n. Reference: the hash's buckets on the host.
