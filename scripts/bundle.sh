@@ -3,6 +3,7 @@
 # sketchps, as one archive.
 #
 #   bash scripts/bundle.sh [--data N] [OUT_DIR]   # default build/bundle; writes OUT_DIR/sketchps-<version>-linux-<arch>.tar.gz
+#                                                 # (only that: the staging tree is removed), with sketchps/COMMIT
 #
 # It builds the `ci` preset (CPU kernels and, where nvcc is, the CUDA kernels for compute_80 PTX and
 # sm_90 code; BUNDLE_CUDA_ARCHS overrides "80-virtual;90-real"), then `cmake --install`s the
@@ -52,7 +53,12 @@ mkdir -p "$out/sketchps/python/src"
 cp -r python/setup.py python/pyproject.toml python/sketchps python/include "$out/sketchps/python/"
 cp python/src/module.cc "$out/sketchps/python/src/"
 find "$out/sketchps/python" -name __pycache__ -prune -exec rm -rf {} +
+# The commit it was made from ("-dirty" with uncommitted changes), which gpu-device-run.sh reports.
+echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)" \
+  >"$out/sketchps/COMMIT"
 version=$(sed -n 's/^project(sketchps VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 archive="$out/sketchps-$version-linux-$(uname -m).tar.gz"  # gzip: every node can unpack it
 tar -C "$out" -czf "$archive" sketchps
-echo "bundle: $archive ($(du -h "$archive" | cut -f1); $(find "$out/sketchps" -type f | wc -l) files)"
+files=$(find "$out/sketchps" -type f | wc -l)
+rm -rf "$out/sketchps"  # the archive is what travels (the device tool carries 64 MiB in all)
+echo "bundle: $archive ($(du -h "$archive" | cut -f1); $files files; commit $(tar -xzOf "$archive" sketchps/COMMIT))"

@@ -4,14 +4,15 @@
 #   tests    the unit suites (kernels, engine, schemes) on the CUDA kernels, each as parallel shards
 #            that share the GPU (suite-shards.sh);
 #   nogpu    the CUDA kernels with CUDA_VISIBLE_DEVICES empty exit 2 naming what they looked for;
+#   bench    the primitives at d = 25.6M next to PyTorch's own operations on the same card
+#            (bench/gpu/torch_peers.py; needs python3 with a CUDA torch);
 #   train    4 GPU worker processes sharing the GPU (the Python package pip-installed from the bundle
 #            against the machine's own PyTorch), the same job on the CPU kernels, and one with ranks
 #            0-1 on the GPU and 2-3 on the CPU: final accuracies within 0.5 points (train-check.sh);
+#   loadgen  every scheme in both modes at P = 4 and 8, each round through the real servers or peers;
 #   repro    the seed's claim on the GPU kernels: loadgen gs-SGD against gTop-k (PS and tree) and
 #            Sketched-SGD at d = 25M, P = 4, 8 and 16, both modes (docs/reports/reproduction.md);
-#   bench    the primitives at d = 25.6M next to PyTorch's own operations on the same card
-#            (bench/gpu/torch_peers.py; needs python3 with a CUDA torch);
-#   loadgen  every scheme in both modes at P = 4 and 8, each round through the real servers or peers.
+#            the configurations a cut leaves finished are tabulated.
 # A stage that would start with less than a minute of the budget left is not run, and says so.
 # Results go to OUT (default ./gpu-check): log.txt, results.jsonl (every check), the raw outputs and
 # gpu.md (the tables of docs/gpu.md, bench/gpu/gpu_report.py). Exit 0 when every check passed.
@@ -81,7 +82,7 @@ export OMP_WAIT_POLICY=PASSIVE
 # default half the cores up to 8 on a GPU and 1 with --cpu (the CPU kernels use every core already).
 stage_tests() {
   local suite exe t0 rc dt summary shards=${GPU_CHECK_SUITE_SHARDS:-}
-  if [[ -z $shards ]]; then shards=$(( $(nproc) / 2 )); (( shards > 8 )) && shards=8; (( shards < 1 || cpu == 1 )) && shards=1; fi
+  if [[ -z $shards ]]; then shards=$(( $(nproc --all) / 2 )); (( shards > 8 )) && shards=8; (( shards < 1 || cpu == 1 )) && shards=1; fi
   for suite in kernels engine schemes; do
     exe=$(ls "$tests"/sketchps_${suite}_tests "$tests"/*/sketchps_${suite}_tests 2>/dev/null | head -1)
     [[ -n "$exe" ]] || { say "suite $suite: binary not found under $tests"; failed+=("suite-$suite"); continue; }
@@ -109,13 +110,13 @@ stage_nogpu() {
 stage_bench() {
   local d=25600000 rc
   [[ $quick -eq 1 ]] && d=2560000
-  timeout "$(limit 120)" "$bench_bin" bench --d "$d" --density 0.001 --repeats 5 --json >"$out/bench.json" 2>>"$log"
+  timeout -k 10 "$(limit 120)" "$bench_bin" bench --d "$d" --density 0.001 --repeats 5 --json >"$out/bench.json" 2>>"$log"
   rc=$?
   say "sketchps-bench bench at d = $d: exit $rc"
   record "{\"check\":\"bench\",\"d\":$d,\"exit\":$rc}"
   [[ $rc -eq 0 ]] || failed+=("bench")
   if [[ $cpu -eq 0 ]] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-    timeout "$(limit 120)" python3 "$peers" --d "$d" --density 0.001 --rows 5 --cols 256000 2560000 \
+    timeout -k 10 "$(limit 120)" python3 "$peers" --d "$d" --density 0.001 --rows 5 --cols 256000 2560000 \
       --out "$out/torch_peers.json" 2>>"$log"
     say "torch peers: exit $?"
   else
@@ -126,7 +127,7 @@ stage_bench() {
 stage_train() {
   local rc
   [[ -f "$train_check" ]] || { say "training job: not run (no $train_check)"; failed+=("train"); return; }
-  timeout "$(limit "${GPU_CHECK_TRAIN_TIMEOUT:-300}")" bash "$train_check" "$out/train" \
+  timeout -k 15 "$(limit "${GPU_CHECK_TRAIN_TIMEOUT:-300}")" bash "$train_check" "$out/train" \
     $([[ $quick -eq 1 ]] && echo --quick) $([[ $cpu -eq 1 ]] && echo --kernels cpu) >>"$log" 2>&1
   rc=$?
   cat "$out/train/results.jsonl" >>"$results" 2>/dev/null
@@ -140,13 +141,14 @@ stage_repro() {  # one loadgen per P, so that a budget cut keeps the smaller P's
   stage_end=$(( $(date +%s) + $(limit "${GPU_CHECK_REPRO_TIMEOUT:-200}") ))
   for p in $workers; do
     (( stage_end - $(date +%s) >= 20 )) || { say "repro P = $p: not run, the stage's time is spent"; failed+=("repro-p$p"); continue; }
-    timeout $(( stage_end - $(date +%s) )) "$front" loadgen --mode ps,decentralized --workers "$p" --servers 2 \
+    timeout -k 40 $(( stage_end - $(date +%s) )) "$front" loadgen --mode ps,decentralized --workers "$p" --servers 2 \
       --params "${GPU_CHECK_REPRO_PARAMS:-25000000}" --schemes gs_sgd,gtopk,sketched_sgd,gtopk_tree --rounds 3 --warmup-rounds 1 \
-      --timeout-seconds 120 --out "$out/gpu-flat25m-p$p.json" >"$out/repro-p$p.txt" 2>&1
+      --timeout-seconds 120 --work-dir "$out/repro-p$p" --out "$out/gpu-flat25m-p$p.json" >"$out/repro-p$p.txt" 2>&1
     rc=$?
     say "loadgen d = ${GPU_CHECK_REPRO_PARAMS:-25000000}, P = $p (gs_sgd, gtopk, sketched_sgd, gtopk_tree; both modes): exit $rc"
     record "{\"check\":\"repro\",\"workers\":$p,\"exit\":$rc}"
-    if [[ $rc -eq 0 ]]; then files+=("$out/gpu-flat25m-p$p.json"); else failed+=("repro-p$p"); tail -20 "$out/repro-p$p.txt" >>"$log"; fi
+    [[ $rc -eq 0 ]] || { failed+=("repro-p$p"); tail -20 "$out/repro-p$p.txt" >>"$log"; }
+    [[ -s "$out/gpu-flat25m-p$p.json" ]] && files+=("$out/gpu-flat25m-p$p.json")  # a cut run's finished ones too
   done
   [[ ${#files[@]} -gt 0 && -f "$table" ]] && { python3 "$table" "${files[@]}" >"$out/repro.md" 2>>"$log" || say "repro table failed"; }
 }
@@ -155,8 +157,8 @@ stage_loadgen() {
   local workers="4,8" rounds=10 params=1000000 mode rc
   [[ $quick -eq 1 ]] && { workers="4"; rounds=5; params=200000; }
   for mode in ps decentralized; do
-    timeout "$(limit 180)" "$front" loadgen --mode "$mode" --workers "$workers" --servers 2 --params "$params" \
-      --rounds "$rounds" --warmup-rounds 2 --timeout-seconds 60 --out "$out/loadgen-$mode.json" >"$out/loadgen-$mode.txt" 2>&1
+    timeout -k 40 "$(limit 180)" "$front" loadgen --mode "$mode" --workers "$workers" --servers 2 --params "$params" \
+      --rounds "$rounds" --warmup-rounds 2 --timeout-seconds 60 --work-dir "$out/loadgen-$mode" --out "$out/loadgen-$mode.json" >"$out/loadgen-$mode.txt" 2>&1
     rc=$?
     say "loadgen $mode (P = $workers, d = $params, $rounds rounds, every scheme): exit $rc"
     record "{\"check\":\"loadgen\",\"mode\":\"$mode\",\"exit\":$rc}"
@@ -164,7 +166,7 @@ stage_loadgen() {
   done
   [[ $memcheck -eq 1 ]] && command -v compute-sanitizer >/dev/null || return 0
   for mode in ${GPU_CHECK_MEMCHECK_MODES:-ps decentralized}; do
-    timeout "$(limit "${GPU_CHECK_MEMCHECK_TIMEOUT:-240}")" compute-sanitizer --tool memcheck --target-processes all \
+    timeout -k 15 "$(limit "${GPU_CHECK_MEMCHECK_TIMEOUT:-240}")" compute-sanitizer --tool memcheck --target-processes all \
       --print-limit 20 "$front" loadgen --mode "$mode" --workers 2 --servers 2 --params 100000 --rounds 3 \
       --warmup-rounds 1 --schemes gs_sgd,topk,sketched_sgd,gtopk >"$out/memcheck-$mode.txt" 2>&1
     rc=$?
@@ -177,10 +179,10 @@ stage_loadgen() {
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); gpu=${gpu:-none (no nvidia-smi answer)}
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-say "machine: GPU $gpu, driver ${driver:-none}, $(nproc) cores"
+say "machine: GPU $gpu, driver ${driver:-none}, $(nproc --all) cores"
 say "kernels: $("$bench_bin" --version 2>&1)"
 record "{\"check\":\"machine\",\"gpu\":\"$gpu\",\"driver\":\"${driver:-none}\",\"kernels\":\"$kernels\",\"budget_s\":$budget}"
-for stage in tests nogpu train repro bench loadgen; do
+for stage in tests nogpu bench train loadgen repro; do
   runs "$stage" && "stage_$stage"
 done
 [[ -f "$report" ]] && python3 "$report" "$out" >"$out/gpu.md" 2>>"$log"

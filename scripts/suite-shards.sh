@@ -39,7 +39,7 @@ pids=()
 : >"$output"
 for ((i = 0; i < shards; i++)); do
   if (( shards == 1 )); then selection=("${spec_args[@]}"); else selection=(-f "$work/shard-$i.txt"); fi
-  timeout "$seconds" "$exe" "${selection[@]}" --durations yes >"$work/out-$i.txt" 2>&1 &
+  timeout -k 10 "$seconds" "$exe" "${selection[@]}" --durations yes >"$work/out-$i.txt" 2>&1 &
   pids+=($!)
 done
 status=0; passed=0; failed=0; unfinished=0; notes=()

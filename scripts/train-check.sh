@@ -97,6 +97,27 @@ on_device() {
   esac
 }
 
+# The front end and the servers run on the CPU kernels, as on CPU server nodes: a lib/cuda folder on
+# LD_LIBRARY_PATH (gpu-check.sh puts one there) is dropped. Each rank loads the kernels its job gives
+# it by path (SKETCHPS_KERNELS, sketchps/_kernels.py).
+LD_LIBRARY_PATH=$(tr ':' '\n' <<<"${LD_LIBRARY_PATH:-}" | grep -v '/lib/cuda/*$' | paste -sd: -)
+export LD_LIBRARY_PATH
+# "k against cpu", once both accuracies are known (right after the later job, so a cut keeps it).
+declare -A compared=()
+compare_with_cpu() {
+  local k verdict diff within
+  for k in cuda mixed; do
+    [[ -n ${accuracy[$k]:-} && -n ${accuracy[cpu]:-} && -z ${compared[$k]:-} ]] || continue
+    compared[$k]=1
+    verdict=$("$python" -c "import sys; a, b, t = map(float, sys.argv[1:]); d = abs(a - b) * 100; print(f'{d:.2f}', int(d <= t))" \
+              "${accuracy[$k]}" "${accuracy[cpu]}" "$tolerance")
+    diff=${verdict% *}; within=${verdict#* }
+    say "$k against cpu: $diff points apart (tolerance $tolerance): $([[ $within -eq 1 ]] && echo within || echo OUTSIDE)"
+    echo "{\"check\":\"train_compare\",\"kernels\":\"$k\",\"points_apart\":$diff,\"tolerance\":$tolerance,\"within\":$([[ $within -eq 1 ]] && echo true || echo false)}" >>"$results"
+    [[ $within -eq 1 ]] || status=1
+  done
+}
+
 samples=30000; epochs=2
 [[ $quick -eq 1 ]] && { samples=8000; epochs=1; }
 status=0
@@ -114,7 +135,7 @@ for k in ${kernels//,/ }; do
   seconds=$(( $(date +%s) - t0 ))
   # Every rank says which kernels it loaded and where its model is (the example prints it).
   ranks_on=$(cat "$run"/worker-*.log 2>/dev/null | grep -cE "$(on_device "$k")")
-  acc=$("$python" -c "import json,sys; print(json.load(open(sys.argv[1]))['final_test_accuracy'])" \
+  acc=$("$python" -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1])).get('final_test_accuracy')))" \
         "$run/summary.json" 2>/dev/null || echo null)
   say "$k kernels: exit $rc in $seconds s, $ranks_on of 4 ranks on $k, final accuracy $acc"
   echo "{\"check\":\"train\",\"kernels\":\"$k\",\"exit\":$rc,\"seconds\":$seconds,\"ranks_on_device\":$ranks_on,\"accuracy\":$acc,\"samples\":$samples,\"epochs\":$epochs}" >>"$results"
@@ -123,13 +144,14 @@ for k in ${kernels//,/ }; do
   else
     accuracy[$k]=$acc
   fi
+  compare_with_cpu
 done
 # Decentralized peers on mixed backends must be refused at the start: nothing compares their replicas
 # after a round (docs/gpu.md), so the job fingerprint carries the backend.
 if [[ ,$kernels, == *,mixed,* ]]; then
   run="$out/train-mixed-decentralized"
   rm -rf "$run"
-  timeout 120 "$front" run --job "$examples/fashion_mnist.yaml" --mode decentralized --set peer.on_failure=stop \
+  timeout --foreground -k 10 120 "$front" run --job "$examples/fashion_mnist.yaml" --mode decentralized --set peer.on_failure=stop \
     --script "$examples/fashion_mnist.py" --python "$mixed_python" --out "$run" --no-plot --no-progress \
     --set "data.path=$data" --set data.train_samples=1024 --set train.epochs=1 >"$out/train-mixed-decentralized.txt" 2>&1
   rc=$?
@@ -141,13 +163,4 @@ if [[ ,$kernels, == *,mixed,* ]]; then
   [[ $refused == true ]] || status=1
 fi
 
-for k in cuda mixed; do
-  [[ -n ${accuracy[$k]:-} && -n ${accuracy[cpu]:-} ]] || continue
-  verdict=$("$python" -c "import sys; a, b, t = map(float, sys.argv[1:]); d = abs(a - b) * 100; print(f'{d:.2f}', int(d <= t))" \
-            "${accuracy[$k]}" "${accuracy[cpu]}" "$tolerance")
-  diff=${verdict% *}; within=${verdict#* }
-  say "$k against cpu: $diff points apart (tolerance $tolerance): $([[ $within -eq 1 ]] && echo within || echo OUTSIDE)"
-  echo "{\"check\":\"train_compare\",\"kernels\":\"$k\",\"points_apart\":$diff,\"tolerance\":$tolerance,\"within\":$([[ $within -eq 1 ]] && echo true || echo false)}" >>"$results"
-  [[ $within -eq 1 ]] || status=1
-done
 exit $status

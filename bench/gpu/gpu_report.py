@@ -46,6 +46,14 @@ def find(outs, name):
     return os.path.join(outs[0], name)
 
 
+def parse_record(line, where):
+    """One line of results.jsonl; a line a cut run left half-written (or a bad value) is named, not fatal."""
+    try:
+        return json.loads(line)
+    except ValueError:
+        return {"check": "unreadable", "where": where, "exit": 1, "text": line.strip()[:120].replace("|", "/")}
+
+
 def records(outs):
     paths = [p for p in (os.path.join(out, "results.jsonl") for out in outs) if os.path.exists(p)]
     if not paths:
@@ -53,7 +61,9 @@ def records(outs):
     found = []
     for path in paths:
         with open(path) as f:
-            found += [json.loads(line) for line in f if line.strip()]
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    found.append(parse_record(line, f"{os.path.basename(path)} line {n}"))
     ran = {r["check"] for r in found if "not_run" not in r}
     kept, machines = [], set()
     for i, r in enumerate(found):

@@ -141,7 +141,7 @@ ChildOutcome Supervise(launch::Child& child, const fs::path& dir, double timeout
       std::fprintf(stderr, "loadgen: %s: stopping the sweep\n", sig.c_str());
       out.interrupted = true;
       out.error = absl::StrCat("interrupted by ", sig);
-      code = child.Stop(absl::Seconds(90));
+      code = child.Stop(absl::Seconds(30));  // its own stop takes seconds; a cut run must still write its --out
     } else if (Clock::now() > hard_deadline) {
       out.error = absl::StrFormat("did not stop %.0f s after its --timeout-seconds %.0f; killed", kKillSlackSeconds,
                                   timeout_seconds);

@@ -161,6 +161,14 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| loadgen | not run: the time budget was spent |", done.stdout)
         self.assertIn("| stream_pass | 0.050 ms |", done.stdout)  # the second call's bench.json
 
+    def test_a_line_that_is_not_json_is_named_and_the_rest_reported(self):
+        text = self.report({"results.jsonl": '{"check":"nogpu","exit":2}\n'
+                                              '{"check":"train","kernels":"cpu","accuracy":None}\n'
+                                              '{"check":"bench","d":1000,"exit":0}\n'})
+        self.assertIn("| unreadable | where results.jsonl line 2, exit 1, text {\"check\":\"train\"", text)
+        self.assertIn("| nogpu | exit 2 |", text)
+        self.assertIn("| bench | d 1000, exit 0 |", text)
+
     def test_missing_outputs_are_said(self):
         text = self.report({})
         for said in ("(no results.jsonl)", "(no training job ran)", "(no bench.json)", "(no repro.md",
@@ -177,8 +185,8 @@ class ScriptsTest(unittest.TestCase):
             self.assertEqual(done.returncode, 1, done.stderr)
             records = [json.loads(line) for line in Path(tmp, "results.jsonl").read_text().splitlines()]
             self.assertEqual([r["check"] for r in records if r.get("not_run") == "budget"],
-                             ["tests", "train", "repro", "bench", "loadgen"])  # nogpu: --cpu leaves it out
-            self.assertIn("failed: tests train repro bench loadgen", done.stderr)
+                             ["tests", "bench", "train", "loadgen", "repro"])  # nogpu: --cpu leaves it out
+            self.assertIn("failed: tests bench train loadgen repro", done.stderr)
             self.assertIn("| tests | not run: the time budget was spent |", Path(tmp, "gpu.md").read_text())
 
     def test_train_check_names_bad_options(self):
