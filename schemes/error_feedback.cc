@@ -38,6 +38,8 @@ SparseVector Selection::ToSparse(std::uint64_t dim) const {
 
 std::vector<std::uint32_t> Selection::HostIndices() const { return idx_.ToHost(count_); }
 
+std::vector<float> Selection::HostValues() const { return val_.ToHost(count_); }
+
 ErrorFeedback::ErrorFeedback(std::uint64_t dim) : e_(dim) { e_.Zero(); }
 
 absl::StatusOr<const float*> ErrorFeedback::Accumulate(const float* d_grad, const kernels::Exec& exec) {

@@ -40,6 +40,7 @@ class Selection {
   // The selection as a wire payload over a range of `dim` entries.
   SparseVector ToSparse(std::uint64_t dim) const;
   std::vector<std::uint32_t> HostIndices() const;
+  std::vector<float> HostValues() const;
 
  private:
   kernels::DeviceArray<std::uint32_t> idx_;

@@ -145,7 +145,7 @@ absl::StatusOr<PayloadValue> SketchExchange::Payload(std::uint32_t phase, const 
   const std::vector<std::uint32_t>* indices = earlier.empty() ? nullptr : ResultIndices(*earlier[0]);
   if (indices == nullptr) return absl::InvalidArgumentError("sketch exchange: phase 1 without a candidate set");
   SKETCHPS_RETURN_IF_ERROR(values_.GatherAt(*indices, d_x, dim_, exec));
-  return PayloadValue{DenseValues{values_.ToSparse(dim_).val}};
+  return PayloadValue{DenseValues{values_.HostValues()}};  // the indices are the candidates', known to all
 }
 
 absl::StatusOr<PayloadValue> SketchExchange::SketchPayload(const float* d_x, const kernels::Exec& exec) {
