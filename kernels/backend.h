@@ -94,6 +94,15 @@ void DeviceFree(void* ptr);
 void CopyToDevice(void* d_dst, const void* h_src, std::size_t bytes);
 void CopyToHost(void* h_dst, const void* d_src, std::size_t bytes);
 void DeviceMemset(void* d_dst, int value, std::size_t bytes);
+
+// The bytes CopyToDevice and CopyToHost (so DeviceArray and CopyOut too) have copied in this
+// process, every thread together: what crossed between host and device memory (on the CPU
+// backend, the same copies within host memory). A worker's round records report the difference.
+struct CopiedBytes {
+  std::uint64_t to_device = 0;
+  std::uint64_t to_host = 0;
+};
+CopiedBytes BytesCopied();
 // Waits until all work queued on the stream has finished (no-op on CPU).
 void Synchronize(const Exec& exec);
 

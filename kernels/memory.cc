@@ -2,6 +2,8 @@
 // compiler (with OpenMP) on the CPU backend.
 #include <dlfcn.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -135,8 +137,17 @@ void DeviceFree(void* ptr) {
 #endif
 }
 
+namespace {
+std::atomic<std::uint64_t> copied_to_device{0}, copied_to_host{0};  // BytesCopied()
+}  // namespace
+
+CopiedBytes BytesCopied() {
+  return CopiedBytes{copied_to_device.load(std::memory_order_relaxed), copied_to_host.load(std::memory_order_relaxed)};
+}
+
 void CopyToDevice(void* d_dst, const void* h_src, std::size_t bytes) {
   if (bytes == 0) return;
+  copied_to_device.fetch_add(bytes, std::memory_order_relaxed);
 #if SKETCHPS_KERNELS_CUDA
   ThrowOnCuda(cudaMemcpy(d_dst, h_src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
 #else
@@ -146,6 +157,7 @@ void CopyToDevice(void* d_dst, const void* h_src, std::size_t bytes) {
 
 void CopyToHost(void* h_dst, const void* d_src, std::size_t bytes) {
   if (bytes == 0) return;
+  copied_to_host.fetch_add(bytes, std::memory_order_relaxed);
 #if SKETCHPS_KERNELS_CUDA
   ThrowOnCuda(cudaMemcpy(h_dst, d_src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
 #else

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -201,6 +202,8 @@ absl::Status Session::StartTransport() {
 absl::StatusOr<std::uint64_t> Session::Join(float* params, WorkerLocalState* local) {
   SKETCHPS_ASSIGN_OR_RETURN(const std::uint64_t first, transport_->Start(layers_, shards_, params, *replica_));
   const bool ahead = transport_->shards_ahead();
+  // The first round's record counts its own copies, not the join's (a restored state's are later, once).
+  const absl::Cleanup count_from_here = [this] { copied_ = kernels::BytesCopied(); };
   const auto split = [&](const std::string& why) {
     return absl::FailedPreconditionError(absl::StrCat(
         "shards disagree on the round: some have applied ", first, " rounds, others ", first + 1,
@@ -230,6 +233,13 @@ absl::StatusOr<std::uint64_t> Session::Join(float* params, WorkerLocalState* loc
   }
   state_files_->DiscardAfter(start);
   return start;
+}
+
+void Session::AddCopies(nlohmann::json& record) {
+  const kernels::CopiedBytes now = kernels::BytesCopied();
+  record["copied_to_device"] = now.to_device - copied_.to_device;
+  record["copied_to_host"] = now.to_host - copied_.to_host;
+  copied_ = now;
 }
 
 ShardRun Session::RunShard(std::uint32_t shard, std::uint64_t round, const float* grads, float* params) {
@@ -329,6 +339,7 @@ absl::StatusOr<nlohmann::json> Session::Complete(std::uint64_t round, float loss
   record["communicate_s"] = communicate;
   if (state_files_ != nullptr) record["state_s"] = state_seconds;
   AddDiagnostics(out.diagnostics, record);
+  AddCopies(record);
   return record;
 }
 
@@ -397,6 +408,7 @@ absl::StatusOr<nlohmann::json> Session::CatchUp(std::uint64_t round, float* para
   record["compress_s"] = 0.0;
   record["communicate_s"] = absl::ToDoubleSeconds(end - start);
   record["caught_up"] = true;
+  AddCopies(record);
   return record;
 }
 

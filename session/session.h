@@ -246,6 +246,9 @@ class Session {
 
   // The replica checksum of params[0, dim()) computed where they live (kernels::Checksum).
   std::uint64_t ParamsChecksum(const float* params) const;
+  // copied_to_device, copied_to_host: the bytes this process copied between host and device memory
+  // since the previous round's record (since the join for the first).
+  void AddCopies(nlohmann::json& record);
 
   // A worker's state at the start of a round: what a regroup rolls back to.
   struct RoundStart {  // in device memory: a round's snapshot never crosses to the host
@@ -258,6 +261,7 @@ class Session {
   mutable kernels::Scratch scratch_;  // temporaries of the checksum and the round starts' copies
   LayerTable layers_;
   std::array<RoundStart, 2> starts_;  // decentralized regroup: the last two round starts
+  kernels::CopiedBytes copied_;       // kernels::BytesCopied() at the previous record (AddCopies)
   ShardMap shards_;
   RoundPlan plan_;
   OptimizerConfig optimizer_;
