@@ -88,7 +88,8 @@ struct Exec {
 };
 
 // Raw backend memory operations (device memory on CUDA, host memory on CPU).
-// DeviceAlloc throws std::bad_alloc on failure; copies are synchronous.
+// DeviceAlloc throws std::bad_alloc when memory runs out (CUDA: std::runtime_error with CUDA's
+// message for any other error, such as an earlier kernel's fault); copies are synchronous.
 void* DeviceAlloc(std::size_t bytes);
 void DeviceFree(void* ptr);
 void CopyToDevice(void* d_dst, const void* h_src, std::size_t bytes);

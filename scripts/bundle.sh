@@ -58,6 +58,7 @@ echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quie
   >"$out/sketchps/COMMIT"
 version=$(sed -n 's/^project(sketchps VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 archive="$out/sketchps-$version-linux-$(uname -m).tar.gz"  # gzip: every node can unpack it
+rm -f "$out"/sketchps-*.tar.gz  # one archive: gpu-device-run.sh takes the one it finds
 tar -C "$out" -czf "$archive" sketchps
 files=$(find "$out/sketchps" -type f | wc -l)
 rm -rf "$out/sketchps"  # the archive is what travels (the device tool carries 64 MiB in all)

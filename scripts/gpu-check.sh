@@ -141,6 +141,7 @@ stage_repro() {  # one loadgen per P, so that a budget cut keeps the smaller P's
   stage_end=$(( $(date +%s) + $(limit "${GPU_CHECK_REPRO_TIMEOUT:-200}") ))
   for p in $workers; do
     (( stage_end - $(date +%s) >= 20 )) || { say "repro P = $p: not run, the stage's time is spent"; failed+=("repro-p$p"); continue; }
+    rm -f "$out/gpu-flat25m-p$p.json"  # an earlier run's must not be tabulated as this one's
     timeout -k 40 $(( stage_end - $(date +%s) )) "$front" loadgen --mode ps,decentralized --workers "$p" --servers 2 \
       --params "${GPU_CHECK_REPRO_PARAMS:-25000000}" --schemes gs_sgd,gtopk,sketched_sgd,gtopk_tree --rounds 3 --warmup-rounds 1 \
       --timeout-seconds 120 --work-dir "$out/repro-p$p" --out "$out/gpu-flat25m-p$p.json" >"$out/repro-p$p.txt" 2>&1

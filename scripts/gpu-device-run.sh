@@ -6,10 +6,11 @@
 #
 #   OUT=/tmp/out bash scripts/gpu-device-run.sh [gpu-check.sh arguments, e.g. --quick or --cpu]
 #
-# The machine's call has a hard limit: gpu-check runs under GPU_CHECK_BUDGET + 45 s at most, log.txt
-# and results.jsonl are copied to $OUT every 15 s while it runs, and whatever it left is packed on
-# any exit, so a cut run still brings back what it did. The bundle's scripts are compared with this
-# tree's first: a bundle older than the tree is named in the log (rebuild it: bash scripts/bundle.sh).
+# The machine's call has a hard limit: gpu-check runs under GPU_CHECK_BUDGET + 60 s at most (500 s
+# of budget keep the whole call under 600 s), log.txt and results.jsonl are copied to $OUT every 15 s
+# while it runs, and whatever it left is packed on any exit, so a cut run still brings back what it
+# did. The bundle's scripts are compared with this tree's first: a bundle that is not this tree's is
+# named in $OUT/bundle.txt and on stderr (rebuild it: bash scripts/bundle.sh).
 #
 # Exit status: gpu-check.sh's (124 or 137 when cut); 2 when $OUT is unset or there is no bundle.
 set -uo pipefail
@@ -39,20 +40,31 @@ pack() {
     echo "gpu-device-run: raw outputs over 15 MiB: packed without the train/ folder and the per-process logs" >&2
   fi
 }
-trap pack EXIT
+copier=""; check=""
+finish() {  # once: stop the check (when this script is stopped) and the copier, then pack
+  trap - EXIT TERM INT
+  [[ -n $check ]] && kill "$check" 2>/dev/null && wait "$check" 2>/dev/null
+  [[ -n $copier ]] && kill "$copier" 2>/dev/null
+  pack
+}
+trap finish EXIT
+trap 'finish; exit 143' TERM INT
 
 budget=${GPU_CHECK_BUDGET:-480}
-( while sleep 15; do cp /tmp/gpu-check/log.txt /tmp/gpu-check/results.jsonl "$OUT/" 2>/dev/null; done ) &
+( while sleep 15; do cp /tmp/gpu-check/log.txt /tmp/gpu-check/results.jsonl "$OUT/" 2>/dev/null; done ) \
+  >/dev/null 2>&1 &
 copier=$!
-PYTHONUNBUFFERED=1 GPU_CHECK_BUDGET=$budget timeout -k 10 $((budget + 45)) /tmp/sketchps/gpu-check.sh \
-  --out /tmp/gpu-check "$@"
+# In the background, so that a TERM to this script is handled at once (bash runs traps between commands).
+PYTHONUNBUFFERED=1 GPU_CHECK_BUDGET=$budget timeout -k 10 $((budget + 60)) /tmp/sketchps/gpu-check.sh \
+  --out /tmp/gpu-check "$@" &
+check=$!
+wait "$check"
 status=$?
-kill "$copier" 2>/dev/null
-# A cut gpu-check wrote no report: make it from what is there.
-if [[ ! -s /tmp/gpu-check/gpu.md && -f /tmp/sketchps/bench/gpu_report.py ]]; then
+check=""
+# A cut gpu-check wrote no report, or one cut short: make it from what is there.
+if [[ ( ! -s /tmp/gpu-check/gpu.md || $status -eq 124 || $status -eq 137 ) && -f /tmp/sketchps/bench/gpu_report.py ]]; then
   python3 /tmp/sketchps/bench/gpu_report.py /tmp/gpu-check >/tmp/gpu-check/gpu.md 2>>/tmp/gpu-check/log.txt
 fi
-pack
-trap - EXIT
+finish
 echo "gpu-device-run: gpu-check exit $status; $(du -h "$OUT/gpu-check.tgz" | cut -f1) of raw outputs in \$OUT/gpu-check.tgz"
 exit $status

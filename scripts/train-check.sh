@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU acceptance run's training job (scripts/gpu-check.sh step 5, docs/gpu.md): the Python
+# The GPU acceptance run's training job (scripts/gpu-check.sh stage train, docs/gpu.md): the Python
 # package installed with pip against this machine's python3 and its torch (from the bundle's python/
 # and lib/; in a build tree, the build's own package), then examples/pytorch/fashion_mnist.py trained
 # by `sketchps run --script` with 4 worker processes and 2 shards, once per --kernels entry (default
@@ -15,14 +15,14 @@
 # schedule) on 30,000 training images for 2 epochs, 468 rounds (--quick: 8,000 images, 1 epoch, 62
 # rounds); data: --data, else /usr/share/datasets/fashion-mnist, else the bundle's
 # share/fashion-mnist (scripts/bundle.sh); python: --python, else python3 on PATH (it needs torch).
-# Writes OUT/versions.txt (python, torch, pybind11), OUT/pip.txt, OUT/train-<kernels>/ (the run
-# directories: summary.json, every process's log) and one JSON line per job and one for the
-# comparison to OUT/results.jsonl. Exit 0 when every job
-# trained on the kernels it asked for and the accuracies agree; 1 otherwise; 2 bad usage or nothing
-# to train with (the message names it).
+# Writes OUT/versions.txt (python, torch, pybind11) and OUT/pip.txt when it installs the package,
+# OUT/train-<kernels>/ (the run directories: summary.json, every process's log) and one JSON line per
+# job and one for each comparison to OUT/results.jsonl. Exit 0 when every job trained on the kernels
+# it asked for and the accuracies agree; 1 otherwise; 2 bad usage or nothing to train with (the
+# message names it).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-usage() { sed -n '2,18p' "$0"; }
+usage() { sed -n '2,22p' "$0"; }
 [[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
 [[ $# -ge 1 && $1 != -* ]] || { echo "train-check: the first argument is the output folder (see --help)" >&2; usage >&2; exit 2; }
 out=$1; shift
@@ -68,8 +68,14 @@ fi
 if [[ -n $sources ]]; then
   rm -rf "$out/pkg" "$out/pkg-src" && cp -r "$sources" "$out/pkg-src"
   t0=$(date +%s)
-  "$python" -c "import sys, torch, pybind11; print('python', sys.version.split()[0], 'torch', torch.__version__,
-      'pybind11', pybind11.__version__)" >"$out/versions.txt" 2>&1
+  "$python" -c "import importlib, sys
+def version(name):
+    try:
+        return importlib.import_module(name).__version__
+    except Exception as e:
+        return f'missing ({e})'
+print('python', sys.version.split()[0], 'torch', version('torch'), 'pybind11', version('pybind11'))" \
+    >"$out/versions.txt" 2>&1
   if ! SKETCHPS_PREFIX="$prefix" "$python" -m pip install --no-build-isolation --no-deps --no-index --no-cache-dir \
       --disable-pip-version-check --target "$out/pkg" "$out/pkg-src" >"$out/pip.txt" 2>&1; then
     say "pip install of the package failed (the end of $out/pip.txt):"; tail -15 "$out/pip.txt" >&2

@@ -437,17 +437,22 @@ std::uint64_t Session::ParamsChecksum(const float* params) const {
 void Session::RememberRoundStart(std::uint64_t round, const float* params) {
   if (!can_regroup()) return;
   RoundStart& start = starts_[round % 2];
+  start.round = ~0ull;  // valid once both copies are made: a failed one leaves no snapshot of `round`
   const kernels::Exec exec{nullptr, &scratch_};
   if (start.params.size() != dim()) start.params = kernels::DeviceArray<float>(dim());
-  start.round = round;
-  // Fails only for null pointers: the weights and the optimizers' own state are never null.
-  (void)kernels::Copy(params, start.params.data(), dim(), exec);
+  absl::Status copied = kernels::Copy(params, start.params.data(), dim(), exec);
   start.optimizer_state.resize(num_shards());
-  for (std::uint32_t i = 0; i < num_shards(); ++i) {
+  for (std::uint32_t i = 0; i < num_shards() && copied.ok(); ++i) {
     const Optimizer& optimizer = replica_->optimizer(i);
     kernels::DeviceArray<float>& kept = start.optimizer_state[i];
     if (kept.size() != optimizer.state_size()) kept = kernels::DeviceArray<float>(optimizer.state_size());
-    (void)kernels::Copy(optimizer.state_data(), kept.data(), kept.size(), exec);
+    copied = kernels::Copy(optimizer.state_data(), kept.data(), kept.size(), exec);
+  }
+  if (copied.ok()) {
+    start.round = round;
+  } else {  // a regroup to this round then fails naming the missing snapshot (Recover)
+    spdlog::warn("worker {}: round {}'s start was not kept for a regroup: {}", o_.rank, round,
+                 std::string(copied.message()));
   }
 }
 

@@ -74,7 +74,7 @@ def _optimizer_settings(optimizer, model):
     for i, g in enumerate(groups[1:], 1):
         for k in keys:
             if g.get(k) != first[k]:
-                raise ConfigError(f"optimizer: param_groups[{i}] has {k} {g[k]}, param_groups[0] {first[k]} "
+                raise ConfigError(f"optimizer: param_groups[{i}] has {k} {g.get(k)}, param_groups[0] {first[k]} "
                                   "(groups may differ only in weight_decay)")
     for g in groups:
         for k in _OFF:

@@ -147,6 +147,9 @@ def test_adam_with_decoupled_weight_decay_is_adamw(env):
     mixed.param_groups[1]["decoupled_weight_decay"] = False
     with pytest.raises(ConfigError, match=r"param_groups\[1\] has decoupled_weight_decay False"):
         sps.DistributedOptimizer(mixed, model)
+    del mixed.param_groups[1]["decoupled_weight_decay"]  # a group without the key: named, not a KeyError
+    with pytest.raises(ConfigError, match=r"param_groups\[1\] has decoupled_weight_decay None"):
+        sps.DistributedOptimizer(mixed, model)
 
 
 def test_hyperparameters_must_equal_the_jobs(env):
