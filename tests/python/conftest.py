@@ -43,6 +43,32 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
+def train_one_peer(monkeypatch, tmp_path, text, make_model, x, y, lr, after_step):
+    """The job `text` (decentralized, one worker) trained in-process by one peer with its own Peer
+    service on loopback: torch's SGD (lr, momentum 0.9) over make_model() (made after init(), which
+    seeds torch with train.seed), the job's batches of (x, y) with
+    cross-entropy, after_step(step()'s statistics, the optimizer) after every step. Returns (ctx, opt)."""
+    import torch
+    import torch.nn.functional as F
+    import sketchps.torch as sps
+    clean_env(monkeypatch)
+    port = free_port()
+    (tmp_path / "job.yaml").write_text(text)
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("SKETCHPS_JOB", str(tmp_path / "job.yaml")),
+                        ("SKETCHPS_LISTEN", f"127.0.0.1:{port}"), ("SKETCHPS_PEERS", f"127.0.0.1:{port}")):
+        monkeypatch.setenv(name, value)
+    ctx = sps.init()
+    model = make_model()
+    opt = sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9), model)
+    with opt:
+        while not opt.done:
+            idx = opt.batch_indices()
+            opt.zero_grad()
+            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            after_step(opt.step(), opt)
+    return ctx, opt
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as s:

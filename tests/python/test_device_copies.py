@@ -7,11 +7,9 @@ and train.inner_state (their inner steps read the gradient where it lives). A de
 one peer (its own Peer service on loopback), in-process: the peer's own reduction is counted too."""
 import pytest
 import torch
-import torch.nn.functional as F
 
-import sketchps.torch as sps
 import tiny_models
-from conftest import clean_env, free_port
+from conftest import train_one_peer
 
 JOB = """job_id: copies
 mode: decentralized
@@ -29,47 +27,29 @@ COMPRESSED = ["{name: topk, density: 0.01}", "{name: gs_sgd, density: 0.01}", "{
               "{name: sidco, density: 0.01}"]
 
 
-@pytest.fixture
-def env(monkeypatch):
-    clean_env(monkeypatch)
-    monkeypatch.setenv("RANK", "0")
-    return monkeypatch
-
-
-def round_records(env, tmp_path, scheme, train=""):
+def round_records(monkeypatch, tmp_path, scheme, train=""):
     """Trains the job's rounds; the round records (step()'s statistics), the inner steps' left out."""
-    port = free_port()
-    path = tmp_path / "job.yaml"
-    path.write_text(JOB.format(scheme=scheme, train=train))
-    env.setenv("SKETCHPS_JOB", str(path))
-    env.setenv("SKETCHPS_LISTEN", f"127.0.0.1:{port}")
-    env.setenv("SKETCHPS_PEERS", f"127.0.0.1:{port}")
-    sps.init()
     torch.manual_seed(0)
-    model = tiny_models.Mlp()
-    opt = sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), model)
     x, y = torch.randn(200, 784), torch.randint(0, 10, (200,))
     records = []
-    with opt:
-        while not opt.done:
-            idx = opt.batch_indices()
-            opt.zero_grad()
-            F.cross_entropy(model(x[idx]), y[idx]).backward()
-            stats = opt.step()
-            if "dense_bytes" in stats:  # a round's record; an inner step's has none
-                records.append(stats)
+
+    def keep(stats, opt):
+        if "dense_bytes" in stats:  # a round's record; an inner step's has none
+            records.append(stats)
+
+    train_one_peer(monkeypatch, tmp_path, JOB.format(scheme=scheme, train=train), tiny_models.Mlp, x, y, 0.05, keep)
     return records
 
 
-def test_dense_copies_one_dense_vector_each_way(env, tmp_path):
-    for r in round_records(env, tmp_path, "{name: dense}")[1:]:
+def test_dense_copies_one_dense_vector_each_way(monkeypatch, tmp_path):
+    for r in round_records(monkeypatch, tmp_path, "{name: dense}")[1:]:
         assert r["copied_to_host"] == r["dense_bytes"], r
         assert r["copied_to_device"] == r["dense_bytes"], r
 
 
 @pytest.mark.parametrize("scheme", COMPRESSED)
-def test_a_compressed_round_copies_less_than_a_dense_vector(env, tmp_path, scheme):
-    records = round_records(env, tmp_path, scheme)
+def test_a_compressed_round_copies_less_than_a_dense_vector(monkeypatch, tmp_path, scheme):
+    records = round_records(monkeypatch, tmp_path, scheme)
     assert len(records) == 5
     for r in records[1:]:  # the first round sizes its arrays
         assert 0 < r["copied_to_host"] < r["dense_bytes"], (scheme, r)
@@ -77,12 +57,9 @@ def test_a_compressed_round_copies_less_than_a_dense_vector(env, tmp_path, schem
 
 
 @pytest.mark.parametrize("inner_state", ["reset", "keep"])
-def test_local_steps_copy_nothing_more_than_one_step_rounds(env, tmp_path, inner_state):
-    one = round_records(env, tmp_path, COMPRESSED[0])
-    env.undo()
-    clean_env(env)
-    env.setenv("RANK", "0")
-    four = round_records(env, tmp_path, COMPRESSED[0], f", local_steps: 4, inner_state: {inner_state}")
+def test_local_steps_copy_nothing_more_than_one_step_rounds(monkeypatch, tmp_path, inner_state):
+    one = round_records(monkeypatch, tmp_path, COMPRESSED[0])
+    four = round_records(monkeypatch, tmp_path, COMPRESSED[0], f", local_steps: 4, inner_state: {inner_state}")
     assert len(four) == len(one) == 5
     for a, b in zip(one[1:], four[1:]):
         assert (b["copied_to_host"], b["copied_to_device"]) == (a["copied_to_host"], a["copied_to_device"])

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import tiny_models
 import sketchps.torch as sps
-from conftest import SCRIPT, clean_env, free_port, records, run
+from conftest import SCRIPT, clean_env, free_port, records, run, train_one_peer
 from sketchps import _core, data
 from sketchps.errors import ConfigError
 
@@ -109,25 +109,14 @@ class Two(torch.nn.Module):
 
 def train_in_process(monkeypatch, tmp_path, text):
     """The job `text` with one in-process worker; its weights after every round."""
-    clean_env(monkeypatch)
-    port = free_port()
-    (tmp_path / "job.yaml").write_text(text)
-    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("SKETCHPS_JOB", str(tmp_path / "job.yaml")),
-                        ("SKETCHPS_LISTEN", f"127.0.0.1:{port}"), ("SKETCHPS_PEERS", f"127.0.0.1:{port}")):
-        monkeypatch.setenv(name, value)
-    ctx = sps.init()
-    model = Two()
     x, y = torch.randn(64, 20, generator=torch.Generator().manual_seed(1)), torch.arange(64) % 4
-    opt = sps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), model)
     weights = []
-    with opt:
-        while not opt.done:
-            idx = opt.batch_indices()
-            opt.zero_grad()
-            F.cross_entropy(model(x[idx]), y[idx]).backward()
-            stats = opt.step()
-            if "local_step" not in stats:
-                weights.append(opt.flat_parameters.clone())
+
+    def keep_round(stats, opt):
+        if "local_step" not in stats:
+            weights.append(opt.flat_parameters.clone())
+
+    ctx, opt = train_one_peer(monkeypatch, tmp_path, text, Two, x, y, 0.1, keep_round)
     assert ctx.job.total_rounds == len(weights)
     return weights, opt
 
