@@ -256,18 +256,21 @@ absl::Status Optimizer::WriteAggregate(const Aggregate& g, float* d_w) {
 
 std::vector<float> Optimizer::State() const { return state_.ToHost(); }
 
+absl::Status Optimizer::CheckStateSize(std::size_t n) const {
+  if (n == state_.size()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("optimizer state has ", n, " values, expected ", state_.size(), " (",
+                                                 OptimizerName(config_.kind), " over ", dim_, " entries)"));
+}
+
 absl::Status Optimizer::SetState(const std::vector<float>& state) {
-  if (state.size() != state_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("optimizer state has ", state.size(), " values, expected ",
-                                                   state_.size(), " (", OptimizerName(config_.kind), " over ", dim_,
-                                                   " entries)"));
-  }
+  SKETCHPS_RETURN_IF_ERROR(CheckStateSize(state.size()));
   state_.FromHost(state);
   return absl::OkStatus();
 }
 
-absl::Status Optimizer::SetStateFrom(const float* d_state) {
-  return kernels::Copy(d_state, state_.data(), state_.size(), exec_);
+absl::Status Optimizer::SetStateFrom(const float* d_state, std::size_t n) {
+  SKETCHPS_RETURN_IF_ERROR(CheckStateSize(n));
+  return kernels::Copy(d_state, state_.data(), n, exec_);
 }
 
 }  // namespace sketchps

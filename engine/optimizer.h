@@ -94,9 +94,10 @@ class Optimizer {
   std::vector<float> State() const;
   absl::Status SetState(const std::vector<float>& state);
   std::size_t state_size() const { return state_.size(); }
-  // The state in device memory (state_size() floats), and copies of it that stay on the device.
+  // The state in device memory (state_size() floats), and copies of it that stay on the device
+  // (n floats: a size other than state_size() is refused as SetState refuses it).
   const float* state_data() const { return state_.data(); }
-  absl::Status SetStateFrom(const float* d_state);
+  absl::Status SetStateFrom(const float* d_state, std::size_t n);
   void ResetState() { state_.Zero(); }
   // SGD's momentum or Adam's beta1 as applied (0 for a scheme with local momentum).
   double momentum() const { return momentum_; }
@@ -112,6 +113,7 @@ class Optimizer {
   absl::Status StepAdam(const float* d_g, float* d_w, double lr, std::uint64_t round);
   bool adam() const { return config_.kind == OptimizerKind::kAdam || config_.kind == OptimizerKind::kAdamW; }
   absl::Status Step(const float* d_g, float* d_w, const StepClock& clock);
+  absl::Status CheckStateSize(std::size_t n) const;
 
   const OptimizerConfig config_;
   const std::uint64_t dim_;

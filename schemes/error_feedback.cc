@@ -31,10 +31,7 @@ absl::Status Selection::GatherAt(const std::vector<std::uint32_t>& indices, cons
   return kernels::Gather(d_x, n, idx(), count_, val(), exec);
 }
 
-SparseVector Selection::ToSparse(std::uint64_t dim) const {
-  SparseVector out{dim, idx_.ToHost(count_), val_.ToHost(count_)};
-  return out;
-}
+SparseVector Selection::ToSparse(std::uint64_t dim) const { return SparseVector{dim, HostIndices(), HostValues()}; }
 
 std::vector<std::uint32_t> Selection::HostIndices() const { return idx_.ToHost(count_); }
 

@@ -476,13 +476,8 @@ absl::StatusOr<Regrouped> Session::Recover(const absl::Status& failure, std::uin
   const kernels::Exec exec{nullptr, &scratch_};
   SKETCHPS_RETURN_IF_ERROR(kernels::Copy(start.params.data(), params, dim(), exec));
   for (std::uint32_t i = 0; i < num_shards(); ++i) {
-    Optimizer& optimizer = replica_->optimizer(i);
-    if (optimizer.state_size() != start.optimizer_state[i].size()) {
-      return absl::InternalError(absl::StrCat("regroup: shard ", i, "'s optimizer state has ", optimizer.state_size(),
-                                              " values, the snapshot of round ", g.round, " ",
-                                              start.optimizer_state[i].size()));
-    }
-    SKETCHPS_RETURN_IF_ERROR(optimizer.SetStateFrom(start.optimizer_state[i].data()));
+    const kernels::DeviceArray<float>& kept = start.optimizer_state[i];
+    SKETCHPS_RETURN_IF_ERROR(replica_->optimizer(i).SetStateFrom(kept.data(), kept.size()));
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - began);
   if (note != nullptr) {

@@ -268,7 +268,7 @@ TEST_CASE("A gradient in device memory steps bitwise as the same host aggregate,
   CHECK(device_path.State() == host_path.State());
   // The state copies between optimizers on the device, and resets to zeros.
   Optimizer copy(cfg, dim, true, layers);
-  REQUIRE(copy.SetStateFrom(device_path.state_data()).ok());
+  REQUIRE(copy.SetStateFrom(device_path.state_data(), device_path.state_size()).ok());
   CHECK(copy.State() == host_path.State());
   copy.ResetState();
   CHECK(copy.State() == std::vector<float>(copy.state_size(), 0.0f));
